@@ -1,0 +1,61 @@
+// Values <-> stored text. devalue keeps Date, Map, Set, BigInt, undefined, typed arrays,
+// repeated and circular references; a reducer adds Error. Anything else that is not plain
+// data (functions, symbols, class instances) is refused with the path to the bad value.
+
+import * as devalue from "devalue";
+
+export const DEFAULT_MAX_PAYLOAD_BYTES = 2 * 1024 * 1024;
+
+export class EncodeError extends Error {
+  constructor(
+    message: string,
+    readonly path: string,
+    readonly bytes?: number,
+  ) {
+    super(message);
+    this.name = "EncodeError";
+  }
+}
+
+const reducers = {
+  Error: (v: unknown) =>
+    v instanceof Error && [v.name, v.message, v.stack ?? "", (v as { code?: unknown }).code],
+};
+
+const revivers = {
+  Error: ([name, message, stack, code]: [string, string, string, unknown]) => {
+    const e = new Error(message);
+    e.name = name;
+    e.stack = stack;
+    if (code !== undefined) (e as { code?: unknown }).code = code;
+    return e;
+  },
+};
+
+/** Encodes a value; throws EncodeError naming the offending path or the size. */
+export function encode(value: unknown, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES): string {
+  let text: string;
+  try {
+    text = devalue.stringify(value, reducers);
+  } catch (err) {
+    const path = (err as { path?: string }).path || "(root)";
+    const what = (err as Error).message.replace(/^Cannot stringify /, "");
+    throw new EncodeError(`cannot store ${what} at ${path}`, path);
+  }
+  // Byte length only matters near the limit; text.length is a lower bound of UTF-8 bytes.
+  if (text.length * 3 > maxBytes) {
+    const bytes = Buffer.byteLength(text, "utf8");
+    if (bytes > maxBytes) {
+      throw new EncodeError(
+        `is ${bytes} bytes encoded, over the payload limit of ${maxBytes} bytes`,
+        "(root)",
+        bytes,
+      );
+    }
+  }
+  return text;
+}
+
+export function decode<T = unknown>(text: string): T {
+  return devalue.parse(text, revivers) as T;
+}
