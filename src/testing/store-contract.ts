@@ -1,0 +1,1554 @@
+// The contract every Store backend passes: one suite, run against SQLite and PostgreSQL,
+// so "the store" means the same thing whichever backend is underneath. Each test asserts
+// a documented promise of src/store/store.ts and would fail if that promise broke.
+//
+// It is one file on purpose: the suite is the executable specification of store.ts and is
+// read top to bottom next to it; splitting it would scatter one specification.
+//
+// Time: backends take their notion of now from the Clock given to open(). PostgreSQL shifts
+// the database's now() by (clock.now() - Date.now()), so its times equal the clock's only to
+// within the real time a test takes. Assertions on times therefore allow SLACK_MS, and tests
+// move the clock in steps far larger than that.
+
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { CairnError } from "../errors.js";
+import type { Clock } from "../lib/clock.js";
+import type {
+  AttemptRecord,
+  ClaimedRun,
+  IntentRecord,
+  Journal,
+  NewRun,
+  RunRecord,
+  StepRecord,
+  Store,
+  StoreHint,
+} from "../store/store.js";
+
+/** A Clock whose time only moves when the test says so. */
+export interface VirtualClockLike extends Clock {
+  set(ms: number): void;
+}
+
+export interface StoreFixture {
+  /** A store on fresh, empty storage, NOT yet opened: the suite opens it with `clock`. */
+  store: Store;
+  clock: VirtualClockLike;
+  /** Removes the storage (temp dir, schema) after the store was closed. */
+  cleanup: () => Promise<void>;
+}
+
+/** 2023-11-14T22:13:20Z: any fixed instant works; a fixed one keeps failures reproducible. */
+export const CONTRACT_T0 = 1_700_000_000_000;
+
+/** How far a backend's times may drift from the clock's within one test (see header). */
+const SLACK_MS = 5_000;
+const MINUTE = 60_000;
+const LEASE_MS = MINUTE;
+
+/** A settable clock: sleepers wake when set() moves time past their deadline. */
+export function createSettableClock(startMs = CONTRACT_T0): VirtualClockLike {
+  let now = startMs;
+  const sleepers = new Set<{ until: number; wake: () => void }>();
+  const advanceListeners = new Set<() => void>();
+  return {
+    now: () => now,
+    sleep(ms: number, signal?: AbortSignal): Promise<void> {
+      return new Promise((resolve, reject) => {
+        if (signal?.aborted) {
+          reject(signal.reason);
+          return;
+        }
+        const sleeper = {
+          until: now + ms,
+          wake: () => {
+            signal?.removeEventListener("abort", onAbort);
+            resolve();
+          },
+        };
+        const onAbort = () => {
+          sleepers.delete(sleeper);
+          reject(signal?.reason);
+        };
+        signal?.addEventListener("abort", onAbort, { once: true });
+        if (ms <= 0) sleeper.wake();
+        else sleepers.add(sleeper);
+      });
+    },
+    set(ms: number): void {
+      const forward = ms > now;
+      now = ms;
+      for (const s of [...sleepers]) {
+        if (s.until <= now) {
+          sleepers.delete(s);
+          s.wake();
+        }
+      }
+      if (forward) for (const fn of [...advanceListeners]) fn();
+    },
+    onAdvance(fn: () => void): () => void {
+      advanceListeners.add(fn);
+      return () => advanceListeners.delete(fn);
+    },
+  };
+}
+
+function expectNear(actual: number | null | undefined, expected: number): void {
+  expect(actual).toBeTypeOf("number");
+  expect(Math.abs((actual as number) - expected)).toBeLessThanOrEqual(SLACK_MS);
+}
+
+/** Waits for a condition with a bound: hints may arrive asynchronously (LISTEN/NOTIFY). */
+async function waitFor(cond: () => boolean, what: string, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+const byKey = <T extends { key: string }>(xs: T[]): T[] =>
+  [...xs].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+
+const sortAttempts = (xs: AttemptRecord[]): AttemptRecord[] =>
+  [...xs].sort(
+    (a, b) =>
+      a.generation - b.generation ||
+      (a.key < b.key ? -1 : a.key > b.key ? 1 : 0) ||
+      a.attempt - b.attempt,
+  );
+
+export function describeStoreContract(name: string, makeStore: () => Promise<StoreFixture>): void {
+  describe(`Store contract: ${name}`, () => {
+    let store: Store;
+    let clock: VirtualClockLike;
+    let cleanup: () => Promise<void>;
+    let counter = 0;
+
+    beforeEach(async () => {
+      const fixture = await makeStore();
+      store = fixture.store;
+      clock = fixture.clock;
+      cleanup = fixture.cleanup;
+      clock.set(CONTRACT_T0);
+      await store.open({ clock });
+    });
+
+    afterEach(async () => {
+      await store.close();
+      await cleanup();
+    });
+
+    // ---- fixtures ----
+
+    const advance = (ms: number) => clock.set(clock.now() + ms);
+
+    function newRun(over: Partial<NewRun> = {}): NewRun {
+      counter += 1;
+      return {
+        id: `run_${counter}`,
+        workflow: "alpha",
+        version: "1",
+        input: `{"n":${counter}}`,
+        budgetLimit: {},
+        ...over,
+      };
+    }
+
+    function step(runId: string, key: string, seq: number, over: Partial<StepRecord> = {}) {
+      const rec: StepRecord = {
+        runId,
+        key,
+        seq,
+        name: `name-${key}`,
+        kind: "step",
+        outcome: "ok",
+        result: `"result-${key}"`,
+        error: null,
+        spend: {},
+        attempt: 1,
+        startedAt: CONTRACT_T0 + seq,
+        completedAt: CONTRACT_T0 + seq + 1,
+        ...over,
+      };
+      return rec;
+    }
+
+    function attempt(runId: string, key: string, n: number, over: Partial<AttemptRecord> = {}) {
+      const rec: AttemptRecord = {
+        runId,
+        key,
+        attempt: n,
+        generation: 0,
+        startedAt: CONTRACT_T0 + n,
+        endedAt: CONTRACT_T0 + n + 1,
+        error: { name: "Error", message: `attempt ${n} failed` },
+        spend: {},
+        retryAt: CONTRACT_T0 + 1_000,
+        ...over,
+      };
+      return rec;
+    }
+
+    function intent(runId: string, key: string, over: Partial<IntentRecord> = {}) {
+      const rec: IntentRecord = {
+        runId,
+        key,
+        kind: "effect",
+        name: `effect-${key}`,
+        data: `{"intent":"${key}"}`,
+        createdAt: CONTRACT_T0,
+        ...over,
+      };
+      return rec;
+    }
+
+    /** Claims every ready run of `workflows` for `workerId` and returns the one with `id`. */
+    async function claim(
+      id: string,
+      workerId = "worker-1",
+      workflows = ["alpha@1"],
+    ): Promise<ClaimedRun> {
+      const claimed = await store.claimRuns({ workerId, workflows, limit: 100, leaseMs: LEASE_MS });
+      const mine = claimed.find((c) => c.run.id === id);
+      if (!mine) throw new Error(`run "${id}" was not claimed`);
+      return mine;
+    }
+
+    /** A created and claimed run: the common starting point of a journal write. Claims
+     *  exactly that run (a test that leaves other ready runs of its workflow is wrong). */
+    async function started(over: Partial<NewRun> = {}): Promise<RunRecord> {
+      const { run } = await store.createRun(newRun(over));
+      const claimed = await store.claimRuns({
+        workerId: "worker-1",
+        workflows: [`${run.workflow}@${run.version}`],
+        limit: 100,
+        leaseMs: LEASE_MS,
+      });
+      expect(claimed.map((c) => c.run.id)).toEqual([run.id]);
+      return claimed[0]!.run;
+    }
+
+    async function mustGet(id: string): Promise<RunRecord> {
+      const run = await store.getRun(id);
+      if (!run) throw new Error(`run "${id}" not found`);
+      return run;
+    }
+
+    async function release(run: RunRecord, over: Partial<Parameters<Store["releaseRun"]>[0]>) {
+      const out = await store.releaseRun({
+        runId: run.id,
+        epoch: run.epoch,
+        status: "pending",
+        readyAt: null,
+        ...over,
+      });
+      if (!out.ok) throw new Error(`release of "${run.id}" lost its lease`);
+      return out.run;
+    }
+
+    const ids = (runs: RunRecord[]) => runs.map((r) => r.id);
+
+    // ---- lifecycle ----
+
+    describe("open / close / now", () => {
+      it("now() is the clock's time", async () => {
+        expectNear(await store.now(), CONTRACT_T0);
+        advance(10 * MINUTE);
+        expectNear(await store.now(), CONTRACT_T0 + 10 * MINUTE);
+      });
+
+      it("counts openers: the store stays usable until the last one closes", async () => {
+        await store.open({ clock });
+        await store.close();
+        const { created } = await store.createRun(newRun());
+        expect(created).toBe(true);
+      });
+    });
+
+    // ---- runs ----
+
+    describe("createRun / getRun", () => {
+      it("inserts a pending run that is ready now, with empty state", async () => {
+        const input = newRun({ budgetLimit: { tokens: 1000, usd: 2.5 } });
+        const { run, created } = await store.createRun(input);
+        expect(created).toBe(true);
+        expect(run).toMatchObject({
+          id: input.id,
+          workflow: "alpha",
+          version: "1",
+          status: "pending",
+          reason: null,
+          pausedFor: null,
+          input: input.input,
+          output: null,
+          error: null,
+          budgetLimit: { tokens: 1000, usd: 2.5 },
+          budgetSpent: {},
+          parentId: null,
+          wakeAt: null,
+          waitingFor: [],
+          leaseOwner: null,
+          leaseUntil: null,
+          cancelRequested: false,
+        });
+        expect(run.epoch).toBeTypeOf("number");
+        expect(run.generation).toBeTypeOf("number");
+        expectNear(run.readyAt, CONTRACT_T0);
+        expectNear(run.createdAt, CONTRACT_T0);
+        expectNear(run.updatedAt, CONTRACT_T0);
+        expect(await store.getRun(input.id)).toEqual(run);
+      });
+
+      it("stores the parent id", async () => {
+        const { run: parent } = await store.createRun(newRun());
+        const { run } = await store.createRun(newRun({ parentId: parent.id }));
+        expect(run.parentId).toBe(parent.id);
+        expect((await mustGet(run.id)).parentId).toBe(parent.id);
+      });
+
+      it("is idempotent on id: created=false, the existing run unchanged", async () => {
+        const first = await store.createRun(newRun({ id: "run_same" }));
+        advance(MINUTE);
+        const second = await store.createRun(
+          newRun({ id: "run_same", workflow: "other", version: "9", input: '"x"' }),
+        );
+        expect(second.created).toBe(false);
+        expect(second.run).toEqual(first.run);
+        expect(await store.getRun("run_same")).toEqual(first.run);
+        expect(await store.listRuns()).toHaveLength(1);
+      });
+
+      it("getRun of an unknown id is undefined", async () => {
+        expect(await store.getRun("run_nope")).toBeUndefined();
+      });
+    });
+
+    describe("listRuns", () => {
+      // r1..r4 created a minute apart; r2 is canceled, r4 is running.
+      async function seed() {
+        const r1 = (await store.createRun(newRun({ workflow: "alpha" }))).run;
+        advance(MINUTE);
+        const r2 = (await store.createRun(newRun({ workflow: "beta", parentId: r1.id }))).run;
+        advance(MINUTE);
+        const r3 = (await store.createRun(newRun({ workflow: "alpha" }))).run;
+        advance(MINUTE);
+        const r4 = (await store.createRun(newRun({ workflow: "beta" }))).run;
+        await store.requestCancel(r2.id, "not needed");
+        await claim(r4.id, "worker-1", ["beta@1"]);
+        return { r1, r2, r3, r4 };
+      }
+
+      it("returns every run, newest first", async () => {
+        const { r1, r2, r3, r4 } = await seed();
+        expect(ids(await store.listRuns())).toEqual([r4.id, r3.id, r2.id, r1.id]);
+        expect(ids(await store.listRuns({}))).toEqual([r4.id, r3.id, r2.id, r1.id]);
+      });
+
+      it("filters by one status or several", async () => {
+        const { r1, r2, r3, r4 } = await seed();
+        expect(ids(await store.listRuns({ status: "pending" }))).toEqual([r3.id, r1.id]);
+        expect(ids(await store.listRuns({ status: ["canceled", "running"] }))).toEqual([
+          r4.id,
+          r2.id,
+        ]);
+        expect(await store.listRuns({ status: "completed" })).toEqual([]);
+      });
+
+      it("filters by workflow and parent, combined with status", async () => {
+        const { r1, r2, r3, r4 } = await seed();
+        expect(ids(await store.listRuns({ workflow: "alpha" }))).toEqual([r3.id, r1.id]);
+        expect(ids(await store.listRuns({ workflow: "beta" }))).toEqual([r4.id, r2.id]);
+        expect(ids(await store.listRuns({ parentId: r1.id }))).toEqual([r2.id]);
+        expect(ids(await store.listRuns({ workflow: "beta", status: "running" }))).toEqual([r4.id]);
+        expect(await store.listRuns({ workflow: "gamma" })).toEqual([]);
+      });
+
+      it("limits and pages with `before` (createdAt, then id)", async () => {
+        const { r1, r2, r3, r4 } = await seed();
+        const page1 = await store.listRuns({ limit: 2 });
+        expect(ids(page1)).toEqual([r4.id, r3.id]);
+        const last = page1[1]!;
+        const page2 = await store.listRuns({
+          limit: 2,
+          before: { createdAt: last.createdAt, id: last.id },
+        });
+        expect(ids(page2)).toEqual([r2.id, r1.id]);
+        const end = page2[1]!;
+        expect(
+          await store.listRuns({ limit: 2, before: { createdAt: end.createdAt, id: end.id } }),
+        ).toEqual([]);
+        // Same createdAt: the id decides. A larger id than r3's puts r3 strictly before it.
+        expect(
+          ids(await store.listRuns({ before: { createdAt: r3.createdAt, id: `${r3.id}~` } })),
+        ).toEqual([r3.id, r2.id, r1.id]);
+        expect(ids(await store.listRuns({ before: { createdAt: r3.createdAt, id: "" } }))).toEqual([
+          r2.id,
+          r1.id,
+        ]);
+      });
+
+      it("returns full records equal to getRun", async () => {
+        const { r3 } = await seed();
+        const [listed] = await store.listRuns({ limit: 1, status: "pending" });
+        expect(listed).toEqual(await store.getRun(r3.id));
+      });
+    });
+
+    // ---- execution ----
+
+    describe("claimRuns", () => {
+      it("sets running, the lease, readyAt = leaseUntil and epoch + 1", async () => {
+        const { run } = await store.createRun(newRun());
+        const c = await claim(run.id, "worker-1");
+        expect(c.recovered).toBe(false);
+        expect(c.run.status).toBe("running");
+        expect(c.run.leaseOwner).toBe("worker-1");
+        expect(c.run.epoch).toBe(run.epoch + 1);
+        expectNear(c.run.leaseUntil, CONTRACT_T0 + LEASE_MS);
+        expect(c.run.readyAt).toBe(c.run.leaseUntil);
+        expect(await store.getRun(run.id)).toEqual(c.run);
+      });
+
+      it("claims only runs that are ready (readyAt <= now)", async () => {
+        const later = await started();
+        await release(later, { status: "pending", readyAt: CONTRACT_T0 + 10 * MINUTE });
+        const { run: now } = await store.createRun(newRun());
+        const claimed = await store.claimRuns({
+          workerId: "worker-2",
+          workflows: ["alpha@1"],
+          limit: 10,
+          leaseMs: LEASE_MS,
+        });
+        expect(claimed.map((c) => c.run.id)).toEqual([now.id]);
+        advance(11 * MINUTE);
+        const c = await claim(later.id, "worker-2");
+        expect(c.run.epoch).toBe(later.epoch + 1);
+      });
+
+      it("claims only the listed workflow@version pairs", async () => {
+        const { run: a1 } = await store.createRun(newRun({ workflow: "alpha", version: "1" }));
+        await store.createRun(newRun({ workflow: "alpha", version: "2" }));
+        await store.createRun(newRun({ workflow: "beta", version: "1" }));
+        const none = await store.claimRuns({
+          workerId: "worker-1",
+          workflows: [],
+          limit: 10,
+          leaseMs: LEASE_MS,
+        });
+        expect(none).toEqual([]);
+        const claimed = await store.claimRuns({
+          workerId: "worker-1",
+          workflows: ["alpha@1", "gamma@1"],
+          limit: 10,
+          leaseMs: LEASE_MS,
+        });
+        expect(claimed.map((c) => c.run.id)).toEqual([a1.id]);
+      });
+
+      it("respects the limit", async () => {
+        for (let i = 0; i < 5; i++) await store.createRun(newRun());
+        const p = { workerId: "worker-1", workflows: ["alpha@1"], leaseMs: LEASE_MS };
+        expect(await store.claimRuns({ ...p, limit: 2 })).toHaveLength(2);
+        expect(await store.claimRuns({ ...p, limit: 10 })).toHaveLength(3);
+        expect(await store.claimRuns({ ...p, limit: 10 })).toHaveLength(0);
+      });
+
+      it("does not claim a run whose lease is live", async () => {
+        const run = await started();
+        advance(LEASE_MS / 2);
+        const claimed = await store.claimRuns({
+          workerId: "worker-2",
+          workflows: ["alpha@1"],
+          limit: 10,
+          leaseMs: LEASE_MS,
+        });
+        expect(claimed).toEqual([]);
+        expect((await mustGet(run.id)).leaseOwner).toBe("worker-1");
+      });
+
+      it("reclaims an expired lease with recovered=true, never by the same worker", async () => {
+        const run = await started();
+        advance(2 * LEASE_MS);
+        const p = { workflows: ["alpha@1"], limit: 10, leaseMs: LEASE_MS };
+        expect(await store.claimRuns({ ...p, workerId: "worker-1" })).toEqual([]);
+        const [c] = await store.claimRuns({ ...p, workerId: "worker-2" });
+        expect(c?.recovered).toBe(true);
+        expect(c?.run.id).toBe(run.id);
+        expect(c?.run.leaseOwner).toBe("worker-2");
+        expect(c?.run.epoch).toBe(run.epoch + 1);
+        expectNear(c?.run.leaseUntil, CONTRACT_T0 + 3 * LEASE_MS);
+      });
+
+      it("claims a waiting run when its timer is due, never an event-only wait", async () => {
+        const timed = await started();
+        const eventOnly = await started();
+        await release(timed, {
+          status: "waiting",
+          readyAt: CONTRACT_T0 + 10 * MINUTE,
+          wakeAt: CONTRACT_T0 + 10 * MINUTE,
+        });
+        await release(eventOnly, { status: "waiting", readyAt: null, waitingFor: ["go"] });
+        advance(11 * MINUTE);
+        const claimed = await store.claimRuns({
+          workerId: "worker-2",
+          workflows: ["alpha@1"],
+          limit: 10,
+          leaseMs: LEASE_MS,
+        });
+        expect(claimed.map((c) => [c.run.id, c.recovered])).toEqual([[timed.id, false]]);
+      });
+
+      it("never claims finished runs or runs paused for budget", async () => {
+        const done = await started();
+        const broke = await started();
+        await release(done, { status: "completed", output: '"ok"' });
+        await release(broke, {
+          status: "paused",
+          pausedFor: "budget",
+          reason: "budget spent",
+          readyAt: null,
+        });
+        await store.createRun(newRun({ id: "run_canceled" }));
+        await store.requestCancel("run_canceled", "stop");
+        advance(60 * MINUTE);
+        const claimed = await store.claimRuns({
+          workerId: "worker-2",
+          workflows: ["alpha@1"],
+          limit: 10,
+          leaseMs: LEASE_MS,
+        });
+        expect(claimed).toEqual([]);
+      });
+
+      it("never hands one run to two concurrent claimers", async () => {
+        const all = new Set<string>();
+        for (let i = 0; i < 20; i++) all.add((await store.createRun(newRun())).run.id);
+        const seen: string[] = [];
+        for (let round = 0; round < 10 && seen.length < all.size; round++) {
+          const batches = await Promise.all(
+            [1, 2, 3, 4].map((w) =>
+              store.claimRuns({
+                workerId: `worker-${w}`,
+                workflows: ["alpha@1"],
+                limit: 3,
+                leaseMs: LEASE_MS,
+              }),
+            ),
+          );
+          for (const b of batches) for (const c of b) seen.push(c.run.id);
+        }
+        expect(seen).toHaveLength(all.size);
+        expect(new Set(seen)).toEqual(all);
+      });
+    });
+
+    describe("renewLeases", () => {
+      it("extends the lease of runs held at their epoch", async () => {
+        const run = await started();
+        advance(LEASE_MS / 2);
+        const out = await store.renewLeases({
+          workerId: "worker-1",
+          runs: [{ runId: run.id, epoch: run.epoch }],
+          leaseMs: LEASE_MS,
+        });
+        expect(out).toEqual({ lost: [], cancelRequested: [] });
+        const after = await mustGet(run.id);
+        expectNear(after.leaseUntil, CONTRACT_T0 + LEASE_MS / 2 + LEASE_MS);
+        expect(after.readyAt).toBe(after.leaseUntil);
+        expect(after.epoch).toBe(run.epoch);
+        // Past the original lease, the renewed one still keeps other workers out.
+        advance(LEASE_MS * 0.75);
+        const claimed = await store.claimRuns({
+          workerId: "worker-2",
+          workflows: ["alpha@1"],
+          limit: 10,
+          leaseMs: LEASE_MS,
+        });
+        expect(claimed).toEqual([]);
+      });
+
+      it("reports runs whose epoch moved on, or that are no longer running, as lost", async () => {
+        const taken = await started();
+        const released = await started();
+        await release(released, { status: "completed", output: null });
+        advance(2 * LEASE_MS);
+        await claim(taken.id, "worker-2");
+        const out = await store.renewLeases({
+          workerId: "worker-1",
+          runs: [
+            { runId: taken.id, epoch: taken.epoch },
+            { runId: released.id, epoch: released.epoch },
+            { runId: "run_unknown", epoch: 1 },
+          ],
+          leaseMs: LEASE_MS,
+        });
+        expect([...out.lost].sort()).toEqual([taken.id, released.id, "run_unknown"].sort());
+        expect(out.cancelRequested).toEqual([]);
+        expect((await mustGet(taken.id)).leaseOwner).toBe("worker-2");
+      });
+
+      it("reports a pending cancel request", async () => {
+        const run = await started();
+        await store.requestCancel(run.id, "user asked");
+        const out = await store.renewLeases({
+          workerId: "worker-1",
+          runs: [{ runId: run.id, epoch: run.epoch }],
+          leaseMs: LEASE_MS,
+        });
+        expect(out).toEqual({ lost: [], cancelRequested: [run.id] });
+      });
+    });
+
+    describe("appendRecords", () => {
+      it("writes steps, attempts and intents; loadJournal returns steps by seq", async () => {
+        const run = await started();
+        const s2 = step(run.id, "c", 2);
+        const s0 = step(run.id, "a", 0, { kind: "effect" });
+        const s1 = step(run.id, "b", 1, {
+          outcome: "error",
+          result: null,
+          error: { name: "FatalError", code: "FATAL", message: "nope", stack: "at x" },
+        });
+        const a1 = attempt(run.id, "b", 1);
+        const i0 = intent(run.id, "a");
+        expect(
+          await store.appendRecords([
+            { runId: run.id, epoch: run.epoch, steps: [s2], intents: [i0] },
+          ]),
+        ).toEqual([{ ok: true }]);
+        expect(
+          await store.appendRecords([
+            { runId: run.id, epoch: run.epoch, steps: [s0, s1], attempts: [a1] },
+          ]),
+        ).toEqual([{ ok: true }]);
+        const j = await store.loadJournal(run.id);
+        expect(j.steps).toEqual([s0, s1, s2]);
+        expect(j.attempts).toEqual([a1]);
+        expect(j.intents).toEqual([i0]);
+        expect(j.events).toEqual([]);
+      });
+
+      it("an empty batch is fine", async () => {
+        expect(await store.appendRecords([])).toEqual([]);
+      });
+
+      it("is fenced by epoch: a stale (or unknown) writer is lease-lost and writes nothing", async () => {
+        const run = await started();
+        advance(2 * LEASE_MS);
+        const retaken = (await claim(run.id, "worker-2")).run;
+        const stale = {
+          runId: run.id,
+          epoch: run.epoch,
+          steps: [step(run.id, "a", 0, { spend: { tokens: 5 } })],
+          attempts: [attempt(run.id, "a", 1, { spend: { tokens: 5 } })],
+          intents: [intent(run.id, "a")],
+        };
+        expect(await store.appendRecords([stale])).toEqual([{ ok: false, reason: "lease-lost" }]);
+        expect(await store.appendRecords([{ ...stale, epoch: retaken.epoch + 1 }])).toEqual([
+          { ok: false, reason: "lease-lost" },
+        ]);
+        expect(await store.appendRecords([{ runId: "run_unknown", epoch: 1, steps: [] }])).toEqual([
+          { ok: false, reason: "lease-lost" },
+        ]);
+        expect(await store.loadJournal(run.id)).toEqual({
+          steps: [],
+          attempts: [],
+          intents: [],
+          events: [],
+        });
+        expect((await mustGet(run.id)).budgetSpent).toEqual({});
+      });
+
+      it("re-writing an identical record is a no-op; spend is not counted twice", async () => {
+        const run = await started();
+        const w = {
+          runId: run.id,
+          epoch: run.epoch,
+          steps: [step(run.id, "a", 0, { spend: { tokens: 10 } })],
+          attempts: [attempt(run.id, "a", 1, { spend: { tokens: 1 } })],
+          intents: [intent(run.id, "a")],
+        };
+        expect(await store.appendRecords([w])).toEqual([{ ok: true }]);
+        const before = await store.loadJournal(run.id);
+        // A retry after an unknown commit outcome re-sends the very same records.
+        expect(await store.appendRecords([structuredClone(w)])).toEqual([{ ok: true }]);
+        expect(await store.loadJournal(run.id)).toEqual(before);
+        expect((await mustGet(run.id)).budgetSpent).toEqual({ tokens: 11 });
+      });
+
+      it("a different record under an existing key is a conflict and rolls back its write", async () => {
+        const run = await started();
+        const a = step(run.id, "a", 0, { spend: { tokens: 10 } });
+        await store.appendRecords([{ runId: run.id, epoch: run.epoch, steps: [a] }]);
+        const journal = await store.loadJournal(run.id);
+
+        const cases: Array<{ label: string; write: Parameters<Store["appendRecords"]>[0][0] }> = [
+          {
+            label: "step",
+            write: {
+              runId: run.id,
+              epoch: run.epoch,
+              steps: [step(run.id, "b", 1, { spend: { tokens: 7 } }), { ...a, result: '"other"' }],
+            },
+          },
+          {
+            label: "attempt",
+            write: {
+              runId: run.id,
+              epoch: run.epoch,
+              steps: [step(run.id, "b", 1, { spend: { tokens: 7 } })],
+              attempts: [attempt(run.id, "x", 1), attempt(run.id, "x", 1, { retryAt: null })],
+            },
+          },
+          {
+            label: "intent",
+            write: {
+              runId: run.id,
+              epoch: run.epoch,
+              intents: [intent(run.id, "i"), intent(run.id, "i", { data: '"changed"' })],
+              steps: [step(run.id, "b", 1, { spend: { tokens: 7 } })],
+            },
+          },
+        ];
+        for (const c of cases) {
+          const [out] = await store.appendRecords([c.write]);
+          expect(out, c.label).toMatchObject({ ok: false, reason: "conflict" });
+          expect(await store.loadJournal(run.id), c.label).toEqual(journal);
+          expect((await mustGet(run.id)).budgetSpent, c.label).toEqual({ tokens: 10 });
+        }
+        const [stepConflict] = await store.appendRecords([cases[0]!.write]);
+        expect(stepConflict).toEqual({ ok: false, reason: "conflict", key: "a" });
+      });
+
+      it("adds step and attempt spend to budgetSpent, for any amount names", async () => {
+        const run = await started();
+        await store.appendRecords([
+          {
+            runId: run.id,
+            epoch: run.epoch,
+            steps: [step(run.id, "a", 0, { spend: { tokens: 100, usd: 0.5 } })],
+            attempts: [attempt(run.id, "a", 1, { spend: { tokens: 20, "gpu-seconds": 3 } })],
+          },
+        ]);
+        await store.appendRecords([
+          {
+            runId: run.id,
+            epoch: run.epoch,
+            steps: [step(run.id, "b", 1, { spend: { usd: 0.25, "émoji 💸": 1 } })],
+          },
+        ]);
+        expect((await mustGet(run.id)).budgetSpent).toEqual({
+          tokens: 120,
+          usd: 0.75,
+          "gpu-seconds": 3,
+          "émoji 💸": 1,
+        });
+      });
+
+      it("consume marks events; consuming one twice is a conflict", async () => {
+        const run = await started();
+        const other = await started();
+        const e1 = await store.sendEvent({ runId: run.id, name: "approve", payload: "1" });
+        const e2 = await store.sendEvent({ runId: run.id, name: "approve", payload: "2" });
+        const eo = await store.sendEvent({ runId: other.id, name: "approve", payload: "o" });
+        if (!e1.ok || !e2.ok || !eo.ok) throw new Error("sendEvent refused");
+        const wait = step(run.id, "wait:0", 0, { kind: "wait", result: "1" });
+        const w = {
+          runId: run.id,
+          epoch: run.epoch,
+          steps: [wait],
+          consume: [{ eventSeq: e1.event.seq, key: "wait:0" }],
+        };
+        expect(await store.appendRecords([w])).toEqual([{ ok: true }]);
+        expect((await store.loadJournal(run.id)).events).toEqual([e2.event]);
+        // The same write again (a retry) is a no-op.
+        expect(await store.appendRecords([w])).toEqual([{ ok: true }]);
+
+        const again = (eventSeq: number, key: string) => ({
+          runId: run.id,
+          epoch: run.epoch,
+          steps: [step(run.id, key, 1, { kind: "wait" })],
+          consume: [{ eventSeq, key }],
+        });
+        // Consumed by another wait, another run's event, an event that does not exist.
+        for (const seq of [e1.event.seq, eo.event.seq, e2.event.seq + 1_000_000]) {
+          expect(await store.appendRecords([again(seq, "wait:1")])).toEqual([
+            { ok: false, reason: "conflict", key: "wait:1" },
+          ]);
+        }
+        const j = await store.loadJournal(run.id);
+        expect(j.steps).toEqual([wait]);
+        expect(j.events).toEqual([e2.event]);
+        expect((await store.loadJournal(other.id)).events).toEqual([eo.event]);
+      });
+
+      it("commits the good writes of a mixed batch", async () => {
+        const lost = await started();
+        const good = await started();
+        const conflicted = await started();
+        await store.appendRecords([
+          { runId: conflicted.id, epoch: conflicted.epoch, steps: [step(conflicted.id, "a", 0)] },
+        ]);
+        const out = await store.appendRecords([
+          { runId: lost.id, epoch: lost.epoch - 1, steps: [step(lost.id, "a", 0)] },
+          {
+            runId: good.id,
+            epoch: good.epoch,
+            steps: [step(good.id, "a", 0, { spend: { tokens: 3 } })],
+            intents: [intent(good.id, "b")],
+          },
+          {
+            runId: conflicted.id,
+            epoch: conflicted.epoch,
+            steps: [step(conflicted.id, "b", 1), step(conflicted.id, "a", 0, { name: "x" })],
+          },
+        ]);
+        expect(out).toEqual([
+          { ok: false, reason: "lease-lost" },
+          { ok: true },
+          { ok: false, reason: "conflict", key: "a" },
+        ]);
+        expect((await store.loadJournal(lost.id)).steps).toEqual([]);
+        const gj = await store.loadJournal(good.id);
+        expect(gj.steps).toEqual([step(good.id, "a", 0, { spend: { tokens: 3 } })]);
+        expect(gj.intents).toEqual([intent(good.id, "b")]);
+        expect((await mustGet(good.id)).budgetSpent).toEqual({ tokens: 3 });
+        expect((await store.loadJournal(conflicted.id)).steps).toEqual([
+          step(conflicted.id, "a", 0),
+        ]);
+      });
+    });
+
+    describe("releaseRun", () => {
+      it("completed: stores the output, clears the lease and readiness", async () => {
+        const run = await started();
+        advance(MINUTE);
+        const after = await release(run, { status: "completed", output: '{"done":true}' });
+        expect(after).toMatchObject({
+          status: "completed",
+          output: '{"done":true}',
+          leaseOwner: null,
+          leaseUntil: null,
+          readyAt: null,
+          epoch: run.epoch,
+        });
+        expectNear(after.updatedAt, CONTRACT_T0 + MINUTE);
+        expect(await store.getRun(run.id)).toEqual(after);
+      });
+
+      it("failed: stores the error and reason", async () => {
+        const run = await started();
+        const error = { name: "TypeError", message: "bad", stack: "at y", code: undefined };
+        const after = await release(run, { status: "failed", error, reason: "step x failed" });
+        expect(after).toMatchObject({ status: "failed", reason: "step x failed", readyAt: null });
+        expect(after.error).toEqual(error);
+      });
+
+      it("paused: stores pausedFor and reason, not claimable", async () => {
+        const run = await started();
+        const after = await release(run, {
+          status: "paused",
+          pausedFor: "budget",
+          reason: "tokens over 1000",
+          readyAt: null,
+        });
+        expect(after).toMatchObject({
+          status: "paused",
+          pausedFor: "budget",
+          reason: "tokens over 1000",
+          readyAt: null,
+          leaseOwner: null,
+        });
+      });
+
+      it("pending: ready at the given time", async () => {
+        const run = await started();
+        const at = CONTRACT_T0 + 5 * MINUTE;
+        const after = await release(run, { status: "pending", readyAt: at });
+        expect(after).toMatchObject({ status: "pending", readyAt: at, leaseOwner: null });
+        expect(after.leaseUntil).toBeNull();
+      });
+
+      it("waiting: stores the timer and the awaited event names", async () => {
+        const run = await started();
+        const at = CONTRACT_T0 + 30 * MINUTE;
+        const after = await release(run, {
+          status: "waiting",
+          readyAt: at,
+          wakeAt: at,
+          waitingFor: ["approve", "reject"],
+        });
+        expect(after).toMatchObject({
+          status: "waiting",
+          readyAt: at,
+          wakeAt: at,
+          waitingFor: ["approve", "reject"],
+          leaseOwner: null,
+          leaseUntil: null,
+        });
+      });
+
+      it("is fenced by epoch: a stale release changes nothing", async () => {
+        const run = await started();
+        advance(2 * LEASE_MS);
+        await claim(run.id, "worker-2");
+        const before = await mustGet(run.id);
+        const out = await store.releaseRun({
+          runId: run.id,
+          epoch: run.epoch,
+          status: "completed",
+          output: '"zombie"',
+          readyAt: null,
+          events: [{ runId: run.id, name: "zombie", payload: "1" }],
+        });
+        expect(out).toEqual({ ok: false, reason: "lease-lost" });
+        expect(await store.getRun(run.id)).toEqual(before);
+        expect((await store.loadJournal(run.id)).events).toEqual([]);
+        expect(
+          await store.releaseRun({
+            runId: "run_unknown",
+            epoch: 1,
+            status: "completed",
+            readyAt: null,
+          }),
+        ).toEqual({ ok: false, reason: "lease-lost" });
+      });
+
+      it("waiting with an unconsumed awaited event already there: ready now", async () => {
+        const run = await started();
+        await store.sendEvent({ runId: run.id, name: "approve", payload: "yes" });
+        advance(MINUTE);
+        const after = await release(run, {
+          status: "waiting",
+          readyAt: null,
+          waitingFor: ["approve"],
+        });
+        expect(after.status).toBe("waiting");
+        expectNear(after.readyAt, CONTRACT_T0 + MINUTE);
+        expect((await claim(run.id, "worker-2")).run.epoch).toBe(run.epoch + 1);
+      });
+
+      it("waiting with only events of other names stays unready", async () => {
+        const run = await started();
+        await store.sendEvent({ runId: run.id, name: "approve", payload: "yes" });
+        const after = await release(run, { status: "waiting", readyAt: null, waitingFor: ["x"] });
+        expect(after.readyAt).toBeNull();
+      });
+
+      it("a cancel request turns a release to pending/waiting/paused into canceled", async () => {
+        for (const status of ["pending", "waiting", "paused"] as const) {
+          const run = await started();
+          await store.requestCancel(run.id, `stop ${status}`);
+          const after = await release(run, {
+            status,
+            readyAt: status === "paused" ? null : CONTRACT_T0,
+            ...(status === "paused" ? { pausedFor: "budget" as const } : {}),
+            ...(status === "waiting" ? { waitingFor: ["go"] } : {}),
+          });
+          expect(after.status, status).toBe("canceled");
+          expect(after.reason, status).toBe(`stop ${status}`);
+          expect(after.readyAt, status).toBeNull();
+          expect(after.leaseOwner, status).toBeNull();
+        }
+      });
+
+      it("a cancel request does not undo a completion", async () => {
+        const run = await started();
+        await store.requestCancel(run.id, "too late");
+        const after = await release(run, { status: "completed", output: '"fine"' });
+        expect(after).toMatchObject({ status: "completed", output: '"fine"' });
+      });
+
+      it("inserts its events in the same transaction and wakes their waiting runs", async () => {
+        const parent = await started();
+        await release(parent, { status: "waiting", readyAt: null, waitingFor: ["child:done"] });
+        const child = await started({ parentId: parent.id });
+        advance(MINUTE);
+        await release(child, {
+          status: "completed",
+          output: '"42"',
+          events: [{ runId: parent.id, name: "child:done", payload: '"42"' }],
+        });
+        const events = (await store.loadJournal(parent.id)).events;
+        expect(events.map((e) => [e.runId, e.name, e.payload, e.consumedBy])).toEqual([
+          [parent.id, "child:done", '"42"', null],
+        ]);
+        expectNear((await mustGet(parent.id)).readyAt, CONTRACT_T0 + MINUTE);
+      });
+    });
+
+    describe("loadJournal", () => {
+      it("is empty for a run without records", async () => {
+        const { run } = await store.createRun(newRun());
+        expect(await store.loadJournal(run.id)).toEqual({
+          steps: [],
+          attempts: [],
+          intents: [],
+          events: [],
+        });
+      });
+
+      it("returns every attempt and intent, and only unconsumed events oldest first", async () => {
+        const run = await started();
+        const sent = [];
+        for (const n of ["a", "b", "c", "d"]) {
+          const out = await store.sendEvent({ runId: run.id, name: n, payload: `"${n}"` });
+          if (!out.ok) throw new Error("refused");
+          sent.push(out.event);
+        }
+        const attempts = [
+          attempt(run.id, "k", 1),
+          attempt(run.id, "k", 2),
+          attempt(run.id, "j", 1),
+        ];
+        const intents = [intent(run.id, "k"), intent(run.id, "j")];
+        await store.appendRecords([
+          {
+            runId: run.id,
+            epoch: run.epoch,
+            attempts,
+            intents,
+            steps: [step(run.id, "w", 0, { kind: "wait" })],
+            consume: [{ eventSeq: sent[1]!.seq, key: "w" }],
+          },
+        ]);
+        const j: Journal = await store.loadJournal(run.id);
+        expect(sortAttempts(j.attempts)).toEqual(sortAttempts(attempts));
+        expect(byKey(j.intents)).toEqual(byKey(intents));
+        expect(j.events).toEqual([sent[0], sent[2], sent[3]]);
+      });
+    });
+
+    // ---- events ----
+
+    describe("sendEvent", () => {
+      it("stores the event with an increasing seq", async () => {
+        const { run } = await store.createRun(newRun());
+        advance(MINUTE);
+        const a = await store.sendEvent({ runId: run.id, name: "n", payload: '{"a":1}' });
+        const b = await store.sendEvent({ runId: run.id, name: "n", payload: '{"b":2}' });
+        if (!a.ok || !b.ok) throw new Error("refused");
+        expect(a.event).toMatchObject({
+          runId: run.id,
+          name: "n",
+          payload: '{"a":1}',
+          consumedBy: null,
+        });
+        expectNear(a.event.createdAt, CONTRACT_T0 + MINUTE);
+        expect(b.event.seq).toBeGreaterThan(a.event.seq);
+        expect((await store.loadJournal(run.id)).events).toEqual([a.event, b.event]);
+      });
+
+      it("refuses unknown and finished runs", async () => {
+        expect(await store.sendEvent({ runId: "run_nope", name: "n", payload: "1" })).toEqual({
+          ok: false,
+          reason: "not-found",
+        });
+        const done = await started();
+        await release(done, { status: "completed", output: null });
+        expect(await store.sendEvent({ runId: done.id, name: "n", payload: "1" })).toEqual({
+          ok: false,
+          reason: "finished",
+          status: "completed",
+        });
+        const { run: canceled } = await store.createRun(newRun());
+        await store.requestCancel(canceled.id, "stop");
+        expect(await store.sendEvent({ runId: canceled.id, name: "n", payload: "1" })).toEqual({
+          ok: false,
+          reason: "finished",
+          status: "canceled",
+        });
+        expect((await store.loadJournal(done.id)).events).toEqual([]);
+      });
+
+      it("makes a waiting run ready now", async () => {
+        const eventOnly = await started();
+        const timed = await started();
+        await release(eventOnly, { status: "waiting", readyAt: null, waitingFor: ["go"] });
+        const far = CONTRACT_T0 + 24 * 60 * MINUTE;
+        await release(timed, { status: "waiting", readyAt: far, wakeAt: far, waitingFor: ["go"] });
+        advance(MINUTE);
+        await store.sendEvent({ runId: eventOnly.id, name: "go", payload: "1" });
+        await store.sendEvent({ runId: timed.id, name: "go", payload: "1" });
+        expectNear((await mustGet(eventOnly.id)).readyAt, CONTRACT_T0 + MINUTE);
+        expectNear((await mustGet(timed.id)).readyAt, CONTRACT_T0 + MINUTE);
+        const claimed = await store.claimRuns({
+          workerId: "worker-2",
+          workflows: ["alpha@1"],
+          limit: 10,
+          leaseMs: LEASE_MS,
+        });
+        expect(claimed.map((c) => c.run.id).sort()).toEqual([eventOnly.id, timed.id].sort());
+      });
+
+      it("accepts events for pending and running runs without changing their state", async () => {
+        const running = await started();
+        const { run: pending } = await store.createRun(newRun());
+        expect((await store.sendEvent({ runId: running.id, name: "n", payload: "1" })).ok).toBe(
+          true,
+        );
+        expect((await store.sendEvent({ runId: pending.id, name: "n", payload: "1" })).ok).toBe(
+          true,
+        );
+        expect(await mustGet(running.id)).toMatchObject({
+          status: "running",
+          epoch: running.epoch,
+          leaseOwner: "worker-1",
+        });
+        expect((await mustGet(pending.id)).status).toBe("pending");
+      });
+    });
+
+    // ---- control ----
+
+    describe("requestCancel", () => {
+      it("cancels pending, waiting and paused runs at once", async () => {
+        const waiting = await started();
+        await release(waiting, { status: "waiting", readyAt: null, waitingFor: ["go"] });
+        const paused = await started();
+        await release(paused, { status: "paused", pausedFor: "budget", readyAt: null });
+        const { run: pending } = await store.createRun(newRun());
+        for (const id of [pending.id, waiting.id, paused.id]) {
+          const out = await store.requestCancel(id, "no longer needed");
+          expect(out.state, id).toBe("canceled");
+          if (out.state !== "canceled") continue;
+          expect(out.run).toMatchObject({
+            status: "canceled",
+            reason: "no longer needed",
+            readyAt: null,
+          });
+          expect(await store.getRun(id)).toEqual(out.run);
+        }
+        advance(60 * MINUTE);
+        expect(
+          await store.claimRuns({
+            workerId: "worker-2",
+            workflows: ["alpha@1"],
+            limit: 10,
+            leaseMs: LEASE_MS,
+          }),
+        ).toEqual([]);
+      });
+
+      it("asks the owner of a running run to stop", async () => {
+        const run = await started();
+        const out = await store.requestCancel(run.id, "stop please");
+        expect(out.state).toBe("requested");
+        if (out.state !== "requested") return;
+        expect(out.run).toMatchObject({
+          status: "running",
+          cancelRequested: true,
+          epoch: run.epoch,
+          leaseOwner: "worker-1",
+        });
+        expect((await mustGet(run.id)).cancelRequested).toBe(true);
+      });
+
+      it("reports finished runs and is idempotent on canceled ones", async () => {
+        const done = await started();
+        await release(done, { status: "completed", output: '"x"' });
+        const failed = await started();
+        await release(failed, { status: "failed", error: { name: "Error", message: "m" } });
+        for (const r of [done, failed]) {
+          const out = await store.requestCancel(r.id, "stop");
+          expect(out.state).toBe("finished");
+          if (out.state === "finished") expect(out.run).toEqual(await store.getRun(r.id));
+        }
+        const { run } = await store.createRun(newRun());
+        const first = await store.requestCancel(run.id, "first");
+        advance(MINUTE);
+        const second = await store.requestCancel(run.id, "second");
+        expect(second).toEqual(first);
+        expect(await store.requestCancel("run_nope", "x")).toEqual({ state: "not-found" });
+      });
+    });
+
+    describe("resumeRun", () => {
+      it("a paused run becomes pending now, budget limits merged", async () => {
+        const run = await started({ budgetLimit: { tokens: 1000, usd: 5 } });
+        await release(run, {
+          status: "paused",
+          pausedFor: "budget",
+          reason: "usd over 5",
+          readyAt: null,
+        });
+        advance(MINUTE);
+        const out = await store.resumeRun(run.id, { budgetLimit: { usd: 10, calls: 3 } });
+        if (!out.ok) throw new Error("resume refused");
+        expect(out.run).toMatchObject({
+          status: "pending",
+          reason: null,
+          pausedFor: null,
+          budgetLimit: { tokens: 1000, usd: 10, calls: 3 },
+          generation: run.generation,
+        });
+        expectNear(out.run.readyAt, CONTRACT_T0 + MINUTE);
+        expect(await store.getRun(run.id)).toEqual(out.run);
+      });
+
+      it("a failed run gets generation + 1 and its error cleared", async () => {
+        const run = await started();
+        await release(run, {
+          status: "failed",
+          error: { name: "Error", message: "boom" },
+          reason: "boom",
+        });
+        const out = await store.resumeRun(run.id, {});
+        if (!out.ok) throw new Error("resume refused");
+        expect(out.run).toMatchObject({
+          status: "pending",
+          error: null,
+          generation: run.generation + 1,
+          budgetLimit: {},
+        });
+        expect((await claim(run.id, "worker-2")).run.generation).toBe(run.generation + 1);
+      });
+
+      it("refuses other statuses and unknown runs", async () => {
+        const running = await started();
+        const waiting = await started();
+        await release(waiting, { status: "waiting", readyAt: null, waitingFor: ["x"] });
+        const done = await started();
+        await release(done, { status: "completed", output: null });
+        const { run: pending } = await store.createRun(newRun());
+        const { run: canceled } = await store.createRun(newRun());
+        await store.requestCancel(canceled.id, "stop");
+        for (const id of [pending.id, running.id, waiting.id, done.id, canceled.id]) {
+          const before = await mustGet(id);
+          expect(await store.resumeRun(id, { budgetLimit: { usd: 1 } })).toEqual({
+            ok: false,
+            reason: "status",
+            run: before,
+          });
+          expect(await store.getRun(id)).toEqual(before);
+        }
+        expect(await store.resumeRun("run_nope", {})).toEqual({ ok: false, reason: "not-found" });
+      });
+    });
+
+    describe("forkRun", () => {
+      it("copies the steps before beforeSeq and their attempts; the source is untouched", async () => {
+        const src = await started({ budgetLimit: { usd: 3 } });
+        const steps = [0, 1, 2, 3].map((i) =>
+          step(src.id, `k${i}`, i, { spend: { tokens: 10 ** i }, attempt: i === 1 ? 2 : 1 }),
+        );
+        const attempts = [
+          attempt(src.id, "k1", 1, { spend: { tokens: 1000 } }),
+          attempt(src.id, "k3", 1, { spend: { tokens: 5000 } }),
+        ];
+        await store.appendRecords([
+          {
+            runId: src.id,
+            epoch: src.epoch,
+            steps,
+            attempts,
+            intents: [intent(src.id, "k2")],
+          },
+        ]);
+        await store.sendEvent({ runId: src.id, name: "e", payload: "1" });
+        const srcRun = await mustGet(src.id);
+        const srcJournal = await store.loadJournal(src.id);
+
+        advance(MINUTE);
+        const out = await store.forkRun({
+          sourceId: src.id,
+          run: newRun({ id: "run_fork", input: '"new input"', budgetLimit: { usd: 9 } }),
+          beforeSeq: 2,
+        });
+        expect(out.created).toBe(true);
+        expect(out.run).toMatchObject({
+          id: "run_fork",
+          status: "pending",
+          input: '"new input"',
+          budgetLimit: { usd: 9 },
+          budgetSpent: { tokens: 1011 },
+        });
+        expectNear(out.run.readyAt, CONTRACT_T0 + MINUTE);
+        const j = await store.loadJournal("run_fork");
+        expect(j.steps).toEqual(steps.slice(0, 2).map((s) => ({ ...s, runId: "run_fork" })));
+        expect(j.attempts).toEqual([
+          { ...attempts[0]!, runId: "run_fork", generation: out.run.generation },
+        ]);
+        expect(j.events).toEqual([]);
+        expect(await store.getRun(src.id)).toEqual(srcRun);
+        expect(await store.loadJournal(src.id)).toEqual(srcJournal);
+      });
+
+      it("copies only attempts of the source's current generation", async () => {
+        const src = await started();
+        await store.appendRecords([
+          { runId: src.id, epoch: src.epoch, attempts: [attempt(src.id, "k0", 1)] },
+        ]);
+        await release(src, { status: "failed", error: { name: "Error", message: "x" } });
+        const resumed = await store.resumeRun(src.id, {});
+        if (!resumed.ok) throw new Error("resume refused");
+        const again = (await claim(src.id, "worker-2")).run;
+        const g1 = attempt(src.id, "k0", 1, { generation: again.generation, spend: { t: 2 } });
+        await store.appendRecords([
+          {
+            runId: src.id,
+            epoch: again.epoch,
+            attempts: [g1],
+            steps: [step(src.id, "k0", 0, { attempt: 2, spend: { t: 1 } })],
+          },
+        ]);
+        const out = await store.forkRun({
+          sourceId: src.id,
+          run: newRun({ id: "run_fork" }),
+          beforeSeq: 1,
+        });
+        expect(out.run.budgetSpent).toEqual({ t: 3 });
+        expect((await store.loadJournal("run_fork")).attempts).toEqual([
+          { ...g1, runId: "run_fork", generation: out.run.generation },
+        ]);
+      });
+
+      it("returns created=false and changes nothing when the id exists", async () => {
+        const src = await started();
+        await store.appendRecords([
+          { runId: src.id, epoch: src.epoch, steps: [step(src.id, "a", 0)] },
+        ]);
+        const { run: existing } = await store.createRun(newRun({ id: "run_taken" }));
+        const out = await store.forkRun({
+          sourceId: src.id,
+          run: newRun({ id: "run_taken" }),
+          beforeSeq: 10,
+        });
+        expect(out).toEqual({ run: existing, created: false });
+        expect((await store.loadJournal("run_taken")).steps).toEqual([]);
+      });
+
+      it("rejects an unknown source and creates nothing", async () => {
+        await expect(
+          store.forkRun({ sourceId: "run_nope", run: newRun({ id: "run_f" }), beforeSeq: 1 }),
+        ).rejects.toBeInstanceOf(Error);
+        expect(await store.getRun("run_f")).toBeUndefined();
+      });
+    });
+
+    describe("markUnserved", () => {
+      it("pauses ready runs of unserved versions after the grace period", async () => {
+        const waiting = await started({ workflow: "beta" });
+        const future = await started({ workflow: "beta" });
+        await release(waiting, { status: "waiting", readyAt: CONTRACT_T0, waitingFor: [] });
+        await release(future, { status: "pending", readyAt: CONTRACT_T0 + 60 * MINUTE });
+        const { run: served } = await store.createRun(newRun({ workflow: "alpha" }));
+        const { run: unserved } = await store.createRun(newRun({ workflow: "beta" }));
+        advance(10 * MINUTE);
+        const { run: fresh } = await store.createRun(newRun({ workflow: "beta" }));
+
+        const p = { served: ["alpha@1"], graceMs: 5 * MINUTE };
+        expect(await store.markUnserved(p)).toBe(2);
+        for (const id of [unserved.id, waiting.id]) {
+          const r = await mustGet(id);
+          expect(r.status, id).toBe("paused");
+          expect(r.pausedFor, id).toBe("version");
+          expect(r.reason, id).toContain("beta@1");
+        }
+        expect((await mustGet(served.id)).status).toBe("pending");
+        expect((await mustGet(fresh.id)).status).toBe("pending");
+        expect((await mustGet(future.id)).status).toBe("pending");
+        expect(await store.markUnserved(p)).toBe(0);
+
+        // Once a worker serves the version, the paused runs are claimable as they are.
+        const claimed = await store.claimRuns({
+          workerId: "worker-3",
+          workflows: ["beta@1"],
+          limit: 10,
+          leaseMs: LEASE_MS,
+        });
+        expect(claimed.map((c) => c.run.id).sort()).toEqual(
+          [unserved.id, waiting.id, fresh.id].sort(),
+        );
+        for (const c of claimed) expect(c.run.status).toBe("running");
+      });
+    });
+
+    // ---- workers ----
+
+    describe("workers", () => {
+      it("register, heartbeat, replace, list", async () => {
+        await store.registerWorker({ id: "w-a", host: "h1", pid: 11, workflows: ["alpha@1"] });
+        await store.registerWorker({ id: "w-b", host: "h2", pid: 22, workflows: [] });
+        expect(await store.listWorkers()).toHaveLength(2);
+        advance(MINUTE);
+        await store.heartbeatWorker("w-a");
+        await store.heartbeatWorker("w-unknown");
+        const a = (await store.listWorkers()).find((w) => w.id === "w-a");
+        expect(a).toMatchObject({ host: "h1", pid: 11, workflows: ["alpha@1"] });
+        expectNear(a?.startedAt, CONTRACT_T0);
+        expectNear(a?.heartbeatAt, CONTRACT_T0 + MINUTE);
+        expect(a!.heartbeatAt - a!.startedAt).toBeGreaterThan(MINUTE / 2);
+
+        await store.registerWorker({
+          id: "w-a",
+          host: "h9",
+          pid: 99,
+          workflows: ["alpha@1", "beta@2"],
+        });
+        const all = await store.listWorkers();
+        expect(all.map((w) => w.id).sort()).toEqual(["w-a", "w-b"]);
+        expect(all.find((w) => w.id === "w-a")).toMatchObject({
+          host: "h9",
+          pid: 99,
+          workflows: ["alpha@1", "beta@2"],
+        });
+      });
+
+      it("removeWorker deletes the row and makes its leased runs claimable now", async () => {
+        await store.registerWorker({ id: "worker-1", host: "h", pid: 1, workflows: ["alpha@1"] });
+        const run = await started();
+        const { run: other } = await store.createRun(newRun());
+        await claim(other.id, "worker-9");
+        advance(LEASE_MS / 4);
+        await store.removeWorker("worker-1");
+        expect(await store.listWorkers()).toEqual([]);
+        const claimed = await store.claimRuns({
+          workerId: "worker-2",
+          workflows: ["alpha@1"],
+          limit: 10,
+          leaseMs: LEASE_MS,
+        });
+        expect(claimed.map((c) => [c.run.id, c.recovered])).toEqual([[run.id, true]]);
+        // Another worker's lease is not affected.
+        expect((await mustGet(other.id)).leaseOwner).toBe("worker-9");
+      });
+    });
+
+    // ---- hints ----
+
+    describe("subscribe", () => {
+      it("hints on createRun, sendEvent, requestCancel and release; unsubscribe stops", async () => {
+        const hints: StoreHint[] = [];
+        const unsubscribe = store.subscribe((h) => hints.push(h));
+        const has = (kind: StoreHint["kind"], runId?: string) =>
+          hints.some((h) => h.kind === kind && (runId === undefined || h.runId === runId));
+
+        const { run } = await store.createRun(newRun());
+        await waitFor(() => has("runnable"), "a runnable hint after createRun");
+        for (const h of hints) if (h.runId !== undefined) expect(h.runId).toBe(run.id);
+
+        const c = (await claim(run.id)).run;
+        await release(c, { status: "waiting", readyAt: null, waitingFor: ["go"] });
+        hints.length = 0;
+        await store.sendEvent({ runId: run.id, name: "go", payload: "1" });
+        await waitFor(() => has("runnable"), "a runnable hint after sendEvent");
+
+        const c2 = (await claim(run.id)).run;
+        await store.requestCancel(run.id, "stop");
+        await waitFor(() => has("cancel", run.id), "a cancel hint for the run");
+
+        await release(c2, { status: "completed", output: null });
+        await waitFor(() => has("finished", run.id), "a finished hint for the run");
+
+        const others: StoreHint[] = [];
+        const unsubscribeOther = store.subscribe((h) => others.push(h));
+        unsubscribe();
+        hints.length = 0;
+        await store.createRun(newRun());
+        await waitFor(() => others.length > 0, "a hint to the remaining subscriber");
+        expect(hints).toEqual([]);
+        unsubscribeOther();
+      });
+    });
+
+    // ---- hostile input ----
+
+    describe("hostile identifiers and payloads", () => {
+      const hostile = [
+        "'; DROP TABLE runs; --",
+        'run_"quoted"\\back`tick`$1%_?',
+        "ünïcødé_🚀_中文_עברית_\u200b",
+        "line\nbreak\ttab\r",
+      ];
+
+      it("stores hostile ids, names and keys verbatim and never executes them", async () => {
+        for (const id of hostile) {
+          const { run, created } = await store.createRun(
+            newRun({ id, workflow: id, version: id, parentId: id }),
+          );
+          expect(created).toBe(true);
+          expect(run).toMatchObject({ id, workflow: id, version: id, parentId: id });
+          const c = await claim(id, id, [`${id}@${id}`]);
+          expect(c.run.leaseOwner).toBe(id);
+          const ev = await store.sendEvent({ runId: id, name: id, payload: JSON.stringify(id) });
+          if (!ev.ok) throw new Error("refused");
+          const s = step(id, id, 0, { name: id, kind: "wait" });
+          expect(
+            await store.appendRecords([
+              {
+                runId: id,
+                epoch: c.run.epoch,
+                steps: [s],
+                intents: [intent(id, id, { name: id })],
+                attempts: [attempt(id, id, 1, { spend: { [id]: 1 } })],
+                consume: [{ eventSeq: ev.event.seq, key: id }],
+              },
+            ]),
+          ).toEqual([{ ok: true }]);
+          const j = await store.loadJournal(id);
+          expect(j.steps).toEqual([s]);
+          expect(j.intents[0]?.key).toBe(id);
+          expect((await mustGet(id)).budgetSpent).toEqual({ [id]: 1 });
+          expect(ids(await store.listRuns({ workflow: id }))).toEqual([id]);
+          expect(ids(await store.listRuns({ parentId: id }))).toEqual([id]);
+          await store.registerWorker({ id, host: id, pid: 1, workflows: [`${id}@${id}`] });
+        }
+        expect((await store.listRuns()).map((r) => r.id).sort()).toEqual([...hostile].sort());
+        expect((await store.listWorkers()).map((w) => w.id).sort()).toEqual([...hostile].sort());
+      });
+
+      it("a 10 KB id is stored verbatim or refused with a CairnError, never half-stored", async () => {
+        const long = `run_${"ж🚀x".repeat(2_600)}`.slice(0, 10_240);
+        let stored = true;
+        try {
+          await store.createRun(newRun({ id: long, workflow: long }));
+        } catch (err) {
+          stored = false;
+          expect(err).toBeInstanceOf(CairnError);
+        }
+        if (stored) {
+          expect((await mustGet(long)).workflow).toBe(long);
+          expect(ids(await store.listRuns())).toEqual([long]);
+        } else {
+          expect(await store.listRuns()).toEqual([]);
+        }
+      });
+
+      it("round-trips payloads byte for byte", async () => {
+        const payloads = [
+          "",
+          '{"a":[1,2,{"b":null}],"c":"\\u0000 escaped"}',
+          "ünïcødé 🚀 中文 \u{1F600} \u00e9 vs e\u0301",
+          "\u0001\u0002\u001f\u007f control chars, 'quotes' \"double\" \\ back",
+          `${"0123456789abcdef".repeat(65_536)}`, // 1 MiB
+          "\n\r\n\t  leading and trailing whitespace  \n",
+        ];
+        for (const payload of payloads) {
+          const { run } = await store.createRun(newRun({ input: payload }));
+          expect((await mustGet(run.id)).input).toBe(payload);
+          const c = (await claim(run.id)).run;
+          const ev = await store.sendEvent({ runId: run.id, name: "p", payload });
+          if (!ev.ok) throw new Error("refused");
+          const s = step(run.id, "s", 0, { result: payload });
+          const i = intent(run.id, "i", { data: payload });
+          const a = attempt(run.id, "s", 1, {
+            error: { name: "Error", message: payload, stack: payload },
+          });
+          await store.appendRecords([
+            { runId: run.id, epoch: c.epoch, steps: [s], intents: [i], attempts: [a] },
+          ]);
+          const j = await store.loadJournal(run.id);
+          expect(j.steps[0]?.result).toBe(payload);
+          expect(j.intents[0]?.data).toBe(payload);
+          expect(j.attempts[0]?.error.message).toBe(payload);
+          expect(j.events[0]?.payload).toBe(payload);
+          const done = await release(c, { status: "completed", output: payload });
+          expect(done.output).toBe(payload);
+          expect((await mustGet(run.id)).output).toBe(payload);
+        }
+      });
+    });
+  });
+}
