@@ -338,3 +338,8 @@ export interface Store {
   /** Subscribes to change hints (in-process for SQLite, LISTEN/NOTIFY for PostgreSQL). */
   subscribe(listener: (hint: StoreHint) => void): () => void;
 }
+
+/** The reason a backend records for a run no live worker can execute (API.md wording). */
+export function unservedReason(workflowAtVersion: string): string {
+  return `no live worker has ${workflowAtVersion}; start a worker that registers this version, or fork the run onto one that is served`;
+}

@@ -1,0 +1,98 @@
+// Group commit. Every record must be durable before its run moves on, so one commit per
+// step is the floor for a single run; concurrent runs share commits. Writes that become
+// ready in the same turn of the event loop are flushed together in one appendRecords
+// call (one transaction); one batch is in flight at a time and the next one gathers
+// everything that arrived meanwhile.
+
+import { LeaseLostError } from "../errors.js";
+import type { RunWrite, Store } from "../store/store.js";
+
+interface Pending {
+  write: RunWrite;
+  resolve: () => void;
+  reject: (err: Error) => void;
+}
+
+export class WriteConflictError extends Error {
+  constructor(
+    readonly runId: string,
+    readonly key: string,
+  ) {
+    super(
+      `Run "${runId}": a different record already exists under key "${key}"; the journal is immutable, so this write was refused`,
+    );
+    this.name = "WriteConflictError";
+  }
+}
+
+export class Committer {
+  private queue: Pending[] = [];
+  private flushing: Promise<void> | undefined;
+  private scheduled = false;
+  /** Count of flushes and of writes, for metrics and benchmarks. */
+  readonly stats = { batches: 0, writes: 0 };
+
+  constructor(private readonly store: Store) {}
+
+  /** Resolves when `write` is durable; rejects with LeaseLostError or WriteConflictError. */
+  write(write: RunWrite): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.queue.push({ write, resolve, reject });
+      this.schedule();
+    });
+  }
+
+  /** Resolves once everything queued so far is flushed (successfully or not). */
+  async drain(): Promise<void> {
+    while (this.queue.length > 0 || this.flushing !== undefined) {
+      if (this.flushing !== undefined) await this.flushing;
+      else await this.flushNow();
+    }
+  }
+
+  private schedule(): void {
+    if (this.scheduled || this.flushing !== undefined) return;
+    this.scheduled = true;
+    // setImmediate: let every run whose promise resolved in this turn enqueue its write.
+    setImmediate(() => {
+      this.scheduled = false;
+      void this.flushNow();
+    });
+  }
+
+  private flushNow(): Promise<void> {
+    if (this.flushing !== undefined || this.queue.length === 0) {
+      return this.flushing ?? Promise.resolve();
+    }
+    const batch = this.queue;
+    this.queue = [];
+    this.flushing = this.flushBatch(batch).finally(() => {
+      this.flushing = undefined;
+      if (this.queue.length > 0) this.schedule();
+    });
+    return this.flushing;
+  }
+
+  private async flushBatch(batch: Pending[]): Promise<void> {
+    this.stats.batches++;
+    this.stats.writes += batch.length;
+    let outcomes: Awaited<ReturnType<Store["appendRecords"]>>;
+    try {
+      outcomes = await this.store.appendRecords(batch.map((p) => p.write));
+    } catch (err) {
+      for (const p of batch) p.reject(err as Error);
+      return;
+    }
+    batch.forEach((p, i) => {
+      const o = outcomes[i];
+      if (!o || o.ok) p.resolve();
+      else if (o.reason === "lease-lost") {
+        p.reject(
+          new LeaseLostError(
+            `Run "${p.write.runId}": this worker's lease (epoch ${p.write.epoch}) was taken over; it stops executing the run`,
+          ),
+        );
+      } else p.reject(new WriteConflictError(p.write.runId, o.key));
+    });
+  }
+}

@@ -1,0 +1,62 @@
+// workflow(): a workflow is a plain value — name, version, optional input schema, defaults,
+// and the async function. Registering several versions of one name is how deploys keep
+// in-flight runs on the code they started with.
+
+import type { StandardSchemaV1 } from "@standard-schema/spec";
+import type { RetryPolicy } from "../engine/retry.js";
+import type { Amounts } from "../store/store.js";
+import type { WorkflowContext } from "./context-types.js";
+
+export interface WorkflowOptions<I> {
+  name: string;
+  version: string;
+  /** Standard Schema (zod, valibot, arktype, ...): invalid input is rejected at start. */
+  input?: StandardSchemaV1<unknown, I>;
+  /** Default retry policy for this workflow's steps. */
+  retry?: Partial<RetryPolicy>;
+  /** Default budget limits for this workflow's runs. */
+  budget?: Amounts;
+}
+
+export interface Workflow<I = unknown, O = unknown> {
+  readonly name: string;
+  readonly version: string;
+  readonly options: WorkflowOptions<I>;
+  readonly fn: (ctx: WorkflowContext, input: I) => Promise<O>;
+  /** "name@version": the identity a run is pinned to. */
+  readonly id: string;
+}
+
+const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$/;
+
+export function workflow<I, O>(
+  options: WorkflowOptions<I>,
+  fn: (ctx: WorkflowContext, input: I) => Promise<O>,
+): Workflow<I, O> {
+  if (typeof options?.name !== "string" || !NAME_RE.test(options.name)) {
+    throw new TypeError(
+      `workflow(): name ${JSON.stringify(options?.name)} is invalid; use 1-128 characters of letters, digits and . _ : / - (not starting with a symbol)`,
+    );
+  }
+  if (typeof options.version !== "string" || !NAME_RE.test(options.version)) {
+    throw new TypeError(
+      `workflow(): version of "${options.name}" must be a non-empty string of letters, digits and . _ : / - (got ${JSON.stringify(options.version)})`,
+    );
+  }
+  if (typeof fn !== "function") {
+    throw new TypeError(
+      `workflow(): "${options.name}" needs an async function as its second argument`,
+    );
+  }
+  return Object.freeze({
+    name: options.name,
+    version: options.version,
+    options,
+    fn,
+    id: `${options.name}@${options.version}`,
+  });
+}
+
+/** A workflow of any input and output, as registries (engines) hold them. */
+// biome-ignore lint/suspicious/noExplicitAny: a registry holds workflows of any input/output type
+export type AnyWorkflow = Workflow<any, any>;
