@@ -1,0 +1,265 @@
+// Running one store verb against PostgreSQL: check out a connection, run the verb's
+// transaction, and survive the connection failures a long-lived worker fleet will see
+// (backend terminated by an admin or a failover, server restarting, network reset).
+//
+// Failure modes handled here (research/failure-modes.md row 9):
+// - A connection error BEFORE the COMMIT is sent means the server rolled the transaction
+//   back: every verb may simply run again on a fresh connection.
+// - A connection error DURING the COMMIT (or during a single autocommit write) leaves the
+//   outcome unknown. Only verbs whose repetition is harmless are retried then ("idempotent"
+//   policy); the others ("before-commit") raise a StoreError that says the outcome is
+//   unknown. Which verb has which policy, and why, is documented in postgres-store.ts.
+// - Deadlocks and serialization failures roll the transaction back too: always retried.
+// - A client whose backend died emits 'error' events; one with no listener crashes the
+//   process, so checked-out clients get a listener and the pool gets one for idle clients.
+// Retry backoff uses real timers, never the injected Clock: it is about the network, and a
+// virtual test clock must not be able to stall or skip it.
+
+import type pg from "pg";
+import { CairnError, StoreError } from "../../errors.js";
+
+/** Per-connection guards: a stuck statement or a stalled process holding row locks in an
+ *  open transaction must not block other workers forever. */
+export const STATEMENT_TIMEOUT_MS = 30_000;
+export const IDLE_IN_TRANSACTION_TIMEOUT_MS = 30_000;
+
+/** Delays before each retry (ms); jittered ±25%. About 3 s in all: enough to ride out a
+ *  terminated backend or a quick failover, short enough that a caller learns of an outage. */
+const RETRY_DELAYS_MS = [50, 100, 200, 400, 800, 1600];
+
+export type RetryPolicy =
+  /** Running the verb twice is harmless: retried even when the commit outcome is unknown. */
+  | "idempotent"
+  /** Retried only when the transaction certainly did not commit. */
+  | "before-commit";
+
+export interface Tx {
+  /** True when an earlier try of this same call lost its connection while committing, so
+   *  it may have taken effect: a verb that is not naturally idempotent checks for its own
+   *  earlier effect before applying itself again. */
+  readonly mayHaveCommitted: boolean;
+  query<R extends pg.QueryResultRow = pg.QueryResultRow>(
+    sql: string,
+    params?: unknown[],
+  ): Promise<pg.QueryResult<R>>;
+}
+
+/** Thrown inside a transaction body to roll back and still return a value (an outcome such
+ *  as a conflict or a lost lease is a result, not an error). */
+export class Rollback<T> {
+  constructor(readonly value: T) {}
+}
+
+const CONNECTION_SQLSTATES = new Set([
+  "57P01", // admin_shutdown: pg_terminate_backend, smart/fast shutdown
+  "57P02", // crash_shutdown
+  "57P03", // cannot_connect_now: the server is starting up or shutting down
+  "53300", // too_many_connections
+]);
+
+const NODE_CONNECTION_CODES = new Set([
+  "ECONNRESET",
+  "ECONNREFUSED",
+  "EPIPE",
+  "ETIMEDOUT",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "EAI_AGAIN",
+]);
+
+const CONNECTION_MESSAGES = [
+  "Connection terminated",
+  "Client has encountered a connection error",
+  "Client was closed and is not queryable",
+  "timeout exceeded when trying to connect",
+];
+
+function errorCode(err: unknown): string | undefined {
+  if (err !== null && typeof err === "object" && "code" in err) {
+    const code = (err as { code: unknown }).code;
+    return typeof code === "string" ? code : undefined;
+  }
+  return undefined;
+}
+
+function errorMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/** The connection (not the statement) failed: the session and its transaction are gone. */
+export function isConnectionError(err: unknown): boolean {
+  const code = errorCode(err);
+  if (code !== undefined) {
+    if (code.startsWith("08") || CONNECTION_SQLSTATES.has(code)) return true;
+    if (NODE_CONNECTION_CODES.has(code)) return true;
+  }
+  const message = errorMessage(err);
+  return CONNECTION_MESSAGES.some((m) => message.includes(m));
+}
+
+/** The server rolled the transaction back and asks for it to be run again. */
+function isRolledBackForRetry(err: unknown): boolean {
+  const code = errorCode(err);
+  return code === "40001" || code === "40P01";
+}
+
+function sleepMs(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function ignoreError(): void {
+  // A client error while checked out also rejects the running (or next) query, which is
+  // where it is handled; this listener only keeps the 'error' event from crashing Node.
+}
+
+export class Database {
+  readonly #pool: pg.Pool;
+  readonly #description: string;
+  readonly #beginSql: string;
+  readonly #autocommit: boolean;
+
+  /**
+   * @param sessionTimeoutsSet true when the pool's connections were created by the store
+   *   with statement_timeout and idle_in_transaction_session_timeout set; otherwise (a pool
+   *   the caller passed in) every verb runs in a transaction that sets them locally, so the
+   *   caller's own sessions are left as they were.
+   */
+  constructor(pool: pg.Pool, description: string, sessionTimeoutsSet: boolean) {
+    this.#pool = pool;
+    this.#description = description;
+    this.#autocommit = sessionTimeoutsSet;
+    this.#beginSql = sessionTimeoutsSet
+      ? "BEGIN"
+      : `BEGIN; SET LOCAL statement_timeout = ${STATEMENT_TIMEOUT_MS}; ` +
+        `SET LOCAL idle_in_transaction_session_timeout = ${IDLE_IN_TRANSACTION_TIMEOUT_MS}`;
+  }
+
+  /** Runs `body` in one transaction, retrying per `policy` (see the file header). */
+  transaction<T>(verb: string, policy: RetryPolicy, body: (tx: Tx) => Promise<T>): Promise<T> {
+    return this.#run(verb, policy, true, body);
+  }
+
+  /** One statement. Autocommit where the session timeouts are set on the connection. */
+  async statement<R extends pg.QueryResultRow = pg.QueryResultRow>(
+    verb: string,
+    policy: RetryPolicy,
+    sql: string,
+    params: unknown[] = [],
+  ): Promise<pg.QueryResult<R>> {
+    return this.#run(verb, policy, !this.#autocommit, (tx) => tx.query<R>(sql, params));
+  }
+
+  async #run<T>(
+    verb: string,
+    policy: RetryPolicy,
+    inTransaction: boolean,
+    body: (tx: Tx) => Promise<T>,
+  ): Promise<T> {
+    let mayHaveCommitted = false;
+    for (let attempt = 1; ; attempt++) {
+      // "connect": nothing sent. "body": sent, not committed. "commit": outcome unknown.
+      let phase: "connect" | "body" | "commit" = "connect";
+      let client: pg.PoolClient | undefined;
+      try {
+        client = await this.#pool.connect();
+        client.on("error", ignoreError);
+        const c = client;
+        const tx: Tx = { mayHaveCommitted, query: (sql, params) => c.query(sql, params) };
+        let value: T;
+        if (inTransaction) {
+          phase = "body";
+          await c.query(this.#beginSql);
+          try {
+            value = await body(tx);
+          } catch (err) {
+            if (!(err instanceof Rollback)) throw err;
+            await c.query("ROLLBACK");
+            this.#release(c);
+            return err.value as T;
+          }
+          phase = "commit";
+          await c.query("COMMIT");
+        } else {
+          phase = "commit";
+          value = await body(tx);
+        }
+        this.#release(c);
+        return value;
+      } catch (err) {
+        if (client) await this.#discard(client, err);
+        const retryable =
+          isRolledBackForRetry(err) ||
+          (isConnectionError(err) && (policy === "idempotent" || phase !== "commit"));
+        const delay = RETRY_DELAYS_MS[attempt - 1];
+        if (retryable && delay !== undefined) {
+          if (phase === "commit" && isConnectionError(err)) mayHaveCommitted = true;
+          await sleepMs(delay * (0.75 + Math.random() * 0.5));
+          continue;
+        }
+        throw this.#mapError(err, verb, policy, phase, attempt);
+      }
+    }
+  }
+
+  #release(client: pg.PoolClient, err?: Error): void {
+    client.removeListener("error", ignoreError);
+    client.release(err);
+  }
+
+  /** After a failure: roll back if the session still works, else destroy the client so the
+   *  pool never hands out a dead connection again. */
+  async #discard(client: pg.PoolClient, err: unknown): Promise<void> {
+    if (isConnectionError(err)) {
+      this.#release(client, err instanceof Error ? err : new Error(String(err)));
+      return;
+    }
+    try {
+      await client.query("ROLLBACK");
+      this.#release(client);
+    } catch (rollbackErr) {
+      this.#release(
+        client,
+        rollbackErr instanceof Error ? rollbackErr : new Error(String(rollbackErr)),
+      );
+    }
+  }
+
+  #mapError(
+    err: unknown,
+    verb: string,
+    policy: RetryPolicy,
+    phase: "connect" | "body" | "commit",
+    attempts: number,
+  ): Error {
+    if (err instanceof CairnError) return err;
+    const where = `PostgreSQL (${this.#description})`;
+    if (isConnectionError(err)) {
+      if (phase === "commit" && policy === "before-commit") {
+        return new StoreError(
+          `Lost the connection to ${where} while committing ${verb}: whether it took effect ` +
+            "is unknown, and it is not safe to repeat blindly. Read the current state " +
+            `before trying again (${errorMessage(err)}).`,
+          { cause: err },
+        );
+      }
+      return new StoreError(
+        `Cannot reach ${where} for ${verb} after ${attempts} tr${attempts === 1 ? "y" : "ies"}: ` +
+          `${errorMessage(err)}. Check that the database is running and reachable; ` +
+          "the call can be repeated.",
+        { cause: err },
+      );
+    }
+    const code = errorCode(err);
+    if (code === "57014") {
+      return new StoreError(
+        `${where} canceled ${verb}: it ran longer than statement_timeout ` +
+          `(${STATEMENT_TIMEOUT_MS} ms). Check the database load and locks.`,
+        { cause: err },
+      );
+    }
+    return new StoreError(
+      `${where} failed ${verb}: ${errorMessage(err)}${code ? ` (SQLSTATE ${code})` : ""}.`,
+      { cause: err },
+    );
+  }
+}

@@ -1,0 +1,145 @@
+// Delivers StoreHints published with pg_notify to in-process subscribers, over ONE
+// dedicated LISTEN connection per store (never a pooled one: a pooled connection would
+// hold its LISTEN for whoever checks it out next, and would be returned and reused).
+//
+// Failure mode (failure-modes.md row 5): notifications sent while the LISTEN connection is
+// down are lost for good. So the connection reconnects with backoff, and after every
+// reconnect emits a synthetic {kind:"runnable"} hint so subscribers poll at once instead
+// of waiting for their next tick (after the first LISTEN too: a subscriber may have missed
+// hints published between subscribe() and the LISTEN taking effect). Hints are only hints: nothing may depend on them.
+
+import { createHash } from "node:crypto";
+import pg from "pg";
+import type { StoreHint } from "../store.js";
+
+const RECONNECT_FIRST_MS = 100;
+const RECONNECT_MAX_MS = 5_000;
+
+/** The NOTIFY channel of a schema. Channel names are identifiers (at most 63 bytes), so a
+ *  long schema name is shortened with a hash that keeps schemas apart. */
+export function channelFor(schema: string): string {
+  const full = `cairn_${schema}`;
+  if (full.length <= 63) return full;
+  const hash = createHash("sha256").update(schema).digest("hex").slice(0, 12);
+  return `cairn_${schema.slice(0, 44)}_${hash}`;
+}
+
+const HINT_KINDS = new Set(["runnable", "finished", "cancel"]);
+
+function parseHint(payload: string | undefined): StoreHint | undefined {
+  if (payload === undefined) return undefined;
+  try {
+    const v: unknown = JSON.parse(payload);
+    if (v === null || typeof v !== "object") return undefined;
+    const { kind, runId } = v as { kind?: unknown; runId?: unknown };
+    if (typeof kind !== "string" || !HINT_KINDS.has(kind)) return undefined;
+    const hint: StoreHint = { kind: kind as StoreHint["kind"] };
+    if (typeof runId === "string") hint.runId = runId;
+    return hint;
+  } catch {
+    return undefined;
+  }
+}
+
+export class HintListener {
+  readonly #config: pg.ClientConfig;
+  readonly #channel: string;
+  readonly #listeners = new Set<(hint: StoreHint) => void>();
+  #client: pg.Client | undefined;
+  #started = false;
+  #closed = false;
+  #failures = 0;
+  #timer: NodeJS.Timeout | undefined;
+  #connecting: Promise<void> | undefined;
+
+  constructor(config: pg.ClientConfig, channel: string) {
+    this.#config = { ...config, keepAlive: true };
+    this.#channel = channel;
+  }
+
+  /** Adds a listener; the first one starts the connection. */
+  add(listener: (hint: StoreHint) => void): () => void {
+    this.#listeners.add(listener);
+    if (!this.#started && !this.#closed) {
+      this.#started = true;
+      this.#connecting = this.#connect();
+    }
+    return () => {
+      this.#listeners.delete(listener);
+    };
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    this.#listeners.clear();
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    const client = this.#client;
+    this.#client = undefined;
+    await this.#connecting?.catch(() => {});
+    if (client) await client.end().catch(() => {});
+  }
+
+  #emit(hint: StoreHint): void {
+    for (const listener of [...this.#listeners]) {
+      try {
+        listener(hint);
+      } catch {
+        // A subscriber's bug must not stop the others from hearing hints.
+      }
+    }
+  }
+
+  async #connect(): Promise<void> {
+    if (this.#closed) return;
+    const client = new pg.Client(this.#config);
+    let lost = false;
+    const onLost = () => {
+      if (lost) return;
+      lost = true;
+      void client.end().catch(() => {});
+      if (this.#client === client) {
+        this.#client = undefined;
+        this.#scheduleReconnect();
+      }
+    };
+    client.on("error", onLost);
+    client.on("end", onLost);
+    client.on("notification", (msg) => {
+      if (msg.channel !== this.#channel) return;
+      const hint = parseHint(msg.payload);
+      if (hint) this.#emit(hint);
+    });
+    try {
+      await client.connect();
+      await client.query(`LISTEN "${this.#channel}"`);
+    } catch {
+      lost = true;
+      await client.end().catch(() => {});
+      this.#failures++;
+      this.#scheduleReconnect();
+      return;
+    }
+    if (this.#closed || lost) {
+      await client.end().catch(() => {});
+      if (!this.#closed) this.#scheduleReconnect();
+      return;
+    }
+    this.#client = client;
+    this.#failures = 0;
+    // Anything published while no LISTEN was active (before the first one too: between
+    // subscribe() and now) is lost: tell subscribers to look.
+    this.#emit({ kind: "runnable" });
+  }
+
+  #scheduleReconnect(): void {
+    if (this.#closed || this.#timer) return;
+    const base = Math.min(RECONNECT_MAX_MS, RECONNECT_FIRST_MS * 2 ** Math.min(this.#failures, 6));
+    const delay = base * (0.75 + Math.random() * 0.5);
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      this.#connecting = this.#connect();
+    }, delay);
+    this.#timer.unref();
+  }
+}

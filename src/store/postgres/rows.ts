@@ -1,0 +1,292 @@
+// Row <-> record mapping for the PostgreSQL store, and the record comparison that makes
+// journal writes idempotent. Kept apart so the verbs read as SQL + decisions, and so the
+// one place that turns driver values (int8 as string, jsonb as parsed JSON) into plain
+// records is easy to audit: no driver type may cross the Store interface.
+
+import type {
+  Amounts,
+  AttemptRecord,
+  ErrorRecord,
+  EventRecord,
+  IntentRecord,
+  RunRecord,
+  RunStatus,
+  StepKind,
+  StepRecord,
+  WorkerRecord,
+} from "../store.js";
+
+/** Every column of `runs`, as node-postgres returns it (int8 arrives as a string). */
+export interface RunRow {
+  id: string;
+  workflow: string;
+  version: string;
+  status: string;
+  reason: string | null;
+  paused_for: string | null;
+  input: string;
+  output: string | null;
+  error: ErrorRecord | null;
+  budget_limit: Amounts;
+  budget_spent: Amounts;
+  parent_id: string | null;
+  ready_at: string | number | null;
+  wake_at: string | number | null;
+  waiting_for: string[];
+  lease_owner: string | null;
+  lease_until: string | number | null;
+  epoch: string | number;
+  generation: number;
+  cancel_requested: boolean;
+  created_at: string | number;
+  updated_at: string | number;
+}
+
+function num(v: string | number): number {
+  return typeof v === "number" ? v : Number(v);
+}
+
+function numOrNull(v: string | number | null): number | null {
+  return v === null ? null : num(v);
+}
+
+export function toRun(row: RunRow): RunRecord {
+  return {
+    id: row.id,
+    workflow: row.workflow,
+    version: row.version,
+    status: row.status as RunStatus,
+    reason: row.reason,
+    pausedFor: row.paused_for as RunRecord["pausedFor"],
+    input: row.input,
+    output: row.output,
+    error: row.error === null ? null : toErrorRecord(row.error),
+    budgetLimit: row.budget_limit ?? {},
+    budgetSpent: row.budget_spent ?? {},
+    parentId: row.parent_id,
+    readyAt: numOrNull(row.ready_at),
+    wakeAt: numOrNull(row.wake_at),
+    waitingFor: row.waiting_for ?? [],
+    leaseOwner: row.lease_owner,
+    leaseUntil: numOrNull(row.lease_until),
+    epoch: num(row.epoch),
+    generation: row.generation,
+    cancelRequested: row.cancel_requested,
+    createdAt: num(row.created_at),
+    updatedAt: num(row.updated_at),
+  };
+}
+
+/** Only the keys that are present: a recorded error never grows `undefined` members. */
+function toErrorRecord(e: ErrorRecord): ErrorRecord {
+  const out: ErrorRecord = { name: e.name, message: e.message };
+  if (e.code !== undefined && e.code !== null) out.code = e.code;
+  if (e.stack !== undefined && e.stack !== null) out.stack = e.stack;
+  return out;
+}
+
+function errorOrNull(e: ErrorRecord | null | undefined): ErrorRecord | null {
+  return e === null || e === undefined ? null : toErrorRecord(e);
+}
+
+/** Journal rows come out of json_agg, so int8 columns are already JSON numbers. */
+export interface StepRow {
+  run_id: string;
+  key: string;
+  seq: number;
+  name: string;
+  kind: string;
+  outcome: string;
+  result: string | null;
+  error: ErrorRecord | null;
+  spend: Amounts;
+  attempt: number;
+  started_at: string | number;
+  completed_at: string | number;
+}
+
+export function toStep(r: StepRow): StepRecord {
+  return {
+    runId: r.run_id,
+    key: r.key,
+    seq: r.seq,
+    name: r.name,
+    kind: r.kind as StepKind,
+    outcome: r.outcome as StepRecord["outcome"],
+    result: r.result,
+    error: errorOrNull(r.error),
+    spend: r.spend ?? {},
+    attempt: r.attempt,
+    startedAt: num(r.started_at),
+    completedAt: num(r.completed_at),
+  };
+}
+
+export interface AttemptRow {
+  run_id: string;
+  key: string;
+  attempt: number;
+  generation: number;
+  started_at: string | number;
+  ended_at: string | number;
+  error: ErrorRecord;
+  spend: Amounts;
+  retry_at: string | number | null;
+}
+
+export function toAttempt(r: AttemptRow): AttemptRecord {
+  return {
+    runId: r.run_id,
+    key: r.key,
+    attempt: r.attempt,
+    generation: r.generation,
+    startedAt: num(r.started_at),
+    endedAt: num(r.ended_at),
+    error: toErrorRecord(r.error),
+    spend: r.spend ?? {},
+    retryAt: numOrNull(r.retry_at),
+  };
+}
+
+export interface IntentRow {
+  run_id: string;
+  key: string;
+  kind: string;
+  name: string;
+  data: string;
+  created_at: string | number;
+}
+
+export function toIntent(r: IntentRow): IntentRecord {
+  return {
+    runId: r.run_id,
+    key: r.key,
+    kind: r.kind as StepKind,
+    name: r.name,
+    data: r.data,
+    createdAt: num(r.created_at),
+  };
+}
+
+export interface EventRow {
+  seq: string | number;
+  run_id: string;
+  name: string;
+  payload: string;
+  created_at: string | number;
+  consumed_by: string | null;
+}
+
+export function toEvent(r: EventRow): EventRecord {
+  return {
+    seq: num(r.seq),
+    runId: r.run_id,
+    name: r.name,
+    payload: r.payload,
+    createdAt: num(r.created_at),
+    consumedBy: r.consumed_by,
+  };
+}
+
+export interface WorkerRow {
+  id: string;
+  host: string;
+  pid: number;
+  workflows: string[];
+  started_at: string | number;
+  heartbeat_at: string | number;
+}
+
+export function toWorker(r: WorkerRow): WorkerRecord {
+  return {
+    id: r.id,
+    host: r.host,
+    pid: r.pid,
+    workflows: r.workflows,
+    startedAt: num(r.started_at),
+    heartbeatAt: num(r.heartbeat_at),
+  };
+}
+
+// ---- idempotent writes ----
+// A journal write that finds a row under its key is a no-op when the row is the same record,
+// and a conflict otherwise. "The same" is judged on the record as it reads back (jsonb
+// reorders keys, JSON drops undefined members, times are stored as whole ms), so a retry
+// after an unknown commit outcome compares equal to what the first try stored.
+
+/** Whole milliseconds, as a bigint column stores them. */
+export function ms(v: number): number {
+  return Math.round(v);
+}
+
+// Built field by field: extra members a caller's object may carry are not part of the
+// record, and `undefined` reads back as null.
+export function normalizeStep(s: StepRecord): StepRecord {
+  return {
+    runId: s.runId,
+    key: s.key,
+    seq: s.seq,
+    name: s.name,
+    kind: s.kind,
+    outcome: s.outcome,
+    result: s.result ?? null,
+    error: errorOrNull(s.error),
+    spend: s.spend ?? {},
+    attempt: s.attempt,
+    startedAt: ms(s.startedAt),
+    completedAt: ms(s.completedAt),
+  };
+}
+
+export function normalizeAttempt(a: AttemptRecord): AttemptRecord {
+  return {
+    runId: a.runId,
+    key: a.key,
+    attempt: a.attempt,
+    generation: a.generation,
+    startedAt: ms(a.startedAt),
+    endedAt: ms(a.endedAt),
+    error: toErrorRecord(a.error),
+    spend: a.spend ?? {},
+    retryAt: a.retryAt === null || a.retryAt === undefined ? null : ms(a.retryAt),
+  };
+}
+
+export function normalizeIntent(i: IntentRecord): IntentRecord {
+  return {
+    runId: i.runId,
+    key: i.key,
+    kind: i.kind,
+    name: i.name,
+    data: i.data,
+    createdAt: ms(i.createdAt),
+  };
+}
+
+/** JSON with sorted keys and undefined members dropped: equal iff the records are equal. */
+export function canonicalJson(v: unknown): string {
+  return JSON.stringify(sortKeys(v));
+}
+
+function sortKeys(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(sortKeys);
+  if (v !== null && typeof v === "object") {
+    const out: Record<string, unknown> = {};
+    for (const k of Object.keys(v).sort()) {
+      const x = (v as Record<string, unknown>)[k];
+      if (x !== undefined) out[k] = sortKeys(x);
+    }
+    return out;
+  }
+  return v;
+}
+
+export function sameRecord(a: unknown, b: unknown): boolean {
+  return canonicalJson(a) === canonicalJson(b);
+}
+
+export function addAmounts(into: Amounts, add: Amounts): Amounts {
+  const out: Amounts = { ...into };
+  for (const [k, v] of Object.entries(add)) out[k] = (out[k] ?? 0) + v;
+  return out;
+}

@@ -1,0 +1,333 @@
+// Run state transitions on PostgreSQL that are more than one statement: release, events,
+// cancel, resume, fork, and pausing unserved versions. Each is one transaction that first
+// locks the run row, so it serializes with claims, journal writes and other transitions of
+// the same run, and then decides on the row as it is now.
+//
+// Statements that read other rows (e.g. "is there an unconsumed event for this wait") run
+// AFTER the lock is taken: under READ COMMITTED each statement takes a fresh snapshot, so
+// they see everything committed by whoever held the lock before (a sendEvent racing with a
+// release to waiting either commits first and is seen, or waits for our lock and then sees
+// the run waiting and wakes it). A lock and such a read in ONE statement would not.
+
+import { RunNotFoundError } from "../../errors.js";
+import {
+  type Amounts,
+  type CancelOutcome,
+  type NewEvent,
+  type NewRun,
+  type Release,
+  type ReleaseOutcome,
+  type ResumeOutcome,
+  type RunRecord,
+  type RunStatus,
+  type SendEventOutcome,
+  type StoreHint,
+  TERMINAL_STATUSES,
+} from "../store.js";
+import { Rollback, type Tx } from "./connection.js";
+import { addAmounts, type EventRow, type RunRow, toEvent, toRun } from "./rows.js";
+import { insertRunSql, nowSql, publish, type StoreContext } from "./sql.js";
+
+async function lockRun(tx: Tx, ctx: StoreContext, runId: string): Promise<RunRow | undefined> {
+  const r = await tx.query<RunRow>(`SELECT * FROM ${ctx.t.runs} WHERE id = $1 FOR NO KEY UPDATE`, [
+    runId,
+  ]);
+  return r.rows[0];
+}
+
+/** Stores an event for a locked-or-lockable run and wakes it if it waits for that name.
+ *  Shared by sendEvent and by releaseRun's events (a child's result for its parent). */
+async function insertEvent(
+  tx: Tx,
+  ctx: StoreContext,
+  e: NewEvent,
+  hints: StoreHint[],
+): Promise<SendEventOutcome> {
+  const { t } = ctx;
+  // The row lock also orders events per run: seqs of one run increase in commit order.
+  const run = await lockRun(tx, ctx, e.runId);
+  if (!run) return { ok: false, reason: "not-found" };
+  const status = run.status as RunStatus;
+  if (TERMINAL_STATUSES.has(status)) return { ok: false, reason: "finished", status };
+  const offset = ctx.offset();
+  const ins = await tx.query<EventRow>(
+    `INSERT INTO ${t.events} (run_id, name, payload, created_at)
+      VALUES ($2, $3, $4, ${nowSql(1)}) RETURNING *`,
+    [offset, e.runId, e.name, e.payload],
+  );
+  if (status === "waiting" && (run.waiting_for ?? []).includes(e.name)) {
+    await tx.query(
+      `UPDATE ${t.runs} r SET
+          ready_at = CASE WHEN r.ready_at IS NOT NULL AND r.ready_at <= c.now THEN r.ready_at
+                          ELSE c.now END,
+          updated_at = c.now
+        FROM (SELECT ${nowSql(1)} AS now) c WHERE r.id = $2`,
+      [offset, e.runId],
+    );
+    hints.push({ kind: "runnable", runId: e.runId });
+  }
+  const event = ins.rows[0];
+  if (!event) throw new Error("INSERT ... RETURNING returned no row");
+  return { ok: true, event: toEvent(event) };
+}
+
+/**
+ * Not idempotent: the store assigns the seq, so a repeated call stores a second event.
+ * Hence the "before-commit" policy: retried only when the first try surely did not commit.
+ */
+export function sendEvent(ctx: StoreContext, e: NewEvent): Promise<SendEventOutcome> {
+  return ctx.db.transaction("sendEvent", "before-commit", async (tx) => {
+    const hints: StoreHint[] = [];
+    const outcome = await insertEvent(tx, ctx, e, hints);
+    await publish(tx, ctx.channel, hints);
+    return outcome;
+  });
+}
+
+const CANCELABLE_ON_RELEASE = new Set<RunStatus>(["pending", "waiting", "paused"]);
+
+/**
+ * Fenced by epoch. Idempotent in effect: if an earlier try of this call may have committed
+ * (connection lost during COMMIT) and the run is no longer running at our epoch, that try
+ * did the release; it is not applied twice (its events would be stored twice).
+ */
+export function releaseRun(ctx: StoreContext, r: Release): Promise<ReleaseOutcome> {
+  return ctx.db.transaction("releaseRun", "idempotent", async (tx) => {
+    const { t } = ctx;
+    const cur = await lockRun(tx, ctx, r.runId);
+    if (!cur || Number(cur.epoch) !== r.epoch) {
+      throw new Rollback<ReleaseOutcome>({ ok: false, reason: "lease-lost" });
+    }
+    if (tx.mayHaveCommitted && cur.status !== "running") return { ok: true, run: toRun(cur) };
+
+    let status: RunStatus = r.status;
+    let reason = r.reason ?? null;
+    let pausedFor = r.pausedFor ?? null;
+    let readyAt = r.readyAt;
+    let wakeAt = r.wakeAt ?? null;
+    let waitingFor = r.waitingFor ?? [];
+    if (cur.cancel_requested && CANCELABLE_ON_RELEASE.has(status)) {
+      // The owner stopped without honoring the cancel: it takes effect now.
+      status = "canceled";
+      reason = cur.reason;
+    } else if (status === "canceled" && r.reason == null) {
+      reason = cur.reason;
+    }
+    if (status === "canceled" && r.status !== "canceled") {
+      pausedFor = null;
+      readyAt = null;
+      wakeAt = null;
+      waitingFor = [];
+    }
+    const updated = await tx.query<RunRow & { ready_now: boolean }>(
+      `UPDATE ${t.runs} r SET
+          status = $3, reason = $4, paused_for = $5, output = $6, error = $7::jsonb,
+          ready_at = CASE
+            WHEN $3 = 'waiting' AND EXISTS (SELECT 1 FROM ${t.events} e
+              WHERE e.run_id = r.id AND e.consumed_by IS NULL AND e.name = ANY($10::text[]))
+            THEN c.now ELSE $8::bigint END,
+          wake_at = $9, waiting_for = $10::text[],
+          lease_owner = NULL, lease_until = NULL, updated_at = c.now
+        FROM (SELECT ${nowSql(1)} AS now) c
+        WHERE r.id = $2
+        RETURNING r.*, (r.ready_at IS NOT NULL AND r.ready_at <= c.now) AS ready_now`,
+      [
+        ctx.offset(),
+        r.runId,
+        status,
+        reason,
+        pausedFor,
+        r.output ?? null,
+        r.error == null ? null : JSON.stringify(r.error),
+        readyAt === null ? null : Math.round(readyAt),
+        wakeAt === null ? null : Math.round(wakeAt),
+        waitingFor,
+      ],
+    );
+    const row = updated.rows[0];
+    if (!row) throw new Error("UPDATE of a locked run returned no row");
+    const hints: StoreHint[] = [];
+    if (TERMINAL_STATUSES.has(status)) hints.push({ kind: "finished", runId: r.runId });
+    if (row.ready_now) hints.push({ kind: "runnable", runId: r.runId });
+    // Events for unknown or finished runs are dropped: the release itself must not fail
+    // because, say, the parent was canceled meanwhile.
+    for (const e of r.events ?? []) await insertEvent(tx, ctx, e, hints);
+    await publish(tx, ctx.channel, hints);
+    return { ok: true, run: toRun(row) };
+  });
+}
+
+/** Idempotent: a repeat finds the run canceled, or its cancel already requested. */
+export function requestCancel(
+  ctx: StoreContext,
+  runId: string,
+  reason: string,
+): Promise<CancelOutcome> {
+  return ctx.db.transaction("requestCancel", "idempotent", async (tx) => {
+    const { t } = ctx;
+    const cur = await lockRun(tx, ctx, runId);
+    if (!cur) return { state: "not-found" } as const;
+    const status = cur.status as RunStatus;
+    if (status === "canceled") return { state: "canceled", run: toRun(cur) } as const;
+    if (TERMINAL_STATUSES.has(status)) return { state: "finished", run: toRun(cur) } as const;
+    if (status === "running") {
+      // The owner learns of it from renewLeases and releases; the first reason is kept.
+      const u = await tx.query<RunRow>(
+        `UPDATE ${t.runs} SET cancel_requested = true,
+            reason = CASE WHEN cancel_requested THEN reason ELSE $3 END,
+            updated_at = ${nowSql(1)}
+          WHERE id = $2 RETURNING *`,
+        [ctx.offset(), runId, reason],
+      );
+      await publish(tx, ctx.channel, [{ kind: "cancel", runId }]);
+      return { state: "requested", run: toRun(mustRow(u.rows[0])) } as const;
+    }
+    const u = await tx.query<RunRow>(
+      `UPDATE ${t.runs} SET status = 'canceled', reason = $3, paused_for = NULL,
+          ready_at = NULL, wake_at = NULL, waiting_for = '{}',
+          lease_owner = NULL, lease_until = NULL, updated_at = ${nowSql(1)}
+        WHERE id = $2 RETURNING *`,
+      [ctx.offset(), runId, reason],
+    );
+    await publish(tx, ctx.channel, [{ kind: "finished", runId }]);
+    return { state: "canceled", run: toRun(mustRow(u.rows[0])) } as const;
+  });
+}
+
+/** Idempotent in effect: if an earlier try may have committed and the run is now pending,
+ *  that try resumed it (a failed run's generation is not incremented twice). */
+export function resumeRun(
+  ctx: StoreContext,
+  runId: string,
+  p: { budgetLimit?: Amounts },
+): Promise<ResumeOutcome> {
+  return ctx.db.transaction("resumeRun", "idempotent", async (tx) => {
+    const cur = await lockRun(tx, ctx, runId);
+    if (!cur) return { ok: false, reason: "not-found" } as const;
+    if (tx.mayHaveCommitted && cur.status === "pending") return { ok: true, run: toRun(cur) };
+    if (cur.status !== "paused" && cur.status !== "failed") {
+      return { ok: false, reason: "status", run: toRun(cur) } as const;
+    }
+    const failed = cur.status === "failed";
+    const u = await tx.query<RunRow>(
+      `UPDATE ${ctx.t.runs} r SET status = 'pending', reason = NULL, paused_for = NULL,
+          error = CASE WHEN $3 THEN NULL ELSE r.error END,
+          generation = r.generation + CASE WHEN $3 THEN 1 ELSE 0 END,
+          budget_limit = r.budget_limit || $4::jsonb,
+          ready_at = c.now, wake_at = NULL, waiting_for = '{}',
+          lease_owner = NULL, lease_until = NULL, updated_at = c.now
+        FROM (SELECT ${nowSql(1)} AS now) c
+        WHERE r.id = $2 RETURNING r.*`,
+      [ctx.offset(), runId, failed, JSON.stringify(p.budgetLimit ?? {})],
+    );
+    await publish(tx, ctx.channel, [{ kind: "runnable", runId }]);
+    return { ok: true, run: toRun(mustRow(u.rows[0])) } as const;
+  });
+}
+
+/**
+ * "before-commit": a repeat after a lost COMMIT would find the id taken and answer
+ * created=false for a fork that did happen, so that case is reported as unknown instead.
+ */
+export function forkRun(
+  ctx: StoreContext,
+  p: { sourceId: string; run: NewRun; beforeSeq: number },
+): Promise<{ run: RunRecord; created: boolean }> {
+  return ctx.db.transaction("forkRun", "before-commit", async (tx) => {
+    const { t } = ctx;
+    const src = await tx.query<{ generation: number }>(
+      `SELECT generation FROM ${t.runs} WHERE id = $1`,
+      [p.sourceId],
+    );
+    const source = src.rows[0];
+    if (!source) {
+      throw new RunNotFoundError(`Cannot fork run "${p.sourceId}": no such run.`);
+    }
+    const offset = ctx.offset();
+    const ins = await tx.query<RunRow>(insertRunSql(t), [
+      offset,
+      p.run.id,
+      p.run.workflow,
+      p.run.version,
+      p.run.input,
+      JSON.stringify(p.run.budgetLimit ?? {}),
+      p.run.parentId ?? null,
+    ]);
+    const created = ins.rows[0];
+    if (!created) {
+      const existing = await tx.query<RunRow>(`SELECT * FROM ${t.runs} WHERE id = $1`, [p.run.id]);
+      throw new Rollback({ run: toRun(mustRow(existing.rows[0])), created: false });
+    }
+    const steps = await tx.query<{ spend: Amounts }>(
+      `INSERT INTO ${t.steps} (run_id, key, seq, name, kind, outcome, result, error, spend,
+          attempt, started_at, completed_at)
+        SELECT $1, key, seq, name, kind, outcome, result, error, spend,
+          attempt, started_at, completed_at
+        FROM ${t.steps} WHERE run_id = $2 AND seq < $3
+        RETURNING spend`,
+      [p.run.id, p.sourceId, p.beforeSeq],
+    );
+    // Attempts of the copied steps, of the source's current generation, become attempts of
+    // the fork's own generation so they keep counting there.
+    const attempts = await tx.query<{ spend: Amounts }>(
+      `INSERT INTO ${t.attempts} (run_id, key, generation, attempt, started_at, ended_at,
+          error, spend, retry_at)
+        SELECT $1, a.key, $5, a.attempt, a.started_at, a.ended_at, a.error, a.spend, a.retry_at
+        FROM ${t.attempts} a
+        WHERE a.run_id = $2 AND a.generation = $4
+          AND a.key IN (SELECT s.key FROM ${t.steps} s WHERE s.run_id = $2 AND s.seq < $3)
+        RETURNING spend`,
+      [p.run.id, p.sourceId, p.beforeSeq, source.generation, created.generation],
+    );
+    let spent: Amounts = {};
+    for (const row of [...steps.rows, ...attempts.rows]) spent = addAmounts(spent, row.spend);
+    const u = await tx.query<RunRow>(
+      `UPDATE ${t.runs} SET budget_spent = $2::jsonb WHERE id = $1 RETURNING *`,
+      [p.run.id, JSON.stringify(spent)],
+    );
+    await publish(tx, ctx.channel, [{ kind: "runnable", runId: p.run.id }]);
+    return { run: toRun(mustRow(u.rows[0])), created: true };
+  });
+}
+
+/**
+ * Pauses ready runs of versions no live worker serves. A running run whose lease expired
+ * (its worker died) is included: its epoch moves on, so a worker that was only slow can
+ * write nothing more, and a pending cancel request takes effect instead of the pause.
+ * Rows locked by someone else are skipped: the next sweep sees them. Idempotent.
+ */
+export async function markUnserved(
+  ctx: StoreContext,
+  p: { served: string[]; graceMs: number },
+): Promise<number> {
+  const { t } = ctx;
+  const r = await ctx.db.statement(
+    "markUnserved",
+    "idempotent",
+    `WITH c AS (SELECT ${nowSql(1)} AS now),
+      l AS (
+        SELECT r.id FROM ${t.runs} r, c
+        WHERE r.ready_at <= c.now - $2::bigint
+          AND r.status IN ('pending', 'waiting', 'running')
+          AND NOT ((r.workflow || '@' || r.version) = ANY($3::text[]))
+        ORDER BY r.id
+        FOR NO KEY UPDATE OF r SKIP LOCKED
+      )
+    UPDATE ${t.runs} r SET
+        status = CASE WHEN r.cancel_requested THEN 'canceled' ELSE 'paused' END,
+        paused_for = CASE WHEN r.cancel_requested THEN NULL ELSE 'version' END,
+        reason = CASE WHEN r.cancel_requested THEN r.reason
+                      ELSE 'no live worker has ' || r.workflow || '@' || r.version END,
+        ready_at = CASE WHEN r.cancel_requested THEN NULL ELSE r.ready_at END,
+        epoch = CASE WHEN r.status = 'running' THEN r.epoch + 1 ELSE r.epoch END,
+        lease_owner = NULL, lease_until = NULL, updated_at = c.now
+      FROM l, c WHERE r.id = l.id`,
+    [ctx.offset(), Math.round(p.graceMs), p.served],
+  );
+  return r.rowCount ?? 0;
+}
+
+function mustRow<T>(row: T | undefined): T {
+  if (row === undefined) throw new Error("a statement on a locked run returned no row");
+  return row;
+}

@@ -1,0 +1,75 @@
+// What every PostgreSQL verb shares: the schema-qualified table names, the store's notion
+// of "now" computed in SQL, and publishing hints inside a writing transaction.
+//
+// Time (failure-modes.md row 4, clock skew): every lease, ready_at and timestamp decision
+// is taken with the DATABASE's clock, so workers on machines whose clocks disagree still
+// agree on who holds a lease. The only input from the process is `offset` = clock.now() -
+// Date.now(), which is 0 for the real clock and lets a virtual test clock move time.
+
+import type { StoreHint } from "../store.js";
+import type { Database, Tx } from "./connection.js";
+
+export const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+
+export interface Tables {
+  runs: string;
+  steps: string;
+  attempts: string;
+  intents: string;
+  events: string;
+  workers: string;
+  schemaVersion: string;
+}
+
+/** Qualified, quoted table names. `schema` must already match SCHEMA_NAME: it is the only
+ *  identifier ever put into SQL text; every value travels as a parameter. */
+export function tablesIn(schema: string): Tables {
+  const q = `"${schema}"`;
+  return {
+    runs: `${q}.runs`,
+    steps: `${q}.steps`,
+    attempts: `${q}.attempts`,
+    intents: `${q}.intents`,
+    events: `${q}.events`,
+    workers: `${q}.workers`,
+    schemaVersion: `${q}.schema_version`,
+  };
+}
+
+/** The store's now (ms), from the database clock at the moment it is evaluated
+ *  (clock_timestamp, not the transaction start), shifted by the offset in parameter `$p`.
+ *  Statements that need one consistent value evaluate it once, in a CTE or sub-select. */
+export function nowSql(p: number): string {
+  return `(floor(extract(epoch from clock_timestamp()) * 1000)::bigint + $${p}::bigint)`;
+}
+
+/** What the verbs need from the store. */
+export interface StoreContext {
+  db: Database;
+  t: Tables;
+  /** clock.now() - Date.now(), whole ms, taken at each call. */
+  offset(): number;
+  channel: string;
+}
+
+/** Queues hints with pg_notify inside the caller's transaction: they are delivered only if
+ *  it commits. They stay hints: a lost one only delays a poller. */
+export async function publish(tx: Tx, channel: string, hints: StoreHint[]): Promise<void> {
+  if (hints.length === 0) return;
+  await tx.query("SELECT pg_notify($1, h) FROM unnest($2::text[]) AS h", [
+    channel,
+    hints.map((h) => JSON.stringify(h)),
+  ]);
+}
+
+/** Columns of `runs` a new run sets; the rest take their defaults. Used by createRun and
+ *  forkRun so both create runs identically. Parameters: $1 offset, $2 id, $3 workflow,
+ *  $4 version, $5 input, $6 budget limit (json), $7 parent id. */
+export function insertRunSql(t: Tables): string {
+  return `INSERT INTO ${t.runs}
+      (id, workflow, version, status, input, budget_limit, parent_id, ready_at, created_at, updated_at)
+    SELECT $2, $3, $4, 'pending', $5, $6::jsonb, $7, c.now, c.now, c.now
+      FROM (SELECT ${nowSql(1)} AS now) c
+    ON CONFLICT (id) DO NOTHING
+    RETURNING *`;
+}

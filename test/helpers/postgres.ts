@@ -1,0 +1,76 @@
+// PostgreSQL for tests: find the test database (or decide to skip), and give each test its
+// own schema, dropped afterwards. Shared by every test file that needs Postgres.
+//
+// No database: under CI=true that is a failure (a silently skipped backend would let a
+// Postgres-only bug land); on a developer machine the tests skip, loudly.
+
+import { randomBytes } from "node:crypto";
+import pg from "pg";
+
+export const DEFAULT_TEST_POSTGRES_URL = "postgres://postgres@127.0.0.1:5432/test";
+
+let probed: Promise<string | undefined> | undefined;
+
+/**
+ * The URL of the test database (CAIRN_TEST_POSTGRES_URL, else the default) if it accepts a
+ * connection; undefined to skip. Throws under CI=true when it cannot connect.
+ */
+export function postgresTestUrl(): Promise<string | undefined> {
+  probed ??= probe(process.env.CAIRN_TEST_POSTGRES_URL || DEFAULT_TEST_POSTGRES_URL);
+  return probed;
+}
+
+async function probe(url: string): Promise<string | undefined> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000 });
+  client.on("error", () => {});
+  try {
+    await client.connect();
+    await client.query("SELECT 1");
+    return url;
+  } catch (err) {
+    const where = url.replace(/\/\/[^@/]*@/, "//");
+    const why = err instanceof Error ? err.message : String(err);
+    if (process.env.CI === "true") {
+      throw new Error(
+        `PostgreSQL tests cannot connect to ${where} (${why}); CI must provide it ` +
+          "(set CAIRN_TEST_POSTGRES_URL or start the server in .ci/run).",
+        { cause: err },
+      );
+    }
+    console.warn(
+      `\n${"!".repeat(78)}\n!! SKIPPING PostgreSQL tests: cannot connect to ${where}: ${why}\n` +
+        `!! Set CAIRN_TEST_POSTGRES_URL or start PostgreSQL to run them.\n${"!".repeat(78)}\n`,
+    );
+    return undefined;
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+/** A fresh schema name (not created: the store creates it on open) and a drop for after. */
+export function testSchema(
+  url: string,
+  prefix = "cairn_test",
+): {
+  schema: string;
+  drop: () => Promise<void>;
+} {
+  const schema = `${prefix}_${randomBytes(6).toString("hex")}`;
+  return { schema, drop: () => dropSchema(url, schema) };
+}
+
+export async function dropSchema(url: string, schema: string): Promise<void> {
+  await withClient(url, (c) => c.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`));
+}
+
+/** Runs `fn` on a short-lived connection of its own (not any store's). */
+export async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: url });
+  client.on("error", () => {});
+  await client.connect();
+  try {
+    return await fn(client);
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
