@@ -48,6 +48,51 @@ async function terminateBackends(base: string, tag: string, extra = "true"): Pro
   });
 }
 
+/**
+ * A pool whose next `n` COMMITs are applied by the server but answered with a lost
+ * connection: the "commit outcome unknown" case of failure-modes.md row 9, on demand.
+ */
+function lossyPool(real: pg.Pool): { pool: pg.Pool; loseCommits: (n: number) => void } {
+  let toLose = 0;
+  const pool = {
+    options: real.options,
+    on: (event: "error", fn: (err: Error) => void) => {
+      real.on(event, fn);
+      return pool;
+    },
+    removeListener: (event: "error", fn: (err: Error) => void) => {
+      real.removeListener(event, fn);
+      return pool;
+    },
+    end: () => real.end(),
+    async connect(): Promise<pg.PoolClient> {
+      const client = await real.connect();
+      return new Proxy(client, {
+        get(target, prop) {
+          if (prop === "query") {
+            return async (sql: string, params?: unknown[]) => {
+              const result = await target.query(sql, params);
+              if (sql === "COMMIT" && toLose > 0) {
+                toLose--;
+                throw new Error("Connection terminated unexpectedly");
+              }
+              return result;
+            };
+          }
+          const v: unknown = Reflect.get(target, prop, target);
+          return typeof v === "function" ? v.bind(target) : v;
+        },
+      });
+    },
+  };
+  return {
+    pool: pool as unknown as pg.Pool,
+    loseCommits: (n) => {
+      toLose = n;
+    },
+  };
+}
+
 describe.skipIf(!url)("PostgreSQL store", () => {
   const base = url ?? "";
   const cleanups: Array<() => Promise<void>> = [];
@@ -257,6 +302,112 @@ describe.skipIf(!url)("PostgreSQL store", () => {
       expect(await written).toEqual([{ ok: false, reason: "lease-lost" }]);
       expect((await store.loadJournal(run.id)).steps).toEqual([]);
       expect((await store.getRun(run.id))?.budgetSpent).toEqual({});
+    });
+  });
+
+  describe("a COMMIT whose answer is lost", () => {
+    async function lossyStore() {
+      const real = new pg.Pool({ connectionString: base, max: 3 });
+      cleanups.push(() => real.end());
+      const { pool, loseCommits } = lossyPool(real);
+      const { store } = await openStore({ pool });
+      return { store, loseCommits };
+    }
+
+    async function claimOne(store: Store, id: string) {
+      await store.createRun(newRunFor(id));
+      const claimed = await store.claimRuns({
+        workerId: "w1",
+        workflows: ["alpha@1"],
+        limit: 10,
+        leaseMs: 60_000,
+      });
+      const mine = claimed.find((c) => c.run.id === id);
+      if (!mine) throw new Error(`run "${id}" was not claimed`);
+      return mine.run;
+    }
+
+    it("appendRecords is retried and lands once (spend counted once)", async () => {
+      const { store, loseCommits } = await lossyStore();
+      const run = await claimOne(store, "run_a");
+      loseCommits(1);
+      const out = await store.appendRecords([
+        {
+          runId: run.id,
+          epoch: run.epoch,
+          steps: [
+            {
+              runId: run.id,
+              key: "s",
+              seq: 0,
+              name: "s",
+              kind: "step",
+              outcome: "ok",
+              result: "1",
+              error: null,
+              spend: { usd: 0.5 },
+              attempt: 1,
+              startedAt: 1,
+              completedAt: 2,
+            },
+          ],
+        },
+      ]);
+      expect(out).toEqual([{ ok: true }]);
+      expect((await store.loadJournal(run.id)).steps).toHaveLength(1);
+      expect((await store.getRun(run.id))?.budgetSpent).toEqual({ usd: 0.5 });
+    });
+
+    it("releaseRun is retried, recognizes its own release, and stores its events once", async () => {
+      const { store, loseCommits } = await lossyStore();
+      const { run: parent } = await store.createRun(newRunFor("run_parent"));
+      const child = await claimOne(store, "run_child");
+      loseCommits(1);
+      const out = await store.releaseRun({
+        runId: child.id,
+        epoch: child.epoch,
+        status: "completed",
+        output: "42",
+        readyAt: null,
+        events: [{ runId: parent.id, name: "child:run_child", payload: "42" }],
+      });
+      expect(out.ok && out.run.status).toBe("completed");
+      expect((await store.loadJournal(parent.id)).events.map((e) => e.payload)).toEqual(["42"]);
+    });
+
+    it("resumeRun is retried and bumps a failed run's generation once", async () => {
+      const { store, loseCommits } = await lossyStore();
+      const run = await claimOne(store, "run_r");
+      await store.releaseRun({
+        runId: run.id,
+        epoch: run.epoch,
+        status: "failed",
+        error: { name: "Error", message: "boom" },
+        readyAt: null,
+      });
+      loseCommits(1);
+      const out = await store.resumeRun(run.id, {});
+      expect(out.ok && out.run.status).toBe("pending");
+      expect((await store.getRun(run.id))?.generation).toBe(run.generation + 1);
+    });
+
+    it("sendEvent is not repeated blindly: it says the outcome is unknown", async () => {
+      const { store, loseCommits } = await lossyStore();
+      await store.createRun(newRunFor("run_s"));
+      loseCommits(1);
+      await expect(store.sendEvent({ runId: "run_s", name: "n", payload: "1" })).rejects.toThrow(
+        /whether it took effect is unknown/,
+      );
+      // It did commit, exactly once.
+      expect((await store.loadJournal("run_s")).events).toHaveLength(1);
+    });
+
+    it("createRun is retried and answers with the run it made", async () => {
+      const { store, loseCommits } = await lossyStore();
+      loseCommits(1);
+      const out = await store.createRun(newRunFor("run_c"));
+      expect(out.run.id).toBe("run_c");
+      expect(await store.listRuns()).toHaveLength(1);
     });
   });
 

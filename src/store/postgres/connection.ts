@@ -250,6 +250,21 @@ export class Database {
       );
     }
     const code = errorCode(err);
+    if (code === "22021" || code === "22P05") {
+      return new StoreError(
+        `${where} cannot store a value given to ${verb}: it contains a NUL character or ` +
+          "invalid UTF-8, which PostgreSQL text cannot hold. Remove it (ids, names, keys and " +
+          `encoded payloads must be valid text) (SQLSTATE ${code}).`,
+        { cause: err },
+      );
+    }
+    if (code === "54000") {
+      return new StoreError(
+        `${where} refused ${verb}: an id, name or key is too long to index (keep them under ` +
+          `about 2 KB) (SQLSTATE ${code}).`,
+        { cause: err },
+      );
+    }
     if (code === "57014") {
       return new StoreError(
         `${where} canceled ${verb}: it ran longer than statement_timeout ` +

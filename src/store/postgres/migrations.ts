@@ -41,8 +41,11 @@ const MIGRATIONS: Migration[] = [
       created_at bigint NOT NULL,
       updated_at bigint NOT NULL
     )`,
-    // claimRuns and markUnserved scan ready runs oldest-ready first.
+    // markUnserved (and claimRuns) scan ready runs oldest-ready first; the claim index lets
+    // a worker skip, without reading them, ready runs of versions it does not serve.
     `CREATE INDEX runs_ready_at ON ${t.runs} (ready_at) WHERE ready_at IS NOT NULL`,
+    `CREATE INDEX runs_claimable ON ${t.runs} ((workflow || '@' || version), ready_at)
+      WHERE ready_at IS NOT NULL`,
     `CREATE INDEX runs_created ON ${t.runs} (created_at DESC, id DESC)`,
     `CREATE INDEX runs_status_created ON ${t.runs} (status, created_at DESC, id DESC)`,
     `CREATE INDEX runs_parent ON ${t.runs} (parent_id) WHERE parent_id IS NOT NULL`,

@@ -54,7 +54,15 @@ import {
   resumeRun,
   sendEvent,
 } from "./run-control.js";
-import { insertRunSql, nowSql, SCHEMA_NAME, type StoreContext, tablesIn } from "./sql.js";
+import {
+  hintPayload,
+  insertRunSql,
+  nowSql,
+  publish,
+  SCHEMA_NAME,
+  type StoreContext,
+  tablesIn,
+} from "./sql.js";
 
 export interface PostgresStoreOptions {
   /** Schema holding every table (created on first open). Default "cairn". */
@@ -247,7 +255,7 @@ class PostgresStore implements Store {
         JSON.stringify(run.budgetLimit ?? {}),
         run.parentId ?? null,
         channel,
-        JSON.stringify({ kind: "runnable", runId: run.id } satisfies StoreHint),
+        hintPayload({ kind: "runnable", runId: run.id }),
       ],
     );
     const created = ins.rows[0];
@@ -463,10 +471,7 @@ class PostgresStore implements Store {
         [this.#offset(), id],
       );
       if ((r.rowCount ?? 0) > 0) {
-        await tx.query("SELECT pg_notify($1, $2)", [
-          channel,
-          JSON.stringify({ kind: "runnable" } satisfies StoreHint),
-        ]);
+        await publish(tx, channel, [{ kind: "runnable" }]);
       }
     });
   }

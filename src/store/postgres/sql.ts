@@ -52,13 +52,23 @@ export interface StoreContext {
   channel: string;
 }
 
+/** NOTIFY payloads must stay under 8000 bytes, or pg_notify fails the whole transaction. */
+const MAX_HINT_BYTES = 7_000;
+
+/** A hint as a NOTIFY payload. A run id too long for one is left out: the hint still says
+ *  "look", which is all a hint promises. */
+export function hintPayload(hint: StoreHint): string {
+  const json = JSON.stringify(hint);
+  return Buffer.byteLength(json) <= MAX_HINT_BYTES ? json : JSON.stringify({ kind: hint.kind });
+}
+
 /** Queues hints with pg_notify inside the caller's transaction: they are delivered only if
  *  it commits. They stay hints: a lost one only delays a poller. */
 export async function publish(tx: Tx, channel: string, hints: StoreHint[]): Promise<void> {
   if (hints.length === 0) return;
   await tx.query("SELECT pg_notify($1, h) FROM unnest($2::text[]) AS h", [
     channel,
-    hints.map((h) => JSON.stringify(h)),
+    hints.map(hintPayload),
   ]);
 }
 
