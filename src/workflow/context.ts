@@ -573,7 +573,11 @@ export class Context {
   private overBudget(): string | undefined {
     for (const [name, limit] of Object.entries(this.host.budgetLimit)) {
       const spent = this.totalSpent[name] ?? 0;
-      if (spent >= limit) return `budget: ${name} ${fmt(spent)} of ${fmt(limit)} spent`;
+      if (spent >= limit) {
+        const whole = Number.isInteger(spent) && Number.isInteger(limit);
+        const f = (n: number) => (whole ? String(n) : n.toFixed(2));
+        return `budget: ${name} ${f(spent)} of ${f(limit)} spent`;
+      }
     }
     return undefined;
   }
@@ -826,8 +830,4 @@ export class HaltedSignal extends Error {
     this.name = "HaltedSignal";
     Object.defineProperty(this, Symbol.for("cairn.halted"), { value: true });
   }
-}
-
-function fmt(n: number): string {
-  return Number.isInteger(n) ? String(n) : n.toFixed(2);
 }
