@@ -391,6 +391,23 @@ describe.skipIf(!url)("PostgreSQL store", () => {
       expect((await store.getRun(run.id))?.generation).toBe(run.generation + 1);
     });
 
+    it("claimRuns is retried and hands over the runs its lost try claimed", async () => {
+      const { store, loseCommits } = await lossyStore();
+      await store.createRun(newRunFor("run_x"));
+      await store.createRun(newRunFor("run_y"));
+      loseCommits(1);
+      const claimed = await store.claimRuns({
+        workerId: "w1",
+        workflows: ["alpha@1"],
+        limit: 10,
+        leaseMs: 60_000,
+      });
+      expect(claimed.map((c) => [c.run.id, c.run.epoch, c.recovered]).sort()).toEqual([
+        ["run_x", 1, false],
+        ["run_y", 1, false],
+      ]);
+    });
+
     it("sendEvent is not repeated blindly: it says the outcome is unknown", async () => {
       const { store, loseCommits } = await lossyStore();
       await store.createRun(newRunFor("run_s"));

@@ -149,6 +149,13 @@ export class Database {
     return this.#run(verb, policy, !this.#autocommit, (tx) => tx.query<R>(sql, params));
   }
 
+  /** Like statement(), for a body of statements that need no common transaction (each
+   *  one is atomic by itself), with the retry flag that tells it to look for its own
+   *  earlier effect. */
+  statements<T>(verb: string, policy: RetryPolicy, body: (tx: Tx) => Promise<T>): Promise<T> {
+    return this.#run(verb, policy, !this.#autocommit, body);
+  }
+
   async #run<T>(
     verb: string,
     policy: RetryPolicy,

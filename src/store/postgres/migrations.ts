@@ -39,7 +39,11 @@ const MIGRATIONS: Migration[] = [
       generation integer NOT NULL DEFAULT 0,
       cancel_requested boolean NOT NULL DEFAULT false,
       created_at bigint NOT NULL,
-      updated_at bigint NOT NULL
+      updated_at bigint NOT NULL,
+      -- The last claim: a token of the claimRuns call, and the status it found (so a claim
+      -- retried after a lost COMMIT finds its runs and whether they were recovered).
+      claim_token text,
+      claimed_from text
     )`,
     // markUnserved (and claimRuns) scan ready runs oldest-ready first; the claim index lets
     // a worker skip, without reading them, ready runs of versions it does not serve.

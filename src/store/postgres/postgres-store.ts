@@ -9,9 +9,9 @@
 // - reads (now, getRun, listRuns, loadJournal, listWorkers): trivially.
 // - createRun: idempotent on id; a repeat of a create that did commit answers
 //   created=false with the run it made (the same run the caller asked for).
-// - claimRuns: fenced; a claim that committed but whose answer was lost leaves runs leased
-//   to this worker, which never re-claims its own runs: they are recovered by another
-//   worker when the lease expires (one lease of delay, never a double execution).
+// - claimRuns: a retry first looks for the runs its lost try claimed (by a token of the
+//   call) and returns those; otherwise they would stay leased to this worker, which never
+//   claims its own runs again (leases.ts).
 // - renewLeases, heartbeatWorker, registerWorker, removeWorker, markUnserved: idempotent.
 // - appendRecords: idempotent by construction (journal-writes.ts).
 // - releaseRun, resumeRun: detect their own earlier commit (run-control.ts).
@@ -43,9 +43,10 @@ import type {
 } from "../store.js";
 import { Database, IDLE_IN_TRANSACTION_TIMEOUT_MS, STATEMENT_TIMEOUT_MS } from "./connection.js";
 import { appendRecords, loadJournal } from "./journal-writes.js";
+import { claimRuns, renewLeases } from "./leases.js";
 import { migrate } from "./migrations.js";
 import { channelFor, HintListener } from "./notify.js";
-import { type RunRow, toRun, toWorker, type WorkerRow } from "./rows.js";
+import { type RunRow, toRun } from "./rows.js";
 import {
   forkRun,
   markUnserved,
@@ -58,11 +59,11 @@ import {
   hintPayload,
   insertRunSql,
   nowSql,
-  publish,
   SCHEMA_NAME,
   type StoreContext,
   tablesIn,
 } from "./sql.js";
+import { heartbeatWorker, listWorkers, registerWorker, removeWorker } from "./workers.js";
 
 export interface PostgresStoreOptions {
   /** Schema holding every table (created on first open). Default "cairn". */
@@ -311,82 +312,21 @@ class PostgresStore implements Store {
 
   // ---- execution ----
 
-  async claimRuns(p: {
+  claimRuns(p: {
     workerId: string;
     workflows: string[];
     limit: number;
     leaseMs: number;
   }): Promise<ClaimedRun[]> {
-    if (p.limit <= 0 || p.workflows.length === 0) return [];
-    const { db, t } = this.#ctx;
-    // SKIP LOCKED: concurrent claimers each take different rows and never wait on each
-    // other; a row changed meanwhile is re-checked against the WHERE under its lock.
-    // The epoch increments under the same lock every fenced write takes.
-    const r = await db.statement<RunRow & { old_status: string }>(
-      "claimRuns",
-      "idempotent",
-      `WITH c AS (SELECT ${nowSql(1)} AS now),
-        cand AS (
-          SELECT r.id, r.status AS old_status FROM ${t.runs} r, c
-          WHERE r.ready_at <= c.now
-            AND r.status IN ('pending', 'waiting', 'running', 'paused')
-            AND (r.status <> 'paused' OR r.paused_for = 'version')
-            AND (r.workflow || '@' || r.version) = ANY($3::text[])
-            AND r.lease_owner IS DISTINCT FROM $2
-          ORDER BY r.ready_at, r.id
-          LIMIT $4
-          FOR UPDATE OF r SKIP LOCKED
-        )
-      UPDATE ${t.runs} r SET
-          status = 'running', lease_owner = $2,
-          lease_until = c.now + $5::bigint, ready_at = c.now + $5::bigint,
-          epoch = r.epoch + 1,
-          reason = CASE WHEN r.cancel_requested THEN r.reason ELSE NULL END,
-          paused_for = NULL, wake_at = NULL, waiting_for = '{}', updated_at = c.now
-        FROM cand, c
-        WHERE r.id = cand.id
-        RETURNING r.*, cand.old_status`,
-      [this.#offset(), p.workerId, p.workflows, Math.floor(p.limit), Math.round(p.leaseMs)],
-    );
-    return r.rows.map((row) => ({ run: toRun(row), recovered: row.old_status === "running" }));
+    return claimRuns(this.#ctx, p);
   }
 
-  async renewLeases(p: {
+  renewLeases(p: {
     workerId: string;
     runs: Array<{ runId: string; epoch: number }>;
     leaseMs: number;
   }): Promise<{ lost: string[]; cancelRequested: string[] }> {
-    if (p.runs.length === 0) return { lost: [], cancelRequested: [] };
-    const { db, t } = this.#ctx;
-    // Locks taken in id order, as removeWorker does, so the two never deadlock.
-    const r = await db.statement<{ id: string; cancel_requested: boolean }>(
-      "renewLeases",
-      "idempotent",
-      `WITH c AS (SELECT ${nowSql(1)} AS now),
-        l AS (
-          SELECT r.id FROM ${t.runs} r
-          JOIN unnest($2::text[], $3::bigint[]) AS u(id, epoch)
-            ON r.id = u.id AND r.epoch = u.epoch
-          WHERE r.status = 'running' AND r.lease_owner = $4
-          ORDER BY r.id
-          FOR NO KEY UPDATE OF r
-        )
-      UPDATE ${t.runs} r SET lease_until = c.now + $5::bigint, ready_at = c.now + $5::bigint
-        FROM l, c WHERE r.id = l.id
-        RETURNING r.id, r.cancel_requested`,
-      [
-        this.#offset(),
-        p.runs.map((x) => x.runId),
-        p.runs.map((x) => x.epoch),
-        p.workerId,
-        Math.round(p.leaseMs),
-      ],
-    );
-    const held = new Set(r.rows.map((row) => row.id));
-    return {
-      lost: p.runs.filter((x) => !held.has(x.runId)).map((x) => x.runId),
-      cancelRequested: r.rows.filter((row) => row.cancel_requested).map((row) => row.id),
-    };
+    return renewLeases(this.#ctx, p);
   }
 
   appendRecords(writes: RunWrite[]): Promise<WriteOutcome[]> {
@@ -429,61 +369,20 @@ class PostgresStore implements Store {
 
   // ---- workers ----
 
-  async registerWorker(w: Omit<WorkerRecord, "startedAt" | "heartbeatAt">): Promise<void> {
-    const { db, t } = this.#ctx;
-    await db.statement(
-      "registerWorker",
-      "idempotent",
-      `INSERT INTO ${t.workers} (id, host, pid, workflows, started_at, heartbeat_at)
-        SELECT $2, $3, $4, $5::text[], c.now, c.now FROM (SELECT ${nowSql(1)} AS now) c
-        ON CONFLICT (id) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid,
-          workflows = EXCLUDED.workflows, started_at = EXCLUDED.started_at,
-          heartbeat_at = EXCLUDED.heartbeat_at`,
-      [this.#offset(), w.id, w.host, w.pid, w.workflows],
-    );
+  registerWorker(w: Omit<WorkerRecord, "startedAt" | "heartbeatAt">): Promise<void> {
+    return registerWorker(this.#ctx, w);
   }
 
-  async heartbeatWorker(id: string): Promise<void> {
-    const { db, t } = this.#ctx;
-    await db.statement(
-      "heartbeatWorker",
-      "idempotent",
-      `UPDATE ${t.workers} SET heartbeat_at = ${nowSql(1)} WHERE id = $2`,
-      [this.#offset(), id],
-    );
+  heartbeatWorker(id: string): Promise<void> {
+    return heartbeatWorker(this.#ctx, id);
   }
 
-  async removeWorker(id: string): Promise<void> {
-    const { db, t, channel } = this.#ctx;
-    await db.transaction("removeWorker", "idempotent", async (tx) => {
-      await tx.query(`DELETE FROM ${t.workers} WHERE id = $1`, [id]);
-      // Its runs become claimable now (lease_until moves with ready_at, as for any running
-      // run). The epoch is left alone: the next claim increments it, fencing the worker out
-      // should it still be alive.
-      const r = await tx.query(
-        `WITH c AS (SELECT ${nowSql(1)} AS now),
-          l AS (
-            SELECT id FROM ${t.runs} WHERE lease_owner = $2 AND status = 'running'
-            ORDER BY id FOR NO KEY UPDATE
-          )
-        UPDATE ${t.runs} r SET ready_at = c.now, lease_until = c.now, updated_at = c.now
-          FROM l, c WHERE r.id = l.id`,
-        [this.#offset(), id],
-      );
-      if ((r.rowCount ?? 0) > 0) {
-        await publish(tx, channel, [{ kind: "runnable" }]);
-      }
-    });
+  removeWorker(id: string): Promise<void> {
+    return removeWorker(this.#ctx, id);
   }
 
-  async listWorkers(): Promise<WorkerRecord[]> {
-    const { db, t } = this.#ctx;
-    const r = await db.statement<WorkerRow>(
-      "listWorkers",
-      "idempotent",
-      `SELECT * FROM ${t.workers} ORDER BY id`,
-    );
-    return r.rows.map(toWorker);
+  listWorkers(): Promise<WorkerRecord[]> {
+    return listWorkers(this.#ctx);
   }
 
   // ---- hints ----

@@ -1,0 +1,116 @@
+// Leases on PostgreSQL: claiming runs and keeping them. The claim is where the epoch moves
+// on (invariant 3), so every fenced write that comes after it from an older owner fails.
+//
+// Claims never block each other: FOR UPDATE SKIP LOCKED hands each concurrent claimer
+// different rows (DESIGN.md, Scale-out), and a row changed by someone else meanwhile is
+// re-checked against the WHERE under its lock. Lease times come from the database clock
+// (failure-modes.md row 4), so workers with skewed clocks agree on expiry.
+
+import { randomUUID } from "node:crypto";
+import type { ClaimedRun } from "../store.js";
+import { type RunRow, toRun } from "./rows.js";
+import { nowSql, type StoreContext } from "./sql.js";
+
+export async function claimRuns(
+  ctx: StoreContext,
+  p: {
+    workerId: string;
+    workflows: string[];
+    limit: number;
+    leaseMs: number;
+  },
+): Promise<ClaimedRun[]> {
+  if (p.limit <= 0 || p.workflows.length === 0) return [];
+  const { db, t } = ctx;
+  // Names this call's claim in the rows it takes (see the retry below).
+  const token = randomUUID();
+  return db.statements("claimRuns", "idempotent", async (tx) => {
+    if (tx.mayHaveCommitted) {
+      // The connection died while the claim committed, or after: if it did commit, the
+      // runs are leased to this worker, which never claims its own runs again, so they
+      // would sit until the lease expired AND another worker came by. Hand them over now.
+      const prior = await tx.query<RunRow & { claimed_from: string }>(
+        `SELECT * FROM ${t.runs}
+          WHERE lease_owner = $1 AND claim_token = $2 AND status = 'running'`,
+        [p.workerId, token],
+      );
+      if (prior.rows.length > 0) return prior.rows.map(toClaimed);
+    }
+    // SKIP LOCKED: concurrent claimers each take different rows and never wait on each
+    // other; a row changed meanwhile is re-checked against the WHERE under its lock.
+    // The epoch increments under the same lock every fenced write takes.
+    const r = await tx.query<RunRow & { claimed_from: string }>(
+      `WITH c AS (SELECT ${nowSql(1)} AS now),
+        cand AS (
+          SELECT r.id FROM ${t.runs} r, c
+          WHERE r.ready_at <= c.now
+            AND r.status IN ('pending', 'waiting', 'running', 'paused')
+            AND (r.status <> 'paused' OR r.paused_for = 'version')
+            AND (r.workflow || '@' || r.version) = ANY($3::text[])
+            AND r.lease_owner IS DISTINCT FROM $2
+          ORDER BY r.ready_at, r.id
+          LIMIT $4
+          FOR UPDATE OF r SKIP LOCKED
+        )
+      UPDATE ${t.runs} r SET
+          status = 'running', lease_owner = $2,
+          lease_until = c.now + $5::bigint, ready_at = c.now + $5::bigint,
+          epoch = r.epoch + 1,
+          reason = CASE WHEN r.cancel_requested THEN r.reason ELSE NULL END,
+          paused_for = NULL, wake_at = NULL, waiting_for = '{}', updated_at = c.now,
+          claim_token = $6, claimed_from = r.status
+        FROM cand, c
+        WHERE r.id = cand.id
+        RETURNING r.*`,
+      [ctx.offset(), p.workerId, p.workflows, Math.floor(p.limit), Math.round(p.leaseMs), token],
+    );
+    return r.rows.map(toClaimed);
+  });
+}
+
+/** `claimed_from` is the status the claim found: "running" means the lease had expired
+ *  without a release, i.e. the previous owner crashed. */
+function toClaimed(row: RunRow & { claimed_from: string }): ClaimedRun {
+  return { run: toRun(row), recovered: row.claimed_from === "running" };
+}
+
+export async function renewLeases(
+  ctx: StoreContext,
+  p: {
+    workerId: string;
+    runs: Array<{ runId: string; epoch: number }>;
+    leaseMs: number;
+  },
+): Promise<{ lost: string[]; cancelRequested: string[] }> {
+  if (p.runs.length === 0) return { lost: [], cancelRequested: [] };
+  const { db, t } = ctx;
+  // Locks taken in id order, as removeWorker does, so the two never deadlock.
+  const r = await db.statement<{ id: string; cancel_requested: boolean }>(
+    "renewLeases",
+    "idempotent",
+    `WITH c AS (SELECT ${nowSql(1)} AS now),
+      l AS (
+        SELECT r.id FROM ${t.runs} r
+        JOIN unnest($2::text[], $3::bigint[]) AS u(id, epoch)
+          ON r.id = u.id AND r.epoch = u.epoch
+        WHERE r.status = 'running' AND r.lease_owner = $4
+        ORDER BY r.id
+        FOR NO KEY UPDATE OF r
+      )
+    UPDATE ${t.runs} r SET lease_until = c.now + $5::bigint, ready_at = c.now + $5::bigint
+      FROM l, c WHERE r.id = l.id
+      RETURNING r.id, r.cancel_requested`,
+    [
+      ctx.offset(),
+      p.runs.map((x) => x.runId),
+      p.runs.map((x) => x.epoch),
+      p.workerId,
+      Math.round(p.leaseMs),
+    ],
+  );
+  const held = new Set(r.rows.map((row) => row.id));
+  return {
+    lost: p.runs.filter((x) => !held.has(x.runId)).map((x) => x.runId),
+    cancelRequested: r.rows.filter((row) => row.cancel_requested).map((row) => row.id),
+  };
+}

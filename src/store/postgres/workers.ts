@@ -1,0 +1,67 @@
+// Worker rows on PostgreSQL: who is alive and which name@version pairs it runs (so a run
+// whose version no live worker has can say so), and handing back the runs of a worker
+// that is gone.
+
+import type { WorkerRecord } from "../store.js";
+import { toWorker, type WorkerRow } from "./rows.js";
+import { nowSql, publish, type StoreContext } from "./sql.js";
+
+export async function registerWorker(
+  ctx: StoreContext,
+  w: Omit<WorkerRecord, "startedAt" | "heartbeatAt">,
+): Promise<void> {
+  const { db, t } = ctx;
+  await db.statement(
+    "registerWorker",
+    "idempotent",
+    `INSERT INTO ${t.workers} (id, host, pid, workflows, started_at, heartbeat_at)
+      SELECT $2, $3, $4, $5::text[], c.now, c.now FROM (SELECT ${nowSql(1)} AS now) c
+      ON CONFLICT (id) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid,
+        workflows = EXCLUDED.workflows, started_at = EXCLUDED.started_at,
+        heartbeat_at = EXCLUDED.heartbeat_at`,
+    [ctx.offset(), w.id, w.host, w.pid, w.workflows],
+  );
+}
+
+export async function heartbeatWorker(ctx: StoreContext, id: string): Promise<void> {
+  const { db, t } = ctx;
+  await db.statement(
+    "heartbeatWorker",
+    "idempotent",
+    `UPDATE ${t.workers} SET heartbeat_at = ${nowSql(1)} WHERE id = $2`,
+    [ctx.offset(), id],
+  );
+}
+
+export async function removeWorker(ctx: StoreContext, id: string): Promise<void> {
+  const { db, t, channel } = ctx;
+  await db.transaction("removeWorker", "idempotent", async (tx) => {
+    await tx.query(`DELETE FROM ${t.workers} WHERE id = $1`, [id]);
+    // Its runs become claimable now (lease_until moves with ready_at, as for any running
+    // run). The epoch is left alone: the next claim increments it, fencing the worker out
+    // should it still be alive.
+    const r = await tx.query(
+      `WITH c AS (SELECT ${nowSql(1)} AS now),
+        l AS (
+          SELECT id FROM ${t.runs} WHERE lease_owner = $2 AND status = 'running'
+          ORDER BY id FOR NO KEY UPDATE
+        )
+      UPDATE ${t.runs} r SET ready_at = c.now, lease_until = c.now, updated_at = c.now
+        FROM l, c WHERE r.id = l.id`,
+      [ctx.offset(), id],
+    );
+    if ((r.rowCount ?? 0) > 0) {
+      await publish(tx, channel, [{ kind: "runnable" }]);
+    }
+  });
+}
+
+export async function listWorkers(ctx: StoreContext): Promise<WorkerRecord[]> {
+  const { db, t } = ctx;
+  const r = await db.statement<WorkerRow>(
+    "listWorkers",
+    "idempotent",
+    `SELECT * FROM ${t.workers} ORDER BY id`,
+  );
+  return r.rows.map(toWorker);
+}
