@@ -21,7 +21,7 @@ const approvalFlow = workflow({ name: "approval", version: "1" }, async (ctx) =>
 
 async function waitingRun(h: ReturnType<typeof harness>, id: string) {
   const e = h.engine([approvalFlow]);
-  const run = await e.start(approvalFlow, undefined, { id });
+  await e.start(approvalFlow, undefined, { id });
   await until(async () => (await e.getRun(id))?.status === "waiting", `${id} waits`);
   return e;
 }
