@@ -503,11 +503,12 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         const done = await started();
         const broke = await started();
         await release(done, { status: "completed", output: '"ok"' });
+        // Even with a readyAt set, only a pause for version is claimable.
         await release(broke, {
           status: "paused",
           pausedFor: "budget",
           reason: "budget spent",
-          readyAt: null,
+          readyAt: CONTRACT_T0,
         });
         await store.createRun(newRun({ id: "run_canceled" }));
         await store.requestCancel("run_canceled", "stop");
@@ -1080,6 +1081,16 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
           leaseMs: LEASE_MS,
         });
         expect(claimed.map((c) => c.run.id).sort()).toEqual([eventOnly.id, timed.id].sort());
+      });
+
+      it("leaves a run waiting for other event names as it was", async () => {
+        const run = await started();
+        await release(run, { status: "waiting", readyAt: null, waitingFor: ["approve"] });
+        const before = await mustGet(run.id);
+        advance(MINUTE);
+        const out = await store.sendEvent({ runId: run.id, name: "unrelated", payload: "1" });
+        expect(out.ok).toBe(true);
+        expect(await store.getRun(run.id)).toEqual(before);
       });
 
       it("accepts events for pending and running runs without changing their state", async () => {

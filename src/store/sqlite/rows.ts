@@ -1,0 +1,278 @@
+// Records <-> SQLite rows. JSON columns are written in ONE canonical form (amounts with
+// sorted names, errors with a fixed field order), so "the same record" means the same
+// column values: an identical re-write is recognised by comparing columns, whatever order
+// the writer's object had its keys in.
+
+import { StoreError } from "../../errors.js";
+import type {
+  Amounts,
+  AttemptRecord,
+  ErrorRecord,
+  EventRecord,
+  IntentRecord,
+  RunRecord,
+  RunStatus,
+  StepKind,
+  StepRecord,
+  WorkerRecord,
+} from "../store.js";
+
+type Value = string | number | null;
+
+export interface RunRow {
+  id: string;
+  workflow: string;
+  version: string;
+  status: RunStatus;
+  reason: string | null;
+  paused_for: "version" | "budget" | null;
+  input: string;
+  output: string | null;
+  error: string | null;
+  budget_limit: string;
+  budget_spent: string;
+  parent_id: string | null;
+  ready_at: number | null;
+  wake_at: number | null;
+  waiting_for: string;
+  lease_owner: string | null;
+  lease_until: number | null;
+  epoch: number;
+  generation: number;
+  cancel_requested: number;
+  created_at: number;
+  updated_at: number;
+}
+
+/** Canonical JSON of named amounts; refuses what JSON would silently turn into null. */
+export function amountsJson(amounts: Amounts, what: string): string {
+  const out: Amounts = {};
+  for (const name of Object.keys(amounts).sort()) {
+    const v = amounts[name];
+    if (typeof v !== "number" || !Number.isFinite(v)) {
+      throw new StoreError(`${what}: amount "${name}" is not a finite number.`);
+    }
+    out[name] = v;
+  }
+  return JSON.stringify(out);
+}
+
+export function parseAmounts(json: string): Amounts {
+  return JSON.parse(json) as Amounts;
+}
+
+export function addAmounts(into: Amounts, add: Amounts): void {
+  for (const [name, v] of Object.entries(add)) into[name] = (into[name] ?? 0) + v;
+}
+
+/** Canonical JSON of an error record: only its documented fields, in a fixed order. */
+export function errorJson(e: ErrorRecord): string {
+  const code = typeof e.code === "string" ? e.code : null;
+  const stack = typeof e.stack === "string" ? e.stack : null;
+  return JSON.stringify([e.name, e.message, code, stack]);
+}
+
+export function parseError(json: string): ErrorRecord {
+  const [name, message, code, stack] = JSON.parse(json) as [
+    string,
+    string,
+    string | null,
+    string | null,
+  ];
+  const e: ErrorRecord = { name, message };
+  if (code !== null) e.code = code;
+  if (stack !== null) e.stack = stack;
+  return e;
+}
+
+export function runFromRow(r: RunRow): RunRecord {
+  return {
+    id: r.id,
+    workflow: r.workflow,
+    version: r.version,
+    status: r.status,
+    reason: r.reason,
+    pausedFor: r.paused_for,
+    input: r.input,
+    output: r.output,
+    error: r.error === null ? null : parseError(r.error),
+    budgetLimit: parseAmounts(r.budget_limit),
+    budgetSpent: parseAmounts(r.budget_spent),
+    parentId: r.parent_id,
+    readyAt: r.ready_at,
+    wakeAt: r.wake_at,
+    waitingFor: JSON.parse(r.waiting_for) as string[],
+    leaseOwner: r.lease_owner,
+    leaseUntil: r.lease_until,
+    epoch: r.epoch,
+    generation: r.generation,
+    cancelRequested: r.cancel_requested !== 0,
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
+  };
+}
+
+export interface StepRow extends Record<string, Value> {
+  run_id: string;
+  key: string;
+  seq: number;
+  name: string;
+  kind: string;
+  outcome: string;
+  result: string | null;
+  error: string | null;
+  spend: string;
+  attempt: number;
+  started_at: number;
+  completed_at: number;
+}
+
+export function stepToRow(s: StepRecord): StepRow {
+  return {
+    run_id: s.runId,
+    key: s.key,
+    seq: s.seq,
+    name: s.name,
+    kind: s.kind,
+    outcome: s.outcome,
+    result: s.result,
+    error: s.error === null ? null : errorJson(s.error),
+    spend: amountsJson(s.spend, `Spend of step "${s.key}" of run "${s.runId}"`),
+    attempt: s.attempt,
+    started_at: s.startedAt,
+    completed_at: s.completedAt,
+  };
+}
+
+export function stepFromRow(r: StepRow): StepRecord {
+  return {
+    runId: r.run_id,
+    key: r.key,
+    seq: r.seq,
+    name: r.name,
+    kind: r.kind as StepKind,
+    outcome: r.outcome as StepRecord["outcome"],
+    result: r.result,
+    error: r.error === null ? null : parseError(r.error),
+    spend: parseAmounts(r.spend),
+    attempt: r.attempt,
+    startedAt: r.started_at,
+    completedAt: r.completed_at,
+  };
+}
+
+export interface AttemptRow extends Record<string, Value> {
+  run_id: string;
+  key: string;
+  attempt: number;
+  generation: number;
+  started_at: number;
+  ended_at: number;
+  error: string;
+  spend: string;
+  retry_at: number | null;
+}
+
+export function attemptToRow(a: AttemptRecord): AttemptRow {
+  return {
+    run_id: a.runId,
+    key: a.key,
+    attempt: a.attempt,
+    generation: a.generation,
+    started_at: a.startedAt,
+    ended_at: a.endedAt,
+    error: errorJson(a.error),
+    spend: amountsJson(a.spend, `Spend of attempt ${a.attempt} of "${a.key}" of run "${a.runId}"`),
+    retry_at: a.retryAt,
+  };
+}
+
+export function attemptFromRow(r: AttemptRow): AttemptRecord {
+  return {
+    runId: r.run_id,
+    key: r.key,
+    attempt: r.attempt,
+    generation: r.generation,
+    startedAt: r.started_at,
+    endedAt: r.ended_at,
+    error: parseError(r.error),
+    spend: parseAmounts(r.spend),
+    retryAt: r.retry_at,
+  };
+}
+
+export interface IntentRow extends Record<string, Value> {
+  run_id: string;
+  key: string;
+  kind: string;
+  name: string;
+  data: string;
+  created_at: number;
+}
+
+export function intentToRow(i: IntentRecord): IntentRow {
+  return {
+    run_id: i.runId,
+    key: i.key,
+    kind: i.kind,
+    name: i.name,
+    data: i.data,
+    created_at: i.createdAt,
+  };
+}
+
+export function intentFromRow(r: IntentRow): IntentRecord {
+  return {
+    runId: r.run_id,
+    key: r.key,
+    kind: r.kind as StepKind,
+    name: r.name,
+    data: r.data,
+    createdAt: r.created_at,
+  };
+}
+
+export interface EventRow {
+  seq: number;
+  run_id: string;
+  name: string;
+  payload: string;
+  created_at: number;
+  consumed_by: string | null;
+}
+
+export function eventFromRow(r: EventRow): EventRecord {
+  return {
+    seq: r.seq,
+    runId: r.run_id,
+    name: r.name,
+    payload: r.payload,
+    createdAt: r.created_at,
+    consumedBy: r.consumed_by,
+  };
+}
+
+export interface WorkerRow {
+  id: string;
+  host: string;
+  pid: number;
+  workflows: string;
+  started_at: number;
+  heartbeat_at: number;
+}
+
+export function workerFromRow(r: WorkerRow): WorkerRecord {
+  return {
+    id: r.id,
+    host: r.host,
+    pid: r.pid,
+    workflows: JSON.parse(r.workflows) as string[],
+    startedAt: r.started_at,
+    heartbeatAt: r.heartbeat_at,
+  };
+}
+
+/** True when every column of `written` equals the stored row's. */
+export function sameColumns(written: Record<string, Value>, stored: Record<string, unknown>) {
+  return Object.keys(written).every((k) => written[k] === stored[k]);
+}

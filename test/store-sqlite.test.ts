@@ -1,0 +1,315 @@
+// The SQLite store: the shared Store contract on a real file in a temp dir, plus what only
+// a file has: refusing a newer schema or a corrupted file without touching it, the
+// synchronous setting, and several processes writing one file without SQLITE_BUSY.
+
+import { spawn } from "node:child_process";
+import {
+  copyFileSync,
+  existsSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import Database from "better-sqlite3";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { StoreError } from "../src/errors.js";
+import { realClock } from "../src/lib/clock.js";
+import { SCHEMA_VERSION } from "../src/store/sqlite/migrations.js";
+import { sqliteStore } from "../src/store/sqlite/sqlite-store.js";
+import type { StepRecord } from "../src/store/store.js";
+import { createSettableClock, describeStoreContract } from "../src/testing/store-contract.js";
+
+describeStoreContract("sqlite", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "cairn-sqlite-contract-"));
+  return {
+    store: sqliteStore(join(dir, "nested", "cairn.db")),
+    clock: createSettableClock(),
+    cleanup: async () => rmSync(dir, { recursive: true, force: true }),
+  };
+});
+
+describe("sqliteStore (file-specific)", () => {
+  let dir: string;
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), "cairn-sqlite-"));
+  });
+  afterEach(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** A real, closed database file with a little data in it. It is switched back to a
+   *  rollback journal: opening it in WAL mode would then rewrite its header, so a refusal
+   *  that forgot to check before configuring the connection shows up as changed bytes. */
+  async function makeDb(file: string): Promise<void> {
+    const store = sqliteStore(file);
+    await store.open({ clock: createSettableClock() });
+    for (let i = 0; i < 50; i++) {
+      await store.createRun({
+        id: `run_${i}`,
+        workflow: "wf",
+        version: "1",
+        input: JSON.stringify({ i, pad: "x".repeat(200) }),
+        budgetLimit: {},
+      });
+    }
+    await store.close();
+    const raw = new Database(file);
+    raw.pragma("journal_mode = DELETE");
+    raw.close();
+  }
+
+  async function expectRefused(file: string, pattern: RegExp): Promise<void> {
+    const before = readFileSync(file);
+    const store = sqliteStore(file);
+    const err = await store.open({ clock: createSettableClock() }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(StoreError);
+    expect((err as Error).message).toContain(file);
+    expect((err as Error).message).toMatch(pattern);
+    expect(readFileSync(file).equals(before)).toBe(true);
+    // Refused means refused: the store is not usable afterwards.
+    await expect(store.getRun("run_1")).rejects.toBeInstanceOf(StoreError);
+  }
+
+  it("creates the parent directory, uses WAL, synchronous FULL and the busy timeout", async () => {
+    const file = join(dir, "a", "b", "cairn.db");
+    const store = sqliteStore(file);
+    await store.open({ clock: realClock });
+    expect(existsSync(file)).toBe(true);
+    expect(store.pragma("journal_mode")).toBe("wal");
+    expect(store.pragma("synchronous")).toBe(2); // FULL
+    expect(store.pragma("busy_timeout")).toBe(5000);
+    await store.close();
+  });
+
+  it("applies synchronous NORMAL and a custom busy timeout when asked", async () => {
+    const store = sqliteStore(join(dir, "cairn.db"), {
+      synchronous: "normal",
+      busyTimeoutMs: 1234,
+    });
+    await store.open({ clock: realClock });
+    expect(store.pragma("synchronous")).toBe(1); // NORMAL
+    expect(store.pragma("busy_timeout")).toBe(1234);
+    await store.close();
+  });
+
+  it("records its schema version and reopens an up-to-date file", async () => {
+    const file = join(dir, "cairn.db");
+    await makeDb(file);
+    const raw = new Database(file, { readonly: true });
+    const row = raw.prepare("SELECT MAX(version) AS v FROM schema_version").get() as { v: number };
+    raw.close();
+    expect(row.v).toBe(SCHEMA_VERSION);
+    const store = sqliteStore(file);
+    await store.open({ clock: createSettableClock() });
+    expect((await store.getRun("run_7"))?.input).toContain('"i":7');
+    await store.close();
+  });
+
+  it("refuses a file with a newer schema version, leaving it byte-identical", async () => {
+    const file = join(dir, "cairn.db");
+    await makeDb(file);
+    const raw = new Database(file);
+    raw
+      .prepare("INSERT INTO schema_version (version, applied_at) VALUES (?, 0)")
+      .run(SCHEMA_VERSION + 1);
+    raw.close();
+    await expectRefused(file, /schema version .*newer cairn.*Upgrade cairn/s);
+  });
+
+  it("refuses a file of garbage bytes, leaving it byte-identical", async () => {
+    const file = join(dir, "cairn.db");
+    const garbage = Buffer.alloc(64 * 1024);
+    for (let i = 0; i < garbage.length; i++) garbage[i] = (i * 7919 + 13) % 251;
+    writeFileSync(file, garbage);
+    await expectRefused(file, /corrupted/);
+  });
+
+  /** Copies a real database and damages the copy with `damage(bytes, pageSize, pages)`. */
+  async function damagedCopy(
+    damage: (
+      bytes: Buffer,
+      pageSize: number,
+      pages: Array<{ pageno: number; pagetype: string }>,
+    ) => void,
+  ): Promise<{ original: string; file: string }> {
+    const original = join(dir, "original.db");
+    await makeDb(original);
+    const raw = new Database(original, { readonly: true });
+    const pages = raw
+      .prepare("SELECT pageno, pagetype FROM dbstat WHERE name = 'runs' ORDER BY pageno")
+      .all() as Array<{ pageno: number; pagetype: string }>;
+    raw.close();
+    const file = join(dir, "copy.db");
+    copyFileSync(original, file);
+    const bytes = readFileSync(file);
+    damage(bytes, bytes.readUInt16BE(16), pages);
+    writeFileSync(file, bytes);
+    return { original, file };
+  }
+
+  it("refuses a real database with a garbled page, leaving it byte-identical", async () => {
+    const { original, file } = await damagedCopy((bytes, pageSize, pages) => {
+      // The runs table's root page: the schema still reads; SQLite fails on the b-tree.
+      const start = (pages[0]!.pageno - 1) * pageSize;
+      for (let i = start; i < start + pageSize; i++) bytes[i] = bytes[i]! ^ 0x5a;
+    });
+    await expectRefused(file, /corrupted/);
+    // The undamaged original still opens.
+    const store = sqliteStore(original);
+    await store.open({ clock: createSettableClock() });
+    expect(await store.listRuns()).toHaveLength(50);
+    await store.close();
+  });
+
+  it("refuses a database with one flipped byte that only quick_check notices", async () => {
+    const { file } = await damagedCopy((bytes, pageSize, pages) => {
+      // A leaf page's first-freeblock offset: every query still runs, quick_check objects.
+      const leaf = pages.find((p) => p.pagetype === "leaf")!;
+      const at = (leaf.pageno - 1) * pageSize + 1;
+      bytes[at] = bytes[at]! ^ 0x5a;
+    });
+    await expectRefused(file, /corrupted \(quick_check: .*free space corruption/s);
+  });
+
+  it("lists runs created in the same millisecond by id, descending", async () => {
+    const store = sqliteStore(join(dir, "cairn.db"));
+    await store.open({ clock: createSettableClock() });
+    for (const id of ["run_b", "run_c", "run_a"]) {
+      await store.createRun({ id, workflow: "wf", version: "1", input: "1", budgetLimit: {} });
+    }
+    const all = await store.listRuns();
+    expect(all.map((r) => r.id)).toEqual(["run_c", "run_b", "run_a"]);
+    const next = await store.listRuns({ before: { createdAt: all[0]!.createdAt, id: "run_c" } });
+    expect(next.map((r) => r.id)).toEqual(["run_b", "run_a"]);
+    await store.close();
+  });
+
+  it("four processes appending to one file: every write commits, no SQLITE_BUSY", async () => {
+    const file = join(dir, "shared.db");
+    const writers = 4;
+    const stepsPerWriter = 1_000;
+    const store = sqliteStore(file);
+    await store.open({ clock: realClock });
+    const runs: Array<{ runId: string; epoch: number }> = [];
+    for (let w = 0; w < writers; w++) {
+      await store.createRun({
+        id: `run_w${w}`,
+        workflow: "wf",
+        version: "1",
+        input: "null",
+        budgetLimit: {},
+      });
+    }
+    for (const c of await store.claimRuns({
+      workerId: "parent",
+      workflows: ["wf@1"],
+      limit: writers,
+      leaseMs: 600_000,
+    })) {
+      runs.push({ runId: c.run.id, epoch: c.run.epoch });
+    }
+    expect(runs).toHaveLength(writers);
+
+    // Each child opens its own connection and appends one step per transaction, as fast as
+    // it can, so the four contend for the write lock the whole time.
+    const storeUrl = pathToFileURL(
+      join(import.meta.dirname, "../src/store/sqlite/sqlite-store.ts"),
+    );
+    const child = `
+      const { sqliteStore } = await import(${JSON.stringify(storeUrl.href)});
+      const [file, runId, epoch, n] = process.argv.slice(1);
+      const clock = { now: () => Date.now(), sleep: () => Promise.resolve() };
+      const store = sqliteStore(file);
+      await store.open({ clock });
+      // Start together: wait for the parent's "go" once every writer has opened.
+      process.stdout.write("ready\\n");
+      await new Promise((resolve) => process.stdin.once("data", resolve));
+      let ok = 0;
+      const failures = [];
+      const firstAt = Date.now();
+      for (let i = 0; i < Number(n); i++) {
+        try {
+          const [out] = await store.appendRecords([{ runId, epoch: Number(epoch), steps: [{
+            runId, key: "s" + i, seq: i, name: "s", kind: "step", outcome: "ok",
+            result: String(i), error: null, spend: { tokens: 1 }, attempt: 1,
+            startedAt: 0, completedAt: 0 }] }]);
+          if (out.ok) ok++; else failures.push(JSON.stringify(out));
+        } catch (err) {
+          failures.push(String(err && err.message));
+        }
+      }
+      await store.close();
+      process.stdout.write(JSON.stringify({ ok, failures, firstAt, lastAt: Date.now() }));
+    `;
+    const children = runs.map((r) =>
+      spawn(
+        process.execPath,
+        [
+          "--import",
+          "tsx",
+          "--input-type=module",
+          "-e",
+          child,
+          file,
+          r.runId,
+          String(r.epoch),
+          String(stepsPerWriter),
+        ],
+        { stdio: ["pipe", "pipe", "pipe"] },
+      ),
+    );
+    const ready = new Set<number>();
+    const results = await Promise.all(
+      children.map(
+        (p, i) =>
+          new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+            let stdout = "";
+            let stderr = "";
+            // A bound, so a stuck writer fails the test instead of hanging it.
+            const guard = setTimeout(() => p.kill("SIGKILL"), 60_000);
+            p.stdout.on("data", (d) => {
+              stdout += d;
+              if (!ready.has(i) && stdout.startsWith("ready\n")) {
+                ready.add(i);
+                if (ready.size === children.length) for (const c of children) c.stdin.end("go\n");
+              }
+            });
+            p.stderr.on("data", (d) => {
+              stderr += d;
+            });
+            p.on("close", (code) => {
+              clearTimeout(guard);
+              resolve({ code, stdout: stdout.replace(/^ready\n/, ""), stderr });
+            });
+          }),
+      ),
+    );
+    const spans: Array<{ firstAt: number; lastAt: number }> = [];
+    for (const r of results) {
+      expect(r.stderr).not.toMatch(/SQLITE_BUSY|database is locked/);
+      expect(r.code, r.stderr).toBe(0);
+      const out = JSON.parse(r.stdout);
+      expect(out).toMatchObject({ ok: stepsPerWriter, failures: [] });
+      spans.push(out);
+    }
+    // The writers really contended: all four were writing at one moment.
+    const latestStart = Math.max(...spans.map((s) => s.firstAt));
+    const earliestEnd = Math.min(...spans.map((s) => s.lastAt));
+    expect(latestStart).toBeLessThan(earliestEnd);
+    for (const r of runs) {
+      const j = await store.loadJournal(r.runId);
+      expect(j.steps.map((s: StepRecord) => s.seq)).toEqual(
+        Array.from({ length: stepsPerWriter }, (_, i) => i),
+      );
+      expect((await store.getRun(r.runId))?.budgetSpent).toEqual({ tokens: stepsPerWriter });
+    }
+    await store.close();
+  });
+});
