@@ -1,4 +1,6 @@
-// Engines on temp SQLite files with a virtual clock, closed and removed after each test.
+// Engines on a fresh store of either backend (a temp SQLite file, or a Postgres schema of
+// its own) with a virtual clock; everything is closed and removed after each test. Suites
+// that must hold on both backends run once per entry of BACKENDS.
 
 import { afterEach } from "vitest";
 import {
@@ -6,38 +8,54 @@ import {
   createEngine,
   type Engine,
   type EngineOptions,
+  type Store,
   sqliteStore,
 } from "../../src/index.js";
+import { postgresStore } from "../../src/store/postgres/postgres-store.js";
 import { createVirtualClock, type VirtualClock } from "../../src/testing/index.js";
+import { postgresTestUrl, testSchema } from "./postgres.js";
 import { tempDbPath } from "./sqlite.js";
 
+export type Backend = "sqlite" | "postgres";
+
+/** The backends available here: Postgres joins when it accepts connections (under CI it
+ *  must: postgresTestUrl throws there when it cannot connect). */
+export const pgUrl = await postgresTestUrl();
+export const BACKENDS: Backend[] = pgUrl ? ["sqlite", "postgres"] : ["sqlite"];
+
 export interface Harness {
-  path: string;
+  backend: Backend;
   clock: VirtualClock;
-  /** A new engine on the same database (a restarted worker). */
+  /** A new Store on the same storage (another connection, as another process has). */
+  store(): Store;
+  /** A new engine on the same storage (a restarted worker). */
   engine(workflows: AnyWorkflow[], opts?: EngineOptions): Engine;
 }
 
-export function useHarness(): () => Harness {
+export function useHarness(backend: Backend): () => Harness {
   const cleanups: Array<() => Promise<void> | void> = [];
   afterEach(async () => {
     for (const c of cleanups.splice(0).reverse()) await c();
   });
   return () => {
-    const db = tempDbPath();
-    cleanups.push(db.cleanup);
     const clock = createVirtualClock();
+    let store: () => Store;
+    if (backend === "sqlite") {
+      const db = tempDbPath();
+      cleanups.push(db.cleanup);
+      store = () => sqliteStore(db.path);
+    } else {
+      if (!pgUrl) throw new Error("postgres harness without a database");
+      const { schema, drop } = testSchema(pgUrl);
+      cleanups.push(drop);
+      store = () => postgresStore(pgUrl, { schema });
+    }
     return {
-      path: db.path,
+      backend,
       clock,
+      store,
       engine(workflows, opts = {}) {
-        const e = createEngine({
-          store: sqliteStore(db.path),
-          workflows,
-          clock,
-          pollIntervalMs: 10,
-          ...opts,
-        });
+        const e = createEngine({ store: store(), workflows, clock, pollIntervalMs: 10, ...opts });
         cleanups.push(() => e.close());
         return e;
       },
@@ -45,7 +63,7 @@ export function useHarness(): () => Harness {
   };
 }
 
-/** Advances the virtual clock in steps until `done` resolves (bounded by `maxSteps`). */
+/** Advances the virtual clock in steps until `done` settles (bounded by `maxSteps`). */
 export async function advanceUntil<T>(
   clock: VirtualClock,
   done: Promise<T>,
