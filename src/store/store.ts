@@ -339,7 +339,8 @@ export interface Store {
   subscribe(listener: (hint: StoreHint) => void): () => void;
 }
 
-/** The reason a backend records for a run no live worker can execute (API.md wording). */
+/** The reason a backend records for a run no live worker can execute, in API.md's exact
+ *  wording (the PostgreSQL backend builds the same text in SQL). */
 export function unservedReason(workflowAtVersion: string): string {
-  return `no live worker has ${workflowAtVersion}; start a worker that registers this version, or fork the run onto one that is served`;
+  return `no live worker has ${workflowAtVersion}`;
 }

@@ -33,8 +33,16 @@ import {
   TERMINAL_STATUSES,
   type WorkerRecord,
   type WriteOutcome,
+  unservedReason,
 } from "../store.js";
 import { isBusy, openDatabase, storeErrorFor } from "./connection.js";
+import {
+  applyWrite,
+  type EncodedWrite,
+  encodeWrite,
+  insertRow,
+  WriteConflict,
+} from "./journal-writes.js";
 import {
   type AttemptRow,
   addAmounts,
@@ -46,12 +54,10 @@ import {
   eventFromRow,
   type IntentRow,
   intentFromRow,
-  intentToRow,
   parseAmounts,
   type RunRow,
   runFromRow,
   type StepRow,
-  sameColumns,
   stepFromRow,
   stepToRow,
   type WorkerRow,
@@ -72,16 +78,7 @@ export interface SqliteStore extends Store {
   pragma(name: "synchronous" | "journal_mode" | "busy_timeout"): unknown;
 }
 
-/** A RunWrite whose records clash with stored ones: rolls back that write's savepoint. */
-class WriteConflict extends Error {
-  constructor(readonly key: string) {
-    super(`conflict on "${key}"`);
-  }
-}
-
 const BUSY_RETRIES = 3;
-
-type JournalTable = "steps" | "attempts" | "intents";
 
 const RUN_COLUMNS =
   "id, workflow, version, status, reason, paused_for, input, output, error, budget_limit, " +
@@ -266,16 +263,12 @@ class SqliteStoreImpl implements SqliteStore {
   async appendRecords(writes: RunWrite[]): Promise<WriteOutcome[]> {
     if (writes.length === 0) return [];
     // Encode before the transaction: a bad record fails the call without holding the lock.
-    const encoded = writes.map((w) => ({
-      w,
-      steps: (w.steps ?? []).map(stepToRow),
-      attempts: (w.attempts ?? []).map(attemptToRow),
-      intents: (w.intents ?? []).map(intentToRow),
-    }));
+    const encoded = writes.map(encodeWrite);
     return this.write("appendRecords", (now) => {
       const db = this.connection();
       // Nested better-sqlite3 transactions are SAVEPOINTs: a conflict undoes its own write.
-      const applyOne = db.transaction((e: (typeof encoded)[number]) => this.applyWrite(e, now));
+      const prepare = (sql: string) => this.stmt(sql);
+      const applyOne = db.transaction((e: EncodedWrite) => applyWrite(prepare, e, now));
       return encoded.map((e): WriteOutcome => {
         const run = this.stmt("SELECT epoch FROM runs WHERE id = ?").get(e.w.runId) as
           | { epoch: number }
@@ -290,83 +283,6 @@ class SqliteStoreImpl implements SqliteStore {
         }
       });
     });
-  }
-
-  private applyWrite(
-    e: { w: RunWrite; steps: StepRow[]; attempts: AttemptRow[]; intents: IntentRow[] },
-    now: number,
-  ): void {
-    const spent: Amounts = {};
-    let spendAdded = false;
-    for (const row of e.steps) {
-      if (this.insertOrMatch("steps", row, ["run_id", "key"])) {
-        addAmounts(spent, parseAmounts(row.spend));
-        spendAdded = true;
-      }
-    }
-    for (const row of e.attempts) {
-      if (this.insertOrMatch("attempts", row, ["run_id", "generation", "key", "attempt"])) {
-        addAmounts(spent, parseAmounts(row.spend));
-        spendAdded = true;
-      }
-    }
-    for (const row of e.intents) this.insertOrMatch("intents", row, ["run_id", "key"]);
-    for (const c of e.w.consume ?? []) {
-      const marked = this.stmt(
-        "UPDATE events SET consumed_by = ? WHERE seq = ? AND run_id = ? AND consumed_by IS NULL",
-      ).run(c.key, c.eventSeq, e.w.runId);
-      if (marked.changes === 1) continue;
-      // Already consumed by this very wait: a retried write, not a second consumer.
-      const ev = this.stmt("SELECT consumed_by FROM events WHERE seq = ? AND run_id = ?").get(
-        c.eventSeq,
-        e.w.runId,
-      ) as { consumed_by: string | null } | undefined;
-      if (ev?.consumed_by !== c.key) throw new WriteConflict(c.key);
-    }
-    if (spendAdded) {
-      const row = this.stmt("SELECT budget_spent FROM runs WHERE id = ?").get(e.w.runId) as {
-        budget_spent: string;
-      };
-      const total = parseAmounts(row.budget_spent);
-      addAmounts(total, spent);
-      this.stmt("UPDATE runs SET budget_spent = ?, updated_at = ? WHERE id = ?").run(
-        amountsJson(total, `Budget spent of run "${e.w.runId}"`),
-        now,
-        e.w.runId,
-      );
-    }
-  }
-
-  /** Inserts an insert-only record. Returns true if inserted, false if an identical one
-   *  exists; throws WriteConflict if a different one holds its key. */
-  private insertOrMatch(
-    table: JournalTable,
-    row: StepRow | AttemptRow | IntentRow,
-    unique: readonly string[],
-  ): boolean {
-    if (this.insertRow(table, row, "ON CONFLICT DO NOTHING")) return true;
-    const where = unique.map((c) => `${c} = @${c}`).join(" AND ");
-    const key: Record<string, unknown> = {};
-    for (const c of unique) key[c] = row[c];
-    const stored = this.stmt(`SELECT * FROM ${table} WHERE ${where}`).get(key) as Record<
-      string,
-      unknown
-    >;
-    if (!sameColumns(row, stored)) throw new WriteConflict(row.key);
-    return false;
-  }
-
-  /** Table and column names come from the row types in rows.ts, never from callers. */
-  private insertRow(
-    table: JournalTable,
-    row: StepRow | AttemptRow | IntentRow,
-    onConflict = "",
-  ): boolean {
-    const columns = Object.keys(row);
-    const sql =
-      `INSERT INTO ${table} (${columns.join(", ")}) ` +
-      `VALUES (${columns.map((c) => `@${c}`).join(", ")}) ${onConflict}`;
-    return this.stmt(sql).run(row).changes === 1;
   }
 
   async releaseRun(r: Release): Promise<ReleaseOutcome> {
@@ -543,11 +459,13 @@ class SqliteStoreImpl implements SqliteStore {
       for (const r of [...steps, ...attempts]) addAmounts(spent, parseAmounts(r.spend));
       this.insertRun(p.run, now, amountsJson(spent, `Budget spent of run "${p.run.id}"`));
       const forked = this.mustGetRun(p.run.id);
-      for (const s of steps)
-        this.insertRow("steps", stepToRow({ ...stepFromRow(s), runId: p.run.id }));
+      const prepare = (sql: string) => this.stmt(sql);
+      for (const s of steps) {
+        insertRow(prepare, "steps", stepToRow({ ...stepFromRow(s), runId: p.run.id }));
+      }
       for (const a of attempts) {
         const copy = { ...attemptFromRow(a), runId: p.run.id, generation: forked.generation };
-        this.insertRow("attempts", attemptToRow(copy));
+        insertRow(prepare, "attempts", attemptToRow(copy));
       }
       hint({ kind: "runnable", runId: p.run.id });
       return { run: forked, created: true };
@@ -569,12 +487,7 @@ class SqliteStoreImpl implements SqliteStore {
         this.stmt(
           `UPDATE runs SET status = 'paused', paused_for = 'version', reason = ?, updated_at = ?
            WHERE id = ?`,
-        ).run(
-          `No running worker serves "${ref}". Start a worker with this workflow version, ` +
-            "or fork the run onto a version that is served.",
-          now,
-          r.id,
-        );
+        ).run(unservedReason(ref), now, r.id);
         marked += 1;
       }
       return marked;
