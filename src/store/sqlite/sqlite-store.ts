@@ -31,9 +31,9 @@ import {
   type Store,
   type StoreHint,
   TERMINAL_STATUSES,
+  unservedReason,
   type WorkerRecord,
   type WriteOutcome,
-  unservedReason,
 } from "../store.js";
 import { isBusy, openDatabase, storeErrorFor } from "./connection.js";
 import {
