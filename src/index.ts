@@ -31,6 +31,7 @@ export {
 export type { Clock } from "./lib/clock.js";
 export { realClock } from "./lib/clock.js";
 export type { Duration } from "./lib/duration.js";
+export { type PostgresStoreOptions, postgresStore } from "./store/postgres/postgres-store.js";
 export { sqliteStore } from "./store/sqlite/sqlite-store.js";
 export type { Amounts, RunFilter, RunStatus, Store } from "./store/store.js";
 export type {
