@@ -178,6 +178,46 @@ describe("sqliteStore (file-specific)", () => {
     await expectRefused(file, /corrupted \(quick_check: .*free space corruption/s);
   });
 
+  it("reopens a WAL file while another connection has it open", async () => {
+    const file = join(dir, "cairn.db");
+    const first = sqliteStore(file);
+    await first.open({ clock: realClock });
+    await first.createRun({
+      id: "run_1",
+      workflow: "wf",
+      version: "1",
+      input: "1",
+      budgetLimit: {},
+    });
+    const second = sqliteStore(file);
+    await second.open({ clock: realClock });
+    expect(second.pragma("journal_mode")).toBe("wal");
+    expect((await second.getRun("run_1"))?.input).toBe("1");
+    await second.close();
+    await first.close();
+    // And after every connection closed (the WAL checkpointed and removed).
+    const third = sqliteStore(file);
+    await third.open({ clock: realClock });
+    expect(await third.listRuns()).toHaveLength(1);
+    await third.close();
+  });
+
+  it("stores NUL characters in identifiers and payloads verbatim", async () => {
+    const store = sqliteStore(join(dir, "cairn.db"));
+    await store.open({ clock: createSettableClock() });
+    const id = "run_\u0000after-nul";
+    await store.createRun({
+      id,
+      workflow: "w\u0000f",
+      version: "1",
+      input: "a\u0000b",
+      budgetLimit: {},
+    });
+    expect(await store.getRun("run_")).toBeUndefined();
+    expect(await store.getRun(id)).toMatchObject({ id, workflow: "w\u0000f", input: "a\u0000b" });
+    await store.close();
+  });
+
   it("lists runs created in the same millisecond by id, descending", async () => {
     const store = sqliteStore(join(dir, "cairn.db"));
     await store.open({ clock: createSettableClock() });
