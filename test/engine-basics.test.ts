@@ -2,6 +2,8 @@
 // copies, step keys, recorded now/random/uuid, idempotent start, input validation,
 // serialization errors that leave the store unchanged.
 
+import { readFileSync, writeFileSync } from "node:fs";
+import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import {
@@ -11,10 +13,11 @@ import {
   InputValidationError,
   RunConflictError,
   SerializationError,
+  StoreError,
   sqliteStore,
   workflow,
 } from "../src/index.js";
-import { tempDbPath } from "./helpers/sqlite.js";
+import { tempDbPath, until } from "./helpers/sqlite.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -230,5 +233,73 @@ describe("engine", () => {
     const m = engine.metrics();
     // Group commit: 5,000 step records took far fewer transactions.
     expect(m.commitBatches).toBeLessThan(m.commitWrites);
+  });
+});
+
+describe("bad stores and shutdown", () => {
+  it("refuses a corrupted database file with an error naming it, leaving its bytes untouched", async () => {
+    const db = tempDbPath();
+    cleanups.push(db.cleanup);
+    const garbage = Buffer.from("this is not a sqlite database, it is a text file\n".repeat(200));
+    writeFileSync(db.path, garbage);
+    const engine = createEngine({ store: sqliteStore(db.path), workflows: [] });
+    const wf = workflow({ name: "x", version: "1" }, async () => 1);
+    const err = await engine.start(wf, undefined).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(StoreError);
+    expect((err as Error).message).toContain(db.path);
+    expect(readFileSync(db.path).equals(garbage)).toBe(true);
+    await engine.close();
+  });
+
+  it("refuses a database written by a newer cairn, leaving it untouched", async () => {
+    const db = tempDbPath();
+    cleanups.push(db.cleanup);
+    const wf = workflow({ name: "x", version: "1" }, async () => 1);
+    const e1 = createEngine({ store: sqliteStore(db.path), workflows: [wf] });
+    await (await e1.start(wf, undefined, { id: "kept" })).result();
+    await e1.close();
+    const raw = new Database(db.path);
+    raw.prepare("UPDATE schema_version SET version = version + 100").run();
+    raw.close();
+    const before = readFileSync(db.path);
+    const e2 = createEngine({ store: sqliteStore(db.path), workflows: [wf] });
+    const err = await e2.getRun("kept").catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(StoreError);
+    expect((err as Error).message).toContain(db.path);
+    expect((err as Error).message).toMatch(/newer/i);
+    expect(readFileSync(db.path).equals(before)).toBe(true);
+    await e2.close();
+  });
+
+  it("close() stops claiming, waits its grace period, and releases leases for another worker", async () => {
+    const db = tempDbPath();
+    cleanups.push(db.cleanup);
+    let calls = 0;
+    const wf = workflow({ name: "long", version: "1" }, async (ctx) =>
+      ctx.step("long", async (s) => {
+        calls++;
+        if (calls === 1) await new Promise((r) => setTimeout(r, 60_000));
+        return s.attempt;
+      }),
+    );
+    const a = createEngine({
+      store: sqliteStore(db.path),
+      workflows: [wf],
+      leaseMs: 60_000,
+      closeGraceMs: 50,
+      pollIntervalMs: 10,
+    });
+    const run = await a.start(wf, undefined);
+    await until(() => calls === 1, "step running");
+    await a.close();
+    // The lease is 60 s, but close() released it: another worker takes over at once.
+    const b = createEngine({
+      store: sqliteStore(db.path),
+      workflows: [wf],
+      leaseMs: 60_000,
+      pollIntervalMs: 10,
+    });
+    cleanups.push(() => b.close());
+    expect(await b.handle(run.id).result()).toBe(2);
   });
 });

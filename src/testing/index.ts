@@ -1,6 +1,13 @@
-// cairn/testing: the public test harness — a virtual clock, fault-injecting store
-// decorators, and the contract suite every Store backend passes.
+// cairn/testing: the public test harness — a virtual clock, a fault-injecting store
+// decorator, and a fake pull-request service for counting real side effects. The Store
+// contract suite lives at "cairn/testing/store-contract" (it needs vitest).
 
+export {
+  type FakeForge,
+  type ForgeClient,
+  forgeClient,
+  type PullRequest,
+  startFakeForge,
+} from "./fake-forge.js";
 export { type FaultPlan, type FaultyStore, faultyStore, writesStep } from "./faulty-store.js";
-export { describeStoreContract } from "./store-contract.js";
 export { createVirtualClock, type VirtualClock } from "./virtual-clock.js";
