@@ -1,0 +1,32 @@
+// `npm run bench`: runs each store's section and prints its table. Every figure sits beside
+// a raw floor measured in the same process on the same store, with the ratio cairn/raw.
+// A Postgres section goes into `sections` beside SQLite (see lib.ts for Section).
+
+import { cpus, loadavg, platform, release } from "node:os";
+import { fmt, formatTable, now, type Section } from "./lib.js";
+import { sqliteSection } from "./sqlite.js";
+
+const sections: Section[] = [sqliteSection()];
+
+async function main(): Promise<void> {
+  const cpu = cpus();
+  console.log(
+    `cairn bench: node ${process.version}, ${platform()} ${release()}, ` +
+      `${cpu.length} x ${cpu[0]?.model ?? "cpu"}, load average ${loadavg().map(fmt).join(" ")}`,
+  );
+  const t0 = now();
+  for (const section of sections) {
+    const s0 = now();
+    const report = await section.run();
+    console.log(`\n${formatTable(report)}`);
+    console.log(`  (${section.title}: ${fmt((now() - s0) / 1000)} s)`);
+  }
+  console.log(
+    `\ntotal ${fmt((now() - t0) / 1000)} s, load average ${loadavg().map(fmt).join(" ")}`,
+  );
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exitCode = 1;
+});
