@@ -1,0 +1,51 @@
+// `cairn cancel <id>`: stops a run. A run executing in another process stops within one
+// heartbeat of its worker; the command says which of the two happened.
+
+import {
+  type CliContext,
+  type Command,
+  expectPositionals,
+  parseCommand,
+  STORE_HELP,
+  STORE_OPTIONS,
+} from "../command.js";
+import { toJson } from "../format.js";
+import { withClient } from "../store-spec.js";
+
+export const cancel: Command = {
+  name: "cancel",
+  summary: "cancel a run",
+  help: `Usage: cairn cancel <id> [--reason R] [--json]
+
+Cancels run <id>: its running step's signal aborts, no further step starts, and its
+status becomes canceled. A finished run cannot be canceled (exit code 1).
+
+Options:
+  --reason <r>      recorded as the run's reason (default "canceled by request")
+  --json            print the run afterwards as JSON
+  -h, --help        show this help
+
+${STORE_HELP}`,
+
+  async run(args: string[], ctx: CliContext): Promise<number> {
+    const { values, positionals } = parseCommand(args, {
+      ...STORE_OPTIONS,
+      reason: { type: "string" },
+      json: { type: "boolean" },
+    });
+    if (values.help) {
+      ctx.out(cancel.help);
+      return 0;
+    }
+    expectPositionals(positionals, ["id"]);
+    const id = positionals[0]!;
+    const run = await withClient(values, ctx, async (engine) => {
+      await engine.cancel(id, values.reason);
+      return engine.getRun(id);
+    });
+    if (values.json) ctx.out(toJson(run, 2));
+    else if (run?.status === "canceled") ctx.out(`Canceled run "${id}".`);
+    else ctx.out(`Cancel of run "${id}" requested; the worker executing it stops it shortly.`);
+    return 0;
+  },
+};

@@ -1,0 +1,68 @@
+// `cairn fork <id> --from <step>`: a new run that reuses the old run's records before a
+// step and executes from there, optionally on another version. The old run is untouched.
+
+import {
+  type CliContext,
+  type Command,
+  expectPositionals,
+  parseCommand,
+  STORE_HELP,
+  STORE_OPTIONS,
+  UsageError,
+} from "../command.js";
+import { toJson } from "../format.js";
+import { withClient } from "../store-spec.js";
+
+export const fork: Command = {
+  name: "fork",
+  summary: "fork a run from one of its steps",
+  help: `Usage: cairn fork <id> --from <step> [--version V] [--id NEWID] [--json]
+
+Creates a new run that reuses the records of run <id> before step <step> (a step key,
+as \`cairn show\` lists them) and executes from there. Spend before <step> is carried
+over. Run <id> is not touched.
+
+Options:
+  --from <step>     the key of the first step to execute again (required)
+  --version <v>     run the fork on this version of the workflow (default: the same)
+  --id <newid>      the new run's id (default: a fresh run_... id)
+  --json            print the new run as JSON
+  -h, --help        show this help
+
+${STORE_HELP}`,
+
+  async run(args: string[], ctx: CliContext): Promise<number> {
+    const { values, positionals } = parseCommand(args, {
+      ...STORE_OPTIONS,
+      from: { type: "string" },
+      version: { type: "string" },
+      id: { type: "string" },
+      json: { type: "boolean" },
+    });
+    if (values.help) {
+      ctx.out(fork.help);
+      return 0;
+    }
+    expectPositionals(positionals, ["id"]);
+    const id = positionals[0]!;
+    if (values.from === undefined || values.from === "") {
+      throw new UsageError("missing --from <step>: the key of the step to fork from");
+    }
+    const fromStep = values.from;
+    const run = await withClient(values, ctx, async (engine) => {
+      const handle = await engine.fork(id, {
+        fromStep,
+        ...(values.version !== undefined ? { version: values.version } : {}),
+        ...(values.id !== undefined ? { id: values.id } : {}),
+      });
+      return (await engine.getRun(handle.id))!;
+    });
+    if (values.json) ctx.out(toJson(run, 2));
+    else {
+      ctx.out(
+        `Forked run "${id}" from step "${fromStep}" as "${run.id}" (${run.workflow}@${run.version}, status ${run.status}).`,
+      );
+    }
+    return 0;
+  },
+};

@@ -1,0 +1,94 @@
+// Human and machine output: aligned tables, ISO dates, durations, amounts, and JSON that
+// survives the values the codec stores (bigint, Map, Set) instead of throwing on them.
+
+import type { Amounts } from "../index.js";
+
+export function iso(date: Date | undefined): string {
+  return date ? date.toISOString() : "-";
+}
+
+/** 850ms, 1.2s, 3m 20s, 2h 5m, 2d 3h. */
+export function formatDuration(ms: number): string {
+  if (ms < 1_000) return `${Math.max(0, Math.round(ms))}ms`;
+  if (ms < 60_000) return `${(ms / 1_000).toFixed(1).replace(/\.0$/, "")}s`;
+  const s = Math.floor(ms / 1_000);
+  if (s < 3_600) return `${Math.floor(s / 60)}m ${s % 60}s`;
+  if (s < 86_400) return `${Math.floor(s / 3_600)}h ${Math.floor((s % 3_600) / 60)}m`;
+  return `${Math.floor(s / 86_400)}d ${Math.floor((s % 86_400) / 3_600)}h`;
+}
+
+/** Rounds away float noise (0.1 + 0.2) without hiding real precision. */
+export function formatNumber(n: number): string {
+  return String(Number(n.toPrecision(12)));
+}
+
+/** "tokens=1200 usd=0.03" (names sorted), or "-" when empty. */
+export function formatAmounts(amounts: Amounts): string {
+  const entries = Object.entries(amounts).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  if (entries.length === 0) return "-";
+  return entries.map(([k, v]) => `${k}=${formatNumber(v)}`).join(" ");
+}
+
+/** "tokens 1200 (no limit), usd 1.2 of 5" (names sorted), or "no limit, nothing spent". */
+export function formatBudget(budget: { limit: Amounts; spent: Amounts }): string {
+  const names = [...new Set([...Object.keys(budget.limit), ...Object.keys(budget.spent)])].sort();
+  if (names.length === 0) return "no limit, nothing spent";
+  return names
+    .map((name) => {
+      const spent = formatNumber(budget.spent[name] ?? 0);
+      const limit = budget.limit[name];
+      return limit === undefined
+        ? `${name} ${spent} (no limit)`
+        : `${name} ${spent} of ${formatNumber(limit)}`;
+    })
+    .join(", ");
+}
+
+export function formatError(e: {
+  name: string;
+  code?: string | undefined;
+  message: string;
+}): string {
+  return `${e.name}${e.code ? ` [${e.code}]` : ""}: ${e.message}`;
+}
+
+/** One line: whitespace runs (newlines included) become one space; cut at `max`. */
+export function oneLine(text: string, max = Number.POSITIVE_INFINITY): string {
+  const flat = text.replace(/\s+/g, " ").trim();
+  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
+}
+
+/** Columns padded to their widest cell; the last column is not padded. */
+export function table(headers: string[], rows: string[][], indent = ""): string {
+  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
+  const line = (cells: string[]) =>
+    indent +
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0)))
+      .join("  ")
+      .trimEnd();
+  return [line(headers), ...rows.map(line)].join("\n");
+}
+
+function jsonReplacer(_key: string, value: unknown): unknown {
+  if (typeof value === "bigint") return value.toString();
+  if (value instanceof Map) return Object.fromEntries(value);
+  if (value instanceof Set) return [...value];
+  if (value instanceof RegExp) return value.toString();
+  if (value instanceof Error) return { name: value.name, message: value.message };
+  return value;
+}
+
+/** JSON for anything a run may hold: Dates as ISO strings, bigints as strings, Maps as
+ *  objects, Sets as arrays. */
+export function toJson(value: unknown, indent?: number): string {
+  return JSON.stringify(value, jsonReplacer, indent) ?? "undefined";
+}
+
+/** A stored value for humans: compact JSON, or indented (by `indent`) when long. */
+export function formatValue(value: unknown, indent: string): string {
+  if (value === undefined) return "(none)";
+  const compact = toJson(value);
+  if (compact.length <= 80) return compact;
+  return toJson(value, 2).split("\n").join(`\n${indent}`);
+}

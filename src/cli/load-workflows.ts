@@ -1,0 +1,67 @@
+// Finds the workflows a user's module exports. Detection is structural (the shape
+// workflow() returns), so a module built against another copy of cairn still works: each
+// exported workflow, and the workflows inside exported arrays (e.g. `export const
+// workflows = [a, b]`). One value exported under several names counts once.
+
+import { existsSync } from "node:fs";
+import { resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+import type { AnyWorkflow } from "../index.js";
+import { CliError } from "./command.js";
+
+export function isWorkflow(value: unknown): value is AnyWorkflow {
+  if (typeof value !== "object" || value === null) return false;
+  const v = value as Record<string, unknown>;
+  return (
+    typeof v.name === "string" &&
+    typeof v.version === "string" &&
+    typeof v.fn === "function" &&
+    typeof v.options === "object" &&
+    v.options !== null &&
+    v.id === `${v.name}@${v.version}`
+  );
+}
+
+export async function loadWorkflows(modulePath: string, cwd: string): Promise<AnyWorkflow[]> {
+  const file = resolve(cwd, modulePath);
+  if (!existsSync(file)) {
+    throw new CliError(`Module "${modulePath}" not found (looked for ${file})`);
+  }
+  let mod: Record<string, unknown>;
+  try {
+    mod = await import(pathToFileURL(file).href);
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    const hint =
+      code === "ERR_UNKNOWN_FILE_EXTENSION"
+        ? "; compile it to .js first, or run cairn under a loader (node --import tsx)"
+        : "";
+    throw new CliError(
+      `Cannot load module "${modulePath}": ${(err as Error)?.message ?? String(err)}${hint}`,
+      { cause: err },
+    );
+  }
+
+  const byId = new Map<string, { wf: AnyWorkflow; exportName: string }>();
+  const add = (wf: AnyWorkflow, exportName: string) => {
+    const seen = byId.get(wf.id);
+    if (seen && seen.wf !== wf) {
+      throw new CliError(
+        `Module "${modulePath}" exports two different workflows "${wf.id}" (in "${seen.exportName}" and "${exportName}"); each name@version may be registered once`,
+      );
+    }
+    if (!seen) byId.set(wf.id, { wf, exportName });
+  };
+  for (const [exportName, value] of Object.entries(mod)) {
+    if (isWorkflow(value)) add(value, exportName);
+    else if (Array.isArray(value)) {
+      for (const item of value) if (isWorkflow(item)) add(item, exportName);
+    }
+  }
+  if (byId.size === 0) {
+    throw new CliError(
+      `Module "${modulePath}" exports no workflows; export the values workflow() returns, or an array of them (e.g. \`export const workflows = [...]\`)`,
+    );
+  }
+  return [...byId.values()].map((e) => e.wf);
+}

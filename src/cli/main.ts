@@ -1,0 +1,137 @@
+#!/usr/bin/env node
+// The `cairn` command: picks the command, runs it, and turns expected failures into one
+// line `cairn: <message>` and an exit code (1 error, 2 usage error) — never a stack trace.
+// Unexpected errors (bugs) print their stack only with CAIRN_DEBUG=1.
+
+import { readFileSync } from "node:fs";
+import { CairnError } from "../index.js";
+import { type CliContext, CliError, type Command, STORE_HELP, UsageError } from "./command.js";
+import { cancel } from "./commands/cancel.js";
+import { fork } from "./commands/fork.js";
+import { resume } from "./commands/resume.js";
+import { runs } from "./commands/runs.js";
+import { send } from "./commands/send.js";
+import { show } from "./commands/show.js";
+import { worker } from "./commands/worker.js";
+
+const COMMANDS: readonly Command[] = [runs, show, send, cancel, resume, fork, worker];
+
+/** Options every command accepts, which may also come before the command name. */
+const GLOBAL_WITH_VALUE = new Set(["--store", "--schema"]);
+
+function overallHelp(): string {
+  const width = Math.max(...COMMANDS.map((c) => c.name.length));
+  return `Usage: cairn <command> [options]
+
+Inspect and control cairn runs, and run workers.
+
+Commands:
+${COMMANDS.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`).join("\n")}
+
+Run "cairn <command> --help" for a command's options.
+
+${STORE_HELP}
+
+Other:
+  -h, --help        show this help
+  --version         print cairn's version
+  CAIRN_DEBUG=1     print stack traces of unexpected errors`;
+}
+
+function version(): string {
+  // src/cli/main.ts and dist/cli/main.js both sit two levels below package.json.
+  const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8"));
+  return String(pkg.version);
+}
+
+async function main(argv: string[], ctx: CliContext): Promise<number> {
+  const globals: string[] = [];
+  let i = 0;
+  while (i < argv.length) {
+    const arg = argv[i]!;
+    if (GLOBAL_WITH_VALUE.has(arg) && i + 1 < argv.length) {
+      globals.push(arg, argv[i + 1]!);
+      i += 2;
+    } else if ([...GLOBAL_WITH_VALUE].some((g) => arg.startsWith(`${g}=`))) {
+      globals.push(arg);
+      i += 1;
+    } else break;
+  }
+  const name = argv[i];
+  const rest = argv.slice(i + 1);
+  if (name === undefined) {
+    ctx.err(overallHelp());
+    return 2;
+  }
+  if (name === "-h" || name === "--help" || name === "help") {
+    const topic = rest[0];
+    const cmd = COMMANDS.find((c) => c.name === topic);
+    if (topic !== undefined && !cmd) throw new UsageError(unknownCommand(topic));
+    ctx.out(cmd ? cmd.help : overallHelp());
+    return 0;
+  }
+  if (name === "--version" || name === "-v") {
+    ctx.out(version());
+    return 0;
+  }
+  const cmd = COMMANDS.find((c) => c.name === name);
+  if (!cmd) throw new UsageError(unknownCommand(name));
+  try {
+    return await cmd.run([...globals, ...rest], ctx);
+  } catch (err) {
+    if (err instanceof UsageError) {
+      throw new UsageError(`${err.message}\nRun "cairn ${cmd.name} --help" for usage.`);
+    }
+    throw err;
+  }
+}
+
+function unknownCommand(name: string): string {
+  return `unknown command ${JSON.stringify(name)}; commands: ${COMMANDS.map((c) => c.name).join(", ")} (see "cairn --help")`;
+}
+
+/** The exit code for an error, after printing it. */
+function report(err: unknown, ctx: CliContext): number {
+  if (err instanceof UsageError) {
+    ctx.err(`cairn: ${err.message}`);
+    return 2;
+  }
+  const debug = Boolean(ctx.env.CAIRN_DEBUG);
+  if (err instanceof CairnError || err instanceof CliError) {
+    ctx.err(`cairn: ${err.message}`);
+    if (debug && err.cause instanceof Error) ctx.err(err.cause.stack ?? String(err.cause));
+    return 1;
+  }
+  const message = err instanceof Error ? err.message : String(err);
+  ctx.err(`cairn: unexpected error: ${message}`);
+  ctx.err(
+    debug && err instanceof Error
+      ? (err.stack ?? "")
+      : "(set CAIRN_DEBUG=1 to see the stack trace; please report it)",
+  );
+  return 1;
+}
+
+/** Exits once everything written has been handed to the OS. */
+function exit(code: number): void {
+  let pending = 2;
+  const done = () => {
+    if (--pending === 0) process.exit(code);
+  };
+  process.stdout.write("", done);
+  process.stderr.write("", done);
+}
+
+// `cairn runs | head` closes the pipe early: that is not an error.
+process.stdout.on("error", (err: NodeJS.ErrnoException) => {
+  if (err.code === "EPIPE") process.exit(0);
+});
+
+const ctx: CliContext = {
+  env: process.env,
+  cwd: process.cwd(),
+  out: (text) => process.stdout.write(`${text}\n`),
+  err: (text) => process.stderr.write(`${text}\n`),
+};
+
+main(process.argv.slice(2), ctx).then(exit, (err: unknown) => exit(report(err, ctx)));
