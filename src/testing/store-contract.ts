@@ -1374,6 +1374,23 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         );
         for (const c of claimed) expect(c.run.status).toBe("running");
       });
+
+      it("pauses a running run of an unserved version whose lease expired, fencing its worker", async () => {
+        const lost = await started({ workflow: "beta" });
+        advance(LEASE_MS + 10 * MINUTE);
+        const live = await started({ workflow: "beta" });
+        const p = { served: ["alpha@1"], graceMs: 5 * MINUTE };
+        expect(await store.markUnserved(p)).toBe(1);
+        const r = await mustGet(lost.id);
+        expect(r.status).toBe("paused");
+        expect(r.pausedFor).toBe("version");
+        expect(r.reason).toBe("no live worker has beta@1");
+        expect(r.leaseOwner).toBeNull();
+        expect(r.epoch).toBeGreaterThan(lost.epoch);
+        expect((await mustGet(live.id)).status).toBe("running");
+        const late = await store.appendRecords([{ runId: lost.id, epoch: lost.epoch, steps: [] }]);
+        expect(late[0]).toEqual({ ok: false, reason: "lease-lost" });
+      });
     });
 
     // ---- workers ----

@@ -475,19 +475,37 @@ class SqliteStoreImpl implements SqliteStore {
   async markUnserved(p: { served: string[]; graceMs: number }): Promise<number> {
     return this.write("markUnserved", (now) => {
       const served = new Set(p.served);
+      // A running run is ready here only when its lease expired (readyAt = leaseUntil):
+      // its worker is gone, and no live worker can take it over.
       const ready = this.stmt(
-        `SELECT id, workflow, version FROM runs
-         WHERE ready_at <= ? AND status IN ('pending', 'waiting')`,
-      ).all(now - p.graceMs) as Array<{ id: string; workflow: string; version: string }>;
+        `SELECT id, workflow, version, cancel_requested FROM runs
+         WHERE ready_at <= ? AND status IN ('pending', 'waiting', 'running')`,
+      ).all(now - p.graceMs) as Array<{
+        id: string;
+        workflow: string;
+        version: string;
+        cancel_requested: number;
+      }>;
       let marked = 0;
       for (const r of ready) {
         const ref = `${r.workflow}@${r.version}`;
         if (served.has(ref)) continue;
-        // readyAt is kept: a worker that serves the version later claims the run as it is.
-        this.stmt(
-          `UPDATE runs SET status = 'paused', paused_for = 'version', reason = ?, updated_at = ?
-           WHERE id = ?`,
-        ).run(unservedReason(ref), now, r.id);
+        if (r.cancel_requested) {
+          this.stmt(
+            `UPDATE runs SET status = 'canceled', paused_for = NULL, ready_at = NULL,
+               epoch = epoch + 1, lease_owner = NULL, lease_until = NULL, updated_at = ?
+             WHERE id = ?`,
+          ).run(now, r.id);
+        } else {
+          // readyAt is kept: a worker that serves the version later claims the run as it
+          // is. The epoch moves on so a lost worker that comes back can write nothing.
+          this.stmt(
+            `UPDATE runs SET status = 'paused', paused_for = 'version', reason = ?,
+               epoch = CASE WHEN status = 'running' THEN epoch + 1 ELSE epoch END,
+               lease_owner = NULL, lease_until = NULL, updated_at = ?
+             WHERE id = ?`,
+          ).run(unservedReason(ref), now, r.id);
+        }
         marked += 1;
       }
       return marked;
