@@ -4,8 +4,12 @@
 
 export {
   type FakeForge,
+  type FakeForgeOptions,
   type ForgeClient,
+  ForgeHttpError,
+  type ForgeLedgerEntry,
   forgeClient,
+  type NewPullRequest,
   type PullRequest,
   startFakeForge,
 } from "./fake-forge.js";
