@@ -175,6 +175,52 @@ describe.skipIf(!url)("PostgreSQL store", () => {
     });
   });
 
+  describe("time", () => {
+    it("a virtual clock's reading is the store's now: exact, and never steps back", async () => {
+      const { schema, drop } = testSchema(base);
+      cleanups.push(drop);
+      const virtual = createSettableClock(1_700_000_000_000);
+      const store = postgresStore(base, { schema, poolSize: 2 });
+      await store.open({ clock: virtual });
+      cleanups.push(() => store.close());
+      expect(await store.now()).toBe(1_700_000_000_000);
+      // Created now, claimable now: every time, with the clock stopped.
+      for (let i = 0; i < 100; i++) {
+        const { run } = await store.createRun(newRunFor(`run_${i}`));
+        expect(run.readyAt).toBe(1_700_000_000_000);
+        const claimed = await store.claimRuns({
+          workerId: "w",
+          workflows: ["alpha@1"],
+          limit: 10,
+          leaseMs: 1_000,
+        });
+        expect(claimed.map((c) => c.run.id)).toEqual([run.id]);
+      }
+      virtual.set(1_700_000_060_000);
+      expect(await store.now()).toBe(1_700_000_060_000);
+    });
+
+    it("a real clock (within a second of Date.now()) defers to the database's clock", async () => {
+      const ahead: Clock = { ...realClock, now: () => Date.now() + 500 };
+      const { store } = await openStoreWithClock(ahead);
+      const db = await withClient(base, (c) =>
+        c.query<{ ms: string }>(
+          "SELECT floor(extract(epoch from clock_timestamp()) * 1000)::bigint AS ms",
+        ),
+      );
+      expect(Math.abs((await store.now()) - Number(db.rows[0]?.ms))).toBeLessThan(400);
+    });
+  });
+
+  async function openStoreWithClock(c: Clock): Promise<{ store: Store }> {
+    const { schema, drop } = testSchema(base);
+    cleanups.push(drop);
+    const store = postgresStore(base, { schema, poolSize: 2 });
+    await store.open({ clock: c });
+    cleanups.push(() => store.close());
+    return { store };
+  }
+
   describe("claims", () => {
     it("two stores claiming at once never get the same run (SKIP LOCKED)", async () => {
       const { store: a, schema } = await openStore();

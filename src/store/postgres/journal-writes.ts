@@ -115,7 +115,7 @@ async function applyWrite(tx: Tx, ctx: StoreContext, w: RunWrite): Promise<Write
   if (Object.keys(spent).length > 0) {
     await tx.query(
       `UPDATE ${t.runs} SET budget_spent = $2::jsonb, updated_at = ${nowSql(3)} WHERE id = $1`,
-      [w.runId, JSON.stringify(addAmounts(run.budget_spent ?? {}, spent)), ctx.offset()],
+      [w.runId, JSON.stringify(addAmounts(run.budget_spent ?? {}, spent)), ctx.clockParam()],
     );
   }
   return { ok: true };

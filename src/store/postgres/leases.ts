@@ -62,7 +62,14 @@ export async function claimRuns(
         FROM cand, c
         WHERE r.id = cand.id
         RETURNING r.*`,
-      [ctx.offset(), p.workerId, p.workflows, Math.floor(p.limit), Math.round(p.leaseMs), token],
+      [
+        ctx.clockParam(),
+        p.workerId,
+        p.workflows,
+        Math.floor(p.limit),
+        Math.round(p.leaseMs),
+        token,
+      ],
     );
     return r.rows.map(toClaimed);
   });
@@ -101,7 +108,7 @@ export async function renewLeases(
       FROM l, c WHERE r.id = l.id
       RETURNING r.id, r.cancel_requested`,
     [
-      ctx.offset(),
+      ctx.clockParam(),
       p.runs.map((x) => x.runId),
       p.runs.map((x) => x.epoch),
       p.workerId,

@@ -56,6 +56,7 @@ import {
   sendEvent,
 } from "./run-control.js";
 import {
+  clockParamOf,
   hintPayload,
   insertRunSql,
   nowSql,
@@ -133,7 +134,7 @@ class PostgresStore implements Store {
         return database();
       },
       t: tablesIn(schema),
-      offset: () => this.#offset(),
+      clockParam: () => clockParamOf(this.#clock),
       channel: channelFor(schema),
     };
   }
@@ -222,16 +223,12 @@ class PostgresStore implements Store {
     return this.#db;
   }
 
-  #offset(): number {
-    return this.#clock ? offsetOf(this.#clock) : 0;
-  }
-
   async now(): Promise<number> {
     const r = await this.#ctx.db.statement<{ now: string }>(
       "now",
       "idempotent",
       `SELECT ${nowSql(1)} AS now`,
-      [this.#offset()],
+      [clockParamOf(this.#clock)],
     );
     return Number(r.rows[0]?.now);
   }
@@ -248,7 +245,7 @@ class PostgresStore implements Store {
       `WITH ins AS (${insertRunSql(t)})
         SELECT ins.*, pg_notify($8, $9) AS notified FROM ins`,
       [
-        this.#offset(),
+        clockParamOf(this.#clock),
         run.id,
         run.workflow,
         run.version,
@@ -397,28 +394,6 @@ class PostgresStore implements Store {
     }
     return this.#listener.add(listener);
   }
-}
-
-/** The last offset computed per clock, with the clock reading it was computed at. */
-const offsets = new WeakMap<Clock, { reading: number; offset: number }>();
-
-/**
- * clock.now() - Date.now(): 0 for the real clock; moves the database's time for a virtual
- * one. Taken at each call so that moving a virtual clock takes effect at once, but reused
- * while the clock reads the same: otherwise, with a stopped virtual clock, the store's now
- * (database time at execution + offset taken at the call) would jitter by the varying
- * latency between the two readings and could step BACK a millisecond, so a run created
- * "now" would not yet be claimable "now". Reused, it advances with the database clock,
- * monotonic, within the real time a test takes of the virtual clock. Shared per clock
- * object, so stores sharing a clock agree.
- */
-function offsetOf(clock: Clock): number {
-  const reading = clock.now();
-  const last = offsets.get(clock);
-  if (last && last.reading === reading) return last.offset;
-  const offset = Math.round(reading - Date.now());
-  offsets.set(clock, { reading, offset });
-  return offset;
 }
 
 function ignorePoolError(): void {

@@ -49,11 +49,11 @@ async function insertEvent(
   if (!run) return { ok: false, reason: "not-found" };
   const status = run.status as RunStatus;
   if (TERMINAL_STATUSES.has(status)) return { ok: false, reason: "finished", status };
-  const offset = ctx.offset();
+  const clockParam = ctx.clockParam();
   const ins = await tx.query<EventRow>(
     `INSERT INTO ${t.events} (run_id, name, payload, created_at)
       VALUES ($2, $3, $4, ${nowSql(1)}) RETURNING *`,
-    [offset, e.runId, e.name, e.payload],
+    [clockParam, e.runId, e.name, e.payload],
   );
   if (status === "waiting" && (run.waiting_for ?? []).includes(e.name)) {
     await tx.query(
@@ -62,7 +62,7 @@ async function insertEvent(
                           ELSE c.now END,
           updated_at = c.now
         FROM (SELECT ${nowSql(1)} AS now) c WHERE r.id = $2`,
-      [offset, e.runId],
+      [clockParam, e.runId],
     );
     hints.push({ kind: "runnable", runId: e.runId });
   }
@@ -132,7 +132,7 @@ export function releaseRun(ctx: StoreContext, r: Release): Promise<ReleaseOutcom
         WHERE r.id = $2
         RETURNING r.*, (r.ready_at IS NOT NULL AND r.ready_at <= c.now) AS ready_now`,
       [
-        ctx.offset(),
+        ctx.clockParam(),
         r.runId,
         status,
         reason,
@@ -177,7 +177,7 @@ export function requestCancel(
             reason = CASE WHEN cancel_requested THEN reason ELSE $3 END,
             updated_at = ${nowSql(1)}
           WHERE id = $2 RETURNING *`,
-        [ctx.offset(), runId, reason],
+        [ctx.clockParam(), runId, reason],
       );
       await publish(tx, ctx.channel, [{ kind: "cancel", runId }]);
       return { state: "requested", run: toRun(mustRow(u.rows[0])) } as const;
@@ -187,7 +187,7 @@ export function requestCancel(
           ready_at = NULL, wake_at = NULL, waiting_for = '{}',
           lease_owner = NULL, lease_until = NULL, updated_at = ${nowSql(1)}
         WHERE id = $2 RETURNING *`,
-      [ctx.offset(), runId, reason],
+      [ctx.clockParam(), runId, reason],
     );
     await publish(tx, ctx.channel, [{ kind: "finished", runId }]);
     return { state: "canceled", run: toRun(mustRow(u.rows[0])) } as const;
@@ -218,7 +218,7 @@ export function resumeRun(
           lease_owner = NULL, lease_until = NULL, updated_at = c.now
         FROM (SELECT ${nowSql(1)} AS now) c
         WHERE r.id = $2 RETURNING r.*`,
-      [ctx.offset(), runId, failed, JSON.stringify(p.budgetLimit ?? {})],
+      [ctx.clockParam(), runId, failed, JSON.stringify(p.budgetLimit ?? {})],
     );
     await publish(tx, ctx.channel, [{ kind: "runnable", runId }]);
     return { ok: true, run: toRun(mustRow(u.rows[0])) } as const;
@@ -243,9 +243,9 @@ export function forkRun(
     if (!source) {
       throw new RunNotFoundError(`Cannot fork run "${p.sourceId}": no such run.`);
     }
-    const offset = ctx.offset();
+    const clockParam = ctx.clockParam();
     const ins = await tx.query<RunRow>(insertRunSql(t), [
-      offset,
+      clockParam,
       p.run.id,
       p.run.workflow,
       p.run.version,
@@ -322,7 +322,7 @@ export async function markUnserved(
         epoch = CASE WHEN r.status = 'running' THEN r.epoch + 1 ELSE r.epoch END,
         lease_owner = NULL, lease_until = NULL, updated_at = c.now
       FROM l, c WHERE r.id = l.id`,
-    [ctx.offset(), Math.round(p.graceMs), p.served],
+    [ctx.clockParam(), Math.round(p.graceMs), p.served],
   );
   return r.rowCount ?? 0;
 }

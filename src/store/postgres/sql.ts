@@ -2,9 +2,18 @@
 // of "now" computed in SQL, and publishing hints inside a writing transaction.
 //
 // Time (failure-modes.md row 4, clock skew): every lease, ready_at and timestamp decision
-// is taken with the DATABASE's clock, so workers on machines whose clocks disagree still
-// agree on who holds a lease. The only input from the process is `offset` = clock.now() -
-// Date.now(), which is 0 for the real clock and lets a virtual test clock move time.
+// is taken in SQL with the DATABASE's clock, so workers on machines whose clocks disagree
+// still agree on who holds a lease.
+//
+// A virtual test clock (one that does not read Date.now()) must move the store's time. The
+// formula of store.ts, database now() + (clock.now() - Date.now()), does that, but with a
+// stopped virtual clock its value wanders: the database reads its clock later than the
+// process read Date.now(), by a latency that varies per call, so "now" jitters and can step
+// BACK a millisecond (a run created now is not yet claimable now); caching the offset instead
+// lets it drift ahead by the real time that passes (a 30 s backoff fires early by however
+// long the test has run). For such a clock the only drift-free, monotonic choice is the
+// clock's own reading, so it is passed as the time: the DATABASE's clock is what matters
+// for real clocks, and a virtual clock has no skew to defend against. See clockParamOf.
 
 import type { StoreHint } from "../store.js";
 import type { Database, Tx } from "./connection.js";
@@ -36,19 +45,33 @@ export function tablesIn(schema: string): Tables {
   };
 }
 
-/** The store's now (ms), from the database clock at the moment it is evaluated
- *  (clock_timestamp, not the transaction start), shifted by the offset in parameter `$p`.
- *  Statements that need one consistent value evaluate it once, in a CTE or sub-select. */
+/** The store's now (ms) in SQL: parameter `$p` is null for the real clock, which then
+ *  reads the database clock at the moment of evaluation (clock_timestamp, not the
+ *  transaction start), or a virtual clock's reading. Statements that need one consistent
+ *  value evaluate it once, in a CTE or sub-select. */
 export function nowSql(p: number): string {
-  return `(floor(extract(epoch from clock_timestamp()) * 1000)::bigint + $${p}::bigint)`;
+  return `coalesce($${p}::bigint, floor(extract(epoch from clock_timestamp()) * 1000)::bigint)`;
+}
+
+/** Below this |clock.now() - Date.now()|, a clock is the real one (two readings of the same
+ *  time, a millisecond apart at most): the database's clock rules. */
+const REAL_CLOCK_TOLERANCE_MS = 1_000;
+
+/** The `$p` of nowSql for a clock: null (database time) for a real clock, else the
+ *  clock's reading in whole ms. Taken at each call, so moving a virtual clock takes effect
+ *  at once. */
+export function clockParamOf(clock: { now(): number } | undefined): number | null {
+  if (!clock) return null;
+  const reading = clock.now();
+  return Math.abs(reading - Date.now()) < REAL_CLOCK_TOLERANCE_MS ? null : Math.round(reading);
 }
 
 /** What the verbs need from the store. */
 export interface StoreContext {
   db: Database;
   t: Tables;
-  /** clock.now() - Date.now(), whole ms, taken at each call. */
-  offset(): number;
+  /** The `$p` of nowSql, taken at each call (clockParamOf). */
+  clockParam(): number | null;
   channel: string;
 }
 
@@ -73,7 +96,7 @@ export async function publish(tx: Tx, channel: string, hints: StoreHint[]): Prom
 }
 
 /** Columns of `runs` a new run sets; the rest take their defaults. Used by createRun and
- *  forkRun so both create runs identically. Parameters: $1 offset, $2 id, $3 workflow,
+ *  forkRun so both create runs identically. Parameters: $1 clock (nowSql), $2 id, $3 workflow,
  *  $4 version, $5 input, $6 budget limit (json), $7 parent id. */
 export function insertRunSql(t: Tables): string {
   return `INSERT INTO ${t.runs}

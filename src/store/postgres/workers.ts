@@ -19,7 +19,7 @@ export async function registerWorker(
       ON CONFLICT (id) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid,
         workflows = EXCLUDED.workflows, started_at = EXCLUDED.started_at,
         heartbeat_at = EXCLUDED.heartbeat_at`,
-    [ctx.offset(), w.id, w.host, w.pid, w.workflows],
+    [ctx.clockParam(), w.id, w.host, w.pid, w.workflows],
   );
 }
 
@@ -29,7 +29,7 @@ export async function heartbeatWorker(ctx: StoreContext, id: string): Promise<vo
     "heartbeatWorker",
     "idempotent",
     `UPDATE ${t.workers} SET heartbeat_at = ${nowSql(1)} WHERE id = $2`,
-    [ctx.offset(), id],
+    [ctx.clockParam(), id],
   );
 }
 
@@ -48,7 +48,7 @@ export async function removeWorker(ctx: StoreContext, id: string): Promise<void>
         )
       UPDATE ${t.runs} r SET ready_at = c.now, lease_until = c.now, updated_at = c.now
         FROM l, c WHERE r.id = l.id`,
-      [ctx.offset(), id],
+      [ctx.clockParam(), id],
     );
     if ((r.rowCount ?? 0) > 0) {
       await publish(tx, channel, [{ kind: "runnable" }]);
