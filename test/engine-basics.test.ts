@@ -17,6 +17,7 @@ import {
   sqliteStore,
   workflow,
 } from "../src/index.js";
+import { faultyStore, writesStep } from "../src/testing/index.js";
 import { tempDbPath, until } from "./helpers/sqlite.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];
@@ -301,5 +302,42 @@ describe("bad stores and shutdown", () => {
     });
     cleanups.push(() => b.close());
     expect(await b.handle(run.id).result()).toBe(2);
+  });
+});
+
+describe("store failures", () => {
+  it("a failed journal write interrupts the execution but never fails the run", async () => {
+    const db = tempDbPath();
+    cleanups.push(db.cleanup);
+    let failed = 0;
+    const store = faultyStore(sqliteStore(db.path), {
+      beforeAppend: (w) => {
+        if (failed === 0 && writesStep(w, "b")) {
+          failed++;
+          throw new Error("connection reset (injected)");
+        }
+      },
+    });
+    const calls: string[] = [];
+    const wf = workflow({ name: "flaky-store", version: "1" }, async (ctx) => {
+      await ctx.step("a", () => calls.push("a"));
+      await ctx.step("b", () => calls.push("b"));
+      await ctx.step("c", () => calls.push("c"));
+      return "done";
+    });
+    const logs: string[] = [];
+    const engine = createEngine({
+      store,
+      workflows: [wf],
+      pollIntervalMs: 10,
+      log: (m) => logs.push(m),
+    });
+    cleanups.push(() => engine.close());
+    const run = await engine.start(wf, undefined);
+    expect(await run.result()).toBe("done");
+    expect(failed).toBe(1);
+    // b's body ran again (its record was never written); a was replayed, not re-run.
+    expect(calls).toEqual(["a", "b", "b", "c"]);
+    expect(logs.some((m) => m.includes("interrupted by a store error"))).toBe(true);
   });
 });

@@ -40,9 +40,7 @@ export class Execution {
   ) {
     this.runId = claim.run.id;
     this.epoch = claim.run.epoch;
-    this.finished = this.execute().catch((err) =>
-      deps.log(`execution of run "${this.runId}" stopped with an internal error`, err),
-    );
+    this.finished = this.execute().catch((err) => this.handBack(err));
   }
 
   cancel(reason: string): void {
@@ -99,8 +97,31 @@ export class Execution {
     await this.release(outcome);
   }
 
+  /** The store failed under this execution (connection lost, disk full): hand the run back
+   *  as pending so it resumes from its journal; if even that fails, its lease expires and
+   *  any worker takes it over. A store problem never fails a run. */
+  private async handBack(err: unknown): Promise<void> {
+    this.deps.log(`run "${this.runId}": interrupted by a store error; it will resume`, err);
+    if (this.abandoned) return;
+    try {
+      await this.deps.store.releaseRun({
+        runId: this.runId,
+        epoch: this.epoch,
+        status: "pending",
+        readyAt: await this.deps.store.now(),
+        reason: null,
+      });
+    } catch {
+      // The lease runs out instead.
+    }
+  }
+
   private async release(outcome: Outcome): Promise<void> {
     if (outcome.kind === "lease-lost" || this.abandoned) return;
+    if (outcome.kind === "interrupted") {
+      await this.handBack(outcome.error);
+      return;
+    }
     const { store, committer } = this.deps;
     // Records the context queued without awaiting (ctx.now/random/uuid) land first.
     await committer.drain();

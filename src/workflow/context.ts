@@ -54,7 +54,10 @@ export type Outcome =
   | { kind: "suspended"; wakeAt: number | null; waitingFor: string[] }
   | { kind: "paused"; reason: string }
   | { kind: "canceled"; reason: string }
-  | { kind: "lease-lost" };
+  | { kind: "lease-lost" }
+  /** The store failed (connection lost, disk full): stop without failing the run; it is
+   *  handed back and resumed from its journal. */
+  | { kind: "interrupted"; error: Error };
 
 /** What the context needs from the engine; nothing here knows about a backend. */
 export interface ContextHost {
@@ -725,11 +728,13 @@ export class Context {
     this.halted = o;
     for (const b of this.blocked) b.timer?.abort();
     this.blocked.clear();
-    if (o.kind === "canceled" || o.kind === "lease-lost") {
+    if (o.kind === "canceled" || o.kind === "lease-lost" || o.kind === "interrupted") {
       const reason =
         o.kind === "canceled"
           ? new RunCanceledError(`Run "${this.host.runId}" was canceled: ${o.reason}`)
-          : new LeaseLostError(`Run "${this.host.runId}": lease lost`);
+          : o.kind === "lease-lost"
+            ? new LeaseLostError(`Run "${this.host.runId}": lease lost`)
+            : o.error;
       for (const ac of this.liveAttempts) ac.abort(reason);
       this.runAbort.abort(reason);
     }
@@ -746,7 +751,7 @@ export class Context {
     } catch (err) {
       if (err instanceof LeaseLostError) this.halt({ kind: "lease-lost" });
       else if (err instanceof WriteConflictError) this.halt({ kind: "failed", error: err });
-      else this.halt({ kind: "failed", error: err as Error });
+      else this.halt({ kind: "interrupted", error: err as Error });
     } finally {
       this.active--;
     }
