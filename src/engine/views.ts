@@ -52,6 +52,9 @@ export interface StepView {
   spend: Amounts;
   startedAt: Date;
   completedAt?: Date;
+  /** When the call was begun durably (an effect's intent, a sleep or wait reached, a child
+   *  started), if it records one; with completedAt it is the call's intent/completion history. */
+  intentAt?: Date;
 }
 
 function safeDecode(text: string | null): unknown {
@@ -160,7 +163,11 @@ export function stepViews(journal: Journal): StepView[] {
     add(view.spend, s.spend);
   }
   for (const i of journal.intents) {
-    if (byKey.has(i.key)) continue;
+    const known = byKey.get(i.key);
+    if (known) {
+      known.intentAt = new Date(i.createdAt);
+      continue;
+    }
     byKey.set(i.key, {
       key: i.key,
       name: i.name,
@@ -169,6 +176,7 @@ export function stepViews(journal: Journal): StepView[] {
       attempts: [],
       spend: {},
       startedAt: new Date(i.createdAt),
+      intentAt: new Date(i.createdAt),
     });
     order.push({ key: i.key, seq: tail++ });
   }
