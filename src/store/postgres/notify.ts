@@ -53,7 +53,9 @@ export class HintListener {
   #connecting: Promise<void> | undefined;
 
   constructor(config: pg.ClientConfig, channel: string) {
-    this.#config = { ...config, keepAlive: true };
+    // keepAlive: a LISTEN connection is idle for long stretches; a dead peer must surface as
+    // an error (and a reconnect), not as silence. A connect timeout bounds close().
+    this.#config = { connectionTimeoutMillis: 10_000, ...config, keepAlive: true };
     this.#channel = channel;
   }
 
