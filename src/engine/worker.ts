@@ -29,7 +29,8 @@ export class Worker {
   private pollAgain = false;
   private closed = false;
   private lastRenewOk: number;
-  private heartbeating = false;
+  /** The heartbeat in flight, if any: close() waits for it before the store closes. */
+  private heartbeating: Promise<void> | undefined;
   private heartbeatAgain = false;
   private unsubscribe: Array<() => void> = [];
   readonly stats = { claimed: 0, executions: 0 };
@@ -134,19 +135,21 @@ export class Worker {
    *  cancel requests made in other processes. */
   private async heartbeat(): Promise<void> {
     if (this.closed) return;
-    if (this.heartbeating) {
+    if (this.heartbeating !== undefined) {
       this.heartbeatAgain = true;
-      return;
+      return this.heartbeating;
     }
-    this.heartbeating = true;
-    try {
-      do {
-        this.heartbeatAgain = false;
-        await this.heartbeatOnce();
-      } while (this.heartbeatAgain && !this.closed);
-    } finally {
-      this.heartbeating = false;
-    }
+    this.heartbeating = (async () => {
+      try {
+        do {
+          this.heartbeatAgain = false;
+          await this.heartbeatOnce();
+        } while (this.heartbeatAgain && !this.closed);
+      } finally {
+        this.heartbeating = undefined;
+      }
+    })();
+    return this.heartbeating;
   }
 
   private async heartbeatOnce(): Promise<void> {
@@ -209,6 +212,18 @@ export class Worker {
       clearTimeout(timer);
     }
     for (const ex of this.active.values()) ex.abandon();
+    // Let a heartbeat in flight finish before the store closes, but never wait on a store
+    // that hangs.
+    if (this.heartbeating !== undefined) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        this.heartbeating,
+        new Promise<void>((r) => {
+          timer = setTimeout(r, Math.min(graceMs, 2_000));
+        }),
+      ]);
+      clearTimeout(timer);
+    }
     // Removing the worker row makes every run it still leases claimable now.
     await this.o.store.removeWorker(this.o.id);
   }

@@ -4,9 +4,10 @@
 // (describeStoreContract in src/testing/store-contract.ts).
 //
 // Time: every time-dependent decision (lease expiry, ready_at, "now" stamps) is made by the
-// store with its own notion of now: SQLite uses the Clock given to open(); PostgreSQL uses
-// the database's now() shifted by (clock.now() - Date.now()), which is 0 for the real clock
-// and lets a virtual test clock move time on both backends.
+// store with its own notion of now. SQLite uses the Clock given to open(). PostgreSQL uses
+// the database's clock (so workers with skewed clocks still agree on leases), except when
+// the Clock is not the real one (a virtual test clock, more than 1 s from Date.now()): then
+// the clock's own reading is passed into SQL, so tests move time on both backends.
 //
 // Fencing: every journal write and every release carries the writer's epoch and is applied
 // only if the run's epoch still equals it, in the same transaction. claimRuns increments
