@@ -2,6 +2,7 @@
 // step's whole history (every attempt with its error and spend) in call order.
 
 import { decode } from "../codec/codec.js";
+import { addAmounts } from "../lib/amounts.js";
 import type {
   Amounts,
   ErrorRecord,
@@ -91,10 +92,6 @@ export function toRunView(run: RunRecord): RunView {
   return view;
 }
 
-function add(into: Amounts, more: Amounts): void {
-  for (const [k, v] of Object.entries(more)) into[k] = (into[k] ?? 0) + v;
-}
-
 /** Builds the step history of a run from its journal, in call order; calls begun but not
  *  completed (intents, failed attempts) follow the completed ones. */
 export function stepViews(journal: Journal): StepView[] {
@@ -147,7 +144,7 @@ export function stepViews(journal: Journal): StepView[] {
     };
     if (a.retryAt !== null && !view.completedAt) av.retryAt = new Date(a.retryAt);
     view.attempts.push(av);
-    add(view.spend, a.spend);
+    addAmounts(view.spend, a.spend);
     if (a.startedAt < view.startedAt.getTime()) view.startedAt = new Date(a.startedAt);
   }
   for (const s of journal.steps) {
@@ -160,7 +157,7 @@ export function stepViews(journal: Journal): StepView[] {
       spend: { ...s.spend },
       ...(s.error ? { error: s.error } : {}),
     });
-    add(view.spend, s.spend);
+    addAmounts(view.spend, s.spend);
   }
   for (const i of journal.intents) {
     const known = byKey.get(i.key);

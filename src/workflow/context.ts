@@ -25,6 +25,7 @@ import {
   SerializationError,
   StepTimeoutError,
 } from "../errors.js";
+import { addAmounts } from "../lib/amounts.js";
 import type { Clock } from "../lib/clock.js";
 import { type Duration, toMs } from "../lib/duration.js";
 import { idempotencyKey } from "../lib/ids.js";
@@ -109,10 +110,6 @@ export function toErrorRecord(err: unknown): ErrorRecord {
     };
   }
   return { name: "Error", message: String(err) };
-}
-
-function addAmounts(into: Amounts, add: Amounts): void {
-  for (const [k, v] of Object.entries(add)) into[k] = (into[k] ?? 0) + v;
 }
 
 export class Context {

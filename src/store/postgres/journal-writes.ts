@@ -15,6 +15,7 @@
 //   COMMIT and lands exactly once.
 
 import { StoreError } from "../../errors.js";
+import { addAmounts } from "../../lib/amounts.js";
 import type {
   Amounts,
   AttemptRecord,
@@ -27,7 +28,6 @@ import type {
 import { Rollback, type Tx } from "./connection.js";
 import {
   type AttemptRow,
-  addAmounts,
   type EventRow,
   type IntentRow,
   normalizeAttempt,

@@ -284,9 +284,3 @@ function sortKeys(v: unknown): unknown {
 export function sameRecord(a: unknown, b: unknown): boolean {
   return canonicalJson(a) === canonicalJson(b);
 }
-
-export function addAmounts(into: Amounts, add: Amounts): Amounts {
-  const out: Amounts = { ...into };
-  for (const [k, v] of Object.entries(add)) out[k] = (out[k] ?? 0) + v;
-  return out;
-}

@@ -10,6 +10,7 @@
 // the run waiting and wakes it). A lock and such a read in ONE statement would not.
 
 import { RunNotFoundError } from "../../errors.js";
+import { addAmounts } from "../../lib/amounts.js";
 import {
   type Amounts,
   type CancelOutcome,
@@ -25,7 +26,7 @@ import {
   TERMINAL_STATUSES,
 } from "../store.js";
 import { Rollback, type Tx } from "./connection.js";
-import { addAmounts, type EventRow, type RunRow, toEvent, toRun } from "./rows.js";
+import { type EventRow, type RunRow, toEvent, toRun } from "./rows.js";
 import { insertRunSql, nowSql, publish, type StoreContext } from "./sql.js";
 
 async function lockRun(tx: Tx, ctx: StoreContext, runId: string): Promise<RunRow | undefined> {

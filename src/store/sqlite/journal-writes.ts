@@ -4,10 +4,10 @@
 // a different record under a taken key is a conflict, and spend is counted exactly once.
 
 import type Database from "better-sqlite3";
+import { addAmounts } from "../../lib/amounts.js";
 import type { Amounts, RunWrite } from "../store.js";
 import {
   type AttemptRow,
-  addAmounts,
   amountsJson,
   attemptToRow,
   type IntentRow,

@@ -61,10 +61,6 @@ export function parseAmounts(json: string): Amounts {
   return JSON.parse(json) as Amounts;
 }
 
-export function addAmounts(into: Amounts, add: Amounts): void {
-  for (const [name, v] of Object.entries(add)) into[name] = (into[name] ?? 0) + v;
-}
-
 /** Canonical JSON of an error record: only its documented fields, in a fixed order. */
 export function errorJson(e: ErrorRecord): string {
   const code = typeof e.code === "string" ? e.code : null;

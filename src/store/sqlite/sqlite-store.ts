@@ -12,6 +12,7 @@
 import { EventEmitter } from "node:events";
 import type Database from "better-sqlite3";
 import { CairnError, RunNotFoundError, StoreError } from "../../errors.js";
+import { addAmounts } from "../../lib/amounts.js";
 import type { Clock } from "../../lib/clock.js";
 import {
   type Amounts,
@@ -45,7 +46,6 @@ import {
 } from "./journal-writes.js";
 import {
   type AttemptRow,
-  addAmounts,
   amountsJson,
   attemptFromRow,
   attemptToRow,
