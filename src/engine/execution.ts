@@ -117,7 +117,8 @@ export class Execution {
   }
 
   private async release(outcome: Outcome): Promise<void> {
-    if (outcome.kind === "lease-lost" || this.abandoned) return;
+    // "frontier" only happens in replay-only mode (the replay check), never here.
+    if (outcome.kind === "lease-lost" || outcome.kind === "frontier" || this.abandoned) return;
     if (outcome.kind === "interrupted") {
       await this.handBack(outcome.error);
       return;

@@ -14,4 +14,9 @@ export {
   startFakeForge,
 } from "./fake-forge.js";
 export { type FaultPlan, type FaultyStore, faultyStore, writesStep } from "./faulty-store.js";
+export {
+  checkReplay,
+  type ReplayCheckOptions,
+  type ReplayCheckResult,
+} from "./replay-check.js";
 export { createVirtualClock, type VirtualClock } from "./virtual-clock.js";

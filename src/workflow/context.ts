@@ -58,7 +58,10 @@ export type Outcome =
   | { kind: "lease-lost" }
   /** The store failed (connection lost, disk full): stop without failing the run; it is
    *  handed back and resumed from its journal. */
-  | { kind: "interrupted"; error: Error };
+  | { kind: "interrupted"; error: Error }
+  /** Replay-only mode: every recorded call matched and the code wants to execute or record
+   *  something new (the end of the journal). */
+  | { kind: "frontier"; key: string };
 
 /** What the context needs from the engine; nothing here knows about a backend. */
 export interface ContextHost {
@@ -68,6 +71,9 @@ export interface ContextHost {
   generation: number;
   /** The previous execution ended without releasing the run (a crash or a lost lease). */
   recovered: boolean;
+  /** Replay only (the replay check): never execute a step body or write anything; stop at
+   *  the first call that would. */
+  replayOnly?: boolean;
   budgetLimit: Amounts;
   budgetSpent: Amounts;
   clock: Clock;
@@ -179,6 +185,11 @@ export class Context {
         (err: unknown) => this.halt({ kind: "failed", error: err as Error }),
       );
     return this.done;
+  }
+
+  /** How many recorded calls this execution has replayed so far. */
+  get replayed(): number {
+    return this.consumed.size;
   }
 
   /** Cancels this execution: signals abort, late results are discarded. */
@@ -352,6 +363,7 @@ export class Context {
     if (!this.intents.has(key)) {
       // The child id is derived from (run, key), so starting it again after a crash is a
       // no-op: the child is created once.
+      if (this.host.replayOnly) return this.reachFrontier(key);
       await this.host.startChild(childId, wf, input);
       await this.commit({ intents: [this.intent(key, "child", name, { childId })] });
     }
@@ -407,6 +419,7 @@ export class Context {
         : toMs(options.timeout, `timeout of step "${key}"`);
     const prior = this.attempts.get(key) ?? [];
     const clock = this.host.clock;
+    if (this.host.replayOnly) return this.reachFrontier(key);
     if (this.host.recovered && !this.committedAny) {
       // The previous execution stopped without releasing the run while this call had no
       // record: its attempt crashed with the worker. It counts, so a step that keeps
@@ -740,8 +753,18 @@ export class Context {
 
   // ---- records ----
 
+  private reachFrontier<T>(key: string): Promise<T> {
+    this.halt({ kind: "frontier", key });
+    return never();
+  }
+
   private async commit(write: Omit<RunWrite, "runId" | "epoch">): Promise<void> {
     if (this.halted) return never();
+    if (this.host.replayOnly) {
+      const key =
+        write.steps?.[0]?.key ?? write.intents?.[0]?.key ?? write.attempts?.[0]?.key ?? "";
+      return this.reachFrontier(key);
+    }
     this.active++;
     try {
       await this.host.commit(write);

@@ -1,0 +1,155 @@
+// The replay check: runs recorded journals against workflow code — typically the code
+// about to be deployed under the same version — without executing a single step body or
+// writing anything, and reports which runs would hit non-determinism. Run it in CI or
+// before a deploy (`cairn check-replay <module>`), the way Temporal's Replayer is used.
+
+import { decode, encode } from "../codec/codec.js";
+import { realClock } from "../lib/clock.js";
+import type { RunRecord, RunStatus, Store } from "../store/store.js";
+import { Context } from "../workflow/context.js";
+import type { AnyWorkflow } from "../workflow/define.js";
+
+export interface ReplayCheckResult {
+  runId: string;
+  /** "name@version" the run is pinned to. */
+  workflow: string;
+  status: RunStatus;
+  /** ok: every recorded call matched; diverged: non-determinism (or a different output);
+   *  error: the code threw something else, or the replay did not finish. */
+  verdict: "ok" | "diverged" | "error";
+  /** Recorded calls the code replayed before it stopped. */
+  replayed: number;
+  detail: string;
+}
+
+export interface ReplayCheckOptions {
+  store: Store;
+  /** The code to check. Runs of other name@version pairs are not checked. */
+  workflows: AnyWorkflow[];
+  /** Check only these runs (default: every run of the given workflows). */
+  runIds?: string[];
+  /** At most this many runs per workflow name (newest first). Default 1,000. */
+  limit?: number;
+  /** A replay that has not finished after this long is reported as an error. Default 10 s. */
+  timeoutMs?: number;
+}
+
+export async function checkReplay(opts: ReplayCheckOptions): Promise<ReplayCheckResult[]> {
+  const { store } = opts;
+  const byId = new Map(opts.workflows.map((w) => [w.id, w]));
+  await store.open({ clock: realClock });
+  try {
+    let runs: RunRecord[];
+    if (opts.runIds) {
+      runs = [];
+      for (const id of opts.runIds) {
+        const r = await store.getRun(id);
+        if (r) runs.push(r);
+      }
+    } else {
+      runs = [];
+      for (const name of new Set(opts.workflows.map((w) => w.name))) {
+        const found = await store.listRuns({ workflow: name, limit: opts.limit ?? 1_000 });
+        runs.push(...found);
+      }
+    }
+    const results: ReplayCheckResult[] = [];
+    for (const run of runs) {
+      const wf = byId.get(`${run.workflow}@${run.version}`);
+      if (!wf) continue;
+      results.push(await checkOne(store, run, wf, opts.timeoutMs ?? 10_000));
+    }
+    return results;
+  } finally {
+    await store.close();
+  }
+}
+
+async function checkOne(
+  store: Store,
+  run: RunRecord,
+  wf: AnyWorkflow,
+  timeoutMs: number,
+): Promise<ReplayCheckResult> {
+  const base = { runId: run.id, workflow: `${run.workflow}@${run.version}`, status: run.status };
+  const journal = await store.loadJournal(run.id);
+  const ctx = new Context(
+    {
+      runId: run.id,
+      workflow: run.workflow,
+      version: run.version,
+      generation: run.generation,
+      recovered: false,
+      replayOnly: true,
+      budgetLimit: run.budgetLimit,
+      budgetSpent: run.budgetSpent,
+      clock: realClock,
+      maxPayloadBytes: Number.POSITIVE_INFINITY,
+      inProcessRetryMs: 0,
+      retry: wf.options.retry,
+      commit: () => Promise.reject(new Error("replay check: nothing is written")),
+      startChild: () => Promise.reject(new Error("replay check: no child is started")),
+      loadEvents: async () => [],
+    },
+    journal,
+  );
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<"timeout">((r) => {
+    timer = setTimeout(() => r("timeout"), timeoutMs);
+  });
+  const outcome = await Promise.race([ctx.start(wf.fn, decode(run.input)), timeout]);
+  clearTimeout(timer);
+  const replayed = ctx.replayed;
+  if (outcome === "timeout") {
+    ctx.cancel("replay check timed out");
+    return {
+      ...base,
+      verdict: "error",
+      replayed,
+      detail: `the replay did not finish within ${timeoutMs} ms: the code awaits something that is not a recorded call`,
+    };
+  }
+  switch (outcome.kind) {
+    case "completed": {
+      if (run.status === "completed" && run.output !== null) {
+        let same = false;
+        try {
+          same = encode(outcome.output, Number.POSITIVE_INFINITY) === run.output;
+        } catch {
+          same = false;
+        }
+        if (!same) {
+          return {
+            ...base,
+            verdict: "diverged",
+            replayed,
+            detail: "the code returns a different output from the same journal",
+          };
+        }
+      }
+      return { ...base, verdict: "ok", replayed, detail: "replayed to completion" };
+    }
+    case "failed": {
+      const e = outcome.error;
+      if (e.name === "NonDeterminismError") {
+        return { ...base, verdict: "diverged", replayed, detail: e.message };
+      }
+      if (run.status === "failed" && run.error?.message === e.message) {
+        return { ...base, verdict: "ok", replayed, detail: `fails as recorded: ${e.name}` };
+      }
+      return { ...base, verdict: "error", replayed, detail: `${e.name}: ${e.message}` };
+    }
+    case "frontier":
+      return {
+        ...base,
+        verdict: "ok",
+        replayed,
+        detail: `matches its journal; next it would execute "${outcome.key}"`,
+      };
+    case "suspended":
+    case "paused":
+      return { ...base, verdict: "ok", replayed, detail: "matches its journal; it is waiting" };
+    default:
+      return { ...base, verdict: "ok", replayed, detail: outcome.kind };
+  }
+}
