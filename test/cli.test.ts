@@ -375,6 +375,34 @@ export const notAWorkflow = { name: "x", version: "1" };
     expect(res.stdout).toContain("Worker stopped.");
   });
 
+  it("check-replay: the same code passes (exit 0), changed code is reported (exit 1)", async () => {
+    const write = (file: string, stepName: string) => {
+      const path = join(dir.dir, file);
+      writeFileSync(
+        path,
+        `import { workflow } from ${JSON.stringify(pathToFileURL(INDEX).href)};
+export const greet = workflow({ name: "greet", version: "1" }, async (ctx, input) =>
+  ctx.step(${JSON.stringify(stepName)}, () => { throw new Error("a replay check executes nothing"); }));
+`,
+      );
+      return path;
+    };
+    // The worker test above completed a greet@1 run whose journal has step "hello".
+    const same = await cairn(["check-replay", write("same.mjs", "hello")], { CAIRN_STORE: db });
+    expect(same.code, same.stderr).toBe(0);
+    expect(same.stdout).toMatch(/greet@1\s+completed\s+ok/);
+    expect(same.stdout).toMatch(/1 run\(s\) checked against greet@1: 1 ok, 0 not\./);
+    const changed = await cairn(["check-replay", write("changed.mjs", "howdy"), "--json"], {
+      CAIRN_STORE: db,
+    });
+    expect(changed.code, changed.stderr).toBe(1);
+    const results = JSON.parse(changed.stdout) as Array<{ verdict: string; detail: string }>;
+    expect(results).toHaveLength(1);
+    expect(results[0]?.verdict).toBe("diverged");
+    expect(results[0]?.detail).toContain('"howdy"');
+    expect(results[0]?.detail).toContain('"hello"');
+  });
+
   it("a module without workflows, or one that is missing, is a clear error", async () => {
     const empty = join(dir.dir, "empty.mjs");
     writeFileSync(empty, "export const answer = 42;\n");

@@ -7,6 +7,7 @@ import { readFileSync } from "node:fs";
 import { CairnError } from "../index.js";
 import { type CliContext, CliError, type Command, STORE_HELP, UsageError } from "./command.js";
 import { cancel } from "./commands/cancel.js";
+import { checkReplayCommand } from "./commands/check-replay.js";
 import { fork } from "./commands/fork.js";
 import { resume } from "./commands/resume.js";
 import { runs } from "./commands/runs.js";
@@ -14,7 +15,16 @@ import { send } from "./commands/send.js";
 import { show } from "./commands/show.js";
 import { worker } from "./commands/worker.js";
 
-const COMMANDS: readonly Command[] = [runs, show, send, cancel, resume, fork, worker];
+const COMMANDS: readonly Command[] = [
+  runs,
+  show,
+  send,
+  cancel,
+  resume,
+  fork,
+  worker,
+  checkReplayCommand,
+];
 
 /** Options every command accepts, which may also come before the command name. */
 const GLOBAL_WITH_VALUE = new Set(["--store", "--schema"]);

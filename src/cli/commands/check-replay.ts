@@ -1,0 +1,83 @@
+// `cairn check-replay <module>`: replays the recorded runs of the workflows a module exports
+// against that module's code — executing no step and writing nothing — and fails (exit 1)
+// if any run would hit non-determinism. Run it before deploying new code under a version
+// that has runs in flight.
+
+import { checkReplay } from "../../testing/replay-check.js";
+import {
+  type CliContext,
+  type Command,
+  expectPositionals,
+  parseCommand,
+  parseWholeNumber,
+  STORE_HELP,
+  STORE_OPTIONS,
+} from "../command.js";
+import { oneLine, table, toJson } from "../format.js";
+import { loadWorkflows } from "../load-workflows.js";
+import { openStore, parseStoreSpec } from "../store-spec.js";
+
+export const checkReplayCommand: Command = {
+  name: "check-replay",
+  summary: "replay recorded runs against a module's code; report non-determinism",
+  help: `Usage: cairn check-replay <module> [--run ID]... [--limit N] [--json]
+
+Imports <module> like "cairn worker" does and replays the journal of every recorded run of
+its workflows (same name and version) against that code, without executing any step or
+writing anything. Exit code 1 if any run diverges (the code now calls something other than
+what the journal recorded) or the replay fails otherwise; 0 if all match.
+
+Options:
+  --run <id>        check only this run (repeatable)
+  --limit <n>       at most n runs per workflow, newest first (default 1000)
+  --json            print the results as JSON
+  -h, --help        show this help
+
+${STORE_HELP}`,
+
+  async run(args: string[], ctx: CliContext): Promise<number> {
+    const { values, positionals } = parseCommand(args, {
+      ...STORE_OPTIONS,
+      run: { type: "string", multiple: true },
+      limit: { type: "string" },
+      json: { type: "boolean" },
+    });
+    if (values.help) {
+      ctx.out(checkReplayCommand.help);
+      return 0;
+    }
+    expectPositionals(positionals, ["module"]);
+    const limit = values.limit === undefined ? 1_000 : parseWholeNumber(values.limit, "limit", 1);
+    const workflows = await loadWorkflows(positionals[0]!, ctx.cwd);
+    const store = await openStore(parseStoreSpec(values, ctx), { mustExist: true });
+    const results = await checkReplay({
+      store,
+      workflows,
+      limit,
+      ...(values.run ? { runIds: values.run } : {}),
+    });
+    const bad = results.filter((r) => r.verdict !== "ok");
+    if (values.json) {
+      ctx.out(toJson(results, 2));
+    } else {
+      ctx.out(
+        table(
+          ["run", "workflow", "status", "verdict", "replayed", "detail"],
+          results.map((r) => [
+            r.runId,
+            r.workflow,
+            r.status,
+            r.verdict,
+            String(r.replayed),
+            oneLine(r.detail, 120),
+          ]),
+        ),
+      );
+      ctx.out(
+        `${results.length} run(s) checked against ${workflows.map((w) => w.id).join(", ")}: ` +
+          `${results.length - bad.length} ok, ${bad.length} not.`,
+      );
+    }
+    return bad.length > 0 ? 1 : 0;
+  },
+};
