@@ -125,6 +125,7 @@ export class Context {
   private readonly intents = new Map<string, IntentRecord>();
   private events: EventRecord[];
   private readonly seenEventSeqs = new Set<number>();
+  /** Journal records replayed so far (keys of `steps`). */
   private readonly consumed = new Set<string>();
   private readonly counts = new Map<string, number>();
   private readonly blocked = new Set<Blocked>();
@@ -520,7 +521,6 @@ export class Context {
             attempt,
           );
           await this.commit({ steps: [rec] });
-          this.consumed.add(key);
           addAmounts(this.replaySpent, spend);
           return decode<T>(encoded!);
         }
@@ -648,7 +648,8 @@ export class Context {
    *  microtasks (other branches replaying) settle, then any record still unreplayed means
    *  the code diverged from the journal. */
   private async divergenceCheck(key: string, kind: StepKind, name: string): Promise<void> {
-    if (this.consumed.size >= this.steps.size) return;
+    // Every key in `consumed` is a journal record, so equal sizes mean all were replayed.
+    if (this.consumed.size === this.steps.size) return;
     this.active++;
     try {
       await new Promise<void>((r) => setImmediate(r));
@@ -802,7 +803,6 @@ export class Context {
     }
     const rec = this.stepRecord(key, seq, name, kind, startedAt, encoded, null, {}, 1);
     await this.commit({ steps: [rec], ...(consume ? { consume } : {}) });
-    this.consumed.add(key);
     return decode<T>(encoded);
   }
 
