@@ -21,13 +21,17 @@ export function postgresTestUrl(): Promise<string | undefined> {
 }
 
 async function probe(url: string): Promise<string | undefined> {
-  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000 });
-  client.on("error", () => {});
-  try {
-    await client.connect();
-    await client.query("SELECT 1");
-    return url;
-  } catch (err) {
+  // A server that is starting up (57P03) or not yet listening gets a few seconds.
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    const err = await tryConnect(url);
+    if (!err) return url;
+    const code = (err as { code?: string }).code;
+    const transient = code === "57P03" || code === "ECONNREFUSED" || code === "ECONNRESET";
+    if (transient && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 250));
+      continue;
+    }
     const where = url.replace(/\/\/[^@/]*@/, "//");
     const why = err instanceof Error ? err.message : String(err);
     if (process.env.CI === "true") {
@@ -42,6 +46,19 @@ async function probe(url: string): Promise<string | undefined> {
         `!! Set CAIRN_TEST_POSTGRES_URL or start PostgreSQL to run them.\n${"!".repeat(78)}\n`,
     );
     return undefined;
+  }
+}
+
+/** Connects once and runs SELECT 1; the error, or undefined on success. */
+async function tryConnect(url: string): Promise<unknown> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000 });
+  client.on("error", () => {});
+  try {
+    await client.connect();
+    await client.query("SELECT 1");
+    return undefined;
+  } catch (err) {
+    return err;
   } finally {
     await client.end().catch(() => {});
   }
