@@ -62,6 +62,34 @@ describe("non-determinism", () => {
     expect((await e2.getRun(run.id))?.status).toBe("failed");
   });
 
+  it("after a NonDeterminismError, compatible code under the same version resumes the run", async () => {
+    const db = tempDbPath();
+    cleanups.push(db.cleanup);
+    const ran: string[] = [];
+    const good = workflow({ name: "nd3", version: "1" }, async (ctx) => {
+      await ctx.step("a", () => ran.push("a"));
+      await ctx.waitForEvent("go");
+      await ctx.step("b", () => ran.push("b"));
+      return "ok";
+    });
+    const e1 = engineOn(db.path, { workflows: [good] });
+    const run = await e1.start(good, undefined, { id: "nd-3" });
+    await until(async () => (await e1.getRun(run.id))?.status === "waiting", "waits");
+    await e1.close();
+    const bad = workflow({ name: "nd3", version: "1" }, async (ctx) => {
+      await ctx.step("z", () => ran.push("z"));
+      return "bad";
+    });
+    const e2 = engineOn(db.path, { workflows: [bad] });
+    await e2.sendEvent(run.id, "go");
+    await expect(e2.handle(run.id).result()).rejects.toBeInstanceOf(NonDeterminismError);
+    await e2.close();
+    const e3 = engineOn(db.path, { workflows: [good] });
+    await e3.resume(run.id);
+    expect(await e3.handle(run.id).result()).toBe("ok");
+    expect(ran).toEqual(["a", "b"]);
+  });
+
   it("detects a different kind of call under a recorded key", async () => {
     const db = tempDbPath();
     cleanups.push(db.cleanup);
