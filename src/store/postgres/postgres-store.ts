@@ -185,6 +185,12 @@ class PostgresStore implements Store {
     // An idle pooled client whose backend is terminated emits 'error' on the pool; without
     // a listener Node would crash the process. The pool drops that client by itself.
     pool.on("error", ignorePoolError);
+    // A NEW client can be terminated in the very read that makes it ready (a restart or
+    // pg_terminate_backend at that moment): pg emits 'error' before `await pool.connect()`
+    // resumes and before pg-pool's idle listener is back, and an unheard 'error' kills the
+    // process. 'connect' fires synchronously before the client is handed out, so a
+    // listener attached here is always in place; the failed query rejects on its own.
+    pool.on("connect", onNewClient);
     this.#pool = pool;
     const db = new Database(pool, this.description, owned);
     this.#db = db;
@@ -208,9 +214,11 @@ class PostgresStore implements Store {
     if (!pool) return;
     if (pool === this.#source) {
       pool.removeListener("error", ignorePoolError);
+      pool.removeListener("connect", onNewClient);
     } else {
       await pool.end().catch(() => {});
       pool.removeListener("error", ignorePoolError);
+      pool.removeListener("connect", onNewClient);
     }
   }
 
@@ -399,4 +407,13 @@ class PostgresStore implements Store {
 function ignorePoolError(): void {
   // Only connection losses are expected here; the pool has already discarded the client
   // and the next verb opens a new connection (and retries if the server is still away).
+}
+
+function onNewClient(client: pg.PoolClient): void {
+  client.on("error", ignoreClientError);
+}
+
+function ignoreClientError(): void {
+  // The query in flight (if any) rejects with this error and is handled by the verb's
+  // retry rules; an idle client is dropped by the pool.
 }
