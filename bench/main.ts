@@ -4,9 +4,11 @@
 
 import { cpus, loadavg, platform, release } from "node:os";
 import { fmt, formatTable, now, type Section } from "./lib.js";
+import { postgresSection } from "./postgres.js";
 import { sqliteSection } from "./sqlite.js";
 
-const sections: Section[] = [sqliteSection()];
+// The Postgres section prints a note and skips itself when the server is unreachable.
+const sections: Section[] = [sqliteSection(), postgresSection()];
 
 async function main(): Promise<void> {
   const cpu = cpus();
