@@ -9,8 +9,9 @@ import { afterEach, describe, expect, it } from "vitest";
 import { StoreError } from "../src/errors.js";
 import type { Clock } from "../src/lib/clock.js";
 import { realClock } from "../src/lib/clock.js";
+import { SCHEMA_VERSION } from "../src/store/postgres/migrations.js";
 import { postgresStore } from "../src/store/postgres/postgres-store.js";
-import type { Store, StoreHint } from "../src/store/store.js";
+import type { RunRecord, RunWrite, StepRecord, Store, StoreHint } from "../src/store/store.js";
 import { createSettableClock, describeStoreContract } from "../src/testing/store-contract.js";
 import { postgresTestUrl, testSchema, withClient } from "./helpers/postgres.js";
 import { until } from "./helpers/sqlite.js";
@@ -122,6 +123,25 @@ describe.skipIf(!url)("PostgreSQL store", () => {
     return { id, workflow: "alpha", version: "1", input: "{}", budgetLimit: {} };
   }
 
+  function stepOf(runId: string, key: string, seq: number, over: Partial<StepRecord> = {}) {
+    const rec: StepRecord = {
+      runId,
+      key,
+      seq,
+      name: `name-${key}`,
+      kind: "step",
+      outcome: "ok",
+      result: `"result-${key}"`,
+      error: null,
+      spend: {},
+      attempt: 1,
+      startedAt: 1_700_000_000_000 + seq,
+      completedAt: 1_700_000_000_001 + seq,
+      ...over,
+    };
+    return rec;
+  }
+
   describe("configuration and migrations", () => {
     it("refuses a schema name that is not a plain identifier", () => {
       for (const bad of ['x"; DROP SCHEMA public; --', "Upper", "1abc", "", "a".repeat(64)]) {
@@ -139,7 +159,9 @@ describe.skipIf(!url)("PostgreSQL store", () => {
       const versions = await withClient(base, (c) =>
         c.query(`SELECT version FROM "${schema}".schema_version ORDER BY version`),
       );
-      expect(versions.rows.map((r) => r.version)).toEqual([1]);
+      expect(versions.rows.map((r) => r.version)).toEqual(
+        Array.from({ length: SCHEMA_VERSION }, (_, i) => i + 1),
+      );
       // Every store works against the one schema.
       const { created } = await stores[0]!.createRun(newRunFor("run_m"));
       expect(created).toBe(true);
@@ -172,6 +194,262 @@ describe.skipIf(!url)("PostgreSQL store", () => {
     it("a store that is not open says so", async () => {
       const store = postgresStore(base, { schema: "cairn_never_opened" });
       await expect(store.now()).rejects.toThrow(StoreError);
+    });
+
+    it("upgrades a schema of version 1 in place: its journal stays, and writes go on", async () => {
+      const { store, schema } = await openStore();
+      await store.createRun(newRunFor("run_u"));
+      const [claimed] = await store.claimRuns({
+        workerId: "w1",
+        workflows: ["alpha@1"],
+        limit: 1,
+        leaseMs: 60_000,
+      });
+      const run = claimed!.run;
+      const s0 = stepOf(run.id, "a", 0, { spend: { usd: 0.1 } });
+      expect(await store.appendRecords([{ runId: run.id, epoch: run.epoch, steps: [s0] }])).toEqual(
+        [{ ok: true }],
+      );
+      // Back to what version 1 was: the tables alone.
+      await withClient(base, async (c) => {
+        await c.query(`DROP FUNCTION "${schema}".append_records, "${schema}".add_amounts`);
+        await c.query(`DELETE FROM "${schema}".schema_version WHERE version > 1`);
+      });
+      const { store: upgraded } = await openStore({ schema });
+      const s1 = stepOf(run.id, "b", 1, { spend: { usd: 0.2 } });
+      expect(
+        await upgraded.appendRecords([{ runId: run.id, epoch: run.epoch, steps: [s0, s1] }]),
+      ).toEqual([{ ok: true }]);
+      expect((await upgraded.loadJournal(run.id)).steps).toEqual([s0, s1]);
+      expect((await upgraded.getRun(run.id))?.budgetSpent).toEqual({ usd: 0.1 + 0.2 });
+    });
+  });
+
+  describe("group commit (appendRecords)", () => {
+    /** `n` runs created and claimed on `store`, in id order. */
+    async function claimedRuns(store: Store, n: number): Promise<RunRecord[]> {
+      const ids = Array.from({ length: n }, (_, i) => `run_${String(i).padStart(3, "0")}`);
+      await Promise.all(ids.map((id) => store.createRun(newRunFor(id))));
+      const claimed = await store.claimRuns({
+        workerId: "w1",
+        workflows: ["alpha@1"],
+        limit: n,
+        leaseMs: 60_000,
+      });
+      expect(claimed).toHaveLength(n);
+      return claimed.map((c) => c.run).sort((a, b) => (a.id < b.id ? -1 : 1));
+    }
+
+    /** A pool that logs every statement its clients send. */
+    function loggingPool(real: pg.Pool): { pool: pg.Pool; log: string[] } {
+      const log: string[] = [];
+      const pool = {
+        options: real.options,
+        on: (event: "error", fn: (err: Error) => void) => {
+          real.on(event, fn);
+          return pool;
+        },
+        removeListener: (event: "error", fn: (err: Error) => void) => {
+          real.removeListener(event, fn);
+          return pool;
+        },
+        end: () => real.end(),
+        async connect(): Promise<pg.PoolClient> {
+          const client = await real.connect();
+          return new Proxy(client, {
+            get(target, prop) {
+              if (prop === "query") {
+                return (sql: string, params?: unknown[]) => {
+                  log.push(sql);
+                  return target.query(sql, params);
+                };
+              }
+              const v: unknown = Reflect.get(target, prop, target);
+              return typeof v === "function" ? v.bind(target) : v;
+            },
+          });
+        },
+      };
+      return { pool: pool as unknown as pg.Pool, log };
+    }
+
+    it("a batch of 50 with one lease lost and one conflict commits the other 48, once", async () => {
+      const { store, schema } = await openStore();
+      const runs = await claimedRuns(store, 50);
+      const r10 = runs[10]!;
+      const r20 = runs[20]!;
+      // Run #10 is taken over by another worker; run #20 already holds key "a".
+      await withClient(base, (c) =>
+        c.query(`UPDATE "${schema}".runs SET epoch = epoch + 1 WHERE id = $1`, [r10.id]),
+      );
+      const existing = stepOf(r20.id, "a", 0, { result: '"first"' });
+      await store.appendRecords([{ runId: r20.id, epoch: r20.epoch, steps: [existing] }]);
+
+      const writeOf = (run: RunRecord): RunWrite => ({
+        runId: run.id,
+        epoch: run.epoch,
+        steps: [
+          stepOf(run.id, "a", 0, { spend: { tokens: 10, usd: 0.1 } }),
+          stepOf(run.id, "b", 1, { spend: { usd: 0.2 } }),
+        ],
+        attempts: [
+          {
+            runId: run.id,
+            key: "b",
+            attempt: 1,
+            generation: 0,
+            startedAt: 1,
+            endedAt: 2,
+            error: { name: "Error", message: "first try failed" },
+            spend: { tokens: 1 },
+            retryAt: 3,
+          },
+        ],
+        intents: [
+          { runId: run.id, key: "c", kind: "effect", name: "c", data: '{"x":1}', createdAt: 4 },
+        ],
+      });
+      const batch = runs.map(writeOf);
+      const expected = runs.map((run) =>
+        run === r10
+          ? { ok: false, reason: "lease-lost" }
+          : run === r20
+            ? { ok: false, reason: "conflict", key: "a" }
+            : { ok: true },
+      );
+      expect(await store.appendRecords(batch)).toEqual(expected);
+
+      async function expectLandedOnce() {
+        for (const run of runs) {
+          const journal = await store.loadJournal(run.id);
+          const spent = (await store.getRun(run.id))?.budgetSpent;
+          if (run === r10) {
+            expect(journal).toEqual({ steps: [], attempts: [], intents: [], events: [] });
+            expect(spent).toEqual({});
+          } else if (run === r20) {
+            expect(journal).toEqual({ steps: [existing], attempts: [], intents: [], events: [] });
+            expect(spent).toEqual({});
+          } else {
+            const w = writeOf(run);
+            expect(journal).toEqual({
+              steps: w.steps,
+              attempts: w.attempts,
+              intents: w.intents,
+              events: [],
+            });
+            // Summed as JavaScript sums (0.1 + 0.2 is not 0.3), each row once.
+            expect(spent).toEqual({ tokens: 11, usd: 0.1 + 0.2 });
+          }
+        }
+      }
+      await expectLandedOnce();
+      // The whole batch again, as after a lost answer: the same outcomes, nothing new.
+      expect(await store.appendRecords(structuredClone(batch))).toEqual(expected);
+      await expectLandedOnce();
+    });
+
+    it("sends a batch of any size as one statement", async () => {
+      const real = new pg.Pool({ connectionString: base, max: 2 });
+      cleanups.push(() => real.end());
+      const { pool, log } = loggingPool(real);
+      const { store } = await openStore({ pool });
+      const runs = await claimedRuns(store, 40);
+      for (const size of [1, 40]) {
+        log.length = 0;
+        const out = await store.appendRecords(
+          runs.slice(0, size).map((run) => ({
+            runId: run.id,
+            epoch: run.epoch,
+            steps: [stepOf(run.id, `s${size}`, size)],
+          })),
+        );
+        expect(out).toEqual(runs.slice(0, size).map(() => ({ ok: true })));
+        // A caller's pool gets the session timeouts in its BEGIN; the store's own pool
+        // sends the one SELECT alone, in autocommit.
+        expect(log).toHaveLength(3);
+        expect(log[0]).toMatch(/^BEGIN/);
+        expect(log[1]).toMatch(/^SELECT "[a-z0-9_]+"\.append_records\(\$1::jsonb, \$2::bigint\)/);
+        expect(log[2]).toBe("COMMIT");
+      }
+    });
+
+    it("compares repeats of a key within one write, and writes of one run in one batch", async () => {
+      const { store } = await openStore();
+      const [run] = await claimedRuns(store, 1);
+      const a = stepOf(run!.id, "a", 0, { spend: { tokens: 5 } });
+      const w = { runId: run!.id, epoch: run!.epoch };
+      // The same record twice in a write: stored and counted once.
+      expect(await store.appendRecords([{ ...w, steps: [a, { ...a }] }])).toEqual([{ ok: true }]);
+      // A different one after it: a conflict, and the write's other records land nothing.
+      const b = stepOf(run!.id, "b", 1, { spend: { tokens: 7 } });
+      expect(await store.appendRecords([{ ...w, steps: [b, { ...b, name: "other" }] }])).toEqual([
+        { ok: false, reason: "conflict", key: "b" },
+      ]);
+      // Two writes of one run in one batch: the second sees the first.
+      expect(
+        await store.appendRecords([
+          { ...w, steps: [b] },
+          { ...w, steps: [b, stepOf(run!.id, "c", 2)] },
+          { ...w, steps: [{ ...b, result: '"changed"' }] },
+        ]),
+      ).toEqual([{ ok: true }, { ok: true }, { ok: false, reason: "conflict", key: "b" }]);
+      expect((await store.loadJournal(run!.id)).steps.map((s) => s.key)).toEqual(["a", "b", "c"]);
+      expect((await store.getRun(run!.id))?.budgetSpent).toEqual({ tokens: 12 });
+    });
+
+    it("an event named twice in one write goes to its first key", async () => {
+      const { store } = await openStore();
+      const [run] = await claimedRuns(store, 1);
+      const ev = await store.sendEvent({ runId: run!.id, name: "go", payload: "1" });
+      if (!ev.ok) throw new Error("sendEvent refused");
+      const w = { runId: run!.id, epoch: run!.epoch };
+      expect(
+        await store.appendRecords([
+          {
+            ...w,
+            consume: [
+              { eventSeq: ev.event.seq, key: "wait:0" },
+              { eventSeq: ev.event.seq, key: "wait:1" },
+            ],
+          },
+        ]),
+      ).toEqual([{ ok: false, reason: "conflict", key: "wait:1" }]);
+      expect((await store.loadJournal(run!.id)).events).toEqual([ev.event]);
+      const twice = [
+        { eventSeq: ev.event.seq, key: "wait:0" },
+        { eventSeq: ev.event.seq, key: "wait:0" },
+      ];
+      expect(await store.appendRecords([{ ...w, consume: twice }])).toEqual([{ ok: true }]);
+      expect(await store.appendRecords([{ ...w, consume: twice }])).toEqual([{ ok: true }]);
+      expect((await store.loadJournal(run!.id)).events).toEqual([]);
+    });
+
+    it("refuses a NUL character or an over-long key with a StoreError, landing nothing", async () => {
+      const { store } = await openStore();
+      const [good, bad] = await claimedRuns(store, 2);
+      const goodWrite = {
+        runId: good!.id,
+        epoch: good!.epoch,
+        steps: [stepOf(good!.id, "a", 0, { spend: { tokens: 1 } })],
+      };
+      const cases: Array<{ step: StepRecord; message: RegExp }> = [
+        { step: stepOf(bad!.id, "nul\u0000key", 0), message: /NUL character/ },
+        { step: stepOf(bad!.id, "k", 0, { result: "a\u0000b" }), message: /NUL character/ },
+        // Random hex does not compress: too big for a btree entry.
+        { step: stepOf(bad!.id, randomBytes(8_000).toString("hex"), 0), message: /too long/ },
+      ];
+      for (const c of cases) {
+        const err = await store
+          .appendRecords([goodWrite, { runId: bad!.id, epoch: bad!.epoch, steps: [c.step] }])
+          .catch((e: unknown) => e);
+        expect(err).toBeInstanceOf(StoreError);
+        expect((err as Error).message).toMatch(c.message);
+        expect((err as Error).message).toContain("appendRecords");
+      }
+      for (const run of [good!, bad!]) {
+        expect((await store.loadJournal(run.id)).steps).toEqual([]);
+        expect((await store.getRun(run.id))?.budgetSpent).toEqual({});
+      }
     });
   });
 

@@ -1,4 +1,4 @@
-// Row <-> record mapping for the PostgreSQL store, and the record comparison that makes
+// Row <-> record mapping for the PostgreSQL store, and the normalization that makes
 // journal writes idempotent. Kept apart so the verbs read as SQL + decisions, and so the
 // one place that turns driver values (int8 as string, jsonb as parsed JSON) into plain
 // records is easy to audit: no driver type may cross the Store interface.
@@ -210,9 +210,11 @@ export function toWorker(r: WorkerRow): WorkerRecord {
 
 // ---- idempotent writes ----
 // A journal write that finds a row under its key is a no-op when the row is the same record,
-// and a conflict otherwise. "The same" is judged on the record as it reads back (jsonb
-// reorders keys, JSON drops undefined members, times are stored as whole ms), so a retry
-// after an unknown commit outcome compares equal to what the first try stored.
+// and a conflict otherwise. "The same" is judged on the record as it reads back (JSON drops
+// undefined members, times are stored as whole ms): records are normalized to that form
+// before they are sent, and append_records compares them with the stored rows column by
+// column, jsonb by jsonb equality (which ignores key order). So a retry after an unknown
+// commit outcome compares equal to what the first try stored.
 
 /** Whole milliseconds, as a bigint column stores them. */
 export function ms(v: number): number {
@@ -261,26 +263,4 @@ export function normalizeIntent(i: IntentRecord): IntentRecord {
     data: i.data,
     createdAt: ms(i.createdAt),
   };
-}
-
-/** JSON with sorted keys and undefined members dropped: equal iff the records are equal. */
-export function canonicalJson(v: unknown): string {
-  return JSON.stringify(sortKeys(v));
-}
-
-function sortKeys(v: unknown): unknown {
-  if (Array.isArray(v)) return v.map(sortKeys);
-  if (v !== null && typeof v === "object") {
-    const out: Record<string, unknown> = {};
-    for (const k of Object.keys(v).sort()) {
-      const x = (v as Record<string, unknown>)[k];
-      if (x !== undefined) out[k] = sortKeys(x);
-    }
-    return out;
-  }
-  return v;
-}
-
-export function sameRecord(a: unknown, b: unknown): boolean {
-  return canonicalJson(a) === canonicalJson(b);
 }

@@ -28,10 +28,13 @@ export interface Tables {
   events: string;
   workers: string;
   schemaVersion: string;
+  /** The store's functions (migration 2): the group commit, and its amount sum. */
+  appendRecords: string;
+  addAmounts: string;
 }
 
-/** Qualified, quoted table names. `schema` must already match SCHEMA_NAME: it is the only
- *  identifier ever put into SQL text; every value travels as a parameter. */
+/** Qualified, quoted table (and function) names. `schema` must already match SCHEMA_NAME:
+ *  it is the only identifier ever put into SQL text; every value travels as a parameter. */
 export function tablesIn(schema: string): Tables {
   const q = `"${schema}"`;
   return {
@@ -42,6 +45,8 @@ export function tablesIn(schema: string): Tables {
     events: `${q}.events`,
     workers: `${q}.workers`,
     schemaVersion: `${q}.schema_version`,
+    appendRecords: `${q}.append_records`,
+    addAmounts: `${q}.add_amounts`,
   };
 }
 
