@@ -25,7 +25,10 @@ export class Worker {
   readonly active = new Map<string, Execution>();
   private pollTimer: NodeJS.Timeout | undefined;
   private heartbeatTimer: NodeJS.Timeout | undefined;
-  private polling = false;
+  /** The claim round in flight, if any: close() waits for it. */
+  private polling: Promise<void> | undefined;
+  /** Releases of runs claimed after close() began. */
+  private readonly handingBack = new Set<Promise<void>>();
   private pollAgain = false;
   private closed = false;
   private lastRenewOk: number;
@@ -72,7 +75,7 @@ export class Worker {
   /** Asks for a claim round now (a run was started, an event sent, a slot freed). */
   poke(): void {
     if (this.closed) return;
-    if (this.polling) {
+    if (this.polling !== undefined) {
       this.pollAgain = true;
       return;
     }
@@ -88,9 +91,21 @@ export class Worker {
     }, delayMs);
   }
 
-  private async pollOnce(): Promise<void> {
-    if (this.closed || this.polling) return;
-    this.polling = true;
+  private pollOnce(): Promise<void> {
+    if (this.closed || this.polling !== undefined) return this.polling ?? Promise.resolve();
+    this.polling = this.claimRound().finally(() => {
+      this.polling = undefined;
+      if (this.pollAgain) {
+        this.pollAgain = false;
+        this.schedulePoll(0);
+      } else {
+        this.schedulePoll(this.o.pollIntervalMs);
+      }
+    });
+    return this.polling;
+  }
+
+  private async claimRound(): Promise<void> {
     try {
       const free = this.o.concurrency - this.active.size;
       if (free > 0) {
@@ -106,19 +121,16 @@ export class Worker {
       }
     } catch (err) {
       this.o.execution.log("claiming runs failed; retrying at the next poll", err);
-    } finally {
-      this.polling = false;
-      if (this.pollAgain) {
-        this.pollAgain = false;
-        this.schedulePoll(0);
-      } else {
-        this.schedulePoll(this.o.pollIntervalMs);
-      }
     }
   }
 
   private launch(claim: ClaimedRun): void {
-    if (this.closed) return;
+    if (this.closed) {
+      // Claimed by a round that was in flight when close() began: hand it straight back.
+      const p = this.handBack(claim).finally(() => this.handingBack.delete(p));
+      this.handingBack.add(p);
+      return;
+    }
     const wf = this.o.workflows.get(`${claim.run.workflow}@${claim.run.version}`);
     if (!wf) return; // cannot happen: claims are filtered by our workflows
     this.stats.claimed++;
@@ -197,36 +209,56 @@ export class Worker {
     }
   }
 
+  private async handBack(claim: ClaimedRun): Promise<void> {
+    const { store } = this.o;
+    try {
+      await store.releaseRun({
+        runId: claim.run.id,
+        epoch: claim.run.epoch,
+        status: "pending",
+        readyAt: await store.now(),
+        reason: null,
+      });
+    } catch (err) {
+      this.o.execution.log(`handing back run "${claim.run.id}" failed; its lease will expire`, err);
+    }
+  }
+
   async close(graceMs: number): Promise<void> {
     this.closed = true;
     if (this.pollTimer) clearTimeout(this.pollTimer);
     if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
     for (const u of this.unsubscribe) u();
+    // A claim round in flight may still commit: wait for it (bounded), so whatever it
+    // claimed is handed back before this worker's row goes.
+    if (this.polling !== undefined) await withTimeout(this.polling, graceMs);
     const running = [...this.active.values()];
-    if (running.length > 0) {
-      let timer: NodeJS.Timeout | undefined;
-      const grace = new Promise<void>((r) => {
-        timer = setTimeout(r, graceMs);
-      });
-      await Promise.race([Promise.all(running.map((e) => e.finished)), grace]);
-      clearTimeout(timer);
-    }
+    if (running.length > 0) await withTimeout(Promise.all(running.map((e) => e.finished)), graceMs);
     for (const ex of this.active.values()) ex.abandon();
     // Let a heartbeat in flight finish before the store closes, but never wait on a store
     // that hangs.
     if (this.heartbeating !== undefined) {
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([
-        this.heartbeating,
-        new Promise<void>((r) => {
-          timer = setTimeout(r, Math.min(graceMs, 2_000));
-        }),
-      ]);
-      clearTimeout(timer);
+      await withTimeout(this.heartbeating, Math.min(graceMs, 2_000));
     }
+    await Promise.all(this.handingBack);
     // Removing the worker row makes every run it still leases claimable now.
     await this.o.store.removeWorker(this.o.id);
   }
+}
+
+/** Waits for `p`, but no longer than `ms`. */
+async function withTimeout(p: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    p.then(
+      () => {},
+      () => {},
+    ),
+    new Promise<void>((r) => {
+      timer = setTimeout(r, ms);
+    }),
+  ]);
+  clearTimeout(timer);
 }
 
 function pidAlive(pid: number): boolean {
