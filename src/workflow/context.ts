@@ -10,6 +10,11 @@
 //   recorded calls remain unreplayed (checked once pending microtasks settle), fails the
 //   run with NonDeterminismError and writes nothing more;
 // - once halted, nothing more is written and late results are discarded.
+//
+// Why one file past 400 lines: every call kind (step, effect, sleep, wait, child, now) reads
+// and changes the same small state machine — the journal cursor, the count of active work,
+// the set of blocked branches, the halt — and suspension is only correct if they all do it
+// the same way. Splitting it would put that state behind an interface wider than the file.
 
 import { randomUUID } from "node:crypto";
 import { decode, EncodeError, encode } from "../codec/codec.js";
