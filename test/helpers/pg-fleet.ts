@@ -161,3 +161,24 @@ export async function statusCounts(c: pg.ClientBase, schema: string): Promise<Ma
 export function describeCounts(counts: Map<string, number>): string {
   return [...counts].map(([k, v]) => `${k} ${v}`).join(", ") || "no runs";
 }
+
+/** The exactly-once check both torture files end with: `expected` step rows, none doubled
+ *  (the primary key forbids it; this checks they are all there), and `expected` provider
+ *  keys, each applied once. Needs an `expect` so a failure names the count that is off. */
+export async function expectJournalAndLedgerExact(
+  c: pg.ClientBase,
+  schema: string,
+  expected: number,
+  expect: (actual: number, what: string) => void,
+): Promise<void> {
+  const j = await c.query<{ n: string; distinct_keys: string }>(
+    `SELECT count(*) AS n, count(DISTINCT (run_id, key)) AS distinct_keys FROM "${schema}".steps`,
+  );
+  expect(Number(j.rows[0]?.n) - expected, "step rows minus expected");
+  expect(Number(j.rows[0]?.distinct_keys) - expected, "distinct step keys minus expected");
+  const l = await c.query<{ n: string; keys: string }>(
+    `SELECT count(*) AS n, count(DISTINCT key) AS keys FROM "${schema}".ledger`,
+  );
+  expect(Number(l.rows[0]?.n) - expected, "ledger rows minus expected");
+  expect(Number(l.rows[0]?.keys) - expected, "distinct ledger keys minus expected");
+}
