@@ -14,13 +14,7 @@ import {
 import { type Clock, realClock } from "../lib/clock.js";
 import { newId } from "../lib/ids.js";
 import { sqliteStore } from "../store/sqlite/sqlite-store.js";
-import {
-  type Amounts,
-  type RunFilter,
-  type RunRecord,
-  type Store,
-  TERMINAL_STATUSES,
-} from "../store/store.js";
+import type { Amounts, RunFilter, RunRecord, Store } from "../store/store.js";
 import type { AnyWorkflow, Workflow } from "../workflow/define.js";
 import { Committer } from "./committer.js";
 import { type RunView, type StepView, stepViews, toRunView } from "./views.js";
@@ -163,6 +157,7 @@ export function createEngine(options: EngineOptions = {}): Engine {
       const done = () => {
         clearTimeout(timer);
         set.delete(done);
+        if (set.size === 0 && waiters.get(runId) === set) waiters.delete(runId);
         resolve();
       };
       const timer = setTimeout(done, ms);
@@ -405,5 +400,3 @@ export function createEngine(options: EngineOptions = {}): Engine {
   };
   return engine;
 }
-
-export { TERMINAL_STATUSES };

@@ -98,22 +98,11 @@ export class Execution {
   }
 
   /** The store failed under this execution (connection lost, disk full): hand the run back
-   *  as pending so it resumes from its journal; if even that fails, its lease expires and
-   *  any worker takes it over. A store problem never fails a run. */
+   *  so it resumes from its journal. A store problem never fails a run. */
   private async handBack(err: unknown): Promise<void> {
     this.deps.log(`run "${this.runId}": interrupted by a store error; it will resume`, err);
     if (this.abandoned) return;
-    try {
-      await this.deps.store.releaseRun({
-        runId: this.runId,
-        epoch: this.epoch,
-        status: "pending",
-        readyAt: await this.deps.store.now(),
-        reason: null,
-      });
-    } catch {
-      // The lease runs out instead.
-    }
+    await handBackRun(this.deps.store, this.runId, this.epoch);
   }
 
   private async release(outcome: Outcome): Promise<void> {
@@ -219,5 +208,22 @@ export class Execution {
       payload = encode({ error: toErrorRecord(err) });
     }
     return [{ runId: parentId, name: `${CHILD_EVENT_PREFIX}${this.runId}`, payload }];
+  }
+}
+
+/** Releases a claimed run to pending, ready now, fenced by `epoch`: another worker (or this
+ *  one) resumes it from its journal. If even that fails, the lease runs out instead. */
+export async function handBackRun(store: Store, runId: string, epoch: number): Promise<boolean> {
+  try {
+    const res = await store.releaseRun({
+      runId,
+      epoch,
+      status: "pending",
+      readyAt: await store.now(),
+      reason: null,
+    });
+    return res.ok;
+  } catch {
+    return false;
   }
 }

@@ -113,6 +113,7 @@ export function stepViews(journal: Journal): StepView[] {
     byKey.set(s.key, view);
     order.push({ key: s.key, seq: s.seq });
   }
+  const intents = new Map(journal.intents.map((i) => [i.key, i]));
   let tail = Number.MAX_SAFE_INTEGER / 2;
   const attempts = [...journal.attempts].sort(
     (a, b) => a.generation - b.generation || a.attempt - b.attempt,
@@ -122,8 +123,8 @@ export function stepViews(journal: Journal): StepView[] {
     if (!view) {
       view = {
         key: a.key,
-        name: a.key.replace(/#\d+$/, ""),
-        kind: journal.intents.find((i) => i.key === a.key)?.kind ?? "step",
+        name: intents.get(a.key)?.name ?? a.key.replace(/#\d+$/, ""),
+        kind: intents.get(a.key)?.kind ?? "step",
         status: a.retryAt === null ? "failed" : "retrying",
         attempts: [],
         spend: {},

@@ -7,7 +7,7 @@ import { hostname } from "node:os";
 import type { Clock } from "../lib/clock.js";
 import type { ClaimedRun, Store } from "../store/store.js";
 import type { Workflow } from "../workflow/define.js";
-import { Execution, type ExecutionDeps } from "./execution.js";
+import { Execution, type ExecutionDeps, handBackRun } from "./execution.js";
 
 export interface WorkerOptions {
   id: string;
@@ -189,8 +189,10 @@ export class Worker {
   }
 
   private async markUnserved(): Promise<void> {
-    const { store, clock, leaseMs } = this.o;
-    const now = clock.now();
+    const { store, leaseMs } = this.o;
+    // Heartbeats are stamped by the store's clock (the database's on PostgreSQL): judge
+    // them by the same clock, never this worker's, or skew would make live workers "dead".
+    const now = await store.now();
     const served = new Set<string>();
     for (const w of await store.listWorkers()) {
       if (now - w.heartbeatAt <= leaseMs) for (const wf of w.workflows) served.add(wf);
@@ -210,17 +212,8 @@ export class Worker {
   }
 
   private async handBack(claim: ClaimedRun): Promise<void> {
-    const { store } = this.o;
-    try {
-      await store.releaseRun({
-        runId: claim.run.id,
-        epoch: claim.run.epoch,
-        status: "pending",
-        readyAt: await store.now(),
-        reason: null,
-      });
-    } catch (err) {
-      this.o.execution.log(`handing back run "${claim.run.id}" failed; its lease will expire`, err);
+    if (!(await handBackRun(this.o.store, claim.run.id, claim.run.epoch))) {
+      this.o.execution.log(`handing back run "${claim.run.id}" failed; its lease will expire`);
     }
   }
 
