@@ -77,6 +77,23 @@ describe("checkReplay", () => {
     expect(bad.every((r) => r.verdict === "diverged")).toBe(true);
     expect(bad[0]?.detail).toContain('"lint"');
     expect(bad[0]?.detail).toContain('"notify"');
+    // A step appended after the last one: the completed run cannot have been produced by
+    // this code; the waiting run has not got that far and still matches.
+    const appended = workflow({ name: "deployable", version: "1" }, async (ctx, n: number) => {
+      const a = await ctx.step("a", () => n + 1);
+      await ctx.effect("notify", { perform: () => "sent", reconcile: () => undefined });
+      if (n === 0) await ctx.waitForEvent("go");
+      const b = await ctx.step("b", () => a * 2);
+      await ctx.step("extra", () => {
+        bodies++;
+      });
+      return b;
+    });
+    const tail = await checkReplay({ store: h.store(), workflows: [appended] });
+    const byRun = new Map(tail.map((r) => [r.runId, r]));
+    expect(byRun.get("done")?.verdict).toBe("diverged");
+    expect(byRun.get("done")?.detail).toContain('"extra"');
+    expect(byRun.get("waiting")?.verdict).toBe("ok");
     expect(bodies).toBe(0);
     expect(reconciles).toBe(0);
     expect(

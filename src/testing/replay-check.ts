@@ -140,6 +140,14 @@ async function checkOne(
       return { ...base, verdict: "error", replayed, detail: `${e.name}: ${e.message}` };
     }
     case "frontier":
+      if (run.status === "completed" || run.status === "failed") {
+        return {
+          ...base,
+          verdict: "diverged",
+          replayed,
+          detail: `the run is ${run.status}, but this code calls "${outcome.key}" after everything it recorded`,
+        };
+      }
       return {
         ...base,
         verdict: "ok",
