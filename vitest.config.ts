@@ -1,3 +1,4 @@
+import { fileURLToPath } from "node:url";
 import { configDefaults, defineConfig } from "vitest/config";
 
 // test/pg-restart.test.ts restarts the PostgreSQL server, which drops every connection on
@@ -6,7 +7,20 @@ import { configDefaults, defineConfig } from "vitest/config";
 const RESTARTS_POSTGRES = "test/pg-restart.test.ts";
 
 export default defineConfig({
+  // examples/ import the package by name, as a user's tests do ("cairn", "cairn/testing");
+  // here those names mean the source, so the examples test the code of this checkout.
+  resolve: {
+    alias: [
+      { find: /^cairn$/, replacement: fileURLToPath(new URL("./src/index.ts", import.meta.url)) },
+      {
+        find: /^cairn\/testing$/,
+        replacement: fileURLToPath(new URL("./src/testing/index.ts", import.meta.url)),
+      },
+    ],
+  },
   test: {
+    // Prints what the torture tests did (kills, zombies, restarts, runs) after the run.
+    globalSetup: ["test/helpers/torture-summary.ts"],
     testTimeout: 120_000,
     hookTimeout: 60_000,
     pool: "forks",
@@ -15,7 +29,7 @@ export default defineConfig({
         extends: true,
         test: {
           name: "default",
-          include: ["src/**/*.test.ts", "test/**/*.test.ts"],
+          include: ["src/**/*.test.ts", "test/**/*.test.ts", "examples/**/*.test.ts"],
           exclude: [...configDefaults.exclude, RESTARTS_POSTGRES],
           sequence: { groupOrder: 0 },
         },

@@ -175,3 +175,49 @@ export async function measureResume(
 function waiting(run: { status: string } | undefined): boolean {
   return run?.status === "waiting";
 }
+
+export interface AgentRunsResult {
+  /** From the first start() call to the last result(): creating, claiming, every step,
+   *  the release and reading the result back, as an application sees it. */
+  ms: number;
+  steps: number;
+  runIds: string[];
+}
+
+/** `runs` runs of `steps` steps, each started and awaited through the public API
+ *  (`engine.start(...).result()`), all at once. Nothing is kept out of the window. */
+export async function measureAgentRuns(
+  b: BenchEngine,
+  p: { runs: number; steps: number },
+): Promise<AgentRunsResult> {
+  const t0 = now();
+  const ids = await within(
+    Promise.all(
+      Array.from({ length: p.runs }, async () => {
+        const run = await b.engine.start(loop, { steps: p.steps });
+        const out = await run.result();
+        if (out !== expectedSum(p.steps)) throw new Error(`bench: a run returned ${String(out)}`);
+        return run.id;
+      }),
+    ),
+    120_000,
+    `${p.runs} runs of ${p.steps} steps (start -> result)`,
+  );
+  return { ms: now() - t0, steps: p.runs * p.steps, runIds: ids };
+}
+
+/** `runs` runs of `steps` steps, each started and awaited before the next starts. */
+export async function measureSequentialRuns(
+  b: BenchEngine,
+  p: { runs: number; steps: number },
+): Promise<AgentRunsResult & { perRunMs: number[] }> {
+  const perRunMs: number[] = [];
+  const runIds: string[] = [];
+  const t0 = now();
+  for (let i = 0; i < p.runs; i++) {
+    const res = await measureAgentRuns(b, { runs: 1, steps: p.steps });
+    perRunMs.push(res.ms);
+    runIds.push(...res.runIds);
+  }
+  return { ms: now() - t0, steps: p.runs * p.steps, runIds, perRunMs };
+}

@@ -19,6 +19,8 @@ export interface Row {
   /** The median of per-round ratios (cairn and raw measured back to back), which drifting
    *  disk latency disturbs less than a ratio of medians. Default: cairn / raw. */
   ratio?: number | undefined;
+  /** The issue's target for the ratio (or for `cairn` when there is no raw floor). */
+  goal?: { atLeast?: number; atMost?: number } | undefined;
 }
 
 export interface SectionReport {
@@ -207,8 +209,26 @@ export function ratio(row: Row): number | undefined {
   return row.raw === undefined || row.raw === 0 ? undefined : row.cairn / row.raw;
 }
 
+/** "goal >= 0.80x: met" for a row with a goal, else "". */
+export function describeGoal(row: Row): string {
+  if (!row.goal) return "";
+  const value = ratio(row) ?? row.cairn;
+  const { atLeast, atMost } = row.goal;
+  const parts: string[] = [];
+  let met = true;
+  if (atLeast !== undefined) {
+    parts.push(`>= ${atLeast.toFixed(2)}`);
+    met &&= value >= atLeast;
+  }
+  if (atMost !== undefined) {
+    parts.push(`<= ${atMost.toFixed(2)}`);
+    met &&= value <= atMost;
+  }
+  return `${parts.join(" and ")}: ${met ? "met" : "NOT met"}`;
+}
+
 export function formatTable(report: SectionReport): string {
-  const header = ["benchmark", "unit", "cairn", "raw floor", "cairn/raw"];
+  const header = ["benchmark", "unit", "cairn", "raw floor", "cairn/raw", "goal"];
   const body = report.rows.map((r) => {
     const q = ratio(r);
     return [
@@ -217,6 +237,7 @@ export function formatTable(report: SectionReport): string {
       fmt(r.cairn),
       r.raw === undefined ? "-" : fmt(r.raw),
       q === undefined ? "-" : `${q.toFixed(2)}x (${r.better} is better)`,
+      describeGoal(r),
     ];
   });
   const widths = header.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));

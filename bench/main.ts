@@ -3,12 +3,26 @@
 // A Postgres section goes into `sections` beside SQLite (see lib.ts for Section).
 
 import { cpus, loadavg, platform, release } from "node:os";
+import { aiSection } from "./ai.js";
 import { fmt, formatTable, now, type Section } from "./lib.js";
 import { postgresSection } from "./postgres.js";
 import { sqliteSection } from "./sqlite.js";
+import { workspaceSection } from "./workspace.js";
 
 // The Postgres section prints a note and skips itself when the server is unreachable.
-const sections: Section[] = [sqliteSection(), postgresSection()];
+const all: Record<string, () => Section> = {
+  sqlite: sqliteSection,
+  postgres: postgresSection,
+  ai: aiSection,
+  workspace: workspaceSection,
+};
+// `npm run bench -- workspace` runs the named sections only.
+const chosen = process.argv.slice(2);
+for (const name of chosen) {
+  if (!all[name])
+    throw new Error(`bench: no section "${name}"; sections: ${Object.keys(all).join(", ")}`);
+}
+const sections: Section[] = (chosen.length > 0 ? chosen : Object.keys(all)).map((n) => all[n]!());
 
 async function main(): Promise<void> {
   const cpu = cpus();

@@ -7,7 +7,14 @@
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { createEngine, sqliteStore } from "../src/index.js";
-import { type BenchEngine, measureResume, measureRuns, type RunsResult } from "./cases.js";
+import {
+  type BenchEngine,
+  measureAgentRuns,
+  measureResume,
+  measureRuns,
+  measureSequentialRuns,
+  type RunsResult,
+} from "./cases.js";
 import {
   describeTimings,
   fmt,
@@ -38,6 +45,7 @@ async function runSection(title: string): Promise<SectionReport> {
   const tmp = tempDir();
   const report: SectionReport = { title, rows: [], notes: [`files in ${tmp.dir}`] };
   try {
+    await agentRuns(tmp.dir, report);
     await singleRun(tmp.dir, report);
     await concurrentRuns(tmp.dir, report);
     await resume(tmp.dir, report);
@@ -151,6 +159,90 @@ function storeShare(res: RunsResult): string {
     `store calls blocked the event loop ${fmt((blocking / res.ms) * 100)}% of the ` +
     `${fmt(res.ms)} ms: ${describeTimings(res.store)}`
   );
+}
+
+// ---- 0. agent-sized runs through the public API (10-50 steps, as agents make) ----
+
+async function agentRuns(dir: string, report: SectionReport): Promise<void> {
+  const steps = 20;
+  const sequentialRuns = 10;
+  const concurrent = 32;
+  const path = join(dir, "agent.db");
+  const b = openEngine(path, concurrent);
+  let raw: RawSteps | undefined;
+  try {
+    const warm = await measureAgentRuns(b, { runs: concurrent, steps });
+    await measureSequentialRuns(b, { runs: 3, steps });
+    raw = new RawSteps(join(dir, "agent-raw.db"), stepsDdl(path));
+    raw.insert(cairnSteps(path, warm.runIds));
+    const seq = { cairn: [] as number[], floor: [] as number[] };
+    const conc = { cairn: [] as number[], floor: [] as number[] };
+    const empty = { cairn: [] as number[], floor: [] as number[] };
+    let emptyCalls: ReturnType<StoreTimings["since"]> = [];
+    for (let r = 0; r < ROUNDS; r++) {
+      const s = await measureSequentialRuns(b, { runs: sequentialRuns, steps });
+      const sRows = cairnSteps(path, s.runIds);
+      const sRawMs = raw.insert(sRows);
+      seq.cairn.push(perSecond(s.steps, s.ms));
+      seq.floor.push(perSecond(sRows.length, sRawMs));
+      // A run with no step: what a run costs beyond its steps, in raw commits.
+      const s0 = b.timings.snapshot();
+      const e = await measureSequentialRuns(b, { runs: sequentialRuns, steps: 0 });
+      if (r === 0) emptyCalls = b.timings.since(s0);
+      empty.cairn.push(median(e.perRunMs));
+      empty.floor.push(sRawMs / sRows.length);
+      if (r < CONCURRENT_ROUNDS) {
+        const c = await measureAgentRuns(b, { runs: concurrent, steps });
+        const cRows = cairnSteps(path, c.runIds);
+        if (cRows.length !== c.steps) throw new Error(`bench: expected ${c.steps} rows`);
+        conc.cairn.push(perSecond(c.steps, c.ms));
+        conc.floor.push(perSecond(cRows.length, raw.insert(cRows)));
+      }
+    }
+    report.rows.push(
+      {
+        name: `${steps}-step runs one after another (start -> result)`,
+        unit: "steps/s",
+        cairn: median(seq.cairn),
+        raw: median(seq.floor),
+        better: "higher",
+        ratio: medianRatio(seq.cairn, seq.floor),
+        goal: { atLeast: 0.8 },
+      },
+      {
+        name: `${concurrent} runs x ${steps} steps at once (start -> result)`,
+        unit: "steps/s",
+        cairn: median(conc.cairn),
+        raw: median(conc.floor),
+        better: "higher",
+        ratio: medianRatio(conc.cairn, conc.floor),
+        goal: { atLeast: 3 },
+      },
+      {
+        name: "0-step run (start -> result), in raw commits",
+        unit: "ms",
+        cairn: median(empty.cairn),
+        raw: median(empty.floor),
+        better: "lower",
+        ratio: medianRatio(empty.cairn, empty.floor),
+        goal: { atMost: 2 },
+      },
+    );
+    report.notes.push(
+      `agent runs: raw floor = the same step rows, one transaction each, one after another; ` +
+        `rounds (steps/s) sequential cairn ${seq.cairn.map(fmt).join(", ")}, raw ` +
+        `${seq.floor.map(fmt).join(", ")}; ${concurrent} at once cairn ${conc.cairn.map(fmt).join(", ")}, ` +
+        `raw ${conc.floor.map(fmt).join(", ")}; 0-step run ms ${empty.cairn.map(fmt).join(", ")} ` +
+        `vs raw commit ms ${empty.floor.map(fmt).join(", ")}`,
+      `0-step run, store calls per run (first round; the engine's own claim rounds and ` +
+        `heartbeats included): ${emptyCalls
+          .map(([verb, t]) => `${verb} ${fmt(t.calls / sequentialRuns)}`)
+          .join(", ")}`,
+    );
+  } finally {
+    raw?.close();
+    await b.close();
+  }
 }
 
 // ---- 1. one run, 2,000 steps ----
@@ -292,6 +384,7 @@ async function resume(dir: string, report: SectionReport): Promise<void> {
     raw: median(res.floorMs),
     better: "lower",
     ratio: medianRatio(res.replayMs, res.floorMs),
+    goal: { atMost: 2 },
   });
   report.notes.push(
     `resume: replay = from the execution's loadJournal call to the workflow passing its last ` +
@@ -346,6 +439,13 @@ async function perStep(dir: string, report: SectionReport): Promise<void> {
         ratio: medianRatio(cairn[k]!, floor[k]!),
       });
     }
+    report.rows.push({
+      name: "per-step cost, 1,000-step run / 20-step run",
+      unit: "x",
+      cairn: medianRatio(cairn[1]!, cairn[0]!),
+      better: "lower",
+      goal: { atMost: 1.2 },
+    });
     report.notes.push(
       `per step (start -> result, including the run's release; ${ROUNDS} rounds, each with ` +
         `${sizes[0].runsPerRound} 20-step runs and ${sizes[1].runsPerRound} 1,000-step run): ` +

@@ -1,18 +1,63 @@
 // Every public error class of cairn. Each carries a stable string `code` so callers can
 // branch on it across processes (a recorded error is rebuilt from name/code/message).
 
+/** Every code a cairn error carries (docs/API.md "Errors" says when each is thrown). */
+export type ErrorCode =
+  | "NON_DETERMINISM"
+  | "FATAL"
+  | "RATE_LIMIT"
+  | "BUDGET_EXCEEDED"
+  | "RUN_CANCELED"
+  | "STEP_TIMEOUT"
+  | "SERIALIZATION"
+  | "LEASE_LOST"
+  | "WORKER_LOST"
+  | "UNKNOWN_WORKFLOW"
+  | "INPUT_VALIDATION"
+  | "RUN_NOT_FOUND"
+  | "RUN_CONFLICT"
+  | "STORE"
+  | "ENGINE_CLOSED"
+  | "WORKSPACE"
+  | "WORKSPACE_NOT_FOUND"
+  | "APPROVAL_NOT_FOUND"
+  | "APPROVAL_TOKEN"
+  | "LIMIT"
+  | "PAYLOAD_KEY";
+
+/** The run (and the call in it) an error is about, as fields a caller can branch on. */
+export interface ErrorSubject {
+  runId?: string;
+  key?: string;
+}
+
 export class CairnError extends Error {
-  readonly code: string;
-  constructor(code: string, message: string, options?: { cause?: unknown }) {
-    super(message, options);
+  readonly code: ErrorCode;
+  /** The run the error is about, when it is about one. */
+  readonly runId?: string;
+  /** The call (step key) in that run, when it is about one. */
+  readonly key?: string;
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown } & ErrorSubject) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.code = code;
     this.name = "CairnError";
+    if (options?.runId !== undefined) this.runId = options.runId;
+    if (options?.key !== undefined) this.key = options.key;
   }
+}
+
+/** The one wording of "no such run" (the engine, the HTTP API, the CLI, the stores). */
+export function runNotFound(runId: string, consequence?: string): RunNotFoundError {
+  const quoted = JSON.stringify(runId);
+  return new RunNotFoundError(
+    `Run ${quoted} does not exist${consequence ? `; ${consequence}` : ""}`,
+    { runId },
+  );
 }
 
 /** Replayed code called something other than what the journal recorded at that point. */
 export class NonDeterminismError extends CairnError {
-  constructor(message: string, options?: { cause?: unknown }) {
+  constructor(message: string, options?: { cause?: unknown } & ErrorSubject) {
     super("NON_DETERMINISM", message, options);
     this.name = "NonDeterminismError";
   }
@@ -20,7 +65,7 @@ export class NonDeterminismError extends CairnError {
 
 /** Throw from a step to fail it at once, without retries. */
 export class FatalError extends CairnError {
-  constructor(message: string, options?: { cause?: unknown }) {
+  constructor(message: string, options?: { cause?: unknown } & ErrorSubject) {
     super("FATAL", message, options);
     this.name = "FatalError";
   }
@@ -37,44 +82,90 @@ export class RateLimitError extends CairnError {
 }
 
 export class BudgetExceededError extends CairnError {
-  constructor(message: string, options?: { cause?: unknown }) {
+  constructor(message: string, options?: { cause?: unknown } & ErrorSubject) {
     super("BUDGET_EXCEEDED", message, options);
     this.name = "BudgetExceededError";
   }
 }
 
 export class RunCanceledError extends CairnError {
-  constructor(message: string, options?: { cause?: unknown }) {
+  constructor(message: string, options?: { cause?: unknown } & ErrorSubject) {
     super("RUN_CANCELED", message, options);
     this.name = "RunCanceledError";
   }
 }
 
 export class StepTimeoutError extends CairnError {
-  constructor(message: string, options?: { cause?: unknown }) {
+  constructor(message: string, options?: { cause?: unknown } & ErrorSubject) {
     super("STEP_TIMEOUT", message, options);
     this.name = "StepTimeoutError";
   }
 }
 
+/** A workspace (ctx.workspace) cannot be checkpointed or restored: a file or a checkpoint
+ *  over its size limit, a file type or name it cannot keep, a checkpoint no longer stored.
+ *  A FatalError: the step fails at once, since trying again would meet the same thing. */
+export class WorkspaceError extends FatalError {
+  constructor(message: string, options?: { cause?: unknown } & ErrorSubject) {
+    super(message, options);
+    (this as { code: string }).code = "WORKSPACE";
+    this.name = "WorkspaceError";
+  }
+}
+
+/** A run has no workspace checkpoint of that hash, or a checkpoint has no file at that path
+ *  (inspection: engine.readCheckpoint, readWorkspaceFile, diffCheckpoints). */
+export class WorkspaceNotFoundError extends CairnError {
+  constructor(message: string, options?: { cause?: unknown } & ErrorSubject) {
+    super("WORKSPACE_NOT_FOUND", message, options);
+    this.name = "WorkspaceNotFoundError";
+  }
+}
+
+/** A run has no approval of that name or key (ctx.approval). */
+export class ApprovalNotFoundError extends CairnError {
+  constructor(message: string, options?: { cause?: unknown } & ErrorSubject) {
+    super("APPROVAL_NOT_FOUND", message, options);
+    this.name = "ApprovalNotFoundError";
+  }
+}
+
+/** An approval link's token is not valid: malformed, signed by no configured key (forged or
+ *  from another deployment), or expired. Nothing was changed. */
+export class ApprovalTokenError extends CairnError {
+  constructor(message: string, options?: { cause?: unknown } & ErrorSubject) {
+    super("APPROVAL_TOKEN", message, options);
+    this.name = "ApprovalTokenError";
+  }
+}
+
 /** A value cannot be stored: unsupported type, or larger than the payload limit. */
 export class SerializationError extends CairnError {
-  constructor(message: string, options?: { cause?: unknown }) {
+  constructor(message: string, options?: { cause?: unknown } & ErrorSubject) {
     super("SERIALIZATION", message, options);
     this.name = "SerializationError";
   }
 }
 
+/** Recorded on an attempt that was in flight when its worker stopped (a crash, a kill, a
+ *  lost lease) before recording an outcome; the attempt counts toward `maxAttempts`. */
+export class WorkerLostError extends CairnError {
+  constructor(message: string, options?: { cause?: unknown } & ErrorSubject) {
+    super("WORKER_LOST", message, options);
+    this.name = "WorkerLostError";
+  }
+}
+
 /** Internal: this worker's lease on a run was taken over; it must write nothing more. */
 export class LeaseLostError extends CairnError {
-  constructor(message: string, options?: { cause?: unknown }) {
+  constructor(message: string, options?: { cause?: unknown } & ErrorSubject) {
     super("LEASE_LOST", message, options);
     this.name = "LeaseLostError";
   }
 }
 
 export class UnknownWorkflowError extends CairnError {
-  constructor(message: string, options?: { cause?: unknown }) {
+  constructor(message: string, options?: { cause?: unknown } & ErrorSubject) {
     super("UNKNOWN_WORKFLOW", message, options);
     this.name = "UnknownWorkflowError";
   }
@@ -94,7 +185,7 @@ export class InputValidationError extends CairnError {
 }
 
 export class RunNotFoundError extends CairnError {
-  constructor(message: string, options?: { cause?: unknown }) {
+  constructor(message: string, options?: { cause?: unknown } & ErrorSubject) {
     super("RUN_NOT_FOUND", message, options);
     this.name = "RunNotFoundError";
   }
@@ -102,7 +193,7 @@ export class RunNotFoundError extends CairnError {
 
 /** An id reused for another workflow, or an action the run's status does not allow. */
 export class RunConflictError extends CairnError {
-  constructor(message: string, options?: { cause?: unknown }) {
+  constructor(message: string, options?: { cause?: unknown } & ErrorSubject) {
     super("RUN_CONFLICT", message, options);
     this.name = "RunConflictError";
   }
@@ -110,9 +201,51 @@ export class RunConflictError extends CairnError {
 
 /** The store cannot be used: newer schema, corrupted file, unreachable database. */
 export class StoreError extends CairnError {
-  constructor(message: string, options?: { cause?: unknown }) {
+  constructor(message: string, options?: { cause?: unknown } & ErrorSubject) {
     super("STORE", message, options);
     this.name = "StoreError";
+  }
+}
+
+/** A different record already exists under a key: the journal is immutable, so the write
+ *  was refused. Internal: the execution that meets it fails its run with it. */
+export class WriteConflictError extends Error {
+  constructor(
+    readonly runId: string,
+    readonly key: string,
+  ) {
+    super(
+      `Run "${runId}": a different record already exists under key "${key}"; the journal is immutable, so this write was refused`,
+    );
+    this.name = "WriteConflictError";
+  }
+}
+
+/** An error as the journal records it: name, code (a CairnError's), message, stack. */
+export function toErrorRecord(err: unknown): {
+  name: string;
+  code?: string | undefined;
+  message: string;
+  stack?: string | undefined;
+} {
+  if (err instanceof Error) {
+    const code = (err as { code?: unknown }).code;
+    return {
+      name: err.name,
+      code: typeof code === "string" ? code : undefined,
+      message: err.message,
+      stack: err.stack,
+    };
+  }
+  return { name: "Error", message: String(err) };
+}
+
+/** The engine was closed: it serves no more calls. Runs are not affected (they live in the
+ *  store); a new engine (createEngine) picks them up. */
+export class EngineClosedError extends CairnError {
+  constructor(message: string, options?: { cause?: unknown } & ErrorSubject) {
+    super("ENGINE_CLOSED", message, options);
+    this.name = "EngineClosedError";
   }
 }
 
@@ -126,12 +259,14 @@ export function errorFromRecord(rec: {
   message: string;
   stack?: string | undefined;
 }): Error {
-  const ctor = rec.code ? ERROR_BY_CODE[rec.code] : undefined;
+  const make = rec.code ? ERROR_BY_CODE[rec.code as ErrorCode] : undefined;
   let err: Error;
-  if (ctor) {
-    err = new ctor(rec.message);
+  if (make) {
+    err = make(rec.message);
   } else if (rec.code) {
-    err = new CairnError(rec.code, rec.message);
+    // Not one of cairn's (a Node error's ECONNRESET, a provider's code): a plain Error that
+    // keeps its code, not a CairnError it never was.
+    err = Object.assign(new Error(rec.message), { code: rec.code });
   } else {
     err = new Error(rec.message);
   }
@@ -140,18 +275,51 @@ export function errorFromRecord(rec: {
   return err;
 }
 
-const ERROR_BY_CODE: Record<string, new (message: string) => CairnError> = {
-  NON_DETERMINISM: NonDeterminismError,
-  FATAL: FatalError,
-  RATE_LIMIT: RateLimitError,
-  BUDGET_EXCEEDED: BudgetExceededError,
-  RUN_CANCELED: RunCanceledError,
-  STEP_TIMEOUT: StepTimeoutError,
-  SERIALIZATION: SerializationError,
-  LEASE_LOST: LeaseLostError,
-  UNKNOWN_WORKFLOW: UnknownWorkflowError,
-  INPUT_VALIDATION: InputValidationError,
-  RUN_NOT_FOUND: RunNotFoundError,
-  RUN_CONFLICT: RunConflictError,
-  STORE: StoreError,
+const ERROR_BY_CODE: Partial<Record<ErrorCode, (message: string) => CairnError>> = {
+  NON_DETERMINISM: (m) => new NonDeterminismError(m),
+  FATAL: (m) => new FatalError(m),
+  RATE_LIMIT: (m) => new RateLimitError(m),
+  BUDGET_EXCEEDED: (m) => new BudgetExceededError(m),
+  RUN_CANCELED: (m) => new RunCanceledError(m),
+  STEP_TIMEOUT: (m) => new StepTimeoutError(m),
+  SERIALIZATION: (m) => new SerializationError(m),
+  LEASE_LOST: (m) => new LeaseLostError(m),
+  WORKER_LOST: (m) => new WorkerLostError(m),
+  UNKNOWN_WORKFLOW: (m) => new UnknownWorkflowError(m),
+  INPUT_VALIDATION: (m) => new InputValidationError(m),
+  RUN_NOT_FOUND: (m) => new RunNotFoundError(m),
+  RUN_CONFLICT: (m) => new RunConflictError(m),
+  STORE: (m) => new StoreError(m),
+  ENGINE_CLOSED: (m) => new EngineClosedError(m),
+  WORKSPACE: (m) => new WorkspaceError(m),
+  WORKSPACE_NOT_FOUND: (m) => new WorkspaceNotFoundError(m),
+  APPROVAL_NOT_FOUND: (m) => new ApprovalNotFoundError(m),
+  APPROVAL_TOKEN: (m) => new ApprovalTokenError(m),
+  LIMIT: (m) => new LimitError(m, { limit: "unknown", max: Number.NaN }),
+  PAYLOAD_KEY: (m) => new PayloadKeyError(m, { keyId: "unknown" }),
 };
+
+/** A stored payload is encrypted with a key this process was not given, or cannot be
+ *  decrypted with the key of that id it was given (another key under the same id, or a
+ *  damaged value). `keyId` names the key; the payload itself is never in the message. */
+export class PayloadKeyError extends CairnError {
+  readonly keyId: string;
+  constructor(message: string, options: { keyId: string; cause?: unknown }) {
+    super("PAYLOAD_KEY", message, options);
+    this.name = "PayloadKeyError";
+    this.keyId = options.keyId;
+  }
+}
+
+/** A limit of the engine (EngineOptions.limits) was reached: `limit` names it, `max` is its
+ *  value. Nothing beyond it was recorded. */
+export class LimitError extends CairnError {
+  readonly limit: string;
+  readonly max: number;
+  constructor(message: string, options: { limit: string; max: number; cause?: unknown }) {
+    super("LIMIT", message, options);
+    this.name = "LimitError";
+    this.limit = options.limit;
+    this.max = options.max;
+  }
+}

@@ -3,10 +3,9 @@
 // resume, fork, usage errors (exit 2), expected errors (exit 1, one line, no stack), and
 // `cairn worker` executing runs from a user's module until SIGTERM.
 
-import { spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   createEngine,
@@ -17,53 +16,11 @@ import {
   workflow,
 } from "../src/index.js";
 import { postgresStore } from "../src/store/postgres/postgres-store.js";
+import { cairn, expectFailure, ROOT, startCairn } from "./helpers/cli.js";
 import { postgresTestUrl, testSchema } from "./helpers/postgres.js";
 import { tempDir, until } from "./helpers/sqlite.js";
 
-const ROOT = fileURLToPath(new URL("..", import.meta.url));
-const MAIN = join(ROOT, "src/cli/main.ts");
 const INDEX = join(ROOT, "src/index.ts");
-
-interface CliResult {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** Starts `cairn <args>` (from the sources, via tsx) in the repository root. */
-function startCairn(args: string[], env: Record<string, string> = {}) {
-  const child = spawn(process.execPath, ["--import", "tsx", MAIN, ...args], {
-    cwd: ROOT,
-    env: { ...process.env, CAIRN_STORE: "", CAIRN_PG_SCHEMA: "", CAIRN_DEBUG: "", ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  const output = { stdout: "", stderr: "" };
-  child.stdout?.on("data", (d) => {
-    output.stdout += d;
-  });
-  child.stderr?.on("data", (d) => {
-    output.stderr += d;
-  });
-  const done = new Promise<CliResult>((resolve, reject) => {
-    child.on("error", reject);
-    child.on("close", (code, signal) => resolve({ code, signal, ...output }));
-  });
-  return { child, output, done };
-}
-
-function cairn(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
-  return startCairn(args, env).done;
-}
-
-/** An expected failure: the given exit code, one `cairn: ...` message, no stack trace. */
-function expectFailure(res: CliResult, code: 1 | 2, message: string | RegExp): void {
-  expect(res.code, res.stderr).toBe(code);
-  expect(res.stdout).toBe("");
-  expect(res.stderr.startsWith("cairn: ")).toBe(true);
-  expect(res.stderr).toMatch(message);
-  expect(res.stderr).not.toMatch(/^\s+at /m);
-}
 
 const state = { failing: true };
 
@@ -138,9 +95,11 @@ describe("cairn CLI (SQLite)", () => {
     expect(table.code, table.stderr).toBe(0);
     const lines = table.stdout.trim().split("\n");
     expect(lines[0]).toMatch(/^ID\s+WORKFLOW\s+STATUS\s+REASON\s+CREATED\s+UPDATED$/);
-    expect(table.stdout).toMatch(/wait-1\s+approve@1\s+waiting\s+-\s+\d{4}-\d\d-\d\dT/);
+    expect(table.stdout).toMatch(
+      /wait-1\s+approve@1\s+waiting\s+waiting for event "approval"\s+\d{4}-\d\d-\d\dT/,
+    );
     expect(table.stdout).toMatch(/flaky-1\s+flaky@1\s+failed\s+/);
-    expect(table.stdout).toMatch(/costly-1\s+costly@1\s+paused\s+budget/);
+    expect(table.stdout).toMatch(/costly-1\s+costly@1\s+paused\s+paused for budget: usd 2 of 1/);
 
     const json = await cairn(["runs", "--json", "--status", "waiting,paused"], env);
     expect(json.code, json.stderr).toBe(0);
@@ -257,7 +216,7 @@ describe("cairn CLI (SQLite)", () => {
     expectFailure(
       await cairn(["fork", "wait-1", "--from", "nope"], env),
       1,
-      /no completed step "nope"; fork from one of: plan, approval, finish/,
+      /no recorded step "nope"; fork from one of: plan, approval, finish/,
     );
   });
 
@@ -275,6 +234,8 @@ describe("cairn CLI (SQLite)", () => {
       [["runs", "--bogus"], /Unknown option '--bogus'/],
       [["resume", "costly-1", "--budget", "usd=-1"], /--budget expects name=amount pairs/],
       [["fork", "wait-1"], /missing --from <step>/],
+      // The engine's TypeError for a bad value is the command line's mistake, not a bug.
+      [["fork", "wait-1", "--from", "plan", "--id", ""], /fork\(\): run id "" is invalid/],
       [["runs", "--schema", "x"], /--schema applies only to a PostgreSQL store/],
       [["runs", "--store", "mysql://localhost/db"], /unsupported store "mysql:\/\/\.\.\."/],
       [["worker", "m.mjs", "--concurrency", "0"], /--concurrency must be a whole number >= 1/],

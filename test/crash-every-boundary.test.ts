@@ -1,4 +1,4 @@
-// Proof 1 of the foundation: a 12-step run in a child process is SIGKILLed at every
+// Crash at every boundary: a 12-step run in a child process is SIGKILLed at every
 // boundary of every step (before its function, after the function returned but before
 // its record, after its record). One restarted process then finishes every run. Each run's
 // output must equal an uninterrupted run's, and every step function must have run exactly

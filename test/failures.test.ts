@@ -1,4 +1,4 @@
-// Failures under control (issue 4): retries with backoff and recorded attempts, rate limits,
+// Failures under control: retries with backoff and recorded attempts, rate limits,
 // budgets as a durable ledger, cancellation, step timeouts, resume of failed runs, fork.
 
 import { describe, expect, it } from "vitest";

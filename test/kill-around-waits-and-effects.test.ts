@@ -104,9 +104,13 @@ describe("kills around effects, children, sleeps and waits", () => {
       ledger,
     );
     expect(outputs.par).toBe("parent got kid-result");
-    expect(outputs["par:kid"]).toBe("kid-result");
-    expect(Object.keys(outputs).sort()).toEqual(["par", "par:kid"]);
-    expect(ledgerLines(ledger)).toEqual(["par:kid kid-work"]);
+    expect(outputs["par/kid"]).toBe("kid-result");
+    expect(Object.keys(outputs).sort()).toEqual(["par", "par/kid"]);
+    // The child was created once. Its step may have run in the killed process too (a body
+    // cut by a crash before its record runs again), so its work ran once or twice.
+    const work = ledgerLines(ledger);
+    expect(new Set(work)).toEqual(new Set(["par/kid kid-work"]));
+    expect(work.length).toBeLessThanOrEqual(2);
   });
 
   it("sleep and wait survive a kill before their record, after it, and after the wake-up", async () => {

@@ -5,7 +5,8 @@
 import { once } from "node:events";
 import { createServer, type Socket } from "node:net";
 import { describe, expect, it } from "vitest";
-import { createEngine, type Engine, postgresStore, type Store, workflow } from "../src/index.js";
+import { createEngine, type Engine, type Store, workflow } from "../src/index.js";
+import { postgresStore } from "../src/postgres.js";
 import { spawnFixture } from "./helpers/child.js";
 import { postgresTestUrl, testSchema, withClient } from "./helpers/postgres.js";
 
@@ -101,7 +102,7 @@ describe("PostgreSQL store bugs", () => {
       // may claim it until its lease runs out (30 s by default; forever under a virtual
       // clock, which is how test/waits.test.ts "(d) of two approvals..." hangs for 120 s on
       // PostgreSQL in about 1 run in 6 on a loaded machine). Expected: close() waits for
-      // the in-flight claim (or releases runs claimed after it began), as API.md's
+      // the in-flight claim (or releases runs claimed after it began), as docs/API.md's
       // "close() ... releases leases" promises.
       const base = url ?? "";
       const { schema, drop } = testSchema(base, "cairn_bug");

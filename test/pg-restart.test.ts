@@ -1,7 +1,7 @@
-// PostgreSQL torture, proof 4 (issue "PostgreSQL backend: many workers on many machines";
-// failure-modes.md row 9): three worker processes execute 200 runs while every ~200 ms
-// the server terminates all of their connections (pool, LISTEN and the provider's), and
-// once, mid-run, the whole PostgreSQL server restarts. Every run completes; no journal row
+// PostgreSQL torture: connections lost at any moment, and a server restart. Three worker
+// processes execute 200 runs while every ~200 ms the server terminates all of their
+// connections (pool, LISTEN and the provider's), and once, mid-run, the whole PostgreSQL
+// server restarts. Every run completes; no journal row
 // is doubled or lost; the idempotent provider applied every key once.
 //
 // A restart drops EVERY connection on the server, so this file runs alone: vitest.config.ts
@@ -13,7 +13,8 @@ import { existsSync, readdirSync } from "node:fs";
 import { promisify } from "node:util";
 import { afterAll, describe, expect, it } from "vitest";
 import { decode } from "../src/codec/codec.js";
-import { createEngine, postgresStore } from "../src/index.js";
+import { createEngine } from "../src/index.js";
+import { postgresStore } from "../src/postgres.js";
 import { Provider, torture } from "./fixtures/pg-workflows.js";
 import { pool } from "./helpers/child.js";
 import {

@@ -1,19 +1,21 @@
-// PostgreSQL torture: many worker processes on one database (issue "PostgreSQL backend:
-// many workers on many machines", proofs 2, 3 and 5; proof 4 lives in pg-restart.test.ts).
+// PostgreSQL torture: many worker processes on one database (connections cut and a server
+// restart live in pg-restart.test.ts).
 //   2. Four workers share 2,000 runs while a controller SIGKILLs one every few hundred ms:
 //      every run completes, no journal row is doubled, and an idempotent provider keyed by
 //      s.idempotencyKey applies every key once; the duplicate step executions the kills
 //      caused are counted (they exist, and the key absorbs every one).
 //   3. A zombie: a worker stopped (SIGSTOP) past its lease while in a step; another claims
 //      and finishes the run; the zombie, continued, lands nothing in the journal.
-//   5. 1,000 runs sleep or wait for an event across three workers: each wakes once, no
-//      sooner than its timer, and each waiter gets the payload sent to it.
+//   5. 1,000 runs sleep or wait for an event while three workers are stopped (SIGTERM) and
+//      replaced: each wakes once, no sooner than its timer, and each waiter gets the payload
+//      sent to it; a closing worker starts no step, so none is cut and run twice.
 // Each test has its own schema, dropped at the end. CAIRN_SOAK=1 makes them bigger.
 
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { decode } from "../src/codec/codec.js";
-import { createEngine, type Engine, postgresStore } from "../src/index.js";
+import { createEngine, type Engine } from "../src/index.js";
+import { postgresStore } from "../src/postgres.js";
 import {
   type NapInput,
   napper,
@@ -34,6 +36,7 @@ import {
   waitFor,
 } from "./helpers/pg-fleet.js";
 import { postgresTestUrl, testSchema, withClient } from "./helpers/postgres.js";
+import { recordTortureCounts } from "./helpers/torture-counts.js";
 
 const url = await postgresTestUrl();
 const SOAK = process.env.CAIRN_SOAK === "1";
@@ -155,7 +158,7 @@ describePg("PostgreSQL torture: many worker processes on one database", () => {
         expect(wrong).toEqual([]);
 
         const lost = await db.query<{ n: string }>(
-          `SELECT count(*) AS n FROM "${schema}".attempts WHERE error->>'code' = 'WORKER_LOST'`,
+          `SELECT count(*) AS n FROM "${schema}".attempts WHERE error::jsonb ->> 2 = 'WORKER_LOST'`,
         );
         console.log(
           `[pg-torture 2] ${runs} runs x ${steps} steps, 4 workers, ${kills} SIGKILLs, ` +
@@ -164,6 +167,7 @@ describePg("PostgreSQL torture: many worker processes on one database", () => {
             `executions (${a.rows[0]?.twice} keys called more than once), all absorbed by the ` +
             `key; ${lost.rows[0]?.n} attempts recorded as WORKER_LOST`,
         );
+        recordTortureCounts("pg-torture 2 (4 workers)", { kills, runs });
         expect(kills).toBeGreaterThan(0);
         expect(duplicates).toBeGreaterThan(0);
       } finally {
@@ -388,7 +392,12 @@ describePg("PostgreSQL torture: many worker processes on one database", () => {
         poolSize: 6,
       });
       try {
-        await Promise.all(Array.from({ length: 3 }, () => fleet.spawn()));
+        // Once told to stop, the first workers take 10 s for any wake-up step they start,
+        // twice their 5 s grace period: a worker that still started steps while closing would
+        // have them cut mid-flight and run again elsewhere (the double execution a 5,000-run
+        // soak found). A closing worker starts no step, so nothing is cut.
+        const slow = { CAIRN_TEST_CLOSING_WAKE_MS: "10000" };
+        const first = await Promise.all(Array.from({ length: 3 }, () => fleet.spawn(slow)));
         const plan = Array.from({ length: runs }, (_, i) => {
           const id = `n-${i}`;
           const input: NapInput =
@@ -398,14 +407,15 @@ describePg("PostgreSQL torture: many worker processes on one database", () => {
           const early = i % 4 === 1;
           return { id, input, early };
         });
+        // The replacements are ready before the runs start, so the first workers are told to
+        // stop while runs wake up on them.
+        await Promise.all(Array.from({ length: 3 }, () => fleet.spawn()));
         await pool(plan, 16, async (p) => {
           await client.start(napper, p.input, { id: p.id });
           if (p.early) await client.sendEvent(p.id, "go", `go-${p.id}`);
         });
         // Timers are rows, not processes: replace every worker while runs sleep.
-        const first = fleet.live();
-        await Promise.all(Array.from({ length: 3 }, () => fleet.spawn()));
-        for (const w of first) expect(await stop(w)).toBe(0);
+        await Promise.all(first.map(async (w) => expect(await stop(w)).toBe(0)));
         const late = plan.filter((p) => p.input.mode === "wait" && !p.early);
         const lateIds = late.map((p) => p.id);
         await waitFor(

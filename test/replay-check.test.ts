@@ -103,3 +103,23 @@ describe("checkReplay", () => {
     await store.close();
   });
 });
+
+describe("checkReplay: a recorded key now holding another kind of call", () => {
+  it("is divergence, not ok", async () => {
+    const h = harness();
+    const v1 = workflow({ name: "kinds", version: "1" }, async (ctx) => {
+      await ctx.step("a", () => 1);
+      return "done";
+    });
+    const e = h.engine([v1]);
+    await (await e.start(v1, undefined, { id: "k1" })).result();
+    await e.close();
+    const changed = workflow({ name: "kinds", version: "1" }, async (ctx) => {
+      await ctx.sleep("a", 10);
+      return "done";
+    });
+    const [res] = await checkReplay({ store: h.store(), workflows: [changed] });
+    expect(res?.verdict).toBe("diverged");
+    expect(res?.detail).toMatch(/recorded step "a", the code now calls sleep "a"/);
+  });
+});

@@ -18,7 +18,7 @@ import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { StoreError } from "../src/errors.js";
 import { realClock } from "../src/lib/clock.js";
-import { SCHEMA_VERSION } from "../src/store/sqlite/migrations.js";
+import { MIGRATIONS, SCHEMA_VERSION } from "../src/store/sqlite/migrations/index.js";
 import { sqliteStore } from "../src/store/sqlite/sqlite-store.js";
 import type { StepRecord } from "../src/store/store.js";
 import { createSettableClock, describeStoreContract } from "../src/testing/store-contract.js";
@@ -110,6 +110,99 @@ describe("sqliteStore (file-specific)", () => {
     await store.open({ clock: createSettableClock() });
     expect((await store.getRun("run_7"))?.input).toContain('"i":7');
     await store.close();
+  });
+
+  it("upgrades a version-1 file in place: its journal stays (as generation 0), and writes go on", async () => {
+    const file = join(dir, "v1.db");
+    const raw = new Database(file);
+    raw.exec(MIGRATIONS[0]!.sql);
+    raw.exec(
+      "CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
+    );
+    raw.prepare("INSERT INTO schema_version VALUES (1, 0)").run();
+    raw
+      .prepare(
+        `INSERT INTO runs VALUES ('run_v1', 'wf', '1', 'running', NULL, NULL, '1', NULL, NULL,
+           '{}', '{"usd":0.1}', NULL, 5, NULL, '[]', 'w1', 5, 1, 0, 0, 0, 0)`,
+      )
+      .run();
+    raw
+      .prepare(
+        `INSERT INTO steps VALUES ('run_v1', 'a', 0, 'a', 'step', 'ok', '1', NULL,
+           '{"usd":0.1}', 1, 1, 2)`,
+      )
+      .run();
+    raw.close();
+    const store = sqliteStore(file);
+    await store.open({ clock: createSettableClock() });
+    const legacy: StepRecord = {
+      runId: "run_v1",
+      key: "a",
+      generation: 0,
+      seq: 0,
+      name: "a",
+      kind: "step",
+      outcome: "ok",
+      result: "1",
+      error: null,
+      spend: { usd: 0.1 },
+      attempt: 1,
+      startedAt: 1,
+      completedAt: 2,
+      delivery: null,
+      issuedAfter: null,
+      issuedLate: false,
+    };
+    expect((await store.loadJournal("run_v1")).steps).toEqual([legacy]);
+    expect((await store.getRun("run_v1"))?.failedCalls).toEqual([]);
+    const next = { ...legacy, key: "b", seq: 1, delivery: 1, issuedAfter: 1, spend: {} };
+    expect(await store.appendRecords([{ runId: "run_v1", epoch: 1, steps: [next] }])).toEqual([
+      { ok: true },
+    ]);
+    expect((await store.loadJournal("run_v1")).steps).toEqual([legacy, next]);
+    await store.close();
+    await store.close();
+  });
+
+  it("upgrades a version 3 file in place: worker rows gain an unknown PID namespace", async () => {
+    const file = join(dir, "cairn.db");
+    await makeDb(file);
+    // Back to what version 3 was, with a worker row written by that version.
+    const raw = new Database(file);
+    raw.exec(
+      "DROP TABLE approvals; DROP TABLE workspace_refs; DROP TABLE workspace_objects; " +
+        "DROP TABLE rate_limiters; DROP TABLE rate_grants; DROP TABLE run_streams; " +
+        "ALTER TABLE workers DROP COLUMN pid_namespace; ALTER TABLE steps DROP COLUMN reconciled; " +
+        "ALTER TABLE runs DROP COLUMN trace_context; " +
+        "DELETE FROM schema_version WHERE version > 3",
+    );
+    raw
+      .prepare(
+        "INSERT INTO workers (id, host, pid, workflows, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?)",
+      )
+      .run("w-old", "h", 7, "[]", 1, 1);
+    raw.close();
+    const store = sqliteStore(file);
+    await store.open({ clock: createSettableClock() });
+    expect((await store.listWorkers()).map((w) => [w.id, w.pidNamespace])).toEqual([
+      ["w-old", null],
+    ]);
+    await store.registerWorker({
+      id: "w-new",
+      host: "h",
+      pid: 8,
+      pidNamespace: "ns",
+      workflows: [],
+    });
+    expect((await store.listWorkers()).find((w) => w.id === "w-new")?.pidNamespace).toBe("ns");
+    expect((await store.getRun("run_7"))?.input).toContain('"i":7');
+    await store.close();
+    const check = new Database(file, { readonly: true });
+    const row = check.prepare("SELECT MAX(version) AS v FROM schema_version").get() as {
+      v: number;
+    };
+    check.close();
+    expect(row.v).toBe(SCHEMA_VERSION);
   });
 
   it("refuses a file with a newer schema version, leaving it byte-identical", async () => {
@@ -279,7 +372,8 @@ describe("sqliteStore (file-specific)", () => {
           const [out] = await store.appendRecords([{ runId, epoch: Number(epoch), steps: [{
             runId, key: "s" + i, seq: i, name: "s", kind: "step", outcome: "ok",
             result: String(i), error: null, spend: { tokens: 1 }, attempt: 1,
-            startedAt: 0, completedAt: 0 }] }]);
+            startedAt: 0, completedAt: 0, generation: 0, delivery: i, issuedAfter: i,
+            issuedLate: false }] }]);
           if (out.ok) ok++; else failures.push(JSON.stringify(out));
         } catch (err) {
           failures.push(String(err && err.message));

@@ -1,8 +1,9 @@
-// Waiting at zero compute (issue 3): durable sleeps and event waits with timeouts, events
+// Waiting at zero compute: durable sleeps and event waits with timeouts, events
 // stored before sendEvent returns and consumed once in order, parallel branches, child
 // runs, and 10,000 sleeping runs that hold nothing while they sleep.
 
 import { describe, expect, it } from "vitest";
+import { z } from "zod";
 import { RunConflictError, RunNotFoundError, workflow } from "../src/index.js";
 import { advanceUntil, BACKENDS, type Harness, useHarness } from "./helpers/engines.js";
 import { until } from "./helpers/sqlite.js";
@@ -37,10 +38,14 @@ describe.each(BACKENDS)("%s", (backend) => {
       await h.clock.advance(DAY);
       const e2 = h.engine([approvalFlow]);
       await e2.sendEvent("a", "approval", { ok: true, by: "ana" });
-      const out = (await advanceUntil(h.clock, e2.handle("a").result(), 60 * 60_000)) as {
-        first: unknown;
-        second: unknown;
-      };
+      // The approval is consumed, and the run waits for the second one (1 h), before time moves.
+      await until(async () => {
+        const steps = await e2.getSteps("a");
+        const run = await e2.getRun("a");
+        return steps[1]?.status === "completed" && run?.status === "waiting";
+      }, "the first approval is consumed and the run waits again");
+      await h.clock.advance(60 * 60_000);
+      const out = (await e2.handle("a").result()) as { first: unknown; second: unknown };
       expect(out.first).toEqual({ timedOut: false, payload: { ok: true, by: "ana" } });
       expect(out.second).toEqual({ timedOut: true });
       expect(h.clock.now() - startedAt).toBeLessThan(2 * DAY);
@@ -189,6 +194,39 @@ describe.each(BACKENDS)("%s", (backend) => {
     });
   });
 
+  describe("a wait with a schema", () => {
+    it("hands over the parsed payload, and fails the wait (catchably) on one it refuses", async () => {
+      const h = harness();
+      const Approval = z.object({ ok: z.boolean(), by: z.string().trim() });
+      const wf = workflow({ name: "typed-wait", version: "1" }, async (ctx) => {
+        const seen: string[] = [];
+        for (;;) {
+          try {
+            const answer = await ctx.waitForEvent("approval", { schema: Approval });
+            if (answer.timedOut) return seen;
+            seen.push(`ok=${answer.payload.ok} by=${answer.payload.by}`);
+            return seen;
+          } catch (e) {
+            seen.push(`${(e as Error).name}: ${(e as Error).message.replace(/.*schema: /, "")}`);
+          }
+        }
+      });
+      const e = h.engine([wf]);
+      const run = await e.start(wf, undefined);
+      await e.sendEvent(run.id, "approval", { ok: "yes" });
+      await e.sendEvent(run.id, "approval", { ok: true, by: "  ana " });
+      expect(await run.result()).toEqual([
+        "InputValidationError: ok: Invalid input: expected boolean, received string; by: Invalid input: expected string, received undefined",
+        "ok=true by=ana",
+      ]);
+      const steps = await e.getSteps(run.id);
+      expect(steps.map((s) => [s.key, s.status])).toEqual([
+        ["approval", "failed"],
+        ["approval#2", "completed"],
+      ]);
+    });
+  });
+
   describe("child runs", () => {
     it("starts a child once and hands its result (or error) to the parent", async () => {
       const h = harness();
@@ -213,7 +251,7 @@ describe.each(BACKENDS)("%s", (backend) => {
       expect(await advanceUntil(h.clock, run.result(), 2000)).toEqual({ a: 42, err: "negative" });
       expect(childRuns).toBe(2);
       const kids = await e.listRuns({ parentId: "p" });
-      expect(kids.map((k) => k.id).sort()).toEqual(["p:double", "p:double#2"]);
+      expect(kids.map((k) => k.id).sort()).toEqual(["p/double", "p/double#2"]);
     });
   });
 

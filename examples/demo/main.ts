@@ -1,349 +1,288 @@
-// `npm run demo`: cairn's core promise with a real crash. A worker process runs an agent
-// workflow (plan -> edit -> test -> draft PR -> open PR -> notify) and is SIGKILLed at the
-// worst moment: the forge has just created the pull request, and the worker has not
-// recorded it. A fresh worker then finishes the run. Replayed steps do not run again,
-// the pull request is found by reconcile instead of being opened twice, and the ledger of
-// side effects proves it. Offline, deterministic, a few seconds.
+// `npm run demo`: a coding agent (the AI SDK's generateText over cairn/ai, with a scripted
+// model) fixes a failing test in a git repository, and everything that can go wrong on the
+// way is made to happen:
 //
-//   npm run demo            (add `-- --keep` to keep the temp dir with the db and ledger)
+// 1. Worker 1 is SIGKILLed at the worst moment: its edit is recorded, the test run has not
+//    happened. The repository lived on worker 1's disk.
+// 2. Worker 2 starts on "another machine": its workspace directory is empty. It replays
+//    the recorded model calls and tools (none runs again), gets the edited repository back
+//    from the store byte for byte, runs the tests (they fail), fixes, tests, commits and
+//    opens a pull request (an effect: the forge has no idempotency keys).
+// 3. The run asks for approval to merge and waits holding no lease; a person approves with
+//    the cairn CLI, in another process. Worker 2 merges.
+// 4. The report: each call executed or replayed by each worker, each side effect counted
+//    where it happened, tokens and dollars per call from the run's journal. The store is
+//    left behind for `cairn show`.
+//
+// Offline and deterministic; about 20 s.
 
-import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createInterface } from "node:readline";
-import { fileURLToPath } from "node:url";
-import { createEngine, type Engine, sqliteStore } from "../../src/index.js";
+import { createEngine, type Engine, realClock, sqliteStore } from "../../src/index.js";
+import type { Store } from "../../src/store-api.js";
 import { type FakeForge, startFakeForge } from "../../src/testing/fake-forge.js";
-import { type LedgerLine, readLedger } from "./ledger.js";
-import { seedProject } from "./project.js";
+import { RUN_ID } from "./agent.js";
+import type { DemoEvent } from "./ledger.js";
+import { bold, count, cyan, dim, pad, red, say, yellow } from "./output.js";
+import { createUpstream, differences, fingerprint, runTests } from "./repo.js";
+import { report } from "./report.js";
 import type { WorkerConfig } from "./worker.js";
-import type { DemoEvent, FixBugOutput } from "./workflow.js";
-import { RUN_ID } from "./workflow.js";
+import { killAll, runCli, spawnWorker, type WorkerProcess, within } from "./workers.js";
 
-const WORKER = fileURLToPath(new URL("./worker.ts", import.meta.url));
-const EXPECTED_KEYS = ["plan", "edit", "edit#2", "run-tests", "write-pr", "open-pr", "notify"];
-const WORKER_TIMEOUT_MS = 30_000;
+const PHASE_MS = 45_000;
+const KEY_WIDTH = 34;
+const COMMENT = "Tests pass; ship it";
 
-// ---- terminal output --------------------------------------------------------------------
-
-const useColor = process.stdout.isTTY === true && !("NO_COLOR" in process.env);
-const paint = (code: string) => (s: string) => (useColor ? `\x1b[${code}m${s}\x1b[0m` : s);
-const bold = paint("1");
-const dim = paint("2");
-const red = paint("31");
-const green = paint("32");
-const yellow = paint("33");
-const cyan = paint("36");
-const say = (line = "") => process.stdout.write(`${line}\n`);
-
-const HOW: Record<string, string> = {
-  executed: green("✓ executed  "),
-  performed: green("✓ performed "),
-  replayed: cyan("↺ replayed  "),
-  reconciled: yellow("⟲ reconciled"),
-  calling: yellow("→ calling   "),
-};
-
-// ---- workers ----------------------------------------------------------------------------
-
-interface WorkerProcess {
-  n: number;
-  child: ChildProcess;
-  events: DemoEvent[];
-  /** Resolves when the process is gone and its output is read. */
-  closed: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+/** What the story found out on its way, for the report. */
+export interface Story {
+  workers: [WorkerProcess, WorkerProcess];
+  /** The call worker 1 was killed in. */
+  killedIn: string;
+  /** Keys recorded when worker 1 died. */
+  recordedAtKill: string[];
+  /** The repository directories of the two machines. */
+  repos: [string, string];
+  /** Entries of worker 2's repository before its first test run that differ from worker
+   *  1's at the kill (none: restored byte for byte), and how many entries it had. */
+  restore: { differing: string[]; entries: number };
+  /** The run while it waited for the approval. */
+  waiting: { status: string; leaseOwner: string | null; worker2Alive: boolean };
+  cli: { args: string[]; code: number | null; stdout: string; stderr: string };
+  started: number;
 }
 
-const live = new Set<ChildProcess>();
-
-function spawnWorker(config: WorkerConfig): WorkerProcess {
-  // The IPC channel is only a lifeline: a worker exits when the demo is gone.
-  const child = spawn(process.execPath, ["--import", "tsx", WORKER, JSON.stringify(config)], {
-    stdio: ["ignore", "pipe", "pipe", "ipc"],
-  });
-  live.add(child);
-  const events: DemoEvent[] = [];
-  const prefix = `  ${dim("│")} `;
-  createInterface({ input: child.stdout! }).on("line", (line) => {
-    let event: DemoEvent;
-    try {
-      event = JSON.parse(line) as DemoEvent;
-    } catch {
-      say(prefix + line);
-      return;
+/** The live log of worker `n` (paths shown relative to the demo's directory). */
+function printer(n: 1 | 2, dir: string, root: string, empty: boolean): (e: DemoEvent) => void {
+  const short = (s: string) => s.replaceAll(`${dir}/`, "");
+  return (e) => {
+    if (e.type === "effect") {
+      const tokens = e.line.tokens ? dim(`  ${count(e.line.tokens)} tokens`) : "";
+      const detail = short(e.line.detail);
+      say(
+        `  ${dim("│")} ${pad(e.line.key, KEY_WIDTH)} ${e.line.kind === "lookup" ? yellow(detail) : detail}${tokens}`,
+      );
+    } else if (e.type === "hold") {
+      say(`  ${dim("│")} ${pad(e.key, KEY_WIDTH)} ${yellow("about to run the tests …")}`);
+    } else if (e.type === "worker") {
+      say(
+        `${bold(`▶ worker ${n}`)} (pid ${e.pid}) on machine-${n}: its workspaces in ${short(root)}/, ${empty ? "empty" : "NOT EMPTY"}`,
+      );
     }
-    events.push(event);
-    printEvent(prefix, event);
-  });
-  createInterface({ input: child.stderr! }).on("line", (line) => say(prefix + red(line)));
-  const closed = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>(
-    (resolve, reject) => {
-      child.on("error", reject);
-      child.on("close", (code, signal) => {
-        live.delete(child);
-        resolve({ code, signal });
-      });
-    },
-  );
-  return { n: config.worker, child, events, closed };
+  };
 }
-
-function printEvent(prefix: string, e: DemoEvent): void {
-  if (e.type === "worker") {
-    say(bold(`▶ worker ${e.worker} started (pid ${e.pid})`));
-  } else if (e.type === "calling") {
-    say(`${prefix}${HOW.calling} ${e.key.padEnd(10)} ${e.label.padEnd(30)} ${dim(e.detail)}`);
-  } else if (e.type === "step") {
-    const detail =
-      e.how === "replayed" ? dim("from the journal; function not called") : dim(e.detail);
-    say(`${prefix}${HOW[e.how]} ${e.key.padEnd(10)} ${e.label.padEnd(30)} ${detail}`);
-  }
-}
-
-function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} did not happen within ${ms} ms`)), ms);
-  });
-  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
-}
-
-// ---- the demo ---------------------------------------------------------------------------
 
 async function main(dir: string): Promise<string[]> {
   const started = Date.now();
-  const db = join(dir, "demo.db");
-  const ledgerPath = join(dir, "side-effects.jsonl");
-  const workspace = join(dir, "project");
-  seedProject(workspace);
+  const db = join(dir, "cairn.db");
+  const ledger = join(dir, "side-effects.jsonl");
+  const upstream = join(dir, "forge", "slugify");
+  const roots = [join(dir, "machine-1"), join(dir, "machine-2")] as const;
+  const repos: [string, string] = [join(roots[0], RUN_ID, "repo"), join(roots[1], RUN_ID, "repo")];
+  mkdirSync(upstream, { recursive: true });
+  await createUpstream(upstream);
+  const before = await runTests(upstream);
 
-  let current: WorkerProcess | undefined;
-  let kill: { pid: number; pull: number } | undefined;
-  const forge: FakeForge = await startFakeForge({
-    // The crash: the moment the forge has created the PR, before it answers the worker.
-    onCreate: async (pull) => {
-      if (current?.n !== 1 || kill) return;
-      kill = { pid: current.child.pid ?? 0, pull: pull.number };
-      current.child.kill("SIGKILL");
-      await current.closed;
-    },
-  });
+  const forge: FakeForge = await startFakeForge();
   let client: Engine | undefined;
+  let store: Store | undefined;
   try {
-    // A client engine (worker: false) inspects the journal; it never executes anything.
+    // A client engine (worker: false) and the raw store only read; they execute nothing.
     client = createEngine({ store: sqliteStore(db), worker: false });
-    await client.listRuns();
+    store = sqliteStore(db);
+    await store.open({ clock: realClock });
 
-    say(bold("cairn demo: an agent workflow survives kill -9"));
+    say(bold("cairn demo: a coding agent fixes a failing test through kill -9, a move to"));
+    say(bold("another machine, and a wait for approval"));
     say();
+    say(`  ${dim("demo dir  ")}  ${dir}/ ${dim("(paths below are relative to it)")}`);
     say(
-      `  ${dim("forge  ")}  ${forge.url}  ${dim("(a fake pull-request service without idempotency keys)")}`,
+      `  ${dim("repository")}  forge/slugify: git, issue #42, node --test: ${before.passed} passed, ${before.failed} failed`,
     );
-    say(`  ${dim("journal")}  ${db}`);
+    say(`  ${dim("forge     ")}  ${forge.url} ${dim("(fake pull requests, no idempotency keys)")}`);
+    say(`  ${dim("store     ")}  cairn.db ${dim("(SQLite)")}`);
     say(
-      `  ${dim("run    ")}  "${RUN_ID}": plan → edit ×2 → run tests → draft PR → open PR → notify`,
+      `  ${dim("agent     ")}  AI SDK generateText + cairn/ai, a scripted model; its repository is a workspace`,
     );
     say();
 
-    const config = { db, forgeUrl: forge.url, ledger: ledgerPath, workspace };
-    const worker1 = spawnWorker({ ...config, worker: 1 });
-    current = worker1;
-    const first = await within(worker1.closed, WORKER_TIMEOUT_MS, "worker 1's crash");
-    if (!kill || first.signal !== "SIGKILL") {
-      return [
-        `worker 1 exited (code ${first.code}, signal ${first.signal}) before the planned kill at "open-pr"`,
-      ];
-    }
-    say();
-    say(red(bold(`✖ SIGKILL worker 1 (pid ${kill.pid})`)));
-    say(`  The forge had just created PR #${kill.pull}; the worker died before it could`);
-    say("  record that. No cleanup code ran, no graceful shutdown.");
-    say();
-    say(dim("  journal after the crash, read by a client engine (worker: false):"));
-    const atCrash = await client.getSteps(RUN_ID);
-    for (const s of atCrash) {
-      const state =
-        s.status === "completed"
-          ? green("✓ completed")
-          : yellow(`… ${s.status}: intent recorded, completion missing`);
-      say(`    ${s.key.padEnd(10)} ${s.kind.padEnd(7)} ${state}`);
-    }
-    const inWindow = atCrash.find((s) => s.key === "open-pr")?.status === "started";
-    if (atCrash.filter((s) => s.status === "completed").length !== 5 || !inWindow) {
-      return ["the journal at the crash is not: 5 steps completed, open-pr started"];
-    }
-    say();
-
-    say(dim("  starting a fresh worker: same code, same run id; it resumes the run"));
-    const worker2 = spawnWorker({ ...config, worker: 2 });
-    current = worker2;
-    const second = await within(worker2.closed, WORKER_TIMEOUT_MS, "worker 2's finish");
-    if (second.code !== 0) return [`worker 2 failed (exit code ${second.code})`];
-    return await report({
-      client,
-      forge,
-      ledger: readLedger(ledgerPath),
-      workers: [worker1, worker2],
-      killedPull: kill.pull,
-      started,
+    const config = (n: 1 | 2): WorkerConfig => ({
+      worker: n,
+      db,
+      root: roots[n - 1] as string,
+      forgeUrl: forge.url,
+      ledger,
+      upstream,
+      holdAtTests: n === 1,
     });
+
+    // ---- worker 1, killed as it starts the test run ---------------------------------
+    let hold: ((key: string) => void) | undefined;
+    const held = new Promise<string>((resolve) => {
+      hold = resolve;
+    });
+    const show1 = printer(1, dir, roots[0], isEmpty(roots[0]));
+    const worker1 = spawnWorker(config(1), (e) => {
+      show1(e);
+      if (e.type === "hold") hold?.(e.key);
+    });
+    const killedIn = await within(
+      Promise.race([
+        held,
+        worker1.closed.then((x) => {
+          throw new Error(`worker 1 exited (code ${x.code}) before its first test run`);
+        }),
+      ]),
+      PHASE_MS,
+      "worker 1's first test run",
+    ).catch((err: Error) => {
+      printStderr(worker1);
+      throw err;
+    });
+    worker1.child.kill("SIGKILL");
+    const exit1 = await worker1.closed;
+    if (exit1.signal !== "SIGKILL")
+      return [`worker 1 ended with ${JSON.stringify(exit1)}, not SIGKILL`];
+    const atKill = fingerprint(repos[0]);
+    const recordedAtKill = (await client.getSteps(RUN_ID))
+      .filter((s) => s.status === "completed")
+      .map((s) => s.key);
+    const lastEdit = [...recordedAtKill].reverse().find((k) => k.startsWith("tool:edit_file:"));
+    say(`${red(bold(`✖ kill -9 worker 1 (pid ${worker1.pid})`))} as it starts the test run`);
+    say(
+      `  ${dim("recorded:")} ${recordedAtKill.length} calls, the last edit (${lastEdit ?? "none!"}) with its workspace checkpoint`,
+    );
+    say(`  ${dim("not recorded:")} ${killedIn}. Machine-1's disk is not used again.`);
+    say();
+
+    // ---- worker 2, on another machine ----------------------------------------------
+    const emptyBefore = isEmpty(roots[1]);
+    let firstTree: Map<string, string> | undefined;
+    const show2 = printer(2, dir, roots[1], emptyBefore);
+    let announced = false;
+    const worker2 = spawnWorker(config(2), (e) => {
+      if (e.type === "tree" && !firstTree) {
+        firstTree = new Map(e.files);
+        const differing = differences(atKill, firstTree);
+        say(
+          `  ${dim("│")} ${cyan(`replayed the ${recordedAtKill.length} recorded calls: no model call, no tool ran again`)}`,
+        );
+        say(
+          `  ${dim("│")} ${cyan(
+            differing.length === 0
+              ? `restored the workspace from the store: ${firstTree.size} entries, identical byte for byte to machine-1's (.git too)`
+              : `restored the workspace, but ${differing.length} path(s) differ from machine-1's: ${differing.slice(0, 3).join(", ")}`,
+          )}`,
+        );
+        announced = true;
+      }
+      if (e.type === "effect" && !announced) {
+        say(`  ${dim("│")} ${red("executed before its first test run (nothing should):")}`);
+        announced = true;
+      }
+      show2(e);
+    });
+
+    // ---- the approval, answered from outside while nobody holds the run ---------------
+    const waiting = await within(
+      waitForApproval(client, store, worker2),
+      PHASE_MS,
+      "the run's wait for approval",
+    ).catch((err: Error) => {
+      printStderr(worker2);
+      throw err;
+    });
+    const worker2Alive = worker2.child.exitCode === null && worker2.child.signalCode === null;
+    say();
+    say(
+      `${yellow(bold('⏸ waiting for approval "merge"'))}: run ${waiting.status}, lease owner ${waiting.leaseOwner ?? "none"};`,
+    );
+    say(
+      `  worker 2 (pid ${worker2.pid}) is ${worker2Alive ? "alive, idle" : "gone"} and holds nothing`,
+    );
+    const args = ["approve", RUN_ID, "merge", "--comment", COMMENT, "--store", `sqlite:${db}`];
+    say(
+      `${bold("$")} cairn approve ${RUN_ID} merge --comment "${COMMENT}" --store sqlite:cairn.db  ${dim("(src/cli/main.ts, in its own process)")}`,
+    );
+    const cli = await within(runCli(args), PHASE_MS, "cairn approve");
+    for (const line of cli.stdout.trim().split("\n").slice(0, 1)) say(`  ${dim(line)}`);
+    if (cli.code !== 0) {
+      say(red(cli.stderr.trim()));
+      return [`cairn approve exited with code ${cli.code}`];
+    }
+    const exit2 = await within(worker2.closed, PHASE_MS, "worker 2's finish");
+    if (exit2.code !== 0) {
+      printStderr(worker2);
+      return [`worker 2 failed (exit code ${exit2.code})`];
+    }
+    say();
+
+    const restore = {
+      differing: firstTree ? differences(atKill, firstTree) : ["(worker 2 ran no test)"],
+      entries: firstTree?.size ?? 0,
+    };
+    const story: Story = {
+      workers: [worker1, worker2],
+      killedIn,
+      recordedAtKill,
+      repos,
+      restore,
+      waiting: { ...waiting, worker2Alive },
+      cli: { args, ...cli },
+      started,
+    };
+    const problems = await report(story, client, forge, ledger);
+    if (!emptyBefore) problems.push(`machine-2's directory ${roots[1]} was not empty at its start`);
+    return problems;
   } finally {
-    for (const child of live) child.kill("SIGKILL");
+    killAll();
     await client?.close();
+    await store?.close();
     await forge.close();
   }
 }
 
-// ---- the proof --------------------------------------------------------------------------
-
-interface Evidence {
-  client: Engine;
-  forge: FakeForge;
-  ledger: LedgerLine[];
-  workers: [WorkerProcess, WorkerProcess];
-  killedPull: number;
-  started: number;
-}
-
-/** Prints the step table and the side-effect counts; returns what is wrong (nothing). */
-async function report(e: Evidence): Promise<string[]> {
-  const problems: string[] = [];
-  const run = await e.client.getRun(RUN_ID);
-  const steps = await e.client.getSteps(RUN_ID);
-  const done = e.workers[1].events.find((ev) => ev.type === "done");
-  const output = done?.type === "done" ? (done.output as FixBugOutput) : undefined;
-
-  say();
-  if (run?.status !== "completed" || !output) {
-    return [`run "${RUN_ID}" is ${run?.status ?? "missing"}, not completed`];
-  }
-  say(
-    green(bold(`✔ run "${RUN_ID}" completed in worker 2`)) +
-      `: PR #${output.pullRequest.number} ${dim(output.pullRequest.url)}, ${output.tests.passed} tests passed`,
-  );
-  say();
-
-  // Step by step: what each worker did with it.
-  const how = (w: WorkerProcess, key: string) => {
-    const ev = w.events.find((x) => x.type === "step" && x.key === key);
-    if (ev?.type === "step") return ev.how;
-    const calling = w.events.some((x) => x.type === "calling" && x.key === key);
-    return calling ? "killed" : "—";
-  };
-  const cell = (h: string) =>
-    ({
-      executed: green("executed"),
-      performed: green("performed"),
-      replayed: cyan("replayed from journal"),
-      reconciled: yellow("reconciled: found by marker"),
-      killed: red(`performed; killed before its record`),
-    })[h] ?? dim(h);
-  const pad = (s: string, n: number) => s + " ".repeat(Math.max(0, n - visible(s).length));
-  say(`  ${bold(pad("step", 11))}${bold(pad("worker 1 (killed)", 38))}${bold("worker 2")}`);
-  for (const s of steps) {
-    say(
-      `  ${pad(s.key, 11)}${pad(cell(how(e.workers[0], s.key)), 38)}${cell(how(e.workers[1], s.key))}`,
-    );
-  }
-  const keys = steps.map((s) => s.key);
-  if (keys.join() !== EXPECTED_KEYS.join()) {
-    problems.push(`journal keys are ${keys.join(", ")}; expected ${EXPECTED_KEYS.join(", ")}`);
-  }
-  for (const s of steps) {
-    if (s.status !== "completed") problems.push(`step "${s.key}" is ${s.status}`);
-    const before = how(e.workers[0], s.key);
-    const after = how(e.workers[1], s.key);
-    if ((before === "executed" || before === "performed") && after !== "replayed") {
-      problems.push(`step "${s.key}" ran in worker 1 and was not replayed in worker 2 (${after})`);
+/** Waits until the run waits for its approval, then reads its lease from the store. */
+async function waitForApproval(
+  client: Engine,
+  store: Store,
+  worker2: WorkerProcess,
+): Promise<{ status: string; leaseOwner: string | null }> {
+  for (;;) {
+    if (worker2.child.exitCode !== null || worker2.child.signalCode !== null) {
+      throw new Error(`worker 2 exited (code ${worker2.child.exitCode}) before the approval`);
     }
+    const run = await store.getRun(RUN_ID);
+    if (run?.status === "waiting") {
+      const pending = (await client.listApprovals(RUN_ID)).some(
+        (a) => a.name === "merge" && a.status === "pending",
+      );
+      if (pending) return { status: run.status, leaseOwner: run.leaseOwner };
+    }
+    if (run?.status === "completed" || run?.status === "failed") {
+      throw new Error(`the run is ${run.status} (${run.reason ?? ""}), not waiting for approval`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
   }
-  if (how(e.workers[1], "open-pr") !== "reconciled") {
-    problems.push(`open-pr was ${how(e.workers[1], "open-pr")} in worker 2, not reconciled`);
-  }
-
-  // Side effects, counted where they landed: the ledger file and the forge itself.
-  const effects = e.ledger.filter((l) => l.kind === "effect");
-  const count = (pred: (l: LedgerLine) => boolean) => effects.filter(pred).length;
-  const posts = e.forge.ledger.filter((r) => r.method === "POST" && r.path === "/pulls");
-  const models = effects.filter((l) => l.what === "model call");
-  const paidTokens = models.reduce((sum, l) => sum + (l.tokens ?? 0), 0);
-  const paidUsd = models.reduce((sum, l) => sum + (l.usd ?? 0), 0);
-  const spent = run.budget.spent;
-  say();
-  say(dim("  side effects, counted from the ledger file and the forge:"));
-  const row = (what: string, n: number, note: string) =>
-    say(`    ${what.padEnd(16)}${String(n).padStart(2)}   ${dim(note)}`);
-  const written = effects.filter((l) => l.what.startsWith("wrote "));
-  row(
-    "model calls",
-    models.length,
-    `${models.map((l) => l.key).join(", ")}: paid ${paidTokens} tokens, $${paidUsd.toFixed(4)}; ` +
-      `the run's recorded spend: ${spent.tokens ?? 0} tokens, $${(spent.usd ?? 0).toFixed(4)}`,
-  );
-  row("files written", written.length, written.map((l) => l.what.slice(6)).join(", "));
-  row(
-    "test runs",
-    count((l) => l.what === "ran node --test"),
-    "node --test",
-  );
-  row("POST /pulls", posts.length, `pull requests in the forge: ${e.forge.pulls().length}`);
-  row(
-    "chat messages",
-    count((l) => l.what === "posted to team chat"),
-    "#team",
-  );
-
-  const perKey = new Map<string, number>();
-  for (const l of effects) perKey.set(l.key, (perKey.get(l.key) ?? 0) + 1);
-  for (const key of EXPECTED_KEYS) {
-    const n = perKey.get(key) ?? 0;
-    if (n !== 1) problems.push(`step "${key}" performed its side effect ${n} times, not once`);
-  }
-  if (posts.length !== 1 || e.forge.pulls().length !== 1) {
-    problems.push(
-      `the forge received ${posts.length} POST /pulls and holds ${e.forge.pulls().length} pull requests; expected exactly 1`,
-    );
-  }
-  if (output.pullRequest.number !== e.killedPull) {
-    problems.push(
-      `the run returned PR #${output.pullRequest.number}, not the PR #${e.killedPull} created before the crash`,
-    );
-  }
-  if (spent.tokens !== paidTokens || Math.abs((spent.usd ?? 0) - paidUsd) > 1e-9) {
-    problems.push(
-      `the run's recorded spend (${spent.tokens} tokens) differs from the model calls paid (${paidTokens})`,
-    );
-  }
-  if (problems.length === 0) {
-    say();
-    const secs = ((Date.now() - e.started) / 1000).toFixed(1);
-    say(
-      green(
-        bold(
-          `✔ no side effect ran twice: ${steps.length} steps, 1 kill -9, 1 pull request (${secs} s)`,
-        ),
-      ),
-    );
-  }
-  return problems;
 }
 
-function visible(s: string): string {
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: strips ANSI colors
-  return s.replace(/\x1b\[[0-9;]*m/g, "");
+/** `s` as one word of a POSIX shell command line. */
+function shellWord(s: string): string {
+  return /^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replaceAll("'", "'\\''")}'`;
 }
 
-// ---- process lifecycle ------------------------------------------------------------------
+function isEmpty(dir: string): boolean {
+  return !existsSync(dir) || readdirSync(dir).length === 0;
+}
+
+function printStderr(w: WorkerProcess): void {
+  for (const line of w.stderr.slice(-20)) say(red(`  │ ${line}`));
+}
+
+// ---- process lifecycle ----------------------------------------------------------------
 
 const dir = mkdtempSync(join(tmpdir(), "cairn-demo-"));
-const keep = process.argv.includes("--keep");
-
-process.on("exit", () => {
-  // Last line of defence (an uncaught error, Ctrl-C): no worker outlives the demo.
-  for (const child of live) child.kill("SIGKILL");
-  if (!keep) rmSync(dir, { recursive: true, force: true });
-});
+process.on("exit", killAll); // last line of defence: no worker outlives the demo
 for (const signal of ["SIGINT", "SIGTERM"] as const) {
   process.on(signal, () => {
     say(red(`\ndemo interrupted (${signal})`));
@@ -364,4 +303,8 @@ try {
   say(red(bold(`✖ demo FAILED: ${(err as Error).message}`)));
   process.exitCode = 1;
 }
-if (keep) say(dim(`\nkept ${dir} (demo.db, side-effects.jsonl, project/)`));
+say();
+say(`The store is left behind in ${dir}. Look at the run:`);
+say(
+  `  ${bold(`npx tsx src/cli/main.ts show ${RUN_ID} --store ${shellWord(`sqlite:${join(dir, "cairn.db")}`)}`)}`,
+);

@@ -1,6 +1,7 @@
 // What every command shares: the Command shape, the context it runs in (output, env, cwd),
-// argument parsing with the options every command accepts, and the two expected kinds of
-// failure — a usage error (exit 2) and a CLI error (exit 1). Anything else is a bug.
+// the two expected kinds of failure — a usage error (exit 2) and a CLI error (exit 1);
+// anything else is a bug — and defineCommand, which parses a command line once for every
+// command: the store options, --help, unknown flags and the count of positionals.
 
 import { type ParseArgsConfig, parseArgs } from "node:util";
 
@@ -26,8 +27,8 @@ export interface Command {
 
 /** The command line is wrong: exit code 2, with a pointer to --help. */
 export class UsageError extends Error {
-  constructor(message: string) {
-    super(message);
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
     this.name = "UsageError";
   }
 }
@@ -40,8 +41,8 @@ export class CliError extends Error {
   }
 }
 
-/** Accepted by every command that touches a store. */
-export const STORE_OPTIONS = {
+/** Accepted by every command: every command touches a store. */
+const STORE_OPTIONS = {
   store: { type: "string" },
   schema: { type: "string" },
 } as const;
@@ -49,27 +50,91 @@ export const STORE_OPTIONS = {
 export const STORE_HELP = `Store options:
   --store <spec>    sqlite:<path>, a bare path (SQLite), or a postgres:// URL
                     (default: $CAIRN_STORE, else sqlite:.cairn/cairn.db)
-  --schema <name>   PostgreSQL schema (default: $CAIRN_PG_SCHEMA, else "cairn")`;
+  --schema <name>   PostgreSQL schema (default: $CAIRN_PG_SCHEMA, else "cairn")
+Encrypted stores: $CAIRN_ENCRYPTION_KEYS="id=base64key[,id2=base64key2]" (the first
+encrypts); without the key, a payload shows as [encrypted with key "id"].`;
 
-const HELP_OPTION = { help: { type: "boolean", short: "h" } } as const;
+const COMMON_OPTIONS = { ...STORE_OPTIONS, help: { type: "boolean", short: "h" } } as const;
 
 type OptionsConfig = NonNullable<ParseArgsConfig["options"]>;
 
-type Parsed<O extends OptionsConfig> = ReturnType<
+type Values<O extends OptionsConfig> = ReturnType<
   typeof parseArgs<{
     args: string[];
-    options: typeof HELP_OPTION & O;
+    options: typeof COMMON_OPTIONS & O;
     allowPositionals: true;
     strict: true;
   }>
->;
+>["values"];
 
-/** parseArgs, strict, with --help added; its errors become usage errors. */
-export function parseCommand<const O extends OptionsConfig>(args: string[], options: O): Parsed<O> {
+/** The positionals by position: each required one a string, each optional one maybe not. */
+type Positionals<R extends readonly string[], P extends readonly string[]> = [
+  ...{ -readonly [K in keyof R]: string },
+  ...{ -readonly [K in keyof P]: string | undefined },
+];
+
+export interface CommandLine<
+  O extends OptionsConfig,
+  R extends readonly string[],
+  P extends readonly string[],
+> {
+  /** The options given (the store options included; --help never reaches a command). */
+  values: Values<O>;
+  positionals: Positionals<R, P>;
+}
+
+export interface CommandDefinition<
+  O extends OptionsConfig,
+  R extends readonly string[],
+  P extends readonly string[],
+> {
+  name: string;
+  summary: string;
+  /** The help text above the store options, which are appended to it. */
+  help: string;
+  /** The command's own options; --store, --schema and --help are added. */
+  options: O;
+  /** The names of the required positionals, in order, as the help shows them (<id>). */
+  positionals?: R;
+  /** Optional positionals after the required ones. */
+  optional?: P;
+  run(line: CommandLine<O, R, P>, ctx: CliContext): Promise<number>;
+}
+
+/** A Command whose `run` gets its command line parsed and checked: `--help` prints the
+ *  help (exit 0) without running it; an unknown flag, a missing value or a wrong count of
+ *  positionals is a usage error naming it. */
+export function defineCommand<
+  const O extends OptionsConfig,
+  const R extends readonly string[] = [],
+  const P extends readonly string[] = [],
+>(definition: CommandDefinition<O, R, P>): Command {
+  const help = `${definition.help}\n\n${STORE_HELP}`;
+  return {
+    name: definition.name,
+    summary: definition.summary,
+    help,
+    async run(args, ctx) {
+      const { values, positionals } = parseCommandLine(args, definition.options);
+      if (values.help) {
+        ctx.out(help);
+        return 0;
+      }
+      expectPositionals(positionals, definition.positionals ?? [], definition.optional ?? []);
+      return definition.run(
+        { values: values as Values<O>, positionals: positionals as Positionals<R, P> },
+        ctx,
+      );
+    },
+  };
+}
+
+/** parseArgs, strict, with the common options added; its errors become usage errors. */
+function parseCommandLine(args: string[], options: OptionsConfig) {
   try {
     return parseArgs({
       args,
-      options: { ...HELP_OPTION, ...options },
+      options: { ...COMMON_OPTIONS, ...options },
       allowPositionals: true,
       strict: true,
     });
@@ -88,24 +153,13 @@ export function parseCommand<const O extends OptionsConfig>(args: string[], opti
 }
 
 /** Checks the positional arguments against `names` (required) then `optional`. */
-export function expectPositionals(
+function expectPositionals(
   positionals: string[],
-  names: string[],
-  optional: string[] = [],
+  names: readonly string[],
+  optional: readonly string[],
 ): void {
   const missing = names[positionals.length];
   if (missing !== undefined) throw new UsageError(`missing <${missing}>`);
   const extra = positionals[names.length + optional.length];
   if (extra !== undefined) throw new UsageError(`unexpected argument ${JSON.stringify(extra)}`);
-}
-
-/** A whole number >= min given to --name. */
-export function parseWholeNumber(value: string, name: string, min: number): number {
-  const n = Number(value);
-  if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n < min) {
-    throw new UsageError(
-      `--${name} must be a whole number >= ${min} (got ${JSON.stringify(value)})`,
-    );
-  }
-  return n;
 }

@@ -1,7 +1,7 @@
 // Human and machine output: aligned tables, ISO dates, durations, amounts, and JSON that
 // survives the values the codec stores (bigint, Map, Set) instead of throwing on them.
 
-import type { Amounts } from "../index.js";
+import { type Amounts, EncryptedValue, UndecodableValue } from "../index.js";
 
 export function iso(date: Date | undefined): string {
   return date ? date.toISOString() : "-";
@@ -88,7 +88,21 @@ export function toJson(value: unknown, indent?: number): string {
 /** A stored value for humans: compact JSON, or indented (by `indent`) when long. */
 export function formatValue(value: unknown, indent: string): string {
   if (value === undefined) return "(none)";
+  // Placeholders (a value encrypted with a key not given, one that cannot be decoded) read
+  // as what they say, not as a quoted string.
+  if (value instanceof EncryptedValue || value instanceof UndecodableValue) return String(value);
   const compact = toJson(value);
   if (compact.length <= 80) return compact;
   return toJson(value, 2).split("\n").join(`\n${indent}`);
+}
+
+/** Text from a user (an event name) safe to print on a terminal: control characters and
+ *  lone surrogates as JSON escapes (\u001b, \n, \ud83d), the rest as it is. */
+export function printable(text: string): string {
+  return JSON.stringify(text).slice(1, -1).replaceAll('\\"', '"').replaceAll("\\\\", "\\");
+}
+
+/** `printable` in double quotes. */
+export function quoted(text: string): string {
+  return `"${printable(text)}"`;
 }

@@ -34,7 +34,7 @@ export async function loadWorkflows(modulePath: string, cwd: string): Promise<An
     const code = (err as { code?: unknown }).code;
     const hint =
       code === "ERR_UNKNOWN_FILE_EXTENSION"
-        ? "; compile it to .js first, or run cairn under a loader (node --import tsx)"
+        ? '; TypeScript needs a loader: NODE_OPTIONS="--import tsx" (npm install -D tsx; cairn worker also takes --import tsx), or compile it to .js first'
         : "";
     throw new CliError(
       `Cannot load module "${modulePath}": ${(err as Error)?.message ?? String(err)}${hint}`,

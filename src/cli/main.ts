@@ -6,24 +6,35 @@
 import { readFileSync } from "node:fs";
 import { CairnError } from "../index.js";
 import { type CliContext, CliError, type Command, STORE_HELP, UsageError } from "./command.js";
+import { approvalLink } from "./commands/approval-link.js";
+import { approve, reject } from "./commands/approve.js";
 import { cancel } from "./commands/cancel.js";
 import { checkReplayCommand } from "./commands/check-replay.js";
 import { fork } from "./commands/fork.js";
+import { gc } from "./commands/gc.js";
 import { resume } from "./commands/resume.js";
 import { runs } from "./commands/runs.js";
 import { send } from "./commands/send.js";
 import { show } from "./commands/show.js";
+import { start } from "./commands/start.js";
+import { ui } from "./commands/ui.js";
 import { worker } from "./commands/worker.js";
 
 const COMMANDS: readonly Command[] = [
   runs,
   show,
+  start,
   send,
   cancel,
   resume,
   fork,
+  approve,
+  reject,
+  approvalLink,
   worker,
   checkReplayCommand,
+  gc,
+  ui,
 ];
 
 /** Options every command accepts, which may also come before the command name. */
@@ -33,7 +44,7 @@ function overallHelp(): string {
   const width = Math.max(...COMMANDS.map((c) => c.name.length));
   return `Usage: cairn <command> [options]
 
-Inspect and control cairn runs, and run workers.
+Inspect and control cairn runs, run workers, and serve the web dashboard.
 
 Commands:
 ${COMMANDS.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`).join("\n")}
@@ -90,7 +101,9 @@ async function main(argv: string[], ctx: CliContext): Promise<number> {
     return await cmd.run([...globals, ...rest], ctx);
   } catch (err) {
     if (err instanceof UsageError) {
-      throw new UsageError(`${err.message}\nRun "cairn ${cmd.name} --help" for usage.`);
+      throw new UsageError(`${err.message}\nRun "cairn ${cmd.name} --help" for usage.`, {
+        cause: err.cause,
+      });
     }
     throw err;
   }
@@ -102,15 +115,11 @@ function unknownCommand(name: string): string {
 
 /** The exit code for an error, after printing it. */
 function report(err: unknown, ctx: CliContext): number {
-  if (err instanceof UsageError) {
-    ctx.err(`cairn: ${err.message}`);
-    return 2;
-  }
   const debug = Boolean(ctx.env.CAIRN_DEBUG);
-  if (err instanceof CairnError || err instanceof CliError) {
+  if (err instanceof UsageError || err instanceof CairnError || err instanceof CliError) {
     ctx.err(`cairn: ${err.message}`);
     if (debug && err.cause instanceof Error) ctx.err(err.cause.stack ?? String(err.cause));
-    return 1;
+    return err instanceof UsageError ? 2 : 1;
   }
   const message = err instanceof Error ? err.message : String(err);
   ctx.err(`cairn: unexpected error: ${message}`);

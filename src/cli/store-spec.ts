@@ -3,72 +3,79 @@
 // Client commands refuse a SQLite file that does not exist yet: creating an empty store
 // because the command ran in the wrong directory would only hide the mistake.
 
-import { existsSync } from "node:fs";
-import { resolve } from "node:path";
-import { createEngine, type Engine, type Store, sqliteStore } from "../index.js";
-import { type CliContext, CliError, UsageError } from "./command.js";
+import { type ApprovalKey, createEngine, type Engine, type Store } from "../index.js";
+import {
+  openStoreSpec,
+  parseStoreSpec as parseSelection,
+  type StoreSpec,
+  withEnvironmentKeys,
+} from "../store/select.js";
+import { type CliContext, UsageError } from "./command.js";
 
-export const DEFAULT_STORE_SPEC = "sqlite:.cairn/cairn.db";
+export { DEFAULT_STORE_SPEC, type StoreSpec } from "../store/select.js";
 
-export type StoreSpec =
-  | { kind: "sqlite"; path: string }
-  | { kind: "postgres"; url: string; schema: string | undefined };
-
+/** --store / --schema, else CAIRN_STORE / CAIRN_PG_SCHEMA (selectStore's rules); a spec
+ *  that cannot be a store is a usage error. */
 export function parseStoreSpec(
   values: { store?: string | undefined; schema?: string | undefined },
   ctx: CliContext,
 ): StoreSpec {
-  const fromFlag = values.store !== undefined;
-  const spec = values.store ?? (ctx.env.CAIRN_STORE || DEFAULT_STORE_SPEC);
-  const where = fromFlag ? "--store" : "CAIRN_STORE";
-  if (/^postgres(ql)?:\/\//i.test(spec)) {
-    return {
-      kind: "postgres",
-      url: spec,
-      schema: values.schema ?? (ctx.env.CAIRN_PG_SCHEMA || undefined),
-    };
+  try {
+    return parseSelection({
+      store: values.store,
+      schema: values.schema,
+      env: ctx.env,
+      cwd: ctx.cwd,
+    });
+  } catch (err) {
+    if (!(err instanceof TypeError)) throw err;
+    // The selection names its options "store" and "schema"; here they are flags.
+    throw new UsageError(err.message.replace(/^(store|schema)\b/, "--$1"));
   }
-  if (values.schema !== undefined) {
-    throw new UsageError("--schema applies only to a PostgreSQL store (a postgres:// URL)");
-  }
-  const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):\/\//.exec(spec);
-  if (scheme) {
-    throw new UsageError(
-      `${where}: unsupported store "${scheme[1]}://..."; use sqlite:<path>, a path, or a postgres:// URL`,
-    );
-  }
-  const path = spec.startsWith("sqlite:") ? spec.slice("sqlite:".length) : spec;
-  if (path.trim() === "")
-    throw new UsageError(`${where}: "sqlite:" needs a path, e.g. sqlite:.cairn/cairn.db`);
-  return { kind: "sqlite", path: path === ":memory:" ? path : resolve(ctx.cwd, path) };
 }
 
-export async function openStore(spec: StoreSpec, options: { mustExist: boolean }): Promise<Store> {
-  if (spec.kind === "sqlite") {
-    if (options.mustExist && spec.path !== ":memory:" && !existsSync(spec.path)) {
-      throw new CliError(
-        `No cairn store at "${spec.path}" (SQLite). Run the command where the store is, or ` +
-          "pass --store / set CAIRN_STORE (sqlite:<path> or a postgres:// URL).",
-      );
-    }
-    return sqliteStore(spec.path);
+/** The store of `spec`, through encryptedStore when $CAIRN_ENCRYPTION_KEYS holds keys. */
+export async function openStore(
+  spec: StoreSpec,
+  options: { mustExist: boolean; env: NodeJS.ProcessEnv },
+): Promise<Store> {
+  const store = await openStoreSpec(spec, { mustExist: options.mustExist });
+  try {
+    return withEnvironmentKeys(store, options.env);
+  } catch (err) {
+    await store.close().catch(() => {});
+    throw new UsageError((err as Error).message);
   }
-  // Loaded only when used, so SQLite users never load the PostgreSQL driver.
-  const { postgresStore } = await import("../store/postgres/postgres-store.js");
-  return postgresStore(spec.url, spec.schema === undefined ? {} : { schema: spec.schema });
 }
 
-/** Runs `fn` with a client engine (it never executes runs) and closes it afterwards. */
+/** Runs `fn` with a client engine (it never executes runs) and closes it afterwards. The
+ *  engine refuses a malformed argument (a run id, a workflow name, a budget, an approver)
+ *  with a TypeError naming it: here that is the command line's mistake, a usage error. */
 export async function withClient<T>(
   values: { store?: string | undefined; schema?: string | undefined },
   ctx: CliContext,
   fn: (engine: Engine) => Promise<T>,
+  options: { approvalKeys?: ApprovalKey[] } = {},
 ): Promise<T> {
-  const store = await openStore(parseStoreSpec(values, ctx), { mustExist: true });
-  const engine = createEngine({ store, worker: false });
+  const store = await openStore(parseStoreSpec(values, ctx), { mustExist: true, env: ctx.env });
+  const engine = createEngine({ store, worker: false, ...options });
   try {
     return await fn(engine);
+  } catch (err) {
+    if (err instanceof TypeError) throw new UsageError(err.message, { cause: err });
+    throw err;
   } finally {
     await engine.close();
+  }
+}
+
+/** Resolves once `engine` has opened its store. The engine opens it lazily, so without a
+ *  first read a store that cannot be opened would surface only later, or never. */
+export async function ensureOpened(engine: Engine): Promise<void> {
+  try {
+    await engine.listRuns({ limit: 1 });
+  } catch (err) {
+    await engine.close();
+    throw err;
   }
 }

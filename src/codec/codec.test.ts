@@ -2,6 +2,7 @@
 // shared and circular references) and refuses what cannot be stored, naming where it is.
 
 import { describe, expect, it } from "vitest";
+import { isWellFormed } from "../lib/text.js";
 import { decode, EncodeError, encode } from "./codec.js";
 
 describe("codec", () => {
@@ -72,5 +73,24 @@ describe("codec", () => {
     expect((thrown as Error).message).toMatch(
       /\d+ bytes encoded, over the payload limit of 1000 bytes/,
     );
+  });
+
+  it("encodes lone surrogates and NUL as well-formed, NUL-free text that decodes exactly", () => {
+    const cut = "👍 great".slice(1); // a reply cut mid-emoji: a lone low surrogate
+    const values = [
+      cut,
+      "👍".slice(0, 1), // a lone high surrogate
+      "\udc00\ud800 reversed pair, \\\ud83d after a backslash",
+      "nul \u0000 inside",
+      { [cut]: [cut, new Map([[cut, new Set([cut])]])] },
+    ];
+    for (const value of values) {
+      const text = encode(value);
+      expect(isWellFormed(text)).toBe(true);
+      expect(text.includes("\u0000")).toBe(false);
+      expect(decode(text)).toEqual(value);
+    }
+    const err = decode<{ err: Error }>(encode({ err: new Error(`bad \u0000 ${cut}`) })).err;
+    expect(err.message).toBe(`bad \u0000 ${cut}`);
   });
 });

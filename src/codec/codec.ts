@@ -1,8 +1,13 @@
 // Values <-> stored text. devalue keeps Date, Map, Set, BigInt, undefined, typed arrays,
 // repeated and circular references; a reducer adds Error. Anything else that is not plain
 // data (functions, symbols, class instances) is refused with the path to the bad value.
+//
+// The text is always storable exactly (lib/text.ts): devalue escapes NUL, and lone UTF-16
+// surrogates (an LLM reply cut mid-emoji) are escaped here, so no backend's driver turns
+// them into U+FFFD and the first run and every replay decode the same string.
 
 import * as devalue from "devalue";
+import { escapeLoneSurrogatesInJson } from "../lib/text.js";
 
 export const DEFAULT_MAX_PAYLOAD_BYTES = 2 * 1024 * 1024;
 
@@ -36,7 +41,7 @@ const revivers = {
 export function encode(value: unknown, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES): string {
   let text: string;
   try {
-    text = devalue.stringify(value, reducers);
+    text = escapeLoneSurrogatesInJson(devalue.stringify(value, reducers));
   } catch (err) {
     const path = (err as { path?: string }).path || "(root)";
     const what = (err as Error).message.replace(/^Cannot stringify /, "");

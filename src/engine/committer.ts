@@ -4,25 +4,13 @@
 // call (one transaction); one batch is in flight at a time and the next one gathers
 // everything that arrived meanwhile.
 
-import { LeaseLostError } from "../errors.js";
+import { LeaseLostError, SerializationError, WriteConflictError } from "../errors.js";
 import type { RunWrite, Store } from "../store/store.js";
 
 interface Pending {
   write: RunWrite;
   resolve: () => void;
   reject: (err: Error) => void;
-}
-
-export class WriteConflictError extends Error {
-  constructor(
-    readonly runId: string,
-    readonly key: string,
-  ) {
-    super(
-      `Run "${runId}": a different record already exists under key "${key}"; the journal is immutable, so this write was refused`,
-    );
-    this.name = "WriteConflictError";
-  }
 }
 
 export class Committer {
@@ -34,7 +22,8 @@ export class Committer {
 
   constructor(private readonly store: Store) {}
 
-  /** Resolves when `write` is durable; rejects with LeaseLostError or WriteConflictError. */
+  /** Resolves when `write` is durable; rejects with LeaseLostError, WriteConflictError, or
+   *  SerializationError (the store cannot hold one of its records). */
   write(write: RunWrite): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       this.queue.push({ write, resolve, reject });
@@ -87,12 +76,22 @@ export class Committer {
       const o = outcomes[i];
       if (!o || o.ok) p.resolve();
       else if (o.reason === "lease-lost") {
+        p.reject(leaseTakenOver(p.write.runId, p.write.epoch));
+      } else if (o.reason === "unstorable") {
+        // Only this write failed; the rest of its batch landed.
         p.reject(
-          new LeaseLostError(
-            `Run "${p.write.runId}": this worker's lease (epoch ${p.write.epoch}) was taken over; it stops executing the run`,
+          new SerializationError(
+            `Run "${p.write.runId}": the record ${JSON.stringify(o.key)} cannot be stored (${o.message}); nothing of this write was recorded. Values pass through the codec; check names, keys and spend names for NUL characters or broken UTF-16.`,
           ),
         );
       } else p.reject(new WriteConflictError(p.write.runId, o.key));
     });
   }
+}
+
+/** What a write fenced by `epoch` meets once another worker has claimed the run. */
+export function leaseTakenOver(runId: string, epoch: number): LeaseLostError {
+  return new LeaseLostError(
+    `Run "${runId}": this worker's lease (epoch ${epoch}) was taken over; it stops executing the run`,
+  );
 }

@@ -1,24 +1,31 @@
 // The user's handle: registers workflows, starts, signals, cancels, resumes, forks and
 // inspects runs, and owns a worker unless `worker: false`. All persistence goes through
-// the Store; all time through the Clock.
+// the Store; all time through the Clock. This file holds the Engine's types and composes
+// it; each verb lives in a module of its own (docs/ARCHITECTURE.md, "src/engine/").
 
-import { DEFAULT_MAX_PAYLOAD_BYTES, decode, encode } from "../codec/codec.js";
-import {
-  errorFromRecord,
-  InputValidationError,
-  RunCanceledError,
-  RunConflictError,
-  RunNotFoundError,
-  SerializationError,
-} from "../errors.js";
-import { type Clock, realClock } from "../lib/clock.js";
-import { newId } from "../lib/ids.js";
-import { sqliteStore } from "../store/sqlite/sqlite-store.js";
-import type { Amounts, RunFilter, RunRecord, Store } from "../store/store.js";
+import type { Clock } from "../lib/clock.js";
+import type { Duration } from "../lib/duration.js";
+import type { Amounts, RunFilter, Store, StreamChunk } from "../store/store.js";
 import type { AnyWorkflow, Workflow } from "../workflow/define.js";
-import { Committer } from "./committer.js";
-import { type RunView, type StepView, stepViews, toRunView } from "./views.js";
-import { Worker } from "./worker.js";
+import type { ApprovalKey } from "./approval-tokens.js";
+import { type ApprovalsApi, createApprovalsApi } from "./approvals.js";
+import { resolveEngineConfig } from "./engine-config.js";
+import { createEngineInternals, ready, runHasNews } from "./engine-internals.js";
+import { closeEngine, engineMetrics } from "./engine-lifecycle.js";
+import { collectOnRequest } from "./engine-retention.js";
+import { forkRun } from "./fork.js";
+import { inspectionVerbs } from "./inspection.js";
+import type { Limits } from "./limits.js";
+import type { Logger } from "./logger.js";
+import type { CollectResult as GcResult } from "./retention.js";
+import { cancelRun, resumeRun } from "./run-control.js";
+import { handleFor, runHandle } from "./run-handle.js";
+import { sendEvent } from "./send-event.js";
+import { startChildRun, startRun } from "./start-run.js";
+import type { EventView, RunView, StepView, WorkerView } from "./views.js";
+import { createWorkspaceViews, type WorkspaceViewsApi } from "./workspace-views.js";
+
+export type { GcResult };
 
 export interface EngineOptions {
   /** Default: sqliteStore(".cairn/cairn.db"). */
@@ -41,13 +48,61 @@ export interface EngineOptions {
   maxPayloadBytes?: number;
   /** Retry backoffs up to this long wait in process; longer ones release the run. Default 5 s. */
   inProcessRetryMs?: number;
-  /** Receives internal problems (never user payloads). Default: console.error. */
+  /** How long an aborted attempt (timeout, cancel) may take to stop, so that the spend it
+   *  reports is recorded with it. Default 1 s. */
+  abortGraceMs?: number;
+  /** How long a replay waits for a call that the first run made after awaiting something
+   *  that is not a recorded call (a timer, a file), before it reports non-determinism.
+   *  Default 60 s. */
+  replayStallMs?: number;
+  /** Receives internal problems (never user payloads). Default: the logger's warn, and
+   *  without a logger, console.error. */
   log?: (message: string, err?: unknown) => void;
+  /** Structured logs (a pino logger fits as it is): the worker's lifecycle at info (one
+   *  line per claimed, recovered, takeover, completed, failed, canceled, paused, released,
+   *  lease-lost), internal problems at warn. Never payloads. Default: problems to stderr,
+   *  no lifecycle lines. */
+  logger?: Logger;
+  /** Where ctx.workspace() puts a workspace given no `dir`: <workspaceRoot>/<run id>/<name>.
+   *  Default ".cairn/workspaces". */
+  workspaceRoot?: string;
+  /** Keys that sign and verify approval links (approval-tokens.ts): the first signs, all
+   *  verify. No default: without keys, links can be neither made nor accepted. */
+  approvalKeys?: ApprovalKey[];
+  /** Limits, each with a clear error when reached (docs/API.md, "Limits"). */
+  limits?: Partial<Limits>;
+  /** Deletes finished runs in the worker, in batches (engine/retention.ts): those that
+   *  finished more than `finishedOlderThan` ago, checked every `every` (default "1h").
+   *  Off by default. Ignored with `worker: false`. */
+  retention?: { finishedOlderThan: Duration; every?: Duration; batchSize?: number };
+}
+
+export interface GcOptions {
+  /** Runs that finished more than this long ago (by the store's clock) are deleted. */
+  olderThan: Duration;
+  /** Count what would be deleted; delete nothing. */
+  dryRun?: boolean;
+  /** Runs per transaction. Default 500, at most 1,000. */
+  batchSize?: number;
+  /** After each batch, the totals so far. */
+  onBatch?: (progress: GcResult) => void;
 }
 
 export interface StartOptions {
   id?: string;
   budget?: Amounts;
+}
+
+export interface SendEventOptions {
+  /** Makes the send idempotent: sending again with the same key (e.g. a webhook's delivery
+   *  id) stores nothing and answers the first event (`duplicate: true`). 1-256 characters. */
+  idempotencyKey?: string;
+}
+
+export interface SentEvent {
+  event: EventView;
+  /** True when an event with the same idempotency key had been stored before. */
+  duplicate: boolean;
 }
 
 export interface RunHandle<O = unknown> {
@@ -56,11 +111,30 @@ export interface RunHandle<O = unknown> {
   info(): Promise<RunView | undefined>;
 }
 
-export interface Engine {
+/** What start() returns: a handle, and whether this call created the run. */
+export interface StartedRun<O = unknown> extends RunHandle<O> {
+  /** false: a run with this id and the same input already existed, and start() returned it
+   *  without creating anything (a different input is a RunConflictError). */
+  readonly created: boolean;
+}
+
+/** Approvals (ctx.approval): list, approve, reject, and approval links: approvals.ts.
+ *  Workspaces (ctx.workspace) as recorded: checkpoints, files, diffs: workspace-views.ts. */
+export interface Engine extends ApprovalsApi, WorkspaceViewsApi {
   readonly workerId: string;
-  start<I, O>(wf: Workflow<I, O>, input: I, options?: StartOptions): Promise<RunHandle<O>>;
+  /** Starts a run of `wf`; or of a workflow by name: "name@version", or "name" for the
+   *  newest version this engine registers or a live worker serves (see docs/API.md). */
+  start<I, O>(wf: Workflow<I, O>, input: I, options?: StartOptions): Promise<StartedRun<O>>;
+  start(name: string, input: unknown, options?: StartOptions): Promise<StartedRun>;
+  /** A handle on an existing run; given its workflow, the output type is inferred. */
+  handle<I, O>(wf: Workflow<I, O>, id: string): RunHandle<O>;
   handle<O = unknown>(id: string): RunHandle<O>;
-  sendEvent(id: string, name: string, payload?: unknown): Promise<void>;
+  sendEvent(
+    id: string,
+    name: string,
+    payload?: unknown,
+    options?: SendEventOptions,
+  ): Promise<SentEvent>;
   cancel(id: string, reason?: string): Promise<void>;
   resume(id: string, options?: { budget?: Amounts }): Promise<RunHandle>;
   fork(
@@ -70,8 +144,23 @@ export interface Engine {
   getRun(id: string): Promise<RunView | undefined>;
   listRuns(filter?: RunFilter): Promise<RunView[]>;
   getSteps(id: string): Promise<StepView[]>;
+  // For dashboards (the HTTP API): what else a run and the store hold.
+  /** Every event sent to a run, consumed or not, in the order sent. */
+  listEvents(id: string): Promise<EventView[]>;
+  /** Worker processes registered in the store; `live` judged by this engine's leaseMs. */
+  listWorkers(): Promise<WorkerView[]>;
+  /** A page of the run's stream (what cairn/ai forwards of streamed model calls), raw, from
+   *  offset `from` (default 0); cairn/ai's readStream decodes it. RunNotFoundError for an
+   *  unknown run. */
+  readStream(id: string, options?: { from?: number; limit?: number }): Promise<StreamChunk[]>;
+  /** The workflows given to createEngine, each name@version once. */
+  readonly workflows: readonly AnyWorkflow[];
   /** Counters for tests and dashboards: executions held in memory, commits, claims. */
   metrics(): EngineMetrics;
+  /** Retention: deletes finished runs older than `olderThan` with every record they own and
+   *  the workspace objects only they held; never an unfinished run. Idempotency of `start`
+   *  by id ends with it (a deleted id can be started anew). */
+  gc(options: GcOptions): Promise<GcResult>;
   close(): Promise<void>;
 }
 
@@ -82,321 +171,43 @@ export interface EngineMetrics {
   claimed: number;
 }
 
-const ID_RE = /^\S.{0,255}$/s;
-
+/** Builds an engine from its parts, each a module of its own that is handed the shared
+ *  internals (engine-internals.ts) rather than closing over them. */
 export function createEngine(options: EngineOptions = {}): Engine {
-  const store = options.store ?? sqliteStore();
-  const clock = options.clock ?? realClock;
-  const leaseMs = options.leaseMs ?? 30_000;
-  const pollIntervalMs = options.pollIntervalMs ?? 250;
-  const maxPayloadBytes = options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
-  const log =
-    options.log ??
-    ((message: string, err?: unknown) =>
-      console.error(
-        `cairn: ${message}${err ? `: ${(err as Error)?.message ?? String(err)}` : ""}`,
-      ));
-  const workflows = new Map<string, Workflow<unknown, unknown>>();
-  for (const wf of options.workflows ?? []) {
-    if (workflows.has(wf.id)) {
-      throw new TypeError(`createEngine(): workflow "${wf.id}" is registered twice`);
-    }
-    workflows.set(wf.id, wf as unknown as Workflow<unknown, unknown>);
-  }
-  const committer = new Committer(store);
-  const workerId = newId("wrk");
-  const waiters = new Map<string, Set<() => void>>();
-
-  const worker =
-    options.worker === false
-      ? undefined
-      : new Worker({
-          id: workerId,
-          store,
-          clock,
-          workflows,
-          concurrency: options.concurrency ?? 16,
-          leaseMs,
-          heartbeatMs: options.heartbeatMs ?? Math.max(10, Math.floor(leaseMs / 3)),
-          pollIntervalMs,
-          execution: {
-            store,
-            committer,
-            clock,
-            maxPayloadBytes,
-            inProcessRetryMs: options.inProcessRetryMs ?? 5_000,
-            startChild: (parentId, childId, wf, input) =>
-              createRunFor(wf, input, { id: childId }, parentId).then(() => undefined),
-            log,
-          },
-        });
-
-  let closed = false;
-  let unsubscribe: (() => void) | undefined;
-  const ready: Promise<void> = (async () => {
-    await store.open({ clock });
-    unsubscribe = store.subscribe((hint) => {
-      if (hint.kind === "finished" && hint.runId) wake(hint.runId);
-    });
-    await worker?.start();
-  })();
-  // Surface open errors on first use, not as an unhandled rejection.
-  ready.catch(() => {});
-
-  function wake(runId: string): void {
-    const set = waiters.get(runId);
-    if (!set) return;
-    waiters.delete(runId);
-    for (const fn of set) fn();
-  }
-
-  function waitForChange(runId: string, ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const set = waiters.get(runId) ?? new Set();
-      waiters.set(runId, set);
-      const done = () => {
-        clearTimeout(timer);
-        set.delete(done);
-        if (set.size === 0 && waiters.get(runId) === set) waiters.delete(runId);
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      set.add(done);
-    });
-  }
-
-  async function use(): Promise<void> {
-    if (closed) throw new Error("cairn: this engine is closed; create a new one");
-    await ready;
-  }
-
-  async function createRunFor(
-    wf: Workflow<unknown, unknown>,
-    input: unknown,
-    opts: StartOptions,
-    parentId: string | null,
-  ): Promise<RunRecord> {
-    const id = opts.id ?? newId("run");
-    if (typeof id !== "string" || !ID_RE.test(id) || id.includes("\u0000")) {
-      throw new TypeError(
-        `start(): run id ${JSON.stringify(id)} is invalid; use 1-256 characters, not starting with a space`,
-      );
-    }
-    let value = input;
-    const schema = wf.options.input;
-    if (schema) {
-      const res = await schema["~standard"].validate(input);
-      if (res.issues) {
-        const detail = res.issues
-          .map(
-            (i) =>
-              `${i.path?.length ? `${i.path.map((p) => (typeof p === "object" ? p.key : p)).join(".")}: ` : ""}${i.message}`,
-          )
-          .join("; ");
-        throw new InputValidationError(
-          `Input for workflow "${wf.id}" (run "${id}") is invalid: ${detail}. Nothing was recorded.`,
-          res.issues,
-        );
-      }
-      value = res.value;
-    }
-    let encoded: string;
-    try {
-      encoded = encode(value, maxPayloadBytes);
-    } catch (err) {
-      throw new SerializationError(
-        `Input for workflow "${wf.id}" (run "${id}") ${(err as Error).message}; nothing was recorded`,
-        { cause: err },
-      );
-    }
-    const budgetLimit = { ...(wf.options.budget ?? {}), ...(opts.budget ?? {}) };
-    for (const [k, v] of Object.entries(budgetLimit)) {
-      if (typeof v !== "number" || !(v >= 0)) {
-        throw new TypeError(`start(): budget "${k}" must be a number >= 0 (got ${String(v)})`);
-      }
-    }
-    const { run, created } = await store.createRun({
-      id,
-      workflow: wf.name,
-      version: wf.version,
-      input: encoded,
-      budgetLimit,
-      parentId,
-    });
-    if (!created && run.workflow !== wf.name) {
-      throw new RunConflictError(
-        `Run id "${id}" already belongs to workflow "${run.workflow}"; it cannot be started as "${wf.name}". Choose another id.`,
-      );
-    }
-    if (created) worker?.poke();
-    return run;
-  }
-
-  function handle<O>(id: string): RunHandle<O> {
-    return {
-      id,
-      info: () => engine.getRun(id),
-      async result(): Promise<O> {
-        await use();
-        for (;;) {
-          const run = await store.getRun(id);
-          if (!run) throw new RunNotFoundError(`Run "${id}" does not exist`);
-          if (run.status === "completed") return decode<O>(run.output ?? "");
-          if (run.status === "failed") {
-            throw errorFromRecord(run.error ?? { name: "Error", message: run.reason ?? "failed" });
-          }
-          if (run.status === "canceled") {
-            throw new RunCanceledError(
-              `Run "${id}" was canceled: ${run.reason ?? "no reason given"}`,
-            );
-          }
-          await waitForChange(id, pollIntervalMs);
-        }
+  const config = resolveEngineConfig(options);
+  const internals = createEngineInternals(config, startChildRun);
+  const engineReady = () => ready(internals);
+  return {
+    ...createApprovalsApi({
+      store: config.store,
+      clock: config.clock,
+      maxPayloadBytes: config.maxPayloadBytes,
+      approvalKeys: config.approvalKeys,
+      ready: engineReady,
+      answered: (runId) => {
+        runHasNews(internals, runId);
+        internals.waiters.wake(runId);
       },
-    };
-  }
-
-  const engine: Engine = {
-    workerId,
-    async start(wf, input, opts = {}) {
-      await use();
-      const run = await createRunFor(
-        wf as unknown as Workflow<unknown, unknown>,
-        input,
-        opts,
-        null,
-      );
-      return handle(run.id);
+    }),
+    ...createWorkspaceViews({ store: config.store, ready: engineReady }),
+    workerId: internals.workerId,
+    async start(wfOrName: AnyWorkflow | string, input: unknown, opts: StartOptions = {}) {
+      const { run, created } = await startRun(internals, wfOrName, input, opts);
+      return { ...runHandle(internals, run.id), created };
     },
-    handle,
-    async sendEvent(id, name, payload) {
-      await use();
-      if (
-        typeof name !== "string" ||
-        name.length === 0 ||
-        name.length > 200 ||
-        name.startsWith("cairn.")
-      ) {
-        throw new TypeError(
-          `sendEvent(): event name ${JSON.stringify(name)} for run "${id}" is invalid; use 1-200 characters not starting with "cairn."`,
-        );
-      }
-      let encoded: string;
-      try {
-        encoded = encode(payload, maxPayloadBytes);
-      } catch (err) {
-        throw new SerializationError(
-          `Event "${name}" for run "${id}": the payload ${(err as Error).message}; nothing was recorded`,
-          { cause: err },
-        );
-      }
-      const res = await store.sendEvent({ runId: id, name, payload: encoded });
-      if (!res.ok) {
-        if (res.reason === "not-found")
-          throw new RunNotFoundError(`Run "${id}" does not exist; event "${name}" was not stored`);
-        throw new RunConflictError(
-          `Run "${id}" is ${res.status}; event "${name}" cannot be delivered to a finished run and was not stored`,
-        );
-      }
-      const local = worker?.active.get(id);
-      if (local) local.poke();
-      else worker?.poke();
+    handle: ((idOrWorkflow: string | AnyWorkflow, maybeId?: string) =>
+      handleFor(internals, idOrWorkflow, maybeId)) as Engine["handle"],
+    sendEvent: (id, name, payload, opts = {}) => sendEvent(internals, id, name, payload, opts),
+    cancel: (id, reason = "canceled by request") => cancelRun(internals, id, reason),
+    resume: (id, opts = {}) => resumeRun(internals, id, opts),
+    fork: (id, opts) => forkRun(internals, id, opts),
+    ...inspectionVerbs(internals),
+    workflows: Object.freeze([...config.workflows.values()]) as readonly AnyWorkflow[],
+    metrics: () => engineMetrics(internals),
+    async gc(gcOptions) {
+      await engineReady();
+      return collectOnRequest(config.store, gcOptions);
     },
-    async cancel(id, reason = "canceled by request") {
-      await use();
-      const res = await store.requestCancel(id, reason);
-      if (res.state === "not-found") throw new RunNotFoundError(`Run "${id}" does not exist`);
-      if (res.state === "finished") {
-        throw new RunConflictError(
-          `Run "${id}" is already ${res.run.status}; it cannot be canceled`,
-        );
-      }
-      if (res.state === "requested") worker?.active.get(id)?.cancel(reason);
-      wake(id);
-    },
-    async resume(id, opts = {}) {
-      await use();
-      const res = await store.resumeRun(id, opts.budget ? { budgetLimit: opts.budget } : {});
-      if (!res.ok) {
-        if (res.reason === "not-found") throw new RunNotFoundError(`Run "${id}" does not exist`);
-        throw new RunConflictError(
-          `Run "${id}" is ${res.run.status}; only paused or failed runs can be resumed`,
-        );
-      }
-      worker?.poke();
-      return handle(id);
-    },
-    async fork(id, opts) {
-      await use();
-      const source = await store.getRun(id);
-      if (!source) throw new RunNotFoundError(`Run "${id}" does not exist; nothing to fork`);
-      const journal = await store.loadJournal(id);
-      const from = journal.steps.find((s) => s.key === opts.fromStep);
-      if (!from) {
-        const keys = journal.steps
-          .filter((s) => !s.key.startsWith("@"))
-          .sort((a, b) => a.seq - b.seq)
-          .map((s) => s.key);
-        throw new RunConflictError(
-          `Run "${id}" has no completed step "${opts.fromStep}"; fork from one of: ${keys.join(", ") || "(none)"}`,
-        );
-      }
-      const newRunId = opts.id ?? newId("run");
-      const res = await store.forkRun({
-        sourceId: id,
-        beforeSeq: from.seq,
-        run: {
-          id: newRunId,
-          workflow: source.workflow,
-          version: opts.version ?? source.version,
-          input: source.input,
-          budgetLimit: source.budgetLimit,
-          parentId: null,
-        },
-      });
-      if (!res.created) {
-        throw new RunConflictError(
-          `Run id "${newRunId}" already exists; choose another id for the fork`,
-        );
-      }
-      worker?.poke();
-      return handle(newRunId);
-    },
-    async getRun(id) {
-      await use();
-      const run = await store.getRun(id);
-      return run ? toRunView(run) : undefined;
-    },
-    async listRuns(filter) {
-      await use();
-      return (await store.listRuns(filter)).map(toRunView);
-    },
-    async getSteps(id) {
-      await use();
-      return stepViews(await store.loadJournal(id));
-    },
-    metrics() {
-      return {
-        activeExecutions: worker?.active.size ?? 0,
-        commitBatches: committer.stats.batches,
-        commitWrites: committer.stats.writes,
-        claimed: worker?.stats.claimed ?? 0,
-      };
-    },
-    async close() {
-      if (closed) return;
-      closed = true;
-      try {
-        await ready;
-      } catch {
-        return;
-      }
-      await worker?.close(options.closeGraceMs ?? 10_000);
-      await committer.drain();
-      unsubscribe?.();
-      for (const id of [...waiters.keys()]) wake(id);
-      await store.close();
-    },
+    close: () => closeEngine(internals),
   };
-  return engine;
 }

@@ -1,21 +1,29 @@
 // One execution of one claimed run: read the journal (one query), replay/execute through a
 // Context, then release the run with the outcome — all writes fenced by the claim's epoch.
 
-import { decode, encode } from "../codec/codec.js";
-import { SerializationError } from "../errors.js";
+import { decode } from "../codec/codec.js";
+import { PayloadKeyError } from "../errors.js";
 import type { Clock } from "../lib/clock.js";
-import type { ClaimedRun, ErrorRecord, NewEvent, Release, Store } from "../store/store.js";
-import { CHILD_EVENT_PREFIX, Context, type Outcome, toErrorRecord } from "../workflow/context.js";
+import { unreadablePayloadReason } from "../store/encrypted-store.js";
+import type { ClaimedRun, Release, RunRecord, RunStatus, Store } from "../store/store.js";
+import { Context, type Outcome } from "../workflow/context.js";
 import type { Workflow } from "../workflow/define.js";
-import type { Committer } from "./committer.js";
-import type { RetryPolicy } from "./retry.js";
+import type { RetryPolicy } from "../workflow/retry.js";
+import { childOutcome } from "./child-result.js";
+import { type Committer, leaseTakenOver } from "./committer.js";
+import type { WorkerEventFields } from "./logger.js";
+import { releaseOf } from "./release-of.js";
+import { ExecutionTrace } from "./tracing.js";
 
 export interface ExecutionDeps {
   store: Store;
   committer: Committer;
   clock: Clock;
   maxPayloadBytes: number;
+  maxStepsPerRun: number;
   inProcessRetryMs: number;
+  abortGraceMs: number;
+  replayStallMs: number;
   startChild(
     parentId: string,
     childId: string,
@@ -23,6 +31,12 @@ export interface ExecutionDeps {
     input: unknown,
   ): Promise<void>;
   log(message: string, err?: unknown): void;
+  /** Reports a lifecycle event of a run this worker executes (logged at info). */
+  lifecycle(f: Omit<WorkerEventFields, "workerId">): void;
+  /** Parent of default workspace directories (ctx.workspace). */
+  workspaceRoot: string;
+  /** False once the worker has gone a whole lease without renewing (see Worker). */
+  leaseFresh?(): boolean;
 }
 
 export class Execution {
@@ -31,6 +45,9 @@ export class Execution {
   private ctx: Context | undefined;
   private pendingCancel: string | undefined;
   private abandoned = false;
+  private draining = false;
+  private leaseLostReported = false;
+  private readonly trace: ExecutionTrace;
   readonly finished: Promise<void>;
 
   constructor(
@@ -40,7 +57,8 @@ export class Execution {
   ) {
     this.runId = claim.run.id;
     this.epoch = claim.run.epoch;
-    this.finished = this.execute().catch((err) => this.handBack(err));
+    this.trace = new ExecutionTrace(claim.run, claim.recovered);
+    this.finished = this.execute().catch((err) => this.interruptedByStore(err));
   }
 
   cancel(reason: string): void {
@@ -48,167 +66,236 @@ export class Execution {
     else this.pendingCancel = reason;
   }
 
+  /** Stops executing without writing anything: the lease is gone, or the engine closes
+   *  and the grace period is over. */
+  stopWithoutWriting(): void {
+    this.abandoned = true;
+    this.ctx?.stopWithoutWriting();
+  }
+
+  /** The heartbeat learned that another worker holds the run (after stopWithoutWriting). */
   leaseLost(): void {
-    this.abandoned = true;
-    this.ctx?.leaseLost();
+    if (this.leaseLostReported) return;
+    this.leaseLostReported = true;
+    this.trace.end("lease-lost");
+    this.report("lease-lost");
   }
 
-  poke(): void {
-    this.ctx?.poke().catch((err) => this.deps.log(`reading events of run "${this.runId}"`, err));
+  /** The engine closes: start nothing new, hand the run back once nothing is in flight. */
+  drain(): void {
+    this.draining = true;
+    this.ctx?.drain();
   }
 
-  /** Stops executing without writing anything (engine close after the grace period). */
-  abandon(): void {
-    this.abandoned = true;
-    this.ctx?.leaseLost();
+  /** Events may have arrived for this run (from this process or another): look. */
+  refreshEvents(): void {
+    this.ctx
+      ?.refreshEvents()
+      .catch((err) => this.deps.log(`reading events of run "${this.runId}"`, err));
+  }
+
+  /** A wait of this execution is blocked on an event, which another process may send. */
+  get awaitsEvent(): boolean {
+    return this.ctx?.awaitsEvent ?? false;
   }
 
   private async execute(): Promise<void> {
-    const { store, committer, clock } = this.deps;
     const run = this.claim.run;
     if (run.cancelRequested) {
       await this.release({ kind: "canceled", reason: run.reason ?? "canceled" });
       return;
     }
-    const journal = await store.loadJournal(run.id);
-    const ctx = new Context(
-      {
-        runId: run.id,
-        workflow: run.workflow,
-        version: run.version,
-        generation: run.generation,
-        recovered: this.claim.recovered,
-        budgetLimit: run.budgetLimit,
-        budgetSpent: run.budgetSpent,
-        clock,
-        maxPayloadBytes: this.deps.maxPayloadBytes,
-        inProcessRetryMs: this.deps.inProcessRetryMs,
-        retry: this.wf.options.retry as Partial<RetryPolicy> | undefined,
-        commit: (w) => committer.write({ ...w, runId: run.id, epoch: run.epoch }),
-        startChild: (childId, wf, input) => this.deps.startChild(run.id, childId, wf, input),
-        loadEvents: async () => (await store.loadJournal(run.id)).events,
-      },
-      journal,
-    );
+    const journal = await this.deps.store.loadJournal(run.id);
+    const ctx = new Context(this.contextHost(run), journal);
     this.ctx = ctx;
     if (this.pendingCancel !== undefined) ctx.cancel(this.pendingCancel);
-    if (this.abandoned) ctx.leaseLost();
-    const outcome = await ctx.start(this.wf.fn as never, decode(run.input));
+    if (this.abandoned) ctx.stopWithoutWriting();
+    if (this.draining) ctx.drain();
+    const outcome = await this.trace.within(() =>
+      ctx.start(this.wf.fn as never, decode(run.input)),
+    );
     await this.release(outcome);
+  }
+
+  /** What the Context of this execution is given: the run, the limits, and every write it
+   *  makes, fenced by this claim's epoch. */
+  private contextHost(run: RunRecord): ContextHost {
+    const { store, committer, clock } = this.deps;
+    return {
+      runId: run.id,
+      workflow: run.workflow,
+      version: run.version,
+      generation: run.generation,
+      recovered: this.claim.recovered,
+      // A run started by name by a process without this workflow's code stored only the
+      // limits it was given: the workflow's defaults fill in the names it did not give,
+      // as a start from code would have (there, they are already in the stored limit).
+      budgetLimit: { ...(this.wf.options.budget ?? {}), ...run.budgetLimit },
+      budgetSpent: run.budgetSpent,
+      failedCalls: run.failedCalls,
+      clock,
+      maxPayloadBytes: this.deps.maxPayloadBytes,
+      maxStepsPerRun: this.deps.maxStepsPerRun,
+      inProcessRetryMs: this.deps.inProcessRetryMs,
+      abortGraceMs: this.deps.abortGraceMs,
+      replayStallMs: this.deps.replayStallMs,
+      retry: this.wf.options.retry as Partial<RetryPolicy> | undefined,
+      commit: (w) => committer.write({ ...w, runId: run.id, epoch: run.epoch }),
+      startChild: (childId, wf, input) => this.deps.startChild(run.id, childId, wf, input),
+      childOutcome: (childId) => childOutcome(store, childId),
+      loadEvents: () => store.pendingEvents(run.id),
+      log: (message, err) => this.deps.log(message, err),
+      traceAttempt: (a) => this.trace.attempt(a),
+      ...(this.deps.leaseFresh && { leaseFresh: this.deps.leaseFresh }),
+      workspace: {
+        root: this.deps.workspaceRoot,
+        missing: (hashes) => store.missingWorkspaceObjects(hashes),
+        put: async (objects, refs) => {
+          const res = await store.putWorkspaceObjects({
+            runId: run.id,
+            epoch: run.epoch,
+            objects,
+            refs,
+          });
+          if (res.ok) return { missing: [] };
+          if (res.reason === "missing") return { missing: res.hashes };
+          throw leaseTakenOver(run.id, run.epoch);
+        },
+        get: (hashes) => store.getWorkspaceObjects(hashes),
+        log: (message) => this.deps.log(message),
+      },
+      requestApproval: async (p) => {
+        const res = await store.requestApproval({ ...p, runId: run.id, epoch: run.epoch });
+        if (!res.ok) throw leaseTakenOver(run.id, run.epoch);
+      },
+    };
   }
 
   /** The store failed under this execution (connection lost, disk full): hand the run back
    *  so it resumes from its journal. A store problem never fails a run. */
-  private async handBack(err: unknown): Promise<void> {
-    this.deps.log(`run "${this.runId}": interrupted by a store error; it will resume`, err);
-    if (this.abandoned) return;
-    await handBackRun(this.deps.store, this.runId, this.epoch);
-  }
-
-  private async release(outcome: Outcome): Promise<void> {
-    // "frontier" only happens in replay-only mode (the replay check), never here.
-    if (outcome.kind === "lease-lost" || outcome.kind === "frontier" || this.abandoned) return;
-    if (outcome.kind === "interrupted") {
-      await this.handBack(outcome.error);
+  private async interruptedByStore(err: unknown): Promise<void> {
+    const keyError = payloadKeyError(err);
+    if (keyError) {
+      // Handing it back would have it claimed again at once, and fail again: pause it.
+      const reason = unreadablePayloadReason(this.runId, keyError);
+      this.deps.log(reason);
+      if (this.abandoned) return;
+      await this.deps.store
+        .releaseRun({
+          runId: this.runId,
+          epoch: this.epoch,
+          status: "paused",
+          reason,
+          readyAt: null,
+        })
+        .catch((e) => this.deps.log(`run "${this.runId}": could not pause`, e));
       return;
     }
-    const { store, committer } = this.deps;
-    // Records the context queued without awaiting (ctx.now/random/uuid) land first.
-    await committer.drain();
+    this.deps.log(`run "${this.runId}": interrupted by a store error; it will resume`, err);
+    this.trace.end("interrupted", {
+      name: (err as Error)?.name ?? "Error",
+      code: (err as { code?: string })?.code,
+      message: "",
+    });
+    if (this.abandoned) return;
+    if (await handBackRun(this.deps.store, this.runId, this.epoch)) {
+      this.report("released", { status: "pending" });
+    }
+  }
+
+  /** One lifecycle line for this run. */
+  private report(
+    event: WorkerEventFields["event"],
+    more: Partial<Omit<WorkerEventFields, "workerId" | "event">> = {},
+  ): void {
     const run = this.claim.run;
-    const base = { runId: run.id, epoch: run.epoch };
-    let release: Release;
-    switch (outcome.kind) {
-      case "completed": {
-        let output: string;
-        try {
-          output = encode(outcome.output, this.deps.maxPayloadBytes);
-        } catch (err) {
-          const e = new SerializationError(
-            `Run "${run.id}" returned an output that ${(err as Error).message}; workflow outputs must be serializable and within the payload limit`,
-            { cause: err },
-          );
-          release = this.failed(base, e);
-          break;
-        }
-        release = {
-          ...base,
-          status: "completed",
-          output,
-          readyAt: null,
-          reason: null,
-          events: this.parentEvents({ output: outcome.output }),
-        };
-        break;
-      }
-      case "failed":
-        release = this.failed(base, outcome.error);
-        break;
-      case "canceled": {
-        const error: ErrorRecord = {
-          name: "RunCanceledError",
-          code: "RUN_CANCELED",
-          message: `Run "${run.id}" was canceled: ${outcome.reason}`,
-        };
-        release = {
-          ...base,
-          status: "canceled",
-          reason: outcome.reason,
-          error,
-          readyAt: null,
-          events: this.parentEvents({ error }),
-        };
-        break;
+    this.deps.lifecycle({
+      event,
+      runId: run.id,
+      workflow: run.workflow,
+      version: run.version,
+      epoch: run.epoch,
+      ...more,
+    });
+  }
+
+  /** Ends the execution as `outcome` says: releases the run with its new status, hands it
+   *  back, or (lease lost, abandoned) writes nothing. */
+  private async release(outcome: Outcome): Promise<void> {
+    // "frontier" only happens in replay-only mode (the replay check), never here.
+    if (outcome.kind === "lease-lost") this.leaseLost();
+    if (outcome.kind === "lease-lost" || outcome.kind === "frontier" || this.abandoned) {
+      this.trace.end(this.abandoned ? "abandoned" : outcome.kind);
+      return;
+    }
+    if (outcome.kind === "interrupted") {
+      await this.interruptedByStore(outcome.error);
+      return;
+    }
+    if (outcome.kind === "handed-back") {
+      await this.handBackOnClose();
+      return;
+    }
+    // Records the context queued without awaiting (ctx.now/random/uuid) land first.
+    await this.deps.committer.drain();
+    const release = releaseOf(this.claim.run, outcome, this.deps.maxPayloadBytes);
+    const res = await this.deps.store.releaseRun(release);
+    if (!res.ok) {
+      this.deps.log(`run "${this.runId}": lease lost before release; another worker has it`);
+      this.leaseLost();
+      return;
+    }
+    this.reportRelease(res.run.status, release);
+    this.trace.end(res.run.status, res.run.status === "failed" ? release.error : null);
+  }
+
+  /** The engine closes and nothing is in flight: the ctx.now/random/uuid records land
+   *  first, then the run goes back to pending. */
+  private async handBackOnClose(): Promise<void> {
+    await this.deps.committer.drain();
+    if (await handBackRun(this.deps.store, this.runId, this.epoch)) {
+      this.report("released", { status: "pending" });
+    }
+    this.trace.end("handed-back");
+  }
+
+  /** The lifecycle line of a release, by the status the run ended in (a release may have
+   *  become canceled by a cancel that came meanwhile). */
+  private reportRelease(status: RunStatus, release: Release): void {
+    switch (status) {
+      case "completed":
+      case "canceled":
+        this.report(status);
+        return;
+      case "failed": {
+        const e = release.error;
+        this.report("failed", {
+          ...(e && { error: { name: e.name, ...(e.code !== undefined && { code: e.code }) } }),
+        });
+        return;
       }
       case "paused":
-        release = {
-          ...base,
-          status: "paused",
-          pausedFor: "budget",
-          reason: outcome.reason,
-          readyAt: null,
-        };
-        break;
-      case "suspended":
-        release = {
-          ...base,
-          status: "waiting",
-          readyAt: outcome.wakeAt,
-          wakeAt: outcome.wakeAt,
-          waitingFor: outcome.waitingFor,
-          reason: null,
-        };
-        break;
+        this.report("paused", release.reason ? { reason: release.reason } : {});
+        return;
+      default:
+        this.report("released", {
+          status,
+          ...(release.wakeAt != null && { wakeAt: new Date(release.wakeAt).toISOString() }),
+          ...(release.waitingFor?.length ? { waitingFor: release.waitingFor } : {}),
+        });
     }
-    const res = await store.releaseRun(release);
-    if (!res.ok) this.deps.log(`run "${run.id}": lease lost before release; another worker has it`);
   }
+}
 
-  private failed(base: { runId: string; epoch: number }, err: Error): Release {
-    const error = toErrorRecord(err);
-    return {
-      ...base,
-      status: "failed",
-      error,
-      reason: `${error.name}: ${error.message}`,
-      readyAt: null,
-      events: this.parentEvents({
-        error: { name: error.name, code: error.code, message: error.message },
-      }),
-    };
-  }
+/** What a Context is constructed with (context.ts). */
+type ContextHost = ConstructorParameters<typeof Context>[0];
 
-  private parentEvents(result: { output?: unknown; error?: ErrorRecord }): NewEvent[] | undefined {
-    const parentId = this.claim.run.parentId;
-    if (!parentId) return undefined;
-    let payload: string;
-    try {
-      payload = encode(result, this.deps.maxPayloadBytes);
-    } catch (err) {
-      payload = encode({ error: toErrorRecord(err) });
-    }
-    return [{ runId: parentId, name: `${CHILD_EVENT_PREFIX}${this.runId}`, payload }];
+/** The PayloadKeyError an error is or was caused by. */
+function payloadKeyError(err: unknown): PayloadKeyError | undefined {
+  for (let e = err, depth = 0; e && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
+    if (e instanceof PayloadKeyError) return e;
   }
+  return undefined;
 }
 
 /** Releases a claimed run to pending, ready now, fenced by `epoch`: another worker (or this

@@ -1,15 +1,17 @@
-// What inspection returns (getRun, listRuns, getSteps): decoded values, Dates, and a
-// step's whole history (every attempt with its error and spend) in call order.
+// What inspection returns (getRun, listRuns, getSteps, listEvents, listWorkers): decoded
+// values and Dates, never stored text the codec cannot decode or a key does not open. A
+// step's whole history (every attempt with its error and spend) is built by step-views.ts.
 
 import { decode } from "../codec/codec.js";
-import { addAmounts } from "../lib/amounts.js";
+import { encryptedTextKeyId } from "../codec/encryption.js";
 import type {
   Amounts,
   ErrorRecord,
-  Journal,
+  EventRecord,
   RunRecord,
   RunStatus,
   StepKind,
+  WorkerRecord,
 } from "../store/store.js";
 
 export interface RunView {
@@ -18,6 +20,8 @@ export interface RunView {
   version: string;
   status: RunStatus;
   reason?: string;
+  /** Why a paused run is paused: over its budget, or no live worker has its version. */
+  pausedFor?: "budget" | "version";
   input: unknown;
   output?: unknown;
   error?: { name: string; code?: string; message: string };
@@ -25,6 +29,9 @@ export interface RunView {
   parentId?: string;
   wakeAt?: Date;
   waitingFor?: string[];
+  /** For a running run: the worker executing it, and when its lease ends unless renewed. */
+  leaseOwner?: string;
+  leaseUntil?: Date;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -56,15 +63,117 @@ export interface StepView {
   /** When the call was begun durably (an effect's intent, a sleep or wait reached, a child
    *  started), if it records one; with completedAt it is the call's intent/completion history. */
   intentAt?: Date;
+  /** A completed effect: its value was made by `perform`, or found by `reconcile` (after a
+   *  crash or a failed attempt, the effect had happened). Absent on records from before
+   *  cairn recorded it. */
+  effect?: "performed" | "reconciled";
 }
 
-function safeDecode(text: string | null): unknown {
+/** Stands in for a stored value the codec cannot decode (a damaged row, a format this
+ *  cairn does not know): inspection shows this placeholder, never the stored text. */
+export class UndecodableValue {
+  readonly undecodable = true;
+  toJSON(): string {
+    return "[undecodable value]";
+  }
+  toString(): string {
+    return this.toJSON();
+  }
+}
+
+const UNDECODABLE = Object.freeze(new UndecodableValue());
+
+/** Stands in for a stored value encrypted with a key this process was not given (an
+ *  encrypted store read without its keys): inspection says which key, never the text. */
+export class EncryptedValue {
+  readonly encrypted = true;
+  constructor(readonly keyId: string) {}
+  toJSON(): string {
+    return encryptedText(this.keyId);
+  }
+  toString(): string {
+    return this.toJSON();
+  }
+}
+
+function encryptedText(keyId: string): string {
+  return `[encrypted with key "${keyId}"]`;
+}
+
+/** Stored text as shown: itself, or what key it is encrypted with. */
+export function shownText(text: string): string {
+  const keyId = encryptedTextKeyId(text);
+  return keyId === undefined ? text : encryptedText(keyId);
+}
+
+/** A stored error as shown: its message and stack as shownText shows them. */
+export function shownError(e: ErrorRecord): ErrorRecord {
+  const out: ErrorRecord = { ...e, message: shownText(e.message) };
+  if (typeof e.stack === "string") out.stack = shownText(e.stack);
+  return out;
+}
+
+/** A stored value as inspection shows it: decoded, an EncryptedValue naming the key it is
+ *  encrypted with, or an UndecodableValue; undefined for none. */
+export function decodeForView(text: string | null): unknown {
   if (text === null) return undefined;
+  const keyId = encryptedTextKeyId(text);
+  if (keyId !== undefined) return new EncryptedValue(keyId);
   try {
     return decode(text);
   } catch {
-    return undefined;
+    return UNDECODABLE;
   }
+}
+
+/** An event sent to a run (listEvents), consumed by a wait or not yet. */
+export interface EventView {
+  /** Store-assigned, increasing in the order events were sent to this store. */
+  seq: number;
+  name: string;
+  payload: unknown;
+  sentAt: Date;
+  /** The key of the wait that consumed it, if one did. */
+  consumedBy?: string;
+  idempotencyKey?: string;
+}
+
+export function toEventView(e: EventRecord): EventView {
+  const view: EventView = {
+    seq: e.seq,
+    name: e.name,
+    payload: decodeForView(e.payload),
+    sentAt: new Date(e.createdAt),
+  };
+  if (e.consumedBy !== null) view.consumedBy = e.consumedBy;
+  if (e.idempotencyKey !== null) view.idempotencyKey = e.idempotencyKey;
+  return view;
+}
+
+/** A worker process as registered in the store (listWorkers). */
+export interface WorkerView {
+  id: string;
+  host: string;
+  pid: number;
+  /** The "name@version" pairs it executes. */
+  workflows: string[];
+  startedAt: Date;
+  heartbeatAt: Date;
+  /** Its last heartbeat is within one lease period of the store's now: it counts as a live
+   *  worker for version pinning. */
+  live: boolean;
+}
+
+export function toWorkerView(w: WorkerRecord, storeNow: number, leaseMs: number): WorkerView {
+  return {
+    id: w.id,
+    host: w.host,
+    pid: w.pid,
+    workflows: [...w.workflows],
+    startedAt: new Date(w.startedAt),
+    heartbeatAt: new Date(w.heartbeatAt),
+    live: storeNow - w.heartbeatAt <= leaseMs,
+  };
 }
 
 export function toRunView(run: RunRecord): RunView {
@@ -73,110 +182,26 @@ export function toRunView(run: RunRecord): RunView {
     workflow: run.workflow,
     version: run.version,
     status: run.status,
-    input: safeDecode(run.input),
+    input: decodeForView(run.input),
     budget: { limit: { ...run.budgetLimit }, spent: { ...run.budgetSpent } },
     createdAt: new Date(run.createdAt),
     updatedAt: new Date(run.updatedAt),
   };
-  if (run.reason) view.reason = run.reason;
-  if (run.output !== null) view.output = safeDecode(run.output);
+  if (run.reason) view.reason = shownText(run.reason);
+  if (run.status === "paused" && run.pausedFor) view.pausedFor = run.pausedFor;
+  if (run.output !== null) view.output = decodeForView(run.output);
   if (run.error) {
-    view.error = { name: run.error.name, message: run.error.message };
+    view.error = { name: run.error.name, message: shownText(run.error.message) };
     if (run.error.code) view.error.code = run.error.code;
   }
   if (run.parentId) view.parentId = run.parentId;
+  if (run.status === "running") {
+    if (run.leaseOwner !== null) view.leaseOwner = run.leaseOwner;
+    if (run.leaseUntil !== null) view.leaseUntil = new Date(run.leaseUntil);
+  }
   if (run.status === "waiting") {
     if (run.wakeAt !== null) view.wakeAt = new Date(run.wakeAt);
     if (run.waitingFor.length > 0) view.waitingFor = [...run.waitingFor];
   }
   return view;
-}
-
-/** Builds the step history of a run from its journal, in call order; calls begun but not
- *  completed (intents, failed attempts) follow the completed ones. */
-export function stepViews(journal: Journal): StepView[] {
-  const byKey = new Map<string, StepView>();
-  const order: Array<{ key: string; seq: number }> = [];
-  for (const s of [...journal.steps].sort((a, b) => a.seq - b.seq)) {
-    const view: StepView = {
-      key: s.key,
-      name: s.name,
-      kind: s.kind,
-      status: s.outcome === "ok" ? "completed" : "failed",
-      attempts: [],
-      spend: {},
-      startedAt: new Date(s.startedAt),
-      completedAt: new Date(s.completedAt),
-    };
-    if (s.outcome === "ok") view.result = safeDecode(s.result);
-    if (s.error) view.error = s.error;
-    byKey.set(s.key, view);
-    order.push({ key: s.key, seq: s.seq });
-  }
-  const intents = new Map(journal.intents.map((i) => [i.key, i]));
-  let tail = Number.MAX_SAFE_INTEGER / 2;
-  const attempts = [...journal.attempts].sort(
-    (a, b) => a.generation - b.generation || a.attempt - b.attempt,
-  );
-  for (const a of attempts) {
-    let view = byKey.get(a.key);
-    if (!view) {
-      view = {
-        key: a.key,
-        name: intents.get(a.key)?.name ?? a.key.replace(/#\d+$/, ""),
-        kind: intents.get(a.key)?.kind ?? "step",
-        status: a.retryAt === null ? "failed" : "retrying",
-        attempts: [],
-        spend: {},
-        startedAt: new Date(a.startedAt),
-      };
-      byKey.set(a.key, view);
-      order.push({ key: a.key, seq: tail++ });
-    } else if (!view.completedAt) {
-      view.status = a.retryAt === null ? "failed" : "retrying";
-    }
-    if (!view.completedAt && a.retryAt === null) view.error = a.error;
-    const av: AttemptView = {
-      attempt: a.attempt,
-      startedAt: new Date(a.startedAt),
-      endedAt: new Date(a.endedAt),
-      error: a.error,
-      spend: { ...a.spend },
-    };
-    if (a.retryAt !== null && !view.completedAt) av.retryAt = new Date(a.retryAt);
-    view.attempts.push(av);
-    addAmounts(view.spend, a.spend);
-    if (a.startedAt < view.startedAt.getTime()) view.startedAt = new Date(a.startedAt);
-  }
-  for (const s of journal.steps) {
-    const view = byKey.get(s.key);
-    if (!view) continue;
-    view.attempts.push({
-      attempt: s.attempt,
-      startedAt: new Date(s.startedAt),
-      endedAt: new Date(s.completedAt),
-      spend: { ...s.spend },
-      ...(s.error ? { error: s.error } : {}),
-    });
-    addAmounts(view.spend, s.spend);
-  }
-  for (const i of journal.intents) {
-    const known = byKey.get(i.key);
-    if (known) {
-      known.intentAt = new Date(i.createdAt);
-      continue;
-    }
-    byKey.set(i.key, {
-      key: i.key,
-      name: i.name,
-      kind: i.kind,
-      status: i.kind === "sleep" || i.kind === "wait" || i.kind === "child" ? "waiting" : "started",
-      attempts: [],
-      spend: {},
-      startedAt: new Date(i.createdAt),
-      intentAt: new Date(i.createdAt),
-    });
-    order.push({ key: i.key, seq: tail++ });
-  }
-  return order.sort((a, b) => a.seq - b.seq).map((o) => byKey.get(o.key)!);
 }

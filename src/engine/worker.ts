@@ -1,12 +1,17 @@
 // The claim loop: claims runnable runs of the registered name@version pairs, holds their
 // leases (heartbeats renew them; a renewal that reports a lost lease stops the execution),
-// and reports runs whose version no live worker has. Polling is the source of truth;
-// store hints and virtual-clock jumps only make the next poll come sooner.
+// reports runs whose version no live worker has, and on every heartbeat takes over the runs
+// of workers on this host whose process is gone (dead-workers.ts). Polling is the source of
+// truth; store hints and virtual-clock jumps only make the next poll come sooner.
 
 import { hostname } from "node:os";
 import type { Clock } from "../lib/clock.js";
+import { pidNamespace } from "../lib/process-identity.js";
+import { displayText } from "../lib/text.js";
+import { setLongTimeout, timerMs } from "../lib/timers.js";
 import type { ClaimedRun, Store } from "../store/store.js";
 import type { Workflow } from "../workflow/define.js";
+import { isDeadLocalWorker } from "./dead-workers.js";
 import { Execution, type ExecutionDeps, handBackRun } from "./execution.js";
 
 export interface WorkerOptions {
@@ -31,6 +36,8 @@ export class Worker {
   private readonly handingBack = new Set<Promise<void>>();
   private pollAgain = false;
   private closed = false;
+  /** Heartbeats go on through close()'s grace period, so leases outlive it. */
+  private heartbeatsStopped = false;
   private lastRenewOk: number;
   /** The heartbeat in flight, if any: close() waits for it before the store closes. */
   private heartbeating: Promise<void> | undefined;
@@ -38,42 +45,46 @@ export class Worker {
   private unsubscribe: Array<() => void> = [];
   readonly stats = { claimed: 0, executions: 0 };
 
-  constructor(private readonly o: WorkerOptions) {
-    this.lastRenewOk = o.clock.now();
+  constructor(private readonly options: WorkerOptions) {
+    this.lastRenewOk = options.clock.now();
   }
 
   async start(): Promise<void> {
-    const { store } = this.o;
-    await this.recoverDeadLocalWorkers();
+    const { store } = this.options;
     await store.registerWorker({
-      id: this.o.id,
+      id: this.options.id,
       host: hostname(),
       pid: process.pid,
-      workflows: [...this.o.workflows.keys()],
+      pidNamespace: pidNamespace(),
+      workflows: [...this.options.workflows.keys()],
     });
     this.unsubscribe.push(
       store.subscribe((hint) => {
         if (hint.kind === "runnable") {
-          if (hint.runId) this.active.get(hint.runId)?.poke();
-          this.poke();
+          if (hint.runId) this.active.get(hint.runId)?.refreshEvents();
+          this.requestClaimRound();
         } else if (hint.kind === "cancel" && hint.runId && this.active.has(hint.runId)) {
           void this.heartbeat();
         }
       }),
     );
-    const onAdvance = this.o.clock.onAdvance?.(() => {
+    const onAdvance = this.options.clock.onAdvance?.(() => {
       void this.heartbeat();
-      this.poke();
+      this.requestClaimRound();
     });
     if (onAdvance) this.unsubscribe.push(onAdvance);
-    this.heartbeatTimer = setInterval(() => void this.heartbeat(), this.o.heartbeatMs);
+    this.heartbeatTimer = setInterval(
+      () => void this.heartbeat(),
+      timerMs(this.options.heartbeatMs),
+    );
     this.heartbeatTimer.unref?.();
-    await this.markUnserved();
-    this.poke();
+    // The first sweep: dead local workers' runs are claimable before our first claim.
+    await this.sweepWorkers();
+    this.requestClaimRound();
   }
 
   /** Asks for a claim round now (a run was started, an event sent, a slot freed). */
-  poke(): void {
+  requestClaimRound(): void {
     if (this.closed) return;
     if (this.polling !== undefined) {
       this.pollAgain = true;
@@ -88,7 +99,7 @@ export class Worker {
     this.pollTimer = setTimeout(() => {
       this.pollTimer = undefined;
       void this.pollOnce();
-    }, delayMs);
+    }, timerMs(delayMs));
   }
 
   private pollOnce(): Promise<void> {
@@ -99,54 +110,70 @@ export class Worker {
         this.pollAgain = false;
         this.schedulePoll(0);
       } else {
-        this.schedulePoll(this.o.pollIntervalMs);
+        this.schedulePoll(this.options.pollIntervalMs);
       }
     });
     return this.polling;
   }
 
   private async claimRound(): Promise<void> {
+    // A wait blocked in this process may be answered by an event another process stored
+    // (SQLite sends no hint across processes): look at each poll.
+    for (const ex of this.active.values()) if (ex.awaitsEvent) ex.refreshEvents();
     try {
-      const free = this.o.concurrency - this.active.size;
+      const free = this.options.concurrency - this.active.size;
       if (free > 0) {
         const limit = Math.min(free, 64);
-        const claims = await this.o.store.claimRuns({
-          workerId: this.o.id,
-          workflows: [...this.o.workflows.keys()],
+        // Taken before asking: the store set the leases after this moment.
+        const askedAt = this.options.clock.now();
+        const claims = await this.options.store.claimRuns({
+          workerId: this.options.id,
+          workflows: [...this.options.workflows.keys()],
           limit,
-          leaseMs: this.o.leaseMs,
+          leaseMs: this.options.leaseMs,
         });
-        for (const c of claims) this.launch(c);
+        for (const c of claims) this.launch(c, askedAt);
         if (claims.length === limit) this.pollAgain = true;
       }
     } catch (err) {
-      this.o.execution.log("claiming runs failed; retrying at the next poll", err);
+      this.options.execution.log("claiming runs failed; retrying at the next poll", err);
     }
   }
 
-  private launch(claim: ClaimedRun): void {
+  private launch(claim: ClaimedRun, claimedAt: number): void {
     if (this.closed) {
       // Claimed by a round that was in flight when close() began: hand it straight back.
       const p = this.handBack(claim).finally(() => this.handingBack.delete(p));
       this.handingBack.add(p);
       return;
     }
-    const wf = this.o.workflows.get(`${claim.run.workflow}@${claim.run.version}`);
+    const wf = this.options.workflows.get(`${claim.run.workflow}@${claim.run.version}`);
     if (!wf) return; // cannot happen: claims are filtered by our workflows
     this.stats.claimed++;
-    const ex = new Execution(this.o.execution, claim, wf);
+    this.options.execution.lifecycle({
+      event: claim.recovered ? "recovered" : "claimed",
+      runId: claim.run.id,
+      workflow: claim.run.workflow,
+      version: claim.run.version,
+      epoch: claim.run.epoch,
+    });
+    const ex = new Execution(
+      { ...this.options.execution, leaseFresh: () => this.leaseFresh(claimedAt) },
+      claim,
+      wf,
+    );
     this.active.set(claim.run.id, ex);
     void ex.finished.then(() => {
       if (this.active.get(claim.run.id) === ex) this.active.delete(claim.run.id);
       this.stats.executions++;
-      this.poke();
+      this.requestClaimRound();
     });
   }
 
   /** Renews the leases of executing runs; stops those whose lease is gone; delivers
    *  cancel requests made in other processes. */
   private async heartbeat(): Promise<void> {
-    if (this.closed) return;
+    if (this.heartbeatsStopped) return;
     if (this.heartbeating !== undefined) {
       this.heartbeatAgain = true;
       return this.heartbeating;
@@ -156,7 +183,7 @@ export class Worker {
         do {
           this.heartbeatAgain = false;
           await this.heartbeatOnce();
-        } while (this.heartbeatAgain && !this.closed);
+        } while (this.heartbeatAgain && !this.heartbeatsStopped);
       } finally {
         this.heartbeating = undefined;
       }
@@ -164,101 +191,130 @@ export class Worker {
     return this.heartbeating;
   }
 
+  /** Whether a lease taken at `claimedAt` may still be this worker's: the claim or the last
+   *  renewal round was asked less than a lease ago. A process stopped past its lease
+   *  (SIGSTOP, a long pause) finds this false on waking, before its heartbeat learns the
+   *  runs were taken. */
+  leaseFresh(claimedAt: number): boolean {
+    const since = Math.max(claimedAt, this.lastRenewOk);
+    return this.options.clock.now() - since < this.options.leaseMs;
+  }
+
   private async heartbeatOnce(): Promise<void> {
-    const { store, clock, leaseMs } = this.o;
+    const { store, clock, leaseMs } = this.options;
     const runs = [...this.active.values()].map((e) => ({ runId: e.runId, epoch: e.epoch }));
+    // Taken before asking: the store extended the leases after this moment, not when its
+    // answer arrived.
+    const askedAt = clock.now();
     try {
       if (runs.length > 0) {
-        const res = await store.renewLeases({ workerId: this.o.id, runs, leaseMs });
-        for (const id of res.lost) this.active.get(id)?.leaseLost();
+        const res = await store.renewLeases({ workerId: this.options.id, runs, leaseMs });
+        // Only the execution the renewal was for: while it was in flight the run may have
+        // been released and claimed again here, under a new epoch that is not lost.
+        const renewed = new Map(runs.map((r) => [r.runId, r.epoch]));
+        for (const id of res.lost) {
+          const ex = this.active.get(id);
+          if (ex && ex.epoch === renewed.get(id)) {
+            ex.stopWithoutWriting();
+            ex.leaseLost();
+          }
+        }
         for (const id of res.cancelRequested) {
           const run = await store.getRun(id);
           this.active.get(id)?.cancel(run?.reason ?? "canceled");
         }
       }
-      await store.heartbeatWorker(this.o.id);
-      this.lastRenewOk = clock.now();
-      await this.markUnserved();
+      await store.heartbeatWorker(this.options.id);
+      this.lastRenewOk = askedAt;
+      await this.sweepWorkers();
     } catch (err) {
-      this.o.execution.log("renewing leases failed", err);
+      this.options.execution.log("renewing leases failed", err);
       // Past our own lease we may no longer own anything: stop rather than act as a zombie.
       if (clock.now() - this.lastRenewOk > leaseMs) {
-        for (const ex of this.active.values()) ex.leaseLost();
+        for (const ex of this.active.values()) {
+          ex.stopWithoutWriting();
+          ex.leaseLost();
+        }
       }
     }
   }
 
-  private async markUnserved(): Promise<void> {
-    const { store, leaseMs } = this.o;
+  /** Takes over the runs of dead workers on this host (removing a row makes the runs it
+   *  leases claimable now; fencing keeps that safe should the worker still write), then
+   *  pauses runs whose version no live worker has. */
+  private async sweepWorkers(): Promise<void> {
+    const { store, leaseMs } = this.options;
     // Heartbeats are stamped by the store's clock (the database's on PostgreSQL): judge
     // them by the same clock, never this worker's, or skew would make live workers "dead".
     const now = await store.now();
+    const here = {
+      workerId: this.options.id,
+      host: displayText(hostname()),
+      pid: process.pid,
+      pidNamespace: pidNamespace(),
+      now,
+      leaseMs,
+    };
     const served = new Set<string>();
     for (const w of await store.listWorkers()) {
-      if (now - w.heartbeatAt <= leaseMs) for (const wf of w.workflows) served.add(wf);
+      if (isDeadLocalWorker(w, here)) {
+        await store.removeWorker(w.id);
+        this.options.execution.lifecycle({ event: "takeover", deadWorkerId: w.id });
+      } else if (now - w.heartbeatAt <= leaseMs) for (const wf of w.workflows) served.add(wf);
     }
-    for (const wf of this.o.workflows.keys()) served.add(wf);
+    for (const wf of this.options.workflows.keys()) served.add(wf);
     await store.markUnserved({ served: [...served], graceMs: Math.min(leaseMs, 5_000) });
   }
 
-  /** Workers on this host whose process is gone: their runs are claimable at once rather
-   *  than after their leases expire. Fencing keeps this safe even if a pid was reused. */
-  private async recoverDeadLocalWorkers(): Promise<void> {
-    const host = hostname();
-    for (const w of await this.o.store.listWorkers()) {
-      if (w.host !== host || w.pid === process.pid || w.id === this.o.id) continue;
-      if (!pidAlive(w.pid)) await this.o.store.removeWorker(w.id);
-    }
-  }
-
   private async handBack(claim: ClaimedRun): Promise<void> {
-    if (!(await handBackRun(this.o.store, claim.run.id, claim.run.epoch))) {
-      this.o.execution.log(`handing back run "${claim.run.id}" failed; its lease will expire`);
+    if (!(await handBackRun(this.options.store, claim.run.id, claim.run.epoch))) {
+      this.options.execution.log(
+        `handing back run "${claim.run.id}" failed; its lease will expire`,
+      );
     }
   }
 
   async close(graceMs: number): Promise<void> {
     this.closed = true;
     if (this.pollTimer) clearTimeout(this.pollTimer);
-    if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
     for (const u of this.unsubscribe) u();
+    // From now on no new step starts; attempts in flight get the grace period (leases are
+    // still renewed meanwhile), then each run is handed back (or suspended, if it waits):
+    // no attempt is cut unless it outlasts the grace.
+    const running = [...this.active.values()];
+    for (const ex of running) ex.drain();
     // A claim round in flight may still commit: wait for it (bounded), so whatever it
     // claimed is handed back before this worker's row goes.
-    if (this.polling !== undefined) await withTimeout(this.polling, graceMs);
-    const running = [...this.active.values()];
-    if (running.length > 0) await withTimeout(Promise.all(running.map((e) => e.finished)), graceMs);
-    for (const ex of this.active.values()) ex.abandon();
+    if (this.polling !== undefined) await waitAtMost(this.polling, graceMs);
+    if (running.length > 0) await waitAtMost(Promise.all(running.map((e) => e.finished)), graceMs);
+    for (const ex of this.active.values()) ex.stopWithoutWriting();
+    this.heartbeatsStopped = true;
+    if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
     // Let a heartbeat in flight finish before the store closes, but never wait on a store
     // that hangs.
     if (this.heartbeating !== undefined) {
-      await withTimeout(this.heartbeating, Math.min(graceMs, 2_000));
+      await waitAtMost(this.heartbeating, Math.min(graceMs, 2_000));
     }
     await Promise.all(this.handingBack);
-    // Removing the worker row makes every run it still leases claimable now.
-    await this.o.store.removeWorker(this.o.id);
+    // Records of attempts that finished are durable before any run of ours is claimable:
+    // removing the worker row first would let another worker take a run whose record is
+    // still queued, fence that write, and execute the step again.
+    await this.options.execution.committer.drain();
+    await this.options.store.removeWorker(this.options.id);
   }
 }
 
 /** Waits for `p`, but no longer than `ms`. */
-async function withTimeout(p: Promise<unknown>, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
+async function waitAtMost(p: Promise<unknown>, ms: number): Promise<void> {
+  let cancel: (() => void) | undefined;
   await Promise.race([
     p.then(
       () => {},
       () => {},
     ),
     new Promise<void>((r) => {
-      timer = setTimeout(r, ms);
+      cancel = setLongTimeout(r, ms);
     }),
   ]);
-  clearTimeout(timer);
-}
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "EPERM";
-  }
+  cancel?.();
 }

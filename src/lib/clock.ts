@@ -1,6 +1,8 @@
 // Time is injected: the real clock in production, a virtual one in tests (cairn/testing),
 // so two days of sleep can pass instantly without any code reading Date.now() directly.
 
+import { setLongTimeout } from "./timers.js";
+
 export interface Clock {
   /** Milliseconds since the epoch. */
   now(): number;
@@ -8,9 +10,14 @@ export interface Clock {
   sleep(ms: number, signal?: AbortSignal): Promise<void>;
   /** Calls `fn` whenever time jumps forward (virtual clocks); returns an unsubscribe. */
   onAdvance?(fn: () => void): () => void;
+  /** This clock reads the system's time (`realClock` says so): a store with a clock of its
+   *  own (PostgreSQL) then uses the database's clock, so that workers on hosts with skewed
+   *  clocks agree on leases and timers. Any other clock's reading is the store's time. */
+  readonly system?: boolean;
 }
 
 export const realClock: Clock = {
+  system: true,
   now: () => Date.now(),
   sleep(ms: number, signal?: AbortSignal): Promise<void> {
     return new Promise((resolve, reject) => {
@@ -18,12 +25,13 @@ export const realClock: Clock = {
         reject(signal.reason);
         return;
       }
-      const timer = setTimeout(() => {
+      // Any duration: a 30-day sleep is one chain of timers, not a wake-up every ms.
+      const cancel = setLongTimeout(() => {
         signal?.removeEventListener("abort", onAbort);
         resolve();
       }, ms);
       const onAbort = () => {
-        clearTimeout(timer);
+        cancel();
         reject(signal?.reason);
       };
       signal?.addEventListener("abort", onAbort, { once: true });

@@ -1,6 +1,7 @@
 // Identifiers: prefixed, random, URL-safe. Every message that mentions one quotes it.
 
 import { createHash, randomBytes } from "node:crypto";
+import { checkText } from "./text.js";
 
 export function newId(prefix: string): string {
   return `${prefix}_${randomBytes(12).toString("base64url")}`;
@@ -10,4 +11,42 @@ export function newId(prefix: string): string {
 export function idempotencyKey(runId: string, stepKey: string): string {
   const h = createHash("sha256").update(runId).update("\u0000").update(stepKey).digest("base64url");
   return `ck_${h.slice(0, 32)}`;
+}
+
+/** The longest run id (in UTF-16 code units) the engine accepts. */
+export const MAX_RUN_ID_LENGTH = 256;
+
+/** The hash form's marker: in a plain child id the key's "%" is always "%25" or "%2F", so
+ *  no plain id's last segment starts with "%h". */
+const HASHED = "%h";
+
+/**
+ * The id of the child run that `parentId` starts under step key `key`, for ctx.child:
+ * `parent/key`, the key's "%" and "/" percent-encoded (readable: `run_1/review#2`).
+ * Injective: the key part never contains "/", so the last "/" splits an id back into its
+ * parent and key, and two parents can never make the same child id (with "parent:key",
+ * "a:b" + "c" and "a" + "b:c" did). When that form is longer than MAX_RUN_ID_LENGTH, the id
+ * is the parent's leading characters, "/%h" and a SHA-256 of (parent, key): still unique,
+ * and never equal to a plain one.
+ * Throws a TypeError for a key with NUL or a lone surrogate (checkText): validate names first.
+ */
+export function childRunId(parentId: string, key: string): string {
+  checkText(parentId, "parent run id");
+  checkText(key, "child key");
+  const plain = `${parentId}/${key.replaceAll("%", "%25").replaceAll("/", "%2F")}`;
+  if (plain.length <= MAX_RUN_ID_LENGTH) return plain;
+  const hash = createHash("sha256")
+    .update(parentId)
+    .update("\u0000")
+    .update(key)
+    .digest("base64url");
+  const room = MAX_RUN_ID_LENGTH - hash.length - HASHED.length - 1;
+  return `${leading(parentId, room)}/${HASHED}${hash}`;
+}
+
+/** The first `n` code units of `s`, never ending in half a surrogate pair. */
+function leading(s: string, n: number): string {
+  const cut = s.slice(0, n);
+  const last = cut.charCodeAt(cut.length - 1);
+  return last >= 0xd800 && last <= 0xdbff ? cut.slice(0, -1) : cut;
 }

@@ -14,6 +14,8 @@
 // the epoch, so a worker that lost its lease can write nothing.
 
 import type { Clock } from "../lib/clock.js";
+import type { ApprovalVerbs } from "./approval-records.js";
+import type { WorkspaceVerbs } from "./workspace-records.js";
 
 export type RunStatus =
   | "pending"
@@ -73,6 +75,13 @@ export interface RunRecord {
   generation: number;
   /** Set by requestCancel while the run is running; the owner stops it. */
   cancelRequested: boolean;
+  /** Every call whose error failed the run, with the generation that recorded it. After a
+   *  resume (a later generation) such a call executes again; a failure the workflow caught
+   *  is never in this list, so it replays as recorded. */
+  failedCalls: Array<{ key: string; generation: number }>;
+  /** The W3C traceparent of the start() call that created the run (OpenTelemetry), or null:
+   *  each execution's span joins that trace. */
+  traceContext: string | null;
   createdAt: number;
   updatedAt: number;
 }
@@ -84,14 +93,30 @@ export interface NewRun {
   input: string;
   budgetLimit: Amounts;
   parentId?: string | null;
+  /** A W3C traceparent (at most 256 characters), stored as given. */
+  traceContext?: string | null;
 }
 
-export type StepKind = "step" | "effect" | "sleep" | "wait" | "child" | "now" | "random" | "uuid";
+export type StepKind =
+  | "step"
+  | "effect"
+  | "sleep"
+  | "wait"
+  | "child"
+  | "now"
+  | "random"
+  | "uuid"
+  | "approval";
 
-/** A completed call: insert-only, unique on (runId, key), never updated or deleted. */
+/** A completed call: its outcome, a value or the final error the workflow saw. Insert-only,
+ *  unique on (runId, key, generation), never updated or deleted. A key holds a record of a
+ *  later generation only when the earlier one is an error that failed the run (see
+ *  RunRecord.failedCalls) and the run was resumed. */
 export interface StepRecord {
   runId: string;
   key: string;
+  /** The run generation that recorded this outcome. */
+  generation: number;
   /** Call order within the run (0-based). */
   seq: number;
   name: string;
@@ -99,6 +124,16 @@ export interface StepRecord {
   /** "error": the call's final outcome was an error the workflow saw (recorded so that
    *  replay rethrows it instead of executing again). */
   outcome: "ok" | "error";
+  /** Position of this outcome in the run's delivery order: a replay hands recorded outcomes
+   *  to the workflow one at a time in this order, as the first run received them. null for
+   *  ctx.now/random/uuid (they deliver nothing) and for records from before ordered replay. */
+  delivery: number | null;
+  /** How many outcomes the run had delivered when this call was made (null on records from
+   *  before ordered replay). */
+  issuedAfter: number | null;
+  /** The call was made outside any delivery's cascade: after the workflow awaited something
+   *  that is not a recorded call (a timer, a file). Its position among calls is timing. */
+  issuedLate: boolean;
   /** Encoded value when outcome is "ok". */
   result: string | null;
   error: ErrorRecord | null;
@@ -108,6 +143,10 @@ export interface StepRecord {
   attempt: number;
   startedAt: number;
   completedAt: number;
+  /** An effect's value: true when `reconcile` found it (perform was not called by the
+   *  attempt that completed it), false when `perform` made it. Absent for other calls and
+   *  for records written before cairn recorded it. */
+  reconciled?: boolean;
 }
 
 /** An attempt that did not complete its call: failed, timed out, or crashed its worker. */
@@ -145,12 +184,21 @@ export interface EventRecord {
   createdAt: number;
   /** The step key of the wait that consumed it, or null. */
   consumedBy: string | null;
+  /** The sender's idempotency key, if it gave one (unique per run). */
+  idempotencyKey: string | null;
 }
 
 export interface NewEvent {
   runId: string;
   name: string;
   payload: string;
+  /** Makes the send idempotent: a second event with the same key for the same run is not
+   *  stored (sendEvent answers with the first one). */
+  idempotencyKey?: string | null;
+  /** Refuse the event ("limit") if the run already has this many events, consumed or not. */
+  maxEvents?: number;
+  /** Refuse the event ("limit") if the run already has this many unconsumed events. */
+  maxPending?: number;
 }
 
 /** Everything replay needs, read in ONE query. Events: only unconsumed ones, oldest first. */
@@ -176,7 +224,12 @@ export type WriteOutcome =
   | { ok: true }
   | { ok: false; reason: "lease-lost" }
   /** A different record already exists under this key, or the event was already consumed. */
-  | { ok: false; reason: "conflict"; key: string };
+  | { ok: false; reason: "conflict"; key: string }
+  /** A record of this write cannot be stored exactly by every backend (NUL or a lone
+   *  surrogate in a text field, a number that is not a finite whole number; storable.ts):
+   *  nothing of this write was written, and the other writes of the batch are unaffected.
+   *  `message` names the field and why, never the value. */
+  | { ok: false; reason: "unstorable"; key: string; message: string };
 
 export interface ClaimedRun {
   /** The run as it is after the claim (status running, epoch incremented). */
@@ -199,6 +252,12 @@ export interface Release {
   waitingFor?: string[];
   /** Inserted in the same transaction (e.g. a child's result for its parent). */
   events?: NewEvent[];
+  /** Inserted instead, only when a cancel requested meanwhile turns this release into
+   *  canceled (a child's "canceled" result for its parent). */
+  eventsIfCanceled?: NewEvent[];
+  /** status failed: the key of the call whose error failed the run (appended, with the run's
+   *  generation, to failedCalls), or null when the workflow's own code threw. */
+  failedKey?: string | null;
 }
 
 export type ReleaseOutcome = { ok: true; run: RunRecord } | { ok: false; reason: "lease-lost" };
@@ -207,6 +266,9 @@ export interface WorkerRecord {
   id: string;
   host: string;
   pid: number;
+  /** Identity of the worker's PID namespace (lib/process-identity.ts): its pid means the
+   *  same process only to a reader with the same identity. null: unknown. */
+  pidNamespace?: string | null;
   /** "name@version" pairs this worker executes. */
   workflows: string[];
   startedAt: number;
@@ -216,7 +278,19 @@ export interface WorkerRecord {
 export interface RunFilter {
   status?: RunStatus | RunStatus[];
   workflow?: string;
+  /** Only runs of this version (of any workflow, or of `workflow` when given). */
+  version?: string;
   parentId?: string;
+  /** Only runs whose id contains this text (case-sensitive, taken literally). */
+  idContains?: string;
+  /** Only waiting runs that wait for an event (waitingFor is not empty). */
+  waitingForEvent?: boolean;
+  /** Only waiting runs that wait for an event whose name starts with this text (e.g. the
+   *  "cairn.approval:" events of approvals). */
+  waitingForEventPrefix?: string;
+  /** Only finished runs (completed, failed, canceled) last updated (finished) strictly
+   *  before this time (ms): what retention deletes. */
+  finishedBefore?: number;
   limit?: number;
   /** Only runs created strictly before this run (by createdAt, id): for paging. */
   before?: { createdAt: number; id: string };
@@ -230,9 +304,14 @@ export interface StoreHint {
 }
 
 export type SendEventOutcome =
-  | { ok: true; event: EventRecord }
+  /** duplicate: an event with this idempotency key was stored before; nothing changed. */
+  | { ok: true; event: EventRecord; duplicate: boolean }
   | { ok: false; reason: "not-found" }
-  | { ok: false; reason: "finished"; status: RunStatus };
+  | { ok: false; reason: "finished"; status: RunStatus }
+  /** An event with this idempotency key but another name or payload exists (`event`). */
+  | { ok: false; reason: "key-conflict"; event: EventRecord }
+  /** NewEvent.maxEvents or maxPending is reached (`count` events of that kind exist). */
+  | { ok: false; reason: "limit"; limit: "events" | "pending"; count: number };
 
 export type CancelOutcome =
   /** Done now (the run was not executing), or it already was canceled. */
@@ -247,7 +326,33 @@ export type ResumeOutcome =
   | { ok: false; reason: "not-found" }
   | { ok: false; reason: "status"; run: RunRecord };
 
-export interface Store {
+// ---- shared rate limits and run streams (used by cairn/ai) ----
+
+/** Limits of one shared rate limiter, over a rolling minute. A limit left out is not
+ *  enforced; a limiter with none still honours blockRate (a provider's 429). */
+export interface RateLimits {
+  requestsPerMinute?: number;
+  tokensPerMinute?: number;
+}
+
+export type AcquireRateOutcome =
+  | { granted: true }
+  /** Not now: ask again after `waitMs` (the store's time), when the window has room or
+   *  the limiter's block ends. */
+  | { granted: false; waitMs: number };
+
+/** One chunk of a run's stream: `offset` counts from 0 per run, in append order. */
+export interface StreamChunk {
+  offset: number;
+  data: string;
+  createdAt: number;
+}
+
+export type AppendStreamOutcome = { ok: true; offset: number } | { ok: false; reason: "not-found" };
+
+/** The verbs below, plus workspace checkpoints and retention (workspace-records.ts) and
+ *  approvals (approval-records.ts). */
+export interface Store extends WorkspaceVerbs, ApprovalVerbs {
   /** A name for messages: the file path or the database/schema. */
   readonly description: string;
 
@@ -290,7 +395,9 @@ export interface Store {
   /** Group commit: applies each RunWrite atomically and all of them in one transaction
    *  where the backend can. Each write is fenced by its epoch. Writing a record identical
    *  to an existing one under the same key is a no-op (ok); a different one is a conflict.
-   *  Step and attempt spend is added to the run's budgetSpent in the same transaction. */
+   *  A write the backend cannot store is "unstorable" and fails alone: the other writes of
+   *  the batch still land. Step and attempt spend is added to the run's budgetSpent in the
+   *  same transaction. */
   appendRecords(writes: RunWrite[]): Promise<WriteOutcome[]>;
 
   /** Ends an execution: sets the status and clears the lease, fenced by epoch. A release
@@ -302,29 +409,54 @@ export interface Store {
   /** Reads everything replay needs for a run, in one query. */
   loadJournal(runId: string): Promise<Journal>;
 
+  /** The run's unconsumed events, oldest first (what loadJournal returns as `events`),
+   *  without the rest of the journal: a run executing in one process learns of events
+   *  sent by another. */
+  pendingEvents(runId: string): Promise<EventRecord[]>;
+
   // ---- events ----
   /** Stores an event durably. A waiting run becomes ready now. An event for an unknown or
-   *  terminal run is refused. */
+   *  terminal run is refused. With an idempotency key already used for this run, nothing
+   *  is stored: the same name and payload answer the stored event (duplicate, even if the
+   *  run has finished since), another name or payload answers key-conflict. */
   sendEvent(e: NewEvent): Promise<SendEventOutcome>;
+  /** Every event of a run, consumed or not, in the order sent (for inspection). */
+  listEvents(runId: string): Promise<EventRecord[]>;
 
   // ---- control ----
-  /** Cancels a run: at once if it is not executing, else sets cancelRequested. */
-  requestCancel(runId: string, reason: string): Promise<CancelOutcome>;
+  /** Cancels a run: at once if it is not executing, else sets cancelRequested. A run
+   *  canceled at once that has a parent gets `parentEvent` stored for that parent in the
+   *  same transaction, as releaseRun stores its events (waking the parent if it waits for
+   *  the name; dropped if the parent is gone or finished): the engine passes the child's
+   *  result, so a parent waiting on a canceled child learns of it. The store knows
+   *  neither the event's name nor its encoding. */
+  requestCancel(
+    runId: string,
+    reason: string,
+    p?: { parentEvent?: { name: string; payload: string } },
+  ): Promise<CancelOutcome>;
 
   /** A paused or failed run becomes pending (ready now). A failed run gets generation + 1
    *  and its error cleared. budgetLimit entries given replace the named limits. */
   resumeRun(runId: string, p: { budgetLimit?: Amounts }): Promise<ResumeOutcome>;
 
-  /** Creates `run` (as createRun) with copies of the source run's steps whose seq is below
-   *  `beforeSeq` (and their attempts, of the source's current generation); budgetSpent is
-   *  their spend. The source is not touched. Fails with created=false if the id exists. */
-  forkRun(p: { sourceId: string; run: NewRun; beforeSeq: number }): Promise<{
+  /** Creates `run` (as createRun) with copies of the source run's step records named in
+   *  `copy` (by key and generation) and of every attempt of those keys, all as generation 0
+   *  of the new run; budgetSpent is their spend. The source is not touched. Fails with
+   *  created=false if the id exists. */
+  forkRun(p: {
+    sourceId: string;
+    run: NewRun;
+    copy: Array<{ key: string; generation: number }>;
+  }): Promise<{
     run: RunRecord;
     created: boolean;
   }>;
 
   /** Marks runs that are ready (readyAt <= now - graceMs) but whose "workflow@version" is
-   *  not in `served` as paused (pausedFor "version", reason naming it). Returns how many. */
+   *  not in `served` as paused (pausedFor "version", reason naming it), or canceled if a
+   *  cancel was requested (then a waiting parent becomes ready: it reads its child's
+   *  outcome). Returns how many. */
   markUnserved(p: { served: string[]; graceMs: number }): Promise<number>;
 
   // ---- workers ----
@@ -335,13 +467,50 @@ export interface Store {
   removeWorker(id: string): Promise<void>;
   listWorkers(): Promise<WorkerRecord[]>;
 
+  // ---- shared rate limits (cairn/ai) ----
+  /** Takes one request and `tokens` tokens from limiter `key` if its rolling minute has
+   *  room (grants older than 60 s no longer count) and it is not blocked; records the grant
+   *  under `grantId`. Acquirers of one key are serialised, so every worker on the store
+   *  shares one window. Idempotent on (key, grantId): a grant that exists answers granted.
+   *  A request of more tokens than tokensPerMinute counts as tokensPerMinute. */
+  acquireRate(p: {
+    key: string;
+    grantId: string;
+    tokens: number;
+    limits: RateLimits;
+  }): Promise<AcquireRateOutcome>;
+  /** Sets a grant's tokens to what the call really used (no-op if the grant is gone). */
+  settleRate(p: { key: string; grantId: string; tokens: number }): Promise<void>;
+  /** Blocks limiter `key` for every acquirer until now + forMs (a provider said 429); an
+   *  existing later block is kept. */
+  blockRate(p: { key: string; forMs: number }): Promise<void>;
+
+  // ---- run streams (cairn/ai) ----
+  /** Appends chunks to the run's stream, in order, at the next offsets; returns the first
+   *  one's. Appends to one run are serialised, so a reader that read up to offset n never
+   *  later finds a new chunk below n. Not fenced: the stream is a side channel, never part
+   *  of the journal. */
+  appendStream(p: { runId: string; chunks: string[] }): Promise<AppendStreamOutcome>;
+  /** The run's chunks with offset >= from, oldest first, at most `limit` (default 1,000). */
+  readStream(p: { runId: string; from: number; limit?: number }): Promise<StreamChunk[]>;
+
   // ---- hints ----
   /** Subscribes to change hints (in-process for SQLite, LISTEN/NOTIFY for PostgreSQL). */
   subscribe(listener: (hint: StoreHint) => void): () => void;
 }
 
-/** The reason a backend records for a run no live worker can execute, in API.md's exact
- *  wording (the PostgreSQL backend builds the same text in SQL). */
+/** The reason a backend records for a run no live worker can execute, in the wording of
+ *  docs/API.md (the PostgreSQL backend builds the same text in SQL). */
 export function unservedReason(workflowAtVersion: string): string {
   return `no live worker has ${workflowAtVersion}`;
+}
+
+/** The rolling window of a shared rate limiter (RateLimits are per minute). */
+export const RATE_WINDOW_MS = 60_000;
+
+/** Tokens a grant of `tokens` counts for under `limits`: one request may never need more
+ *  than a whole minute's allowance, or it would wait forever. */
+export function countedTokens(tokens: number, limits: RateLimits): number {
+  const t = Math.max(0, Math.ceil(tokens));
+  return limits.tokensPerMinute === undefined ? t : Math.min(t, limits.tokensPerMinute);
 }

@@ -122,6 +122,46 @@ describe("fake forge", () => {
     expect(order).toEqual(["created #1", "hook done", "answered"]);
   });
 
+  it("merges a pull request once: a second merge is refused (405) and changes nothing", async () => {
+    const f = await start();
+    const pr = await f.createPullRequest({ title: "Fix", body: "", marker: "m" });
+    expect(pr.merged).toBe(false);
+    expect(await f.getPullRequest(1)).toEqual(pr);
+    const merged = await f.mergePullRequest(1);
+    expect(merged).toMatchObject({ number: 1, merged: true });
+    expect(Number.isNaN(Date.parse(merged.mergedAt ?? ""))).toBe(false);
+    await expect(f.mergePullRequest(1)).rejects.toMatchObject({
+      name: "ForgeHttpError",
+      status: 405,
+    });
+    expect(f.pulls()).toEqual([merged]);
+    // What a merge's reconcile reads: the pull request, merged or not.
+    expect((await forgeClient(f.url).getPullRequest(1))?.merged).toBe(true);
+    expect(await f.getPullRequest(2)).toBeUndefined();
+    await expect(f.mergePullRequest(2)).rejects.toMatchObject({ status: 404 });
+    expect(() => f.mergePullRequest(0)).toThrow(/whole number >= 1 \(got 0\)/);
+    const merges = f.ledger.filter((e) => e.path.endsWith("/merge"));
+    expect(merges.map((e) => [e.method, e.path, e.status, e.pull])).toEqual([
+      ["POST", "/pulls/1/merge", 200, 1],
+      ["POST", "/pulls/1/merge", 405, undefined],
+      ["POST", "/pulls/2/merge", 404, undefined],
+    ]);
+  });
+
+  it("runs onMerge after merging and before answering", async () => {
+    const order: string[] = [];
+    const f = await start({
+      onMerge: async (pull) => {
+        order.push(`merged #${pull.number}: ${pull.merged}`);
+        await new Promise((r) => setTimeout(r, 20));
+      },
+    });
+    await f.createPullRequest({ title: "t", body: "" });
+    await f.mergePullRequest(1);
+    order.push("answered");
+    expect(order).toEqual(["merged #1: true", "answered"]);
+  });
+
   it("rejects invalid requests and unknown routes", async () => {
     const f = await start();
     const post = (body: string) =>
@@ -132,8 +172,9 @@ describe("fake forge", () => {
     expect((await fetch(`${f.url}/pulls/9`)).status).toBe(404);
     expect((await fetch(`${f.url}/elsewhere`)).status).toBe(404);
     expect((await fetch(`${f.url}/pulls`, { method: "DELETE" })).status).toBe(405);
+    expect((await fetch(`${f.url}/pulls/1/merge`)).status).toBe(405);
     expect(f.pulls()).toEqual([]);
-    expect(f.ledger.map((e) => e.status)).toEqual([400, 400, 400, 404, 404, 405]);
+    expect(f.ledger.map((e) => e.status)).toEqual([400, 400, 400, 404, 404, 405, 405]);
   });
 
   it("honours an abort signal", async () => {

@@ -6,7 +6,7 @@
 import { decode, encode } from "../codec/codec.js";
 import { realClock } from "../lib/clock.js";
 import type { RunRecord, RunStatus, Store } from "../store/store.js";
-import { Context } from "../workflow/context.js";
+import { Context, type ContextHost, type Outcome } from "../workflow/context.js";
 import type { AnyWorkflow } from "../workflow/define.js";
 
 export interface ReplayCheckResult {
@@ -73,26 +73,45 @@ async function checkOne(
 ): Promise<ReplayCheckResult> {
   const base = { runId: run.id, workflow: `${run.workflow}@${run.version}`, status: run.status };
   const journal = await store.loadJournal(run.id);
-  const ctx = new Context(
-    {
-      runId: run.id,
-      workflow: run.workflow,
-      version: run.version,
-      generation: run.generation,
-      recovered: false,
-      replayOnly: true,
-      budgetLimit: run.budgetLimit,
-      budgetSpent: run.budgetSpent,
-      clock: realClock,
-      maxPayloadBytes: Number.POSITIVE_INFINITY,
-      inProcessRetryMs: 0,
-      retry: wf.options.retry,
-      commit: () => Promise.reject(new Error("replay check: nothing is written")),
-      startChild: () => Promise.reject(new Error("replay check: no child is started")),
-      loadEvents: async () => [],
-    },
-    journal,
-  );
+  const ctx = new Context(replayOnlyHost(run, wf, timeoutMs), journal);
+  const { outcome, replayed } = await replayWithin(ctx, wf, run, timeoutMs);
+  const { verdict, detail } = judgeReplay(run, outcome, timeoutMs);
+  return { ...base, verdict, replayed, detail };
+}
+
+/** A host that lets the context replay and nothing more: every write or start refuses. */
+function replayOnlyHost(run: RunRecord, wf: AnyWorkflow, timeoutMs: number): ContextHost {
+  return {
+    runId: run.id,
+    workflow: run.workflow,
+    version: run.version,
+    generation: run.generation,
+    recovered: false,
+    replayOnly: true,
+    budgetLimit: run.budgetLimit,
+    budgetSpent: run.budgetSpent,
+    failedCalls: run.failedCalls,
+    clock: realClock,
+    maxPayloadBytes: Number.POSITIVE_INFINITY,
+    inProcessRetryMs: 0,
+    abortGraceMs: 0,
+    replayStallMs: timeoutMs,
+    retry: wf.options.retry,
+    commit: () => Promise.reject(new Error("replay check: nothing is written")),
+    startChild: () => Promise.reject(new Error("replay check: no child is started")),
+    childOutcome: async () => undefined,
+    loadEvents: async () => [],
+    log: () => {},
+  };
+}
+
+/** Replays the run's journal; a replay not finished within `timeoutMs` is canceled. */
+async function replayWithin(
+  ctx: Context,
+  wf: AnyWorkflow,
+  run: RunRecord,
+  timeoutMs: number,
+): Promise<{ outcome: Outcome | "timeout"; replayed: number }> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<"timeout">((r) => {
     timer = setTimeout(() => r("timeout"), timeoutMs);
@@ -100,64 +119,64 @@ async function checkOne(
   const outcome = await Promise.race([ctx.start(wf.fn, decode(run.input)), timeout]);
   clearTimeout(timer);
   const replayed = ctx.replayed;
+  if (outcome === "timeout") ctx.cancel("replay check timed out");
+  return { outcome, replayed };
+}
+
+/** What a replay's end says about the code: it matches the run's journal (and its recorded
+ *  end), it diverges, or the replay could not tell. */
+function judgeReplay(
+  run: RunRecord,
+  outcome: Outcome | "timeout",
+  timeoutMs: number,
+): Pick<ReplayCheckResult, "verdict" | "detail"> {
   if (outcome === "timeout") {
-    ctx.cancel("replay check timed out");
     return {
-      ...base,
       verdict: "error",
-      replayed,
       detail: `the replay did not finish within ${timeoutMs} ms: the code awaits something that is not a recorded call`,
     };
   }
   switch (outcome.kind) {
-    case "completed": {
-      if (run.status === "completed" && run.output !== null) {
-        let same = false;
-        try {
-          same = encode(outcome.output, Number.POSITIVE_INFINITY) === run.output;
-        } catch {
-          same = false;
-        }
-        if (!same) {
-          return {
-            ...base,
-            verdict: "diverged",
-            replayed,
-            detail: "the code returns a different output from the same journal",
-          };
-        }
+    case "completed":
+      if (run.status === "completed" && run.output !== null && !sameOutput(outcome.output, run)) {
+        return {
+          verdict: "diverged",
+          detail: "the code returns a different output from the same journal",
+        };
       }
-      return { ...base, verdict: "ok", replayed, detail: "replayed to completion" };
-    }
+      return { verdict: "ok", detail: "replayed to completion" };
     case "failed": {
       const e = outcome.error;
-      if (e.name === "NonDeterminismError") {
-        return { ...base, verdict: "diverged", replayed, detail: e.message };
-      }
+      if (e.name === "NonDeterminismError") return { verdict: "diverged", detail: e.message };
       if (run.status === "failed" && run.error?.message === e.message) {
-        return { ...base, verdict: "ok", replayed, detail: `fails as recorded: ${e.name}` };
+        return { verdict: "ok", detail: `fails as recorded: ${e.name}` };
       }
-      return { ...base, verdict: "error", replayed, detail: `${e.name}: ${e.message}` };
+      return { verdict: "error", detail: `${e.name}: ${e.message}` };
     }
     case "frontier":
       if (run.status === "completed" || run.status === "failed") {
         return {
-          ...base,
           verdict: "diverged",
-          replayed,
           detail: `the run is ${run.status}, but this code calls "${outcome.key}" after everything it recorded`,
         };
       }
       return {
-        ...base,
         verdict: "ok",
-        replayed,
         detail: `matches its journal; next it would execute "${outcome.key}"`,
       };
     case "suspended":
     case "paused":
-      return { ...base, verdict: "ok", replayed, detail: "matches its journal; it is waiting" };
+      return { verdict: "ok", detail: "matches its journal; it is waiting" };
     default:
-      return { ...base, verdict: "ok", replayed, detail: outcome.kind };
+      return { verdict: "ok", detail: outcome.kind };
+  }
+}
+
+/** Whether the replay's output is the run's recorded one (an unstorable output is not). */
+function sameOutput(output: unknown, run: RunRecord): boolean {
+  try {
+    return encode(output, Number.POSITIVE_INFINITY) === run.output;
+  } catch {
+    return false;
   }
 }

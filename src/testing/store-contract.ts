@@ -5,10 +5,12 @@
 // It is one file on purpose: the suite is the executable specification of store.ts and is
 // read top to bottom next to it; splitting it would scatter one specification.
 //
-// Time: backends take their notion of now from the Clock given to open(). PostgreSQL shifts
-// the database's now() by (clock.now() - Date.now()), so its times equal the clock's only to
-// within the real time a test takes. Assertions on times therefore allow SLACK_MS, and tests
-// move the clock in steps far larger than that.
+// Time: backends take their notion of now from the Clock given to open(). The suite's clock
+// is virtual, so both SQLite and PostgreSQL (which passes any clock's reading into SQL, and
+// uses the database's own clock only for a clock marked `system`) record its reading
+// exactly. Assertions on times still allow SLACK_MS, so that a third-party backend that
+// derives its time from another source can pass, and tests move the clock in steps far
+// larger than that.
 
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { CairnError } from "../errors.js";
@@ -24,6 +26,7 @@ import type {
   Store,
   StoreHint,
 } from "../store/store.js";
+import { describeFeatureContract } from "./store-contract-features.js";
 
 /** A Clock whose time only moves when the test says so. */
 export interface VirtualClockLike extends Clock {
@@ -36,6 +39,10 @@ export interface StoreFixture {
   clock: VirtualClockLike;
   /** Removes the storage (temp dir, schema) after the store was closed. */
   cleanup: () => Promise<void>;
+  /** The bytes the storage holds for a workspace object's data of this length (what
+   *  deleteRun reports). Default: the length itself; a store that transforms data (as
+   *  encryptedStore does) says how it grows. */
+  storedBytes?: (dataLength: number) => number;
 }
 
 /** 2023-11-14T22:13:20Z: any fixed instant works; a fixed one keeps failures reproducible. */
@@ -123,6 +130,7 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
     let store: Store;
     let clock: VirtualClockLike;
     let cleanup: () => Promise<void>;
+    let storedBytes: (dataLength: number) => number = (n) => n;
     let counter = 0;
 
     beforeEach(async () => {
@@ -130,6 +138,7 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
       store = fixture.store;
       clock = fixture.clock;
       cleanup = fixture.cleanup;
+      storedBytes = fixture.storedBytes ?? ((n) => n);
       clock.set(CONTRACT_T0);
       await store.open({ clock });
     });
@@ -159,6 +168,7 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
       const rec: StepRecord = {
         runId,
         key,
+        generation: 0,
         seq,
         name: `name-${key}`,
         kind: "step",
@@ -169,6 +179,9 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         attempt: 1,
         startedAt: CONTRACT_T0 + seq,
         completedAt: CONTRACT_T0 + seq + 1,
+        delivery: seq,
+        issuedAfter: seq,
+        issuedLate: false,
         ...over,
       };
       return rec;
@@ -248,6 +261,19 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
     }
 
     const ids = (runs: RunRecord[]) => runs.map((r) => r.id);
+
+    // Workspace objects, deleteRun and approvals: store-contract-features.ts.
+    describeFeatureContract({
+      store: () => store,
+      advance,
+      t0: CONTRACT_T0,
+      newRun,
+      started,
+      release,
+      step,
+      near: expectNear,
+      storedBytes: (n) => storedBytes(n),
+    });
 
     // ---- lifecycle ----
 
@@ -392,6 +418,42 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         const { r3 } = await seed();
         const [listed] = await store.listRuns({ limit: 1, status: "pending" });
         expect(listed).toEqual(await store.getRun(r3.id));
+      });
+
+      it("filters by version, with or without the workflow", async () => {
+        const a1 = (await store.createRun(newRun({ workflow: "alpha", version: "1" }))).run;
+        const a2 = (await store.createRun(newRun({ workflow: "alpha", version: "2" }))).run;
+        const b2 = (await store.createRun(newRun({ workflow: "beta", version: "2" }))).run;
+        expect(ids(await store.listRuns({ version: "2" })).sort()).toEqual([a2.id, b2.id].sort());
+        expect(ids(await store.listRuns({ workflow: "alpha", version: "1" }))).toEqual([a1.id]);
+        expect(await store.listRuns({ version: "3" })).toEqual([]);
+      });
+
+      it("filters by text in the id, taken literally (no wildcards)", async () => {
+        const plain = (await store.createRun(newRun({ id: "fix-bug-42" }))).run;
+        const pct = (await store.createRun(newRun({ id: "100%_done" }))).run;
+        await store.createRun(newRun({ id: "other" }));
+        expect(ids(await store.listRuns({ idContains: "bug-4" }))).toEqual([plain.id]);
+        expect(ids(await store.listRuns({ idContains: "%_" }))).toEqual([pct.id]);
+        expect(await store.listRuns({ idContains: "_d_" })).toEqual([]);
+        expect(await store.listRuns({ idContains: "BUG" })).toEqual([]);
+        expect(ids(await store.listRuns({ idContains: "" }))).toHaveLength(3);
+      });
+
+      it("filters waiting runs that wait for an event", async () => {
+        const onEvent = await started();
+        const sleeping = await started();
+        const far = CONTRACT_T0 + 60 * MINUTE;
+        await release(onEvent, {
+          status: "waiting",
+          readyAt: far,
+          wakeAt: far,
+          waitingFor: ["go"],
+        });
+        await release(sleeping, { status: "waiting", readyAt: far, wakeAt: far, waitingFor: [] });
+        await store.createRun(newRun());
+        expect(ids(await store.listRuns({ waitingForEvent: true }))).toEqual([onEvent.id]);
+        expect(await store.listRuns({ waitingForEvent: true, status: "pending" })).toEqual([]);
       });
     });
 
@@ -634,6 +696,63 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect(await store.appendRecords([])).toEqual([]);
       });
 
+      it("an effect's record keeps whether reconcile found it; a fork copies that", async () => {
+        const run = await started();
+        const found = step(run.id, "found", 0, { kind: "effect", reconciled: true });
+        const made = step(run.id, "made", 1, { kind: "effect", reconciled: false });
+        const plain = step(run.id, "plain", 2);
+        expect(
+          await store.appendRecords([
+            { runId: run.id, epoch: run.epoch, steps: [found, made, plain] },
+          ]),
+        ).toEqual([{ ok: true }]);
+        const j = await store.loadJournal(run.id);
+        expect(j.steps).toEqual([found, made, plain]);
+        expect(j.steps.map((x) => x.reconciled)).toEqual([true, false, undefined]);
+        const out = await store.forkRun({
+          sourceId: run.id,
+          run: newRun({ id: "run_fork_reconciled" }),
+          copy: [
+            { key: "found", generation: 0 },
+            { key: "made", generation: 0 },
+          ],
+        });
+        expect(out.created).toBe(true);
+        expect((await store.loadJournal("run_fork_reconciled")).steps).toEqual([
+          { ...found, runId: "run_fork_reconciled" },
+          { ...made, runId: "run_fork_reconciled" },
+        ]);
+      });
+
+      it("a key holds one record per generation: a later generation lands beside the earlier one", async () => {
+        const run = await started();
+        const failed = step(run.id, "k", 0, {
+          outcome: "error",
+          result: null,
+          error: { name: "Error", message: "boom" },
+          delivery: 0,
+        });
+        const later = step(run.id, "k", 0, { generation: 1, delivery: 3, issuedAfter: 2 });
+        const late = step(run.id, "m", 1, { delivery: null, issuedAfter: null, issuedLate: true });
+        expect(
+          await store.appendRecords([{ runId: run.id, epoch: run.epoch, steps: [failed, late] }]),
+        ).toEqual([{ ok: true }]);
+        expect(
+          await store.appendRecords([{ runId: run.id, epoch: run.epoch, steps: [later] }]),
+        ).toEqual([{ ok: true }]);
+        // The same record again is a no-op; another one in a taken generation conflicts.
+        expect(
+          await store.appendRecords([{ runId: run.id, epoch: run.epoch, steps: [later] }]),
+        ).toEqual([{ ok: true }]);
+        expect(
+          await store.appendRecords([
+            { runId: run.id, epoch: run.epoch, steps: [{ ...later, delivery: 4 }] },
+          ]),
+        ).toEqual([{ ok: false, reason: "conflict", key: "k" }]);
+        const j = await store.loadJournal(run.id);
+        expect(j.steps).toEqual([failed, later, late]);
+      });
+
       it("is fenced by epoch: a stale (or unknown) writer is lease-lost and writes nothing", async () => {
         const run = await started();
         advance(2 * LEASE_MS);
@@ -818,6 +937,118 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect((await store.loadJournal(conflicted.id)).steps).toEqual([
           step(conflicted.id, "a", 0),
         ]);
+      });
+      it("a write no backend can store fails alone as unstorable; the rest of its batch lands", async () => {
+        const cut = "👍 great".slice(1); // a lone surrogate, as a reply cut mid-emoji has
+        const good = await started();
+        const badResult = await started();
+        const badName = await started();
+        const badSpend = await started();
+        const out = await store.appendRecords([
+          {
+            runId: badResult.id,
+            epoch: badResult.epoch,
+            steps: [step(badResult.id, "r", 0, { result: cut })],
+          },
+          {
+            runId: good.id,
+            epoch: good.epoch,
+            steps: [step(good.id, "a", 0, { spend: { tokens: 2 } })],
+          },
+          {
+            runId: badName.id,
+            epoch: badName.epoch,
+            intents: [intent(badName.id, "i")],
+            steps: [step(badName.id, "n", 0, { name: "nul\u0000name" })],
+          },
+          {
+            runId: badSpend.id,
+            epoch: badSpend.epoch,
+            attempts: [attempt(badSpend.id, "s", 1, { spend: { "usd\u0000": 1 } })],
+          },
+        ]);
+        expect(out).toEqual([
+          {
+            ok: false,
+            reason: "unstorable",
+            key: "r",
+            message: expect.stringMatching(/result .*lone surrogate/),
+          },
+          { ok: true },
+          {
+            ok: false,
+            reason: "unstorable",
+            key: "n",
+            message: expect.stringMatching(/name .*NUL/),
+          },
+          {
+            ok: false,
+            reason: "unstorable",
+            key: "s",
+            message: expect.stringMatching(/spend name .*NUL/),
+          },
+        ]);
+        for (const o of out) if (!o.ok && "message" in o) expect(o.message).not.toContain(cut);
+        expect((await store.loadJournal(good.id)).steps).toEqual([
+          step(good.id, "a", 0, { spend: { tokens: 2 } }),
+        ]);
+        expect((await mustGet(good.id)).budgetSpent).toEqual({ tokens: 2 });
+        for (const bad of [badResult, badName, badSpend]) {
+          const j = await store.loadJournal(bad.id);
+          expect([...j.steps, ...j.attempts, ...j.intents], bad.id).toEqual([]);
+          expect((await mustGet(bad.id)).budgetSpent).toEqual({});
+        }
+      });
+
+      it("stores error records with NUL and lone surrogates exactly", async () => {
+        const cut = "👍 great".slice(1);
+        const run = await started();
+        const error = {
+          name: `Fatal\u0000${cut}`,
+          code: "FATAL",
+          message: `a\u0000b ${cut}`,
+          stack: `at \u0000 ${cut}`,
+        };
+        const s = step(run.id, "s", 0, { outcome: "error", result: null, error });
+        const a = attempt(run.id, "s", 1, { error, retryAt: null });
+        expect(
+          await store.appendRecords([
+            { runId: run.id, epoch: run.epoch, steps: [s], attempts: [a] },
+          ]),
+        ).toEqual([{ ok: true }]);
+        // Writing the very same records again is still a no-op, not a conflict.
+        expect(
+          await store.appendRecords([
+            { runId: run.id, epoch: run.epoch, steps: [s], attempts: [a] },
+          ]),
+        ).toEqual([{ ok: true }]);
+        const j = await store.loadJournal(run.id);
+        expect(j.steps[0]?.error).toEqual(error);
+        expect(j.attempts[0]?.error).toEqual(error);
+        const after = await release(run, {
+          status: "failed",
+          error,
+          reason: `${error.name}: ${error.message}`,
+        });
+        expect(after.error).toEqual(error);
+        expect((await mustGet(run.id)).error).toEqual(error);
+      });
+
+      it("makes reasons, cancel reasons and hosts storable: NUL and lone surrogates become visible escapes", async () => {
+        const cut = "👍 great".slice(1);
+        const failed = await started();
+        const after = await release(failed, {
+          status: "failed",
+          error: { name: "Error", message: "m" },
+          reason: `Error: a\u0000b ${cut}`,
+        });
+        expect(after.reason).toBe("Error: a\\u0000b \\udc4d great");
+        const { run: pending } = await store.createRun(newRun());
+        const out = await store.requestCancel(pending.id, `stop\u0000 ${cut}`);
+        expect(out.state).toBe("canceled");
+        expect((await mustGet(pending.id)).reason).toBe("stop\\u0000 \\udc4d great");
+        await store.registerWorker({ id: "w-x", host: `host\u0000${cut}`, pid: 1, workflows: [] });
+        expect((await store.listWorkers())[0]?.host).toBe("host\\u0000\\udc4d great");
       });
     });
 
@@ -1021,6 +1252,28 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
       });
     });
 
+    describe("pendingEvents", () => {
+      it("returns the unconsumed events, oldest first, and nothing else", async () => {
+        const run = await started();
+        const sent = [];
+        for (const n of ["a", "b", "c"]) {
+          const out = await store.sendEvent({ runId: run.id, name: n, payload: `"${n}"` });
+          if (!out.ok) throw new Error("refused");
+          sent.push(out.event);
+        }
+        await store.appendRecords([
+          {
+            runId: run.id,
+            epoch: run.epoch,
+            steps: [step(run.id, "w", 0, { kind: "wait" })],
+            consume: [{ eventSeq: sent[1]!.seq, key: "w" }],
+          },
+        ]);
+        expect(await store.pendingEvents(run.id)).toEqual([sent[0], sent[2]]);
+        expect(await store.pendingEvents("run_unknown")).toEqual([]);
+      });
+    });
+
     // ---- events ----
 
     describe("sendEvent", () => {
@@ -1093,6 +1346,69 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect(await store.getRun(run.id)).toEqual(before);
       });
 
+      it("stores one event per idempotency key and answers a repeat with it", async () => {
+        const run = await started();
+        await release(run, { status: "waiting", readyAt: null, waitingFor: ["go"] });
+        const first = await store.sendEvent({
+          runId: run.id,
+          name: "go",
+          payload: '{"ok":true}',
+          idempotencyKey: "delivery-1",
+        });
+        if (!first.ok) throw new Error("refused");
+        expect(first.duplicate).toBe(false);
+        expect(first.event.idempotencyKey).toBe("delivery-1");
+        advance(MINUTE);
+        const again = await store.sendEvent({
+          runId: run.id,
+          name: "go",
+          payload: '{"ok":true}',
+          idempotencyKey: "delivery-1",
+        });
+        expect(again).toEqual({ ok: true, event: first.event, duplicate: true });
+        const other = await store.sendEvent({
+          runId: run.id,
+          name: "go",
+          payload: '{"ok":false}',
+          idempotencyKey: "delivery-1",
+        });
+        expect(other).toEqual({ ok: false, reason: "key-conflict", event: first.event });
+        // Keys are per run; events without a key are never deduplicated.
+        const { run: second } = await store.createRun(newRun());
+        const elsewhere = await store.sendEvent({
+          runId: second.id,
+          name: "go",
+          payload: '{"ok":true}',
+          idempotencyKey: "delivery-1",
+        });
+        expect(elsewhere.ok && !elsewhere.duplicate).toBe(true);
+        await store.sendEvent({ runId: run.id, name: "go", payload: "1" });
+        await store.sendEvent({ runId: run.id, name: "go", payload: "1" });
+        expect((await store.listEvents(run.id)).map((e) => e.idempotencyKey)).toEqual([
+          "delivery-1",
+          null,
+          null,
+        ]);
+      });
+
+      it("answers a repeat with the stored event even after the run finished", async () => {
+        const run = await started();
+        const sent = await store.sendEvent({
+          runId: run.id,
+          name: "n",
+          payload: "1",
+          idempotencyKey: "k",
+        });
+        if (!sent.ok) throw new Error("refused");
+        await release(run, { status: "completed", output: null });
+        expect(
+          await store.sendEvent({ runId: run.id, name: "n", payload: "1", idempotencyKey: "k" }),
+        ).toEqual({ ok: true, event: sent.event, duplicate: true });
+        expect(
+          await store.sendEvent({ runId: run.id, name: "n", payload: "1", idempotencyKey: "k2" }),
+        ).toEqual({ ok: false, reason: "finished", status: "completed" });
+      });
+
       it("accepts events for pending and running runs without changing their state", async () => {
         const running = await started();
         const { run: pending } = await store.createRun(newRun());
@@ -1108,6 +1424,31 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
           leaseOwner: "worker-1",
         });
         expect((await mustGet(pending.id)).status).toBe("pending");
+      });
+    });
+
+    describe("listEvents", () => {
+      it("lists every event of a run, consumed or not, in the order sent", async () => {
+        const run = await started();
+        const a = await store.sendEvent({ runId: run.id, name: "a", payload: "1" });
+        const b = await store.sendEvent({ runId: run.id, name: "b", payload: "2" });
+        const { run: other } = await store.createRun(newRun());
+        await store.sendEvent({ runId: other.id, name: "x", payload: "3" });
+        if (!a.ok || !b.ok) throw new Error("refused");
+        expect(
+          await store.appendRecords([
+            {
+              runId: run.id,
+              epoch: run.epoch,
+              steps: [step(run.id, "wait-a", 0, { kind: "wait" })],
+              consume: [{ eventSeq: a.event.seq, key: "wait-a" }],
+            },
+          ]),
+        ).toEqual([{ ok: true }]);
+        const listed = await store.listEvents(run.id);
+        expect(listed).toEqual([{ ...a.event, consumedBy: "wait-a" }, b.event]);
+        expect((await store.loadJournal(run.id)).events).toEqual([b.event]);
+        expect(await store.listEvents("run_nope")).toEqual([]);
       });
     });
 
@@ -1156,6 +1497,77 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect((await mustGet(run.id)).cancelRequested).toBe(true);
       });
 
+      it("a child canceled at once hands parentEvent to its parent in the same transaction and wakes it", async () => {
+        const parentEvent = (id: string) => ({
+          name: `child:${id}`,
+          payload: `{"canceled":"${id}"}`,
+        });
+        const parent = await started();
+        const waitsFor = ["child:k-waiting", "child:k-paused", "child:k-pending"];
+        await release(parent, { status: "waiting", readyAt: null, waitingFor: waitsFor });
+        // Children of another workflow, so that claiming them never claims the parent.
+        const kid = { workflow: "kid", parentId: parent.id };
+        const waiting = await started({ ...kid, id: "k-waiting" });
+        await release(waiting, { status: "waiting", readyAt: null, waitingFor: ["go"] });
+        const paused = await started({ ...kid, id: "k-paused" });
+        await release(paused, { status: "paused", pausedFor: "budget", readyAt: null });
+        await store.createRun(newRun({ ...kid, id: "k-pending" }));
+        const hints: StoreHint[] = [];
+        const unsubscribe = store.subscribe((h) => hints.push(h));
+        advance(MINUTE);
+        for (const id of ["k-waiting", "k-paused", "k-pending"]) {
+          const out = await store.requestCancel(id, "not needed", { parentEvent: parentEvent(id) });
+          expect(out.state, id).toBe("canceled");
+        }
+        const events = (await store.loadJournal(parent.id)).events;
+        expect(events.map((e) => [e.runId, e.name, e.payload])).toEqual(
+          ["k-waiting", "k-paused", "k-pending"].map((id) => [
+            parent.id,
+            parentEvent(id).name,
+            parentEvent(id).payload,
+          ]),
+        );
+        // The parent waits for those names: it is ready now, and told so.
+        const woken = await mustGet(parent.id);
+        expectNear(woken.readyAt, CONTRACT_T0 + MINUTE);
+        await waitFor(
+          () => hints.some((h) => h.kind === "runnable" && (h.runId ?? parent.id) === parent.id),
+          "a runnable hint for the parent",
+        );
+        unsubscribe();
+        // A repeat cancel stores nothing more.
+        await store.requestCancel("k-waiting", "again", { parentEvent: parentEvent("k-waiting") });
+        expect((await store.loadJournal(parent.id)).events).toHaveLength(3);
+      });
+
+      it("parentEvent is not stored for a run without a parent, a running child, or a finished parent", async () => {
+        const lone = await store.createRun(newRun());
+        await store.requestCancel(lone.run.id, "x", { parentEvent: { name: "n", payload: "1" } });
+        // A running child: its owner releases it as canceled and sends its result then.
+        const parent = await started();
+        await release(parent, { status: "waiting", readyAt: null, waitingFor: ["n"] });
+        const running = await started({ workflow: "kid", parentId: parent.id });
+        const out = await store.requestCancel(running.id, "x", {
+          parentEvent: { name: "n", payload: "1" },
+        });
+        expect(out.state).toBe("requested");
+        expect((await store.loadJournal(parent.id)).events).toEqual([]);
+        // A finished parent has no reader: the cancel still succeeds.
+        const done = await started();
+        await release(done, { status: "completed", output: '"x"' });
+        const { run: orphan } = await store.createRun(
+          newRun({ workflow: "kid", parentId: done.id }),
+        );
+        const res = await store.requestCancel(orphan.id, "x", {
+          parentEvent: { name: "n", payload: "1" },
+        });
+        expect(res.state).toBe("canceled");
+        expect((await store.loadJournal(done.id)).events).toEqual([]);
+        for (const r of await store.listRuns()) {
+          expect((await store.loadJournal(r.id)).events, r.id).toEqual([]);
+        }
+      });
+
       it("reports finished runs and is idempotent on canceled ones", async () => {
         const done = await started();
         await release(done, { status: "completed", output: '"x"' });
@@ -1176,6 +1588,40 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
     });
 
     describe("resumeRun", () => {
+      it("a failed run keeps the calls whose errors failed it, one per failure, by generation", async () => {
+        const run = await started();
+        expect(run.failedCalls).toEqual([]);
+        const failed = await release(run, {
+          status: "failed",
+          error: { name: "FatalError", code: "FATAL", message: "no" },
+          failedKey: "k#2",
+        });
+        expect(failed.failedCalls).toEqual([{ key: "k#2", generation: run.generation }]);
+        const resumed = await store.resumeRun(run.id, {});
+        if (!resumed.ok) throw new Error("resume refused");
+        expect(resumed.run.generation).toBe(run.generation + 1);
+        expect(resumed.run.failedCalls).toEqual(failed.failedCalls);
+        const again = (await claim(run.id, "worker-2")).run;
+        const twice = await release(again, {
+          status: "failed",
+          error: { name: "Error", message: "thrown by the workflow" },
+          failedKey: null,
+        });
+        expect(twice.failedCalls).toEqual(failed.failedCalls);
+        const third = await store.resumeRun(run.id, {});
+        if (!third.ok) throw new Error("resume refused");
+        const claimed = (await claim(run.id, "worker-3")).run;
+        const last = await release(claimed, {
+          status: "failed",
+          error: { name: "Error", message: "x" },
+          failedKey: "j",
+        });
+        expect(last.failedCalls).toEqual([
+          { key: "k#2", generation: run.generation },
+          { key: "j", generation: run.generation + 2 },
+        ]);
+      });
+
       it("a paused run becomes pending now, budget limits merged", async () => {
         const run = await started({ budgetLimit: { tokens: 1000, usd: 5 } });
         await release(run, {
@@ -1239,7 +1685,7 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
     });
 
     describe("forkRun", () => {
-      it("copies the steps before beforeSeq and their attempts; the source is untouched", async () => {
+      it("copies the named step records and every attempt of their keys; the source is untouched", async () => {
         const src = await started({ budgetLimit: { usd: 3 } });
         const steps = [0, 1, 2, 3].map((i) =>
           step(src.id, `k${i}`, i, { spend: { tokens: 10 ** i }, attempt: i === 1 ? 2 : 1 }),
@@ -1265,7 +1711,10 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         const out = await store.forkRun({
           sourceId: src.id,
           run: newRun({ id: "run_fork", input: '"new input"', budgetLimit: { usd: 9 } }),
-          beforeSeq: 2,
+          copy: [
+            { key: "k0", generation: 0 },
+            { key: "k1", generation: 0 },
+          ],
         });
         expect(out.created).toBe(true);
         expect(out.run).toMatchObject({
@@ -1274,6 +1723,7 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
           input: '"new input"',
           budgetLimit: { usd: 9 },
           budgetSpent: { tokens: 1011 },
+          failedCalls: [],
         });
         expectNear(out.run.readyAt, CONTRACT_T0 + MINUTE);
         const j = await store.loadJournal("run_fork");
@@ -1286,32 +1736,46 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect(await store.loadJournal(src.id)).toEqual(srcJournal);
       });
 
-      it("copies only attempts of the source's current generation", async () => {
+      it("copies the named generation of a key, and its attempts of every generation, renumbered", async () => {
         const src = await started();
+        const g0 = attempt(src.id, "k0", 1, { spend: { t: 4 } });
+        const failure = step(src.id, "k0", 0, {
+          outcome: "error",
+          result: null,
+          error: { name: "Error", message: "x" },
+        });
         await store.appendRecords([
-          { runId: src.id, epoch: src.epoch, attempts: [attempt(src.id, "k0", 1)] },
+          { runId: src.id, epoch: src.epoch, attempts: [g0], steps: [failure] },
         ]);
-        await release(src, { status: "failed", error: { name: "Error", message: "x" } });
+        await release(src, {
+          status: "failed",
+          error: { name: "Error", message: "x" },
+          failedKey: "k0",
+        });
         const resumed = await store.resumeRun(src.id, {});
         if (!resumed.ok) throw new Error("resume refused");
         const again = (await claim(src.id, "worker-2")).run;
         const g1 = attempt(src.id, "k0", 1, { generation: again.generation, spend: { t: 2 } });
+        const ok = step(src.id, "k0", 0, {
+          generation: again.generation,
+          attempt: 2,
+          spend: { t: 1 },
+          delivery: 1,
+        });
         await store.appendRecords([
-          {
-            runId: src.id,
-            epoch: again.epoch,
-            attempts: [g1],
-            steps: [step(src.id, "k0", 0, { attempt: 2, spend: { t: 1 } })],
-          },
+          { runId: src.id, epoch: again.epoch, attempts: [g1], steps: [ok] },
         ]);
         const out = await store.forkRun({
           sourceId: src.id,
           run: newRun({ id: "run_fork" }),
-          beforeSeq: 1,
+          copy: [{ key: "k0", generation: again.generation }],
         });
-        expect(out.run.budgetSpent).toEqual({ t: 3 });
-        expect((await store.loadJournal("run_fork")).attempts).toEqual([
-          { ...g1, runId: "run_fork", generation: out.run.generation },
+        expect(out.run.budgetSpent).toEqual({ t: 7 });
+        const j = await store.loadJournal("run_fork");
+        expect(j.steps).toEqual([{ ...ok, runId: "run_fork", generation: out.run.generation }]);
+        expect(j.attempts).toEqual([
+          { ...g0, runId: "run_fork", generation: out.run.generation, attempt: 1 },
+          { ...g1, runId: "run_fork", generation: out.run.generation, attempt: 2 },
         ]);
       });
 
@@ -1324,7 +1788,7 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         const out = await store.forkRun({
           sourceId: src.id,
           run: newRun({ id: "run_taken" }),
-          beforeSeq: 10,
+          copy: [{ key: "a", generation: 0 }],
         });
         expect(out).toEqual({ run: existing, created: false });
         expect((await store.loadJournal("run_taken")).steps).toEqual([]);
@@ -1332,7 +1796,7 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
 
       it("rejects an unknown source and creates nothing", async () => {
         await expect(
-          store.forkRun({ sourceId: "run_nope", run: newRun({ id: "run_f" }), beforeSeq: 1 }),
+          store.forkRun({ sourceId: "run_nope", run: newRun({ id: "run_f" }), copy: [] }),
         ).rejects.toBeInstanceOf(Error);
         expect(await store.getRun("run_f")).toBeUndefined();
       });
@@ -1422,6 +1886,22 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
           pid: 99,
           workflows: ["alpha@1", "beta@2"],
         });
+      });
+
+      it("stores each worker's PID namespace identity; null when not given", async () => {
+        await store.registerWorker({
+          id: "w-ns",
+          host: "h",
+          pid: 7,
+          pidNamespace: "linux:boot:pidns:4026531836",
+          workflows: [],
+        });
+        await store.registerWorker({ id: "w-none", host: "h", pid: 8, workflows: [] });
+        const byId = new Map((await store.listWorkers()).map((w) => [w.id, w]));
+        expect(byId.get("w-ns")?.pidNamespace).toBe("linux:boot:pidns:4026531836");
+        expect(byId.get("w-none")?.pidNamespace).toBeNull();
+        await store.registerWorker({ id: "w-ns", host: "h", pid: 9, workflows: [] });
+        expect((await store.listWorkers()).find((w) => w.id === "w-ns")?.pidNamespace).toBeNull();
       });
 
       it("removeWorker deletes the row and makes its leased runs claimable now", async () => {
@@ -1578,6 +2058,143 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
           expect(done.output).toBe(payload);
           expect((await mustGet(run.id)).output).toBe(payload);
         }
+      });
+    });
+
+    // ---- shared rate limits and run streams (cairn/ai) ----
+
+    describe("shared rate limits", () => {
+      const SECOND = 1_000;
+      let grants = 0;
+      const take = (
+        key: string,
+        limits: Parameters<Store["acquireRate"]>[0]["limits"],
+        tokens = 0,
+      ) => store.acquireRate({ key, grantId: `g${++grants}`, tokens, limits });
+
+      it("grants requestsPerMinute in a rolling minute, then says when the oldest grant leaves it", async () => {
+        const limits = { requestsPerMinute: 3 };
+        for (let i = 0; i < 3; i++) {
+          expect(await take("openai:gpt", limits)).toEqual({ granted: true });
+          advance(10 * SECOND);
+        }
+        // t0+30 s: three grants (t0, t0+10 s, t0+20 s) in the window.
+        expect(await take("openai:gpt", limits)).toEqual({ granted: false, waitMs: 30 * SECOND });
+        advance(30 * SECOND);
+        expect(await take("openai:gpt", limits)).toEqual({ granted: true });
+        advance(SECOND);
+        expect(await take("openai:gpt", limits)).toEqual({ granted: false, waitMs: 9 * SECOND });
+      });
+
+      it("counts tokens per minute; settleRate corrects a grant; one request never needs more than a minute's allowance", async () => {
+        const limits = { tokensPerMinute: 100 };
+        const first = { key: "m", grantId: "first", tokens: 60, limits };
+        expect(await store.acquireRate(first)).toEqual({ granted: true });
+        advance(5 * SECOND);
+        expect(await take("m", limits, 50)).toEqual({ granted: false, waitMs: 55 * SECOND });
+        await store.settleRate({ key: "m", grantId: "first", tokens: 30 });
+        expect(await take("m", limits, 50)).toEqual({ granted: true });
+        // 80 used: a request of 500 counts as 100 and waits until the window is empty.
+        expect(await take("m", limits, 500)).toEqual({ granted: false, waitMs: 60 * SECOND });
+        advance(60 * SECOND);
+        expect(await take("m", limits, 500)).toEqual({ granted: true });
+        expect(await take("m", limits, 1)).toEqual({ granted: false, waitMs: 60 * SECOND });
+      });
+
+      it("is idempotent on the grant id: asking again for a held grant takes nothing more", async () => {
+        const limits = { requestsPerMinute: 2 };
+        const g = { key: "k", grantId: "same", tokens: 1, limits };
+        expect(await store.acquireRate(g)).toEqual({ granted: true });
+        expect(await store.acquireRate(g)).toEqual({ granted: true });
+        expect(await take("k", limits)).toEqual({ granted: true });
+        expect((await take("k", limits)).granted).toBe(false);
+      });
+
+      it("blockRate stops every acquirer until it ends; a shorter block keeps the longer one; keys are independent", async () => {
+        await store.blockRate({ key: "anthropic:claude", forMs: 30 * SECOND });
+        await store.blockRate({ key: "anthropic:claude", forMs: 10 * SECOND });
+        expect(await take("anthropic:claude", {})).toEqual({ granted: false, waitMs: 30 * SECOND });
+        expect(await take("openai:gpt", {})).toEqual({ granted: true });
+        advance(30 * SECOND);
+        expect(await take("anthropic:claude", {})).toEqual({ granted: true });
+        // A block on a key never used before creates its limiter.
+        await store.blockRate({ key: "fresh", forMs: 5 * SECOND });
+        expect(await take("fresh", { requestsPerMinute: 10 })).toEqual({
+          granted: false,
+          waitMs: 5 * SECOND,
+        });
+      });
+
+      it("concurrent acquirers share one window: exactly the limit is granted", async () => {
+        const limits = { requestsPerMinute: 5, tokensPerMinute: 1_000 };
+        const outcomes = await Promise.all(
+          Array.from({ length: 20 }, (_, i) =>
+            store.acquireRate({ key: "busy", grantId: `c${i}`, tokens: 10, limits }),
+          ),
+        );
+        expect(outcomes.filter((o) => o.granted).length).toBe(5);
+        for (const o of outcomes) if (!o.granted) expect(o.waitMs).toBe(60 * SECOND);
+      });
+    });
+
+    describe("run streams", () => {
+      it("hands out offsets from 0 in append order and reads from any offset, byte for byte", async () => {
+        const { run } = await store.createRun(newRun());
+        const chunks = ["a", "ünïcødé 🚀 \\u0000 escaped", "\n  ", "x".repeat(100_000)];
+        expect(await store.appendStream({ runId: run.id, chunks: chunks.slice(0, 2) })).toEqual({
+          ok: true,
+          offset: 0,
+        });
+        advance(1_000);
+        expect(await store.appendStream({ runId: run.id, chunks: chunks.slice(2) })).toEqual({
+          ok: true,
+          offset: 2,
+        });
+        const all = await store.readStream({ runId: run.id, from: 0 });
+        expect(all.map((c) => c.data)).toEqual(chunks);
+        expect(all.map((c) => c.offset)).toEqual([0, 1, 2, 3]);
+        expect(all[0]?.createdAt).toBe(CONTRACT_T0);
+        expect(all[3]?.createdAt).toBe(CONTRACT_T0 + 1_000);
+        const tail = await store.readStream({ runId: run.id, from: 1, limit: 2 });
+        expect(tail.map((c) => c.offset)).toEqual([1, 2]);
+        expect(await store.readStream({ runId: run.id, from: 4 })).toEqual([]);
+      });
+
+      it("keeps one stream per run and refuses a run that does not exist", async () => {
+        const a = (await store.createRun(newRun())).run;
+        const b = (await store.createRun(newRun())).run;
+        await store.appendStream({ runId: a.id, chunks: ["a0", "a1"] });
+        expect(await store.appendStream({ runId: b.id, chunks: ["b0"] })).toEqual({
+          ok: true,
+          offset: 0,
+        });
+        expect((await store.readStream({ runId: b.id, from: 0 })).map((c) => c.data)).toEqual([
+          "b0",
+        ]);
+        expect(await store.appendStream({ runId: "nope", chunks: ["x"] })).toEqual({
+          ok: false,
+          reason: "not-found",
+        });
+        expect(await store.readStream({ runId: "nope", from: 0 })).toEqual([]);
+      });
+
+      it("concurrent appends to one run get distinct offsets with no gaps, each batch in one piece", async () => {
+        const { run } = await store.createRun(newRun());
+        const outcomes = await Promise.all(
+          Array.from({ length: 20 }, (_, i) =>
+            store.appendStream({ runId: run.id, chunks: [`${i}.0`, `${i}.1`, `${i}.2`] }),
+          ),
+        );
+        const all = await store.readStream({ runId: run.id, from: 0 });
+        expect(all.map((c) => c.offset)).toEqual(Array.from({ length: 60 }, (_, i) => i));
+        outcomes.forEach((o, i) => {
+          if (!o.ok) throw new Error("refused");
+          expect(all.slice(o.offset, o.offset + 3).map((c) => c.data)).toEqual([
+            `${i}.0`,
+            `${i}.1`,
+            `${i}.2`,
+          ]);
+        });
       });
     });
   });

@@ -4,6 +4,7 @@
 
 import type { Clock } from "../lib/clock.js";
 import { type Duration, toMs } from "../lib/duration.js";
+import { delayMs } from "../lib/timers.js";
 
 export interface VirtualClock extends Clock {
   /** Moves time forward by `ms` (or a Duration string), firing due timers in order. */
@@ -53,8 +54,10 @@ export function createVirtualClock(start: number | Date = Date.UTC(2026, 0, 1)):
           reject(signal.reason);
           return;
         }
+        // Any duration, as the real clock: no timer limit here, but NaN or a negative delay
+        // is due at once (as setTimeout's) rather than never.
         const timer: Timer = {
-          at: now + Math.max(0, ms),
+          at: now + delayMs(ms),
           id: nextId++,
           fire: () => {
             signal?.removeEventListener("abort", onAbort);

@@ -1,39 +1,56 @@
 // The replay cursor: executes ONE replay of a run. It holds the run's journal (read once),
 // answers every ctx call from it when a record exists, executes what is missing, and
 // decides how the execution ends: completed, failed, suspended (every branch blocked on a
-// wait), paused (budget), canceled, or lease lost. First run and resume are this one path.
+// wait), paused (budget), canceled, handed back (close), or lease lost. First run and
+// resume are this one path.
 //
 // Invariants kept here:
-// - record before resolve: a call's promise settles only after its record is durable, and
-//   it settles with the DECODED copy of what was stored;
-// - determinism: a call whose key has a record of another kind, or a new call while
-//   recorded calls remain unreplayed (checked once pending microtasks settle), fails the
-//   run with NonDeterminismError and writes nothing more;
-// - once halted, nothing more is written and late results are discarded.
+// - record before resolve: a call's promise settles only after its record is durable, with
+//   the DECODED copy of what was stored;
+// - ordered delivery: outcomes reach the workflow one at a time, in the order the first run
+//   received them (delivery.ts), so a replay takes every branch decision the first run took;
+// - a failure the workflow saw (a step's last error, a failed child) is a record like a
+//   value: a replay rethrows it, a resume executes it again only if it failed the run;
+// - determinism: a recorded key holding another kind or name of call, a recorded call not
+//   made again by the end of the cascade it was made in, or a name reused by concurrent
+//   branches in an order only timing decides, fails the run with NonDeterminismError and
+//   nothing more is written;
+// - once halted, nothing more is written (but a canceled attempt's spend) and late results
+//   are discarded.
 //
-// Why one file past 400 lines: every call kind (step, effect, sleep, wait, child, now) reads
-// and changes the same small state machine — the journal cursor, the count of active work,
-// the set of blocked branches, the halt — and suspension is only correct if they all do it
-// the same way. Splitting it would put that state behind an interface wider than the file.
+// Workspaces (src/workspace/) take part through beforeExecute: before a new call executes,
+// an open workspace whose directory is not known to hold its current checkpoint is restored.
+//
+// Why one file past 400 lines: every call kind (step, effect, sleep, wait, approval, child,
+// now) reads and changes the same small state machine (the journal cursor, the count of active work,
+// the set of blocked branches, the halt), and suspension is only correct if they all do it
+// the same way. The parts that stand alone live beside it: delivery order (delivery.ts), the
+// causal call tree (call-scope.ts), the journal as this execution reads it
+// (journal-index.ts), record builders (records.ts), the retry decision (retry.ts) and what
+// an approval hands the workflow (approval-outcome.ts).
 
 import { randomUUID } from "node:crypto";
+import { setMaxListeners } from "node:events";
 import { decode, EncodeError, encode } from "../codec/codec.js";
-import { WriteConflictError } from "../engine/committer.js";
-import { backoffMs, type RetryPolicy, resolvePolicy, retryAfterMs } from "../engine/retry.js";
 import {
   errorFromRecord,
-  FatalError,
+  InputValidationError,
   LeaseLostError,
+  LimitError,
   NonDeterminismError,
-  RateLimitError,
   RunCanceledError,
   SerializationError,
   StepTimeoutError,
+  StoreError,
+  toErrorRecord,
+  WorkspaceError,
+  WriteConflictError,
 } from "../errors.js";
 import { addAmounts } from "../lib/amounts.js";
 import type { Clock } from "../lib/clock.js";
 import { type Duration, toMs } from "../lib/duration.js";
-import { idempotencyKey } from "../lib/ids.js";
+import { childRunId, idempotencyKey } from "../lib/ids.js";
+import { checkText } from "../lib/text.js";
 import type {
   Amounts,
   AttemptRecord,
@@ -45,18 +62,46 @@ import type {
   StepKind,
   StepRecord,
 } from "../store/store.js";
+import type { Workspace, WorkspaceOptions } from "../workspace/types.js";
+import { checkWorkspaceName, WorkspaceHandle, type WorkspaceHost } from "../workspace/workspace.js";
+import { type ApprovalAnswer, answeredApproval, timedOutApproval } from "./approval-outcome.js";
+import {
+  type CallNode,
+  currentScope,
+  enterCall,
+  isAncestor,
+  outsideWorkflow,
+  runAtRoot,
+  runInBody,
+} from "./call-scope.js";
 import type {
+  ApprovalOptions,
+  ApprovalResult,
   Effect,
   StepContext,
   StepOptions,
+  WaitOptions,
   WaitResult,
   WorkflowContext,
 } from "./context-types.js";
 import type { Workflow } from "./define.js";
+import { DeliveryQueue } from "./delivery.js";
+import { JournalIndex } from "./journal-index.js";
+import { type LateWork, trackLateWork } from "./late-work.js";
+import {
+  attemptRecord,
+  type CallPlace,
+  intentRecord,
+  outcomeRecord,
+  workerLostAttempt,
+} from "./records.js";
+import { judgeFailure, planNextAttempt, type RetryPolicy, resolvePolicy } from "./retry.js";
+import { checkSchema } from "./schema-check.js";
 
 export type Outcome =
   | { kind: "completed"; output: unknown }
-  | { kind: "failed"; error: Error }
+  /** failedKey: the call whose error failed the run (null: the workflow's own code threw). */
+  | { kind: "failed"; error: Error; failedKey: string | null }
   | { kind: "suspended"; wakeAt: number | null; waitingFor: string[] }
   | { kind: "paused"; reason: string }
   | { kind: "canceled"; reason: string }
@@ -64,11 +109,28 @@ export type Outcome =
   /** The store failed (connection lost, disk full): stop without failing the run; it is
    *  handed back and resumed from its journal. */
   | { kind: "interrupted"; error: Error }
+  /** drain() (the engine closes): nothing was in flight any more; the run goes back to
+   *  pending, for any worker, and no attempt of it was cut. */
+  | { kind: "handed-back" }
   /** Replay-only mode: every recorded call matched and the code wants to execute or record
    *  something new (the end of the journal). */
   | { kind: "frontier"; key: string };
 
+/** A child run's outcome as its parent reads it: the encoded output, or its error. */
+export type ChildOutcome = { output: string } | { error: ErrorRecord };
+
 /** What the context needs from the engine; nothing here knows about a backend. */
+/** The span of one step attempt, as the engine's tracing provides it. */
+export interface AttemptSpan {
+  /** Runs the attempt's body with the span active. */
+  run<T>(fn: () => T): T;
+  end(p: {
+    outcome: "ok" | "error" | "retry" | "interrupted";
+    spend: Amounts;
+    error?: ErrorRecord;
+  }): void;
+}
+
 export interface ContextHost {
   runId: string;
   workflow: string;
@@ -81,17 +143,58 @@ export interface ContextHost {
   replayOnly?: boolean;
   budgetLimit: Amounts;
   budgetSpent: Amounts;
+  /** The calls whose errors failed the run (RunRecord.failedCalls). */
+  failedCalls: ReadonlyArray<{ key: string; generation: number }>;
   clock: Clock;
   maxPayloadBytes: number;
   /** Backoffs up to this long wait in process; longer ones suspend the run. */
   inProcessRetryMs: number;
+  /** How long (real time) an aborted attempt may take to settle, so that the spend it
+   *  reports while stopping is recorded with it. */
+  abortGraceMs: number;
+  /** How long (real time) a replay waits for a call that the first run made after awaiting
+   *  something that is not a recorded call (a timer, a file), before it gives up. */
+  replayStallMs: number;
   retry?: Partial<RetryPolicy> | undefined;
   /** Durable write of this run's records (fenced by the execution's epoch). */
   commit(write: Omit<RunWrite, "runId" | "epoch">): Promise<void>;
   /** Creates the child run (idempotent on its id). */
   startChild(childId: string, wf: Workflow<unknown, unknown>, input: unknown): Promise<void>;
+  /** The child's outcome if it has finished, else undefined. */
+  childOutcome(childId: string): Promise<ChildOutcome | undefined>;
   /** Re-reads the run's unconsumed events (after a hint that one arrived). */
   loadEvents(): Promise<EventRecord[]>;
+  /** Problems worth an operator's attention (never user payloads). */
+  log(message: string, err?: unknown): void;
+  /** Calls a run may record (EngineOptions.limits); absent: no limit. */
+  maxStepsPerRun?: number;
+  /** Opens the span of one step attempt (OpenTelemetry, engine/tracing.ts); absent: none. */
+  traceAttempt?(a: { key: string; name: string; kind: StepKind; attempt: number }): AttemptSpan;
+  /** False once this worker cannot be sure it still holds the run's lease (no renewal for a
+   *  whole lease: it was stopped, or lost the store). Asked right before an effect performs. */
+  leaseFresh?(): boolean;
+  /** Workspace checkpoints (ctx.workspace); absent in replay-only mode. */
+  workspace?: WorkspaceHost;
+  /** Stores a pending approval (idempotent, fenced by the execution's epoch; throws
+   *  LeaseLostError when the run was taken over). Absent in replay-only mode. */
+  requestApproval?(p: {
+    key: string;
+    name: string;
+    request: string;
+    requestedAt: number;
+    deadline: number | null;
+    onTimeout: "approve" | "reject";
+  }): Promise<void>;
+}
+
+/** One call this execution made: where it stands, and its recorded outcome if any. */
+interface Call extends CallPlace {
+  node: CallNode;
+  record: StepRecord | undefined;
+  /** Made late, or in a cascade that may continue work of the workflow's own (a timer, a
+   *  file): this execution's window for it is timing's, so it is not compared with a
+   *  record's. Not recorded: the record says only whether the call was late. */
+  looseWindow: boolean;
 }
 
 interface Blocked {
@@ -103,45 +206,96 @@ interface Blocked {
   timer?: AbortController;
 }
 
+interface AttemptResult<T> {
+  ok: boolean;
+  value?: T;
+  failure?: unknown;
+  spend: Amounts;
+  startedAt: number;
+}
+
+export type { ApprovalAnswer } from "./approval-outcome.js";
+
 export const CHILD_EVENT_PREFIX = "cairn.child:";
+/** The event that answers approval `key` of a run (stored by the store's answerApproval). */
+export const APPROVAL_EVENT_PREFIX = "cairn.approval:";
+
 const NAME_RE = /^[^@#\s][^#]{0,199}$/;
+function unlimitedListeners(ac: AbortController): AbortController {
+  setMaxListeners(0, ac.signal);
+  return ac;
+}
+
+/** Marks an error handed to the workflow as a call's outcome, with the call's key. */
+const CALL_KEY = Symbol.for("cairn.callKey");
+/** After the workflow code started I/O of its own (not a timer), it counts as busy this
+ *  long (late-work.ts). */
+const LATE_WORK_GRACE_MS = 1_000;
 
 function never<T>(): Promise<T> {
   return new Promise<T>(() => {});
 }
 
-export function toErrorRecord(err: unknown): ErrorRecord {
-  if (err instanceof Error) {
-    const code = (err as { code?: unknown }).code;
-    return {
-      name: err.name,
-      code: typeof code === "string" ? code : undefined,
-      message: err.message,
-      stack: err.stack,
-    };
+/** The key of the call whose error this is (or caused it), if any. */
+function failedCallKey(err: unknown): string | null {
+  let e: unknown = err;
+  for (let depth = 0; depth < 8 && e instanceof Error; depth++) {
+    const key = (e as unknown as Record<symbol, unknown>)[CALL_KEY];
+    if (typeof key === "string") return key;
+    e = e.cause;
   }
-  return { name: "Error", message: String(err) };
+  return null;
 }
 
 export class Context {
-  private readonly steps = new Map<string, StepRecord>();
-  private readonly attempts = new Map<string, AttemptRecord[]>();
-  private readonly allAttemptSpend = new Map<string, Amounts>();
-  private readonly intents = new Map<string, IntentRecord>();
+  private readonly journal: JournalIndex;
+  private readonly delivery: DeliveryQueue;
+  private readonly byPosition = new Map<number, StepRecord>();
+  private readonly counts = new Map<string, number>();
+  private readonly lastCallOf = new Map<string, CallNode>();
+  private readonly consumed = new Set<string>();
+  /** Next journal.cascadeCalls entry the end-of-cascade check looks at. */
+  private cascadeCursor = 0;
+  /** The latest call made in a cascade that had no record (named by divergence errors). */
+  private lastNewCall: Call | undefined;
   private events: EventRecord[];
   private readonly seenEventSeqs = new Set<number>();
-  /** Journal records replayed so far (keys of `steps`). */
-  private readonly consumed = new Set<string>();
-  private readonly counts = new Map<string, number>();
   private readonly blocked = new Set<Blocked>();
-  private readonly liveAttempts = new Set<AbortController>();
-  private readonly runAbort = new AbortController();
+  private readonly liveAttempts = new Map<AbortController, Promise<void>>();
+  /** Every attempt in flight listens on it: an agent's many parallel tool calls are no leak. */
+  private readonly runAbort = unlimitedListeners(new AbortController());
+  private readonly drainAbort = new AbortController();
   private readonly totalSpent: Amounts;
   private readonly replaySpent: Amounts = {};
+  /** Estimates (StepOptions.estimate) of the attempts in flight: spend not yet known. */
+  private readonly reserved: Amounts = {};
+  private readonly chargedCrash = new Set<string>();
+  /** Open workspaces by name (ctx.workspace); a name opens once per run. */
+  private readonly workspaces = new Map<string, WorkspaceHandle | undefined>();
+  /** New calls made inside a cascade start once it is over (after the divergence check). */
+  private afterCascade: Array<() => void> = [];
+  /** New calls waiting for a stalled replay's verdict (beforeExecute). */
+  private stallWaiters: Array<() => void> = [];
+  /** ctx.now/random/uuid records: durable before any later call starts executing. */
+  private syncWrites: Promise<void> = Promise.resolve();
   private seq = 0;
   private active = 0;
   private suspendScheduled = false;
-  private committedAny = false;
+  private draining = false;
+  private stallTimer: NodeJS.Timeout | undefined;
+  /** The stalled position (and hand-overs so far) the stall timer is counting for. */
+  private stallMark: string | undefined;
+  /** Work the workflow code started outside cairn calls (late-work.ts). */
+  private readonly lateWork: LateWork;
+  private readonly stopLateWork: () => void;
+  private lateRecheck: NodeJS.Timeout | undefined;
+  /** The running cascade may continue code that joined a cairn outcome with work of the
+   *  workflow's own (a timer, a file): the calls it makes have no fixed window. */
+  private cascadeTainted = false;
+  /** A divergence check postponed while the workflow's own work is pending. */
+  private windowRecheck: NodeJS.Timeout | undefined;
+  /** When the pending divergence check was first postponed. */
+  private windowDeferredSince: number | undefined;
   private halted: Outcome | undefined;
   private resolveDone!: (o: Outcome) => void;
   readonly done: Promise<Outcome> = new Promise<Outcome>((r) => {
@@ -153,43 +307,48 @@ export class Context {
     private readonly host: ContextHost,
     journal: Journal,
   ) {
-    for (const s of journal.steps) this.steps.set(s.key, s);
-    for (const a of journal.attempts) {
-      const spend = this.allAttemptSpend.get(a.key) ?? {};
-      addAmounts(spend, a.spend);
-      this.allAttemptSpend.set(a.key, spend);
-      if (a.generation !== host.generation) continue;
-      const list = this.attempts.get(a.key) ?? [];
-      list.push(a);
-      this.attempts.set(a.key, list);
+    this.journal = new JournalIndex(journal, host.generation, host.failedCalls);
+    for (const rec of this.journal.outcomes.values()) {
+      if (rec.delivery !== null) this.byPosition.set(rec.delivery, rec);
     }
-    for (const list of this.attempts.values()) list.sort((x, y) => x.attempt - y.attempt);
-    for (const i of journal.intents) this.intents.set(i.key, i);
-    this.events = [...journal.events].sort((a, b) => a.seq - b.seq);
+    this.delivery = new DeliveryQueue(
+      this.journal.orderedPositions,
+      this.journal.firstNewPosition,
+      {
+        began: () => {
+          this.cascadeTainted = this.lateWork.takeActivity(LATE_WORK_GRACE_MS);
+        },
+        quiet: () => this.cascadeOver(),
+      },
+    );
+    this.events = [...this.journal.events];
     for (const e of this.events) this.seenEventSeqs.add(e.seq);
     this.totalSpent = { ...host.budgetSpent };
+    const late = trackLateWork(this);
+    this.lateWork = late.work;
+    this.stopLateWork = late.stop;
     this.api = this.makeApi();
   }
 
   /** Runs the workflow function; resolves with how this execution ends. */
   start(fn: (ctx: WorkflowContext, input: unknown) => Promise<unknown>, input: unknown) {
-    Promise.resolve()
-      .then(() => fn(this.api, input))
-      .then(
-        (output) => {
-          const left = this.firstUnconsumed();
-          if (left && !this.halted) {
-            this.halt({
-              kind: "failed",
-              error: new NonDeterminismError(
-                `Run "${this.host.runId}" no longer matches its journal: the workflow returned, but the journal recorded ${left.kind} "${left.name}" (key "${left.key}") that this code never called. Run the code this run started on (${this.host.workflow}@${this.host.version}), or fork the run onto a new version.`,
-              ),
-            });
-          }
-          this.halt({ kind: "completed", output });
-        },
-        (err: unknown) => this.halt({ kind: "failed", error: err as Error }),
+    this.delivery.start(() => {
+      let result: Promise<unknown>;
+      try {
+        result = Promise.resolve(runAtRoot(this, () => fn(this.api, input)));
+      } catch (err) {
+        result = Promise.reject(err);
+      }
+      result.then(
+        (output) => void this.finishWith({ kind: "completed", output }),
+        (err: unknown) =>
+          void this.finishWith({
+            kind: "failed",
+            error: err as Error,
+            failedKey: failedCallKey(err),
+          }),
       );
+    });
     return this.done;
   }
 
@@ -203,15 +362,30 @@ export class Context {
     this.halt({ kind: "canceled", reason });
   }
 
-  leaseLost(): void {
+  /** Another worker owns the run now (or this one stops without a word): write nothing. */
+  stopWithoutWriting(): void {
     this.halt({ kind: "lease-lost" });
   }
 
+  /** The engine closes: start nothing new; once nothing is in flight the run is handed
+   *  back (or suspended, if it waits). A backoff in process is cut short: it is recorded. */
+  drain(): void {
+    if (this.halted || this.draining) return;
+    this.draining = true;
+    this.drainAbort.abort();
+    this.wakeStallWaiters();
+    this.maybeSuspend();
+  }
+
   /** New events may have arrived for this run: re-read them and wake matching waits. */
-  async poke(): Promise<void> {
+  async refreshEvents(): Promise<void> {
     if (this.halted || ![...this.blocked].some((b) => b.event)) return;
-    const fresh = await this.host.loadEvents();
-    this.addEvents(fresh);
+    this.addEvents(await this.host.loadEvents());
+  }
+
+  /** Whether a wait of this execution is blocked on an event (it may come from elsewhere). */
+  get awaitsEvent(): boolean {
+    return [...this.blocked].some((b) => b.event !== undefined);
   }
 
   addEvents(fresh: EventRecord[]): void {
@@ -247,362 +421,446 @@ export class Context {
       sleepUntil: (name, until) => this.sleepUntil(name, until),
       waitForEvent: (name, options) => this.waitForEvent(name, options),
       child: (name, wf, input) => this.child(name, wf as Workflow<unknown, unknown>, input),
-      now: () => this.syncValue("now", () => this.host.clock.now()),
-      random: () => this.syncValue("random", () => Math.random()),
-      uuid: () => this.syncValue("uuid", () => randomUUID()),
+      workspace: (name, options) => this.openWorkspace(name, options),
+      approval: (name, options) => this.approval(name, options),
+      now: (label?: string) => this.syncValue("now", label, () => this.host.clock.now()),
+      random: (label?: string) => this.syncValue("random", label, () => Math.random()),
+      uuid: (label?: string) => this.syncValue("uuid", label, () => randomUUID()),
     } as WorkflowContext;
   }
 
-  private async step<T>(
+  /** Every call: its preamble runs in the caller's scope (its key, its place in the call
+   *  tree and the delivery order); the rest is cairn's own work, outside the workflow's
+   *  scope (so none of it counts as the workflow's late work). */
+  private makeCall<T>(
+    name: string,
+    kind: StepKind,
+    execute: (call: Call) => Promise<T>,
+  ): Promise<T> {
+    let call: Call;
+    try {
+      call = this.beginCall(name, kind);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return outsideWorkflow(() => (call.record ? this.replayOutcome<T>(call) : execute(call)));
+  }
+
+  private step<T>(
     name: string,
     fn: (s: StepContext) => Promise<T> | T,
     options?: StepOptions,
   ): Promise<T> {
-    const { key, seq } = this.nextCall(name, "step");
-    const rec = this.replay(key, "step", name);
-    if (rec) return this.replayedValue<T>(rec);
-    await this.divergenceCheck(key, "step", name);
-    return this.runAttempts<T>(key, seq, name, "step", options, (s) => fn(s));
-  }
-
-  private async effect<T>(name: string, effect: Effect<T>, options?: StepOptions): Promise<T> {
-    const { key, seq } = this.nextCall(name, "effect");
-    const rec = this.replay(key, "effect", name);
-    if (rec) return this.replayedValue<T>(rec);
-    await this.divergenceCheck(key, "effect", name);
-    const idem = idempotencyKey(this.host.runId, key);
-    // perform may already have started (intent recorded by an earlier execution): ask
-    // reconcile first. After perform throws, the next attempt asks reconcile again.
-    let mayHaveHappened = this.intents.has(key);
-    if (!mayHaveHappened) {
-      await this.commit({ intents: [this.intent(key, "effect", name, { idempotencyKey: idem })] });
-    }
-    return this.runAttempts<T>(key, seq, name, "effect", options, async (s) => {
-      if (mayHaveHappened) {
-        const found = await effect.reconcile(idem);
-        if (found !== undefined) return found;
-      }
-      mayHaveHappened = true;
-      return effect.perform(idem, s);
+    return this.makeCall(name, "step", async (call) => {
+      await this.beforeExecute(call);
+      return this.runAttempts<T>(call, options, (s) => fn(s));
     });
   }
 
+  private effect<T>(name: string, effect: Effect<T>, options?: StepOptions): Promise<T> {
+    return this.makeCall(name, "effect", (call) => this.effectCall(call, effect, options));
+  }
+
+  private async effectCall<T>(call: Call, effect: Effect<T>, options?: StepOptions): Promise<T> {
+    await this.beforeExecute(call);
+    const idem = idempotencyKey(this.host.runId, call.key);
+    // perform may already have started (intent recorded by an earlier execution): ask
+    // reconcile first. After perform throws, the next attempt asks reconcile again.
+    let mayHaveHappened = this.journal.intents.has(call.key);
+    if (!mayHaveHappened) {
+      await this.commit({
+        intents: [intentRecord(call, { idempotencyKey: idem }, this.host.clock.now())],
+      });
+    }
+    // Which of the two produced the value of the attempt that completes the call: the
+    // record says so (cairn show: performed or reconciled).
+    let reconciled = false;
+    return this.runAttempts<T>(
+      call,
+      options,
+      async (s) => {
+        reconciled = false;
+        if (mayHaveHappened) {
+          const found = await effect.reconcile(idem);
+          if (found !== undefined) {
+            reconciled = true;
+            return found;
+          }
+        }
+        // A worker stopped past its lease (SIGSTOP, a long GC pause) may wake after another
+        // worker took the run over, reconciled and performed: it must not perform again.
+        if (this.host.leaseFresh && !this.host.leaseFresh()) {
+          this.stopWithoutWriting();
+          return never<T>();
+        }
+        mayHaveHappened = true;
+        return effect.perform(idem, s);
+      },
+      () => ({ reconciled }),
+    );
+  }
+
   private sleep(name: string, duration: Duration): Promise<void> {
-    const ms = toMs(duration, `ctx.sleep("${name}") duration`);
+    let ms: number;
+    try {
+      ms = toMs(duration, `ctx.sleep("${name}") duration`);
+    } catch (err) {
+      return Promise.reject(err);
+    }
     return this.sleepCall(name, (now) => now + ms);
   }
 
   private sleepUntil(name: string, until: Date | number): Promise<void> {
     const at = until instanceof Date ? until.getTime() : until;
-    if (!Number.isFinite(at)) {
+    if (typeof at !== "number" || !Number.isFinite(at)) {
       return Promise.reject(new TypeError(`ctx.sleepUntil("${name}"): expected a Date or ms`));
     }
     return this.sleepCall(name, () => at);
   }
 
-  private async sleepCall(name: string, wakeAtFrom: (now: number) => number): Promise<void> {
-    const { key, seq } = this.nextCall(name, "sleep");
-    const rec = this.replay(key, "sleep", name);
-    if (rec) return this.replayedValue<void>(rec);
-    await this.divergenceCheck(key, "sleep", name);
-    const startedAt = this.host.clock.now();
+  private sleepCall(name: string, wakeAtFrom: (now: number) => number): Promise<void> {
+    return this.makeCall(name, "sleep", (call) => this.sleepFor(call, wakeAtFrom));
+  }
+
+  private async sleepFor(call: Call, wakeAtFrom: (now: number) => number): Promise<void> {
+    await this.beforeExecute(call);
+    const intent = this.journal.intents.get(call.key);
+    const startedAt = intent?.createdAt ?? this.host.clock.now();
     let wakeAt: number;
-    const intent = this.intents.get(key);
     if (intent) {
       wakeAt = decode<{ wakeAt: number }>(intent.data).wakeAt;
     } else {
       wakeAt = wakeAtFrom(startedAt);
-      await this.commit({ intents: [this.intent(key, "sleep", name, { wakeAt })] });
+      await this.commit({ intents: [intentRecord(call, { wakeAt }, startedAt)] });
     }
-    while (this.host.clock.now() < wakeAt) await this.block({ key, wakeAt });
-    await this.recordOk(key, seq, name, "sleep", undefined, startedAt);
+    while (this.host.clock.now() < wakeAt) await this.block({ key: call.key, wakeAt });
+    return this.recordValue<void>(call, undefined, startedAt);
   }
 
-  private async waitForEvent<T>(
+  private waitForEvent<T>(name: string, options?: WaitOptions<T>): Promise<WaitResult<T>> {
+    let timeoutMs: number | undefined;
+    try {
+      if (typeof name === "string" && name.startsWith("cairn.")) {
+        throw new TypeError(
+          `ctx.waitForEvent("${name}"): names starting with "cairn." are reserved`,
+        );
+      }
+      timeoutMs =
+        options?.timeout === undefined
+          ? undefined
+          : toMs(options.timeout, `ctx.waitForEvent("${name}") timeout`);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return this.makeCall(name, "wait", (call) => this.waitFor(call, name, timeoutMs, options));
+  }
+
+  private async waitFor<T>(
+    call: Call,
     name: string,
-    options?: { timeout?: Duration },
+    timeoutMs: number | undefined,
+    options?: WaitOptions<T>,
   ): Promise<WaitResult<T>> {
-    if (name.startsWith("cairn.")) {
-      throw new TypeError(`ctx.waitForEvent("${name}"): names starting with "cairn." are reserved`);
-    }
-    const timeoutMs =
-      options?.timeout === undefined
-        ? undefined
-        : toMs(options.timeout, `ctx.waitForEvent("${name}") timeout`);
-    const { key, seq } = this.nextCall(name, "wait");
-    const rec = this.replay(key, "wait", name);
-    if (rec) return this.replayedValue<WaitResult<T>>(rec);
-    await this.divergenceCheck(key, "wait", name);
-    const startedAt = this.host.clock.now();
-    let deadline: number | null;
-    const intent = this.intents.get(key);
-    if (intent) {
-      deadline = decode<{ deadline: number | null }>(intent.data).deadline;
-    } else {
-      deadline = timeoutMs === undefined ? null : startedAt + timeoutMs;
-      await this.commit({ intents: [this.intent(key, "wait", name, { deadline, event: name })] });
-    }
+    await this.beforeExecute(call);
+    const intent = this.journal.intents.get(call.key);
+    const startedAt = intent?.createdAt ?? this.host.clock.now();
+    const { deadline, fresh } = this.waitDeadline(call, intent, startedAt, timeoutMs, {
+      event: name,
+    });
+    if (fresh) await this.commit({ intents: [fresh] });
+    let reloaded = false;
     for (;;) {
-      const ev = this.takeEvent(name);
+      // Past the deadline, only an event stored by then counts (it may have come from
+      // another process: read the store once more before concluding it did not).
+      const ev = this.takeEvent(name, deadline);
       if (ev) {
-        const result = { timedOut: false, payload: decode<T>(ev.payload) };
-        return this.recordOk(key, seq, name, "wait", result, startedAt, [
-          { eventSeq: ev.seq, key },
-        ]) as Promise<WaitResult<T>>;
+        const consume = [{ eventSeq: ev.seq, key: call.key }];
+        let payload = decode<T>(ev.payload);
+        if (options?.schema) {
+          // An event the schema refuses is consumed, and the wait fails with the reason: the
+          // workflow sees it (and may wait again), a replay sees the same.
+          const checked = await this.active0(
+            Promise.resolve(options.schema["~standard"].validate(payload)),
+          );
+          if (checked.issues) {
+            const err = new InputValidationError(
+              `Event "${name}" (seq ${ev.seq}) for run "${this.host.runId}" does not match the wait's schema: ${formatIssues(checked.issues)}`,
+              checked.issues,
+            );
+            return this.recordError(call, toErrorRecord(err), startedAt, { consume });
+          }
+          payload = checked.value;
+        }
+        return this.recordValue(call, { timedOut: false, payload }, startedAt, consume);
       }
       if (deadline !== null && this.host.clock.now() >= deadline) {
-        return this.recordOk(key, seq, name, "wait", { timedOut: true }, startedAt) as Promise<
-          WaitResult<T>
-        >;
+        if (!reloaded) {
+          reloaded = true;
+          await this.reloadEvents();
+          continue;
+        }
+        return this.recordValue<WaitResult<T>>(call, { timedOut: true }, startedAt);
       }
-      await this.block({ key, wakeAt: deadline, event: name });
+      await this.block({ key: call.key, wakeAt: deadline, event: name });
     }
   }
 
-  private async child<O>(name: string, wf: Workflow<unknown, unknown>, input: unknown): Promise<O> {
-    const { key, seq } = this.nextCall(name, "child");
-    const rec = this.replay(key, "child", name);
-    if (rec) return this.replayedValue<O>(rec);
-    await this.divergenceCheck(key, "child", name);
-    const startedAt = this.host.clock.now();
-    const childId = `${this.host.runId}:${key}`;
-    if (!this.intents.has(key)) {
+  /** ctx.approval: a wait for the answer event of this call's key, with a stored request
+   *  (the approvals row, idempotent) and a timeout whose outcome the workflow declared. */
+  private approval<R, A>(name: string, options: ApprovalOptions<R, A>): Promise<ApprovalResult<A>> {
+    const what = `ctx.approval("${name}")`;
+    let onTimeout: "approve" | "reject";
+    let timeoutMs: number | undefined;
+    try {
+      if (!options || typeof options !== "object" || !("request" in options)) {
+        throw new TypeError(`${what} in run "${this.host.runId}": options need a request`);
+      }
+      onTimeout = options.onTimeout ?? "reject";
+      if (onTimeout !== "approve" && onTimeout !== "reject") {
+        throw new TypeError(`${what}: onTimeout must be "approve" or "reject"`);
+      }
+      timeoutMs =
+        options.timeout === undefined ? undefined : toMs(options.timeout, `${what} timeout`);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return this.makeCall(name, "approval", (call) =>
+      this.approvalCall<R, A>(call, name, options, onTimeout, timeoutMs),
+    );
+  }
+
+  private async approvalCall<R, A>(
+    call: Call,
+    name: string,
+    options: ApprovalOptions<R, A>,
+    onTimeout: "approve" | "reject",
+    timeoutMs: number | undefined,
+  ): Promise<ApprovalResult<A>> {
+    await this.beforeExecute(call);
+    const eventName = `${APPROVAL_EVENT_PREFIX}${call.key}`;
+    const intent = this.journal.intents.get(call.key);
+    const startedAt = intent?.createdAt ?? this.host.clock.now();
+    let request: unknown = options.request;
+    if (!intent && options.schema?.request) {
+      const checked = await checkSchema(options.schema.request, request);
+      if (!checked.ok) {
+        const err = new InputValidationError(
+          `The request of approval "${call.key}" of run "${this.host.runId}" is invalid: ${checked.detail}. Nothing was asked.`,
+          checked.issues,
+        );
+        return this.recordError(call, toErrorRecord(err), startedAt);
+      }
+      request = checked.value;
+    }
+    const encoded = this.encodeApprovalRequest(call, request);
+    if (typeof encoded !== "string") return this.recordError(call, encoded, startedAt);
+    const extra = { event: eventName, onTimeout };
+    const { deadline, fresh } = this.waitDeadline(call, intent, startedAt, timeoutMs, extra);
+    if (fresh) await this.commit({ intents: [fresh] });
+    // Idempotent: after a crash between the intent and this, the next execution asks again.
+    await this.storeApproval({
+      key: call.key,
+      name,
+      request: encoded,
+      requestedAt: startedAt,
+      deadline,
+      onTimeout,
+    });
+    let reloaded = false;
+    for (;;) {
+      // As in waitForEvent: past the deadline, only an answer stored by then counts, and the
+      // store accepts none at or after it.
+      const ev = this.takeEvent(eventName, deadline);
+      if (ev) {
+        const consume = [{ eventSeq: ev.seq, key: call.key }];
+        const sent = decode<ApprovalAnswer>(ev.payload);
+        let answer = sent.answer;
+        if (answer !== undefined && options.schema?.answer) {
+          const checked = await checkSchema(options.schema.answer, answer);
+          if (!checked.ok) {
+            const err = new InputValidationError(
+              `The answer to approval "${call.key}" of run "${this.host.runId}" (${sent.decision} by ${sent.by}) is invalid: ${checked.detail}`,
+              checked.issues,
+            );
+            return this.recordError(call, toErrorRecord(err), startedAt, { consume });
+          }
+          answer = checked.value;
+        }
+        const result = answeredApproval<A>(sent, answer, ev.createdAt);
+        return this.recordValue(call, result, startedAt, consume);
+      }
+      if (deadline !== null && this.host.clock.now() >= deadline) {
+        if (!reloaded) {
+          reloaded = true;
+          await this.reloadEvents();
+          continue;
+        }
+        return this.recordValue(call, timedOutApproval<A>(onTimeout, deadline), startedAt);
+      }
+      await this.block({ key: call.key, wakeAt: deadline, event: eventName });
+    }
+  }
+
+  /** An approval's request as stored, or why it cannot be (the call's error). */
+  private encodeApprovalRequest(call: Call, request: unknown): string | ErrorRecord {
+    try {
+      return encode(request, this.host.maxPayloadBytes);
+    } catch (err) {
+      const e = new SerializationError(
+        `The request of approval "${call.key}" of run "${this.host.runId}" ${(err as Error).message}; nothing was asked`,
+        { cause: err },
+      );
+      return toErrorRecord(e);
+    }
+  }
+
+  /** A wait's deadline: the one its intent recorded, or, on its first execution, one from
+   *  `timeoutMs` with the intent that records it (committed before the call waits). */
+  private waitDeadline(
+    call: Call,
+    intent: IntentRecord | undefined,
+    startedAt: number,
+    timeoutMs: number | undefined,
+    extra: Record<string, unknown>,
+  ): { deadline: number | null; fresh?: IntentRecord } {
+    if (intent) return { deadline: decode<{ deadline: number | null }>(intent.data).deadline };
+    const deadline = timeoutMs === undefined ? null : startedAt + timeoutMs;
+    return { deadline, fresh: intentRecord(call, { deadline, ...extra }, startedAt) };
+  }
+
+  private async storeApproval(
+    p: Parameters<NonNullable<ContextHost["requestApproval"]>>[0],
+  ): Promise<void> {
+    if (!this.host.requestApproval) return;
+    await this.active0(this.host.requestApproval(p));
+  }
+
+  private child<O>(name: string, wf: Workflow<unknown, unknown>, input: unknown): Promise<O> {
+    return this.makeCall(name, "child", (call) => this.childCall<O>(call, wf, input));
+  }
+
+  private async childCall<O>(
+    call: Call,
+    wf: Workflow<unknown, unknown>,
+    input: unknown,
+  ): Promise<O> {
+    await this.beforeExecute(call);
+    const intent = this.journal.intents.get(call.key);
+    const startedAt = intent?.createdAt ?? this.host.clock.now();
+    let childId: string;
+    if (intent) {
+      childId = decode<{ childId: string }>(intent.data).childId;
+    } else {
       // The child id is derived from (run, key), so starting it again after a crash is a
       // no-op: the child is created once.
-      if (this.host.replayOnly) return this.reachFrontier(key);
-      await this.host.startChild(childId, wf, input);
-      await this.commit({ intents: [this.intent(key, "child", name, { childId })] });
+      childId = childRunId(this.host.runId, call.key);
+      await this.active0(this.host.startChild(childId, wf, input));
+      await this.commit({ intents: [intentRecord(call, { childId }, startedAt)] });
     }
     const eventName = `${CHILD_EVENT_PREFIX}${childId}`;
+    let askedChild = false;
     for (;;) {
       const ev = this.takeEvent(eventName);
+      let res: ChildOutcome | undefined;
       if (ev) {
-        const res = decode<{ output?: unknown; error?: ErrorRecord }>(ev.payload);
-        const consume = [{ eventSeq: ev.seq, key }];
-        if (res.error) {
-          await this.commit({
-            steps: [this.stepRecord(key, seq, name, "child", startedAt, null, res.error, {}, 1)],
-            consume,
-          });
-          throw errorFromRecord(res.error);
-        }
-        return this.recordOk(key, seq, name, "child", res.output, startedAt, consume) as Promise<O>;
+        const sent = decode<{ output?: unknown; error?: ErrorRecord }>(ev.payload);
+        res = sent.error ? { error: sent.error } : { output: encode(sent.output) };
+      } else if (!askedChild) {
+        // The child may have finished while this run could not receive its event (it was
+        // failed, and is being resumed): its current outcome is the answer.
+        askedChild = true;
+        res = await this.active0(this.host.childOutcome(childId));
       }
-      await this.block({ key, wakeAt: null, event: eventName });
+      if (res) {
+        const consume = ev ? [{ eventSeq: ev.seq, key: call.key }] : undefined;
+        if ("error" in res) return this.recordError<O>(call, res.error, startedAt, { consume });
+        const output = res.output;
+        return this.recordEncoded<O>(call, output, startedAt, consume);
+      }
+      await this.block({ key: call.key, wakeAt: null, event: eventName });
     }
   }
 
-  private syncValue<T>(kind: "now" | "random" | "uuid", produce: () => T): T {
+  private syncValue<T>(
+    kind: "now" | "random" | "uuid",
+    label: string | undefined,
+    produce: () => T,
+  ): T {
     if (this.halted) return produce();
-    const { key, seq } = this.nextCall(`@${kind}`, kind);
-    const rec = this.steps.get(key);
-    if (rec) {
-      this.replay(key, kind, `@${kind}`);
-      return decode<T>(rec.result ?? "");
+    if (label !== undefined && (typeof label !== "string" || !NAME_RE.test(label))) {
+      throw new TypeError(
+        `ctx.${kind}(${JSON.stringify(label)}) in run "${this.host.runId}": a label must be 1-200 characters, must not contain "#" and must not start with "@" or a space`,
+      );
     }
+    const call = this.beginCall(label === undefined ? `@${kind}` : `@${kind}:${label}`, kind);
+    if (call.record) return decode<T>(call.record.result ?? "");
     const value = produce();
     const now = this.host.clock.now();
-    const record = this.stepRecord(key, seq, `@${kind}`, kind, now, encode(value), null, {}, 1);
-    // Not awaited by the caller; durable before any later record of this run (FIFO).
-    void this.divergenceCheck(key, kind, `@${kind}`).then(() => this.commit({ steps: [record] }));
+    const rec = outcomeRecord(call, {
+      startedAt: now,
+      completedAt: now,
+      result: encode(value),
+      delivery: null,
+    });
+    // Written once the cascade that drew it is over (after the divergence check), and
+    // before any later call starts executing (beforeExecute waits for it).
+    outsideWorkflow(() => {
+      const cascadeOver = this.delivery.inCascade ? this.cascadeEnd() : undefined;
+      this.syncWrites = this.syncWrites.then(async () => {
+        await cascadeOver;
+        await this.commit({ steps: [rec] });
+      });
+    });
     return value;
   }
 
-  // ---- attempts, retries, budget ----
-
-  private async runAttempts<T>(
-    key: string,
-    seq: number,
-    name: string,
-    kind: StepKind,
-    options: StepOptions | undefined,
-    body: (s: StepContext) => Promise<T> | T,
-  ): Promise<T> {
-    const policy = resolvePolicy(this.host.retry, options?.retry);
-    const timeoutMs =
-      options?.timeout === undefined
-        ? undefined
-        : toMs(options.timeout, `timeout of step "${key}"`);
-    const prior = this.attempts.get(key) ?? [];
-    const clock = this.host.clock;
-    if (this.host.replayOnly) return this.reachFrontier(key);
-    if (this.host.recovered && !this.committedAny) {
-      // The previous execution stopped without releasing the run while this call had no
-      // record: its attempt crashed with the worker. It counts, so a step that keeps
-      // killing its process fails after maxAttempts instead of looping forever.
-      const now = clock.now();
-      const crashed: AttemptRecord = {
-        runId: this.host.runId,
-        key,
-        attempt: prior.length + 1,
-        generation: this.host.generation,
-        startedAt: now,
-        endedAt: now,
-        error: {
-          name: "WorkerLostError",
-          code: "WORKER_LOST",
-          message: `The worker executing step "${key}" stopped (crash, kill or lost lease) before recording an outcome`,
-        },
-        spend: {},
-        retryAt: now,
-      };
-      await this.commit({ attempts: [crashed] });
-      prior.push(crashed);
-    }
-    for (;;) {
-      const last = prior.at(-1);
-      if (last && (last.retryAt === null || prior.length >= policy.maxAttempts)) {
-        throw errorFromRecord(last.error);
-      }
-      if (last?.retryAt != null) {
-        const wait = last.retryAt - clock.now();
-        if (wait > this.host.inProcessRetryMs) {
-          await this.block({ key, wakeAt: last.retryAt });
-        } else if (wait > 0) {
-          await this.sleepInProcess(wait);
-        }
-      }
-      const over = this.overBudget();
-      if (over) {
-        await this.block({ key, wakeAt: null, budget: over });
-        continue;
-      }
-      const attempt = prior.length + 1;
-      const spend: Amounts = {};
-      const ac = new AbortController();
-      this.liveAttempts.add(ac);
-      const s: StepContext = {
-        idempotencyKey: idempotencyKey(this.host.runId, key),
-        attempt,
-        signal: ac.signal,
-        spend: (amounts) => {
-          for (const [k, v] of Object.entries(amounts)) {
-            if (typeof v !== "number" || !Number.isFinite(v) || v < 0) {
-              throw new TypeError(
-                `s.spend() in step "${key}": amount "${k}" must be a finite number >= 0 (got ${String(v)})`,
-              );
-            }
-          }
-          addAmounts(spend, amounts);
-        },
-      };
-      const startedAt = clock.now();
-      this.active++;
-      let value: T;
-      let failure: unknown;
-      let failed = false;
-      try {
-        value = await this.withTimeout(body(s), timeoutMs, ac, key);
-      } catch (err) {
-        failed = true;
-        failure = err;
-      } finally {
-        this.active--;
-        this.liveAttempts.delete(ac);
-      }
-      if (this.halted) return never();
-      if (!failed) {
-        let encoded: string;
-        try {
-          encoded = encode(value!, this.host.maxPayloadBytes);
-        } catch (err) {
-          if (!(err instanceof EncodeError)) throw err;
-          failed = true;
-          failure = new SerializationError(
-            `Step "${key}" of run "${this.host.runId}" returned a value that ${err.message}; step results must be serializable (plain data, Date, Map, Set, BigInt, Uint8Array, Error) and within the payload limit`,
-            { cause: err },
-          );
-        }
-        if (!failed) {
-          const rec = this.stepRecord(
-            key,
-            seq,
-            name,
-            kind,
-            startedAt,
-            encoded!,
-            null,
-            spend,
-            attempt,
-          );
-          await this.commit({ steps: [rec] });
-          addAmounts(this.replaySpent, spend);
-          return decode<T>(encoded!);
-        }
-      }
-      const errRec = toErrorRecord(failure);
-      const final =
-        failure instanceof FatalError ||
-        failure instanceof SerializationError ||
-        errRec.code === "FATAL" ||
-        attempt >= policy.maxAttempts;
-      let delay = 0;
-      if (!final) {
-        const now = clock.now();
-        delay = backoffMs(policy, attempt, Math.random);
-        if (failure instanceof RateLimitError || errRec.code === "RATE_LIMIT") {
-          const ra = retryAfterMs((failure as RateLimitError).retryAfter, now);
-          delay = Math.max(delay, ra);
-        }
-      }
-      const endedAt = clock.now();
-      const rec: AttemptRecord = {
-        runId: this.host.runId,
-        key,
-        attempt,
-        generation: this.host.generation,
-        startedAt,
-        endedAt,
-        error: errRec,
-        spend,
-        retryAt: final ? null : endedAt + delay,
-      };
-      await this.commit({ attempts: [rec] });
-      addAmounts(this.replaySpent, spend);
-      prior.push(rec);
-      this.attempts.set(key, prior);
-      if (final) throw errorFromRecord(errRec);
-    }
-  }
-
-  private async withTimeout<T>(
-    p: Promise<T> | T,
-    timeoutMs: number | undefined,
-    ac: AbortController,
-    key: string,
-  ): Promise<T> {
-    if (timeoutMs === undefined) return p;
-    const timer = new AbortController();
-    const timeout = this.host.clock.sleep(timeoutMs, timer.signal).then(() => {
-      const err = new StepTimeoutError(
-        `Step "${key}" of run "${this.host.runId}" did not finish within ${timeoutMs} ms; its signal was aborted`,
+  /** ctx.workspace: its opening is a recorded step (workspace.ts); the handle then takes
+   *  part in beforeExecute, which restores a stale directory before any call executes. */
+  private async openWorkspace(name: string, options: WorkspaceOptions = {}): Promise<Workspace> {
+    checkWorkspaceName(name);
+    if (this.workspaces.has(name)) {
+      throw new TypeError(
+        `ctx.workspace("${name}") in run "${this.host.runId}": this workspace is already open; open it once and pass its handle around`,
       );
-      ac.abort(err);
-      throw err;
-    });
-    timeout.catch(() => {});
+    }
+    this.workspaces.set(name, undefined);
+    const ws = new WorkspaceHandle(name, this.api, this.host.workspace, options);
+    await ws.open();
+    this.workspaces.set(name, ws);
+    return ws;
+  }
+
+  /** Restores the directories of open workspaces that do not hold their current checkpoint
+   *  (a resume, a failed step), before a new call executes. Counted as active work. */
+  private async syncWorkspaces(): Promise<void> {
+    const stale = [...this.workspaces.values()].filter((w) => w?.needsSync);
+    if (stale.length === 0) return;
+    this.active++;
     try {
-      return await Promise.race([Promise.resolve(p), timeout]);
-    } finally {
-      timer.abort();
-    }
-  }
-
-  private overBudget(): string | undefined {
-    for (const [name, limit] of Object.entries(this.host.budgetLimit)) {
-      const spent = this.totalSpent[name] ?? 0;
-      if (spent >= limit) {
-        const whole = Number.isInteger(spent) && Number.isInteger(limit);
-        const f = (n: number) => (whole ? String(n) : n.toFixed(2));
-        return `budget: ${name} ${f(spent)} of ${f(limit)} spent`;
+      await Promise.all(stale.map((w) => w?.sync()));
+    } catch (err) {
+      if (err instanceof LeaseLostError) this.halt({ kind: "lease-lost" });
+      else if (err instanceof StoreError) this.halt({ kind: "interrupted", error: err });
+      else if (err instanceof WorkspaceError) this.fail(err);
+      else {
+        this.fail(
+          new WorkspaceError(
+            `Run "${this.host.runId}": restoring a workspace directory failed: ${(err as Error)?.message ?? String(err)}; fix the cause and resume the run`,
+            { cause: err },
+          ),
+        );
       }
+    } finally {
+      this.active--;
+      this.maybeSuspend();
     }
-    return undefined;
   }
 
-  // ---- journal matching ----
+  // ---- matching calls to the journal ----
 
-  private nextCall(name: string, kind: StepKind): { key: string; seq: number } {
+  /** The preamble of every call: its key, its place in the call tree and the delivery
+   *  order, and its recorded outcome (checked against the call) if there is one. */
+  private beginCall(name: string, kind: StepKind): Call {
     if (this.halted) throw new HaltedSignal();
     const internal =
       name.startsWith("@") && (kind === "now" || kind === "random" || kind === "uuid");
@@ -611,72 +869,733 @@ export class Context {
         `ctx.${kind}(${JSON.stringify(name)}) in run "${this.host.runId}": a name must be 1-200 characters, must not contain "#" and must not start with "@" or a space`,
       );
     }
-    const n = (this.counts.get(name) ?? 0) + 1;
-    this.counts.set(name, n);
-    return { key: n === 1 ? name : `${name}#${n}`, seq: this.seq++ };
-  }
-
-  private replay(key: string, kind: StepKind, name: string): StepRecord | undefined {
-    const rec = this.steps.get(key);
-    if (!rec) return undefined;
-    if (rec.kind !== kind || rec.name !== name) {
-      const err = new NonDeterminismError(
-        `Run "${this.host.runId}" no longer matches its journal at key "${key}": the journal recorded ${rec.kind} "${rec.name}", the code now calls ${kind} "${name}". Run the code this run started on (${this.host.workflow}@${this.host.version}), or fork the run onto a new version.`,
+    checkText(name, `ctx.${kind}() name in run "${this.host.runId}":`);
+    const scope = currentScope(this);
+    if (scope.bodyOf !== undefined) {
+      // A programming error, not a failed attempt: retrying cannot help. The run fails.
+      this.fail(
+        new TypeError(
+          `ctx.${kind}("${name}") was called inside the body of step "${scope.bodyOf}" of run "${this.host.runId}"; calls do not nest: make it from the workflow function, around the step`,
+        ),
       );
-      this.halt({ kind: "failed", error: err });
       throw new HaltedSignal();
     }
-    if (!this.consumed.has(key)) {
-      this.consumed.add(key);
-      addAmounts(this.replaySpent, rec.spend);
-      const attemptSpend = this.allAttemptSpend.get(key);
-      if (attemptSpend) addAmounts(this.replaySpent, attemptSpend);
+    const late = !this.delivery.inCascade;
+    const prev = this.lastCallOf.get(name);
+    if (prev && (prev.late || late) && !isAncestor(prev, scope.node)) {
+      this.fail(
+        new NonDeterminismError(
+          `Run "${this.host.runId}" calls ${kind} "${name}" again, and cairn cannot tell that this call always comes after the one keyed "${prev.key}": one of them is made after awaiting something that is not a cairn call (a timer, a file, a fetch), and this one is not made by code that continues from the earlier one (it is in a concurrent branch, or in a helper function that awaited something before making the call), so a replay could give each the other's result. Give each call its own name, e.g. \`${name}:\${item.id}\`, or make the call before the helper's own await, or do that I/O inside a step.`,
+          { runId: this.host.runId, key: prev.key },
+        ),
+      );
+      throw new HaltedSignal();
     }
-    return rec;
-  }
-
-  private replayedValue<T>(rec: StepRecord): Promise<T> {
-    if (rec.outcome === "error" && rec.error) return Promise.reject(errorFromRecord(rec.error));
-    return Promise.resolve(decode<T>(rec.result ?? ""));
-  }
-
-  private firstUnconsumed(): StepRecord | undefined {
-    let first: StepRecord | undefined;
-    for (const rec of this.steps.values()) {
-      if (this.consumed.has(rec.key)) continue;
-      if (!first || rec.seq < first.seq) first = rec;
+    const n = (this.counts.get(name) ?? 0) + 1;
+    this.counts.set(name, n);
+    const key = n === 1 ? name : `${name}#${n}`;
+    const node: CallNode = {
+      owner: this,
+      key,
+      parent: scope.node,
+      depth: (scope.node?.depth ?? 0) + 1,
+      late,
+    };
+    this.lastCallOf.set(name, node);
+    enterCall(node);
+    const call: Call = {
+      runId: this.host.runId,
+      generation: this.host.generation,
+      key,
+      name,
+      kind,
+      seq: this.seq++,
+      issuedAfter: this.delivery.released,
+      // A call made inside a cascade is recorded as such even when the cascade may continue
+      // work of the workflow's own: a replay still demands it by the end of that cascade,
+      // once that work is done (cascadeOver). Only a late call's window is left unchecked.
+      issuedLate: late,
+      looseWindow: late || this.cascadeTainted,
+      node,
+      record: this.journal.outcomes.get(key),
+    };
+    const max = this.host.maxStepsPerRun ?? Number.POSITIVE_INFINITY;
+    if (!call.record && call.seq >= max) {
+      // Recorded calls replay whatever the limit; a new one past it fails the run.
+      this.fail(
+        new LimitError(
+          `Run "${this.host.runId}" makes call ${call.seq + 1} (${kind} "${name}"), over the limit of ${max} calls per run (limits.maxStepsPerRun); nothing of it was recorded. Split the work into child runs, or raise the limit`,
+          { limit: "maxStepsPerRun", max },
+        ),
+      );
+      throw new HaltedSignal();
     }
-    return first;
+    if (call.record) this.matchRecord(call, call.record);
+    else if (!late) this.lastNewCall = call;
+    return call;
   }
 
-  /** A call with no record while recorded calls remain unreplayed: wait until pending
-   *  microtasks (other branches replaying) settle, then any record still unreplayed means
-   *  the code diverged from the journal. */
-  private async divergenceCheck(key: string, kind: StepKind, name: string): Promise<void> {
-    // Every key in `consumed` is a journal record, so equal sizes mean all were replayed.
-    if (this.consumed.size === this.steps.size) return;
+  private matchRecord(call: Call, rec: StepRecord): void {
+    if (rec.kind !== call.kind || rec.name !== call.name) {
+      this.fail(
+        new NonDeterminismError(
+          `Run "${this.host.runId}" no longer matches its journal at key "${call.key}": the journal recorded ${rec.kind} "${rec.name}", the code now calls ${call.kind} "${call.name}". ${this.remedy()}`,
+          { runId: this.host.runId, key: call.key },
+        ),
+      );
+      throw new HaltedSignal();
+    }
+    const exact = this.journal.exactWindows && !rec.issuedLate && rec.issuedAfter !== null;
+    // A replayed call made after (or in a cascade that may continue) work of the workflow's
+    // own, such as a timer the first run found done sooner, has no window to compare.
+    if (exact && !call.looseWindow && rec.issuedAfter !== call.issuedAfter) {
+      const now = `after ${call.issuedAfter} outcomes`;
+      this.fail(
+        new NonDeterminismError(
+          `Run "${this.host.runId}" no longer matches its journal: ${call.kind} "${call.name}" (key "${call.key}") was called after ${rec.issuedAfter} outcomes when recorded, and now ${now}. ${this.remedy()}`,
+          { runId: this.host.runId, key: call.key },
+        ),
+      );
+      throw new HaltedSignal();
+    }
+    this.consumed.add(call.key);
+    addAmounts(this.replaySpent, rec.spend);
+    const attemptSpend = this.journal.attemptSpend.get(call.key);
+    if (attemptSpend) addAmounts(this.replaySpent, attemptSpend);
+  }
+
+  private remedy(): string {
+    return `Run the code this run started on (${this.host.workflow}@${this.host.version}), or fork the run onto a new version.`;
+  }
+
+  /** A recorded outcome, handed over in its recorded turn. */
+  private replayOutcome<T>(call: Call): Promise<T> {
+    const rec = call.record!;
+    return new Promise<T>((resolve, reject) => {
+      const settle = () => {
+        if (this.halted) return;
+        if (rec.outcome === "error") {
+          reject(this.callError(call.key, rec.error ?? { name: "Error", message: "failed" }));
+          return;
+        }
+        try {
+          resolve(decode<T>(rec.result ?? ""));
+        } catch (err) {
+          reject(err);
+        }
+      };
+      if (rec.delivery === null || this.journal.isFree(call.key)) this.delivery.freeCalled(settle);
+      else this.delivery.recordedCalled(rec.delivery, settle);
+    });
+  }
+
+  /** The error a call's failure outcome hands to the workflow, marked with its key. */
+  private callError(key: string, rec: ErrorRecord): Error {
+    const err = errorFromRecord(rec);
+    Object.defineProperty(err, CALL_KEY, { value: key });
+    return err;
+  }
+
+  /** Every new call waits here before it executes anything. */
+  private async beforeExecute(call: Call): Promise<void> {
+    if (this.delivery.inCascade) await this.cascadeEnd();
+    if (this.halted) return never();
+    if (this.host.replayOnly) return this.reachFrontier(call.key);
+    // The next recorded outcome's call has not been made again: until it is (or the stall
+    // fails the run, watchStall), a new call may be what replaced it, and must not execute.
+    // Nothing a new call does can bring that call about: new outcomes come after recorded ones.
+    while (this.delivery.stalledOn !== undefined && !this.halted && !this.draining) {
+      await new Promise<void>((resolve) => this.stallWaiters.push(resolve));
+    }
+    if (this.halted || this.draining) return never();
+    await this.syncWrites;
+    if (this.halted) return never();
+    if (this.workspaces.size > 0 && [...this.workspaces.values()].some((w) => w?.needsSync)) {
+      await this.syncWorkspaces();
+      if (this.halted) return never();
+    }
+  }
+
+  private cascadeEnd(): Promise<void> {
+    return new Promise<void>((resolve) => this.afterCascade.push(resolve));
+  }
+
+  /** A cascade is over: every call it recorded must have been made again. */
+  private cascadeOver(): void {
+    const missing = this.missingCall(this.delivery.released);
+    // Postponed at most replayStallMs (real time, like the stall timer): a timer the code
+    // never clears (an interval) must not hold a divergence back for ever.
+    if (!missing) this.windowDeferredSince = undefined;
+    else this.windowDeferredSince ??= performance.now();
+    if (
+      missing &&
+      performance.now() - (this.windowDeferredSince ?? 0) < this.host.replayStallMs &&
+      this.lateWork.busyForMs(LATE_WORK_GRACE_MS) > 0
+    ) {
+      // Code that joined a cairn outcome with work of its own (a Promise.all of a step and a
+      // timer) makes its next call once that work is done, which on a replay may be later
+      // than the first time. Look again then; new calls wait for the verdict.
+      this.recheckWindowLater();
+      return;
+    }
+    if (missing) {
+      const instead = this.lastNewCall;
+      const insteadText = instead
+        ? `; it called ${instead.kind} "${instead.name}" (key "${instead.key}") instead`
+        : "";
+      this.fail(
+        new NonDeterminismError(
+          `Run "${this.host.runId}" no longer matches its journal: the journal recorded ${missing.kind} "${missing.name}" (key "${missing.key}", call #${missing.seq + 1}), which the code did not call at that point${insteadText}. ${this.remedy()}`,
+          { runId: this.host.runId, key: missing.key },
+        ),
+      );
+      return;
+    }
+    const waiting = this.afterCascade;
+    this.afterCascade = [];
+    for (const w of waiting) w();
+    this.wakeStallWaiters();
+    this.watchStall();
+    this.maybeSuspend();
+  }
+
+  private recheckWindowLater(): void {
+    if (this.windowRecheck !== undefined) return;
+    const busyMs = Math.max(1, this.lateWork.busyForMs(LATE_WORK_GRACE_MS));
+    this.windowRecheck = outsideWorkflow(() =>
+      setTimeout(() => {
+        this.windowRecheck = undefined;
+        if (!this.halted && this.delivery.idle) this.cascadeOver();
+      }, busyMs),
+    );
+    this.windowRecheck.unref?.();
+  }
+
+  /** A recorded call made inside a cascade up to `window`, not made again. */
+  private missingCall(window: number): StepRecord | undefined {
+    if (!this.journal.exactWindows) return undefined;
+    const list = this.journal.cascadeCalls;
+    while (this.cascadeCursor < list.length) {
+      const rec = list[this.cascadeCursor]!;
+      if ((rec.issuedAfter ?? 0) > window) return undefined;
+      if (!this.consumed.has(rec.key)) return rec;
+      this.cascadeCursor++;
+    }
+    return undefined;
+  }
+
+  private wakeStallWaiters(): void {
+    const waiting = this.stallWaiters;
+    this.stallWaiters = [];
+    for (const w of waiting) w();
+  }
+
+  /** The replay waits for a call the first run made after non-durable async work: give it
+   *  time, then call it a divergence. The time counts from when the replay began waiting
+   *  for that outcome; cairn's own timer, not the workflow's late work (outsideWorkflow). */
+  private watchStall(): void {
+    const position = this.delivery.stalledOn;
+    const released = this.delivery.released;
+    const mark = position === undefined ? undefined : `${position}/${released}`;
+    if (mark === this.stallMark && this.stallTimer !== undefined) return;
+    if (this.stallTimer) clearTimeout(this.stallTimer);
+    this.stallTimer = undefined;
+    this.stallMark = mark;
+    if (position === undefined) return;
+    this.stallTimer = outsideWorkflow(() =>
+      setTimeout(() => {
+        this.stallTimer = undefined;
+        if (
+          this.halted ||
+          this.delivery.stalledOn !== position ||
+          this.delivery.released !== released
+        ) {
+          this.watchStall();
+          return;
+        }
+        const rec = this.byPosition.get(position);
+        this.fail(
+          new NonDeterminismError(
+            `Run "${this.host.runId}" no longer matches its journal: its next recorded outcome is ${rec?.kind ?? "call"} "${rec?.name ?? "?"}" (key "${rec?.key ?? "?"}"), but the code has not called it for ${this.host.replayStallMs} ms. ${this.remedy()}`,
+            { runId: this.host.runId, ...(rec ? { key: rec.key } : {}) },
+          ),
+        );
+      }, this.host.replayStallMs),
+    );
+    this.stallTimer.unref?.();
+  }
+
+  // ---- executing a call ----
+
+  private async runAttempts<T>(
+    call: Call,
+    options: StepOptions | undefined,
+    body: (s: StepContext) => Promise<T> | T,
+    /** What the record of a completing attempt says about it (an effect: reconciled?). */
+    describe?: () => { reconciled?: boolean },
+  ): Promise<T> {
+    const { policy, timeoutMs } = this.stepRules(call, options);
+    const prior = [...(this.journal.attempts.get(call.key) ?? [])];
+    const clock = this.host.clock;
+    if (this.crashedInFlight(call, prior)) {
+      // The previous execution stopped without releasing the run while this call was in
+      // flight: its attempt crashed with the worker. It counts, so a step that keeps
+      // killing its process fails after maxAttempts instead of looping forever.
+      const lost = workerLostAttempt(call, { attempt: prior.length + 1, at: clock.now() });
+      await this.commit({ attempts: [lost] });
+      prior.push(lost);
+    }
+    for (;;) {
+      // The attempts recorded so far propose; the policy decides (retry.ts).
+      const plan = planNextAttempt(prior, policy);
+      if (plan.kind === "give-up") {
+        return this.recordError<T>(call, plan.error, prior.at(-1)?.startedAt ?? clock.now(), {
+          attempt: prior.length,
+        });
+      }
+      if (plan.notBefore !== null) await this.waitForRetry(call.key, plan.notBefore);
+      const estimate = options?.estimate ?? {};
+      const over = this.overBudget(estimate);
+      if (over) {
+        // Waits for attempts in flight to settle their reservations, else pauses the run.
+        await this.block({ key: call.key, wakeAt: null, budget: over });
+        continue;
+      }
+      if (this.draining) return never();
+      // The estimate is reserved while the attempt runs; then its actual spend is, until
+      // the record that carries it is written (commit() counts it as spent).
+      addAmounts(this.reserved, estimate);
+      const span = this.attemptSpan(call, plan.attempt);
+      const traced = span ? (s: StepContext) => span.run(() => body(s)) : body;
+      let result: AttemptResult<T>;
+      try {
+        result = await this.attempt(call, plan.attempt, timeoutMs, traced);
+      } catch (err) {
+        span?.end({ outcome: "interrupted", spend: {} });
+        throw err;
+      } finally {
+        addAmounts(this.reserved, negate(estimate));
+      }
+      addAmounts(this.reserved, result.spend);
+      if (this.halted) {
+        span?.end({ outcome: "interrupted", spend: result.spend });
+        return never();
+      }
+      const encoded = result.ok ? this.encodeStepValue(call, result.value) : undefined;
+      if (typeof encoded === "string") {
+        span?.end({ outcome: "ok", spend: result.spend });
+        return this.recordEncoded<T>(call, encoded, result.startedAt, undefined, {
+          spend: result.spend,
+          attempt: plan.attempt,
+          ...describe?.(),
+        });
+      }
+      // A value that cannot be stored is the attempt's failure, like a throw.
+      const failure = result.ok ? encoded : result.failure;
+      const failed = this.judgeAttempt(call, plan.attempt, policy, result, failure, span);
+      if (failed.final) {
+        return this.recordError<T>(call, failed.record.error, result.startedAt, {
+          attempts: [failed.record],
+          attempt: plan.attempt,
+        });
+      }
+      await this.commit({ attempts: [failed.record] });
+      addAmounts(this.replaySpent, result.spend);
+      prior.push(failed.record);
+    }
+  }
+
+  /** A step's options, checked before anything is recorded: its retry policy, its timeout,
+   *  and its estimate (read again before each attempt). */
+  private stepRules(
+    call: Call,
+    options: StepOptions | undefined,
+  ): { policy: RetryPolicy; timeoutMs: number | undefined } {
+    const policy = resolvePolicy(this.host.retry, options?.retry);
+    const timeoutMs =
+      options?.timeout === undefined
+        ? undefined
+        : toMs(options.timeout, `timeout of step "${call.key}"`);
+    for (const [k, v] of Object.entries(options?.estimate ?? {})) {
+      if (typeof v !== "number" || !Number.isFinite(v) || v < 0) {
+        throw new TypeError(
+          `Step "${call.key}" of run "${this.host.runId}": estimate "${k}" must be a finite number >= 0 (got ${String(v)})`,
+        );
+      }
+    }
+    return { policy, timeoutMs };
+  }
+
+  private attemptSpan(call: Call, attempt: number): AttemptSpan | undefined {
+    return this.host.traceAttempt?.({ key: call.key, name: call.name, kind: call.kind, attempt });
+  }
+
+  /** A completed attempt's value as stored, or why it cannot be (the attempt's failure). */
+  private encodeStepValue(call: Call, value: unknown): string | SerializationError {
+    try {
+      return encode(value, this.host.maxPayloadBytes);
+    } catch (err) {
+      if (!(err instanceof EncodeError)) throw err;
+      return new SerializationError(
+        `Step "${call.key}" of run "${this.host.runId}" returned a value that ${err.message}; step results must be serializable (plain data, Date, Map, Set, BigInt, Uint8Array, Error) and within the payload limit`,
+        { cause: err },
+      );
+    }
+  }
+
+  /** A failed attempt: the policy's verdict (retry.ts), and the attempt's record. */
+  private judgeAttempt(
+    call: Call,
+    attempt: number,
+    policy: RetryPolicy,
+    result: AttemptResult<unknown>,
+    failure: unknown,
+    span: AttemptSpan | undefined,
+  ): { final: boolean; record: AttemptRecord } {
+    const error = toErrorRecord(failure);
+    const endedAt = this.host.clock.now();
+    const verdict = judgeFailure(failure, error, attempt, policy, endedAt, Math.random);
+    span?.end({ outcome: verdict.final ? "error" : "retry", spend: result.spend, error });
+    const record = attemptRecord(call, {
+      attempt,
+      startedAt: result.startedAt,
+      endedAt,
+      error,
+      spend: result.spend,
+      retryAt: verdict.retryAt,
+    });
+    return { final: verdict.final, record };
+  }
+
+  /** After a crash, the calls made again before any new outcome was handed over are the
+   *  ones that were in flight when the worker died (unless one was waiting out a backoff). */
+  private crashedInFlight(call: Call, prior: readonly AttemptRecord[]): boolean {
+    if (!this.host.recovered || this.delivery.liveReleased > 0) return false;
+    if (this.chargedCrash.has(call.key)) return false;
+    const last = prior.at(-1);
+    if (last?.retryAt != null && last.retryAt > this.host.clock.now()) return false;
+    this.chargedCrash.add(call.key);
+    return true;
+  }
+
+  private async waitForRetry(key: string, notBefore: number): Promise<void> {
+    const wait = notBefore - this.host.clock.now();
+    if (wait > this.host.inProcessRetryMs) {
+      while (this.host.clock.now() < notBefore) await this.block({ key, wakeAt: notBefore });
+    } else if (wait > 0) {
+      this.active++;
+      try {
+        await this.host.clock.sleep(
+          wait,
+          AbortSignal.any([this.runAbort.signal, this.drainAbort.signal]),
+        );
+      } catch {
+        // Canceled, or the engine closes: the failed attempt and its retryAt are recorded.
+        return never();
+      } finally {
+        this.active--;
+        this.maybeSuspend();
+      }
+    }
+  }
+
+  /** One attempt of a step body. Its spend is final once it returns: later s.spend() calls
+   *  are refused loudly. An aborted attempt (timeout, cancel) gets a grace to settle. */
+  private async attempt<T>(
+    call: Call,
+    attempt: number,
+    timeoutMs: number | undefined,
+    body: (s: StepContext) => Promise<T> | T,
+  ): Promise<AttemptResult<T>> {
+    const spend: Amounts = {};
+    let ended = false;
+    const ac = new AbortController();
+    const s: StepContext = {
+      idempotencyKey: idempotencyKey(this.host.runId, call.key),
+      attempt,
+      signal: ac.signal,
+      spend: (amounts) => {
+        for (const [k, v] of Object.entries(amounts ?? {})) {
+          if (typeof v !== "number" || !Number.isFinite(v) || v < 0) {
+            throw new TypeError(
+              `s.spend() in step "${call.key}": amount "${k}" must be a finite number >= 0 (got ${String(v)})`,
+            );
+          }
+        }
+        if (ended) {
+          const err = new TypeError(
+            `s.spend() in step "${call.key}" of run "${this.host.runId}" came after attempt ${attempt} had ended and was recorded, so it was not charged; report spend before the step returns`,
+          );
+          this.host.log(err.message);
+          throw err;
+        }
+        addAmounts(spend, amounts);
+      },
+    };
+    const startedAt = this.host.clock.now();
+    let settled: Promise<{ ok: boolean; value?: T; failure?: unknown }>;
+    try {
+      settled = Promise.resolve(runInBody(this, call.key, () => body(s))).then(
+        (value) => ({ ok: true, value }),
+        (failure: unknown) => ({ ok: false, failure }),
+      );
+    } catch (failure) {
+      settled = Promise.resolve({ ok: false, failure });
+    }
+    let markDone!: () => void;
+    this.liveAttempts.set(
+      ac,
+      new Promise<void>((r) => {
+        markDone = r;
+      }),
+    );
     this.active++;
     try {
-      await new Promise<void>((r) => setImmediate(r));
+      const outcome = await this.raceTimeout(settled, timeoutMs, ac, call.key);
+      ended = true;
+      if (this.halted?.kind === "canceled") {
+        // A canceled attempt still spent: record it (the run's epoch is still ours).
+        const error = toErrorRecord(new RunCanceledError(`Run "${this.host.runId}" was canceled`));
+        const now = this.host.clock.now();
+        const rec = attemptRecord(call, {
+          attempt,
+          startedAt,
+          endedAt: now,
+          error,
+          spend,
+          retryAt: null,
+        });
+        await this.host.commit({ attempts: [rec] }).catch(() => {});
+      }
+      return { ...outcome, spend, startedAt };
+    } finally {
+      ended = true;
+      this.active--;
+      this.liveAttempts.delete(ac);
+      markDone();
+    }
+  }
+
+  private async raceTimeout<T>(
+    settled: Promise<{ ok: boolean; value?: T; failure?: unknown }>,
+    timeoutMs: number | undefined,
+    ac: AbortController,
+    key: string,
+  ): Promise<{ ok: boolean; value?: T; failure?: unknown }> {
+    const stop = new AbortController();
+    let onHalt = () => {};
+    const stopped = new Promise<"halted">((resolve) => {
+      onHalt = () => resolve("halted");
+      if (this.runAbort.signal.aborted) resolve("halted");
+      else this.runAbort.signal.addEventListener("abort", onHalt, { once: true });
+    });
+    const timer =
+      timeoutMs === undefined
+        ? never<"timeout">()
+        : this.host.clock.sleep(timeoutMs, stop.signal).then(
+            () => "timeout" as const,
+            () => never<"timeout">(),
+          );
+    try {
+      const first = await Promise.race([settled, timer, stopped]);
+      if (first !== "timeout" && first !== "halted") return first;
+      const reason =
+        first === "timeout"
+          ? new StepTimeoutError(
+              `Step "${key}" of run "${this.host.runId}" did not finish within ${timeoutMs} ms; its signal was aborted`,
+            )
+          : this.runAbort.signal.reason;
+      ac.abort(reason);
+      // Give the body a moment to stop and report what it spent.
+      await Promise.race([settled, realDelay(this.host.abortGraceMs)]);
+      return { ok: false, failure: reason };
+    } finally {
+      stop.abort();
+      this.runAbort.signal.removeEventListener("abort", onHalt);
+    }
+  }
+
+  /** Why an attempt with this estimate may not start now: for some named amount, what is
+   *  spent plus what attempts in flight reserved plus this estimate reaches the limit. */
+  private overBudget(estimate: Amounts): string | undefined {
+    for (const [name, limit] of Object.entries(this.host.budgetLimit)) {
+      const spent = this.totalSpent[name] ?? 0;
+      const reserved = this.reserved[name] ?? 0;
+      const wanted = estimate[name] ?? 0;
+      if (spent >= limit) {
+        const whole = Number.isInteger(spent) && Number.isInteger(limit);
+        const f = (n: number) => (whole ? String(n) : n.toFixed(2));
+        return `budget: ${name} ${f(spent)} of ${f(limit)} spent`;
+      }
+      if (wanted > 0 && spent + reserved + wanted > limit) {
+        const whole = [spent, limit, reserved, wanted].every(Number.isInteger);
+        const f = (n: number) => (whole ? String(n) : n.toFixed(2));
+        const inFlight = reserved > 0 ? ` + ${f(reserved)} reserved by attempts in flight` : "";
+        return `budget: ${name} ${f(spent)} of ${f(limit)} spent${inFlight}; the next attempt estimates ${f(wanted)}`;
+      }
+    }
+    return undefined;
+  }
+
+  /** Attempts in flight released their reservations: branches waiting for budget look again. */
+  private budgetMayHaveRoom(): void {
+    for (const b of [...this.blocked]) if (b.budget) b.wake();
+  }
+
+  // ---- recording outcomes ----
+
+  private recordValue<T>(
+    call: Call,
+    value: T,
+    startedAt: number,
+    consume?: RunWrite["consume"],
+  ): Promise<T> {
+    let encoded: string;
+    try {
+      encoded = encode(value, this.host.maxPayloadBytes);
+    } catch (err) {
+      return Promise.reject(
+        new SerializationError(
+          `${call.kind} "${call.key}" of run "${this.host.runId}": the value ${(err as Error).message}`,
+          { cause: err },
+        ),
+      );
+    }
+    return this.recordEncoded<T>(call, encoded, startedAt, consume);
+  }
+
+  private recordEncoded<T>(
+    call: Call,
+    encoded: string,
+    startedAt: number,
+    consume?: RunWrite["consume"],
+    extra: { spend?: Amounts; attempt?: number; reconciled?: boolean } = {},
+  ): Promise<T> {
+    return this.record<T>(
+      (delivery) =>
+        outcomeRecord(call, {
+          startedAt,
+          completedAt: this.host.clock.now(),
+          result: encoded,
+          spend: extra.spend ?? {},
+          attempt: extra.attempt ?? 1,
+          delivery,
+          ...(extra.reconciled !== undefined ? { reconciled: extra.reconciled } : {}),
+        }),
+      consume ? { consume } : {},
+      () => decode<T>(encoded),
+    );
+  }
+
+  private recordError<T>(
+    call: Call,
+    error: ErrorRecord,
+    startedAt: number,
+    o: { attempts?: AttemptRecord[]; attempt?: number; consume?: RunWrite["consume"] } = {},
+  ): Promise<T> {
+    const write: Omit<RunWrite, "runId" | "epoch"> = {};
+    if (o.attempts?.length) write.attempts = o.attempts;
+    if (o.consume?.length) write.consume = o.consume;
+    return this.record<T>(
+      (delivery) =>
+        outcomeRecord(call, {
+          startedAt,
+          completedAt: this.host.clock.now(),
+          error,
+          attempt: o.attempt ?? 1,
+          delivery,
+        }),
+      write,
+      () => undefined as T,
+    );
+  }
+
+  /** Writes a new outcome (with whatever else `write` carries) and hands it over in turn. */
+  private async record<T>(
+    build: (delivery: number) => StepRecord,
+    write: Omit<RunWrite, "runId" | "epoch">,
+    value: () => T,
+  ): Promise<T> {
+    if (this.halted) return never();
+    if (this.host.replayOnly) return this.reachFrontier(build(-1).key);
+    const rec = build(this.delivery.allocate());
+    await this.commit({ ...write, steps: [rec] });
+    for (const a of write.attempts ?? []) addAmounts(this.replaySpent, a.spend);
+    addAmounts(this.replaySpent, rec.spend);
+    return new Promise<T>((resolve, reject) => {
+      this.delivery.durable(rec.delivery!, () => {
+        if (this.halted) return;
+        if (rec.outcome === "error") {
+          reject(this.callError(rec.key, rec.error ?? { name: "Error", message: "failed" }));
+          return;
+        }
+        try {
+          resolve(value());
+        } catch (err) {
+          reject(err);
+        }
+      });
+    });
+  }
+
+  private async commit(write: Omit<RunWrite, "runId" | "epoch">): Promise<void> {
+    if (this.halted) return never();
+    if (this.host.replayOnly) {
+      const key =
+        write.steps?.[0]?.key ?? write.intents?.[0]?.key ?? write.attempts?.[0]?.key ?? "";
+      return this.reachFrontier(key);
+    }
+    this.active++;
+    try {
+      await this.host.commit(write);
+    } catch (err) {
+      if (err instanceof LeaseLostError) this.halt({ kind: "lease-lost" });
+      else if (err instanceof WriteConflictError || err instanceof SerializationError) {
+        this.fail(err);
+      } else this.halt({ kind: "interrupted", error: err as Error });
     } finally {
       this.active--;
     }
-    const left = this.firstUnconsumed();
-    if (left && !this.halted) {
-      this.halt({
-        kind: "failed",
-        error: new NonDeterminismError(
-          `Run "${this.host.runId}" no longer matches its journal: the code now calls ${kind} "${name}" (key "${key}") where the journal recorded ${left.kind} "${left.name}" (key "${left.key}", call #${left.seq + 1}). Run the code this run started on (${this.host.workflow}@${this.host.version}), or fork the run onto a new version.`,
-        ),
-      });
-    }
     if (this.halted) return never();
+    for (const r of [...(write.steps ?? []), ...(write.attempts ?? [])]) {
+      addAmounts(this.totalSpent, r.spend);
+      addAmounts(this.reserved, negate(r.spend));
+    }
+    this.budgetMayHaveRoom();
+    this.maybeSuspend();
+  }
+
+  /** Counts `p` as active work (the run must not suspend while it is in flight). */
+  private async active0<T>(p: Promise<T>): Promise<T> {
+    this.active++;
+    try {
+      return await p;
+    } catch (err) {
+      // A refusal (a child id taken, another input under it) fails the run; anything else
+      // is the store's trouble: the run is handed back.
+      if ((err as { code?: unknown }).code === "RUN_CONFLICT") this.fail(err as Error);
+      else if (err instanceof LeaseLostError) this.halt({ kind: "lease-lost" });
+      else this.halt({ kind: "interrupted", error: err as Error });
+      return never();
+    } finally {
+      this.active--;
+      this.maybeSuspend();
+    }
+  }
+
+  private async reloadEvents(): Promise<void> {
+    this.addEvents(await this.active0(this.host.loadEvents()));
   }
 
   // ---- waiting and suspension ----
 
-  private takeEvent(name: string): EventRecord | undefined {
-    const i = this.events.findIndex((e) => e.name === name);
+  /** The oldest event of that name. Once `deadline` has passed, only one stored by then
+   *  counts. */
+  private takeEvent(name: string, deadline: number | null = null): EventRecord | undefined {
+    const sentBy = deadline !== null && this.host.clock.now() >= deadline ? deadline : undefined;
+    const i = this.events.findIndex(
+      (e) => e.name === name && (sentBy === undefined || e.createdAt <= sentBy),
+    );
     if (i < 0) return undefined;
     return this.events.splice(i, 1)[0];
   }
@@ -707,41 +1626,116 @@ export class Context {
     });
   }
 
-  private async sleepInProcess(ms: number): Promise<void> {
-    this.active++;
-    try {
-      await this.host.clock.sleep(ms, this.runAbort.signal);
-    } catch {
-      return never();
-    } finally {
-      this.active--;
-    }
+  /** Nothing runs, nothing is being handed over, and the journal is fully replayed. */
+  private get quiescent(): boolean {
+    return (
+      this.active === 0 &&
+      this.afterCascade.length === 0 &&
+      this.delivery.idle &&
+      this.delivery.recordedLeft === 0
+    );
   }
 
   private maybeSuspend(): void {
-    if (this.suspendScheduled || this.halted || this.active > 0 || this.blocked.size === 0) return;
+    if (this.suspendScheduled || this.halted || !this.quiescent) return;
+    if (this.blocked.size === 0 && !this.draining) return;
     this.suspendScheduled = true;
-    setImmediate(() => {
-      this.suspendScheduled = false;
-      if (this.halted || this.active > 0 || this.blocked.size === 0) return;
-      const budget = [...this.blocked].find((b) => b.budget);
-      if (budget?.budget) {
-        this.halt({ kind: "paused", reason: budget.budget });
+    outsideWorkflow(() => setImmediate(() => this.suspendIfStill()));
+  }
+
+  private suspendIfStill(): void {
+    this.suspendScheduled = false;
+    if (this.halted || !this.quiescent) return;
+    // A branch may still be busy with work of its own (a timer, a file): look again later.
+    const busyMs = this.lateWork.busyForMs(LATE_WORK_GRACE_MS);
+    if (busyMs > 0) {
+      if (this.lateRecheck === undefined) {
+        this.lateRecheck = setTimeout(() => {
+          this.lateRecheck = undefined;
+          this.maybeSuspend();
+        }, busyMs);
+        this.lateRecheck.unref?.();
+      }
+      return;
+    }
+    if (this.blocked.size === 0) {
+      if (this.draining) this.halt({ kind: "handed-back" });
+      return;
+    }
+    const budget = [...this.blocked].find((b) => b.budget);
+    if (budget?.budget) {
+      this.halt({ kind: "paused", reason: budget.budget });
+      return;
+    }
+    let wakeAt: number | null = null;
+    const waitingFor = new Set<string>();
+    for (const b of this.blocked) {
+      if (b.wakeAt !== null && (wakeAt === null || b.wakeAt < wakeAt)) wakeAt = b.wakeAt;
+      if (b.event) waitingFor.add(b.event);
+    }
+    this.halt({ kind: "suspended", wakeAt, waitingFor: [...waitingFor] });
+  }
+
+  // ---- ending ----
+
+  /** The workflow function settled: once the values it drew are durable, the run ends so. */
+  private async finishWith(o: Outcome & { kind: "completed" | "failed" }): Promise<void> {
+    if (this.halted) return;
+    if (o.kind === "completed" || o.failedKey !== null) {
+      const missing = await this.unreplayedAtEnd();
+      if (this.halted) return;
+      if (missing) {
+        this.fail(
+          new NonDeterminismError(
+            `Run "${this.host.runId}" no longer matches its journal: the workflow ${o.kind === "completed" ? "returned" : "failed"}, but the journal recorded ${missing.kind} "${missing.name}" (key "${missing.key}") that this code never called. ${this.remedy()}`,
+            { runId: this.host.runId, key: missing.key },
+          ),
+        );
         return;
       }
-      let wakeAt: number | null = null;
-      const waitingFor = new Set<string>();
-      for (const b of this.blocked) {
-        if (b.wakeAt !== null && (wakeAt === null || b.wakeAt < wakeAt)) wakeAt = b.wakeAt;
-        if (b.event) waitingFor.add(b.event);
-      }
-      this.halt({ kind: "suspended", wakeAt, waitingFor: [...waitingFor] });
-    });
+    }
+    await this.syncWrites;
+    this.halt(o);
+  }
+
+  /** A recorded call this execution never made again, once the branches the function left
+   *  running had their chance: while work of the workflow's own is pending (a branch that
+   *  joined it may still make the call), and for a call the first run made late, up to
+   *  replayStallMs (like any late call, see watchStall). */
+  private async unreplayedAtEnd(): Promise<StepRecord | undefined> {
+    const since = performance.now();
+    for (;;) {
+      const missing = this.notReplayed();
+      if (missing === undefined || this.halted) return missing;
+      const left = this.host.replayStallMs - (performance.now() - since);
+      const busyMs = this.lateWork.busyForMs(LATE_WORK_GRACE_MS);
+      if (left <= 0 || (busyMs === 0 && !missing.issuedLate)) return missing;
+      await outsideWorkflow(() => realDelay(Math.min(left, busyMs > 0 ? busyMs : 50)));
+    }
+  }
+
+  private notReplayed(): StepRecord | undefined {
+    for (const rec of this.journal.outcomes.values()) {
+      if (this.consumed.has(rec.key)) continue;
+      if (this.journal.isFree(rec.key) && rec.issuedAfter !== null) continue;
+      return rec;
+    }
+    return undefined;
+  }
+
+  private fail(error: Error): void {
+    this.halt({ kind: "failed", error, failedKey: null });
   }
 
   private halt(o: Outcome): void {
     if (this.halted) return;
     this.halted = o;
+    this.delivery.halt();
+    this.wakeStallWaiters();
+    this.stopLateWork();
+    if (this.stallTimer) clearTimeout(this.stallTimer);
+    if (this.windowRecheck) clearTimeout(this.windowRecheck);
+    if (this.lateRecheck) clearTimeout(this.lateRecheck);
     for (const b of this.blocked) b.timer?.abort();
     this.blocked.clear();
     if (o.kind === "canceled" || o.kind === "lease-lost" || o.kind === "interrupted") {
@@ -751,105 +1745,51 @@ export class Context {
           : o.kind === "lease-lost"
             ? new LeaseLostError(`Run "${this.host.runId}": lease lost`)
             : o.error;
-      for (const ac of this.liveAttempts) ac.abort(reason);
       this.runAbort.abort(reason);
+    }
+    if (o.kind === "canceled" && this.liveAttempts.size > 0) {
+      // Attempts in flight record what they spent before the run is released as canceled.
+      const inFlight = Promise.allSettled([...this.liveAttempts.values()]);
+      void Promise.race([inFlight, realDelay(this.host.abortGraceMs * 2)]).then(() =>
+        this.resolveDone(o),
+      );
+      return;
     }
     this.resolveDone(o);
   }
-
-  // ---- records ----
 
   private reachFrontier<T>(key: string): Promise<T> {
     this.halt({ kind: "frontier", key });
     return never();
   }
+}
 
-  private async commit(write: Omit<RunWrite, "runId" | "epoch">): Promise<void> {
-    if (this.halted) return never();
-    if (this.host.replayOnly) {
-      const key =
-        write.steps?.[0]?.key ?? write.intents?.[0]?.key ?? write.attempts?.[0]?.key ?? "";
-      return this.reachFrontier(key);
-    }
-    this.active++;
-    try {
-      await this.host.commit(write);
-    } catch (err) {
-      if (err instanceof LeaseLostError) this.halt({ kind: "lease-lost" });
-      else if (err instanceof WriteConflictError) this.halt({ kind: "failed", error: err });
-      else this.halt({ kind: "interrupted", error: err as Error });
-    } finally {
-      this.active--;
-    }
-    if (this.halted) return never();
-    this.committedAny = true;
-    for (const s of write.steps ?? []) addAmounts(this.totalSpent, s.spend);
-    for (const a of write.attempts ?? []) addAmounts(this.totalSpent, a.spend);
-    this.maybeSuspend();
-  }
-
-  private async recordOk<T>(
-    key: string,
-    seq: number,
-    name: string,
-    kind: StepKind,
-    value: T,
-    startedAt: number,
-    consume?: RunWrite["consume"],
-  ): Promise<T> {
-    let encoded: string;
-    try {
-      encoded = encode(value, this.host.maxPayloadBytes);
-    } catch (err) {
-      throw new SerializationError(
-        `${kind} "${key}" of run "${this.host.runId}": the value ${(err as Error).message}`,
-        { cause: err },
+/** A Standard Schema's issues in one line: "path: message; ...". */
+export function formatIssues(
+  issues: ReadonlyArray<{ message: string; path?: ReadonlyArray<unknown> }>,
+): string {
+  return issues
+    .map((i) => {
+      const path = (i.path ?? []).map((p) =>
+        typeof p === "object" && p !== null && "key" in p ? String(p.key) : String(p),
       );
-    }
-    const rec = this.stepRecord(key, seq, name, kind, startedAt, encoded, null, {}, 1);
-    await this.commit({ steps: [rec], ...(consume ? { consume } : {}) });
-    return decode<T>(encoded);
-  }
+      return `${path.length > 0 ? `${path.join(".")}: ` : ""}${i.message}`;
+    })
+    .join("; ");
+}
 
-  private stepRecord(
-    key: string,
-    seq: number,
-    name: string,
-    kind: StepKind,
-    startedAt: number,
-    result: string | null,
-    error: ErrorRecord | null,
-    spend: Amounts,
-    attempt: number,
-  ): StepRecord {
-    return {
-      runId: this.host.runId,
-      key,
-      seq,
-      name,
-      kind,
-      outcome: error ? "error" : "ok",
-      result,
-      error,
-      spend,
-      attempt,
-      startedAt,
-      completedAt: this.host.clock.now(),
-    };
-  }
+function negate(amounts: Amounts): Amounts {
+  const out: Amounts = {};
+  for (const [k, v] of Object.entries(amounts)) out[k] = -v;
+  return out;
+}
 
-  private intent(key: string, kind: StepKind, name: string, data: unknown): IntentRecord {
-    const rec: IntentRecord = {
-      runId: this.host.runId,
-      key,
-      kind,
-      name,
-      data: encode(data),
-      createdAt: this.host.clock.now(),
-    };
-    this.intents.set(key, rec);
-    return rec;
-  }
+/** Real time, on purpose: a grace for code to stop, not workflow time. */
+function realDelay(ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    const t = setTimeout(resolve, ms);
+    t.unref?.();
+  });
 }
 
 /** Thrown synchronously into a workflow by a ctx call made after the execution halted.

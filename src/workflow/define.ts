@@ -3,9 +3,9 @@
 // in-flight runs on the code they started with.
 
 import type { StandardSchemaV1 } from "@standard-schema/spec";
-import type { RetryPolicy } from "../engine/retry.js";
 import type { Amounts } from "../store/store.js";
 import type { WorkflowContext } from "./context-types.js";
+import type { RetryPolicy } from "./retry.js";
 
 export interface WorkflowOptions<I> {
   name: string;
@@ -28,6 +28,11 @@ export interface Workflow<I = unknown, O = unknown> {
 }
 
 const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$/;
+
+/** Whether `text` can be a workflow's name or version (workflow() refuses anything else). */
+export function isWorkflowName(text: string): boolean {
+  return NAME_RE.test(text);
+}
 
 export function workflow<I, O>(
   options: WorkflowOptions<I>,

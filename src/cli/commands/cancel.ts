@@ -1,18 +1,11 @@
 // `cairn cancel <id>`: stops a run. A run executing in another process stops within one
 // heartbeat of its worker; the command says which of the two happened.
 
-import {
-  type CliContext,
-  type Command,
-  expectPositionals,
-  parseCommand,
-  STORE_HELP,
-  STORE_OPTIONS,
-} from "../command.js";
+import { defineCommand } from "../command.js";
 import { toJson } from "../format.js";
 import { withClient } from "../store-spec.js";
 
-export const cancel: Command = {
+export const cancel = defineCommand({
   name: "cancel",
   summary: "cancel a run",
   help: `Usage: cairn cancel <id> [--reason R] [--json]
@@ -23,22 +16,14 @@ status becomes canceled. A finished run cannot be canceled (exit code 1).
 Options:
   --reason <r>      recorded as the run's reason (default "canceled by request")
   --json            print the run afterwards as JSON
-  -h, --help        show this help
+  -h, --help        show this help`,
+  options: {
+    reason: { type: "string" },
+    json: { type: "boolean" },
+  },
+  positionals: ["id"],
 
-${STORE_HELP}`,
-
-  async run(args: string[], ctx: CliContext): Promise<number> {
-    const { values, positionals } = parseCommand(args, {
-      ...STORE_OPTIONS,
-      reason: { type: "string" },
-      json: { type: "boolean" },
-    });
-    if (values.help) {
-      ctx.out(cancel.help);
-      return 0;
-    }
-    expectPositionals(positionals, ["id"]);
-    const id = positionals[0]!;
+  async run({ values, positionals: [id] }, ctx) {
     const run = await withClient(values, ctx, async (engine) => {
       await engine.cancel(id, values.reason);
       return engine.getRun(id);
@@ -48,4 +33,4 @@ ${STORE_HELP}`,
     else ctx.out(`Cancel of run "${id}" requested; the worker executing it stops it shortly.`);
     return 0;
   },
-};
+});

@@ -4,20 +4,13 @@
 // that has runs in flight.
 
 import { checkReplay } from "../../testing/replay-check.js";
-import {
-  type CliContext,
-  type Command,
-  expectPositionals,
-  parseCommand,
-  parseWholeNumber,
-  STORE_HELP,
-  STORE_OPTIONS,
-} from "../command.js";
+import { defineCommand } from "../command.js";
+import { parseWholeNumber } from "../flag-values.js";
 import { oneLine, table, toJson } from "../format.js";
 import { loadWorkflows } from "../load-workflows.js";
 import { openStore, parseStoreSpec } from "../store-spec.js";
 
-export const checkReplayCommand: Command = {
+export const checkReplayCommand = defineCommand({
   name: "check-replay",
   summary: "replay recorded runs against a module's code; report non-determinism",
   help: `Usage: cairn check-replay <module> [--run ID]... [--limit N] [--json]
@@ -31,25 +24,18 @@ Options:
   --run <id>        check only this run (repeatable)
   --limit <n>       at most n runs per workflow, newest first (default 1000)
   --json            print the results as JSON
-  -h, --help        show this help
+  -h, --help        show this help`,
+  options: {
+    run: { type: "string", multiple: true },
+    limit: { type: "string" },
+    json: { type: "boolean" },
+  },
+  positionals: ["module"],
 
-${STORE_HELP}`,
-
-  async run(args: string[], ctx: CliContext): Promise<number> {
-    const { values, positionals } = parseCommand(args, {
-      ...STORE_OPTIONS,
-      run: { type: "string", multiple: true },
-      limit: { type: "string" },
-      json: { type: "boolean" },
-    });
-    if (values.help) {
-      ctx.out(checkReplayCommand.help);
-      return 0;
-    }
-    expectPositionals(positionals, ["module"]);
+  async run({ values, positionals: [module] }, ctx) {
     const limit = values.limit === undefined ? 1_000 : parseWholeNumber(values.limit, "limit", 1);
-    const workflows = await loadWorkflows(positionals[0]!, ctx.cwd);
-    const store = await openStore(parseStoreSpec(values, ctx), { mustExist: true });
+    const workflows = await loadWorkflows(module, ctx.cwd);
+    const store = await openStore(parseStoreSpec(values, ctx), { mustExist: true, env: ctx.env });
     const results = await checkReplay({
       store,
       workflows,
@@ -80,4 +66,4 @@ ${STORE_HELP}`,
     }
     return bad.length > 0 ? 1 : 0;
   },
-};
+});

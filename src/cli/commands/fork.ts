@@ -1,19 +1,11 @@
 // `cairn fork <id> --from <step>`: a new run that reuses the old run's records before a
 // step and executes from there, optionally on another version. The old run is untouched.
 
-import {
-  type CliContext,
-  type Command,
-  expectPositionals,
-  parseCommand,
-  STORE_HELP,
-  STORE_OPTIONS,
-  UsageError,
-} from "../command.js";
+import { defineCommand, UsageError } from "../command.js";
 import { toJson } from "../format.js";
 import { withClient } from "../store-spec.js";
 
-export const fork: Command = {
+export const fork = defineCommand({
   name: "fork",
   summary: "fork a run from one of its steps",
   help: `Usage: cairn fork <id> --from <step> [--version V] [--id NEWID] [--json]
@@ -27,28 +19,20 @@ Options:
   --version <v>     run the fork on this version of the workflow (default: the same)
   --id <newid>      the new run's id (default: a fresh run_... id)
   --json            print the new run as JSON
-  -h, --help        show this help
+  -h, --help        show this help`,
+  options: {
+    from: { type: "string" },
+    version: { type: "string" },
+    id: { type: "string" },
+    json: { type: "boolean" },
+  },
+  positionals: ["id"],
 
-${STORE_HELP}`,
-
-  async run(args: string[], ctx: CliContext): Promise<number> {
-    const { values, positionals } = parseCommand(args, {
-      ...STORE_OPTIONS,
-      from: { type: "string" },
-      version: { type: "string" },
-      id: { type: "string" },
-      json: { type: "boolean" },
-    });
-    if (values.help) {
-      ctx.out(fork.help);
-      return 0;
-    }
-    expectPositionals(positionals, ["id"]);
-    const id = positionals[0]!;
-    if (values.from === undefined || values.from === "") {
+  async run({ values, positionals: [id] }, ctx) {
+    const fromStep = values.from;
+    if (fromStep === undefined || fromStep === "") {
       throw new UsageError("missing --from <step>: the key of the step to fork from");
     }
-    const fromStep = values.from;
     const run = await withClient(values, ctx, async (engine) => {
       const handle = await engine.fork(id, {
         fromStep,
@@ -65,4 +49,4 @@ ${STORE_HELP}`,
     }
     return 0;
   },
-};
+});

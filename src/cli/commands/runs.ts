@@ -1,16 +1,14 @@
 // `cairn runs`: the most recent runs, newest first, optionally filtered.
 
-import type { RunFilter, RunStatus, RunView } from "../../index.js";
 import {
-  type CliContext,
-  type Command,
-  expectPositionals,
-  parseCommand,
-  parseWholeNumber,
-  STORE_HELP,
-  STORE_OPTIONS,
-  UsageError,
-} from "../command.js";
+  APPROVAL_EVENT_PREFIX,
+  type RunFilter,
+  type RunStatus,
+  type RunView,
+} from "../../index.js";
+import { defineCommand, UsageError } from "../command.js";
+import { explainRun } from "../explain-run.js";
+import { parseWholeNumber } from "../flag-values.js";
 import { iso, oneLine, table, toJson } from "../format.js";
 import { withClient } from "../store-spec.js";
 
@@ -26,81 +24,126 @@ const STATUSES: readonly RunStatus[] = [
 
 const DEFAULT_LIMIT = 50;
 
-export const runs: Command = {
+export const runs = defineCommand({
   name: "runs",
   summary: "list runs, newest first",
-  help: `Usage: cairn runs [--status S[,S...]] [--workflow NAME[@VERSION]] [--limit N] [--json]
+  help: `Usage: cairn runs [--status S[,S...]] [--waiting-approval] [--workflow NAME[@VERSION]] [--limit N] [--json]
 
-Lists runs, newest first: id, workflow@version, status, reason, created, updated.
+Lists runs, newest first: id, workflow@version, status, reason, created, updated. Every
+run not finished says why it is where it is: what it waits for and until when, the worker
+running it, "pending: no worker is running", "pending: no live worker serves name@1", or
+what paused it.
 
 Options:
   --status <s>      only runs with this status (comma-separated for several):
                     ${STATUSES.join(", ")}
+  --waiting-approval
+                    only runs waiting for an approval (ctx.approval), with its name;
+                    answer with "cairn approve" or "cairn reject"
   --workflow <w>    only runs of this workflow name, or of name@version
   --limit <n>       at most n runs (default ${DEFAULT_LIMIT})
-  --json            print a JSON array of runs
-  -h, --help        show this help
+  --json            print a JSON array of runs (each with "why", the REASON column)
+  -h, --help        show this help`,
+  options: {
+    status: { type: "string" },
+    workflow: { type: "string" },
+    limit: { type: "string" },
+    json: { type: "boolean" },
+    "waiting-approval": { type: "boolean" },
+  },
 
-${STORE_HELP}`,
-
-  async run(args: string[], ctx: CliContext): Promise<number> {
-    const { values, positionals } = parseCommand(args, {
-      ...STORE_OPTIONS,
-      status: { type: "string" },
-      workflow: { type: "string" },
-      limit: { type: "string" },
-      json: { type: "boolean" },
-    });
-    if (values.help) {
-      ctx.out(runs.help);
-      return 0;
-    }
-    expectPositionals(positionals, []);
+  async run({ values }, ctx) {
     const limit =
       values.limit === undefined ? DEFAULT_LIMIT : parseWholeNumber(values.limit, "limit", 1);
-    const filter: RunFilter = {};
-    if (values.status !== undefined) filter.status = parseStatuses(values.status);
-    let version: string | undefined;
-    if (values.workflow !== undefined) {
-      const at = values.workflow.lastIndexOf("@");
-      filter.workflow = at > 0 ? values.workflow.slice(0, at) : values.workflow;
-      if (at > 0) version = values.workflow.slice(at + 1);
-      if (filter.workflow === "" || version === "") {
-        throw new UsageError(`--workflow must be NAME or NAME@VERSION (got "${values.workflow}")`);
-      }
-    }
-
-    const found = await withClient(values, ctx, (engine) =>
-      listMatching(engine.listRuns.bind(engine), filter, version, limit),
-    );
+    const approvals = values["waiting-approval"] === true;
+    const { filter, version } = parseFilter(values, approvals);
+    const { found, workers } = await withClient(values, ctx, async (engine) => {
+      const found = await listMatching(engine.listRuns.bind(engine), filter, version, limit);
+      // Workers only explain why a pending run is not picked up.
+      const pending = found.some((r) => r.status === "pending");
+      return { found, workers: pending ? await engine.listWorkers() : [] };
+    });
+    const now = new Date();
+    const why = (r: RunView) => explainRun(r, workers, now);
 
     if (values.json) {
-      ctx.out(toJson(found, 2));
+      ctx.out(
+        toJson(
+          found.map((r) => ({ ...r, why: why(r) })),
+          2,
+        ),
+      );
       return 0;
     }
     if (found.length === 0) {
       ctx.out(Object.keys(filter).length > 0 ? "No runs match." : "No runs.");
       return 0;
     }
-    ctx.out(
-      table(
-        ["ID", "WORKFLOW", "STATUS", "REASON", "CREATED", "UPDATED"],
-        found.map((r) => [
-          r.id,
-          `${r.workflow}@${r.version}`,
-          r.status,
-          r.reason ? oneLine(r.reason, 60) : "-",
-          iso(r.createdAt),
-          iso(r.updatedAt),
-        ]),
-      ),
-    );
+    ctx.out(approvals ? approvalsTable(found) : runsTable(found, why));
     if (found.length === limit) {
       ctx.out(`(the ${limit} most recent shown; --limit N shows more)`);
     }
     return 0;
   },
-};
+});
+
+/** The filter of --status, --waiting-approval and --workflow; a version is filtered here,
+ *  as the store filters by name only. */
+function parseFilter(
+  values: { status?: string | undefined; workflow?: string | undefined },
+  approvals: boolean,
+): { filter: RunFilter; version: string | undefined } {
+  const filter: RunFilter = {};
+  if (values.status !== undefined) filter.status = parseStatuses(values.status);
+  if (approvals) {
+    if (values.status !== undefined) {
+      throw new UsageError("--waiting-approval lists waiting runs; leave out --status");
+    }
+    filter.status = "waiting";
+    filter.waitingForEventPrefix = APPROVAL_EVENT_PREFIX;
+  }
+  let version: string | undefined;
+  if (values.workflow !== undefined) {
+    const at = values.workflow.lastIndexOf("@");
+    filter.workflow = at > 0 ? values.workflow.slice(0, at) : values.workflow;
+    if (at > 0) version = values.workflow.slice(at + 1);
+    if (filter.workflow === "" || version === "") {
+      throw new UsageError(`--workflow must be NAME or NAME@VERSION (got "${values.workflow}")`);
+    }
+  }
+  return { filter, version };
+}
+
+function runsTable(found: RunView[], why: (r: RunView) => string): string {
+  return table(
+    ["ID", "WORKFLOW", "STATUS", "REASON", "CREATED", "UPDATED"],
+    found.map((r) => [
+      r.id,
+      `${r.workflow}@${r.version}`,
+      r.status,
+      oneLine(why(r), 100) || "-",
+      iso(r.createdAt),
+      iso(r.updatedAt),
+    ]),
+  );
+}
+
+/** Runs waiting for approvals, with the approvals' names and deadline. */
+function approvalsTable(found: RunView[]): string {
+  return table(
+    ["ID", "WORKFLOW", "APPROVAL", "DEADLINE", "CREATED"],
+    found.map((r) => [
+      r.id,
+      `${r.workflow}@${r.version}`,
+      (r.waitingFor ?? [])
+        .filter((e) => e.startsWith(APPROVAL_EVENT_PREFIX))
+        .map((e) => e.slice(APPROVAL_EVENT_PREFIX.length))
+        .join(", "),
+      iso(r.wakeAt),
+      iso(r.createdAt),
+    ]),
+  );
+}
 
 function parseStatuses(text: string): RunStatus[] {
   const list = text.split(",").map((s) => s.trim());

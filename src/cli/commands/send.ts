@@ -1,25 +1,20 @@
 // `cairn send <id> <event> [json]`: delivers an event (an approval, a webhook) to a run.
 
-import { readFileSync } from "node:fs";
-import {
-  type CliContext,
-  type Command,
-  expectPositionals,
-  parseCommand,
-  STORE_HELP,
-  STORE_OPTIONS,
-  UsageError,
-} from "../command.js";
-import { toJson } from "../format.js";
+import { APPROVAL_EVENT_PREFIX, type EventView, type RunView } from "../../index.js";
+import { defineCommand, UsageError } from "../command.js";
+import { parseJson, readStdin } from "../flag-values.js";
+import { iso, printable, quoted, table, toJson } from "../format.js";
 import { withClient } from "../store-spec.js";
 
-export const send: Command = {
+export const send = defineCommand({
   name: "send",
   summary: "send an event to a run",
   help: `Usage: cairn send <id> <event> [json] [--json]
 
 Delivers event <event> to run <id>, with an optional JSON payload ("-" reads it from
-stdin). An event sent before the run waits for it is kept and delivered then.
+stdin). An event sent before the run waits for it is kept and delivered then. When the run
+is waiting for other names (a typo?), the event is still stored, and a warning names what
+the run waits for and lists the events no wait has consumed.
 
 Examples:
   cairn send fix-42 approval '{"ok": true}'
@@ -27,52 +22,62 @@ Examples:
 
 Options:
   --json            print the run afterwards as JSON
-  -h, --help        show this help
+  -h, --help        show this help`,
+  options: {
+    json: { type: "boolean" },
+  },
+  positionals: ["id", "event"],
+  optional: ["json"],
 
-${STORE_HELP}`,
-
-  async run(args: string[], ctx: CliContext): Promise<number> {
-    const { values, positionals } = parseCommand(args, {
-      ...STORE_OPTIONS,
-      json: { type: "boolean" },
-    });
-    if (values.help) {
-      ctx.out(send.help);
-      return 0;
-    }
-    expectPositionals(positionals, ["id", "event"], ["json"]);
-    const [id, event, text] = positionals as [string, string, string | undefined];
+  async run({ values, positionals: [id, event, text] }, ctx) {
     if (event.length === 0 || event.length > 200 || event.startsWith("cairn.")) {
       throw new UsageError(
         `event name ${JSON.stringify(event.slice(0, 40))} is invalid; use 1-200 characters not starting with "cairn."`,
       );
     }
     const payload =
-      text === undefined ? undefined : parsePayload(text === "-" ? readStdin() : text, event);
-    const run = await withClient(values, ctx, async (engine) => {
+      text === undefined
+        ? undefined
+        : parseJson(
+            text === "-" ? readStdin("the payload") : text,
+            `the payload of event "${event}"`,
+            `quote strings: '"text"'; objects: '{"ok": true}'`,
+          );
+    const { run, waits, events } = await withClient(values, ctx, async (engine) => {
       await engine.sendEvent(id, event, payload);
-      return engine.getRun(id);
+      const run = await engine.getRun(id);
+      const waits = waitsForOthers(run, event);
+      // The events are read only for the warning.
+      return { run, waits, events: waits.length > 0 ? await engine.listEvents(id) : [] };
     });
     ctx.out(values.json ? toJson(run, 2) : `Sent event "${event}" to run "${id}".`);
+    if (waits.length > 0) ctx.err(notAwaited(id, waits, event, events));
     return 0;
   },
-};
+});
 
-function readStdin(): string {
-  try {
-    return readFileSync(0, "utf8");
-  } catch (err) {
-    throw new UsageError(`cannot read the payload from stdin: ${(err as Error).message}`);
-  }
+/** What the run waits for when that is not `event`; else nothing. */
+function waitsForOthers(run: RunView | undefined, event: string): string[] {
+  const waits = run?.status === "waiting" ? (run.waitingFor ?? []) : [];
+  return waits.includes(event) ? [] : waits;
 }
 
-/** The payload's text is never echoed back: it may hold secrets. */
-function parsePayload(text: string, event: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    throw new UsageError(
-      `the payload of event "${event}" is not valid JSON (quote strings: '"text"'; objects: '{"ok": true}')`,
-    );
-  }
+/** A warning: the run waits, but not for this name; the event stays stored, and only a
+ *  wait for its name would consume it. */
+function notAwaited(id: string, waits: string[], event: string, events: EventView[]): string {
+  const names = waits.map((n) =>
+    n.startsWith(APPROVAL_EVENT_PREFIX)
+      ? `approval ${quoted(n.slice(APPROVAL_EVENT_PREFIX.length))} (answer it with cairn approve / cairn reject)`
+      : quoted(n),
+  );
+  const unconsumed = events.filter((e) => e.consumedBy === undefined);
+  return [
+    `cairn: warning: run ${quoted(id)} is waiting for ${names.join(", ")}, not ${quoted(event)}; the event is stored, and only a wait for ${quoted(event)} will consume it.`,
+    `Events not consumed by any wait (${unconsumed.length}):`,
+    table(
+      ["SEQ", "NAME", "SENT"],
+      unconsumed.map((e) => [String(e.seq), printable(e.name), iso(e.sentAt)]),
+      "  ",
+    ),
+  ].join("\n");
 }

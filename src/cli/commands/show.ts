@@ -1,14 +1,9 @@
 // `cairn show <id>`: one run and its steps, with every attempt's error and spend.
 
-import { RunNotFoundError, type RunView, type StepView } from "../../index.js";
-import {
-  type CliContext,
-  type Command,
-  expectPositionals,
-  parseCommand,
-  STORE_HELP,
-  STORE_OPTIONS,
-} from "../command.js";
+import { runNotFound } from "../../errors.js";
+import type { ApprovalView, EventView, RunView, StepView } from "../../index.js";
+import { defineCommand } from "../command.js";
+import { explainRun } from "../explain-run.js";
 import {
   formatAmounts,
   formatBudget,
@@ -16,47 +11,71 @@ import {
   formatError,
   formatValue,
   iso,
+  printable,
   table,
   toJson,
 } from "../format.js";
 import { withClient } from "../store-spec.js";
 
-export const show: Command = {
+export const show = defineCommand({
   name: "show",
   summary: "show a run and its steps",
   help: `Usage: cairn show <id> [--json]
 
-Shows a run (status, reason, input, output or error, budget, what it waits for) and its
-steps in call order (key, kind, status, attempts with their errors, spend, duration).
+Shows a run (status, why it is where it is, the worker holding it and its lease end,
+input, output or error, budget, what it waits for), the approvals it asked for (request,
+status, who answered, when, comment), its steps in call order (key, kind, status,
+attempts with their errors, spend, duration from when the call began: a wait's or an
+effect's intent; an effect says whether perform made it or reconcile found it:
+completed/performed, completed/reconciled), and the events sent to it that no wait has
+consumed.
 
 Options:
-  --json            print {"run": ..., "steps": [...]} as JSON
-  -h, --help        show this help
+  --json            print {"run", "why", "steps", "approvals", "unconsumedEvents"} as JSON
+  -h, --help        show this help`,
+  options: {
+    json: { type: "boolean" },
+  },
+  positionals: ["id"],
 
-${STORE_HELP}`,
-
-  async run(args: string[], ctx: CliContext): Promise<number> {
-    const { values, positionals } = parseCommand(args, {
-      ...STORE_OPTIONS,
-      json: { type: "boolean" },
-    });
-    if (values.help) {
-      ctx.out(show.help);
+  async run({ values, positionals: [id] }, ctx) {
+    const { run, steps, approvals, events, workers } = await withClient(
+      values,
+      ctx,
+      async (engine) => {
+        const run = await engine.getRun(id);
+        if (!run) throw runNotFound(id);
+        return {
+          run,
+          steps: await engine.getSteps(id),
+          approvals: await engine.listApprovals(id),
+          events: await engine.listEvents(id),
+          // Workers only explain why a pending run is not picked up.
+          workers: run.status === "pending" ? await engine.listWorkers() : [],
+        };
+      },
+    );
+    const now = new Date();
+    const unconsumed = events.filter((e) => e.consumedBy === undefined);
+    if (values.json) {
+      const why = explainRun(run, workers, now);
+      ctx.out(toJson({ run, why, steps, approvals, unconsumedEvents: unconsumed }, 2));
       return 0;
     }
-    expectPositionals(positionals, ["id"]);
-    const id = positionals[0]!;
-    const { run, steps } = await withClient(values, ctx, async (engine) => {
-      const run = await engine.getRun(id);
-      if (!run) throw new RunNotFoundError(`Run "${id}" does not exist`);
-      return { run, steps: await engine.getSteps(id) };
-    });
-    ctx.out(values.json ? toJson({ run, steps }, 2) : describeRun(run, steps));
+    ctx.out(
+      [
+        describeRun(run, explainRun(run, workers, now, { lease: false }), steps, now),
+        ...describeApprovals(approvals),
+        ...describeUnconsumed(unconsumed),
+      ].join("\n"),
+    );
     return 0;
   },
-};
+});
 
-function describeRun(run: RunView, steps: StepView[]): string {
+/** The run, its steps, and the errors of their attempts. `why` leaves the lease out: the
+ *  lease has a line of its own. */
+function describeRun(run: RunView, why: string, steps: StepView[], now: Date): string {
   const pad = " ".repeat(14);
   const field = (label: string, value: string) => `  ${label.padEnd(12)}${value}`;
   const lines = [
@@ -64,7 +83,17 @@ function describeRun(run: RunView, steps: StepView[]): string {
     field("workflow", `${run.workflow}@${run.version}`),
     field("status", run.status),
   ];
-  if (run.reason) lines.push(field("reason", run.reason));
+  const finished = ["completed", "failed", "canceled"].includes(run.status);
+  if (finished && run.reason) lines.push(field("reason", run.reason));
+  if (!finished && why) lines.push(field("why", why));
+  if (run.leaseOwner) {
+    const until = run.leaseUntil ? ` until ${iso(run.leaseUntil)}` : "";
+    const ended =
+      run.leaseUntil && run.leaseUntil.getTime() < now.getTime()
+        ? " (ended: another worker takes the run over)"
+        : "";
+    lines.push(field("lease", `${run.leaseOwner}${until}${ended}`));
+  }
   if (run.waitingFor)
     lines.push(field("waiting for", run.waitingFor.map((e) => `"${e}"`).join(", ")));
   if (run.wakeAt) lines.push(field("wakes at", iso(run.wakeAt)));
@@ -77,17 +106,18 @@ function describeRun(run: RunView, steps: StepView[]): string {
 
   lines.push("", steps.length === 0 ? "No steps recorded." : `Steps (${steps.length}):`);
   if (steps.length === 0) return lines.join("\n");
+  // An effect's value was made by perform, or found by reconcile: "completed/reconciled".
   lines.push(
     table(
       ["KEY", "KIND", "STATUS", "ATTEMPTS", "SPEND", "DURATION", "STARTED"],
       steps.map((s) => [
         s.key,
         s.kind,
-        s.status,
+        s.effect ? `${s.status}/${s.effect}` : s.status,
         String(s.attempts.length),
         formatAmounts(s.spend),
-        s.completedAt ? formatDuration(s.completedAt.getTime() - s.startedAt.getTime()) : "-",
-        iso(s.startedAt),
+        s.completedAt ? formatDuration(s.completedAt.getTime() - began(s).getTime()) : "-",
+        iso(began(s)),
       ]),
       "  ",
     ),
@@ -108,7 +138,76 @@ function describeRun(run: RunView, steps: StepView[]): string {
   return lines.join("\n");
 }
 
+/** When a call began: its intent (an effect about to perform, a wait or sleep reached, a
+ *  child started) when it recorded one, else its first attempt. A wait's record is made
+ *  when its event arrives, so its own start time would show 0 ms. */
+function began(s: StepView): Date {
+  return s.intentAt && s.intentAt < s.startedAt ? s.intentAt : s.startedAt;
+}
+
+/** Events sent to the run that no wait has consumed (yet): a typo in a name shows here. */
+function describeUnconsumed(events: EventView[]): string[] {
+  if (events.length === 0) return [];
+  return [
+    "",
+    `Events not consumed by any wait (${events.length}):`,
+    table(
+      ["SEQ", "NAME", "SENT"],
+      events.map((e) => [String(e.seq), printable(e.name), iso(e.sentAt)]),
+      "  ",
+    ),
+  ];
+}
+
 /** Keeps multi-line error messages under their step. */
 function indentRest(text: string): string {
   return text.split("\n").join("\n    ");
+}
+
+/** The approvals a run asked for: what, its state, and the answer. */
+function describeApprovals(approvals: ApprovalView[]): string[] {
+  if (approvals.length === 0) return [];
+  const pad = " ".repeat(14);
+  const field = (label: string, value: string) => `    ${label.padEnd(10)}${value}`;
+  const lines = ["", `Approvals (${approvals.length}):`];
+  for (const a of approvals) {
+    lines.push(`  ${a.key}  ${a.status}`);
+    lines.push(...describeRequest(a.request));
+    lines.push(field("asked", iso(a.requestedAt)));
+    if (a.deadline) {
+      lines.push(field("deadline", `${iso(a.deadline)} (then: ${a.onTimeout})`));
+    }
+    if (a.answeredAt) {
+      const via = a.via ? ` via ${a.via}` : "";
+      lines.push(
+        field("answered", `${a.status} by ${a.answeredBy ?? "?"} at ${iso(a.answeredAt)}${via}`),
+      );
+    }
+    if (a.comment) lines.push(field("comment", a.comment));
+    if (a.answer !== undefined) lines.push(field("answer", formatValue(a.answer, pad)));
+    if (a.status === "pending") {
+      lines.push(
+        field("answer it", `cairn approve ${quoteArg(a.runId)} ${quoteArg(a.key)} (or reject)`),
+      );
+    }
+  }
+  return lines;
+}
+
+/** A request for people: each field of an object on its own line, text (a diff) as it
+ *  reads, other values as compact JSON. */
+function describeRequest(request: unknown): string[] {
+  const pad = " ".repeat(18);
+  const text = (value: unknown): string =>
+    typeof value === "string" ? value.split("\n").join(`\n${pad}`) : formatValue(value, pad);
+  if (request === null || typeof request !== "object" || Array.isArray(request)) {
+    return [`    request   ${text(request)}`];
+  }
+  const lines = ["    request"];
+  for (const [k, v] of Object.entries(request)) lines.push(`      ${k.padEnd(10)}  ${text(v)}`);
+  return lines;
+}
+
+function quoteArg(text: string): string {
+  return /^[\w@%+=:,./-]+$/.test(text) ? text : `'${text.replaceAll("'", "'\\''")}'`;
 }

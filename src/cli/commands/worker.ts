@@ -2,94 +2,139 @@
 // SIGTERM, then closes gracefully: running steps get the engine's grace period, leases are
 // released so another worker takes over at once. A second signal exits without waiting.
 
+import { createRequire } from "node:module";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { createEngine } from "../../index.js";
-import {
-  type CliContext,
-  type Command,
-  expectPositionals,
-  parseCommand,
-  parseWholeNumber,
-  STORE_HELP,
-  STORE_OPTIONS,
-} from "../command.js";
+import { CliError, defineCommand, UsageError } from "../command.js";
+import { parseDuration, parseWholeNumber } from "../flag-values.js";
 import { loadWorkflows } from "../load-workflows.js";
-import { openStore, parseStoreSpec } from "../store-spec.js";
+import { waitForStopSignal } from "../stop-signal.js";
+import { ensureOpened, openStore, parseStoreSpec } from "../store-spec.js";
+import { type WorkerLogMode, workerAnnouncer, workerLogger } from "../worker-log.js";
 
 const DEFAULT_CONCURRENCY = 16;
+const DEFAULT_LEASE = "30s";
+const DEFAULT_POLL_INTERVAL = "250ms";
 
-export const worker: Command = {
+export const worker = defineCommand({
   name: "worker",
   summary: "execute runs of the workflows a module exports",
-  help: `Usage: cairn worker <module> [--concurrency N]
+  help: `Usage: cairn worker <module> [--import tsx] [--concurrency N] [--lease 30s] [--poll-interval 250ms] [--quiet | --json]
 
-Imports <module> (a .js or .mjs file, relative to the current directory), registers every
-workflow it exports (and those in exported arrays, e.g. \`export const workflows = [...]\`),
-and executes their runs until SIGINT (Ctrl+C) or SIGTERM. Then it stops taking work, lets
-running steps finish (up to 10 s) and releases its leases. A second signal exits at once.
+Imports <module> (relative to the current directory), registers every workflow it exports
+(and those in exported arrays, e.g. \`export const workflows = [...]\`), and executes their
+runs until SIGINT (Ctrl+C) or SIGTERM. Then it stops taking work, lets running steps finish
+(up to 10 s) and releases its leases. A second signal exits at once.
+It prints a banner with its worker id and pid, then one line per event of its runs:
+claimed, recovered (taken from an expired lease), takeover (a dead worker's runs),
+completed, failed, canceled, paused, released (pending or waiting), lease-lost.
+
+A TypeScript module needs a loader: \`--import tsx\` (npm install -D tsx), or
+NODE_OPTIONS="--import tsx" (the same thing, set for the whole process). Plain .js and .mjs
+modules need none.
+
+Taking over from a dead worker: a run whose worker died is taken over when its lease ends
+(--lease after the last renewal). A dead worker on this machine is found sooner: every
+worker checks the pids of this host's workers every lease/3, and takes their runs over at
+once. A worker stopped with Ctrl+C or SIGTERM hands its runs back at once.
 
 Options:
+  --import <module> import this module first, e.g. a loader (tsx); repeatable;
+                    resolved from the current directory
   --concurrency <n> runs executed at once (default ${DEFAULT_CONCURRENCY})
-  -h, --help        show this help
+  --lease <d>       how long a claim on a run lasts without renewal; leases are renewed
+                    every lease/3 (default ${DEFAULT_LEASE}; e.g. 10s, 2m, or ms)
+  --poll-interval <d>
+                    how often the store is asked for runnable runs (default
+                    ${DEFAULT_POLL_INTERVAL}); new runs and events usually wake it sooner
+  --quiet           only the banner and problems (no line per event)
+  --json            JSON lines on stdout (pino's shape: level, time, pid, msg, fields)
+  -h, --help        show this help`,
+  options: {
+    concurrency: { type: "string" },
+    import: { type: "string", multiple: true },
+    lease: { type: "string" },
+    "poll-interval": { type: "string" },
+    quiet: { type: "boolean" },
+    json: { type: "boolean" },
+  },
+  positionals: ["module"],
 
-${STORE_HELP}`,
-
-  async run(args: string[], ctx: CliContext): Promise<number> {
-    const { values, positionals } = parseCommand(args, {
-      ...STORE_OPTIONS,
-      concurrency: { type: "string" },
-    });
-    if (values.help) {
-      ctx.out(worker.help);
-      return 0;
-    }
-    expectPositionals(positionals, ["module"]);
-    const concurrency =
-      values.concurrency === undefined
-        ? DEFAULT_CONCURRENCY
-        : parseWholeNumber(values.concurrency, "concurrency", 1);
+  async run({ values, positionals: [module] }, ctx) {
+    const { mode, ...settings } = workerSettings(values);
     const spec = parseStoreSpec(values, ctx);
-    const workflows = await loadWorkflows(positionals[0]!, ctx.cwd);
-    const store = await openStore(spec, { mustExist: false });
-    const engine = createEngine({ store, workflows, concurrency });
+    for (const specifier of values.import ?? []) await importFirst(specifier, ctx.cwd);
+    const workflows = await loadWorkflows(module, ctx.cwd);
+    const store = await openStore(spec, { mustExist: false, env: ctx.env });
+    const logger = workerLogger(ctx, mode);
+    const engine = createEngine({ store, workflows, ...settings, logger });
+    await ensureOpened(engine);
 
-    // The engine opens its store lazily; a read surfaces an open failure now, not never.
-    try {
-      await engine.listRuns({ limit: 1 });
-    } catch (err) {
-      await engine.close();
-      throw err;
-    }
-
-    ctx.out(
-      `cairn worker ${engine.workerId} (store ${store.description}, concurrency ${concurrency})`,
-    );
-    ctx.out("Registered workflows:");
-    for (const wf of workflows) ctx.out(`  ${wf.id}`);
-    ctx.out("Running; stop with Ctrl+C or SIGTERM.");
-
-    const signal = await waitForStopSignal(ctx);
-    ctx.out(`Received ${signal}: finishing running steps, then releasing leases...`);
+    const { workerId } = engine;
+    const announce = workerAnnouncer(ctx, mode, workerId);
+    announce("started", `cairn worker ${workerId} started`, {
+      fields: {
+        store: store.description,
+        concurrency: settings.concurrency,
+        workflows: workflows.map((wf) => wf.id),
+      },
+      text: [
+        `cairn worker ${workerId} (pid ${process.pid}, store ${store.description}, concurrency ${settings.concurrency})`,
+        "Registered workflows:",
+        ...workflows.map((wf) => `  ${wf.id}`),
+        "Running; stop with Ctrl+C or SIGTERM.",
+      ],
+    });
+    const signal = await waitForStopSignal(ctx, "leases expire on their own");
+    announce("stopping", `Received ${signal}: finishing running steps, then releasing leases...`);
     await engine.close();
-    ctx.out("Worker stopped.");
+    announce("stopped", "Worker stopped.");
     return 0;
   },
-};
+});
 
-function waitForStopSignal(ctx: CliContext): Promise<NodeJS.Signals> {
-  // Keeps the process alive however the engine schedules its timers.
-  const keepAlive = setInterval(() => {}, 1 << 30);
-  return new Promise((resolve) => {
-    let stopping = false;
-    const onSignal = (signal: NodeJS.Signals) => {
-      if (stopping) {
-        ctx.err(`cairn: ${signal} again: exiting without waiting; leases expire on their own`);
-        process.exit(130);
-      }
-      stopping = true;
-      clearInterval(keepAlive);
-      resolve(signal);
-    };
-    process.on("SIGINT", onSignal);
-    process.on("SIGTERM", onSignal);
-  });
+/** The engine's settings and the log mode, from the flags. */
+function workerSettings(values: {
+  concurrency?: string | undefined;
+  lease?: string | undefined;
+  "poll-interval"?: string | undefined;
+  quiet?: boolean | undefined;
+  json?: boolean | undefined;
+}): { concurrency: number; leaseMs: number; pollIntervalMs: number; mode: WorkerLogMode } {
+  const concurrency =
+    values.concurrency === undefined
+      ? DEFAULT_CONCURRENCY
+      : parseWholeNumber(values.concurrency, "concurrency", 1);
+  const leaseMs = parseDuration(values.lease ?? DEFAULT_LEASE, "lease", 100);
+  const pollIntervalMs = parseDuration(
+    values["poll-interval"] ?? DEFAULT_POLL_INTERVAL,
+    "poll-interval",
+    1,
+  );
+  if (values.quiet && values.json) {
+    throw new UsageError("--quiet and --json cannot be combined (--json prints every event)");
+  }
+  const mode: WorkerLogMode = values.json ? "json" : values.quiet ? "quiet" : "text";
+  return { concurrency, leaseMs, pollIntervalMs, mode };
+}
+
+/** Imports a module the way `node --import` would, but resolved from the user's directory
+ *  (where their tsx is installed), falling back to cairn's own dependencies. */
+async function importFirst(specifier: string, cwd: string): Promise<void> {
+  let url: string;
+  try {
+    url = pathToFileURL(createRequire(join(cwd, "noop.js")).resolve(specifier)).href;
+  } catch {
+    url = specifier;
+  }
+  try {
+    await import(url);
+  } catch (err) {
+    const missing = (err as { code?: unknown }).code === "ERR_MODULE_NOT_FOUND";
+    throw new CliError(
+      `--import ${specifier}: cannot load it${missing ? " (is it installed? e.g. npm install -D tsx)" : ""}: ${(err as Error)?.message ?? String(err)}`,
+      { cause: err },
+    );
+  }
 }

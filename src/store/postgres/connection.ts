@@ -2,7 +2,7 @@
 // transaction, and survive the connection failures a long-lived worker fleet will see
 // (backend terminated by an admin or a failover, server restarting, network reset).
 //
-// Failure modes handled here (research/failure-modes.md row 9):
+// Failure modes handled here (a connection lost at any moment of a transaction):
 // - A connection error BEFORE the COMMIT is sent means the server rolled the transaction
 //   back: every verb may simply run again on a fresh connection.
 // - A connection error DURING the COMMIT (or during a single autocommit write) leaves the

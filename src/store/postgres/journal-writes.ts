@@ -3,17 +3,22 @@
 // idempotency live.
 //
 // appendRecords is ONE round trip whatever the batch size: the batch travels as one jsonb
-// parameter to the store's append_records function (migration 2, where its SQL lives),
-// called as a single autocommit statement, and the outcomes come back as jsonb.
-// - Fencing (invariant 3, failure-modes.md row 2): each RunWrite first locks its run row
+// parameter to the store's append_records function (made by migration 2, last replaced by
+// migration 10; its SQL is in migrations/append-records.ts), called as a single autocommit
+// statement, and the outcomes come back as jsonb.
+// - Fencing (invariant 3 of docs/ARCHITECTURE.md): each RunWrite first locks its run row
 //   and compares the epoch, in the same transaction as its inserts. A claim increments the
 //   epoch under the same row lock, so a zombie's write either commits before the claim or
 //   finds the new epoch and lands nothing.
 // - Isolation between writes: a RunWrite is checked in full (epoch, every record, every
 //   event to consume) before any of it is written, under its run's row lock, which every
 //   writer of that run's journal takes first; so a lost lease or a conflict lands nothing
-//   of its write while the other writes commit, without a subtransaction per write.
-// - Idempotency (row 9): a record that finds a row under its key must be identical to it
+//   of its write while the other writes commit, without a subtransaction per write. A write
+//   with a record no backend can store (storable.ts) is answered "unstorable" and never
+//   sent; should PostgreSQL still refuse a value (a data exception), the writes are sent one
+//   by one so that only the bad one fails (appendBatchIsolated).
+// - Idempotency (a COMMIT whose answer is lost): a record that finds a row under its key
+//   must be identical to it
 //   (a no-op), else it is a conflict; inserts are ON CONFLICT DO NOTHING and spend is added
 //   only for rows actually inserted; consuming an event that the same key already consumed
 //   is ok. So a whole batch may be retried after a lost answer and lands exactly once,
@@ -23,8 +28,11 @@
 //   same record" means equal as read back, whatever the key order or undefined members.
 
 import { StoreError } from "../../errors.js";
+import { errorJson } from "../error-json.js";
+import { refuseUnstorable } from "../storable.js";
 import type {
   AttemptRecord,
+  EventRecord,
   IntentRecord,
   Journal,
   RunWrite,
@@ -52,6 +60,32 @@ export async function appendRecords(
 ): Promise<WriteOutcome[]> {
   if (writes.length === 0) return [];
   for (const w of writes) checkRunIds(w);
+  // A write that no backend can store fails alone, before the batch is sent (storable.ts).
+  return refuseUnstorable(writes, (storable) => appendBatchIsolated(ctx, storable));
+}
+
+/**
+ * The batch as one statement; if PostgreSQL refuses a value in it (a data exception,
+ * SQLSTATE class 22, say a number too large for its column, or a key too long to index)
+ * the statement rolled back as a whole, so each write is sent again on its own to find the
+ * one it cannot store. That write fails as "unstorable"; the others land, as they would
+ * have in a batch without it.
+ */
+async function appendBatchIsolated(ctx: StoreContext, writes: RunWrite[]): Promise<WriteOutcome[]> {
+  if (writes.length === 0) return [];
+  try {
+    return await appendBatch(ctx, writes);
+  } catch (err) {
+    const refused = dataException(err);
+    if (refused === undefined) throw err;
+    if (writes.length === 1) return [unstorableByDatabase(writes[0]!, refused)];
+    const out: WriteOutcome[] = [];
+    for (const w of writes) out.push(...(await appendBatchIsolated(ctx, [w])));
+    return out;
+  }
+}
+
+async function appendBatch(ctx: StoreContext, writes: RunWrite[]): Promise<WriteOutcome[]> {
   const batch = JSON.stringify(writes.map(toBatchEntry));
   const r = await ctx.db.statement<{ outcomes: unknown }>(
     "appendRecords",
@@ -68,6 +102,30 @@ export async function appendRecords(
     );
   }
   return outcomes.map(toOutcome);
+}
+
+/** The driver error of a data exception (SQLSTATE class 22: a value its column cannot
+ *  hold) or of a program limit (class 54: e.g. a key too long to index), as thrown or as
+ *  the cause of the StoreError the connection layer made of it; undefined otherwise. */
+function dataException(err: unknown): { code: string; message: string } | undefined {
+  for (let e = err, depth = 0; e && depth < 3; e = (e as { cause?: unknown }).cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === "string" && /^(22|54)[0-9A-Z]{3}$/.test(code)) {
+      return { code, message: (e as Error).message ?? String(e) };
+    }
+  }
+  return undefined;
+}
+
+function unstorableByDatabase(w: RunWrite, refused: { code: string }): WriteOutcome {
+  const key =
+    w.steps?.[0]?.key ?? w.attempts?.[0]?.key ?? w.intents?.[0]?.key ?? w.consume?.[0]?.key ?? "";
+  return {
+    ok: false,
+    reason: "unstorable",
+    key,
+    message: `PostgreSQL refused a value of this write (SQLSTATE ${refused.code})`,
+  };
 }
 
 /** A record filed under another run would escape that run's fence: refuse the batch. */
@@ -105,16 +163,21 @@ function toBatchEntry(w: RunWrite): Record<string, unknown> {
 function stepColumns(s: StepRecord): Record<string, unknown> {
   return {
     key: s.key,
+    generation: s.generation,
     seq: s.seq,
     name: s.name,
     kind: s.kind,
     outcome: s.outcome,
     result: s.result,
-    error: s.error,
+    error: s.error === null ? null : errorJson(s.error),
     spend: s.spend,
     attempt: s.attempt,
     started_at: s.startedAt,
     completed_at: s.completedAt,
+    delivery: s.delivery,
+    issued_after: s.issuedAfter,
+    issued_late: s.issuedLate,
+    reconciled: s.reconciled ?? null,
   };
 }
 
@@ -125,7 +188,7 @@ function attemptColumns(a: AttemptRecord): Record<string, unknown> {
     attempt: a.attempt,
     started_at: a.startedAt,
     ended_at: a.endedAt,
-    error: a.error,
+    error: errorJson(a.error),
     spend: a.spend,
     retry_at: a.retryAt,
   };
@@ -154,6 +217,17 @@ function toOutcome(o: unknown): WriteOutcome {
   );
 }
 
+/** A run's unconsumed events, oldest first. */
+export async function pendingEvents(ctx: StoreContext, runId: string): Promise<EventRecord[]> {
+  const r = await ctx.db.statement<EventRow>(
+    "pendingEvents",
+    "idempotent",
+    `SELECT * FROM ${ctx.t.events} WHERE run_id = $1 AND consumed_by IS NULL ORDER BY seq`,
+    [runId],
+  );
+  return r.rows.map(toEvent);
+}
+
 /** Everything replay needs, in ONE statement (one snapshot, one round trip). */
 export async function loadJournal(ctx: StoreContext, runId: string): Promise<Journal> {
   const { t } = ctx;
@@ -166,7 +240,7 @@ export async function loadJournal(ctx: StoreContext, runId: string): Promise<Jou
     "loadJournal",
     "idempotent",
     `SELECT
-      (SELECT coalesce(json_agg(s ORDER BY s.seq, s.key), '[]'::json)
+      (SELECT coalesce(json_agg(s ORDER BY s.seq, s.key, s.generation), '[]'::json)
         FROM ${t.steps} s WHERE s.run_id = $1) AS steps,
       (SELECT coalesce(json_agg(a ORDER BY a.generation, a.started_at, a.key, a.attempt), '[]'::json)
         FROM ${t.attempts} a WHERE a.run_id = $1) AS attempts,

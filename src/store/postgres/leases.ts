@@ -2,9 +2,9 @@
 // on (invariant 3), so every fenced write that comes after it from an older owner fails.
 //
 // Claims never block each other: FOR UPDATE SKIP LOCKED hands each concurrent claimer
-// different rows (DESIGN.md, Scale-out), and a row changed by someone else meanwhile is
+// different rows, and a row changed by someone else meanwhile is
 // re-checked against the WHERE under its lock. Lease times come from the database clock
-// (failure-modes.md row 4), so workers with skewed clocks agree on expiry.
+// (not the workers'), so workers with skewed clocks agree on expiry.
 
 import { randomUUID } from "node:crypto";
 import type { ClaimedRun } from "../store.js";

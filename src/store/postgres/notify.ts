@@ -2,7 +2,7 @@
 // dedicated LISTEN connection per store (never a pooled one: a pooled connection would
 // hold its LISTEN for whoever checks it out next, and would be returned and reused).
 //
-// Failure mode (failure-modes.md row 5): notifications sent while the LISTEN connection is
+// Failure mode: notifications sent while the LISTEN connection is
 // down are lost for good. So the connection reconnects with backoff, and after every
 // reconnect emits a synthetic {kind:"runnable"} hint so subscribers poll at once instead
 // of waiting for their next tick (after the first LISTEN too: a subscriber may have missed

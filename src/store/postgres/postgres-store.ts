@@ -1,12 +1,12 @@
 // The PostgreSQL Store: any number of worker processes on any number of machines against
-// one database (DESIGN.md, Scale-out). Claims use FOR UPDATE SKIP LOCKED, every journal
+// one database (runs are independent, so every query is keyed by run id). Claims use FOR UPDATE SKIP LOCKED, every journal
 // write and release is fenced by the run's epoch under its row lock, time is the
 // database's clock, and wake-ups travel by LISTEN/NOTIFY with polling as the truth.
 //
 // Retry policy per verb when the connection fails (see connection.ts for the mechanism).
 // A failure before COMMIT is always retried: the server rolled the transaction back.
 // A failure during COMMIT (outcome unknown) is retried only where a repeat is harmless:
-// - reads (now, getRun, listRuns, loadJournal, listWorkers): trivially.
+// - reads (now, getRun, listRuns, loadJournal, listEvents, listWorkers): trivially.
 // - createRun: idempotent on id; a repeat of a create that did commit answers
 //   created=false with the run it made (the same run the caller asked for).
 // - claimRuns: a retry first looks for the runs its lost try claimed (by a token of the
@@ -23,12 +23,22 @@ import pg from "pg";
 import { StoreError } from "../../errors.js";
 import type { Clock } from "../../lib/clock.js";
 import type {
+  AnswerApprovalOutcome,
+  ApprovalRecord,
+  ApprovalVerbs,
+  RequestApprovalOutcome,
+} from "../approval-records.js";
+import type {
+  AcquireRateOutcome,
   Amounts,
+  AppendStreamOutcome,
   CancelOutcome,
   ClaimedRun,
+  EventRecord,
   Journal,
   NewEvent,
   NewRun,
+  RateLimits,
   Release,
   ReleaseOutcome,
   ResumeOutcome,
@@ -38,15 +48,25 @@ import type {
   SendEventOutcome,
   Store,
   StoreHint,
+  StreamChunk,
   WorkerRecord,
   WriteOutcome,
 } from "../store.js";
+import type {
+  DeleteRunOutcome,
+  DeleteRunsOutcome,
+  PutWorkspaceOutcome,
+  WorkspaceObject,
+  WorkspaceVerbs,
+} from "../workspace-records.js";
+import { checkDeleteRunsIds } from "../workspace-records.js";
+import * as aiState from "./ai-state.js";
+import * as approvals from "./approvals.js";
 import { Database, IDLE_IN_TRANSACTION_TIMEOUT_MS, STATEMENT_TIMEOUT_MS } from "./connection.js";
-import { appendRecords, loadJournal } from "./journal-writes.js";
+import { appendRecords, loadJournal, pendingEvents } from "./journal-writes.js";
 import { claimRuns, renewLeases } from "./leases.js";
-import { migrate } from "./migrations.js";
+import { migrate } from "./migrate.js";
 import { channelFor, HintListener } from "./notify.js";
-import { type RunRow, toRun } from "./rows.js";
 import {
   forkRun,
   markUnserved,
@@ -55,16 +75,10 @@ import {
   resumeRun,
   sendEvent,
 } from "./run-control.js";
-import {
-  clockParamOf,
-  hintPayload,
-  insertRunSql,
-  nowSql,
-  SCHEMA_NAME,
-  type StoreContext,
-  tablesIn,
-} from "./sql.js";
+import { createRun, getRun, listEvents, listRuns } from "./runs.js";
+import { clockParamOf, nowSql, SCHEMA_NAME, type StoreContext, tablesIn } from "./sql.js";
 import { heartbeatWorker, listWorkers, registerWorker, removeWorker } from "./workers.js";
+import * as workspace from "./workspace.js";
 
 export interface PostgresStoreOptions {
   /** Schema holding every table (created on first open). Default "cairn". */
@@ -133,6 +147,7 @@ class PostgresStore implements Store {
       get db() {
         return database();
       },
+      description: this.description,
       t: tablesIn(schema),
       clockParam: () => clockParamOf(this.#clock),
       channel: channelFor(schema),
@@ -243,76 +258,16 @@ class PostgresStore implements Store {
 
   // ---- runs ----
 
-  async createRun(run: NewRun): Promise<{ run: RunRecord; created: boolean }> {
-    const { db, t, channel } = this.#ctx;
-    // One statement: the hint is queued by the insert itself, so it is sent iff the run
-    // was created, and only when that commits.
-    const ins = await db.statement<RunRow>(
-      "createRun",
-      "idempotent",
-      `WITH ins AS (${insertRunSql(t)})
-        SELECT ins.*, pg_notify($8, $9) AS notified FROM ins`,
-      [
-        clockParamOf(this.#clock),
-        run.id,
-        run.workflow,
-        run.version,
-        run.input,
-        JSON.stringify(run.budgetLimit ?? {}),
-        run.parentId ?? null,
-        channel,
-        hintPayload({ kind: "runnable", runId: run.id }),
-      ],
-    );
-    const created = ins.rows[0];
-    if (created) return { run: toRun(created), created: true };
-    const existing = await this.getRun(run.id);
-    if (!existing) {
-      throw new StoreError(
-        `createRun: run "${run.id}" exists per its id's unique key but could not be read ` +
-          `back from PostgreSQL (${this.description}); it was probably deleted meanwhile. Retry.`,
-      );
-    }
-    return { run: existing, created: false };
+  createRun(run: NewRun): Promise<{ run: RunRecord; created: boolean }> {
+    return createRun(this.#ctx, run);
   }
 
-  async getRun(id: string): Promise<RunRecord | undefined> {
-    const { db, t } = this.#ctx;
-    const r = await db.statement<RunRow>(
-      "getRun",
-      "idempotent",
-      `SELECT * FROM ${t.runs} WHERE id = $1`,
-      [id],
-    );
-    const row = r.rows[0];
-    return row ? toRun(row) : undefined;
+  getRun(id: string): Promise<RunRecord | undefined> {
+    return getRun(this.#ctx, id);
   }
 
-  async listRuns(filter: RunFilter = {}): Promise<RunRecord[]> {
-    const { db, t } = this.#ctx;
-    const where: string[] = [];
-    const params: unknown[] = [];
-    const param = (v: unknown): string => {
-      params.push(v);
-      return `$${params.length}`;
-    };
-    if (filter.status !== undefined) {
-      const statuses = Array.isArray(filter.status) ? filter.status : [filter.status];
-      where.push(`status = ANY(${param(statuses)}::text[])`);
-    }
-    if (filter.workflow !== undefined) where.push(`workflow = ${param(filter.workflow)}`);
-    if (filter.parentId !== undefined) where.push(`parent_id = ${param(filter.parentId)}`);
-    if (filter.before !== undefined) {
-      where.push(
-        `(created_at, id) < (${param(Math.round(filter.before.createdAt))}::bigint, ${param(filter.before.id)}::text)`,
-      );
-    }
-    let sql = `SELECT * FROM ${t.runs}`;
-    if (where.length > 0) sql += ` WHERE ${where.join(" AND ")}`;
-    sql += " ORDER BY created_at DESC, id DESC";
-    if (filter.limit !== undefined) sql += ` LIMIT ${param(Math.max(0, Math.floor(filter.limit)))}`;
-    const r = await db.statement<RunRow>("listRuns", "idempotent", sql, params);
-    return r.rows.map(toRun);
+  listRuns(filter: RunFilter = {}): Promise<RunRecord[]> {
+    return listRuns(this.#ctx, filter);
   }
 
   // ---- execution ----
@@ -346,14 +301,26 @@ class PostgresStore implements Store {
     return loadJournal(this.#ctx, runId);
   }
 
+  pendingEvents(runId: string): Promise<EventRecord[]> {
+    return pendingEvents(this.#ctx, runId);
+  }
+
   // ---- events and control ----
 
   sendEvent(e: NewEvent): Promise<SendEventOutcome> {
     return sendEvent(this.#ctx, e);
   }
 
-  requestCancel(runId: string, reason: string): Promise<CancelOutcome> {
-    return requestCancel(this.#ctx, runId, reason);
+  listEvents(runId: string): Promise<EventRecord[]> {
+    return listEvents(this.#ctx, runId);
+  }
+
+  requestCancel(
+    runId: string,
+    reason: string,
+    p?: { parentEvent?: { name: string; payload: string } },
+  ): Promise<CancelOutcome> {
+    return requestCancel(this.#ctx, runId, reason, p);
   }
 
   resumeRun(runId: string, p: { budgetLimit?: Amounts }): Promise<ResumeOutcome> {
@@ -363,7 +330,7 @@ class PostgresStore implements Store {
   forkRun(p: {
     sourceId: string;
     run: NewRun;
-    beforeSeq: number;
+    copy: Array<{ key: string; generation: number }>;
   }): Promise<{ run: RunRecord; created: boolean }> {
     return forkRun(this.#ctx, p);
   }
@@ -388,6 +355,80 @@ class PostgresStore implements Store {
 
   listWorkers(): Promise<WorkerRecord[]> {
     return listWorkers(this.#ctx);
+  }
+
+  // ---- shared rate limits and run streams (cairn/ai; ai-state.ts) ----
+
+  acquireRate(p: {
+    key: string;
+    grantId: string;
+    tokens: number;
+    limits: RateLimits;
+  }): Promise<AcquireRateOutcome> {
+    return aiState.acquireRate(this.#ctx, p);
+  }
+
+  settleRate(p: { key: string; grantId: string; tokens: number }): Promise<void> {
+    return aiState.settleRate(this.#ctx, p);
+  }
+
+  blockRate(p: { key: string; forMs: number }): Promise<void> {
+    return aiState.blockRate(this.#ctx, p);
+  }
+
+  appendStream(p: { runId: string; chunks: string[] }): Promise<AppendStreamOutcome> {
+    return aiState.appendStream(this.#ctx, p);
+  }
+
+  readStream(p: { runId: string; from: number; limit?: number }): Promise<StreamChunk[]> {
+    return aiState.readStream(this.#ctx, p);
+  }
+
+  // ---- workspace objects and retention (workspace.ts) ----
+
+  missingWorkspaceObjects(hashes: string[]): Promise<string[]> {
+    return workspace.missingObjects(this.#ctx, hashes);
+  }
+
+  putWorkspaceObjects(
+    p: Parameters<WorkspaceVerbs["putWorkspaceObjects"]>[0],
+  ): Promise<PutWorkspaceOutcome> {
+    return workspace.putObjects(this.#ctx, p);
+  }
+
+  getWorkspaceObjects(hashes: string[]): Promise<WorkspaceObject[]> {
+    return workspace.getObjects(this.#ctx, hashes);
+  }
+
+  heldWorkspaceObjects(runId: string, hashes: string[]): Promise<string[]> {
+    return workspace.heldObjects(this.#ctx, runId, hashes);
+  }
+
+  deleteRun(runId: string): Promise<DeleteRunOutcome> {
+    return workspace.deleteRun(this.#ctx, runId);
+  }
+
+  async deleteRuns(runIds: string[]): Promise<DeleteRunsOutcome> {
+    checkDeleteRunsIds(runIds);
+    return workspace.deleteRuns(this.#ctx, runIds);
+  }
+
+  // ---- approvals (approvals.ts) ----
+
+  requestApproval(
+    p: Parameters<ApprovalVerbs["requestApproval"]>[0],
+  ): Promise<RequestApprovalOutcome> {
+    return approvals.requestApproval(this.#ctx, p);
+  }
+
+  answerApproval(
+    p: Parameters<ApprovalVerbs["answerApproval"]>[0],
+  ): Promise<AnswerApprovalOutcome> {
+    return approvals.answerApproval(this.#ctx, p);
+  }
+
+  listApprovals(runId: string): Promise<ApprovalRecord[]> {
+    return approvals.listApprovals(this.#ctx, runId);
   }
 
   // ---- hints ----

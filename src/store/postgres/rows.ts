@@ -3,6 +3,7 @@
 // one place that turns driver values (int8 as string, jsonb as parsed JSON) into plain
 // records is easy to audit: no driver type may cross the Store interface.
 
+import { parseError } from "../error-json.js";
 import type {
   Amounts,
   AttemptRecord,
@@ -26,7 +27,8 @@ export interface RunRow {
   paused_for: string | null;
   input: string;
   output: string | null;
-  error: ErrorRecord | null;
+  /** errorJson text (migration 5). */
+  error: string | null;
   budget_limit: Amounts;
   budget_spent: Amounts;
   parent_id: string | null;
@@ -40,6 +42,8 @@ export interface RunRow {
   cancel_requested: boolean;
   created_at: string | number;
   updated_at: string | number;
+  failed_calls: RunRecord["failedCalls"];
+  trace_context: string | null;
 }
 
 function num(v: string | number): number {
@@ -60,7 +64,7 @@ export function toRun(row: RunRow): RunRecord {
     pausedFor: row.paused_for as RunRecord["pausedFor"],
     input: row.input,
     output: row.output,
-    error: row.error === null ? null : toErrorRecord(row.error),
+    error: row.error === null ? null : parseError(row.error),
     budgetLimit: row.budget_limit ?? {},
     budgetSpent: row.budget_spent ?? {},
     parentId: row.parent_id,
@@ -72,6 +76,8 @@ export function toRun(row: RunRow): RunRecord {
     epoch: num(row.epoch),
     generation: row.generation,
     cancelRequested: row.cancel_requested,
+    failedCalls: row.failed_calls ?? [],
+    traceContext: row.trace_context ?? null,
     createdAt: num(row.created_at),
     updatedAt: num(row.updated_at),
   };
@@ -93,32 +99,42 @@ function errorOrNull(e: ErrorRecord | null | undefined): ErrorRecord | null {
 export interface StepRow {
   run_id: string;
   key: string;
+  generation: number;
   seq: number;
   name: string;
   kind: string;
   outcome: string;
   result: string | null;
-  error: ErrorRecord | null;
+  error: string | null;
   spend: Amounts;
   attempt: number;
   started_at: string | number;
   completed_at: string | number;
+  delivery: number | null;
+  issued_after: number | null;
+  issued_late: boolean;
+  reconciled: boolean | null;
 }
 
 export function toStep(r: StepRow): StepRecord {
   return {
     runId: r.run_id,
     key: r.key,
+    generation: r.generation,
     seq: r.seq,
     name: r.name,
     kind: r.kind as StepKind,
     outcome: r.outcome as StepRecord["outcome"],
     result: r.result,
-    error: errorOrNull(r.error),
+    error: r.error === null ? null : parseError(r.error),
     spend: r.spend ?? {},
     attempt: r.attempt,
     startedAt: num(r.started_at),
     completedAt: num(r.completed_at),
+    delivery: r.delivery ?? null,
+    issuedAfter: r.issued_after ?? null,
+    issuedLate: r.issued_late === true,
+    ...(r.reconciled === null || r.reconciled === undefined ? {} : { reconciled: r.reconciled }),
   };
 }
 
@@ -129,7 +145,7 @@ export interface AttemptRow {
   generation: number;
   started_at: string | number;
   ended_at: string | number;
-  error: ErrorRecord;
+  error: string;
   spend: Amounts;
   retry_at: string | number | null;
 }
@@ -142,7 +158,7 @@ export function toAttempt(r: AttemptRow): AttemptRecord {
     generation: r.generation,
     startedAt: num(r.started_at),
     endedAt: num(r.ended_at),
-    error: toErrorRecord(r.error),
+    error: parseError(r.error),
     spend: r.spend ?? {},
     retryAt: numOrNull(r.retry_at),
   };
@@ -175,6 +191,7 @@ export interface EventRow {
   payload: string;
   created_at: string | number;
   consumed_by: string | null;
+  idempotency_key: string | null;
 }
 
 export function toEvent(r: EventRow): EventRecord {
@@ -185,6 +202,7 @@ export function toEvent(r: EventRow): EventRecord {
     payload: r.payload,
     createdAt: num(r.created_at),
     consumedBy: r.consumed_by,
+    idempotencyKey: r.idempotency_key ?? null,
   };
 }
 
@@ -192,6 +210,7 @@ export interface WorkerRow {
   id: string;
   host: string;
   pid: number;
+  pid_namespace: string | null;
   workflows: string[];
   started_at: string | number;
   heartbeat_at: string | number;
@@ -202,6 +221,7 @@ export function toWorker(r: WorkerRow): WorkerRecord {
     id: r.id,
     host: r.host,
     pid: r.pid,
+    pidNamespace: r.pid_namespace ?? null,
     workflows: r.workflows,
     startedAt: num(r.started_at),
     heartbeatAt: num(r.heartbeat_at),
@@ -227,6 +247,7 @@ export function normalizeStep(s: StepRecord): StepRecord {
   return {
     runId: s.runId,
     key: s.key,
+    generation: s.generation,
     seq: s.seq,
     name: s.name,
     kind: s.kind,
@@ -237,6 +258,10 @@ export function normalizeStep(s: StepRecord): StepRecord {
     attempt: s.attempt,
     startedAt: ms(s.startedAt),
     completedAt: ms(s.completedAt),
+    delivery: s.delivery ?? null,
+    issuedAfter: s.issuedAfter ?? null,
+    issuedLate: s.issuedLate === true,
+    ...(typeof s.reconciled === "boolean" ? { reconciled: s.reconciled } : {}),
   };
 }
 

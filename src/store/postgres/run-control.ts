@@ -9,8 +9,10 @@
 // release to waiting either commits first and is seen, or waits for our lock and then sees
 // the run waiting and wakes it). A lock and such a read in ONE statement would not.
 
-import { RunNotFoundError } from "../../errors.js";
+import { runNotFound } from "../../errors.js";
 import { addAmounts } from "../../lib/amounts.js";
+import { displayText } from "../../lib/text.js";
+import { errorJson } from "../error-json.js";
 import {
   type Amounts,
   type CancelOutcome,
@@ -48,13 +50,43 @@ async function insertEvent(
   // The row lock also orders events per run: seqs of one run increase in commit order.
   const run = await lockRun(tx, ctx, e.runId);
   if (!run) return { ok: false, reason: "not-found" };
+  if (e.idempotencyKey != null) {
+    // After the lock: a send with the same key that committed before is seen here.
+    const sent = await tx.query<EventRow>(
+      `SELECT * FROM ${t.events} WHERE run_id = $1 AND idempotency_key = $2`,
+      [e.runId, e.idempotencyKey],
+    );
+    const row = sent.rows[0];
+    if (row) {
+      const event = toEvent(row);
+      return event.name === e.name && event.payload === e.payload
+        ? { ok: true, event, duplicate: true }
+        : { ok: false, reason: "key-conflict", event };
+    }
+  }
   const status = run.status as RunStatus;
   if (TERMINAL_STATUSES.has(status)) return { ok: false, reason: "finished", status };
+  if (e.maxEvents !== undefined || e.maxPending !== undefined) {
+    // Under the run's row lock: concurrent senders are counted one after the other.
+    const c = await tx.query<{ total: string; pending: string }>(
+      `SELECT count(*) AS total, count(*) FILTER (WHERE consumed_by IS NULL) AS pending
+         FROM ${t.events} WHERE run_id = $1`,
+      [e.runId],
+    );
+    const total = Number(c.rows[0]?.total ?? 0);
+    const pending = Number(c.rows[0]?.pending ?? 0);
+    if (e.maxEvents !== undefined && total >= e.maxEvents) {
+      return { ok: false, reason: "limit", limit: "events", count: total };
+    }
+    if (e.maxPending !== undefined && pending >= e.maxPending) {
+      return { ok: false, reason: "limit", limit: "pending", count: pending };
+    }
+  }
   const clockParam = ctx.clockParam();
   const ins = await tx.query<EventRow>(
-    `INSERT INTO ${t.events} (run_id, name, payload, created_at)
-      VALUES ($2, $3, $4, ${nowSql(1)}) RETURNING *`,
-    [clockParam, e.runId, e.name, e.payload],
+    `INSERT INTO ${t.events} (run_id, name, payload, created_at, idempotency_key)
+      VALUES ($2, $3, $4, ${nowSql(1)}, $5) RETURNING *`,
+    [clockParam, e.runId, e.name, e.payload, e.idempotencyKey ?? null],
   );
   if (status === "waiting" && (run.waiting_for ?? []).includes(e.name)) {
     await tx.query(
@@ -69,7 +101,7 @@ async function insertEvent(
   }
   const event = ins.rows[0];
   if (!event) throw new Error("INSERT ... RETURNING returned no row");
-  return { ok: true, event: toEvent(event) };
+  return { ok: true, event: toEvent(event), duplicate: false };
 }
 
 /**
@@ -102,7 +134,9 @@ export function releaseRun(ctx: StoreContext, r: Release): Promise<ReleaseOutcom
     if (tx.mayHaveCommitted && cur.status !== "running") return { ok: true, run: toRun(cur) };
 
     let status: RunStatus = r.status;
-    let reason = r.reason ?? null;
+    // Reasons are words for people, often built from an error's message: made storable
+    // (lib/text.ts), so a NUL in a message can never fail the release.
+    let reason = r.reason == null ? null : displayText(r.reason);
     let pausedFor = r.pausedFor ?? null;
     let readyAt = r.readyAt;
     let wakeAt = r.wakeAt ?? null;
@@ -120,9 +154,14 @@ export function releaseRun(ctx: StoreContext, r: Release): Promise<ReleaseOutcom
       wakeAt = null;
       waitingFor = [];
     }
+    const failedCall =
+      status === "failed" && r.failedKey
+        ? JSON.stringify([{ key: r.failedKey, generation: cur.generation }])
+        : "[]";
     const updated = await tx.query<RunRow & { ready_now: boolean }>(
       `UPDATE ${t.runs} r SET
-          status = $3, reason = $4, paused_for = $5, output = $6, error = $7::jsonb,
+          status = $3, reason = $4, paused_for = $5, output = $6, error = $7,
+          failed_calls = r.failed_calls || $11::jsonb,
           ready_at = CASE
             WHEN $3 = 'waiting' AND EXISTS (SELECT 1 FROM ${t.events} e
               WHERE e.run_id = r.id AND e.consumed_by IS NULL AND e.name = ANY($10::text[]))
@@ -139,10 +178,11 @@ export function releaseRun(ctx: StoreContext, r: Release): Promise<ReleaseOutcom
         reason,
         pausedFor,
         r.output ?? null,
-        r.error == null ? null : JSON.stringify(r.error),
+        r.error == null ? null : errorJson(r.error),
         readyAt === null ? null : Math.round(readyAt),
         wakeAt === null ? null : Math.round(wakeAt),
         waitingFor,
+        failedCall,
       ],
     );
     const row = updated.rows[0];
@@ -153,6 +193,9 @@ export function releaseRun(ctx: StoreContext, r: Release): Promise<ReleaseOutcom
     // Events for unknown or finished runs are dropped: the release itself must not fail
     // because, say, the parent was canceled meanwhile.
     for (const e of r.events ?? []) await insertEvent(tx, ctx, e, hints);
+    if (status === "canceled" && r.status !== "canceled") {
+      for (const e of r.eventsIfCanceled ?? []) await insertEvent(tx, ctx, e, hints);
+    }
     await publish(tx, ctx.channel, hints);
     return { ok: true, run: toRun(row) };
   });
@@ -162,8 +205,10 @@ export function releaseRun(ctx: StoreContext, r: Release): Promise<ReleaseOutcom
 export function requestCancel(
   ctx: StoreContext,
   runId: string,
-  reason: string,
+  reasonGiven: string,
+  p: { parentEvent?: { name: string; payload: string } } = {},
 ): Promise<CancelOutcome> {
+  const reason = displayText(reasonGiven);
   return ctx.db.transaction("requestCancel", "idempotent", async (tx) => {
     const { t } = ctx;
     const cur = await lockRun(tx, ctx, runId);
@@ -190,7 +235,13 @@ export function requestCancel(
         WHERE id = $2 RETURNING *`,
       [ctx.clockParam(), runId, reason],
     );
-    await publish(tx, ctx.channel, [{ kind: "finished", runId }]);
+    const hints: StoreHint[] = [{ kind: "finished", runId }];
+    // The parent learns of it in this transaction (a parent gone or finished is skipped).
+    // Locks child then parent, the order releaseRun takes them in.
+    if (p.parentEvent && cur.parent_id !== null) {
+      await insertEvent(tx, ctx, { runId: cur.parent_id, ...p.parentEvent }, hints);
+    }
+    await publish(tx, ctx.channel, hints);
     return { state: "canceled", run: toRun(mustRow(u.rows[0])) } as const;
   });
 }
@@ -232,7 +283,7 @@ export function resumeRun(
  */
 export function forkRun(
   ctx: StoreContext,
-  p: { sourceId: string; run: NewRun; beforeSeq: number },
+  p: { sourceId: string; run: NewRun; copy: Array<{ key: string; generation: number }> },
 ): Promise<{ run: RunRecord; created: boolean }> {
   return ctx.db.transaction("forkRun", "before-commit", async (tx) => {
     const { t } = ctx;
@@ -240,9 +291,8 @@ export function forkRun(
       `SELECT generation FROM ${t.runs} WHERE id = $1`,
       [p.sourceId],
     );
-    const source = src.rows[0];
-    if (!source) {
-      throw new RunNotFoundError(`Cannot fork run "${p.sourceId}": no such run.`);
+    if (!src.rows[0]) {
+      throw runNotFound(p.sourceId, "nothing to fork");
     }
     const clockParam = ctx.clockParam();
     const ins = await tx.query<RunRow>(insertRunSql(t), [
@@ -253,32 +303,40 @@ export function forkRun(
       p.run.input,
       JSON.stringify(p.run.budgetLimit ?? {}),
       p.run.parentId ?? null,
+      p.run.traceContext ?? null,
     ]);
     const created = ins.rows[0];
     if (!created) {
       const existing = await tx.query<RunRow>(`SELECT * FROM ${t.runs} WHERE id = $1`, [p.run.id]);
       throw new Rollback({ run: toRun(mustRow(existing.rows[0])), created: false });
     }
+    const keys = p.copy.map((c) => c.key);
+    const generations = p.copy.map((c) => c.generation);
     const steps = await tx.query<{ spend: Amounts }>(
-      `INSERT INTO ${t.steps} (run_id, key, seq, name, kind, outcome, result, error, spend,
-          attempt, started_at, completed_at)
-        SELECT $1, key, seq, name, kind, outcome, result, error, spend,
-          attempt, started_at, completed_at
-        FROM ${t.steps} WHERE run_id = $2 AND seq < $3
+      `INSERT INTO ${t.steps} (run_id, key, generation, seq, name, kind, outcome, result, error,
+          spend, attempt, started_at, completed_at, delivery, issued_after, issued_late, reconciled)
+        SELECT $1, s.key, $5, s.seq, s.name, s.kind, s.outcome, s.result, s.error, s.spend,
+          s.attempt, s.started_at, s.completed_at, s.delivery, s.issued_after, s.issued_late,
+          s.reconciled
+        FROM ${t.steps} s
+          JOIN unnest($3::text[], $4::integer[]) AS c(key, generation)
+            ON c.key = s.key AND c.generation = s.generation
+        WHERE s.run_id = $2
         RETURNING spend`,
-      [p.run.id, p.sourceId, p.beforeSeq],
+      [p.run.id, p.sourceId, keys, generations, created.generation],
     );
-    // Attempts of the copied steps, of the source's current generation, become attempts of
-    // the fork's own generation so they keep counting there.
+    // Attempts of every generation of the copied keys land in the fork's one generation,
+    // renumbered in order.
     const attempts = await tx.query<{ spend: Amounts }>(
       `INSERT INTO ${t.attempts} (run_id, key, generation, attempt, started_at, ended_at,
           error, spend, retry_at)
-        SELECT $1, a.key, $5, a.attempt, a.started_at, a.ended_at, a.error, a.spend, a.retry_at
+        SELECT $1, a.key, $4,
+          row_number() OVER (PARTITION BY a.key ORDER BY a.generation, a.attempt),
+          a.started_at, a.ended_at, a.error, a.spend, a.retry_at
         FROM ${t.attempts} a
-        WHERE a.run_id = $2 AND a.generation = $4
-          AND a.key IN (SELECT s.key FROM ${t.steps} s WHERE s.run_id = $2 AND s.seq < $3)
+        WHERE a.run_id = $2 AND a.key = ANY($3::text[])
         RETURNING spend`,
-      [p.run.id, p.sourceId, p.beforeSeq, source.generation, created.generation],
+      [p.run.id, p.sourceId, keys, created.generation],
     );
     let spent: Amounts = {};
     for (const row of [...steps.rows, ...attempts.rows]) spent = addAmounts(spent, row.spend);
@@ -322,9 +380,24 @@ export async function markUnserved(
         ready_at = CASE WHEN r.cancel_requested THEN NULL ELSE r.ready_at END,
         epoch = CASE WHEN r.status = 'running' THEN r.epoch + 1 ELSE r.epoch END,
         lease_owner = NULL, lease_until = NULL, updated_at = c.now
-      FROM l, c WHERE r.id = l.id`,
+      FROM l, c WHERE r.id = l.id
+      RETURNING r.status, r.parent_id`,
     [ctx.clockParam(), Math.round(p.graceMs), p.served],
   );
+  // Parents waiting for a child canceled here wake and read its outcome (no event can be
+  // built here).
+  const parents = (r.rows as Array<{ status: string; parent_id: string | null }>)
+    .filter((row) => row.status === "canceled" && row.parent_id !== null)
+    .map((row) => row.parent_id as string);
+  if (parents.length > 0) {
+    await ctx.db.statement(
+      "markUnserved (wake parents)",
+      "idempotent",
+      `UPDATE ${t.runs} SET ready_at = ${nowSql(1)}, updated_at = ${nowSql(1)}
+        WHERE status = 'waiting' AND id = ANY($2::text[])`,
+      [ctx.clockParam(), parents],
+    );
+  }
   return r.rowCount ?? 0;
 }
 

@@ -1,7 +1,7 @@
 // What every PostgreSQL verb shares: the schema-qualified table names, the store's notion
 // of "now" computed in SQL, and publishing hints inside a writing transaction.
 //
-// Time (failure-modes.md row 4, clock skew): every lease, ready_at and timestamp decision
+// Time (clock skew between machines): every lease, ready_at and timestamp decision
 // is taken in SQL with the DATABASE's clock, so workers on machines whose clocks disagree
 // still agree on who holds a lease.
 //
@@ -13,7 +13,7 @@
 // lets it drift ahead by the real time that passes (a 30 s backoff fires early by however
 // long the test has run). For such a clock the only drift-free, monotonic choice is the
 // clock's own reading, so it is passed as the time: the DATABASE's clock is what matters
-// for real clocks, and a virtual clock has no skew to defend against. See clockParamOf.
+// for the system clock, and a virtual clock has no skew to defend against. See clockParamOf.
 
 import type { StoreHint } from "../store.js";
 import type { Database, Tx } from "./connection.js";
@@ -31,6 +31,11 @@ export interface Tables {
   /** The store's functions (migration 2): the group commit, and its amount sum. */
   appendRecords: string;
   addAmounts: string;
+  /** Shared rate limits and run streams (cairn/ai, migration 7). */
+  rateLimiters: string;
+  rateGrants: string;
+  runStreams: string;
+  runStreamHeads: string;
 }
 
 /** Qualified, quoted table (and function) names. `schema` must already match SCHEMA_NAME:
@@ -47,6 +52,10 @@ export function tablesIn(schema: string): Tables {
     schemaVersion: `${q}.schema_version`,
     appendRecords: `${q}.append_records`,
     addAmounts: `${q}.add_amounts`,
+    rateLimiters: `${q}.rate_limiters`,
+    rateGrants: `${q}.rate_grants`,
+    runStreams: `${q}.run_streams`,
+    runStreamHeads: `${q}.run_stream_heads`,
   };
 }
 
@@ -58,22 +67,24 @@ export function nowSql(p: number): string {
   return `coalesce($${p}::bigint, floor(extract(epoch from clock_timestamp()) * 1000)::bigint)`;
 }
 
-/** Below this |clock.now() - Date.now()|, a clock is the real one (two readings of the same
- *  time, a millisecond apart at most): the database's clock rules. */
-const REAL_CLOCK_TOLERANCE_MS = 1_000;
-
-/** The `$p` of nowSql for a clock: null (database time) for a real clock, else the
- *  clock's reading in whole ms. Taken at each call, so moving a virtual clock takes effect
- *  at once. */
-export function clockParamOf(clock: { now(): number } | undefined): number | null {
-  if (!clock) return null;
-  const reading = clock.now();
-  return Math.abs(reading - Date.now()) < REAL_CLOCK_TOLERANCE_MS ? null : Math.round(reading);
+/** The `$p` of nowSql for a clock: null (database time) for a clock that reads the system's
+ *  time (`Clock.system`), else the clock's reading in whole ms. Taken at each call, so moving
+ *  a virtual clock takes effect at once. Decided by what the clock is, never by how close
+ *  its reading is to Date.now(): a stopped virtual clock started at Date.now() was taken
+ *  for the real one for a second, so runs created then got the database's time as readyAt
+ *  and a second later were never claimable at the clock's earlier reading. */
+export function clockParamOf(
+  clock: { now(): number; system?: boolean } | undefined,
+): number | null {
+  if (!clock || clock.system) return null;
+  return Math.round(clock.now());
 }
 
 /** What the verbs need from the store. */
 export interface StoreContext {
   db: Database;
+  /** "host:port/database, schema "x"", for messages (never credentials). */
+  description: string;
   t: Tables;
   /** The `$p` of nowSql, taken at each call (clockParamOf). */
   clockParam(): number | null;
@@ -105,8 +116,9 @@ export async function publish(tx: Tx, channel: string, hints: StoreHint[]): Prom
  *  $4 version, $5 input, $6 budget limit (json), $7 parent id. */
 export function insertRunSql(t: Tables): string {
   return `INSERT INTO ${t.runs}
-      (id, workflow, version, status, input, budget_limit, parent_id, ready_at, created_at, updated_at)
-    SELECT $2, $3, $4, 'pending', $5, $6::jsonb, $7, c.now, c.now, c.now
+      (id, workflow, version, status, input, budget_limit, parent_id, trace_context, ready_at,
+       created_at, updated_at)
+    SELECT $2, $3, $4, 'pending', $5, $6::jsonb, $7, $8, c.now, c.now, c.now
       FROM (SELECT ${nowSql(1)} AS now) c
     ON CONFLICT (id) DO NOTHING
     RETURNING *`;

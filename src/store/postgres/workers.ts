@@ -2,6 +2,7 @@
 // whose version no live worker has can say so), and handing back the runs of a worker
 // that is gone.
 
+import { displayText } from "../../lib/text.js";
 import type { WorkerRecord } from "../store.js";
 import { toWorker, type WorkerRow } from "./rows.js";
 import { nowSql, publish, type StoreContext } from "./sql.js";
@@ -14,12 +15,19 @@ export async function registerWorker(
   await db.statement(
     "registerWorker",
     "idempotent",
-    `INSERT INTO ${t.workers} (id, host, pid, workflows, started_at, heartbeat_at)
-      SELECT $2, $3, $4, $5::text[], c.now, c.now FROM (SELECT ${nowSql(1)} AS now) c
+    `INSERT INTO ${t.workers} (id, host, pid, pid_namespace, workflows, started_at, heartbeat_at)
+      SELECT $2, $3, $4, $6, $5::text[], c.now, c.now FROM (SELECT ${nowSql(1)} AS now) c
       ON CONFLICT (id) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid,
-        workflows = EXCLUDED.workflows, started_at = EXCLUDED.started_at,
-        heartbeat_at = EXCLUDED.heartbeat_at`,
-    [ctx.clockParam(), w.id, w.host, w.pid, w.workflows],
+        pid_namespace = EXCLUDED.pid_namespace, workflows = EXCLUDED.workflows,
+        started_at = EXCLUDED.started_at, heartbeat_at = EXCLUDED.heartbeat_at`,
+    [
+      ctx.clockParam(),
+      w.id,
+      displayText(w.host),
+      w.pid,
+      w.workflows,
+      w.pidNamespace == null ? null : displayText(w.pidNamespace),
+    ],
   );
 }
 

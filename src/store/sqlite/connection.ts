@@ -1,15 +1,20 @@
-// Opening a SQLite file safely, and turning driver errors into StoreErrors that name it.
+// Opening a SQLite file safely, running each verb in a transaction on it, and turning
+// driver errors into StoreErrors that name it.
 //
 // A corrupted file or one written by a newer cairn must be refused WITHOUT being modified
 // (the usual repair advice has made corruption worse: kolibri PR #5218). Setting WAL mode,
 // creating a journal or migrating all write to the file, so every check runs first on a
 // read-only connection; only a file that passes is opened read-write.
 
-import { existsSync, mkdirSync } from "node:fs";
-import { dirname } from "node:path";
+import { existsSync, mkdirSync, statSync } from "node:fs";
+import { dirname, join } from "node:path";
 import Database from "better-sqlite3";
-import { StoreError } from "../../errors.js";
-import { migrate, newerSchemaError, readSchemaVersion, SCHEMA_VERSION } from "./migrations.js";
+import { CairnError, StoreError } from "../../errors.js";
+import type { Clock } from "../../lib/clock.js";
+import type { StoreHint } from "../store.js";
+import { migrate, newerSchemaError, readSchemaVersion } from "./migrate.js";
+import { SCHEMA_VERSION } from "./migrations/index.js";
+import type { ReadTx, StoreContext, WriteTx } from "./sql.js";
 
 export interface ConnectionOptions {
   synchronous: "full" | "normal";
@@ -108,7 +113,15 @@ export function openDatabase(
         { cause: err },
       );
     }
-    if (existsSync(path)) checkExisting(path, options);
+    if (existsSync(path)) {
+      // SQLite would report a directory as a disk I/O error.
+      if (statSync(path).isDirectory()) {
+        throw new StoreError(
+          `SQLite store "${path}" is a directory; give the path of a database file, e.g. "${join(path, "cairn.db")}".`,
+        );
+      }
+      checkExisting(path, options);
+    }
   }
   let db: Database.Database | undefined;
   try {
@@ -122,4 +135,124 @@ export function openDatabase(
     db?.close();
     throw storeErrorFor(path, "opening", err, options.busyTimeoutMs);
   }
+}
+
+const BUSY_RETRIES = 3;
+
+/**
+ * A store's file, opened by its first open() and closed by its last close(), and the one
+ * way verbs reach it: a transaction. Every write transaction is BEGIN IMMEDIATE: it takes
+ * the write lock before reading, so it never has to upgrade a read snapshot to a write
+ * (the SQLITE_BUSY_SNAPSHOT trap of better-sqlite3 #1067). Waiting for the lock is the busy
+ * timeout's job; a BUSY that still escapes is retried a few times, then reported as a
+ * StoreError naming the file.
+ */
+export class Connection implements StoreContext {
+  #db: Database.Database | undefined;
+  #clock: Clock | undefined;
+  #openers = 0;
+  readonly #statements = new Map<string, Database.Statement>();
+  readonly #prepare = (sql: string): Database.Statement => {
+    let s = this.#statements.get(sql);
+    if (!s) {
+      s = this.#connection().prepare(sql);
+      this.#statements.set(sql, s);
+    }
+    return s;
+  };
+
+  constructor(
+    private readonly path: string,
+    private readonly options: ConnectionOptions,
+    /** Hands the hints of a committed write to the store's subscribers. */
+    private readonly emit: (hint: StoreHint) => void,
+  ) {}
+
+  open(clock: Clock): void {
+    if (this.#openers === 0) {
+      this.#db = openDatabase(this.path, this.options, clock.now());
+      this.#clock = clock;
+      this.#statements.clear();
+    }
+    this.#openers += 1;
+  }
+
+  close(): void {
+    if (this.#openers === 0) return;
+    this.#openers -= 1;
+    if (this.#openers > 0) return;
+    const db = this.#db;
+    this.#db = undefined;
+    this.#statements.clear();
+    try {
+      db?.close();
+    } catch (err) {
+      throw storeErrorFor(this.path, "closing", err, this.options.busyTimeoutMs);
+    }
+  }
+
+  pragma(name: string): unknown {
+    return this.#connection().pragma(name, { simple: true });
+  }
+
+  now(): number {
+    if (!this.#clock) throw this.#notOpen();
+    return this.#clock.now();
+  }
+
+  /** Runs `fn` in one BEGIN IMMEDIATE transaction; hints are emitted after it commits. */
+  async write<T>(verb: string, fn: (tx: WriteTx) => T): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      const hints: StoreHint[] = [];
+      try {
+        const db = this.#connection();
+        const tx: WriteTx = {
+          prepare: this.#prepare,
+          path: this.path,
+          now: this.now(),
+          hint: (h) => hints.push(h),
+          savepoint: (inner) => db.transaction(inner),
+        };
+        const result = db.transaction(() => fn(tx)).immediate();
+        for (const h of hints) this.emit(h);
+        return result;
+      } catch (err) {
+        if (isBusy(err) && attempt <= BUSY_RETRIES) {
+          await jitteredPause(attempt);
+          continue;
+        }
+        if (err instanceof CairnError) throw err;
+        throw storeErrorFor(this.path, verb, err, this.options.busyTimeoutMs);
+      }
+    }
+  }
+
+  /** Reads in one deferred transaction: one consistent snapshot, no write lock. */
+  async read<T>(verb: string, fn: (tx: ReadTx) => T): Promise<T> {
+    try {
+      const tx: ReadTx = { prepare: this.#prepare, path: this.path };
+      return this.#connection()
+        .transaction(() => fn(tx))
+        .deferred();
+    } catch (err) {
+      if (err instanceof CairnError) throw err;
+      throw storeErrorFor(this.path, verb, err, this.options.busyTimeoutMs);
+    }
+  }
+
+  #connection(): Database.Database {
+    if (!this.#db) throw this.#notOpen();
+    return this.#db;
+  }
+
+  #notOpen(): StoreError {
+    return new StoreError(`SQLite store "${this.path}" is not open; call open() first.`);
+  }
+}
+
+/** Backoff between retries of a transaction that hit BUSY despite the busy timeout. Real
+ *  time on purpose: it paces contention between processes, not logical time. */
+function jitteredPause(attempt: number): Promise<void> {
+  const ms = 10 * 2 ** attempt * (0.5 + Math.random());
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }

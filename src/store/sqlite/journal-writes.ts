@@ -1,36 +1,104 @@
-// Applying one run's share of a group commit (a RunWrite) inside the caller's transaction.
-// Kept apart from the store because it holds the journal's core rules: records are
-// insert-only, an identical re-write is a no-op (a retry after an unknown commit outcome),
-// a different record under a taken key is a conflict, and spend is counted exactly once.
+// The journal on SQLite: the group commit (appendRecords) and the read of a run's journal
+// for replay (loadJournal). The journal is the durable truth, so this is where its core
+// rules live: records are insert-only, an identical re-write is a no-op (a retry after an
+// unknown commit outcome), a different record under a taken key is a conflict, and spend
+// is counted exactly once.
+//
+// A group commit is one transaction; each run's share (a RunWrite) is fenced by the run's
+// epoch and applied in a SAVEPOINT of its own, so a lost lease or a conflict lands nothing
+// of its write while the other writes commit. A write with a record no backend can store
+// (storable.ts) is answered "unstorable" before the transaction begins.
 
-import type Database from "better-sqlite3";
 import { addAmounts } from "../../lib/amounts.js";
-import type { Amounts, RunWrite } from "../store.js";
+import { refuseUnstorable } from "../storable.js";
+import type { Amounts, EventRecord, Journal, RunWrite, WriteOutcome } from "../store.js";
 import {
   type AttemptRow,
   amountsJson,
+  attemptFromRow,
   attemptToRow,
+  type EventRow,
+  eventFromRow,
   type IntentRow,
+  intentFromRow,
   intentToRow,
   parseAmounts,
   type StepRow,
   sameColumns,
+  stepFromRow,
   stepToRow,
 } from "./rows.js";
+import type { Prepare, StoreContext } from "./sql.js";
 
-/** The store's cached statement factory. */
-export type Prepare = (sql: string) => Database.Statement;
+export function appendRecords(ctx: StoreContext, writes: RunWrite[]): Promise<WriteOutcome[]> {
+  if (writes.length === 0) return Promise.resolve([]);
+  return refuseUnstorable(writes, (storable) => {
+    // Encoded before the transaction: a record that cannot be encoded throws without
+    // holding the lock.
+    const encoded = storable.map(encodeWrite);
+    return ctx.write("appendRecords", (tx) => {
+      // Nested better-sqlite3 transactions are SAVEPOINTs: a conflict undoes its own write.
+      const applyOne = tx.savepoint((e: EncodedWrite) => applyWrite(tx.prepare, e, tx.now));
+      return encoded.map((e): WriteOutcome => {
+        const run = tx.prepare("SELECT epoch FROM runs WHERE id = ?").get(e.w.runId) as
+          | { epoch: number }
+          | undefined;
+        if (!run || run.epoch !== e.w.epoch) return { ok: false, reason: "lease-lost" };
+        try {
+          applyOne(e);
+          return { ok: true };
+        } catch (err) {
+          if (err instanceof WriteConflict) return { ok: false, reason: "conflict", key: err.key };
+          throw err;
+        }
+      });
+    });
+  });
+}
+
+/** Everything replay needs, in one read transaction (one snapshot). */
+export function loadJournal(ctx: StoreContext, runId: string): Promise<Journal> {
+  return ctx.read("loadJournal", (tx) => ({
+    steps: (
+      tx
+        .prepare("SELECT * FROM steps WHERE run_id = ? ORDER BY seq, generation")
+        .all(runId) as StepRow[]
+    ).map(stepFromRow),
+    attempts: (
+      tx
+        .prepare("SELECT * FROM attempts WHERE run_id = ? ORDER BY generation, id")
+        .all(runId) as AttemptRow[]
+    ).map(attemptFromRow),
+    intents: (
+      tx.prepare("SELECT * FROM intents WHERE run_id = ? ORDER BY id").all(runId) as IntentRow[]
+    ).map(intentFromRow),
+    events: unconsumedEvents(tx.prepare, runId),
+  }));
+}
+
+/** A run's unconsumed events, oldest first. */
+export function pendingEvents(ctx: StoreContext, runId: string): Promise<EventRecord[]> {
+  return ctx.read("pendingEvents", (tx) => unconsumedEvents(tx.prepare, runId));
+}
+
+function unconsumedEvents(prepare: Prepare, runId: string): EventRecord[] {
+  return (
+    prepare("SELECT * FROM events WHERE run_id = ? AND consumed_by IS NULL ORDER BY seq").all(
+      runId,
+    ) as EventRow[]
+  ).map(eventFromRow);
+}
 
 type JournalTable = "steps" | "attempts" | "intents";
 
 /** A RunWrite whose records clash with stored ones: thrown to roll back its savepoint. */
-export class WriteConflict extends Error {
+class WriteConflict extends Error {
   constructor(readonly key: string) {
     super(`conflict on "${key}"`);
   }
 }
 
-export interface EncodedWrite {
+interface EncodedWrite {
   w: RunWrite;
   steps: StepRow[];
   attempts: AttemptRow[];
@@ -38,7 +106,7 @@ export interface EncodedWrite {
 }
 
 /** Encodes a write's records to rows; throws on a record that cannot be stored. */
-export function encodeWrite(w: RunWrite): EncodedWrite {
+function encodeWrite(w: RunWrite): EncodedWrite {
   return {
     w,
     steps: (w.steps ?? []).map(stepToRow),
@@ -48,11 +116,11 @@ export function encodeWrite(w: RunWrite): EncodedWrite {
 }
 
 /** Applies one write whose epoch the caller has checked. Throws WriteConflict. */
-export function applyWrite(prepare: Prepare, e: EncodedWrite, now: number): void {
+function applyWrite(prepare: Prepare, e: EncodedWrite, now: number): void {
   const spent: Amounts = {};
   let spendAdded = false;
   for (const row of e.steps) {
-    if (insertOrMatch(prepare, "steps", row, ["run_id", "key"])) {
+    if (insertOrMatch(prepare, "steps", row, ["run_id", "key", "generation"])) {
       spendAdded = addSpend(spent, row.spend) || spendAdded;
     }
   }
@@ -113,9 +181,13 @@ function insertOrMatch(
     string,
     unknown
   >;
-  if (!sameColumns(row, stored)) throw new WriteConflict(row.key);
+  if (!sameColumns(row, stored, NOT_COMPARED)) throw new WriteConflict(row.key);
   return false;
 }
+
+/** How an effect's value was found (reconciled or performed) is not part of its record's
+ *  identity: one execution writes one value, as PostgreSQL's append_records (migration 10). */
+const NOT_COMPARED: ReadonlySet<string> = new Set(["reconciled"]);
 
 /** Table and column names come from the row types in rows.ts, never from callers. */
 export function insertRow(

@@ -4,10 +4,10 @@
 // the writer's object had its keys in.
 
 import { StoreError } from "../../errors.js";
+import { errorJson, parseError } from "../error-json.js";
 import type {
   Amounts,
   AttemptRecord,
-  ErrorRecord,
   EventRecord,
   IntentRecord,
   RunRecord,
@@ -42,6 +42,8 @@ export interface RunRow {
   cancel_requested: number;
   created_at: number;
   updated_at: number;
+  failed_calls: string;
+  trace_context: string | null;
 }
 
 /** Canonical JSON of named amounts; refuses what JSON would silently turn into null. */
@@ -59,26 +61,6 @@ export function amountsJson(amounts: Amounts, what: string): string {
 
 export function parseAmounts(json: string): Amounts {
   return JSON.parse(json) as Amounts;
-}
-
-/** Canonical JSON of an error record: only its documented fields, in a fixed order. */
-export function errorJson(e: ErrorRecord): string {
-  const code = typeof e.code === "string" ? e.code : null;
-  const stack = typeof e.stack === "string" ? e.stack : null;
-  return JSON.stringify([e.name, e.message, code, stack]);
-}
-
-export function parseError(json: string): ErrorRecord {
-  const [name, message, code, stack] = JSON.parse(json) as [
-    string,
-    string,
-    string | null,
-    string | null,
-  ];
-  const e: ErrorRecord = { name, message };
-  if (code !== null) e.code = code;
-  if (stack !== null) e.stack = stack;
-  return e;
 }
 
 export function runFromRow(r: RunRow): RunRecord {
@@ -103,6 +85,8 @@ export function runFromRow(r: RunRow): RunRecord {
     epoch: r.epoch,
     generation: r.generation,
     cancelRequested: r.cancel_requested !== 0,
+    failedCalls: JSON.parse(r.failed_calls) as RunRecord["failedCalls"],
+    traceContext: r.trace_context ?? null,
     createdAt: r.created_at,
     updatedAt: r.updated_at,
   };
@@ -111,6 +95,7 @@ export function runFromRow(r: RunRow): RunRecord {
 export interface StepRow extends Record<string, Value> {
   run_id: string;
   key: string;
+  generation: number;
   seq: number;
   name: string;
   kind: string;
@@ -121,12 +106,18 @@ export interface StepRow extends Record<string, Value> {
   attempt: number;
   started_at: number;
   completed_at: number;
+  delivery: number | null;
+  issued_after: number | null;
+  issued_late: number;
+  /** 1 reconciled, 0 performed, null: not an effect's value, or not recorded. */
+  reconciled: number | null;
 }
 
 export function stepToRow(s: StepRecord): StepRow {
   return {
     run_id: s.runId,
     key: s.key,
+    generation: s.generation,
     seq: s.seq,
     name: s.name,
     kind: s.kind,
@@ -137,6 +128,10 @@ export function stepToRow(s: StepRecord): StepRow {
     attempt: s.attempt,
     started_at: s.startedAt,
     completed_at: s.completedAt,
+    delivery: s.delivery,
+    issued_after: s.issuedAfter,
+    issued_late: s.issuedLate ? 1 : 0,
+    reconciled: s.reconciled === undefined ? null : s.reconciled ? 1 : 0,
   };
 }
 
@@ -144,6 +139,7 @@ export function stepFromRow(r: StepRow): StepRecord {
   return {
     runId: r.run_id,
     key: r.key,
+    generation: r.generation,
     seq: r.seq,
     name: r.name,
     kind: r.kind as StepKind,
@@ -154,6 +150,12 @@ export function stepFromRow(r: StepRow): StepRecord {
     attempt: r.attempt,
     startedAt: r.started_at,
     completedAt: r.completed_at,
+    delivery: r.delivery,
+    issuedAfter: r.issued_after,
+    issuedLate: r.issued_late !== 0,
+    ...(r.reconciled === null || r.reconciled === undefined
+      ? {}
+      : { reconciled: r.reconciled !== 0 }),
   };
 }
 
@@ -235,6 +237,7 @@ export interface EventRow {
   payload: string;
   created_at: number;
   consumed_by: string | null;
+  idempotency_key: string | null;
 }
 
 export function eventFromRow(r: EventRow): EventRecord {
@@ -245,6 +248,7 @@ export function eventFromRow(r: EventRow): EventRecord {
     payload: r.payload,
     createdAt: r.created_at,
     consumedBy: r.consumed_by,
+    idempotencyKey: r.idempotency_key,
   };
 }
 
@@ -252,6 +256,7 @@ export interface WorkerRow {
   id: string;
   host: string;
   pid: number;
+  pid_namespace: string | null;
   workflows: string;
   started_at: number;
   heartbeat_at: number;
@@ -262,13 +267,18 @@ export function workerFromRow(r: WorkerRow): WorkerRecord {
     id: r.id,
     host: r.host,
     pid: r.pid,
+    pidNamespace: r.pid_namespace ?? null,
     workflows: JSON.parse(r.workflows) as string[],
     startedAt: r.started_at,
     heartbeatAt: r.heartbeat_at,
   };
 }
 
-/** True when every column of `written` equals the stored row's. */
-export function sameColumns(written: Record<string, Value>, stored: Record<string, unknown>) {
-  return Object.keys(written).every((k) => written[k] === stored[k]);
+/** True when every column of `written` (but those in `ignore`) equals the stored row's. */
+export function sameColumns(
+  written: Record<string, Value>,
+  stored: Record<string, unknown>,
+  ignore: ReadonlySet<string> = new Set(),
+) {
+  return Object.keys(written).every((k) => ignore.has(k) || written[k] === stored[k]);
 }

@@ -1,0 +1,27 @@
+// `node --cpu-prof --import tsx bench/profile-agent.ts [runs] [--memory]`: the workload a
+// CPU profile of the per-step cost looks at: 20-step runs on SQLite, one after another through
+// engine.start(...).result(). --memory uses an in-memory database, so the profile shows
+// the JavaScript around each commit instead of the fsync. Summarize the profile with
+// bench/profile-summary.ts.
+
+import { createEngine, sqliteStore } from "../src/index.js";
+import { tempDir } from "./lib.js";
+import { expectedSum, loop } from "./workflows.js";
+
+const args = process.argv.slice(2);
+const runs = Number(args.find((a) => !a.startsWith("--")) ?? 300);
+const memory = args.includes("--memory");
+const steps = 20;
+const tmp = tempDir();
+const store = sqliteStore(memory ? ":memory:" : `${tmp.dir}/profile.db`);
+const engine = createEngine({ store, workflows: [loop] });
+try {
+  for (let i = 0; i < runs; i++) {
+    const out = await (await engine.start(loop, { steps })).result();
+    if (out !== expectedSum(steps)) throw new Error(`profile: a run returned ${String(out)}`);
+  }
+  console.log(`${runs} runs x ${steps} steps = ${runs * steps} steps`);
+} finally {
+  await engine.close();
+  tmp.cleanup();
+}

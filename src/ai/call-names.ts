@@ -1,0 +1,24 @@
+// Names of the calls cairn/ai records. A model call is named after its model
+// ("model:gpt-4o"; turns share the name and are keyed model:gpt-4o, model:gpt-4o#2, ... in
+// call order, which ordered replay makes the same on every replay). A tool call is named
+// after the tool and the tool call id the recorded model response gave it
+// ("tool:search:call_8f2..."), unique per call, so parallel tool calls replay exactly.
+
+import { createHash } from "node:crypto";
+
+const MAX_NAME = 200;
+
+/** A call name from parts: "#" (cairn's numbering mark) and "%" are percent-encoded, and a
+ *  name past cairn's 200-character limit keeps its start and a hash of the whole. */
+export function callName(...parts: string[]): string {
+  const name = parts
+    .map((p) => p.replaceAll("%", "%25").replaceAll("#", "%23").replace(/\s/g, "_"))
+    .join(":");
+  if (name.length <= MAX_NAME) return name;
+  const h = createHash("sha256").update(name).digest("base64url").slice(0, 22);
+  // Never cut a character in two (an emoji is two UTF-16 units): cairn refuses broken text.
+  let end = MAX_NAME - 24;
+  const last = name.charCodeAt(end - 1);
+  if (last >= 0xd800 && last <= 0xdbff) end--;
+  return `${name.slice(0, end)}:~${h}`;
+}

@@ -1,0 +1,114 @@
+// createAi(): the one object a workflow module needs to make AI SDK code durable. It holds
+// what is shared by every run of a worker: the price table, the rate limits, and (when
+// given) the store where the shared limiter and the runs' streams live. Per run, it makes
+// a durable model (ai.model) and durable tools (ai.tools) to hand to the SDK's own
+// generateText / streamText / ToolLoopAgent.
+
+import type { ToolSet } from "ai";
+import { type Clock, realClock, type Store, type WorkflowContext } from "../index.js";
+import { type ModelLimits, SharedLimiter } from "./limiter.js";
+import { durableModel, type ModelOptions, type ModelRuntime } from "./model.js";
+import type { ModelPrice } from "./pricing.js";
+import { type ReadStreamOptions, type RunStreamChunk, readRunStream } from "./run-stream.js";
+import type { LanguageModelV4, ModelObject } from "./sdk-types.js";
+import { durableTools, type ToolsOptions } from "./tools.js";
+
+export interface AiOptions {
+  /** The store your workers use: where the shared rate limiters and the runs' streams
+   *  live. Needed for `limits` and `{ stream: true }`; model and tool calls are durable
+   *  without it (they are the engine's steps). */
+  store?: Store;
+  /** Default: the real clock. Give tests the engine's virtual clock. */
+  clock?: Clock;
+  /** Dollars per million tokens, by "provider:model" ("openai:gpt-4o"), "provider:*" or
+   *  "*". With a table, a model that has no entry is refused (its calls would be free). */
+  prices?: Readonly<Record<string, ModelPrice>>;
+  /** Requests and tokens per minute, by "provider:model", "provider:*" or "*": one window
+   *  per entry, shared by every run of every worker on the store. Models without an entry
+   *  still share a provider's 429s. */
+  limits?: Readonly<Record<string, ModelLimits>>;
+  /** A limiter wait up to this long (in all, per call) is slept in process; a longer one
+   *  releases the run like a retry backoff does. Default 5 s. */
+  maxInProcessWaitMs?: number;
+  /** Problems that must not fail a call (a stream chunk not stored). Default console.error. */
+  log?: (message: string, err?: unknown) => void;
+}
+
+export interface Ai {
+  /** The model, durable in this run: every call the SDK makes is a recorded step. */
+  model(ctx: WorkflowContext, model: ModelObject, options?: ModelOptions): LanguageModelV4;
+  /** The tools, durable in this run: every tool call is a step keyed by its tool call id
+   *  (an effectTool goes through ctx.effect). Tools without execute are left as they are. */
+  tools<TOOLS extends ToolSet>(ctx: WorkflowContext, tools: TOOLS, options?: ToolsOptions): TOOLS;
+  /** A run's stream (the parts of its streamed calls), from any process; with `follow`
+   *  (default) until the run has finished. Resume after a chunk with `from: offset + 1`. */
+  readStream(runId: string, options?: ReadStreamOptions): AsyncIterable<RunStreamChunk>;
+  /** Closes the kit's hold on the store (the store is opened on first use). */
+  close(): Promise<void>;
+}
+
+export function createAi(options: AiOptions = {}): Ai {
+  const clock = options.clock ?? realClock;
+  const log =
+    options.log ??
+    ((message: string, err?: unknown) =>
+      console.error(
+        `cairn/ai: ${message}${err ? `: ${(err as Error)?.message ?? String(err)}` : ""}`,
+      ));
+  if (options.limits && !options.store) {
+    throw new TypeError(
+      "createAi(): `limits` are shared through a store; give createAi({ store }) the store your workers use",
+    );
+  }
+  for (const [key, l] of Object.entries(options.limits ?? {})) {
+    for (const [name, v] of Object.entries(l)) {
+      if (v !== undefined && !(Number.isInteger(v) && v > 0)) {
+        throw new TypeError(`createAi(): limits["${key}"].${name} must be a whole number > 0`);
+      }
+    }
+  }
+  for (const [key, p] of Object.entries(options.prices ?? {})) {
+    for (const [name, v] of Object.entries(p)) {
+      if (v !== undefined && !(typeof v === "number" && v >= 0)) {
+        throw new TypeError(`createAi(): prices["${key}"].${name} must be a number >= 0`);
+      }
+    }
+  }
+  let opened: Promise<Store> | undefined;
+  let closed = false;
+  const given = options.store;
+  const store = given
+    ? () => {
+        if (closed) return Promise.reject(new Error("cairn/ai: this kit is closed"));
+        opened ??= given.open({ clock }).then(() => given);
+        return opened;
+      }
+    : undefined;
+  const runtime: ModelRuntime = {
+    clock,
+    prices: options.prices,
+    limits: options.limits,
+    limiter: store
+      ? new SharedLimiter(store, clock, options.maxInProcessWaitMs ?? 5_000)
+      : undefined,
+    store,
+    log,
+  };
+  return {
+    model: (ctx, model, o) => durableModel(runtime, ctx, model, o),
+    tools: (ctx, tools, o) => durableTools(ctx, tools, o),
+    readStream(runId, o) {
+      if (!store) {
+        throw new TypeError("ai.readStream(): streams live in a store; give createAi({ store })");
+      }
+      return (async function* () {
+        yield* readRunStream(await store(), runId, o);
+      })();
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      if (opened) await (await opened.catch(() => undefined))?.close();
+    },
+  };
+}

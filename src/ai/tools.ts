@@ -1,0 +1,184 @@
+// Durable tools: each tool the model calls runs as a cairn step named after the tool and
+// the tool call id ("tool:search:call_8f2..."). The id comes from the model's recorded
+// response, so it is the same on every replay, and parallel tool calls each find their
+// own record whatever order they finish in. A tool's result (or its final error, which
+// the SDK hands to the model as a tool error) is recorded once; a replay returns it
+// without executing the tool.
+//
+// A tool receives the step's idempotency key (idempotencyKeyOf(options)) to pass to APIs
+// that take one. A tool with an external effect and no such API is declared with
+// effectTool({ perform, reconcile }): it goes through ctx.effect (intent, perform,
+// completion; reconcile asked when an intent has no completion), so a crash between the
+// effect and its record never performs it twice.
+//
+// Tools that change a working directory (edit a file, run a formatter) are given the
+// directory's workspace: each of their calls is then a step of that workspace (ws.step),
+// so what it changed is checkpointed with its record and restored on any resume, on any
+// machine. As plain steps, their edits would not be state: a resume elsewhere would replay
+// "edited" without the edit.
+
+import type { FlexibleSchema, Tool, ToolExecutionOptions, ToolSet } from "ai";
+import type { StepContext, StepOptions, WorkflowContext, Workspace } from "../index.js";
+import { callName } from "./call-names.js";
+
+export interface ToolsOptions extends StepOptions {
+  /** Step options for single tools, by tool name (over the shared ones). */
+  byTool?: Readonly<Record<string, StepOptions>>;
+  /** Run each tool call as a step of this workspace (ws.step): what the tool changes in its
+   *  directory is checkpointed with the call's record, and the directory is restored to it
+   *  on any resume. Effect tools stay effects (ctx.effect): they must not change it. */
+  workspace?: Workspace;
+}
+
+/** What a durable tool's execute receives besides the SDK's options. */
+export interface DurableToolOptions {
+  /** Stable for this tool call: the same on every attempt, resume and replay. */
+  idempotencyKey: string;
+  /** 1-based attempt of this tool call. */
+  attempt: number;
+}
+
+export interface EffectToolOptions extends DurableToolOptions {
+  toolCallId: string;
+  /** Aborted on the step's timeout, the run's cancel, or the SDK's abort. */
+  abortSignal: AbortSignal;
+}
+
+export interface EffectToolDefinition<INPUT, OUTPUT> {
+  description?: string;
+  title?: string;
+  inputSchema: FlexibleSchema<INPUT>;
+  /** Performs the effect; pass `idempotencyKey` along as its marker. */
+  perform: (input: INPUT, options: EffectToolOptions) => Promise<OUTPUT> | OUTPUT;
+  /** Finds whether `perform` already happened (by the key it was given): its result, or
+   *  undefined if it did not. Asked only when an intent was recorded without completion. */
+  reconcile: (
+    input: INPUT,
+    options: { idempotencyKey: string; toolCallId: string },
+  ) => Promise<OUTPUT | undefined> | OUTPUT | undefined;
+}
+
+const EFFECT = Symbol.for("cairn.ai.effectTool");
+const DURABLE = Symbol.for("cairn.ai.durable");
+
+interface EffectParts {
+  perform: (input: unknown, options: EffectToolOptions) => unknown;
+  reconcile: (input: unknown, options: { idempotencyKey: string; toolCallId: string }) => unknown;
+}
+
+/** A tool whose call is an external effect without an idempotency API of its own. It runs
+ *  only through ai.tools(ctx, ...). */
+export function effectTool<INPUT, OUTPUT>(
+  def: EffectToolDefinition<INPUT, OUTPUT>,
+): Tool<INPUT, OUTPUT> {
+  const { perform, reconcile, ...rest } = def;
+  const execute = (): Promise<OUTPUT> => {
+    throw new TypeError(
+      "An effectTool runs only inside a workflow, through ai.tools(ctx, { ... }): its perform and reconcile need the run's journal",
+    );
+  };
+  // What tool() makes (it is the identity): a function tool with an inputSchema.
+  const t = { ...rest, execute } as unknown as Tool<INPUT, OUTPUT>;
+  const parts = { perform, reconcile } as unknown as EffectParts;
+  Object.defineProperty(t, EFFECT, { value: parts });
+  return t;
+}
+
+/** The idempotency key of the tool call whose execute received `options`. */
+export function idempotencyKeyOf(options: ToolExecutionOptions<unknown>): string {
+  const key = (options as Partial<DurableToolOptions>).idempotencyKey;
+  if (typeof key !== "string") {
+    throw new TypeError(
+      "idempotencyKeyOf(): these options do not come from a durable tool call; wrap the tools with ai.tools(ctx, { ... })",
+    );
+  }
+  return key;
+}
+
+function signalOf(s: StepContext, sdk: AbortSignal | undefined): AbortSignal {
+  return sdk ? AbortSignal.any([s.signal, sdk]) : s.signal;
+}
+
+/** The last value of a streaming tool (an async iterable execute): what the SDK records as
+ *  its final output. The preliminary values are not recorded. */
+async function finalOutput(result: unknown): Promise<unknown> {
+  if (result !== null && typeof result === "object" && Symbol.asyncIterator in result) {
+    let last: unknown;
+    for await (const v of result as AsyncIterable<unknown>) last = v;
+    return last;
+  }
+  return result;
+}
+
+export function durableTools<TOOLS extends ToolSet>(
+  ctx: WorkflowContext,
+  tools: TOOLS,
+  options: ToolsOptions = {},
+): TOOLS {
+  const ws = options.workspace as Partial<Workspace> | undefined;
+  if (ws !== undefined && (typeof ws !== "object" || typeof ws?.step !== "function")) {
+    throw new TypeError(
+      `ai.tools() in run "${ctx.runId}": \`workspace\` must be a workspace the run opened (await ctx.workspace(name)), not ${ws === null ? "null" : typeof ws}`,
+    );
+  }
+  const out: Record<string, unknown> = {};
+  for (const [toolName, t] of Object.entries(tools)) {
+    const stepOptions = optionsFor(options, toolName);
+    const effect = (t as unknown as Record<symbol, EffectParts | undefined>)[EFFECT];
+    const execute = (t as { execute?: unknown }).execute;
+    if ((t as unknown as Record<symbol, unknown>)[DURABLE] || typeof execute !== "function") {
+      out[toolName] = t; // already durable, or not executed here (client or provider tools)
+      continue;
+    }
+    let wrapped: (input: unknown, o: ToolExecutionOptions<unknown>) => Promise<unknown>;
+    if (effect) {
+      wrapped = (input, o) =>
+        ctx.effect(
+          callName("tool", toolName, o.toolCallId),
+          {
+            perform: (key, s) =>
+              effect.perform(input, {
+                idempotencyKey: key,
+                attempt: s.attempt,
+                toolCallId: o.toolCallId,
+                abortSignal: signalOf(s, o.abortSignal),
+              }),
+            reconcile: (key) =>
+              effect.reconcile(input, { idempotencyKey: key, toolCallId: o.toolCallId }),
+          },
+          stepOptions,
+        );
+    } else {
+      const run = execute as (input: unknown, o: ToolExecutionOptions<unknown>) => unknown;
+      const owner = options.workspace ?? ctx; // whose step each call is
+      wrapped = (input, o) =>
+        owner.step(
+          callName("tool", toolName, o.toolCallId),
+          (s) =>
+            finalOutput(
+              run(input, {
+                ...o,
+                abortSignal: signalOf(s, o.abortSignal),
+                idempotencyKey: s.idempotencyKey,
+                attempt: s.attempt,
+              } as ToolExecutionOptions<unknown> & DurableToolOptions),
+            ),
+          stepOptions,
+        );
+    }
+    const d = { ...t, execute: wrapped };
+    Object.defineProperty(d, DURABLE, { value: true });
+    out[toolName] = d;
+  }
+  return out as TOOLS;
+}
+
+function optionsFor(options: ToolsOptions, toolName: string): StepOptions {
+  const own = options.byTool?.[toolName];
+  const o: StepOptions = {};
+  const retry = own?.retry ?? options.retry;
+  const timeout = own?.timeout ?? options.timeout;
+  if (retry !== undefined) o.retry = retry;
+  if (timeout !== undefined) o.timeout = timeout;
+  return o;
+}

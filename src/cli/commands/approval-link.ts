@@ -1,0 +1,67 @@
+// `cairn approval-link <id> <name>`: prints two links (approve, reject) that answer an
+// approval without any other credential: signed with the first of $CAIRN_APPROVAL_KEYS,
+// expiring, and usable once (the approval is answered once). The server behind --base-url
+// (a `cairn ui` with the same keys) shows the request and asks for confirmation.
+
+import { approvalKeysFromEnv } from "../approval-keys.js";
+import { defineCommand, UsageError } from "../command.js";
+import { iso, toJson } from "../format.js";
+import { withClient } from "../store-spec.js";
+
+export const approvalLink = defineCommand({
+  name: "approval-link",
+  summary: "print signed links that approve or reject an approval",
+  help: `Usage: cairn approval-link <id> <name> [--base-url URL] [--expires D] [--by WHO] [--json]
+
+Prints an approve link and a reject link for approval <name> of run <id>, to send to the
+person who decides (mail, chat). Opening one shows the request and asks to confirm; it
+needs no other credential. Each link expires, and works once: after the approval is
+answered (by a link, the CLI or the dashboard) every link to it is refused.
+
+Links are signed with the first key of $CAIRN_APPROVAL_KEYS ("id=secret[,id2=secret2]",
+each secret at least 32 characters, e.g. from "openssl rand -base64 32"); the server that
+answers them ("cairn ui") must have the same keys in its $CAIRN_APPROVAL_KEYS. Rotate by
+putting a new key first; drop the old one once its links have expired.
+
+Options:
+  --base-url <url>  where the dashboard is reached (default: $CAIRN_UI_URL)
+  --expires <d>     how long the links work (default 7d; e.g. 30m, 12h, 2d)
+  --by <who>        whom the links are for: recorded as who answered
+  --json            print {"approve", "reject", "expiresAt"} as JSON
+  -h, --help        show this help`,
+  options: {
+    "base-url": { type: "string" },
+    expires: { type: "string" },
+    by: { type: "string" },
+    json: { type: "boolean" },
+  },
+  positionals: ["id", "name"],
+
+  async run({ values, positionals: [id, name] }, ctx) {
+    const baseUrl = values["base-url"] ?? (ctx.env.CAIRN_UI_URL || undefined);
+    if (baseUrl === undefined) {
+      throw new UsageError(
+        "--base-url (or $CAIRN_UI_URL) is needed: where the dashboard is reached",
+      );
+    }
+    const approvalKeys = approvalKeysFromEnv(ctx.env, { required: true });
+    const links = await withClient(
+      values,
+      ctx,
+      (engine) =>
+        engine.approvalLinks(id, name, {
+          baseUrl,
+          ...(values.expires !== undefined ? { expiresIn: values.expires } : {}),
+          ...(values.by !== undefined ? { by: values.by } : {}),
+        }),
+      { approvalKeys },
+    );
+    if (values.json) ctx.out(toJson(links, 2));
+    else {
+      ctx.out(`Approve: ${links.approve}`);
+      ctx.out(`Reject:  ${links.reject}`);
+      ctx.out(`(each works once, until ${iso(links.expiresAt)})`);
+    }
+    return 0;
+  },
+});

@@ -1,0 +1,82 @@
+// `cairn start <workflow>[@version]`: starts a run without importing the workflow's code.
+// Without @version the run is pinned to the newest version a live worker serves. Starting
+// an id again is idempotent for the same input (said so, nothing created) and refused for
+// another input (RunConflictError), so a retried script never runs the work twice.
+
+import { defineCommand, UsageError } from "../command.js";
+import { parseBudget, parseJson, readStdin } from "../flag-values.js";
+import { formatBudget, toJson } from "../format.js";
+import { withClient } from "../store-spec.js";
+
+export const start = defineCommand({
+  name: "start",
+  summary: "start a run of a workflow by name",
+  help: `Usage: cairn start <workflow>[@<version>] [--input <json>] [--id <id>] [--budget name=amount,...] [--json]
+
+Starts a run of <workflow> and prints its id; a worker serving the workflow executes it.
+Without @<version> the run is pinned to the newest version a live worker serves (start a
+worker first, or give the version). This command does not load the workflow's code, so
+its input schema is not checked here: start from code (engine.start(workflow, input))
+for that.
+
+Starting an id that exists already with the same input starts nothing and says so; with
+another input it is refused (exit 1): a run's input never changes.
+
+Examples:
+  cairn start triage --input '{"issue": 42}' --id triage-42
+  cairn start triage@2 --input - --budget usd=2 < input.json
+
+Options:
+  --input <json>    the run's input as JSON ("-" reads it from stdin); default: none
+  --id <id>         the run's id (default: a new run_... id)
+  --budget <b>      the run's limits, e.g. usd=2,tokens=100000; they replace the
+                    workflow's default limits of the same names
+  --json            print the run as JSON
+  -h, --help        show this help`,
+  options: {
+    input: { type: "string" },
+    id: { type: "string" },
+    budget: { type: "string", multiple: true },
+    json: { type: "boolean" },
+  },
+  positionals: ["workflow"],
+
+  async run({ values, positionals: [ref] }, ctx) {
+    if (ref === "" || ref.startsWith("@") || ref.endsWith("@")) {
+      throw new UsageError(`<workflow> must be NAME or NAME@VERSION (got ${JSON.stringify(ref)})`);
+    }
+    const input =
+      values.input === undefined
+        ? undefined
+        : parseJson(
+            values.input === "-" ? readStdin("the input") : values.input,
+            "--input",
+            `quote strings: '"text"'; objects: '{"issue": 42}'`,
+          );
+    const budget = values.budget === undefined ? undefined : parseBudget(values.budget);
+    const { started, run } = await withClient(values, ctx, async (engine) => {
+      const started = await engine.start(ref, input, {
+        ...(values.id !== undefined ? { id: values.id } : {}),
+        ...(budget ? { budget } : {}),
+      });
+      return { started, run: await started.info() };
+    });
+    if (values.json) {
+      ctx.out(toJson({ created: started.created, run }, 2));
+      return 0;
+    }
+    const at = run ? `${run.workflow}@${run.version}` : ref;
+    ctx.out(
+      started.created
+        ? `Started run "${started.id}" of ${at}.`
+        : `Run "${started.id}" of ${at} already exists with this input (status ${run?.status ?? "unknown"}); nothing new was started.`,
+    );
+    if (run && Object.keys(run.budget.limit).length > 0) {
+      ctx.out(`Budget: ${formatBudget(run.budget)} (the workflow's defaults apply to other names)`);
+    } else if (started.created) {
+      ctx.out("Budget: the workflow's default limits, applied by the worker that executes it");
+    }
+    ctx.out(`Follow it with: cairn show ${started.id}`);
+    return 0;
+  },
+});

@@ -1,0 +1,58 @@
+// Why a run is where it is, in one line a person can act on: what a waiting run waits for
+// and until when, which worker holds a running run and until when, why a pending run is
+// not picked up (no worker at all, or none serving its name@version), what paused it.
+// Judged from the run and the workers' heartbeats; finished runs keep their own reason.
+
+import { APPROVAL_EVENT_PREFIX, type RunView, type WorkerView } from "../index.js";
+import { iso, quoted } from "./format.js";
+
+/** `lease: false` leaves a running run's lease out, for a view that shows it on its own. */
+export function explainRun(
+  run: RunView,
+  workers: readonly WorkerView[],
+  now: Date,
+  options: { lease?: boolean } = {},
+): string {
+  const ref = `${run.workflow}@${run.version}`;
+  switch (run.status) {
+    case "waiting": {
+      const names = run.waitingFor ?? [];
+      const until = run.wakeAt ? ` until ${iso(run.wakeAt)}` : "";
+      const approvals = names
+        .filter((n) => n.startsWith(APPROVAL_EVENT_PREFIX))
+        .map((n) => quoted(n.slice(APPROVAL_EVENT_PREFIX.length)));
+      const events = names.filter((n) => !n.startsWith(APPROVAL_EVENT_PREFIX)).map(quoted);
+      const parts: string[] = [];
+      if (approvals.length > 0) parts.push(`approval ${approvals.join(", ")}`);
+      if (events.length > 0) parts.push(`event ${events.join(", ")}`);
+      if (parts.length > 0) return `waiting for ${parts.join(" or ")}${until}`;
+      return run.wakeAt ? `sleeping until ${iso(run.wakeAt)}` : (run.reason ?? "waiting");
+    }
+    case "running": {
+      if (!run.leaseOwner) return "running";
+      if (options.lease === false) return `running on ${run.leaseOwner}`;
+      const until = run.leaseUntil;
+      if (until && until.getTime() < now.getTime()) {
+        return `running on ${run.leaseOwner}, whose lease ended ${iso(until)}: another worker takes it over`;
+      }
+      return `running on ${run.leaseOwner}${until ? ` (lease until ${iso(until)})` : ""}`;
+    }
+    case "pending": {
+      const live = workers.filter((w) => w.live);
+      if (live.length === 0) return "pending: no worker is running";
+      const serving = live.filter((w) => w.workflows.includes(ref));
+      if (serving.length === 0) return `pending: no live worker serves ${ref}`;
+      return `pending: ready for ${serving.length} live worker(s) serving ${ref}`;
+    }
+    case "paused":
+      if (run.pausedFor === "budget") {
+        const spent = (run.reason ?? "over a limit").replace(/^budget: /, "");
+        return `paused for budget: ${spent} (raise it: cairn resume ${run.id} --budget name=amount)`;
+      }
+      if (run.pausedFor === "version")
+        return `paused: ${run.reason ?? `no live worker serves ${ref}`}`;
+      return `paused${run.reason ? `: ${run.reason}` : ""}`;
+    default:
+      return run.reason ?? (run.error ? `${run.error.name}: ${run.error.message}` : "");
+  }
+}

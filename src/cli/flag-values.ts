@@ -1,0 +1,72 @@
+// Flag values and arguments turned into what the engine takes: whole numbers, durations,
+// budgets, JSON (given or read from stdin). Each refuses bad text with a usage error that
+// names the flag and shows a value that works. Text a user gives as data (an input, a
+// payload) is never echoed back: it may hold secrets.
+
+import { readFileSync } from "node:fs";
+import type { Amounts } from "../index.js";
+import { toMs } from "../lib/duration.js";
+import { UsageError } from "./command.js";
+
+/** A whole number >= min given to --name. */
+export function parseWholeNumber(value: string, name: string, min: number): number {
+  const n = Number(value);
+  if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n < min) {
+    throw new UsageError(
+      `--${name} must be a whole number >= ${min} (got ${JSON.stringify(value)})`,
+    );
+  }
+  return n;
+}
+
+/** A Duration ("30s", "250ms", or a number of ms) given to --name, at least `minMs`. */
+export function parseDuration(text: string, name: string, minMs: number): number {
+  let ms: number;
+  try {
+    ms = toMs(/^\d+$/.test(text.trim()) ? Number(text) : text, `--${name}`);
+  } catch {
+    ms = Number.NaN;
+  }
+  if (!Number.isFinite(ms) || ms < minMs) {
+    throw new UsageError(
+      `--${name} must be a duration of at least ${minMs}ms, e.g. 30s, 500ms, 2m or a number of ms (got ${JSON.stringify(text)})`,
+    );
+  }
+  return ms;
+}
+
+/** --budget "usd=2,tokens=1000" (repeatable) into { usd: 2, tokens: 1000 }. */
+export function parseBudget(texts: string[]): Amounts {
+  const budget: Amounts = {};
+  for (const part of texts.flatMap((t) => t.split(","))) {
+    const eq = part.indexOf("=");
+    const name = part.slice(0, eq).trim();
+    const raw = part.slice(eq + 1).trim();
+    const amount = Number(raw);
+    if (eq < 0 || name === "" || raw === "" || !Number.isFinite(amount) || amount < 0) {
+      throw new UsageError(
+        `--budget expects name=amount pairs with amounts >= 0, e.g. usd=2,tokens=1000 (got ${JSON.stringify(part)})`,
+      );
+    }
+    budget[name] = amount;
+  }
+  return budget;
+}
+
+/** JSON a user gives; `what` names it ("--input") and `examples` shows valid ones. */
+export function parseJson(text: string, what: string, examples: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new UsageError(`${what} is not valid JSON (${examples})`);
+  }
+}
+
+/** Everything on stdin, for a value given as "-"; `what` names it ("the input"). */
+export function readStdin(what: string): string {
+  try {
+    return readFileSync(0, "utf8");
+  } catch (err) {
+    throw new UsageError(`cannot read ${what} from stdin: ${(err as Error).message}`);
+  }
+}

@@ -1,0 +1,67 @@
+// What `cairn worker` prints: one line per lifecycle event of its runs (claimed, completed,
+// failed, released, recovered, takeover, lease lost, paused), as text for people or, with
+// --json, as JSON lines (pino's shape: level, time, msg, and the fields). --quiet keeps only
+// problems. Problems go to stderr; never a payload, since the engine logs none. The
+// worker's own lines (started, stopping, stopped) take the same JSON shape.
+
+import type { Logger } from "../index.js";
+import type { CliContext } from "./command.js";
+
+export type WorkerLogMode = "text" | "json" | "quiet";
+
+const LEVELS = { debug: 20, info: 30, warn: 40, error: 50 } as const;
+
+/** An error as a log field: its name, code and message (internal problems only). */
+function errorField(err: unknown): unknown {
+  if (!(err instanceof Error)) return err === undefined ? undefined : String(err);
+  const code = (err as { code?: unknown }).code;
+  return { name: err.name, message: err.message, ...(code !== undefined && { code }) };
+}
+
+/** One JSON log line in pino's shape: level, time, pid, the fields, then msg. */
+export function jsonLogLine(level: keyof typeof LEVELS, fields: object, message: string): string {
+  return JSON.stringify({
+    level: LEVELS[level],
+    time: Date.now(),
+    pid: process.pid,
+    ...fields,
+    msg: message,
+  });
+}
+
+export function workerLogger(ctx: CliContext, mode: WorkerLogMode): Logger {
+  const line = (level: keyof typeof LEVELS, fields: object, message = ""): void => {
+    if (level === "debug") return;
+    const toErr = level === "warn" || level === "error";
+    if (mode === "quiet" && !toErr) return;
+    const { err, ...rest } = fields as { err?: unknown };
+    if (mode === "json") {
+      const entry = { ...rest, ...(err !== undefined && { err: errorField(err) }) };
+      (toErr ? ctx.err : ctx.out)(jsonLogLine(level, entry, message));
+      return;
+    }
+    const time = new Date().toISOString().slice(11, 23);
+    const why = err === undefined ? "" : `: ${(err as Error)?.message ?? String(err)}`;
+    if (toErr) ctx.err(`${time} ${level}: ${message}${why}`);
+    else ctx.out(`${time} ${message}`);
+  };
+  return {
+    debug: (f, m) => line("debug", f, m),
+    info: (f, m) => line("info", f, m),
+    warn: (f, m) => line("warn", f, m),
+    error: (f, m) => line("error", f, m),
+  };
+}
+
+/** What `cairn worker` says about itself (started, stopping, stopped): with --json a log
+ *  line with the event and the worker's id, else the text lines (by default the message),
+ *  even with --quiet. */
+export function workerAnnouncer(ctx: CliContext, mode: WorkerLogMode, workerId: string) {
+  return (event: string, message: string, more: { fields?: object; text?: string[] } = {}) => {
+    if (mode === "json") {
+      ctx.out(jsonLogLine("info", { event, workerId, ...more.fields }, message));
+    } else {
+      for (const line of more.text ?? [message]) ctx.out(line);
+    }
+  };
+}

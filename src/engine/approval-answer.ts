@@ -1,0 +1,102 @@
+// Answering one approval, the one way every answer goes (approve, reject, an approval
+// link): the answer's text is checked, its data encoded, and the store's answerApproval
+// records the decision and the event that wakes the run in one transaction, or refuses
+// with nothing changed, which the error explains.
+
+import { encode } from "../codec/codec.js";
+import { ApprovalNotFoundError, RunConflictError, SerializationError } from "../errors.js";
+import { unstorableText } from "../lib/text.js";
+import type { AnswerApprovalOutcome } from "../store/approval-records.js";
+import { APPROVAL_EVENT_PREFIX, type ApprovalAnswer } from "../workflow/context.js";
+import { toApprovalView } from "./approval-lookup.js";
+import type { AnswerOptions, ApprovalsDeps, ApprovalView } from "./approvals.js";
+
+/** How an answer came: AnswerOptions, and the link's token id when a link gave it. */
+export type AnswerSource = AnswerOptions & { tokenId?: string };
+
+export async function answerApproval(
+  deps: ApprovalsDeps,
+  runId: string,
+  key: string,
+  decision: "approved" | "rejected",
+  source: AnswerSource,
+): Promise<ApprovalView> {
+  const { store } = deps;
+  const by = checkAnswerText(source.by ?? source.via ?? "engine", "The approver (by)", 200);
+  const via = checkAnswerText(source.via ?? "engine", "via", 40);
+  const comment =
+    source.comment === undefined ? null : checkAnswerText(source.comment, "The comment", 4_000);
+  let answerText: string | null = null;
+  const payload: ApprovalAnswer = { decision, by, comment, via };
+  if (source.answer !== undefined) {
+    try {
+      answerText = encode(source.answer, deps.maxPayloadBytes);
+    } catch (err) {
+      throw new SerializationError(
+        `The answer to approval "${key}" of run "${runId}" ${(err as Error).message}; nothing was recorded`,
+        { cause: err },
+      );
+    }
+    payload.answer = source.answer;
+  }
+  const res = await store.answerApproval({
+    runId,
+    key,
+    decision,
+    answeredBy: by,
+    comment,
+    answer: answerText,
+    via,
+    tokenId: source.tokenId ?? null,
+    event: { name: `${APPROVAL_EVENT_PREFIX}${key}`, payload: encode(payload) },
+  });
+  if (!res.ok) throw refusal(res, runId, key, source.tokenId);
+  deps.answered(runId);
+  const run = await store.getRun(runId);
+  return toApprovalView(res.approval, run?.status, await store.now());
+}
+
+/** Text of an answer (who, via, comment): 1-`max` characters that cairn can store exactly
+ *  (no NUL, no emoji cut in two: lib/text.ts). */
+export function checkAnswerText(value: unknown, what: string, max: number): string {
+  if (typeof value !== "string" || value.length === 0 || value.length > max) {
+    throw new TypeError(`${what} must be 1-${max} characters`);
+  }
+  const why = unstorableText(value);
+  if (why) throw new TypeError(`${what} ${why}; it cannot be stored as given`);
+  return value;
+}
+
+/** Why the store refused an answer to approval `key` of `runId`, as the error to throw. */
+function refusal(
+  res: Extract<AnswerApprovalOutcome, { ok: false }>,
+  runId: string,
+  key: string,
+  tokenId: string | undefined,
+): Error {
+  const what = `Approval "${key}" of run "${runId}"`;
+  switch (res.reason) {
+    case "not-found":
+      return new ApprovalNotFoundError(`${what} does not exist; nothing was changed`);
+    case "decided": {
+      const a = res.approval;
+      const when = a.answeredAt === null ? "" : ` at ${new Date(a.answeredAt).toISOString()}`;
+      if (tokenId !== undefined && a.tokenId === tokenId) {
+        return new RunConflictError(
+          `This approval link was already used: ${what} was ${a.status}${when}; nothing was changed`,
+        );
+      }
+      return new RunConflictError(
+        `${what} was already ${a.status} by ${a.answeredBy ?? "someone"}${when}${a.via ? ` (via ${a.via})` : ""}; nothing was changed`,
+      );
+    }
+    case "expired":
+      return new RunConflictError(
+        `${what} timed out at ${new Date(res.approval.deadline ?? 0).toISOString()}; the run takes its declared decision (${res.approval.onTimeout}); nothing was changed`,
+      );
+    case "finished":
+      return new RunConflictError(
+        `Run "${runId}" is ${res.status}: its approval "${key}" can no longer be answered; nothing was changed`,
+      );
+  }
+}

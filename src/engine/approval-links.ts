@@ -1,0 +1,123 @@
+// Approval links as the engine offers them: making a link's token (and both links as URLs
+// of the dashboard's confirmation page), showing what a link would do, and answering with
+// one. Signing and verifying are approval-tokens.ts; the answer is approval-answer.ts.
+
+import { ApprovalNotFoundError, RunNotFoundError } from "../errors.js";
+import { type Duration, toMs } from "../lib/duration.js";
+import { answerApproval, checkAnswerText } from "./approval-answer.js";
+import { approvalKeyFor, loadApprovals } from "./approval-lookup.js";
+import {
+  type ApprovalClaims,
+  createApprovalToken,
+  verifyApprovalToken,
+} from "./approval-tokens.js";
+import type { ApprovalLinkInfo, ApprovalLinks, ApprovalsDeps, ApprovalView } from "./approvals.js";
+
+const DEFAULT_LINK_LIFETIME = "7d";
+
+/** A token that answers approval `name` of `runId` one way. */
+export async function approvalToken(
+  deps: ApprovalsDeps,
+  runId: string,
+  name: string,
+  decision: "approve" | "reject",
+  options: { expiresIn?: Duration; by?: string },
+): Promise<string> {
+  await deps.ready();
+  if (decision !== "approve" && decision !== "reject") {
+    throw new TypeError('approvalToken(): decision must be "approve" or "reject"');
+  }
+  const lifetime = toMs(options.expiresIn ?? DEFAULT_LINK_LIFETIME, "approval link expiresIn");
+  const key = await approvalKeyFor(deps.store, runId, name);
+  return createApprovalToken(deps.approvalKeys, {
+    runId,
+    key,
+    decision,
+    expiresAt: deps.clock.now() + lifetime,
+    ...(options.by !== undefined ? { by: checkAnswerText(options.by, "by", 200) } : {}),
+  });
+}
+
+/** Both links, as URLs of the dashboard's confirmation page under `baseUrl`. */
+export async function approvalLinks(
+  deps: ApprovalsDeps,
+  runId: string,
+  name: string,
+  options: { baseUrl: string; expiresIn?: Duration; by?: string },
+): Promise<ApprovalLinks> {
+  const base = options.baseUrl.replace(/\/+$/, "");
+  if (!/^https?:\/\/[^\s]+$/i.test(base)) {
+    throw new TypeError(
+      `approvalLinks(): baseUrl must be an http(s) URL (got "${options.baseUrl}")`,
+    );
+  }
+  const tokenOptions = {
+    ...(options.expiresIn !== undefined ? { expiresIn: options.expiresIn } : {}),
+    ...(options.by !== undefined ? { by: options.by } : {}),
+  };
+  const approve = await approvalToken(deps, runId, name, "approve", tokenOptions);
+  const reject = await approvalToken(deps, runId, name, "reject", tokenOptions);
+  const { expiresAt } = verify(deps, approve);
+  return {
+    approve: `${base}/approvals/${approve}`,
+    reject: `${base}/approvals/${reject}`,
+    expiresAt: new Date(expiresAt),
+  };
+}
+
+/** What a link would do (its decision, its expiry, the approval), without answering. */
+export async function inspectApprovalLink(
+  deps: ApprovalsDeps,
+  token: string,
+): Promise<ApprovalLinkInfo> {
+  await deps.ready();
+  const claims = verify(deps, token);
+  const approval = await linkedApproval(deps, claims);
+  const info: ApprovalLinkInfo = {
+    decision: claims.decision,
+    expiresAt: new Date(claims.expiresAt),
+    approval,
+  };
+  if (claims.by !== undefined) info.by = claims.by;
+  return info;
+}
+
+/** Answers with a link's token: its decision, recorded as given by its `by`. */
+export async function answerApprovalLink(
+  deps: ApprovalsDeps,
+  token: string,
+  options: { comment?: string },
+): Promise<ApprovalView> {
+  await deps.ready();
+  const claims = verify(deps, token);
+  const decision = claims.decision === "approve" ? "approved" : "rejected";
+  return answerApproval(deps, claims.runId, claims.key, decision, {
+    by: claims.by ?? "approval link",
+    via: "link",
+    tokenId: claims.id,
+    ...(options.comment !== undefined ? { comment: options.comment } : {}),
+  });
+}
+
+function verify(deps: ApprovalsDeps, token: string): ApprovalClaims {
+  return verifyApprovalToken(deps.approvalKeys, token, deps.clock.now());
+}
+
+/** The approval a link's claims name, as a view; ApprovalNotFoundError if there is none. */
+async function linkedApproval(deps: ApprovalsDeps, claims: ApprovalClaims): Promise<ApprovalView> {
+  const { views } = await loadApprovals(deps.store, claims.runId).catch((err: unknown) => {
+    if (err instanceof RunNotFoundError) {
+      throw new ApprovalNotFoundError(
+        `This approval link's run "${claims.runId}" no longer exists`,
+      );
+    }
+    throw err;
+  });
+  const approval = views.find((a) => a.key === claims.key);
+  if (!approval) {
+    throw new ApprovalNotFoundError(
+      `Run "${claims.runId}" has not asked for approval "${claims.key}" (yet); nothing to answer`,
+    );
+  }
+  return approval;
+}

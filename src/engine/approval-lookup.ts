@@ -1,0 +1,106 @@
+// Reading a run's approvals: all of them as views, and the one a name given by a person
+// (on the command line, in a URL) means.
+
+import { ApprovalNotFoundError, RunConflictError, runNotFound } from "../errors.js";
+import type { ApprovalRecord } from "../store/approval-records.js";
+import { type Store, TERMINAL_STATUSES } from "../store/store.js";
+import type { ApprovalView } from "./approvals.js";
+import { decodeForView, shownText, UndecodableValue } from "./views.js";
+
+/** A run's approvals as stored and as views; RunNotFoundError if the run has neither. */
+export async function loadApprovals(
+  store: Store,
+  runId: string,
+): Promise<{ records: ApprovalRecord[]; views: ApprovalView[] }> {
+  const [records, run, now] = await Promise.all([
+    store.listApprovals(runId),
+    store.getRun(runId),
+    store.now(),
+  ]);
+  if (!run && records.length === 0) throw runNotFound(runId);
+  return { records, views: records.map((r) => toApprovalView(r, run?.status, now)) };
+}
+
+/** The approval `name` names: its key, or the pending approval of that name (else the
+ *  latest of that name). */
+export async function findApproval(
+  store: Store,
+  runId: string,
+  name: string,
+): Promise<ApprovalRecord> {
+  const { records } = await loadApprovals(store, runId);
+  const exact = records.find((r) => r.key === name);
+  if (exact) return exact;
+  const named = records.filter((r) => r.name === name);
+  const pending = named.filter((r) => r.status === "pending");
+  if (pending.length > 1) {
+    throw new RunConflictError(
+      `Run "${runId}" has ${pending.length} pending approvals named "${name}" (${pending.map((r) => `"${r.key}"`).join(", ")}); give the key`,
+    );
+  }
+  const found = pending[0] ?? named.at(-1);
+  if (!found) {
+    const known = records.map((r) => `"${r.key}"`).join(", ");
+    throw new ApprovalNotFoundError(
+      `Run "${runId}" has no approval "${name}"${known ? ` (its approvals: ${known})` : " (it has asked for none yet)"}`,
+    );
+  }
+  return found;
+}
+
+/** The key of approval `name`, or `name` itself when the run has not asked for it yet: a
+ *  link may be made before the run asks, and the first call of that name will have it. */
+export function approvalKeyFor(store: Store, runId: string, name: string): Promise<string> {
+  return findApproval(store, runId, name).then(
+    (r) => r.key,
+    (err: unknown) => {
+      if (err instanceof ApprovalNotFoundError) return name;
+      throw err;
+    },
+  );
+}
+
+export function toApprovalView(
+  r: ApprovalRecord,
+  runStatus: string | undefined,
+  now: number,
+): ApprovalView {
+  const view: ApprovalView = {
+    runId: r.runId,
+    key: r.key,
+    name: r.name,
+    request: decodeApprovalValue(r.request),
+    requestedAt: new Date(r.requestedAt),
+    onTimeout: r.onTimeout,
+    status: approvalStatus(r, runStatus, now),
+  };
+  if (r.deadline !== null) view.deadline = new Date(r.deadline);
+  if (r.answeredAt !== null) view.answeredAt = new Date(r.answeredAt);
+  if (r.answeredBy !== null) view.answeredBy = r.answeredBy;
+  if (r.comment !== null) view.comment = shownText(r.comment);
+  if (r.answer !== null) view.answer = decodeApprovalValue(r.answer);
+  if (r.via !== null) view.via = r.via;
+  if (r.tokenId !== null) view.linkId = r.tokenId;
+  return view;
+}
+
+/** A pending approval past its deadline has timed out; one whose run is gone or finished
+ *  is closed. */
+function approvalStatus(
+  r: ApprovalRecord,
+  runStatus: string | undefined,
+  now: number,
+): ApprovalView["status"] {
+  if (r.status !== "pending") return r.status;
+  if (r.deadline !== null && now >= r.deadline) return "timed-out";
+  if (runStatus === undefined || TERMINAL_STATUSES.has(runStatus as never)) return "closed";
+  return "pending";
+}
+
+/** A stored request or answer as an approval view shows it. Unlike the other views, a
+ *  value the codec cannot decode is shown as the text "[undecodable value]" itself rather
+ *  than an UndecodableValue (as approvals always have been). */
+function decodeApprovalValue(text: string | null): unknown {
+  const value = decodeForView(text);
+  return value instanceof UndecodableValue ? String(value) : value;
+}

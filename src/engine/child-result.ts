@@ -1,0 +1,73 @@
+// How a child run's end reaches its parent. ctx.child waits for an event named
+// CHILD_EVENT_PREFIX + child id whose payload is the codec text of { output } or { error }.
+// The Execution sends it with the child's release (childResultEvents); a child canceled
+// while it was not executing (waiting, sleeping, pending, paused) gets it from
+// canceledChildEvent, stored by requestCancel in the cancel's own transaction, so its
+// parent never waits forever. A parent that finds the child already ended reads its
+// outcome from the child's run (childOutcome).
+
+import { encode } from "../codec/codec.js";
+import { toErrorRecord } from "../errors.js";
+import type { ErrorRecord, NewEvent, RunRecord, Store } from "../store/store.js";
+import { CHILD_EVENT_PREFIX, type ChildOutcome } from "../workflow/context.js";
+
+/** The error a canceled run ends with (stored on the run, and what a parent sees of a
+ *  canceled child): a RunCanceledError with the reason. */
+export function canceledRunError(runId: string, reason: string): ErrorRecord {
+  return {
+    name: "RunCanceledError",
+    code: "RUN_CANCELED",
+    message: `Run "${runId}" was canceled: ${reason}`,
+  };
+}
+
+/** The child-result event of a child canceled with `reason`, as ctx.child reads it: the
+ *  parent sees a RunCanceledError it can catch. */
+export function canceledChildEvent(
+  childId: string,
+  reason: string,
+): { name: string; payload: string } {
+  const error = canceledRunError(childId, reason);
+  // No size limit: a cancel must not fail because its reason is long.
+  return {
+    name: `${CHILD_EVENT_PREFIX}${childId}`,
+    payload: encode({ error }, Number.POSITIVE_INFINITY),
+  };
+}
+
+/** The child-result event a release of `run` carries to its parent, if it has one: the
+ *  output, or the error (name, code, message), within the payload limit; a result too big
+ *  for it reaches the parent as the error that says so. */
+export function childResultEvents(
+  run: RunRecord,
+  result: { output?: unknown; error?: ErrorRecord },
+  maxPayloadBytes: number,
+): NewEvent[] | undefined {
+  if (!run.parentId) return undefined;
+  let payload: string;
+  try {
+    payload = encode(result, maxPayloadBytes);
+  } catch (err) {
+    payload = encode({ error: toErrorRecord(err) });
+  }
+  return [{ runId: run.parentId, name: `${CHILD_EVENT_PREFIX}${run.id}`, payload }];
+}
+
+/** A child run's outcome, if it has finished. */
+export async function childOutcome(
+  store: Store,
+  childId: string,
+): Promise<ChildOutcome | undefined> {
+  const child = await store.getRun(childId);
+  if (!child) return undefined;
+  if (child.status === "completed") return { output: child.output ?? encode(undefined) };
+  if (child.status === "failed" || child.status === "canceled") {
+    const error: ErrorRecord =
+      child.error ??
+      (child.status === "canceled"
+        ? canceledRunError(childId, child.reason ?? "no reason given")
+        : { name: "Error", message: child.reason ?? "failed" });
+    return { error: { name: error.name, code: error.code, message: error.message } };
+  }
+  return undefined;
+}

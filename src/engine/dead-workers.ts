@@ -1,0 +1,47 @@
+// Which worker rows belong to processes that are gone, judged from this process. A worker
+// that died leaves its runs leased until the leases expire; removing its row (removeWorker)
+// makes them claimable at once, which is only safe when the process is KNOWN to be dead.
+//
+// kill(pid, 0) knows that only inside one PID namespace. Containers on host networking share
+// the hostname but not the namespace: their pid 7 is not ours, and taking it for dead ran a
+// step twice at once. So a row's pid is trusted only when its namespace identity equals ours
+// (lib/process-identity.ts; both unknown: the hostname alone, as on platforms without one).
+// Otherwise only a heartbeat older than a lease says the worker is gone: its leases have
+// run out by then anyway, and a worker that cannot heartbeat for that long stops its own
+// executions (worker.ts), so nothing it runs is taken over while it still runs it.
+
+import type { WorkerRecord } from "../store/store.js";
+
+export interface ThisProcess {
+  workerId: string;
+  host: string;
+  pid: number;
+  pidNamespace: string | null;
+  /** The store's now: heartbeats are stamped with it. */
+  now: number;
+  leaseMs: number;
+}
+
+/** True when `w` is a worker on this host whose process is known to be gone. */
+export function isDeadLocalWorker(
+  w: WorkerRecord,
+  here: ThisProcess,
+  alive: (pid: number) => boolean = pidAlive,
+): boolean {
+  if (w.id === here.workerId || w.host !== here.host) return false;
+  if ((w.pidNamespace ?? null) === here.pidNamespace) {
+    // Same PID namespace: the pid means the same process here. Our own pid is another
+    // engine in this very process.
+    return w.pid !== here.pid && !alive(w.pid);
+  }
+  return here.now - w.heartbeatAt > here.leaseMs;
+}
+
+export function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}

@@ -1,0 +1,117 @@
+// createEngine()'s options, checked and with their defaults filled in, once: every other
+// part of the engine reads this config and never the raw options. A bad option throws here,
+// before anything is opened or started.
+
+import { DEFAULT_MAX_PAYLOAD_BYTES } from "../codec/codec.js";
+import { LimitError } from "../errors.js";
+import { type Clock, realClock } from "../lib/clock.js";
+import { toMs } from "../lib/duration.js";
+import { sqliteStore } from "../store/sqlite/sqlite-store.js";
+import type { Store } from "../store/store.js";
+import type { Workflow } from "../workflow/define.js";
+import { type ApprovalKey, checkApprovalKeys } from "./approval-tokens.js";
+import type { EngineOptions } from "./engine.js";
+import { type Limits, resolveLimits } from "./limits.js";
+import { consoleLogger, type Logger } from "./logger.js";
+import { checkEngineOptions } from "./validate.js";
+
+/** The `retention` option in milliseconds; only for an engine that runs a worker. */
+export interface RetentionSchedule {
+  olderThanMs: number;
+  everyMs: number;
+  batchSize?: number;
+}
+
+export interface EngineConfig {
+  store: Store;
+  clock: Clock;
+  /** The registered workflows by "name@version". */
+  workflows: Map<string, Workflow<unknown, unknown>>;
+  limits: Limits;
+  /** false with `worker: false`: a client that never executes runs. */
+  runsWorker: boolean;
+  concurrency: number;
+  leaseMs: number;
+  heartbeatMs: number;
+  pollIntervalMs: number;
+  closeGraceMs: number;
+  maxPayloadBytes: number;
+  inProcessRetryMs: number;
+  abortGraceMs: number;
+  replayStallMs: number;
+  workspaceRoot: string;
+  approvalKeys: ApprovalKey[];
+  retention: RetentionSchedule | undefined;
+  logger: Logger;
+  /** Internal problems (never payloads). */
+  log: (message: string, err?: unknown) => void;
+}
+
+/** Checks `options` and fills in the defaults; throws a TypeError or LimitError naming the
+ *  option otherwise. */
+export function resolveEngineConfig(options: EngineOptions): EngineConfig {
+  checkEngineOptions(options);
+  const limits = resolveLimits(options.limits);
+  checkWorkflowCount(options.workflows ?? [], limits);
+  const runsWorker = options.worker !== false;
+  const retention = runsWorker ? retentionSchedule(options.retention) : undefined;
+  const store = options.store ?? sqliteStore();
+  const workflows = workflowsById(options.workflows ?? []);
+  checkApprovalKeys(options.approvalKeys ?? []);
+  const leaseMs = options.leaseMs ?? 30_000;
+  const logger = options.logger ?? consoleLogger();
+  return {
+    store,
+    clock: options.clock ?? realClock,
+    workflows,
+    limits,
+    runsWorker,
+    concurrency: options.concurrency ?? 16,
+    leaseMs,
+    heartbeatMs: options.heartbeatMs ?? Math.max(10, Math.floor(leaseMs / 3)),
+    pollIntervalMs: options.pollIntervalMs ?? 250,
+    closeGraceMs: options.closeGraceMs ?? 10_000,
+    maxPayloadBytes: options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES,
+    inProcessRetryMs: options.inProcessRetryMs ?? 5_000,
+    abortGraceMs: options.abortGraceMs ?? 1_000,
+    replayStallMs: options.replayStallMs ?? 60_000,
+    workspaceRoot: options.workspaceRoot ?? ".cairn/workspaces",
+    approvalKeys: [...(options.approvalKeys ?? [])],
+    retention,
+    logger,
+    log:
+      options.log ??
+      ((message: string, err?: unknown) => logger.warn(err === undefined ? {} : { err }, message)),
+  };
+}
+
+function checkWorkflowCount(workflows: readonly unknown[], limits: Limits): void {
+  if (workflows.length > limits.maxWorkflows) {
+    throw new LimitError(
+      `createEngine(): ${workflows.length} workflows given, over the limit (limits.maxWorkflows: ${limits.maxWorkflows}); split them across workers or raise the limit`,
+      { limit: "maxWorkflows", max: limits.maxWorkflows },
+    );
+  }
+}
+
+function retentionSchedule(retention: EngineOptions["retention"]): RetentionSchedule | undefined {
+  if (!retention) return undefined;
+  return {
+    olderThanMs: toMs(retention.finishedOlderThan, "createEngine(): retention.finishedOlderThan"),
+    everyMs: toMs(retention.every ?? "1h", "createEngine(): retention.every"),
+    ...(retention.batchSize !== undefined && { batchSize: retention.batchSize }),
+  };
+}
+
+function workflowsById(
+  given: NonNullable<EngineOptions["workflows"]>,
+): Map<string, Workflow<unknown, unknown>> {
+  const workflows = new Map<string, Workflow<unknown, unknown>>();
+  for (const wf of given) {
+    if (workflows.has(wf.id)) {
+      throw new TypeError(`createEngine(): workflow "${wf.id}" is registered twice`);
+    }
+    workflows.set(wf.id, wf as unknown as Workflow<unknown, unknown>);
+  }
+  return workflows;
+}

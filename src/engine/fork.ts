@@ -1,0 +1,109 @@
+// engine.fork(): a new run that reuses a run's records up to a step and executes from
+// there, on the same or another version. The source's journal is read, never changed
+// (forks copy; they never rewrite).
+
+import { RunConflictError, runNotFound } from "../errors.js";
+import { newId } from "../lib/ids.js";
+import type { StepRecord } from "../store/store.js";
+import { isWorkflowName } from "../workflow/define.js";
+import { JournalIndex } from "../workflow/journal-index.js";
+import type { RunHandle } from "./engine.js";
+import { type EngineInternals, ready } from "./engine-internals.js";
+import { runHandle } from "./run-handle.js";
+import { withStartSpan } from "./tracing.js";
+import { checkRunId } from "./validate.js";
+
+export interface ForkOptions {
+  fromStep: string;
+  version?: string;
+  id?: string;
+}
+
+export async function forkRun(
+  internals: EngineInternals,
+  id: string,
+  options: ForkOptions,
+): Promise<RunHandle> {
+  await ready(internals);
+  const { store } = internals.config;
+  if (options.id !== undefined) checkRunId(options.id, "fork()");
+  if (options.version !== undefined && !isWorkflowName(options.version)) {
+    // A fork pinned to a version no workflow can have would never be executed.
+    throw new TypeError(
+      `fork(): version ${JSON.stringify(String(options.version).slice(0, 300))} of the fork of run "${id}" is invalid; versions are 1-128 letters, digits and . _ : / - (not starting with a symbol)`,
+    );
+  }
+  const source = await store.getRun(id);
+  if (!source) throw runNotFound(id, "nothing to fork");
+  const journal = new JournalIndex(
+    await store.loadJournal(id),
+    source.generation,
+    source.failedCalls,
+  );
+  const copy = forkCopy(journal, options.fromStep);
+  if (!copy) throw noSuchStep(id, options.fromStep, journal);
+  const newRunId = options.id ?? newId("run");
+  const version = options.version ?? source.version;
+  const res = await withStartSpan(
+    { workflow: source.workflow, version, runId: newRunId },
+    (traceContext) =>
+      store.forkRun({
+        sourceId: id,
+        copy,
+        run: {
+          id: newRunId,
+          workflow: source.workflow,
+          version,
+          input: source.input,
+          budgetLimit: source.budgetLimit,
+          parentId: null,
+          traceContext,
+        },
+      }),
+  );
+  if (!res.created) {
+    throw new RunConflictError(
+      `Run id "${newRunId}" already exists; choose another id for the fork`,
+    );
+  }
+  internals.worker?.requestClaimRound();
+  return runHandle(internals, newRunId);
+}
+
+/** The records a fork from `fromStep` reuses: every outcome handed over before that step's,
+ *  and the values drawn (ctx.now/random/uuid) by then; undefined if the step has no record. */
+function forkCopy(
+  journal: JournalIndex,
+  fromStep: string,
+): Array<{ key: string; generation: number }> | undefined {
+  const from = journal.outcomes.get(fromStep);
+  if (!from && journal.unfinished.includes(fromStep)) {
+    // A call begun but never finished (cut off in flight, or waiting): the fork keeps every
+    // outcome and executes that call afresh.
+    return [...journal.outcomes.values()].map(recordRef);
+  }
+  if (!from || from.key.startsWith("@")) return undefined;
+  const before = (s: StepRecord): boolean => {
+    if (from.delivery === null || s.issuedAfter === null) return s.seq < from.seq;
+    if (s.delivery !== null) return s.delivery < from.delivery;
+    return s.issuedAfter <= from.delivery;
+  };
+  return [...journal.outcomes.values()]
+    .filter((s) => s.key !== fromStep && before(s))
+    .map(recordRef);
+}
+
+function recordRef(s: StepRecord): { key: string; generation: number } {
+  return { key: s.key, generation: s.generation };
+}
+
+/** The run has no step `fromStep` to fork from: the error lists the ones it has. */
+function noSuchStep(id: string, fromStep: string, journal: JournalIndex): RunConflictError {
+  const keys = [...journal.outcomes.values()]
+    .filter((s) => !s.key.startsWith("@"))
+    .sort((a, b) => (a.delivery ?? a.seq) - (b.delivery ?? b.seq))
+    .map((s) => s.key);
+  return new RunConflictError(
+    `Run "${id}" has no recorded step "${fromStep}"; fork from one of: ${[...keys, ...journal.unfinished].join(", ") || "(none)"}`,
+  );
+}

@@ -1,0 +1,113 @@
+// What an execution writes when its run stops here for good or for now: the Release (the
+// store's releaseRun) for each way an execution can end with a status of its own —
+// completed, failed, canceled, paused (budget) or waiting (suspended). Pure: the Execution
+// decides when to release and reports what the store made of it.
+
+import { encode } from "../codec/codec.js";
+import { SerializationError, toErrorRecord } from "../errors.js";
+import { type Release, type RunRecord, TERMINAL_STATUSES } from "../store/store.js";
+import type { Outcome } from "../workflow/context.js";
+import { canceledChildEvent, canceledRunError, childResultEvents } from "./child-result.js";
+
+/** The outcomes that end an execution with a release to a status of their own (the others
+ *  write nothing, or hand the run back as pending). */
+export type ReleasedOutcome = Extract<
+  Outcome,
+  { kind: "completed" | "failed" | "canceled" | "paused" | "suspended" }
+>;
+
+/** The release of `run` (as claimed, fenced by its epoch) for `outcome`. */
+export function releaseOf(
+  run: RunRecord,
+  outcome: ReleasedOutcome,
+  maxPayloadBytes: number,
+): Release {
+  const release = statusRelease(run, outcome, maxPayloadBytes);
+  if (run.parentId && !TERMINAL_STATUSES.has(release.status)) {
+    // A cancel requested meanwhile turns this release into canceled: the parent must hear.
+    const ev = canceledChildEvent(run.id, "the cancel came while it was being executed");
+    release.eventsIfCanceled = [{ runId: run.parentId, ...ev }];
+  }
+  return release;
+}
+
+function statusRelease(run: RunRecord, outcome: ReleasedOutcome, maxPayloadBytes: number): Release {
+  const fence = { runId: run.id, epoch: run.epoch };
+  switch (outcome.kind) {
+    case "completed":
+      return completedRelease(run, outcome.output, maxPayloadBytes);
+    case "failed":
+      return {
+        ...failedRelease(run, outcome.error, maxPayloadBytes),
+        failedKey: outcome.failedKey,
+      };
+    case "canceled": {
+      const error = canceledRunError(run.id, outcome.reason);
+      return {
+        ...fence,
+        status: "canceled",
+        reason: outcome.reason,
+        error,
+        readyAt: null,
+        events: childResultEvents(run, { error }, maxPayloadBytes),
+      };
+    }
+    case "paused":
+      return {
+        ...fence,
+        status: "paused",
+        pausedFor: "budget",
+        reason: outcome.reason,
+        readyAt: null,
+      };
+    case "suspended":
+      return {
+        ...fence,
+        status: "waiting",
+        readyAt: outcome.wakeAt,
+        wakeAt: outcome.wakeAt,
+        waitingFor: outcome.waitingFor,
+        reason: null,
+      };
+  }
+}
+
+/** Completed with `output`; failed instead if the output cannot be stored. */
+function completedRelease(run: RunRecord, output: unknown, maxPayloadBytes: number): Release {
+  let encoded: string;
+  try {
+    encoded = encode(output, maxPayloadBytes);
+  } catch (err) {
+    const e = new SerializationError(
+      `Run "${run.id}" returned an output that ${(err as Error).message}; workflow outputs must be serializable and within the payload limit`,
+      { cause: err },
+    );
+    return failedRelease(run, e, maxPayloadBytes);
+  }
+  return {
+    runId: run.id,
+    epoch: run.epoch,
+    status: "completed",
+    output: encoded,
+    readyAt: null,
+    reason: null,
+    events: childResultEvents(run, { output }, maxPayloadBytes),
+  };
+}
+
+function failedRelease(run: RunRecord, err: Error, maxPayloadBytes: number): Release {
+  const error = toErrorRecord(err);
+  return {
+    runId: run.id,
+    epoch: run.epoch,
+    status: "failed",
+    error,
+    reason: `${error.name}: ${error.message}`,
+    readyAt: null,
+    events: childResultEvents(
+      run,
+      { error: { name: error.name, code: error.code, message: error.message } },
+      maxPayloadBytes,
+    ),
+  };
+}

@@ -1,0 +1,50 @@
+// engine.cancel() and engine.resume(): the store decides (a run not executing is canceled
+// in the cancel's own transaction; only a paused or failed run resumes), and this engine
+// passes the news on to its own execution of the run, its worker and its result() waiters.
+
+import { RunConflictError, runNotFound } from "../errors.js";
+import type { Amounts } from "../store/store.js";
+import { canceledChildEvent } from "./child-result.js";
+import type { RunHandle } from "./engine.js";
+import { type EngineInternals, ready } from "./engine-internals.js";
+import { runHandle } from "./run-handle.js";
+import { checkBudget, checkCancelReason } from "./validate.js";
+
+export async function cancelRun(
+  internals: EngineInternals,
+  id: string,
+  reason: string,
+): Promise<void> {
+  await ready(internals);
+  checkCancelReason(reason, id);
+  const res = await internals.config.store.requestCancel(id, reason, {
+    parentEvent: canceledChildEvent(id, reason),
+  });
+  if (res.state === "not-found") throw runNotFound(id);
+  if (res.state === "finished") {
+    throw new RunConflictError(`Run "${id}" is already ${res.run.status}; it cannot be canceled`);
+  }
+  if (res.state === "requested") internals.worker?.active.get(id)?.cancel(reason);
+  internals.waiters.wake(id);
+}
+
+export async function resumeRun(
+  internals: EngineInternals,
+  id: string,
+  options: { budget?: Amounts },
+): Promise<RunHandle> {
+  await ready(internals);
+  checkBudget(options.budget, "resume()");
+  const res = await internals.config.store.resumeRun(
+    id,
+    options.budget ? { budgetLimit: options.budget } : {},
+  );
+  if (!res.ok) {
+    if (res.reason === "not-found") throw runNotFound(id);
+    throw new RunConflictError(
+      `Run "${id}" is ${res.run.status}; only paused or failed runs can be resumed`,
+    );
+  }
+  internals.worker?.requestClaimRound();
+  return runHandle(internals, id);
+}

@@ -1,0 +1,60 @@
+// A handle on a run (engine.handle, and what start/resume/fork return): its id, its view,
+// and result(), which waits for the run to finish by reading it again each poll interval
+// or sooner when woken (run-waiters.ts), and settles as the run ended.
+
+import { decode } from "../codec/codec.js";
+import { EngineClosedError, errorFromRecord, RunCanceledError, runNotFound } from "../errors.js";
+import type { RunRecord } from "../store/store.js";
+import type { AnyWorkflow } from "../workflow/define.js";
+import type { RunHandle } from "./engine.js";
+import { type EngineInternals, ready } from "./engine-internals.js";
+import { getRunView } from "./inspection.js";
+
+/** engine.handle(id), or engine.handle(workflow, id) (the workflow only types the output). */
+export function handleFor<O>(
+  internals: EngineInternals,
+  idOrWorkflow: string | AnyWorkflow,
+  maybeId?: string,
+): RunHandle<O> {
+  return runHandle(internals, typeof idOrWorkflow === "string" ? idOrWorkflow : (maybeId ?? ""));
+}
+
+export function runHandle<O>(internals: EngineInternals, id: string): RunHandle<O> {
+  return {
+    id,
+    info: () => getRunView(internals, id),
+    result: () => awaitResult<O>(internals, id),
+  };
+}
+
+/** The run's output once it completes; its error once it fails or is canceled. */
+async function awaitResult<O>(internals: EngineInternals, id: string): Promise<O> {
+  await ready(internals);
+  for (;;) {
+    let run: RunRecord | undefined;
+    try {
+      run = await internals.config.store.getRun(id);
+    } catch (err) {
+      if (internals.closed) throw closedWhileWaiting(id, err);
+      throw err;
+    }
+    if (!run) throw runNotFound(id);
+    if (run.status === "completed") return decode<O>(run.output ?? "");
+    if (run.status === "failed") {
+      throw errorFromRecord(run.error ?? { name: "Error", message: run.reason ?? "failed" });
+    }
+    if (run.status === "canceled") {
+      throw new RunCanceledError(`Run "${id}" was canceled: ${run.reason ?? "no reason given"}`);
+    }
+    await internals.waiters.waitForChange(id, internals.config.pollIntervalMs);
+    if (internals.closed) throw closedWhileWaiting(id);
+  }
+}
+
+/** A result() that was waiting when close() came. */
+function closedWhileWaiting(id: string, cause?: unknown): EngineClosedError {
+  return new EngineClosedError(
+    `The engine was closed while waiting for the result of run "${id}"; the run itself goes on in the store. Wait for it with handle("${id}").result() on a new engine (createEngine()).`,
+    { cause },
+  );
+}

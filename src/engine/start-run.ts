@@ -1,0 +1,203 @@
+// Creating runs: engine.start() (from a workflow's code, or by name) and the children a
+// workflow starts (ctx.child). A new run is pinned to one name@version, its input checked
+// by the workflow's schema when this engine has the code, and stored under a cairn.start
+// span. Starting an id again is idempotent only for the same workflow, input and parent.
+
+import { encode } from "../codec/codec.js";
+import {
+  InputValidationError,
+  RunConflictError,
+  SerializationError,
+  UnknownWorkflowError,
+} from "../errors.js";
+import { newId } from "../lib/ids.js";
+import type { RunRecord } from "../store/store.js";
+import { formatIssues } from "../workflow/context.js";
+import { type AnyWorkflow, isWorkflowName, type Workflow } from "../workflow/define.js";
+import type { StartOptions } from "./engine.js";
+import { type EngineInternals, ready } from "./engine-internals.js";
+import { withStartSpan } from "./tracing.js";
+import { checkBudget, checkRunId } from "./validate.js";
+
+/** What a new run is pinned to: a workflow's identity, and what this engine knows of it
+ *  (its input schema and default budget) when it has it registered. */
+export interface Target {
+  name: string;
+  version: string;
+  wf?: Workflow<unknown, unknown>;
+}
+
+/** engine.start(): a run of `wfOrName` (see resolveTarget for a name). */
+export async function startRun(
+  internals: EngineInternals,
+  wfOrName: AnyWorkflow | string,
+  input: unknown,
+  options: StartOptions,
+): Promise<{ run: RunRecord; created: boolean }> {
+  await ready(internals);
+  const target: Target =
+    typeof wfOrName === "string"
+      ? await resolveTarget(internals, wfOrName)
+      : { name: wfOrName.name, version: wfOrName.version, wf: wfOrName };
+  return createRun(internals, target, input, options, null);
+}
+
+/** ctx.child: the child run `childId` of run `parentId`, on the code the parent handed in. */
+export async function startChildRun(
+  internals: EngineInternals,
+  parentId: string,
+  childId: string,
+  wf: Workflow<unknown, unknown>,
+  input: unknown,
+): Promise<void> {
+  await createRun(
+    internals,
+    { name: wf.name, version: wf.version, wf },
+    input,
+    { id: childId },
+    parentId,
+  );
+}
+
+/** Orders versions naturally: "2" < "10", "1.9" < "1.10", numbers before words. */
+export function compareVersions(a: string, b: string): number {
+  return a.localeCompare(b, "en", { numeric: true });
+}
+
+/** The workflow a run started by name belongs to: name@version as given, else the
+ *  newest version registered here, else the newest a live worker serves. */
+async function resolveTarget(internals: EngineInternals, ref: string): Promise<Target> {
+  const { workflows } = internals.config;
+  const at = ref.lastIndexOf("@");
+  const named = at > 0 ? [ref.slice(0, at), ref.slice(at + 1)] : [ref];
+  if (!named.every(isWorkflowName)) {
+    // A run pinned to a name no workflow can have would never be executed.
+    throw new TypeError(
+      `start(): ${JSON.stringify(ref.slice(0, 300))} is not a workflow name or name@version; names and versions are 1-128 letters, digits and . _ : / - (not starting with a symbol)`,
+    );
+  }
+  if (at > 0) {
+    const name = ref.slice(0, at);
+    const version = ref.slice(at + 1);
+    const wf = workflows.get(`${name}@${version}`);
+    return wf ? { name, version, wf } : { name, version };
+  }
+  const mine = [...workflows.values()].filter((w) => w.name === ref);
+  if (mine.length > 0) {
+    const wf = mine.sort((a, b) => compareVersions(b.version, a.version))[0]!;
+    return { name: wf.name, version: wf.version, wf };
+  }
+  return { name: ref, version: await newestServedVersion(internals, ref) };
+}
+
+/** The newest version of workflow `name` that a live worker serves. */
+async function newestServedVersion(internals: EngineInternals, name: string): Promise<string> {
+  const { store, leaseMs } = internals.config;
+  const now = await store.now();
+  const served = new Set<string>();
+  for (const w of await store.listWorkers()) {
+    if (now - w.heartbeatAt > leaseMs) continue;
+    for (const id of w.workflows)
+      if (id.startsWith(`${name}@`)) served.add(id.slice(name.length + 1));
+  }
+  const newest = [...served].sort(compareVersions).at(-1);
+  if (newest === undefined) {
+    throw new UnknownWorkflowError(
+      `No workflow named "${name}" is registered with this engine or served by a live worker, so its version is unknown; start a worker for it, or start "${name}@<version>".`,
+    );
+  }
+  return newest;
+}
+
+/** Stores a new run of `target` (or finds the one `options.id` already names, if it is the
+ *  same run), and asks for a claim round when it is new. */
+async function createRun(
+  internals: EngineInternals,
+  target: Target,
+  input: unknown,
+  options: StartOptions,
+  parentId: string | null,
+): Promise<{ run: RunRecord; created: boolean }> {
+  const id = options.id ?? newId("run");
+  checkRunId(id, "start()");
+  const encoded = await encodedInput(internals, target, id, input);
+  const budgetLimit = { ...(target.wf?.options.budget ?? {}), ...(options.budget ?? {}) };
+  checkBudget(budgetLimit, "start()");
+  const { run, created } = await withStartSpan(
+    { workflow: target.name, version: target.version, runId: id },
+    (traceContext) =>
+      internals.config.store.createRun({
+        id,
+        workflow: target.name,
+        version: target.version,
+        input: encoded,
+        budgetLimit,
+        parentId,
+        traceContext,
+      }),
+  );
+  if (!created) checkSameRun(run, { id, target, encoded, parentId });
+  if (created) internals.worker?.requestClaimRound();
+  return { run, created };
+}
+
+/** The input as stored: checked (and transformed) by the workflow's input schema when this
+ *  engine has its code, then encoded within the payload limit. */
+async function encodedInput(
+  internals: EngineInternals,
+  target: Target,
+  id: string,
+  input: unknown,
+): Promise<string> {
+  const ref = `${target.name}@${target.version}`;
+  let value = input;
+  const schema = target.wf?.options.input;
+  if (schema) {
+    const res = await schema["~standard"].validate(input);
+    if (res.issues) {
+      throw new InputValidationError(
+        `Input for workflow "${ref}" (run "${id}") is invalid: ${formatIssues(res.issues)}. Nothing was recorded.`,
+        res.issues,
+      );
+    }
+    value = res.value;
+  }
+  try {
+    return encode(value, internals.config.maxPayloadBytes);
+  } catch (err) {
+    throw new SerializationError(
+      `Input for workflow "${ref}" (run "${id}") ${(err as Error).message}; nothing was recorded`,
+      { cause: err },
+    );
+  }
+}
+
+/** A start that found its id taken returns that run only if it is the run asked for: same
+ *  parent, same workflow, same input. Otherwise a RunConflictError says what differs. */
+function checkSameRun(
+  run: RunRecord,
+  asked: { id: string; target: Target; encoded: string; parentId: string | null },
+): void {
+  const { id, target, encoded, parentId } = asked;
+  if (parentId !== null && run.parentId !== parentId) {
+    // Another parent's child, or a run started on its own: adopting it would hand this
+    // parent someone else's result.
+    const owner =
+      run.parentId === null ? "a run started without a parent" : `a child of run "${run.parentId}"`;
+    throw new RunConflictError(
+      `Run "${parentId}" cannot start child run "${id}": that id is already taken by ${owner}. Rename the ctx.child call, or start the parent under an id that does not clash.`,
+    );
+  }
+  if (run.workflow !== target.name) {
+    throw new RunConflictError(
+      `Run id "${id}" already belongs to workflow "${run.workflow}"; it cannot be started as "${target.name}". Choose another id.`,
+    );
+  }
+  if (run.input !== encoded) {
+    // Starting an id again returns the run it names, but only for the same input: a
+    // different one would silently be ignored.
+    throw new RunConflictError(
+      `Run "${id}" already exists with a different input; start is idempotent on the id only for the same input. Choose another id, or follow the existing run with engine.handle("${id}").`,
+    );
+  }
+}

@@ -1,0 +1,171 @@
+// OpenTelemetry through @opentelemetry/api alone: a no-op until the application registers
+// an SDK. One span per execution of a run ("cairn.run <workflow>") and one per step attempt
+// ("cairn.step <name>"), child of its execution's span. start() stores the caller's span
+// context on the run (a W3C traceparent), and every execution's span is a child of it:
+// the executions of a run that crashed, was taken over or resumed all sit in one trace,
+// under the span that started it. A child run started from a workflow joins the same trace.
+//
+// Errors are recorded as exceptions with their name and code only: an error's message may
+// quote a payload, and payloads never leave the store.
+
+import {
+  context,
+  type Context as OtelContext,
+  ROOT_CONTEXT,
+  type Span,
+  type SpanContext,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+} from "@opentelemetry/api";
+import type { Amounts, ErrorRecord, RunRecord, StepKind } from "../store/store.js";
+
+const TRACER = "cairn";
+const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+
+/** Runs `fn` (which creates the run) inside a "cairn.start <workflow>" span, a child of the
+ *  active span (or the root of a new trace), and hands it that span's traceparent: every
+ *  execution of the run becomes its child. null when no SDK records spans. */
+export async function withStartSpan<T>(
+  run: { workflow: string; version: string; runId: string },
+  fn: (traceparent: string | null) => Promise<T>,
+): Promise<T> {
+  const span = trace.getTracer(TRACER).startSpan(`cairn.start ${run.workflow}`, {
+    kind: SpanKind.PRODUCER,
+    attributes: {
+      "cairn.run.id": run.runId,
+      "cairn.workflow.name": run.workflow,
+      "cairn.workflow.version": run.version,
+    },
+  });
+  try {
+    return await fn(traceparentOf(span.spanContext()));
+  } catch (err) {
+    span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error)?.name ?? "Error" });
+    throw err;
+  } finally {
+    span.end();
+  }
+}
+
+function traceparentOf(sc: SpanContext | undefined): string | null {
+  if (!sc || !trace.isSpanContextValid(sc)) return null;
+  const flags = (sc.traceFlags & 0xff).toString(16).padStart(2, "0");
+  return `00-${sc.traceId}-${sc.spanId}-${flags}`;
+}
+
+function parentOf(traceparent: string | null): OtelContext {
+  const m = TRACEPARENT.exec(traceparent ?? "");
+  if (!m) return ROOT_CONTEXT;
+  return trace.setSpanContext(ROOT_CONTEXT, {
+    traceId: m[1]!,
+    spanId: m[2]!,
+    traceFlags: Number.parseInt(m[3]!, 16),
+    isRemote: true,
+  });
+}
+
+function recordError(span: Span, error: ErrorRecord): void {
+  span.recordException({
+    name: error.name,
+    message: error.code ? `${error.name} (${error.code})` : error.name,
+  });
+  span.setStatus({ code: SpanStatusCode.ERROR, message: error.name });
+}
+
+function spendAttributes(spend: Amounts): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [k, v] of Object.entries(spend)) out[`cairn.spend.${k}`] = v;
+  return out;
+}
+
+export interface AttemptInfo {
+  key: string;
+  name: string;
+  kind: StepKind;
+  attempt: number;
+}
+
+export type AttemptOutcome = "ok" | "error" | "retry" | "interrupted";
+
+/** The span of one step attempt. */
+export interface AttemptTrace {
+  /** Runs the attempt's body with this span active (so the body's own spans nest). */
+  run<T>(fn: () => T): T;
+  end(p: { outcome: AttemptOutcome; spend: Amounts; error?: ErrorRecord }): void;
+}
+
+/** The span of one execution of a run, from claim to release. */
+export class ExecutionTrace {
+  private readonly span: Span;
+  private readonly ctx: OtelContext;
+  private ended = false;
+
+  constructor(
+    private readonly run: RunRecord,
+    recovered: boolean,
+  ) {
+    this.span = trace.getTracer(TRACER).startSpan(
+      `cairn.run ${run.workflow}`,
+      {
+        kind: SpanKind.CONSUMER,
+        attributes: {
+          "cairn.run.id": run.id,
+          "cairn.workflow.name": run.workflow,
+          "cairn.workflow.version": run.version,
+          "cairn.run.epoch": run.epoch,
+          "cairn.run.generation": run.generation,
+          "cairn.run.recovered": recovered,
+          ...(run.parentId !== null && { "cairn.run.parent_id": run.parentId }),
+        },
+      },
+      parentOf(run.traceContext),
+    );
+    this.ctx = trace.setSpan(parentOf(run.traceContext), this.span);
+  }
+
+  /** Runs `fn` (the workflow) with this execution's span active. */
+  within<T>(fn: () => T): T {
+    return context.with(this.ctx, fn);
+  }
+
+  attempt(a: AttemptInfo): AttemptTrace {
+    const span = trace.getTracer(TRACER).startSpan(
+      `cairn.step ${a.name}`,
+      {
+        attributes: {
+          "cairn.run.id": this.run.id,
+          "cairn.workflow.name": this.run.workflow,
+          "cairn.workflow.version": this.run.version,
+          "cairn.step.key": a.key,
+          "cairn.step.name": a.name,
+          "cairn.step.kind": a.kind,
+          "cairn.step.attempt": a.attempt,
+        },
+      },
+      this.ctx,
+    );
+    const ctx = trace.setSpan(this.ctx, span);
+    let ended = false;
+    return {
+      run: (fn) => context.with(ctx, fn),
+      end: ({ outcome, spend, error }) => {
+        if (ended) return;
+        ended = true;
+        span.setAttributes({ "cairn.step.outcome": outcome, ...spendAttributes(spend) });
+        if (error) recordError(span, error);
+        span.end();
+      },
+    };
+  }
+
+  /** Ends the execution: `outcome` is the status it released the run with, or "lease-lost",
+   *  "handed-back", "interrupted". */
+  end(outcome: string, error?: ErrorRecord | null): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.span.setAttribute("cairn.run.outcome", outcome);
+    if (error) recordError(this.span, error);
+    this.span.end();
+  }
+}

@@ -1,0 +1,113 @@
+// Checks of what users hand the engine, shared so that every verb refuses the same things
+// in the same words: run ids (start, fork, children), budgets (start, resume), event names,
+// cancel reasons, and the numeric engine options. Each throws a TypeError naming the call
+// and the field; nothing is recorded.
+
+import { checkText } from "../lib/text.js";
+import type { EngineOptions } from "./engine.js";
+
+const RUN_ID = /^\S.{0,255}$/s;
+
+/** A run id: 1-256 characters, not starting with whitespace, storable text. */
+export function checkRunId(id: unknown, verb: string): asserts id is string {
+  if (typeof id !== "string" || !RUN_ID.test(id)) {
+    throw new TypeError(
+      `${verb}: run id ${JSON.stringify(id)} is invalid; use 1-256 characters, not starting with a space`,
+    );
+  }
+  checkText(id, `${verb}: run id`);
+}
+
+/** Budget limits: an object of finite amounts >= 0 under storable names. */
+export function checkBudget(budget: unknown, verb: string): void {
+  if (budget === undefined) return;
+  if (typeof budget !== "object" || budget === null || Array.isArray(budget)) {
+    throw new TypeError(
+      `${verb}: budget must be an object of named amounts, e.g. { usd: 5, tokens: 100000 }`,
+    );
+  }
+  for (const [name, v] of Object.entries(budget)) {
+    checkText(name, `${verb}: budget name`);
+    if (typeof v !== "number" || !Number.isFinite(v) || v < 0) {
+      throw new TypeError(
+        `${verb}: budget "${name}" must be a finite number >= 0 (got ${typeof v === "string" ? JSON.stringify(v) : String(v)})`,
+      );
+    }
+  }
+}
+
+/** An event name a user sends: 1-200 characters, not in the reserved "cairn." space. */
+export function checkEventName(name: unknown, runId: string): asserts name is string {
+  if (
+    typeof name !== "string" ||
+    name.length === 0 ||
+    name.length > 200 ||
+    name.startsWith("cairn.")
+  ) {
+    throw new TypeError(
+      `sendEvent(): event name ${JSON.stringify(name)} for run "${runId}" is invalid; use 1-200 characters not starting with "cairn."`,
+    );
+  }
+  checkText(name, `sendEvent(): event name for run "${runId}"`);
+}
+
+/** A cancel reason: text a person reads, stored with the run. */
+export function checkCancelReason(reason: unknown, runId: string): asserts reason is string {
+  if (typeof reason !== "string") {
+    throw new TypeError(`cancel(): the reason for run "${runId}" must be a string`);
+  }
+  checkText(reason, `cancel(): the reason for run "${runId}"`);
+}
+
+type NumericOption =
+  | "concurrency"
+  | "leaseMs"
+  | "heartbeatMs"
+  | "pollIntervalMs"
+  | "closeGraceMs"
+  | "maxPayloadBytes"
+  | "inProcessRetryMs";
+
+/** What each numeric option must be, and what it is for (said in the error). */
+const NUMERIC: Record<NumericOption, { whole: boolean; min: number; what: string }> = {
+  concurrency: { whole: true, min: 1, what: "how many runs this process executes at once" },
+  leaseMs: { whole: false, min: Number.MIN_VALUE, what: "how long a claim on a run lasts" },
+  heartbeatMs: { whole: false, min: Number.MIN_VALUE, what: "how often leases are renewed" },
+  pollIntervalMs: {
+    whole: false,
+    min: Number.MIN_VALUE,
+    what: "how often the store is polled for runnable runs",
+  },
+  closeGraceMs: { whole: false, min: 0, what: "how long close() waits for running steps" },
+  maxPayloadBytes: { whole: true, min: 1, what: "the largest encoded value a run may store" },
+  inProcessRetryMs: {
+    whole: false,
+    min: 0,
+    what: "the longest retry backoff waited in process",
+  },
+};
+
+/** Refuses numeric engine options with which nothing would ever run (0, negative, NaN). */
+export function checkEngineOptions(options: EngineOptions): void {
+  for (const [name, rule] of Object.entries(NUMERIC) as Array<
+    [NumericOption, (typeof NUMERIC)[NumericOption]]
+  >) {
+    const v = options[name];
+    if (v === undefined) continue;
+    const ok =
+      typeof v === "number" &&
+      Number.isFinite(v) &&
+      v >= rule.min &&
+      (!rule.whole || Number.isInteger(v));
+    if (!ok) {
+      const must = rule.whole
+        ? `a whole number >= ${rule.min}`
+        : rule.min > 0
+          ? "a finite number of milliseconds > 0"
+          : "a finite number of milliseconds >= 0";
+      throw new TypeError(
+        `createEngine(): ${name} must be ${must} (got ${typeof v === "string" ? JSON.stringify(v) : String(v)}); it is ${rule.what}`,
+      );
+    }
+  }
+}

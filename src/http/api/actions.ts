@@ -1,0 +1,173 @@
+// Acting on a run: send it an event, cancel it, resume it (with a raised budget), fork it
+// from a step. Each needs the "act" role.
+
+import { HttpError } from "../errors.js";
+import { eventJson, runJson } from "../json.js";
+import { s } from "../schema.js";
+import { ref } from "./models.js";
+import { json, type Route, route } from "./route.js";
+import { mustGetRun, RUN_ID_PARAM } from "./runs.js";
+
+const sendEvent = route({
+  method: "post",
+  path: "/runs/{id}/events/{name}",
+  operationId: "sendEvent",
+  summary: "Send an event to a run (the webhook path)",
+  description:
+    "The request body, any JSON, is the event's payload (no body: no payload). An event " +
+    "sent before the run waits for it is kept and delivered then. With an Idempotency-Key " +
+    "header the send is idempotent: the same key again stores nothing and answers the " +
+    "first event (200, duplicate true); the same key with another name or payload is a 409.",
+  tag: "actions",
+  access: "act",
+  params: {
+    ...RUN_ID_PARAM,
+    name: {
+      schema: s.string({ minLength: 1, maxLength: 200 }),
+      description: 'The event name (not starting with "cairn.").',
+    },
+  },
+  headers: {
+    "idempotency-key": {
+      schema: s.string({ minLength: 1, maxLength: 256 }),
+      description: "Makes the send idempotent, e.g. a webhook's delivery id.",
+    },
+  },
+  body: { schema: s.any(), required: false, description: "The payload (any JSON)." },
+  errors: [404, 409],
+  responses: {
+    201: {
+      description: "The event was stored.",
+      schema: s.object({ event: ref.Event, duplicate: s.boolean() }, ["event", "duplicate"]),
+    },
+    200: {
+      description: "An event with this idempotency key was stored before; nothing changed.",
+      schema: s.object({ event: ref.Event, duplicate: s.boolean() }, ["event", "duplicate"]),
+    },
+  },
+  async handle({ c, params, query, body, deps }) {
+    const name = params.name!;
+    if (name.startsWith("cairn.")) {
+      throw new HttpError(400, "VALIDATION", 'Event names starting with "cairn." are reserved');
+    }
+    const key = query["idempotency-key"] as string | undefined;
+    const sent = await deps.engine.sendEvent(
+      params.id!,
+      name,
+      body,
+      key === undefined ? {} : { idempotencyKey: key },
+    );
+    return json(c, sent.duplicate ? 200 : 201, {
+      event: eventJson(sent.event),
+      duplicate: sent.duplicate,
+    });
+  },
+});
+
+const cancelRun = route({
+  method: "post",
+  path: "/runs/{id}/cancel",
+  operationId: "cancelRun",
+  summary: "Cancel a run",
+  description:
+    "A run that is not executing is canceled at once (state canceled); one that is executing " +
+    "is stopped by its worker within a heartbeat (state requested).",
+  tag: "actions",
+  access: "act",
+  params: RUN_ID_PARAM,
+  body: {
+    schema: s.object({ reason: s.string({ minLength: 1, maxLength: 500 }) }),
+    required: false,
+    description: "Optional: the reason recorded on the run.",
+  },
+  errors: [404, 409],
+  responses: {
+    200: {
+      description: "Canceled, or cancel requested.",
+      schema: s.object({ run: ref.Run, state: s.enum(["canceled", "requested"] as const) }, [
+        "run",
+        "state",
+      ]),
+    },
+  },
+  async handle({ c, params, body, deps }) {
+    await deps.engine.cancel(params.id!, body?.reason);
+    const run = await mustGetRun(deps.engine, params.id!);
+    return json(c, 200, {
+      run: runJson(run),
+      state: run.status === "canceled" ? "canceled" : "requested",
+    });
+  },
+});
+
+const resumeRun = route({
+  method: "post",
+  path: "/runs/{id}/resume",
+  operationId: "resumeRun",
+  summary: "Resume a paused or failed run, optionally with raised budget limits",
+  tag: "actions",
+  access: "act",
+  params: RUN_ID_PARAM,
+  body: {
+    schema: s.object({
+      budget: s.record(s.number({ minimum: 0 }), {
+        description: 'Limits to set (others unchanged), e.g. {"usd": 10}.',
+        maxProperties: 50,
+      }),
+    }),
+    required: false,
+    description: "Optional: new budget limits.",
+  },
+  errors: [404, 409],
+  responses: {
+    200: { description: "The run, now pending.", schema: s.object({ run: ref.Run }, ["run"]) },
+  },
+  async handle({ c, params, body, deps }) {
+    await deps.engine.resume(params.id!, body?.budget ? { budget: body.budget } : {});
+    return json(c, 200, { run: runJson(await mustGetRun(deps.engine, params.id!)) });
+  },
+});
+
+const forkRun = route({
+  method: "post",
+  path: "/runs/{id}/fork",
+  operationId: "forkRun",
+  summary: "Fork a run from one of its steps, optionally on another version",
+  description:
+    "A new run reuses the records before `fromStep` (a completed step's key) and executes " +
+    "from there. The forked run is not touched.",
+  tag: "actions",
+  access: "act",
+  params: RUN_ID_PARAM,
+  body: {
+    schema: s.object(
+      {
+        fromStep: s.string({
+          minLength: 1,
+          maxLength: 300,
+          description: "A completed step's key.",
+        }),
+        version: s.string({ minLength: 1, maxLength: 128, description: "Default: the same." }),
+        id: s.string({ minLength: 1, maxLength: 256, description: "The new run's id." }),
+      },
+      ["fromStep"],
+    ),
+    required: true,
+    description: "Where to fork from.",
+  },
+  errors: [404, 409],
+  responses: {
+    201: { description: "The new run.", schema: s.object({ run: ref.Run }, ["run"]) },
+  },
+  async handle({ c, params, body, deps }) {
+    const b = body!;
+    const handle = await deps.engine.fork(params.id!, {
+      fromStep: b.fromStep,
+      ...(b.version !== undefined ? { version: b.version } : {}),
+      ...(b.id !== undefined ? { id: b.id } : {}),
+    });
+    return json(c, 201, { run: runJson(await mustGetRun(deps.engine, handle.id)) });
+  },
+});
+
+export const actionRoutes: Route[] = [sendEvent, cancelRun, resumeRun, forkRun];

@@ -1,0 +1,128 @@
+// Server-Sent Events: a run, a page of runs, the workers, as they change. How updates are
+// found (polling, shared per watched thing) and how reconnects resume: live/hub.ts.
+
+import type { Context } from "hono";
+import { runFeed, runsPageFeed, wholeFeed } from "../live/feeds.js";
+import type { Feed } from "../live/hub.js";
+import { s } from "../schema.js";
+import type { AppEnv } from "../security.js";
+import { type ApiDeps, type Route, route } from "./route.js";
+import { listRunPage, queryKey, RUN_LIST_QUERY, type RunListQuery } from "./run-list.js";
+import { mustGetRun, RUN_ID_PARAM } from "./runs.js";
+import { sseResponse } from "./sse.js";
+import { workersState } from "./system.js";
+
+const LAST_EVENT_ID = {
+  "last-event-id": {
+    schema: s.string({ maxLength: 100 }),
+    description: "Sent by EventSource on reconnect: resume after this event.",
+  },
+};
+
+function stream<S>(
+  c: Context<AppEnv>,
+  deps: ApiDeps,
+  key: string,
+  makeFeed: () => Feed<S>,
+  lastEventId: string | undefined,
+): Response {
+  return sseResponse(c, deps, async (session) => {
+    let unsubscribe: (() => void) | undefined;
+    try {
+      unsubscribe = await deps.live.subscribe(key, makeFeed, lastEventId, (e) => {
+        void session.send(e);
+      });
+    } catch {
+      void session.send({
+        event: "problem",
+        data: { ok: false, message: "The store cannot be read" },
+      });
+      session.end();
+    }
+    await session.ended;
+    unsubscribe?.();
+  });
+}
+
+const EVENT_STREAM = { contentType: "text/event-stream" as const };
+
+const liveRuns = route({
+  method: "get",
+  path: "/live/runs",
+  operationId: "liveRuns",
+  summary: "A page of runs as it changes (Server-Sent Events)",
+  description:
+    'Takes the filters of GET /api/runs. Events: "snapshot" {runs}, then "run" {run} for a ' +
+    'run new on the page or changed, "leave" {id} for one no longer on it; "problem" ' +
+    "{ok, message} when the store cannot be read (and {ok: true} when it can again). Event " +
+    "ids resume: reconnect with Last-Event-ID to get what was missed.",
+  tag: "live",
+  access: "read",
+  query: RUN_LIST_QUERY,
+  headers: LAST_EVENT_ID,
+  responses: { 200: { description: "The event stream.", ...EVENT_STREAM } },
+  handle({ c, query, deps }) {
+    const q = query as RunListQuery & { "last-event-id"?: string };
+    const { "last-event-id": last, ...list } = q;
+    return stream(
+      c,
+      deps,
+      `runs:${queryKey(list)}`,
+      () => runsPageFeed(async () => (await listRunPage(deps.engine, list)).runs),
+      last,
+    );
+  },
+});
+
+const liveRun = route({
+  method: "get",
+  path: "/live/runs/{id}",
+  operationId: "liveRun",
+  summary: "One run as it changes: status, steps, events (Server-Sent Events)",
+  description:
+    'Events: "snapshot" {run, steps, events}, then "run" {run}, "step" {step} (a step that ' +
+    'appeared or changed: an attempt, a retry, completion), "run-event" {event} (sent or ' +
+    'consumed), and "problem" as for /live/runs. Reconnect with Last-Event-ID to resume.',
+  tag: "live",
+  access: "read",
+  params: RUN_ID_PARAM,
+  headers: LAST_EVENT_ID,
+  errors: [404],
+  responses: { 200: { description: "The event stream.", ...EVENT_STREAM } },
+  async handle({ c, params, query, deps }) {
+    const id = params.id!;
+    await mustGetRun(deps.engine, id);
+    return stream(
+      c,
+      deps,
+      `run:${id}`,
+      () => runFeed(deps.engine, id),
+      query["last-event-id"] as string | undefined,
+    );
+  },
+});
+
+const liveWorkers = route({
+  method: "get",
+  path: "/live/workers",
+  operationId: "liveWorkers",
+  summary: "Workers and unserved runs as they change (Server-Sent Events)",
+  description:
+    'Events: "snapshot" and then "workers", each with the body of GET /api/workers; ' +
+    '"problem" as for /live/runs.',
+  tag: "live",
+  access: "read",
+  headers: LAST_EVENT_ID,
+  responses: { 200: { description: "The event stream.", ...EVENT_STREAM } },
+  handle({ c, query, deps }) {
+    return stream(
+      c,
+      deps,
+      "workers",
+      () => wholeFeed("workers", () => workersState(deps.engine)),
+      query["last-event-id"] as string | undefined,
+    );
+  },
+});
+
+export const liveRoutes: Route[] = [liveRuns, liveRun, liveWorkers];

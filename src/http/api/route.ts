@@ -1,0 +1,211 @@
+// One API route as data: method, path, who may call it, its parameters and body as
+// schemas, its documented responses, and its handler. The app registers routes from this
+// and the OpenAPI document is built from the same list, so the two cannot drift apart.
+// Parameters and bodies are validated here, before a handler sees them.
+
+import type { Context } from "hono";
+import type { Engine } from "../../index.js";
+import { HttpError, quote } from "../errors.js";
+import type { LiveHub } from "../live/hub.js";
+import type { StreamTails } from "../live/stream-tail.js";
+import { type Issue, type JsonSchema, type Schema, validate } from "../schema.js";
+import type { AppEnv } from "../security.js";
+import { resolveComponent } from "./models.js";
+
+export interface ParamSpec {
+  schema: Schema<unknown>;
+  description: string;
+  required?: boolean;
+}
+
+export interface ResponseSpec {
+  description: string;
+  /** application/json body, or the SSE stream for "text/event-stream". */
+  schema?: Schema<unknown>;
+  contentType?: "application/json" | "text/event-stream";
+}
+
+/** What handlers use: the engine, live feeds, and the app's settings. */
+export interface ApiDeps {
+  engine: Engine;
+  live: LiveHub;
+  /** Runs' model streams, followed once per run for all clients. */
+  streams: StreamTails;
+  /** Receives problems (never payloads). */
+  log: (message: string) => void;
+  /** Requires the "act" role (403 otherwise). */
+  requireAct(c: Context<AppEnv>): void;
+}
+
+export interface RouteInput<B> {
+  c: Context<AppEnv>;
+  params: Record<string, string>;
+  query: Record<string, unknown>;
+  body: B | undefined;
+  deps: ApiDeps;
+}
+
+export interface Route<B = unknown> {
+  method: "get" | "post";
+  /** OpenAPI path template below /api, e.g. "/runs/{id}". */
+  path: string;
+  operationId: string;
+  summary: string;
+  description?: string;
+  tag: string;
+  /** "act" routes change something: the read-only token gets 403. "link" routes need no
+   *  token: the credential is in the path (an approval link's signed token). */
+  access: "read" | "act" | "link";
+  params?: Record<string, ParamSpec>;
+  query?: Record<string, ParamSpec>;
+  headers?: Record<string, ParamSpec>;
+  body?: { schema: Schema<B>; required: boolean; description: string };
+  /** Success responses by status; error responses are added from `errors`. */
+  responses: Record<number, ResponseSpec>;
+  /** Error statuses this route answers besides the common ones. */
+  errors?: number[];
+  handle(input: RouteInput<B>): Response | Promise<Response>;
+}
+
+/** Declares a route; the body's type comes from its schema. */
+export function route<B = unknown>(r: Route<B>): Route {
+  return r as unknown as Route;
+}
+
+// ---- inputs ----
+
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+/** Identifiers and filter text: no NUL (PostgreSQL cannot store it), no lone surrogate
+ *  (not valid Unicode, so not what any stored id holds). */
+export function checkText(value: string, where: string, max: number): void {
+  if (value.length > max) {
+    throw new HttpError(400, "VALIDATION", `${where} is longer than ${max} characters`);
+  }
+  if (value.includes("\u0000") || LONE_SURROGATE.test(value)) {
+    throw new HttpError(
+      400,
+      "VALIDATION",
+      `${where} contains a NUL character or invalid Unicode (a lone surrogate)`,
+    );
+  }
+}
+
+function refuseIssues(what: string, issues: Issue[]): never {
+  const first = issues[0];
+  const where = first ? `${what}${first.path.slice(0, 100)}` : what;
+  throw new HttpError(
+    400,
+    "VALIDATION",
+    `${where} ${first?.message ?? "is invalid"}`,
+    issues.map((i) => ({ path: i.path.slice(0, 200), message: i.message })),
+  );
+}
+
+/** Checks every string inside a parsed body that the schema names a string. */
+function checkStrings(schema: JsonSchema, value: unknown, where: string): void {
+  if (typeof value === "string" && schema.type === "string") {
+    checkText(value, where, typeof schema.maxLength === "number" ? schema.maxLength : 10_000);
+    return;
+  }
+  if (value && typeof value === "object" && !Array.isArray(value) && schema.type === "object") {
+    const props = (schema.properties ?? {}) as Record<string, JsonSchema>;
+    for (const [k, v] of Object.entries(value)) {
+      const sub = Object.hasOwn(props, k) ? props[k] : undefined;
+      if (sub) checkStrings(sub, v, `${where}.${k}`);
+      else if (typeof schema.additionalProperties === "object") checkText(k, `${where} key`, 200);
+    }
+  }
+}
+
+function parseParam(name: string, raw: string, spec: ParamSpec, where: string): unknown {
+  const schema = spec.schema.json;
+  checkText(raw, `${where} ${quote(name)}`, (schema.maxLength as number | undefined) ?? 1_000);
+  let value: unknown = raw;
+  if (schema.type === "integer") {
+    value = /^-?\d{1,15}$/.test(raw) ? Number(raw) : Number.NaN;
+    if (Number.isNaN(value)) {
+      throw new HttpError(400, "VALIDATION", `${where} ${quote(name)} must be a whole number`);
+    }
+  } else if (schema.type === "boolean") {
+    if (raw !== "true" && raw !== "false") {
+      throw new HttpError(400, "VALIDATION", `${where} ${quote(name)} must be true or false`);
+    }
+    value = raw === "true";
+  } else if (schema.type === "array") {
+    value = raw === "" ? [] : raw.split(",");
+  }
+  const issues = validate(schema, value, resolveComponent);
+  if (issues.length > 0) refuseIssues(`${where} ${quote(name)}`, issues);
+  return value;
+}
+
+/** Parses the query parameters `specs` describes (the dashboard's pages use the API's). */
+export function readQuery(c: Context, specs: Record<string, ParamSpec>): Record<string, unknown> {
+  const query: Record<string, unknown> = {};
+  for (const [name, spec] of Object.entries(specs)) {
+    const raw = c.req.query(name);
+    if (raw !== undefined && raw !== "")
+      query[name] = parseParam(name, raw, spec, "query parameter");
+  }
+  return query;
+}
+
+export async function readInput(
+  r: Route,
+  c: Context<AppEnv>,
+): Promise<Omit<RouteInput<unknown>, "deps" | "c">> {
+  const params: Record<string, string> = {};
+  for (const [name, spec] of Object.entries(r.params ?? {})) {
+    const raw = c.req.param(name) ?? "";
+    params[name] = parseParam(name, raw, spec, "path parameter") as string;
+  }
+  const query: Record<string, unknown> = {};
+  for (const [name, spec] of Object.entries(r.query ?? {})) {
+    const raw = c.req.query(name);
+    if (raw === undefined) {
+      if (spec.required) {
+        throw new HttpError(400, "VALIDATION", `query parameter ${quote(name)} is required`);
+      }
+      continue;
+    }
+    query[name] = parseParam(name, raw, spec, "query parameter");
+  }
+  for (const [name, spec] of Object.entries(r.headers ?? {})) {
+    const raw = c.req.header(name);
+    if (raw !== undefined) query[name] = parseParam(name, raw, spec, "header");
+  }
+  let body: unknown;
+  if (r.body) {
+    const text = await c.req.text();
+    if (text.trim() === "") {
+      if (r.body.required) {
+        throw new HttpError(400, "VALIDATION", "A JSON request body is required");
+      }
+    } else {
+      const type = c.req.header("content-type") ?? "";
+      if (!/^application\/([\w.+-]+\+)?json\s*(;|$)/i.test(type)) {
+        throw new HttpError(
+          415,
+          "UNSUPPORTED_MEDIA_TYPE",
+          "The request body must be JSON (Content-Type: application/json)",
+        );
+      }
+      try {
+        body = JSON.parse(text);
+      } catch {
+        throw new HttpError(400, "VALIDATION", "The request body is not valid JSON");
+      }
+      const issues = validate(r.body.schema.json, body, resolveComponent);
+      if (issues.length > 0) refuseIssues("body", issues);
+      checkStrings(r.body.schema.json, body, "body");
+    }
+  }
+  return { params, query, body };
+}
+
+export function json(c: Context, status: number, body: unknown): Response {
+  return c.body(JSON.stringify(body), status as 200, {
+    "content-type": "application/json; charset=utf-8",
+  });
+}

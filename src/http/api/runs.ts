@@ -1,0 +1,199 @@
+// Reading runs (list, one run, its steps, its events) and starting one.
+
+import { runNotFound } from "../../errors.js";
+import { type Engine, UnknownWorkflowError } from "../../index.js";
+import { HttpError, quote } from "../errors.js";
+import { eventJson, runJson, stepJson } from "../json.js";
+import { s } from "../schema.js";
+import { ref } from "./models.js";
+import { json, type ParamSpec, type Route, route } from "./route.js";
+import { listRunPage, RUN_LIST_QUERY, type RunListQuery } from "./run-list.js";
+
+export const RUN_ID_PARAM: Record<string, ParamSpec> = {
+  id: { schema: s.string({ minLength: 1, maxLength: 256 }), description: "The run's id." },
+};
+
+/** The run, or a 404 naming the id. */
+export async function mustGetRun(engine: Engine, id: string) {
+  const run = await engine.getRun(id);
+  if (!run) throw runNotFound(id);
+  return run;
+}
+
+const listRuns = route({
+  method: "get",
+  path: "/runs",
+  operationId: "listRuns",
+  summary: "List runs, newest first",
+  description:
+    "Filters combine. Pages are cursor-based: pass `next` of one page as `before` of the next.",
+  tag: "runs",
+  access: "read",
+  query: RUN_LIST_QUERY,
+  responses: {
+    200: {
+      description: "A page of runs.",
+      schema: s.object(
+        {
+          runs: s.array(ref.RunSummary),
+          next: s.string({ description: "Cursor of the next (older) page, if this one is full." }),
+        },
+        ["runs"],
+      ),
+    },
+  },
+  async handle({ c, query, deps }) {
+    return json(c, 200, await listRunPage(deps.engine, query as RunListQuery));
+  },
+});
+
+const getRun = route({
+  method: "get",
+  path: "/runs/{id}",
+  operationId: "getRun",
+  summary: "A run, with its input and output",
+  tag: "runs",
+  access: "read",
+  params: RUN_ID_PARAM,
+  errors: [404],
+  responses: { 200: { description: "The run.", schema: s.object({ run: ref.Run }, ["run"]) } },
+  async handle({ c, params, deps }) {
+    return json(c, 200, { run: runJson(await mustGetRun(deps.engine, params.id!)) });
+  },
+});
+
+const getSteps = route({
+  method: "get",
+  path: "/runs/{id}/steps",
+  operationId: "getSteps",
+  summary: "A run's steps in call order, each with its attempts",
+  description:
+    "Completed calls first (in call order), then calls begun but not completed: failed or " +
+    "retrying steps, effects whose intent is recorded, sleeps and waits in progress.",
+  tag: "runs",
+  access: "read",
+  params: RUN_ID_PARAM,
+  errors: [404],
+  responses: {
+    200: { description: "The steps.", schema: s.object({ steps: s.array(ref.Step) }, ["steps"]) },
+  },
+  async handle({ c, params, deps }) {
+    await mustGetRun(deps.engine, params.id!);
+    const steps = await deps.engine.getSteps(params.id!);
+    return json(c, 200, { steps: steps.map(stepJson) });
+  },
+});
+
+const getEvents = route({
+  method: "get",
+  path: "/runs/{id}/events",
+  operationId: "listEvents",
+  summary: "The events sent to a run, consumed or not, in the order sent",
+  tag: "runs",
+  access: "read",
+  params: RUN_ID_PARAM,
+  errors: [404],
+  responses: {
+    200: {
+      description: "The events.",
+      schema: s.object({ events: s.array(ref.Event) }, ["events"]),
+    },
+  },
+  async handle({ c, params, deps }) {
+    await mustGetRun(deps.engine, params.id!);
+    const events = await deps.engine.listEvents(params.id!);
+    return json(c, 200, { events: events.map(eventJson) });
+  },
+});
+
+const StartBody = s.object(
+  {
+    workflow: s.string({ minLength: 1, maxLength: 128, description: "The workflow's name." }),
+    version: s.string({
+      minLength: 1,
+      maxLength: 128,
+      description: "Required when several versions of the workflow are registered.",
+    }),
+    input: s.any({ description: "The run's input (any JSON)." }),
+    id: s.string({
+      minLength: 1,
+      maxLength: 256,
+      description:
+        "The run's id (default: a new run_... id). Starting an existing id again returns that run.",
+    }),
+    budget: s.record(s.number({ minimum: 0 }), {
+      description: 'Budget limits, e.g. {"usd": 5}.',
+      maxProperties: 50,
+    }),
+  },
+  ["workflow"],
+);
+
+const startRun = route({
+  method: "post",
+  path: "/runs",
+  operationId: "startRun",
+  summary: "Start a run of a workflow registered with this server",
+  description:
+    "Only workflows registered with the engine the server was given can be started " +
+    "(`cairn ui --module <file>`). A worker that has the workflow@version executes the run.",
+  tag: "runs",
+  access: "act",
+  body: { schema: StartBody, required: true, description: "What to start." },
+  errors: [404, 409],
+  responses: {
+    201: {
+      description: "The run was created.",
+      schema: s.object({ run: ref.Run, created: s.boolean() }, ["run", "created"]),
+    },
+    200: {
+      description:
+        "A run with this id and the same input existed already: it is returned and nothing is created (another input, or another workflow, is a 409).",
+      schema: s.object({ run: ref.Run, created: s.boolean() }, ["run", "created"]),
+    },
+  },
+  async handle({ c, body, deps }) {
+    const b = body!;
+    const registered = deps.engine.workflows;
+    if (registered.length === 0) {
+      throw new UnknownWorkflowError(
+        "This server has no workflows registered, so it cannot start runs. Start `cairn ui` " +
+          "with --module <file that exports your workflows>, or give createHttpApp an engine " +
+          "created with your workflows.",
+      );
+    }
+    const named = registered.filter((w) => w.name === b.workflow);
+    const ids = registered.map((w) => w.id).join(", ");
+    if (named.length === 0) {
+      throw new UnknownWorkflowError(
+        `No workflow ${quote(b.workflow)} is registered with this server; registered: ${ids}`,
+      );
+    }
+    const wf =
+      b.version === undefined
+        ? named.length === 1
+          ? named[0]
+          : undefined
+        : named.find((w) => w.version === b.version);
+    if (!wf) {
+      if (b.version === undefined) {
+        throw new HttpError(
+          400,
+          "VALIDATION",
+          `Workflow ${quote(b.workflow)} has several versions registered (${named.map((w) => w.version).join(", ")}); say which one with "version"`,
+        );
+      }
+      throw new UnknownWorkflowError(
+        `Version ${quote(b.version)} of workflow ${quote(b.workflow)} is not registered with this server; registered: ${ids}`,
+      );
+    }
+    const handle = await deps.engine.start(wf, b.input, {
+      ...(b.id !== undefined ? { id: b.id } : {}),
+      ...(b.budget !== undefined ? { budget: b.budget } : {}),
+    });
+    const run = await mustGetRun(deps.engine, handle.id);
+    return json(c, handle.created ? 201 : 200, { run: runJson(run), created: handle.created });
+  },
+});
+
+export const runRoutes: Route[] = [listRuns, getRun, getSteps, getEvents, startRun];

@@ -1,0 +1,136 @@
+// createHttpApp: the HTTP API and the dashboard as one Hono app over an Engine, to serve
+// with serveHttp (server.ts, what `cairn ui` does) or to mount in your own server (its
+// `fetch` for Hono/Bun/Deno-style servers, `requestListener` for node:http and Express).
+
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { getRequestListener } from "@hono/node-server";
+import { type Context, Hono } from "hono";
+import { type Clock, type Engine, realClock } from "../index.js";
+import { apiError, mountApi } from "./api/index.js";
+import { HttpError, quote } from "./errors.js";
+import { LiveHub } from "./live/hub.js";
+import { StreamTails } from "./live/stream-tail.js";
+import { type AppEnv, createSecurity, type SecurityOptions } from "./security.js";
+import { loadAssets, mountDashboard, refusePage } from "./ui/index.js";
+import type { UiDeps } from "./ui/layout.js";
+import { messagePage } from "./ui/pages.js";
+
+export interface HttpAppOptions extends SecurityOptions {
+  /** The engine to inspect and steer; usually a client (`worker: false`). The workflows it
+   *  was created with are the ones the API can start runs of. */
+  engine: Engine;
+  /** Where the app is mounted, e.g. "/cairn" (default: the root). */
+  basePath?: string;
+  /** How often live streams poll the store. Default 1000 ms. */
+  pollIntervalMs?: number;
+  /** The dashboard's notion of now (ages, bars of what is still running). */
+  clock?: Clock;
+  /** Receives problems (never payloads). Default: console.error. */
+  log?: (message: string) => void;
+  /** Host names the server is bound to (serveHttp sets it); they are allowed as Host. */
+  boundHosts?: string[];
+}
+
+export interface HttpApp {
+  /** Web-standard handler: Request in, Response out. */
+  fetch(request: Request): Promise<Response>;
+  /** A node:http request listener (http.createServer(app.requestListener), Express). */
+  requestListener: (req: IncomingMessage, res: ServerResponse) => void;
+  /** The Hono app, to mount with app.route() or to add routes beside. */
+  readonly hono: Hono<AppEnv>;
+  /** Ends the live streams (the engine is yours to close). */
+  close(): void;
+}
+
+const CSP = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' data:",
+  "connect-src 'self'",
+  "form-action 'self'",
+  "base-uri 'none'",
+  "frame-ancestors 'none'",
+].join("; ");
+
+export function createHttpApp(options: HttpAppOptions): HttpApp {
+  const basePath = normalizeBase(options.basePath ?? "");
+  const log = options.log ?? ((message: string) => console.error(`cairn http: ${message}`));
+  const { assets, version } = loadAssets();
+  const uiDeps: UiDeps = {
+    engine: options.engine,
+    basePath,
+    clock: options.clock ?? realClock,
+    authRequired: options.token !== undefined || options.readToken !== undefined,
+    assetVersion: version,
+  };
+  const isApi = (c: Context) => new URL(c.req.url).pathname.startsWith(`${basePath}/api/`);
+  const refuse = (c: Context<AppEnv>, err: HttpError) =>
+    isApi(c) ? apiError(c, err, log) : refusePage(uiDeps, c, err);
+  const security = createSecurity(options, {
+    basePath,
+    ...(options.boundHosts ? { boundHosts: options.boundHosts } : {}),
+    refuse,
+  });
+  const pollMs = options.pollIntervalMs ?? 1_000;
+  const live = new LiveHub({ pollMs, log });
+  const streams = new StreamTails({ engine: options.engine, pollMs, log });
+
+  const app = new Hono<AppEnv>();
+  app.use("*", async (c, next) => {
+    await next();
+    c.header("content-security-policy", CSP);
+    c.header("x-content-type-options", "nosniff");
+    c.header("referrer-policy", "no-referrer");
+    c.header("x-frame-options", "DENY");
+    c.header("cross-origin-opener-policy", "same-origin");
+    c.header("cross-origin-resource-policy", "same-origin");
+  });
+  app.use("*", security.middleware);
+  mountApi(app, {
+    basePath,
+    log,
+    deps: {
+      engine: options.engine,
+      live,
+      streams,
+      log,
+      requireAct: security.requireAct,
+    },
+  });
+  mountDashboard(app, { deps: uiDeps, security, assets });
+
+  app.notFound((c) => {
+    if (isApi(c)) {
+      const what = `${c.req.method} ${quote(new URL(c.req.url).pathname, 120)}`;
+      return apiError(c, new HttpError(404, "NOT_FOUND", `No API route ${what}`), log);
+    }
+    return messagePage(uiDeps, c, 404, "Not found", `Nothing here: ${quote(c.req.path, 120)}.`);
+  });
+  app.onError((err, c) => {
+    if (isApi(c)) return apiError(c, err, log);
+    log(`unexpected error rendering a page: ${err.name}: ${err.message.slice(0, 500)}`);
+    return messagePage(uiDeps, c, 500, "Something went wrong", "The server's log has the details.");
+  });
+
+  const fetch = (request: Request) => Promise.resolve(app.fetch(request));
+  return {
+    fetch,
+    requestListener: getRequestListener(fetch),
+    hono: app,
+    close: () => {
+      live.close();
+      streams.close();
+    },
+  };
+}
+
+function normalizeBase(base: string): string {
+  if (base === "" || base === "/") return "";
+  if (!/^(\/[A-Za-z0-9._~-]+)+$/.test(base)) {
+    throw new TypeError(
+      `cairn http: basePath ${JSON.stringify(base)} must start with "/" and not end with one, e.g. "/cairn"`,
+    );
+  }
+  return base;
+}

@@ -1,0 +1,236 @@
+// Live updates behind the Server-Sent Events routes, by polling the store.
+//
+// A Feed reads some state (a run with its steps and events, a page of runs, the workers)
+// and says which events take a client from one reading to the next. A Watcher polls one
+// feed for all the streams that watch the same thing (ten tabs on one run cost one poll),
+// numbers its events, and keeps the last ones in a ring. Event ids are
+// "<watcher instance>.<seq>": a client that reconnects with Last-Event-ID gets exactly the
+// events after that one from the ring when this watcher still has them; otherwise (another
+// process, a restarted server, a ring that moved on) it gets a fresh snapshot. Either way
+// it ends up where the others are, and nothing in between is lost.
+//
+// A watcher polls only while someone listens; it lingers (without polling) for a while
+// after the last one leaves, so a reconnect finds its ring, then it is dropped.
+
+import { randomBytes } from "node:crypto";
+
+export interface LiveMessage {
+  event: string;
+  data: unknown;
+}
+
+export interface LiveEvent extends LiveMessage {
+  /** Absent for notices that are not part of the state (a store problem). */
+  id?: string;
+}
+
+export interface Feed<S> {
+  read(): Promise<S>;
+  /** The whole state as one message (sent first to a client that cannot replay). */
+  snapshot(state: S): LiveMessage;
+  /** The messages that take a client from `prev` to `next`, in order. */
+  changes(prev: S, next: S): LiveMessage[];
+}
+
+export interface HubOptions {
+  pollMs: number;
+  /** Events kept per watcher for reconnects. Default 500. */
+  ringSize?: number;
+  /** How long a watcher nobody listens to keeps its ring. Default 60 s. */
+  lingerMs?: number;
+  log: (message: string) => void;
+}
+
+type Listener = (e: LiveEvent) => void;
+
+class Watcher<S> {
+  readonly instance = randomBytes(6).toString("base64url");
+  private seq = 0;
+  private readonly ring: Array<{ seq: number; event: LiveEvent }> = [];
+  private state: S | undefined;
+  private loading: Promise<S> | undefined;
+  private readonly listeners = new Set<Listener>();
+  private timer: NodeJS.Timeout | undefined;
+  private lingerTimer: NodeJS.Timeout | undefined;
+  private polling = false;
+  private failing = false;
+  private closed = false;
+
+  constructor(
+    private readonly feed: Feed<S>,
+    private readonly o: Required<Omit<HubOptions, "log">> & Pick<HubOptions, "log">,
+    private readonly drop: () => void,
+  ) {}
+
+  /** Sends `listener` what it missed (or a snapshot), then every new event. */
+  async subscribe(lastEventId: string | undefined, listener: Listener): Promise<() => void> {
+    if (this.lingerTimer) clearTimeout(this.lingerTimer);
+    this.lingerTimer = undefined;
+    // Counted at once, so the watcher is not dropped while the first reading is made.
+    const placeholder: Listener = () => {};
+    this.listeners.add(placeholder);
+    try {
+      if (this.state === undefined) {
+        this.loading ??= this.feed.read();
+        const loading = this.loading;
+        try {
+          this.state ??= await loading;
+        } finally {
+          if (this.loading === loading) this.loading = undefined;
+        }
+      }
+    } catch (err) {
+      this.leave(placeholder);
+      throw err;
+    }
+    // From here to the end nothing awaits: no event can slip between catch-up and live.
+    this.listeners.delete(placeholder);
+    const last = this.parse(lastEventId);
+    const first = this.ring[0]?.seq ?? this.seq + 1;
+    if (last !== undefined && last <= this.seq && last >= first - 1) {
+      for (const r of this.ring) if (r.seq > last) listener(r.event);
+    } else {
+      listener({ id: this.id(this.seq), ...this.feed.snapshot(this.state) });
+    }
+    this.listeners.add(listener);
+    this.schedule();
+    return () => this.leave(listener);
+  }
+
+  close(): void {
+    this.closed = true;
+    if (this.timer) clearTimeout(this.timer);
+    if (this.lingerTimer) clearTimeout(this.lingerTimer);
+    this.listeners.clear();
+  }
+
+  private id(seq: number): string {
+    return `${this.instance}.${seq}`;
+  }
+
+  private parse(lastEventId: string | undefined): number | undefined {
+    if (lastEventId === undefined) return undefined;
+    const dot = lastEventId.lastIndexOf(".");
+    if (dot < 0 || lastEventId.slice(0, dot) !== this.instance) return undefined;
+    const seq = Number(lastEventId.slice(dot + 1));
+    return Number.isSafeInteger(seq) && seq >= 0 ? seq : undefined;
+  }
+
+  private leave(listener: Listener): void {
+    this.listeners.delete(listener);
+    if (this.listeners.size > 0 || this.closed) return;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.lingerTimer = setTimeout(() => {
+      if (this.listeners.size === 0) {
+        this.close();
+        this.drop();
+      }
+    }, this.o.lingerMs);
+    this.lingerTimer.unref?.();
+  }
+
+  private schedule(): void {
+    if (this.timer || this.polling || this.closed || this.listeners.size === 0) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      void this.poll();
+    }, this.o.pollMs);
+    this.timer.unref?.();
+  }
+
+  private async poll(): Promise<void> {
+    this.polling = true;
+    try {
+      const next = await this.feed.read();
+      if (this.closed) return;
+      if (this.failing) {
+        this.failing = false;
+        this.notify({ event: "problem", data: { ok: true } });
+      }
+      const prev = this.state;
+      this.state = next;
+      const messages = prev === undefined ? [] : this.feed.changes(prev, next);
+      for (const m of messages) {
+        this.seq += 1;
+        const event: LiveEvent = { id: this.id(this.seq), event: m.event, data: m.data };
+        this.ring.push({ seq: this.seq, event });
+        if (this.ring.length > this.o.ringSize) this.ring.shift();
+        this.notify(event);
+      }
+    } catch (err) {
+      if (!this.failing) {
+        this.failing = true;
+        this.o.log(
+          `live updates: reading the store failed: ${(err as Error)?.message ?? String(err)}`,
+        );
+        this.notify({
+          event: "problem",
+          data: { ok: false, message: "The store cannot be read; retrying" },
+        });
+      }
+    } finally {
+      this.polling = false;
+      this.schedule();
+    }
+  }
+
+  private notify(e: LiveEvent): void {
+    for (const l of [...this.listeners]) {
+      try {
+        l(e);
+      } catch {
+        // A listener whose stream broke is removed by its own abort handler.
+      }
+    }
+  }
+}
+
+/** The watchers of one app, by what they watch. */
+export class LiveHub {
+  private readonly watchers = new Map<string, Watcher<unknown>>();
+  private readonly o: Required<Omit<HubOptions, "log">> & Pick<HubOptions, "log">;
+  private readonly closers = new Set<() => void>();
+  private closed = false;
+
+  constructor(options: HubOptions) {
+    this.o = { ringSize: 500, lingerMs: 60_000, ...options };
+  }
+
+  subscribe<S>(
+    key: string,
+    makeFeed: () => Feed<S>,
+    lastEventId: string | undefined,
+    listener: Listener,
+  ): Promise<() => void> {
+    if (this.closed) return Promise.reject(new Error("live updates are closed"));
+    let w = this.watchers.get(key) as Watcher<S> | undefined;
+    if (!w) {
+      const created: Watcher<S> = new Watcher(makeFeed(), this.o, () => {
+        if (this.watchers.get(key) === created) this.watchers.delete(key);
+      });
+      w = created;
+      this.watchers.set(key, created as Watcher<unknown>);
+    }
+    return w.subscribe(lastEventId, listener);
+  }
+
+  /** Registers what ends a stream when the hub closes. */
+  onClose(fn: () => void): () => void {
+    this.closers.add(fn);
+    return () => this.closers.delete(fn);
+  }
+
+  /** How many watchers exist (for tests). */
+  get size(): number {
+    return this.watchers.size;
+  }
+
+  close(): void {
+    this.closed = true;
+    for (const w of this.watchers.values()) w.close();
+    this.watchers.clear();
+    for (const fn of [...this.closers]) fn();
+    this.closers.clear();
+  }
+}

@@ -1,0 +1,70 @@
+// serveHttp: the app on its own HTTP server, as `cairn ui` runs it. It binds 127.0.0.1
+// unless told otherwise, and refuses any other address without a token: whoever can reach
+// the port could otherwise read every run's data and act on it.
+
+import type { AddressInfo } from "node:net";
+import { createAdaptorServer } from "@hono/node-server";
+import { createHttpApp, type HttpApp, type HttpAppOptions } from "./app.js";
+import { isLoopback, namesForBind } from "./security.js";
+
+export interface ServeHttpOptions extends Omit<HttpAppOptions, "boundHosts"> {
+  /** Default 4000; 0 picks a free port. */
+  port?: number;
+  /** Default "127.0.0.1". Anything that is not loopback needs a token or readToken. */
+  host?: string;
+}
+
+export interface HttpServer {
+  /** e.g. "http://127.0.0.1:4000" (the base path appended). */
+  readonly url: string;
+  readonly port: number;
+  readonly host: string;
+  readonly app: HttpApp;
+  /** Ends the live streams and stops the server (the engine is yours to close). */
+  close(): Promise<void>;
+}
+
+export async function serveHttp(options: ServeHttpOptions): Promise<HttpServer> {
+  const host = options.host ?? "127.0.0.1";
+  const port = options.port ?? 4000;
+  if (!isLoopback(host) && options.token === undefined && options.readToken === undefined) {
+    throw new Error(
+      `Refusing to listen on ${host} without a token: anyone who can reach it could read ` +
+        "every run and act on it. Give a token (--token, and --read-token for read-only " +
+        "access), or listen on 127.0.0.1.",
+    );
+  }
+  const app = createHttpApp({ ...options, boundHosts: namesForBind(host) });
+  const server = createAdaptorServer({ fetch: app.fetch, hostname: host, port });
+  await new Promise<void>((resolve, reject) => {
+    const onError = (err: NodeJS.ErrnoException) => {
+      app.close();
+      reject(
+        err.code === "EADDRINUSE"
+          ? new Error(`Port ${port} on ${host} is in use; choose another with --port`, {
+              cause: err,
+            })
+          : err,
+      );
+    };
+    server.once("error", onError);
+    server.listen(port, host, () => {
+      server.off("error", onError);
+      resolve();
+    });
+  });
+  const bound = (server.address() as AddressInfo).port;
+  const shown = host.includes(":") ? `[${host}]` : host;
+  return {
+    url: `http://${shown}:${bound}${options.basePath && options.basePath !== "/" ? options.basePath : ""}`,
+    port: bound,
+    host,
+    app,
+    close: () =>
+      new Promise<void>((resolve) => {
+        app.close();
+        server.close(() => resolve());
+        if ("closeAllConnections" in server) server.closeAllConnections();
+      }),
+  };
+}

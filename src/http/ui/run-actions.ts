@@ -1,0 +1,179 @@
+// What a run page offers to do, in one list: each action says when the run's state allows
+// it, how its button looks, and the dialog whose form posts to the API (the form field
+// conventions are in assets/app.js). A feature that adds an action on runs adds an entry
+// here; the page shows its button and dialog to callers who may act.
+
+import { html } from "hono/html";
+import { APPROVAL_EVENT_PREFIX } from "../../index.js";
+import { approvalJson } from "../api/approvals.js";
+import { approvalBlock } from "./approval-page.js";
+import { cut, isFinished } from "./format.js";
+import type { Html, UiDeps } from "./layout.js";
+
+type Json = Record<string, unknown>;
+
+export interface RunAction {
+  /** The dialog is "dialog-<id>". */
+  id: string;
+  label: string;
+  applies(run: Json, steps: Json[]): boolean;
+  style?(run: Json): "primary" | "danger" | "";
+  dialog(o: { deps: UiDeps; run: Json; steps: Json[]; api: string }): Html;
+}
+
+const live = (run: Json) => !isFinished(run.status);
+
+const FORM_END = (submit: string, cls = "primary", close = "Close") =>
+  html`<p class="form-error" role="alert" hidden></p>
+  <div class="buttons"><button type="button" data-close>${close}</button><button type="submit" class="${cls}">${submit}</button></div>`;
+
+/** Keys a fork may start from: completed calls, and calls that failed or never finished
+ *  (not the internal records of ctx.now/random/uuid). */
+export function forkableSteps(steps: Json[]): Json[] {
+  return steps.filter(
+    (s) =>
+      !(s.key as string).startsWith("@") &&
+      (s.completedAt !== undefined || (s.attempts as unknown[]).length > 0 || s.intentAt),
+  );
+}
+
+/** Events a user may send (names starting with "cairn." are the engine's own). */
+const userEvents = (run: Json) =>
+  ((run.waitingFor as string[] | undefined) ?? []).filter((n) => !n.startsWith("cairn."));
+
+const sendEvent: RunAction = {
+  id: "event",
+  label: "Send event",
+  applies: live,
+  style: (run) => (userEvents(run).length ? "primary" : ""),
+  dialog({ run, api }) {
+    const waitingFor = userEvents(run);
+    return html`<form data-api="${api}/events/{name}" data-then="reload">
+  <h2>Send an event</h2>
+  <label>Event name <input name="path.name" required maxlength="200" list="waiting-for" value="${waitingFor[0] ?? ""}" autocomplete="off"></label>
+  <datalist id="waiting-for">${waitingFor.map((n) => html`<option value="${n}"></option>`)}</datalist>
+  <label>Payload <span class="muted">(JSON, optional)</span>
+    <textarea name="body" data-json rows="6" spellcheck="false" placeholder='{"ok": true}'></textarea>
+  </label>
+  <label>Idempotency key <span class="muted">(optional: the same key twice stores one event)</span> <input name="header.idempotency-key" maxlength="256" autocomplete="off"></label>
+  ${FORM_END("Send")}
+</form>`;
+  },
+};
+
+const resume: RunAction = {
+  id: "resume",
+  label: "Resume",
+  applies: (run) => run.status === "paused" || run.status === "failed",
+  style: (run) => (run.status === "paused" ? "primary" : ""),
+  dialog({ run, api }) {
+    const limit = (run.budget as { limit: Record<string, number> }).limit;
+    const names = Object.keys(limit).sort();
+    return html`<form data-api="${api}/resume" data-then="reload">
+  <h2>Resume</h2>
+  <p>The run continues from its first unfinished step${run.status === "failed" ? "; the failed step gets fresh attempts" : ""}.</p>
+  ${names.map(
+    (n) =>
+      html`<label>Budget limit: ${n} <input name="body.budget" data-key="${n}" data-number type="number" min="0" step="any" value="${String(limit[n])}"></label>`,
+  )}
+  <label>${names.length > 0 ? "Other limits" : "Budget limits"} <span class="muted">(optional, e.g. usd=10)</span> <input name="body.budget" data-amounts autocomplete="off"></label>
+  ${FORM_END("Resume")}
+</form>`;
+  },
+};
+
+const fork: RunAction = {
+  id: "fork",
+  label: "Fork",
+  applies: (_run, steps) => forkableSteps(steps).length > 0,
+  dialog({ deps, run, steps, api }) {
+    const forkable = forkableSteps(steps);
+    const failed = forkable.find((s) => s.status === "failed");
+    const versions = [
+      ...new Set([
+        run.version as string,
+        ...deps.engine.workflows.filter((w) => w.name === run.workflow).map((w) => w.version),
+      ]),
+    ];
+    return html`<form data-api="${api}/fork" data-then="open-run">
+  <h2>Fork from a step</h2>
+  <p>A new run reuses everything recorded before the chosen step and executes from there. This run is not touched.</p>
+  <label>From step <select name="body.fromStep" required>${forkable.map(
+    (s) =>
+      html`<option value="${s.key as string}"${s === failed ? " selected" : ""}>${cut(s.key as string, 80)} (${s.status as string})</option>`,
+  )}</select></label>
+  <label>On version <input name="body.version" list="fork-versions" value="${run.version as string}" maxlength="128" autocomplete="off"></label>
+  <datalist id="fork-versions">${versions.map((v) => html`<option value="${v}"></option>`)}</datalist>
+  <label>New run id <span class="muted">(optional)</span> <input name="body.id" maxlength="256" autocomplete="off"></label>
+  ${FORM_END("Fork")}
+</form>`;
+  },
+};
+
+const cancel: RunAction = {
+  id: "cancel",
+  label: "Cancel run",
+  applies: live,
+  style: () => "danger",
+  dialog({ api }) {
+    return html`<form data-api="${api}/cancel" data-then="reload">
+  <h2>Cancel this run?</h2>
+  <p>Its running step's signal aborts and no further step starts. This cannot be undone (a fork can redo it).</p>
+  <label>Reason <span class="muted">(optional)</span> <input name="body.reason" maxlength="500" autocomplete="off"></label>
+  ${FORM_END("Cancel run", "danger", "Keep running")}
+</form>`;
+  },
+};
+
+const waitsForApproval = (run: Json) =>
+  ((run.waitingFor as string[] | undefined) ?? []).some((n) => n.startsWith(APPROVAL_EVENT_PREFIX));
+
+/** Approve or reject an approval the run waits for (ctx.approval), showing its request. */
+function approvalAction(decision: "approve" | "reject"): RunAction {
+  const approve = decision === "approve";
+  return {
+    id: decision,
+    label: approve ? "Approve" : "Reject",
+    applies: waitsForApproval,
+    style: () => (approve ? "primary" : "danger"),
+    async dialog({ deps, run, api }) {
+      const pending = (await deps.engine.listApprovals(run.id as string))
+        .filter((a) => a.status === "pending")
+        .map(approvalJson);
+      const now = deps.clock.now();
+      const only = pending.length === 1 ? pending[0] : undefined;
+      return html`<form data-api="${api}/approvals/{name}/${decision}" data-then="reload">
+  <h2>${approve ? "Approve" : "Reject"}</h2>
+  ${
+    only
+      ? html`<input type="hidden" name="path.name" value="${only.key as string}">`
+      : html`<label>Approval <select name="path.name" required>${pending.map(
+          (a) => html`<option value="${a.key as string}">${cut(a.key as string, 80)}</option>`,
+        )}</select></label>`
+  }
+  ${pending.map((a) => approvalBlock(a, now))}
+  <label>Your name <span class="muted">(recorded as who ${approve ? "approved" : "rejected"})</span> <input name="body.by" maxlength="200" autocomplete="name"></label>
+  <label>Comment <span class="muted">(optional)</span> <textarea name="body.comment" rows="3" maxlength="4000"></textarea></label>
+  <input type="hidden" name="body.via" value="dashboard">
+  ${FORM_END(approve ? "Approve" : "Reject", approve ? "primary" : "danger")}
+</form>`;
+    },
+  };
+}
+
+export const RUN_ACTIONS: readonly RunAction[] = [
+  approvalAction("approve"),
+  approvalAction("reject"),
+  sendEvent,
+  resume,
+  fork,
+  cancel,
+];
+
+export function actionDialogs(deps: UiDeps, run: Json, steps: Json[]): Html {
+  const api = `${deps.basePath}/api/runs/${encodeURIComponent(run.id as string)}`;
+  return html`${RUN_ACTIONS.filter((a) => a.applies(run, steps)).map(
+    (a) =>
+      html`<dialog id="dialog-${a.id}" class="form-dialog">${a.dialog({ deps, run, steps, api })}</dialog>`,
+  )}`;
+}

@@ -1,0 +1,234 @@
+// One run: status and why, budget, the timeline, what its streamed model calls say (live),
+// every step with its attempts, errors, spend and result, its workspaces (checkpoints,
+// files, diffs), the events sent to it, its input and output, and the actions its status
+// allows (send an event, cancel, resume with a new budget, fork from a step).
+
+import type { Context } from "hono";
+import { html } from "hono/html";
+import { eventJson, runJson, stepJson, UNDECODABLE_TEXT } from "../json.js";
+import type { AppEnv } from "../security.js";
+import { amounts, cut, duration, isFinished, number, pretty } from "./format.js";
+import {
+  ageTag,
+  canAct,
+  type Html,
+  layout,
+  runUrl,
+  STATUS_LABEL,
+  statusBadge,
+  type UiDeps,
+} from "./layout.js";
+import { modelStreamPanel } from "./model-stream-panel.js";
+import { notFoundPage } from "./pages.js";
+import { actionDialogs, RUN_ACTIONS } from "./run-actions.js";
+import { reasonCell } from "./runs-page.js";
+import { timeline } from "./timeline.js";
+import { workspacePanel } from "./workspace-panel.js";
+
+type Json = Record<string, unknown>;
+
+/** Values longer than this (as pretty JSON) are folded. */
+const FOLD_CHARS = 400;
+/** Values longer than this are cut in the page (the API has them whole). */
+const SHOW_CHARS = 100_000;
+
+export async function runPage(deps: UiDeps, c: Context<AppEnv>, id: string): Promise<Response> {
+  const view = await deps.engine.getRun(id);
+  if (!view) return notFoundPage(deps, c, `Run "${cut(id, 80)}" does not exist.`);
+  const [stepViews, eventViews, workspace, stream] = await Promise.all([
+    deps.engine.getSteps(id),
+    deps.engine.listEvents(id),
+    workspacePanel(deps, c, id),
+    // A live refresh swaps only the data-regions; the stream panel is the script's by then.
+    c.req.header("x-cairn-refresh") === "1" ? undefined : modelStreamPanel(deps, view),
+  ]);
+  const run = runJson(view);
+  const steps = stepViews.map(stepJson);
+  const events = eventViews.map(eventJson);
+  const now = deps.clock.now();
+  const b = deps.basePath;
+  const live = `${b}/api/live/runs/${encodeURIComponent(id)}`;
+  const act = canAct(c);
+
+  const body = html`
+<nav class="crumbs"><a href="${b}/">Runs</a> <span aria-hidden="true">/</span> <span class="id">${cut(id, 120)}</span></nav>
+<section data-region="head" id="region-head">${head(deps, run, steps, act, now)}</section>
+<section class="panel">
+  <h2>Timeline</h2>
+  <div data-region="timeline" id="region-timeline">${timeline(run, steps, events, now)}</div>
+</section>
+${stream ?? ""}
+<section class="panel">
+  <h2>Steps</h2>
+  <div data-region="steps" id="region-steps">${stepList(steps, now)}</div>
+</section>
+${
+  workspace
+    ? html`<section class="panel" id="workspace">
+  <h2>Workspace</h2>
+  <div data-region="workspace" id="region-workspace">${workspace}</div>
+</section>`
+    : ""
+}
+<div class="two">
+  <section class="panel">
+    <h2>Input and output</h2>
+    <div data-region="io" id="region-io">${io(run)}</div>
+  </section>
+  <section class="panel">
+    <h2>Events</h2>
+    <div data-region="events" id="region-events">${eventList(events, now)}</div>
+  </section>
+</div>
+<div data-region="dialogs" id="region-dialogs">${act ? actionDialogs(deps, run, steps) : ""}</div>`;
+  return c.html(layout(deps, c, { title: `Run ${cut(id, 40)}`, nav: "runs", live, body }));
+}
+
+function head(deps: UiDeps, run: Json, steps: Json[], act: boolean, now: number): Html {
+  const status = run.status as string;
+  const terminal = isFinished(status);
+  const budget = run.budget as { limit: Record<string, number>; spent: Record<string, number> };
+  const created = Date.parse(run.createdAt as string);
+  const updated = Date.parse(run.updatedAt as string);
+  const actions = act
+    ? RUN_ACTIONS.filter((a) => a.applies(run, steps)).map(
+        (a) =>
+          html`<button type="button" class="${a.style?.(run) ?? ""}" data-open="dialog-${a.id}">${a.label}</button>`,
+      )
+    : [];
+  const error = run.error as { name: string; code?: string; message: string } | undefined;
+  return html`<div class="run-head">
+  <div class="title">
+    <h1 class="id" title="${run.id as string}">${cut(run.id as string, 80)}</h1>
+    ${statusBadge(status)}
+  </div>
+  <div class="actions">${actions}${!act ? html`<span class="muted">read-only access</span>` : ""}</div>
+</div>
+${status !== "failed" && (status === "waiting" || status === "paused" || run.reason) ? html`<p class="why s-${status}">${reasonCell(run, now)}${status === "paused" && run.pausedFor === "version" ? html` · <a href="${deps.basePath}/workers">workers</a>` : ""}</p>` : ""}
+${error ? html`<p class="why s-failed"><strong>${error.name}${error.code ? ` [${error.code}]` : ""}:</strong> ${cut(error.message, 1000)}</p>` : ""}
+<dl class="meta">
+  <div><dt>Workflow</dt><dd>${run.workflow as string}<span class="ver">@${run.version as string}</span></dd></div>
+  <div><dt>Created</dt><dd>${ageTag(run.createdAt as string, now)}</dd></div>
+  <div><dt>${terminal ? "Took" : "Age"}</dt><dd>${duration((terminal ? updated : now) - created)}</dd></div>
+  <div><dt>Updated</dt><dd>${ageTag(run.updatedAt as string, now)}</dd></div>
+  ${run.parentId ? html`<div><dt>Parent</dt><dd><a href="${runUrl(deps, run.parentId as string)}">${cut(run.parentId as string, 60)}</a></dd></div>` : ""}
+  <div><dt>Steps</dt><dd>${String(steps.filter((s) => !(s.key as string).startsWith("@")).length)}</dd></div>
+</dl>
+${budgetBlock(budget)}`;
+}
+
+function budgetBlock(budget: {
+  limit: Record<string, number>;
+  spent: Record<string, number>;
+}): Html {
+  const limited = Object.keys(budget.limit).sort();
+  const free = Object.keys(budget.spent)
+    .filter((n) => budget.limit[n] === undefined)
+    .sort();
+  if (limited.length === 0 && free.length === 0) return html``;
+  return html`<div class="budget" aria-label="budget">
+${limited.map((n) => {
+  const spent = budget.spent[n] ?? 0;
+  const limit = budget.limit[n]!;
+  const over = spent > limit;
+  return html`<div class="budget-row${over ? " over" : ""}">
+  <span class="name">${n}</span>
+  <progress value="${String(Math.min(spent, limit))}" max="${String(limit || 1)}"></progress>
+  <span class="figures">${number(spent)} of ${number(limit)}${over ? " · over budget" : ""}</span>
+</div>`;
+})}
+${free.length > 0 ? html`<div class="spent-free"><span class="name">Spent</span> ${free.map((n, i) => html`${i > 0 ? " · " : ""}${n} <strong>${number(budget.spent[n] ?? 0)}</strong>`)} <span class="muted">(no limit)</span></div>` : ""}
+</div>`;
+}
+
+export function valueBlock(value: unknown): Html {
+  if (value === UNDECODABLE_TEXT) {
+    return html`<span class="tag warn" title="The stored value cannot be decoded; it is not shown">undecodable value</span>`;
+  }
+  if (typeof value === "string" && /^\[encrypted with key "[^"]*"\]$/.test(value)) {
+    return html`<span class="tag warn" title="This server is not given the key; the value is not shown">${value.slice(1, -1)}</span>`;
+  }
+  const text = pretty(value);
+  const shown =
+    text.length > SHOW_CHARS
+      ? `${text.slice(0, SHOW_CHARS)}\n… (cut; the API has all of it)`
+      : text;
+  if (text.length <= FOLD_CHARS) return html`<pre class="value">${shown}</pre>`;
+  const kb = (new TextEncoder().encode(text).length / 1024).toFixed(1);
+  return html`<details class="value"><summary><code>${cut(text.replace(/\s+/g, " "), 120)}</code> <span class="muted">${kb} KB</span></summary><pre class="value">${shown}</pre></details>`;
+}
+
+function stepList(steps: Json[], now: number): Html {
+  if (steps.length === 0) return html`<p class="empty">No steps recorded yet.</p>`;
+  return html`<ol class="steps">${steps.map((s, index) => {
+    const attempts = s.attempts as Array<Json & { error?: Json }>;
+    const first = Date.parse((s.intentAt ?? s.startedAt) as string);
+    const done = s.completedAt ? Date.parse(s.completedAt as string) : undefined;
+    const internal = (s.key as string).startsWith("@");
+    const lost = attempts.filter(
+      (a) => (a.error as Json | undefined)?.code === "WORKER_LOST",
+    ).length;
+    const failures = attempts.filter((a) => a.error).length - lost;
+    const spend = amounts(s.spend as Record<string, number>);
+    const error = s.error as
+      | { name: string; code?: string; message: string; stack?: string }
+      | undefined;
+    return html`<li id="step-${index}" class="step st-${s.status as string}${internal ? " internal" : ""}">
+<details data-key="${s.key as string}">
+  <summary>
+    <span class="dot" title="${s.status as string}"></span>
+    <span class="key">${cut(s.key as string, 80)}</span>
+    <span class="kind">${s.kind as string}</span>
+    <span class="st">${s.status as string}</span>
+    ${failures > 0 ? html`<span class="tag err">${String(failures)} failed attempt${failures > 1 ? "s" : ""}</span>` : ""}
+    ${lost > 0 ? html`<span class="tag warn" title="the worker executing it stopped; another took the run over">worker lost${lost > 1 ? ` ×${lost}` : ""}</span>` : ""}
+    <span class="grow"></span>
+    ${spend ? html`<span class="spend">${spend}</span>` : ""}
+    <span class="dur">${done !== undefined ? duration(done - first) : ageTag((s.intentAt ?? s.startedAt) as string, now)}</span>
+  </summary>
+  <div class="step-body">
+    ${error ? html`<div class="error-block"><strong>${error.name}${error.code ? ` [${error.code}]` : ""}:</strong> ${cut(error.message, 2000)}${error.stack ? html`<details><summary>stack</summary><pre>${cut(error.stack, 8000)}</pre></details>` : ""}</div>` : ""}
+    ${s.status === "completed" ? html`<div class="label">Result</div>${valueBlock(s.result)}` : ""}
+    ${
+      attempts.length > 0
+        ? html`<table class="attempts"><thead><tr><th>#</th><th>Started</th><th>Took</th><th>Outcome</th><th>Spend</th></tr></thead><tbody>${attempts.map(
+            (a) => {
+              const aErr = a.error as { name: string; code?: string; message: string } | undefined;
+              const started = Date.parse(a.startedAt as string);
+              const ended = a.endedAt ? Date.parse(a.endedAt as string) : undefined;
+              return html`<tr class="${aErr ? (aErr.code === "WORKER_LOST" ? "lost" : "failed") : "ok"}">
+<td>${String(a.attempt)}</td>
+<td><time datetime="${a.startedAt as string}" data-local>${a.startedAt as string}</time></td>
+<td>${ended !== undefined ? duration(ended - started) : "-"}</td>
+<td>${aErr ? html`<span class="${aErr.code === "WORKER_LOST" ? "lost" : "err"}">${aErr.code === "WORKER_LOST" ? "worker lost" : aErr.name}</span> ${cut(aErr.message, 300)}${a.retryAt ? html` <span class="muted">· retry at <time datetime="${a.retryAt as string}" data-local>${a.retryAt as string}</time></span>` : ""}` : "ok"}</td>
+<td>${amounts(a.spend as Record<string, number>) || "-"}</td>
+</tr>`;
+            },
+          )}</tbody></table>`
+        : ""
+    }
+  </div>
+</details>
+</li>`;
+  })}</ol>`;
+}
+
+function io(run: Json): Html {
+  const status = run.status as string;
+  return html`<div class="label">Input</div>
+${run.input === undefined ? html`<p class="muted">none</p>` : valueBlock(run.input)}
+<div class="label">Output</div>
+${status === "completed" ? valueBlock(run.output) : html`<p class="muted">${status === "failed" ? "none: the run failed" : `none yet (${STATUS_LABEL[status] ?? status})`}</p>`}`;
+}
+
+function eventList(events: Json[], now: number): Html {
+  if (events.length === 0) return html`<p class="empty">No events sent to this run.</p>`;
+  return html`<ul class="events">${events.map(
+    (e) => html`<li>
+  <div class="ev-head"><code>${cut(e.name as string, 80)}</code> ${ageTag(e.sentAt as string, now)}
+  ${e.consumedBy ? html`<span class="tag ok">consumed by ${cut(e.consumedBy as string, 60)}</span>` : html`<span class="tag">not consumed yet</span>`}
+  ${e.idempotencyKey ? html`<span class="muted" title="idempotency key">key ${cut(e.idempotencyKey as string, 40)}</span>` : ""}</div>
+  ${valueBlock(e.payload)}
+</li>`,
+  )}</ul>`;
+}

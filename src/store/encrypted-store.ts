@@ -1,0 +1,344 @@
+// encryptedStore(store, { keys }): the same Store, with every payload encrypted on its way in
+// and decrypted on its way out (codec/encryption.ts). One decorator at the seam covers every
+// writer and reader alike: run inputs, outputs and errors, step results and errors, attempt
+// errors, intents, events, approvals (request, answer, comment), run streams (model output of
+// cairn/ai) and workspace objects. Names, keys, ids, statuses, times and amounts stay plain:
+// the store queries them.
+//
+// Error records keep `name` and `code` plain and encrypt `message` and `stack`; a run's
+// `reason` is encrypted when it may quote an error (failed and canceled runs).
+//
+// A run claimed by this worker whose payload names a key it was not given is not handed
+// back to be claimed again at once (a crash loop): it is paused with a reason naming the
+// key, and resumes once a worker with the key is told to resume it.
+
+import { type EncryptionKey, PayloadCipher } from "../codec/encryption.js";
+import { PayloadKeyError } from "../errors.js";
+import { displayText } from "../lib/text.js";
+import type { ApprovalRecord } from "./approval-records.js";
+import { refuseUnstorable } from "./storable.js";
+import type {
+  AttemptRecord,
+  ClaimedRun,
+  ErrorRecord,
+  EventRecord,
+  IntentRecord,
+  Journal,
+  NewEvent,
+  RunRecord,
+  RunWrite,
+  StepRecord,
+  Store,
+} from "./store.js";
+import type { WorkspaceObject } from "./workspace-records.js";
+
+export interface EncryptionOptions {
+  /** The first key encrypts what is written; every key decrypts (rotation: put the new key
+   *  first and keep the old ones while payloads encrypted with them are kept). */
+  keys: EncryptionKey[];
+}
+
+type Cipher = PayloadCipher;
+
+function enc(c: Cipher, text: string | null): string | null;
+function enc(c: Cipher, text: string | null | undefined): string | null | undefined;
+function enc(c: Cipher, text: string | null | undefined): string | null | undefined {
+  return typeof text === "string" ? c.encryptText(text) : text;
+}
+
+function dec(c: Cipher, text: string, what: string): string;
+function dec(c: Cipher, text: string | null, what: string): string | null;
+function dec(c: Cipher, text: string | null, what: string): string | null {
+  return text === null ? null : c.decryptText(text, what);
+}
+
+function encError(c: Cipher, e: ErrorRecord): ErrorRecord;
+function encError(c: Cipher, e: ErrorRecord | null): ErrorRecord | null;
+function encError(c: Cipher, e: ErrorRecord | null | undefined): ErrorRecord | null | undefined;
+function encError(c: Cipher, e: ErrorRecord | null | undefined): ErrorRecord | null | undefined {
+  if (!e) return e;
+  const out: ErrorRecord = { ...e, message: c.encryptText(e.message) };
+  if (typeof e.stack === "string") out.stack = c.encryptText(e.stack);
+  return out;
+}
+
+function decError(c: Cipher, e: ErrorRecord, what: string): ErrorRecord;
+function decError(c: Cipher, e: ErrorRecord | null, what: string): ErrorRecord | null;
+function decError(c: Cipher, e: ErrorRecord | null, what: string): ErrorRecord | null {
+  if (!e) return e;
+  const out: ErrorRecord = { ...e, message: c.decryptText(e.message, what) };
+  if (typeof e.stack === "string") out.stack = c.decryptText(e.stack, what);
+  return out;
+}
+
+function decRun(c: Cipher, r: RunRecord): RunRecord {
+  const what = `A payload of run "${r.id}"`;
+  return {
+    ...r,
+    input: c.decryptText(r.input, what),
+    output: dec(c, r.output, what),
+    error: decError(c, r.error, what),
+    reason: dec(c, r.reason, what),
+  };
+}
+
+function decStep(c: Cipher, s: StepRecord): StepRecord {
+  const what = `The record of step "${s.key}" of run "${s.runId}"`;
+  return { ...s, result: dec(c, s.result, what), error: decError(c, s.error, what) };
+}
+
+function decAttempt(c: Cipher, a: AttemptRecord): AttemptRecord {
+  const what = `Attempt ${a.attempt} of step "${a.key}" of run "${a.runId}"`;
+  return { ...a, error: decError(c, a.error, what) };
+}
+
+function decIntent(c: Cipher, i: IntentRecord): IntentRecord {
+  return { ...i, data: c.decryptText(i.data, `The intent of "${i.key}" of run "${i.runId}"`) };
+}
+
+function decEvent(c: Cipher, e: EventRecord): EventRecord {
+  const what = `Event #${e.seq} "${e.name}" of run "${e.runId}"`;
+  return { ...e, payload: c.decryptText(e.payload, what) };
+}
+
+function encEvent<E extends { payload: string }>(c: Cipher, e: E): E {
+  return { ...e, payload: c.encryptText(e.payload) };
+}
+
+function decApproval(c: Cipher, a: ApprovalRecord): ApprovalRecord {
+  const what = `Approval "${a.key}" of run "${a.runId}"`;
+  return {
+    ...a,
+    request: c.decryptText(a.request, what),
+    answer: dec(c, a.answer, what),
+    comment: dec(c, a.comment, what),
+  };
+}
+
+function decJournal(c: Cipher, j: Journal): Journal {
+  return {
+    steps: j.steps.map((s) => decStep(c, s)),
+    attempts: j.attempts.map((a) => decAttempt(c, a)),
+    intents: j.intents.map((i) => decIntent(c, i)),
+    events: j.events.map((e) => decEvent(c, e)),
+  };
+}
+
+function decObject(c: Cipher, o: WorkspaceObject): WorkspaceObject {
+  return { ...o, data: c.decryptBytes(o.data, `Workspace object ${o.hash}`) };
+}
+
+/** The reason a run whose payload cannot be read here is paused with. */
+export function unreadablePayloadReason(runId: string, err: PayloadKeyError): string {
+  return `run "${runId}" has a payload encrypted with key "${err.keyId}", which this worker cannot read; give the worker that key and resume the run`;
+}
+
+export function encryptedStore(inner: Store, options: EncryptionOptions): Store {
+  const c = new PayloadCipher(options?.keys);
+  const store: Store = {
+    get description() {
+      return inner.description;
+    },
+    ...plainVerbs(inner),
+    ...runVerbs(inner, c),
+    ...journalVerbs(inner, c),
+    ...eventVerbs(inner, c),
+    ...sideChannelVerbs(inner, c),
+    ...approvalVerbs(inner, c),
+  };
+  return store;
+}
+
+/** The verbs that carry no payload: names, ids, times, amounts, hashes. */
+function plainVerbs(inner: Store) {
+  return {
+    open: (o) => inner.open(o),
+    close: () => inner.close(),
+    now: () => inner.now(),
+    renewLeases: (p) => inner.renewLeases(p),
+    markUnserved: (p) => inner.markUnserved(p),
+    registerWorker: (w) => inner.registerWorker(w),
+    heartbeatWorker: (id) => inner.heartbeatWorker(id),
+    removeWorker: (id) => inner.removeWorker(id),
+    listWorkers: () => inner.listWorkers(),
+    acquireRate: (p) => inner.acquireRate(p),
+    settleRate: (p) => inner.settleRate(p),
+    blockRate: (p) => inner.blockRate(p),
+    missingWorkspaceObjects: (h) => inner.missingWorkspaceObjects(h),
+    heldWorkspaceObjects: (runId, h) => inner.heldWorkspaceObjects(runId, h),
+    deleteRun: (id) => inner.deleteRun(id),
+    deleteRuns: (ids) => inner.deleteRuns(ids),
+    subscribe: (l) => inner.subscribe(l),
+  } satisfies Partial<Store>;
+}
+
+/** Runs: input, output, error and (of failed and canceled runs) reason. */
+function runVerbs(inner: Store, c: Cipher) {
+  return {
+    async createRun(run) {
+      const res = await inner.createRun({ ...run, input: c.encryptText(run.input) });
+      return { ...res, run: decRun(c, res.run) };
+    },
+    async getRun(id) {
+      const run = await inner.getRun(id);
+      return run && decRun(c, run);
+    },
+    async listRuns(filter) {
+      return (await inner.listRuns(filter)).map((r) => decRun(c, r));
+    },
+    claimRuns: (p) => readableClaims(inner, c, p),
+    async releaseRun(r) {
+      const mayQuoteError = r.status === "failed" || r.status === "canceled";
+      const res = await inner.releaseRun({
+        ...r,
+        ...(r.output !== undefined && { output: enc(c, r.output) }),
+        ...(r.error !== undefined && { error: encError(c, r.error) }),
+        ...(mayQuoteError && r.reason != null && { reason: c.encryptText(displayText(r.reason)) }),
+        ...(r.events && { events: r.events.map((e) => encEvent(c, e)) }),
+        ...(r.eventsIfCanceled && {
+          eventsIfCanceled: r.eventsIfCanceled.map((e) => encEvent(c, e)),
+        }),
+      });
+      return res.ok ? { ok: true, run: decRun(c, res.run) } : res;
+    },
+    async requestCancel(runId, reason, p) {
+      const res = await inner.requestCancel(runId, c.encryptText(displayText(reason)), {
+        ...p,
+        ...(p?.parentEvent && { parentEvent: encEvent(c, p.parentEvent) }),
+      });
+      return "run" in res ? { ...res, run: decRun(c, res.run) } : res;
+    },
+    async resumeRun(runId, p) {
+      const res = await inner.resumeRun(runId, p);
+      return "run" in res ? { ...res, run: decRun(c, res.run) } : res;
+    },
+    async forkRun(p) {
+      const res = await inner.forkRun({
+        ...p,
+        run: { ...p.run, input: c.encryptText(p.run.input) },
+      });
+      return { ...res, run: decRun(c, res.run) };
+    },
+  } satisfies Partial<Store>;
+}
+
+/** The claimed runs this worker can read; one whose payload names a key it was not given
+ *  is paused with a reason naming the key (see the file header). */
+async function readableClaims(
+  inner: Store,
+  c: Cipher,
+  p: Parameters<Store["claimRuns"]>[0],
+): Promise<ClaimedRun[]> {
+  const claimed = await inner.claimRuns(p);
+  const readable: ClaimedRun[] = [];
+  for (const claim of claimed) {
+    try {
+      readable.push({ ...claim, run: decRun(c, claim.run) });
+    } catch (err) {
+      if (!(err instanceof PayloadKeyError)) throw err;
+      await inner.releaseRun({
+        runId: claim.run.id,
+        epoch: claim.run.epoch,
+        status: "paused",
+        reason: unreadablePayloadReason(claim.run.id, err),
+        readyAt: null,
+      });
+    }
+  }
+  return readable;
+}
+
+/** Journal records: step results and errors, attempt errors, intents. */
+function journalVerbs(inner: Store, c: Cipher) {
+  return {
+    appendRecords(writes) {
+      // A record no backend could store plain is refused as the backends refuse it (its
+      // ciphertext would be storable, and the run would then read back something else).
+      return refuseUnstorable(writes, (storable) =>
+        inner.appendRecords(storable.map((w) => encWrite(c, w))),
+      );
+    },
+    async loadJournal(runId) {
+      return decJournal(c, await inner.loadJournal(runId));
+    },
+  } satisfies Partial<Store>;
+}
+
+function encWrite(c: Cipher, w: RunWrite): RunWrite {
+  return {
+    ...w,
+    ...(w.steps && {
+      steps: w.steps.map((s) => ({ ...s, result: enc(c, s.result), error: encError(c, s.error) })),
+    }),
+    ...(w.attempts && {
+      attempts: w.attempts.map((a) => ({ ...a, error: encError(c, a.error) })),
+    }),
+    ...(w.intents && {
+      intents: w.intents.map((i) => ({ ...i, data: c.encryptText(i.data) })),
+    }),
+  };
+}
+
+/** Events: their payloads. */
+function eventVerbs(inner: Store, c: Cipher) {
+  return {
+    async pendingEvents(runId) {
+      return (await inner.pendingEvents(runId)).map((e) => decEvent(c, e));
+    },
+    async sendEvent(e: NewEvent) {
+      const res = await inner.sendEvent(encEvent(c, e));
+      if (res.ok) return { ...res, event: decEvent(c, res.event) };
+      if (res.reason === "key-conflict") return { ...res, event: decEvent(c, res.event) };
+      return res;
+    },
+    async listEvents(runId) {
+      return (await inner.listEvents(runId)).map((e) => decEvent(c, e));
+    },
+  } satisfies Partial<Store>;
+}
+
+/** What is stored beside the journal: run streams (cairn/ai) and workspace objects. */
+function sideChannelVerbs(inner: Store, c: Cipher) {
+  return {
+    appendStream(p) {
+      return inner.appendStream({ ...p, chunks: p.chunks.map((x) => c.encryptText(x)) });
+    },
+    async readStream(p) {
+      return (await inner.readStream(p)).map((chunk) => ({
+        ...chunk,
+        data: c.decryptText(chunk.data, `Stream chunk ${chunk.offset} of run "${p.runId}"`),
+      }));
+    },
+    putWorkspaceObjects(p) {
+      return inner.putWorkspaceObjects({
+        ...p,
+        objects: p.objects.map((o) => ({ ...o, data: c.encryptBytes(o.data) })),
+      });
+    },
+    async getWorkspaceObjects(hashes) {
+      return (await inner.getWorkspaceObjects(hashes)).map((o) => decObject(c, o));
+    },
+  } satisfies Partial<Store>;
+}
+
+/** Approvals: request, answer, comment. */
+function approvalVerbs(inner: Store, c: Cipher) {
+  return {
+    async requestApproval(p) {
+      const res = await inner.requestApproval({ ...p, request: c.encryptText(p.request) });
+      return res.ok ? { ...res, approval: decApproval(c, res.approval) } : res;
+    },
+    async answerApproval(p) {
+      const res = await inner.answerApproval({
+        ...p,
+        answer: enc(c, p.answer),
+        comment: enc(c, p.comment),
+        event: encEvent(c, p.event),
+      });
+      return "approval" in res ? { ...res, approval: decApproval(c, res.approval) } : res;
+    },
+    async listApprovals(runId) {
+      return (await inner.listApprovals(runId)).map((a) => decApproval(c, a));
+    },
+  } satisfies Partial<Store>;
+}

@@ -1,0 +1,9 @@
+// 6: the PID namespace a worker runs in, so a pid is only trusted where it means the
+// same process (engine/dead-workers.ts).
+
+import type { Migration } from "./index.js";
+
+export const migration: Migration = {
+  version: 6,
+  statements: (t) => [`ALTER TABLE ${t.workers} ADD COLUMN pid_namespace text`],
+};

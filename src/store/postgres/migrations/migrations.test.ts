@@ -1,0 +1,50 @@
+// The text of every released PostgreSQL migration, pinned (for the schema "cairn"). A
+// schema records only the numbers of the migrations it ran, so an edited migration would
+// leave schemas migrated before the edit silently different from new ones: change the
+// schema with a new migration instead (append-records.ts shares text between migrations,
+// which this test keeps honest). A new migration adds its hash here.
+
+import { createHash } from "node:crypto";
+import { describe, expect, it } from "vitest";
+import { tablesIn } from "../sql.js";
+import { MIGRATIONS, SCHEMA_VERSION } from "./index.js";
+
+const RELEASED: Array<[version: number, sha256: string]> = [
+  [1, "00e21db659bca2f3e1761da5f4a53531c732f61db7284c8ac0926da798690f09"],
+  [2, "99badfd6de61dc058d0d85b36239eeb2c9514843381d0acbd6458228d96ec76c"],
+  [3, "dacf278c7db9b06f20ad04ecbc1c6a654cb54534c9c4f10d7d55cbdf15377451"],
+  [4, "6c462ab9ce2f268ce18d011e645f559084b739db0fcae77994f29ba67767d77c"],
+  [5, "ebc54b1c70b528c87a4e6bea3a8780b30b97613018aa3501499a6a2c860a7088"],
+  [6, "6275afb4945be10b1d82c5af63855fc496137da574dab99e845f52f31d060241"],
+  [7, "6b910b4b25b3675bb2cf8b1d78177c9d46e91613d581066562d020e1f0fa9ad4"],
+  [8, "1e72b7798f74e147a619b7b7ab9249c397ad08a27219f8e74e54f77c221228b2"],
+  [9, "b8bee36a3c08ba0ff714700106d49f3e338a7caa5834a4ff6e06d24d9ef6837e"],
+  [10, "cf4254aa09a40324bef88948f22fd2a881faf19ab0ed7d97016fa4156a5a1551"],
+  [11, "9a0c9d44a4a38f40629ac87bc0c1b95d4286526f05f0a4c4b19d361d94a88f86"],
+  [12, "5ee5b00d9a19115ff33b7822c02c726f11a0f8c2302ddb95ba395537fdf852b6"],
+];
+
+describe("PostgreSQL migrations", () => {
+  it("are numbered 1, 2, 3, ... in the order they are listed", () => {
+    expect(MIGRATIONS.map((m) => m.version)).toEqual(MIGRATIONS.map((_, i) => i + 1));
+    expect(SCHEMA_VERSION).toBe(MIGRATIONS.length);
+  });
+
+  it("keep the exact text each had when it was released", () => {
+    const t = tablesIn("cairn");
+    const hashes = MIGRATIONS.map((m): [number, string] => [
+      m.version,
+      createHash("sha256")
+        .update(JSON.stringify(m.statements(t)))
+        .digest("hex"),
+    ]);
+    expect(hashes.slice(0, RELEASED.length)).toEqual(RELEASED);
+    expect(hashes.length, "a new migration adds its hash to RELEASED").toBe(RELEASED.length);
+  });
+
+  it("name only the schema they are given", () => {
+    const statements = MIGRATIONS.flatMap((m) => m.statements(tablesIn("elsewhere")));
+    expect(statements.join("\n")).not.toContain('"cairn"');
+    expect(statements.filter((s) => s.includes('"elsewhere".')).length).toBeGreaterThan(20);
+  });
+});

@@ -1,0 +1,241 @@
+// Workspace objects and run retention on PostgreSQL (see ../workspace-records.ts).
+//
+// Races with retention: a ref row must name a stored object (foreign key), so a put that
+// refers to an object while deleteRun deletes it cannot both commit. Whichever loses gets
+// SQLSTATE 23503: a put answers "missing" (the engine sends the content again), a
+// deletion runs again and now sees the new ref. Objects are immutable and content-addressed,
+// so putting one twice is a no-op and every verb here may be retried after a lost commit.
+
+import { StoreError } from "../../errors.js";
+import { TERMINAL_STATUS_LIST } from "../status-sql.js";
+import { type RunStatus, TERMINAL_STATUSES } from "../store.js";
+import type {
+  DeleteRunOutcome,
+  DeleteRunsOutcome,
+  PutWorkspaceOutcome,
+  WorkspaceObject,
+} from "../workspace-records.js";
+import { Rollback, type Tx } from "./connection.js";
+import { type FeatureTables, featureTables } from "./feature-tables.js";
+import { nowSql, type StoreContext } from "./sql.js";
+
+interface ObjectRow {
+  hash: string;
+  kind: "blob" | "tree";
+  size: string | number;
+  data: Buffer;
+}
+
+const unique = (xs: string[]) => [...new Set(xs)];
+
+/** A foreign-key violation: an object was deleted under a concurrent reference. */
+function isForeignKeyRace(err: unknown): boolean {
+  const cause = err instanceof StoreError ? err.cause : err;
+  return (cause as { code?: unknown } | undefined)?.code === "23503";
+}
+
+async function missingIn(tx: Tx, ctx: StoreContext, hashes: string[]): Promise<string[]> {
+  if (hashes.length === 0) return [];
+  const f = featureTables(ctx.t);
+  const r = await tx.query<{ hash: string }>(
+    `SELECT h.hash FROM unnest($1::text[]) WITH ORDINALITY AS h(hash, ord)
+      WHERE NOT EXISTS (SELECT 1 FROM ${f.workspaceObjects} o WHERE o.hash = h.hash)
+      ORDER BY h.ord`,
+    [hashes],
+  );
+  return r.rows.map((row) => row.hash);
+}
+
+export function missingObjects(ctx: StoreContext, hashes: string[]): Promise<string[]> {
+  const wanted = unique(hashes);
+  if (wanted.length === 0) return Promise.resolve([]);
+  return ctx.db.statements("missingWorkspaceObjects", "idempotent", (tx) =>
+    missingIn(tx, ctx, wanted),
+  );
+}
+
+export async function putObjects(
+  ctx: StoreContext,
+  p: { runId: string; epoch: number; objects: WorkspaceObject[]; refs: string[] },
+): Promise<PutWorkspaceOutcome> {
+  const f = featureTables(ctx.t);
+  const sent = new Set(p.objects.map((o) => o.hash));
+  const refs = unique([...sent, ...p.refs]);
+  const put = () =>
+    ctx.db.transaction("putWorkspaceObjects", "idempotent", async (tx) => {
+      // FOR SHARE: a claim (which moves the epoch) waits for this write, or this write
+      // sees the new epoch.
+      const run = await tx.query<{ epoch: string }>(
+        `SELECT epoch FROM ${ctx.t.runs} WHERE id = $1 FOR SHARE`,
+        [p.runId],
+      );
+      const epoch = run.rows[0]?.epoch;
+      if (epoch === undefined || Number(epoch) !== p.epoch) {
+        throw new Rollback<PutWorkspaceOutcome>({ ok: false, reason: "lease-lost" });
+      }
+      const missing = await missingIn(
+        tx,
+        ctx,
+        refs.filter((h) => !sent.has(h)),
+      );
+      if (missing.length > 0) {
+        throw new Rollback<PutWorkspaceOutcome>({ ok: false, reason: "missing", hashes: missing });
+      }
+      if (p.objects.length > 0) {
+        await tx.query(
+          `INSERT INTO ${f.workspaceObjects} (hash, kind, size, data, created_at)
+            SELECT o.hash, o.kind, o.size, o.data, c.now
+              FROM unnest($2::text[], $3::text[], $4::bigint[], $5::bytea[]) AS o(hash, kind, size, data),
+                (SELECT ${nowSql(1)} AS now) c
+            ON CONFLICT (hash) DO NOTHING`,
+          [
+            ctx.clockParam(),
+            p.objects.map((o) => o.hash),
+            p.objects.map((o) => o.kind),
+            p.objects.map((o) => o.size),
+            p.objects.map((o) => Buffer.from(o.data.buffer, o.data.byteOffset, o.data.byteLength)),
+          ],
+        );
+      }
+      await tx.query(
+        `INSERT INTO ${f.workspaceRefs} (run_id, hash)
+          SELECT $1, h FROM unnest($2::text[]) AS h
+          ON CONFLICT DO NOTHING`,
+        [p.runId, refs],
+      );
+      return { ok: true } as PutWorkspaceOutcome;
+    });
+  try {
+    return await put();
+  } catch (err) {
+    if (!isForeignKeyRace(err)) throw err;
+    // An object named only in refs was deleted by a concurrent deleteRun: the next try
+    // finds it missing, inside its transaction, and says so.
+    return put();
+  }
+}
+
+export async function heldObjects(
+  ctx: StoreContext,
+  runId: string,
+  hashes: string[],
+): Promise<string[]> {
+  const wanted = unique(hashes);
+  if (wanted.length === 0) return [];
+  const f = featureTables(ctx.t);
+  const r = await ctx.db.statement<{ hash: string }>(
+    "heldWorkspaceObjects",
+    "idempotent",
+    `SELECT h.hash FROM unnest($2::text[]) WITH ORDINALITY AS h(hash, ord)
+      WHERE EXISTS (SELECT 1 FROM ${f.workspaceRefs} r WHERE r.run_id = $1 AND r.hash = h.hash)
+      ORDER BY h.ord`,
+    [runId, wanted],
+  );
+  return r.rows.map((row) => row.hash);
+}
+
+export async function getObjects(ctx: StoreContext, hashes: string[]): Promise<WorkspaceObject[]> {
+  const wanted = unique(hashes);
+  if (wanted.length === 0) return [];
+  const f = featureTables(ctx.t);
+  const r = await ctx.db.statement<ObjectRow>(
+    "getWorkspaceObjects",
+    "idempotent",
+    `SELECT hash, kind, size, data FROM ${f.workspaceObjects} WHERE hash = ANY($1::text[])`,
+    [wanted],
+  );
+  return r.rows.map((row) => ({
+    hash: row.hash,
+    kind: row.kind,
+    size: Number(row.size),
+    data: new Uint8Array(row.data.buffer, row.data.byteOffset, row.data.byteLength),
+  }));
+}
+
+/** Deletes the finished runs among `runIds` (their rows go with them: ON DELETE CASCADE)
+ *  and then the objects only they held, in one transaction. */
+export function deleteRuns(ctx: StoreContext, runIds: string[]): Promise<DeleteRunsOutcome> {
+  const f = featureTables(ctx.t);
+  return retriedOnForeignKeyRace(() =>
+    ctx.db.transaction("deleteRuns", "idempotent", async (tx): Promise<DeleteRunsOutcome> => {
+      const finished = await tx.query<{ id: string }>(
+        `SELECT id FROM ${ctx.t.runs} WHERE id = ANY($1::text[])
+            AND status IN (${TERMINAL_STATUS_LIST})
+          ORDER BY id FOR UPDATE`,
+        [runIds],
+      );
+      const ids = finished.rows.map((r) => r.id);
+      if (ids.length === 0) return { deleted: [], objects: 0, bytes: 0 };
+      const held = await tx.query<{ hash: string }>(
+        `DELETE FROM ${f.workspaceRefs} WHERE run_id = ANY($1::text[]) RETURNING hash`,
+        [ids],
+      );
+      await tx.query(`DELETE FROM ${ctx.t.runs} WHERE id = ANY($1::text[])`, [ids]);
+      const hashes = [...new Set(held.rows.map((r) => r.hash))];
+      if (hashes.length === 0) return { deleted: ids, objects: 0, bytes: 0 };
+      return { deleted: ids, ...(await deleteOrphans(tx, f, hashes)) };
+    }),
+  );
+}
+
+/** Deletes a finished run (its journal rows go with it: ON DELETE CASCADE) and the objects
+ *  only it held. Retried when a concurrent put refers to an object it was deleting. */
+export function deleteRun(ctx: StoreContext, runId: string): Promise<DeleteRunOutcome> {
+  const f = featureTables(ctx.t);
+  return retriedOnForeignKeyRace(() =>
+    ctx.db.transaction("deleteRun", "idempotent", async (tx): Promise<DeleteRunOutcome> => {
+      const run = await tx.query<{ status: string }>(
+        `SELECT status FROM ${ctx.t.runs} WHERE id = $1 FOR UPDATE`,
+        [runId],
+      );
+      const status = run.rows[0]?.status;
+      if (status === undefined) {
+        // A lost commit of an earlier try already deleted it.
+        return tx.mayHaveCommitted
+          ? { deleted: true, objects: 0, bytes: 0 }
+          : { deleted: false, reason: "not-found" };
+      }
+      if (!TERMINAL_STATUSES.has(status as RunStatus)) {
+        return { deleted: false, reason: "not-finished", status };
+      }
+      const held = await tx.query<{ hash: string }>(
+        `DELETE FROM ${f.workspaceRefs} WHERE run_id = $1 RETURNING hash`,
+        [runId],
+      );
+      await tx.query(`DELETE FROM ${ctx.t.runs} WHERE id = $1`, [runId]);
+      if (held.rows.length === 0) return { deleted: true, objects: 0, bytes: 0 };
+      const hashes = held.rows.map((r) => r.hash);
+      return { deleted: true, ...(await deleteOrphans(tx, f, hashes)) };
+    }),
+  );
+}
+
+/** Deletes the objects among `hashes` that no run refers to any more: what was freed. */
+async function deleteOrphans(
+  tx: Tx,
+  f: FeatureTables,
+  hashes: string[],
+): Promise<{ objects: number; bytes: number }> {
+  const freed = await tx.query<{ n: string; bytes: string }>(
+    `WITH gone AS (
+           DELETE FROM ${f.workspaceObjects} o
+            WHERE o.hash = ANY($1::text[])
+              AND NOT EXISTS (SELECT 1 FROM ${f.workspaceRefs} r WHERE r.hash = o.hash)
+            RETURNING octet_length(o.data) AS bytes)
+         SELECT count(*) AS n, coalesce(sum(bytes), 0) AS bytes FROM gone`,
+    [hashes],
+  );
+  return { objects: Number(freed.rows[0]?.n ?? 0), bytes: Number(freed.rows[0]?.bytes ?? 0) };
+}
+
+/** A deletion tried again (up to 5 tries) when a concurrent put referred to an object it
+ *  was deleting: the next try sees that reference and keeps the object. */
+async function retriedOnForeignKeyRace<T>(once: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await once();
+    } catch (err) {
+      if (!isForeignKeyRace(err) || attempt >= 5) throw err;
+    }
+  }
+}

@@ -1,0 +1,70 @@
+// Leases on SQLite: claiming runs and keeping them. The claim is where the epoch moves on
+// (invariant 3), so every fenced write that comes after it from an older owner fails.
+// Claims take the file's write lock (BEGIN IMMEDIATE), so no two claimers, in this process
+// or another, ever see the same candidate free. Times are the store's Clock.
+
+import type { ClaimedRun } from "../store.js";
+import { mustGetRun, type StoreContext } from "./sql.js";
+
+export function claimRuns(
+  ctx: StoreContext,
+  p: { workerId: string; workflows: string[]; limit: number; leaseMs: number },
+): Promise<ClaimedRun[]> {
+  if (p.workflows.length === 0 || p.limit <= 0) return Promise.resolve([]);
+  return ctx.write("claimRuns", (tx) => {
+    // A running run is claimable once readyAt (= leaseUntil) has passed: its lease expired.
+    const candidates = tx
+      .prepare(
+        `SELECT id, status FROM runs
+         WHERE ready_at <= ?
+           AND status IN ('pending', 'waiting', 'running', 'paused')
+           AND (status <> 'paused' OR paused_for = 'version')
+           AND (lease_owner IS NULL OR lease_owner <> ?)
+           AND (workflow || '@' || version) IN (SELECT value FROM json_each(?))
+         ORDER BY ready_at, id
+         LIMIT ?`,
+      )
+      .all(tx.now, p.workerId, JSON.stringify(p.workflows), p.limit) as Array<{
+      id: string;
+      status: string;
+    }>;
+    const leaseUntil = tx.now + p.leaseMs;
+    const claim = tx.prepare(
+      `UPDATE runs SET status = 'running', lease_owner = ?, lease_until = ?, ready_at = ?,
+           epoch = epoch + 1, wake_at = NULL, waiting_for = '[]',
+           reason = CASE WHEN status = 'paused' THEN NULL ELSE reason END, paused_for = NULL,
+           updated_at = ?
+         WHERE id = ?`,
+    );
+    return candidates.map((c) => {
+      claim.run(p.workerId, leaseUntil, leaseUntil, tx.now, c.id);
+      return { run: mustGetRun(tx, c.id), recovered: c.status === "running" };
+    });
+  });
+}
+
+export function renewLeases(
+  ctx: StoreContext,
+  p: { workerId: string; runs: Array<{ runId: string; epoch: number }>; leaseMs: number },
+): Promise<{ lost: string[]; cancelRequested: string[] }> {
+  if (p.runs.length === 0) return Promise.resolve({ lost: [], cancelRequested: [] });
+  return ctx.write("renewLeases", (tx) => {
+    const lost: string[] = [];
+    const cancelRequested: string[] = [];
+    const leaseUntil = tx.now + p.leaseMs;
+    for (const { runId, epoch } of p.runs) {
+      const renewed = tx
+        .prepare(
+          `UPDATE runs SET lease_until = ?, ready_at = ?
+           WHERE id = ? AND epoch = ? AND status = 'running' AND lease_owner = ?
+           RETURNING cancel_requested`,
+        )
+        .get(leaseUntil, leaseUntil, runId, epoch, p.workerId) as
+        | { cancel_requested: number }
+        | undefined;
+      if (!renewed) lost.push(runId);
+      else if (renewed.cancel_requested !== 0) cancelRequested.push(runId);
+    }
+    return { lost, cancelRequested };
+  });
+}

@@ -1,0 +1,36 @@
+// The text of every released SQLite migration, pinned. A file records only the numbers of
+// the migrations it ran, so an edited migration would leave files migrated before the edit
+// silently different from new ones: change the schema with a new migration instead. A
+// new migration adds its hash here.
+
+import { createHash } from "node:crypto";
+import { describe, expect, it } from "vitest";
+import { MIGRATIONS, SCHEMA_VERSION } from "./index.js";
+
+const RELEASED: Array<[version: number, sha256: string]> = [
+  [1, "ad6c6ecf9844658b1cef986cb8e2e902ec6401623b4e5802fd93bd28e7b90bd3"],
+  [2, "0a433d134da9af6020f9dae32cebcace41305f03e7a91510979a6076480c6fc5"],
+  [3, "29d8e1422ff9c5fa1fa7530685a2aa82f8e99ce107f0cc192aa91a97f09c00c4"],
+  [4, "145ab8e61be7311501cec64f0be815d2e156c5549e015b9a9e8a56768272e9af"],
+  [5, "95b84e8cfb8485ed93912df57cacb76eb085237d78e3895bf23bc0389cadb87c"],
+  [6, "499f3ba26f288548c70146ce9ae157c79f3fdef56968f9146f4211ceb076950f"],
+  [7, "c88545d6164178da4a162cb2fdc8ac93383884cf7a9d2e4cd8437f75b8e03b46"],
+  [8, "96c93661922004149cef33d9dffd8c1206959d5b50f4e6c5606ed2a52c53ed90"],
+  [9, "76653be80aa333389bfbe1292c12ed93a936d9c824d193d1761d8af9d2bb156f"],
+];
+
+describe("SQLite migrations", () => {
+  it("are numbered 1, 2, 3, ... in the order they are listed", () => {
+    expect(MIGRATIONS.map((m) => m.version)).toEqual(MIGRATIONS.map((_, i) => i + 1));
+    expect(SCHEMA_VERSION).toBe(MIGRATIONS.length);
+  });
+
+  it("keep the exact text each had when it was released", () => {
+    const hashes = MIGRATIONS.map((m): [number, string] => [
+      m.version,
+      createHash("sha256").update(m.sql).digest("hex"),
+    ]);
+    expect(hashes.slice(0, RELEASED.length)).toEqual(RELEASED);
+    expect(hashes.length, "a new migration adds its hash to RELEASED").toBe(RELEASED.length);
+  });
+});

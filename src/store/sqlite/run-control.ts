@@ -1,0 +1,337 @@
+// Run state transitions on SQLite that are more than one statement: release, events,
+// cancel, resume, fork, and pausing unserved versions. Each is one BEGIN IMMEDIATE
+// transaction, so it sees the run as every earlier writer of the file left it and no
+// other writer can change the run until it commits.
+
+import { runNotFound } from "../../errors.js";
+import { addAmounts } from "../../lib/amounts.js";
+import { displayText } from "../../lib/text.js";
+import { errorJson } from "../error-json.js";
+import {
+  type Amounts,
+  type CancelOutcome,
+  type NewEvent,
+  type NewRun,
+  type Release,
+  type ReleaseOutcome,
+  type ResumeOutcome,
+  type RunRecord,
+  type RunStatus,
+  type SendEventOutcome,
+  TERMINAL_STATUSES,
+  unservedReason,
+} from "../store.js";
+import { insertRow } from "./journal-writes.js";
+import {
+  type AttemptRow,
+  amountsJson,
+  attemptFromRow,
+  attemptToRow,
+  type EventRow,
+  eventFromRow,
+  parseAmounts,
+  type RunRow,
+  runFromRow,
+  type StepRow,
+  stepFromRow,
+  stepToRow,
+} from "./rows.js";
+import {
+  deliverEvent,
+  findRow,
+  findRun,
+  insertRun,
+  mustGetRun,
+  type StoreContext,
+  storeEvent,
+  type WriteTx,
+} from "./sql.js";
+
+const CANCELABLE_ON_RELEASE = new Set<RunStatus>(["pending", "waiting", "paused"]);
+
+/** Fenced by epoch: only the run's current owner releases it. */
+export function releaseRun(ctx: StoreContext, r: Release): Promise<ReleaseOutcome> {
+  return ctx.write("releaseRun", (tx): ReleaseOutcome => {
+    const row = findRow(tx, r.runId);
+    if (!row || row.epoch !== r.epoch || row.status !== "running") {
+      return { ok: false, reason: "lease-lost" };
+    }
+    for (const e of r.events ?? []) deliverEvent(tx, e);
+    const s = releasedState(tx, r, row);
+    tx.prepare(
+      `UPDATE runs SET status = ?, reason = ?, paused_for = ?, output = ?, error = ?,
+           ready_at = ?, wake_at = ?, waiting_for = ?, lease_owner = NULL, lease_until = NULL,
+           failed_calls = ?, updated_at = ?
+         WHERE id = ?`,
+    ).run(
+      s.status,
+      s.reason,
+      s.pausedFor,
+      r.output ?? null,
+      r.error ? errorJson(r.error) : null,
+      s.readyAt,
+      s.wakeAt,
+      JSON.stringify(s.waitingFor),
+      JSON.stringify(s.failedCalls),
+      tx.now,
+      r.runId,
+    );
+    if (TERMINAL_STATUSES.has(s.status)) tx.hint({ kind: "finished", runId: r.runId });
+    else if (s.readyAt !== null && s.readyAt <= tx.now) {
+      tx.hint({ kind: "runnable", runId: r.runId });
+    }
+    return { ok: true, run: mustGetRun(tx, r.runId) };
+  });
+}
+
+/** What a release leaves the run as: the status asked for, unless a cancel was requested
+ *  meanwhile (then canceled, and the events meant for that case are sent); no timer or wait
+ *  for a finished run; ready now for a waiting run whose event is already there. */
+function releasedState(tx: WriteTx, r: Release, row: RunRow) {
+  let status = r.status;
+  // Reasons are words for people, often built from an error's message: made storable
+  // (lib/text.ts) as PostgreSQL makes them, so a NUL can never fail a release.
+  let reason = r.reason == null ? null : displayText(r.reason);
+  let readyAt = r.readyAt;
+  let wakeAt = r.wakeAt ?? null;
+  let waitingFor = r.waitingFor ?? [];
+  let pausedFor = r.pausedFor ?? null;
+  if (CANCELABLE_ON_RELEASE.has(status) && row.cancel_requested !== 0) {
+    status = "canceled";
+    reason = row.reason;
+    for (const e of r.eventsIfCanceled ?? []) deliverEvent(tx, e);
+  }
+  if (TERMINAL_STATUSES.has(status)) {
+    readyAt = null;
+    wakeAt = null;
+    waitingFor = [];
+    pausedFor = null;
+  } else if (status === "waiting" && hasAwaitedEvent(tx, r.runId, waitingFor)) {
+    readyAt = readyAt === null ? tx.now : Math.min(readyAt, tx.now);
+  }
+  const failedCalls = JSON.parse(row.failed_calls) as RunRecord["failedCalls"];
+  if (status === "failed" && r.failedKey) {
+    failedCalls.push({ key: r.failedKey, generation: row.generation });
+  }
+  return { status, reason, readyAt, wakeAt, waitingFor, pausedFor, failedCalls };
+}
+
+function hasAwaitedEvent(tx: WriteTx, runId: string, names: string[]): boolean {
+  if (names.length === 0) return false;
+  return (
+    tx
+      .prepare(
+        `SELECT 1 FROM events WHERE run_id = ? AND consumed_by IS NULL
+           AND name IN (SELECT value FROM json_each(?)) LIMIT 1`,
+      )
+      .get(runId, JSON.stringify(names)) !== undefined
+  );
+}
+
+export function sendEvent(ctx: StoreContext, e: NewEvent): Promise<SendEventOutcome> {
+  return ctx.write("sendEvent", (tx): SendEventOutcome => {
+    const row = findRow(tx, e.runId);
+    if (!row) return { ok: false, reason: "not-found" };
+    if (e.idempotencyKey != null) {
+      const sent = tx
+        .prepare("SELECT * FROM events WHERE run_id = ? AND idempotency_key = ?")
+        .get(e.runId, e.idempotencyKey) as EventRow | undefined;
+      if (sent) {
+        const event = eventFromRow(sent);
+        return event.name === e.name && event.payload === e.payload
+          ? { ok: true, event, duplicate: true }
+          : { ok: false, reason: "key-conflict", event };
+      }
+    }
+    if (TERMINAL_STATUSES.has(row.status)) {
+      return { ok: false, reason: "finished", status: row.status };
+    }
+    if (e.maxEvents !== undefined || e.maxPending !== undefined) {
+      const counts = tx
+        .prepare(
+          `SELECT count(*) AS total, count(*) FILTER (WHERE consumed_by IS NULL) AS pending
+             FROM events WHERE run_id = ?`,
+        )
+        .get(e.runId) as { total: number; pending: number };
+      if (e.maxEvents !== undefined && counts.total >= e.maxEvents) {
+        return { ok: false, reason: "limit", limit: "events", count: counts.total };
+      }
+      if (e.maxPending !== undefined && counts.pending >= e.maxPending) {
+        return { ok: false, reason: "limit", limit: "pending", count: counts.pending };
+      }
+    }
+    return { ok: true, event: storeEvent(tx, e), duplicate: false };
+  });
+}
+
+export function requestCancel(
+  ctx: StoreContext,
+  runId: string,
+  reasonGiven: string,
+  p: { parentEvent?: { name: string; payload: string } } = {},
+): Promise<CancelOutcome> {
+  const reason = displayText(reasonGiven);
+  return ctx.write("requestCancel", (tx): CancelOutcome => {
+    const row = findRow(tx, runId);
+    if (!row) return { state: "not-found" };
+    if (row.status === "canceled") return { state: "canceled", run: runFromRow(row) };
+    if (TERMINAL_STATUSES.has(row.status)) return { state: "finished", run: runFromRow(row) };
+    if (row.status === "running") {
+      // The first request's reason is the one the run ends with.
+      tx.prepare(
+        `UPDATE runs SET cancel_requested = 1, reason = ?, updated_at = ?
+           WHERE id = ? AND cancel_requested = 0`,
+      ).run(reason, tx.now, runId);
+      tx.hint({ kind: "cancel", runId });
+      return { state: "requested", run: mustGetRun(tx, runId) };
+    }
+    tx.prepare(
+      `UPDATE runs SET status = 'canceled', reason = ?, paused_for = NULL, ready_at = NULL,
+           wake_at = NULL, waiting_for = '[]', lease_owner = NULL, lease_until = NULL,
+           updated_at = ?
+         WHERE id = ?`,
+    ).run(reason, tx.now, runId);
+    tx.hint({ kind: "finished", runId });
+    // The parent learns of it in this transaction (a parent gone or finished is skipped).
+    if (p.parentEvent && row.parent_id !== null) {
+      deliverEvent(tx, { runId: row.parent_id, ...p.parentEvent });
+    }
+    return { state: "canceled", run: mustGetRun(tx, runId) };
+  });
+}
+
+export function resumeRun(
+  ctx: StoreContext,
+  runId: string,
+  p: { budgetLimit?: Amounts },
+): Promise<ResumeOutcome> {
+  return ctx.write("resumeRun", (tx): ResumeOutcome => {
+    const row = findRow(tx, runId);
+    if (!row) return { ok: false, reason: "not-found" };
+    if (row.status !== "paused" && row.status !== "failed") {
+      return { ok: false, reason: "status", run: runFromRow(row) };
+    }
+    const limit = { ...parseAmounts(row.budget_limit), ...(p.budgetLimit ?? {}) };
+    tx.prepare(
+      `UPDATE runs SET status = 'pending', reason = NULL, paused_for = NULL, error = NULL,
+           ready_at = ?, wake_at = NULL, waiting_for = '[]', cancel_requested = 0,
+           generation = generation + ?, budget_limit = ?, updated_at = ?
+         WHERE id = ?`,
+    ).run(
+      tx.now,
+      row.status === "failed" ? 1 : 0,
+      amountsJson(limit, `Budget limit of run "${runId}"`),
+      tx.now,
+      runId,
+    );
+    tx.hint({ kind: "runnable", runId });
+    return { ok: true, run: mustGetRun(tx, runId) };
+  });
+}
+
+export function forkRun(
+  ctx: StoreContext,
+  p: { sourceId: string; run: NewRun; copy: Array<{ key: string; generation: number }> },
+): Promise<{ run: RunRecord; created: boolean }> {
+  return ctx.write("forkRun", (tx) => {
+    const existing = findRun(tx, p.run.id);
+    if (existing) return { run: existing, created: false };
+    const source = findRow(tx, p.sourceId);
+    if (!source) {
+      throw runNotFound(p.sourceId, "nothing to fork");
+    }
+    const wanted = new Map<string, number>(p.copy.map((c) => [c.key, c.generation]));
+    const steps = (
+      tx.prepare("SELECT * FROM steps WHERE run_id = ? ORDER BY seq").all(p.sourceId) as StepRow[]
+    ).filter((s) => wanted.get(s.key) === s.generation);
+    const keys = new Set(steps.map((s) => s.key));
+    const attempts = (
+      tx
+        .prepare("SELECT * FROM attempts WHERE run_id = ? ORDER BY generation, id")
+        .all(p.sourceId) as AttemptRow[]
+    ).filter((a) => keys.has(a.key));
+    const spent: Amounts = {};
+    for (const r of [...steps, ...attempts]) addAmounts(spent, parseAmounts(r.spend));
+    insertRun(tx, p.run, amountsJson(spent, `Budget spent of run "${p.run.id}"`));
+    const forked = mustGetRun(tx, p.run.id);
+    for (const s of steps) {
+      const copy = { ...stepFromRow(s), runId: p.run.id, generation: forked.generation };
+      insertRow(tx.prepare, "steps", stepToRow(copy));
+    }
+    // Attempts of every generation land in the fork's one generation, renumbered in order.
+    const numbered = new Map<string, number>();
+    for (const a of attempts) {
+      const attempt = (numbered.get(a.key) ?? 0) + 1;
+      numbered.set(a.key, attempt);
+      const copy = {
+        ...attemptFromRow(a),
+        runId: p.run.id,
+        generation: forked.generation,
+        attempt,
+      };
+      insertRow(tx.prepare, "attempts", attemptToRow(copy));
+    }
+    tx.hint({ kind: "runnable", runId: p.run.id });
+    return { run: forked, created: true };
+  });
+}
+
+/**
+ * Pauses ready runs of versions no live worker serves. A running run whose lease expired
+ * (its worker died) is included: its epoch moves on, so a worker that was only slow can
+ * write nothing more, and a pending cancel request takes effect instead of the pause.
+ */
+export function markUnserved(
+  ctx: StoreContext,
+  p: { served: string[]; graceMs: number },
+): Promise<number> {
+  return ctx.write("markUnserved", (tx) => {
+    const served = new Set(p.served);
+    // A running run is ready here only when its lease expired (readyAt = leaseUntil):
+    // its worker is gone, and no live worker can take it over.
+    const ready = tx
+      .prepare(
+        `SELECT id, workflow, version, cancel_requested FROM runs
+         WHERE ready_at <= ? AND status IN ('pending', 'waiting', 'running')`,
+      )
+      .all(tx.now - p.graceMs) as Array<{
+      id: string;
+      workflow: string;
+      version: string;
+      cancel_requested: number;
+    }>;
+    let marked = 0;
+    for (const r of ready) {
+      const ref = `${r.workflow}@${r.version}`;
+      if (served.has(ref)) continue;
+      if (r.cancel_requested) cancelUnserved(tx, r.id);
+      else pauseUnserved(tx, r.id, ref);
+      marked += 1;
+    }
+    return marked;
+  });
+}
+
+function cancelUnserved(tx: WriteTx, runId: string): void {
+  tx.prepare(
+    `UPDATE runs SET status = 'canceled', paused_for = NULL, ready_at = NULL,
+               epoch = epoch + 1, lease_owner = NULL, lease_until = NULL, updated_at = ?
+             WHERE id = ?`,
+  ).run(tx.now, runId);
+  // A parent waiting for it wakes and reads its outcome (no event can be built here).
+  tx.prepare(
+    `UPDATE runs SET ready_at = ?, updated_at = ?
+             WHERE status = 'waiting' AND id = (SELECT parent_id FROM runs WHERE id = ?)`,
+  ).run(tx.now, tx.now, runId);
+}
+
+function pauseUnserved(tx: WriteTx, runId: string, ref: string): void {
+  // readyAt is kept: a worker that serves the version later claims the run as it is. The
+  // epoch moves on so a lost worker that comes back can write nothing.
+  tx.prepare(
+    `UPDATE runs SET status = 'paused', paused_for = 'version', reason = ?,
+               epoch = CASE WHEN status = 'running' THEN epoch + 1 ELSE epoch END,
+               lease_owner = NULL, lease_until = NULL, updated_at = ?
+             WHERE id = ?`,
+  ).run(unservedReason(ref), tx.now, runId);
+}

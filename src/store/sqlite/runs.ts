@@ -1,0 +1,86 @@
+// Runs as records on SQLite: creating one, reading one, listing them, and a run's events.
+
+import { TERMINAL_STATUS_LIST } from "../status-sql.js";
+import type { EventRecord, NewRun, RunFilter, RunRecord } from "../store.js";
+import { type EventRow, eventFromRow, type RunRow, runFromRow } from "./rows.js";
+import { findRun, insertRun, mustGetRun, RUN_COLUMNS, type StoreContext } from "./sql.js";
+
+export function createRun(
+  ctx: StoreContext,
+  run: NewRun,
+): Promise<{ run: RunRecord; created: boolean }> {
+  return ctx.write("createRun", (tx) => {
+    const created = insertRun(tx, run, "{}");
+    if (created) tx.hint({ kind: "runnable", runId: run.id });
+    return { run: mustGetRun(tx, run.id), created };
+  });
+}
+
+export function getRun(ctx: StoreContext, id: string): Promise<RunRecord | undefined> {
+  return ctx.read("getRun", (tx) => findRun(tx, id));
+}
+
+export function listRuns(ctx: StoreContext, filter: RunFilter): Promise<RunRecord[]> {
+  return ctx.read("listRuns", (tx) => {
+    const where: string[] = [];
+    const params: Array<string | number> = [];
+    if (filter.status !== undefined) {
+      if (Array.isArray(filter.status)) {
+        if (filter.status.length === 0) return [];
+        where.push("status IN (SELECT value FROM json_each(?))");
+        params.push(JSON.stringify(filter.status));
+      } else {
+        where.push("status = ?");
+        params.push(filter.status);
+      }
+    }
+    if (filter.workflow !== undefined) {
+      where.push("workflow = ?");
+      params.push(filter.workflow);
+    }
+    if (filter.version !== undefined) {
+      where.push("version = ?");
+      params.push(filter.version);
+    }
+    if (filter.idContains !== undefined) {
+      // instr, not LIKE: the text is taken literally (no % or _ wildcards to escape).
+      where.push("instr(id, ?) > 0");
+      params.push(filter.idContains);
+    }
+    if (filter.waitingForEvent) where.push("status = 'waiting' AND waiting_for <> '[]'");
+    if (filter.waitingForEventPrefix !== undefined) {
+      where.push(
+        "status = 'waiting' AND EXISTS (SELECT 1 FROM json_each(runs.waiting_for) w " +
+          "WHERE substr(w.value, 1, length(?)) = ?)",
+      );
+      params.push(filter.waitingForEventPrefix, filter.waitingForEventPrefix);
+    }
+    if (filter.parentId !== undefined) {
+      where.push("parent_id = ?");
+      params.push(filter.parentId);
+    }
+    if (filter.finishedBefore !== undefined) {
+      where.push(`status IN (${TERMINAL_STATUS_LIST}) AND updated_at < ?`);
+      params.push(filter.finishedBefore);
+    }
+    if (filter.before !== undefined) {
+      where.push("(created_at < ? OR (created_at = ? AND id < ?))");
+      params.push(filter.before.createdAt, filter.before.createdAt, filter.before.id);
+    }
+    params.push(filter.limit ?? -1);
+    // Only fixed fragments are concatenated; every value is a bound parameter.
+    const sql =
+      `SELECT ${RUN_COLUMNS} FROM runs` +
+      (where.length > 0 ? ` WHERE ${where.join(" AND ")}` : "") +
+      " ORDER BY created_at DESC, id DESC LIMIT ?";
+    return (tx.prepare(sql).all(...params) as RunRow[]).map(runFromRow);
+  });
+}
+
+export function listEvents(ctx: StoreContext, runId: string): Promise<EventRecord[]> {
+  return ctx.read("listEvents", (tx) =>
+    (tx.prepare("SELECT * FROM events WHERE run_id = ? ORDER BY seq").all(runId) as EventRow[]).map(
+      eventFromRow,
+    ),
+  );
+}

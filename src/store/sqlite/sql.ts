@@ -1,0 +1,117 @@
+// What every SQLite verb shares: the transaction it runs in (connection.ts opens it), the
+// runs row, creating a run, and storing an event that wakes the run waiting for it.
+
+import type Database from "better-sqlite3";
+import { StoreError } from "../../errors.js";
+import {
+  type EventRecord,
+  type NewEvent,
+  type NewRun,
+  type RunRecord,
+  type StoreHint,
+  TERMINAL_STATUSES,
+} from "../store.js";
+import { amountsJson, type EventRow, eventFromRow, type RunRow, runFromRow } from "./rows.js";
+
+/** The prepared statement of a SQL text, cached by that text (always a fixed template). */
+export type Prepare = (sql: string) => Database.Statement;
+
+/** What a reading verb gets: one deferred transaction, so one consistent snapshot. */
+export interface ReadTx {
+  prepare: Prepare;
+  /** The file, for messages. */
+  path: string;
+}
+
+/** What a writing verb gets: one BEGIN IMMEDIATE transaction. */
+export interface WriteTx extends ReadTx {
+  /** The store's now (its Clock), read once as the transaction began. */
+  now: number;
+  /** Told to subscribers once the transaction has committed. */
+  hint(h: StoreHint): void;
+  /** `fn` as a nested transaction (a SAVEPOINT): a throw undoes only its own writes. */
+  savepoint<A>(fn: (arg: A) => void): (arg: A) => void;
+}
+
+/** How the verbs reach the file: each one is one transaction, named for messages. */
+export interface StoreContext {
+  write<T>(verb: string, fn: (tx: WriteTx) => T): Promise<T>;
+  read<T>(verb: string, fn: (tx: ReadTx) => T): Promise<T>;
+}
+
+export const RUN_COLUMNS =
+  "id, workflow, version, status, reason, paused_for, input, output, error, budget_limit, " +
+  "budget_spent, parent_id, ready_at, wake_at, waiting_for, lease_owner, lease_until, epoch, " +
+  "generation, cancel_requested, created_at, updated_at, failed_calls, trace_context";
+
+export function findRow(tx: ReadTx, id: string): RunRow | undefined {
+  return tx.prepare(`SELECT ${RUN_COLUMNS} FROM runs WHERE id = ?`).get(id) as RunRow | undefined;
+}
+
+export function findRun(tx: ReadTx, id: string): RunRecord | undefined {
+  const row = findRow(tx, id);
+  return row ? runFromRow(row) : undefined;
+}
+
+/** A run this transaction has just written. */
+export function mustGetRun(tx: ReadTx, id: string): RunRecord {
+  const run = findRun(tx, id);
+  if (!run) throw new StoreError(`SQLite store "${tx.path}": run "${id}" vanished mid-write.`);
+  return run;
+}
+
+/** Inserts a pending run, ready now; false if the id exists (then nothing changes). */
+export function insertRun(tx: WriteTx, run: NewRun, budgetSpent: string): boolean {
+  const limit = amountsJson(run.budgetLimit, `Budget limit of run "${run.id}"`);
+  const inserted = tx
+    .prepare(
+      `INSERT INTO runs (${RUN_COLUMNS}) VALUES
+         (?, ?, ?, 'pending', NULL, NULL, ?, NULL, NULL, ?, ?, ?, ?, NULL, '[]', NULL, NULL,
+          0, 0, 0, ?, ?, '[]', ?)
+       ON CONFLICT (id) DO NOTHING`,
+    )
+    .run(
+      run.id,
+      run.workflow,
+      run.version,
+      run.input,
+      limit,
+      budgetSpent,
+      run.parentId ?? null,
+      tx.now,
+      tx.now,
+      tx.now,
+      run.traceContext ?? null,
+    );
+  return inserted.changes === 1;
+}
+
+/** Stores an event; a run waiting for its name becomes ready now (an earlier timer is
+ *  kept) and is hinted runnable. */
+export function storeEvent(tx: WriteTx, e: NewEvent): EventRecord {
+  const row = tx
+    .prepare(
+      `INSERT INTO events (run_id, name, payload, created_at, consumed_by, idempotency_key)
+       VALUES (?, ?, ?, ?, NULL, ?) RETURNING *`,
+    )
+    .get(e.runId, e.name, e.payload, tx.now, e.idempotencyKey ?? null) as EventRow;
+  const woke = tx
+    .prepare(
+      `UPDATE runs SET ready_at = CASE WHEN ready_at IS NULL OR ready_at > ? THEN ? ELSE ready_at END,
+         updated_at = ?
+       WHERE id = ? AND status = 'waiting'
+         AND EXISTS (SELECT 1 FROM json_each(runs.waiting_for) WHERE value = ?)`,
+    )
+    .run(tx.now, tx.now, tx.now, e.runId, e.name);
+  if (woke.changes > 0) tx.hint({ kind: "runnable", runId: e.runId });
+  return eventFromRow(row);
+}
+
+/** storeEvent for an event a transition sends to another run (a child's outcome for its
+ *  parent): dropped when that run is gone or finished, which has no reader for it, as
+ *  sendEvent refuses it. */
+export function deliverEvent(tx: WriteTx, e: NewEvent): void {
+  const target = findRow(tx, e.runId);
+  if (!target || TERMINAL_STATUSES.has(target.status)) return;
+  storeEvent(tx, e);
+}

@@ -1,0 +1,122 @@
+// What a journal write must be for every backend to store it exactly. Both backends run
+// this check on each write of a group commit before touching their database, and answer
+// a write that fails it with the outcome "unstorable": so a bad record fails only its own
+// write, never the others of its batch, and in the same way on SQLite and PostgreSQL.
+//
+// Text columns refuse NUL (PostgreSQL) or silently turn a lone surrogate into U+FFFD (both),
+// jsonb amounts refuse both, and numbers must be finite integers a bigint holds exactly.
+// Error records need no check: they are stored as JSON text (error-json.ts), which escapes
+// anything. Values the engine writes are codec text, which is always storable (codec.ts).
+
+import { unstorableText } from "../lib/text.js";
+import type { Amounts, RunWrite, WriteOutcome } from "./store.js";
+
+export interface Unstorable {
+  /** The key of the record that cannot be stored. */
+  key: string;
+  /** Which field, and why; never the value itself. */
+  message: string;
+}
+
+/** A group commit with the writes no backend could store answered "unstorable" (each fails
+ *  alone, never reaching the database) and the others handed to `store`, whose outcomes
+ *  are merged back in the writes' order. */
+export async function refuseUnstorable(
+  writes: RunWrite[],
+  store: (storable: RunWrite[]) => Promise<WriteOutcome[]>,
+): Promise<WriteOutcome[]> {
+  const refused = writes.map((w): WriteOutcome | undefined => {
+    const bad = findUnstorable(w);
+    return bad && { ok: false, reason: "unstorable", key: bad.key, message: bad.message };
+  });
+  const stored = await store(writes.filter((_, i) => refused[i] === undefined));
+  let next = 0;
+  return refused.map((o) => o ?? (stored[next++] as WriteOutcome));
+}
+
+/** The first record of `w` that no backend could store exactly, or undefined. */
+export function findUnstorable(w: RunWrite): Unstorable | undefined {
+  const firstKey =
+    w.steps?.[0]?.key ?? w.attempts?.[0]?.key ?? w.intents?.[0]?.key ?? w.consume?.[0]?.key ?? "";
+  const runId = unstorableText(w.runId);
+  if (runId) return { key: firstKey, message: `the run id ${runId}` };
+  for (const s of w.steps ?? []) {
+    const bad =
+      texts("step", s.key, { key: s.key, name: s.name, kind: s.kind, outcome: s.outcome }) ??
+      (s.result === null ? undefined : texts("step", s.key, { result: s.result })) ??
+      numbers("step", s.key, {
+        seq: s.seq,
+        attempt: s.attempt,
+        startedAt: s.startedAt,
+        completedAt: s.completedAt,
+      }) ??
+      amounts("step", s.key, s.spend);
+    if (bad) return bad;
+  }
+  for (const a of w.attempts ?? []) {
+    const bad =
+      texts("attempt", a.key, { key: a.key }) ??
+      numbers("attempt", a.key, {
+        attempt: a.attempt,
+        generation: a.generation,
+        startedAt: a.startedAt,
+        endedAt: a.endedAt,
+        ...(a.retryAt === null ? {} : { retryAt: a.retryAt }),
+      }) ??
+      amounts("attempt", a.key, a.spend);
+    if (bad) return bad;
+  }
+  for (const i of w.intents ?? []) {
+    const bad =
+      texts("intent", i.key, { key: i.key, kind: i.kind, name: i.name, data: i.data }) ??
+      numbers("intent", i.key, { createdAt: i.createdAt });
+    if (bad) return bad;
+  }
+  for (const c of w.consume ?? []) {
+    const bad =
+      texts("consume", c.key, { key: c.key }) ??
+      numbers("consume", c.key, { eventSeq: c.eventSeq });
+    if (bad) return bad;
+  }
+  return undefined;
+}
+
+function texts(kind: string, key: string, fields: Record<string, string>): Unstorable | undefined {
+  for (const [field, value] of Object.entries(fields)) {
+    if (typeof value !== "string") {
+      return { key, message: `${label(kind, key)}: ${field} is not a string` };
+    }
+    const why = unstorableText(value);
+    if (why) return { key, message: `${label(kind, key)}: ${field} ${why}` };
+  }
+  return undefined;
+}
+
+function numbers(
+  kind: string,
+  key: string,
+  fields: Record<string, number>,
+): Unstorable | undefined {
+  for (const [field, value] of Object.entries(fields)) {
+    if (!Number.isSafeInteger(Math.round(value))) {
+      return { key, message: `${label(kind, key)}: ${field} is not a finite whole number` };
+    }
+  }
+  return undefined;
+}
+
+function amounts(kind: string, key: string, spend: Amounts): Unstorable | undefined {
+  for (const [name, value] of Object.entries(spend ?? {})) {
+    const why = unstorableText(name);
+    if (why) return { key, message: `${label(kind, key)}: a spend name ${why}` };
+    if (typeof value !== "number" || !Number.isFinite(value)) {
+      return { key, message: `${label(kind, key)}: spend "${name}" is not a finite number` };
+    }
+  }
+  return undefined;
+}
+
+/** `step "key"`, the key quoted as JSON so that even an unstorable one reads cleanly. */
+function label(kind: string, key: string): string {
+  return `${kind} ${JSON.stringify(key)}`;
+}

@@ -1,0 +1,70 @@
+// What a crash sweep compares: how an execution's run ended (status, output, error) and
+// the side effects counted, and the sentences that say how a crashed execution's outcome
+// differs from the undisturbed one's.
+
+import { isDeepStrictEqual } from "node:util";
+import type { SweepOutcome } from "./crash-sweep.js";
+
+/** A finished run's outcome, side effects aside. */
+export function outcomeOf(view: {
+  status: SweepOutcome["status"];
+  output?: unknown;
+  error?: { name: string; message: string } | undefined;
+}): Omit<SweepOutcome, "sideEffects"> {
+  return {
+    status: view.status,
+    ...(view.output !== undefined ? { output: view.output } : {}),
+    ...(view.error ? { error: { name: view.error.name, message: view.error.message } } : {}),
+  };
+}
+
+/** The outcome of an execution whose run could not be driven to an end. */
+export function settleFailed(err: unknown): Omit<SweepOutcome, "sideEffects"> {
+  return {
+    status: "running",
+    error: { name: "CrashSweepError", message: err instanceof Error ? err.message : String(err) },
+  };
+}
+
+/** `outcome` with its output mapped by the user's `normalize`. */
+export function normalized(
+  outcome: SweepOutcome,
+  normalize: ((output: unknown) => unknown) | undefined,
+): SweepOutcome {
+  if (!normalize || outcome.output === undefined) return outcome;
+  return { ...outcome, output: normalize(outcome.output) };
+}
+
+function short(v: unknown): string {
+  let s: string;
+  try {
+    s = JSON.stringify(v) ?? String(v);
+  } catch {
+    s = String(v);
+  }
+  return s.length > 120 ? `${s.slice(0, 117)}...` : s;
+}
+
+/** What differs between the undisturbed outcome and a crashed execution's; empty when
+ *  nothing does. */
+export function compareOutcomes(base: SweepOutcome, got: SweepOutcome): string[] {
+  const out: string[] = [];
+  if (got.status !== base.status) {
+    const why = got.error ? ` (${got.error.name}: ${got.error.message})` : "";
+    out.push(`the run ended ${got.status}${why} instead of ${base.status}`);
+  } else if (!isDeepStrictEqual(got.error, base.error)) {
+    out.push(`its error is ${short(got.error)} instead of ${short(base.error)}`);
+  }
+  if (!isDeepStrictEqual(got.output, base.output)) {
+    out.push(`its output is ${short(got.output)} instead of ${short(base.output)}`);
+  }
+  const names = new Set([...Object.keys(base.sideEffects), ...Object.keys(got.sideEffects)]);
+  for (const name of [...names].sort()) {
+    const b = base.sideEffects[name] ?? 0;
+    const g = got.sideEffects[name] ?? 0;
+    if (b !== g) {
+      out.push(`side effect "${name}" happened ${g} time${g === 1 ? "" : "s"} (undisturbed: ${b})`);
+    }
+  }
+  return out;
+}

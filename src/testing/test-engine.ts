@@ -1,0 +1,364 @@
+// createTestEngine: an engine for a user's own tests, on a temporary SQLite file (or a store
+// the test provides) with a virtual clock, fault scripts on chosen calls, an in-process
+// crash with recovery after the lease, and a deploy of new versions mid-run. Closed by the
+// test runner's cleanup (vitest's onTestFinished, when it runs inside a vitest test), by
+// `await using`, or by `close()`.
+
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createEngine, type Engine, type EngineOptions, type RunHandle } from "../engine/engine.js";
+import type { RunView } from "../engine/views.js";
+import { sqliteStore } from "../store/sqlite/sqlite-store.js";
+import type { Store } from "../store/store.js";
+import type { AnyWorkflow } from "../workflow/define.js";
+import { type CallFault, faultHook } from "./call-faults.js";
+import {
+  type CrashableStore,
+  type CrashableStoreOptions,
+  crashableStore,
+} from "./crashable-store.js";
+import { driveUntil } from "./drive.js";
+import { type CallInfo, instrumentWorkflows } from "./instrument.js";
+import { createSideEffectCounter, runForEngine, type SideEffectCounter } from "./side-effects.js";
+import { createVirtualClock, type VirtualClock } from "./virtual-clock.js";
+
+export interface TestEngineOptions {
+  workflows: AnyWorkflow[];
+  /** Fault scripts applied to step and effect calls (call-faults.ts). */
+  faults?: CallFault[];
+  /** Counter for side effects your fakes report; paused while an engine is crashed. */
+  sideEffects?: SideEffectCounter;
+  /** A new connection to the test's storage on each call (every engine gets its own, as
+   *  another process would). Default: a temporary SQLite file, removed on close. */
+  store?: () => Store;
+  /** Where the virtual clock starts. Default 2026-01-01T00:00:00Z. */
+  clockStart?: number | Date;
+  /** Other engine options (leaseMs defaults to 10 s here, pollIntervalMs to 10 ms). */
+  engineOptions?: Omit<EngineOptions, "store" | "clock" | "workflows">;
+}
+
+export interface TestEngine {
+  /** The engine now serving (a new one after `recover` or `deploy`). */
+  readonly engine: Engine;
+  readonly clock: VirtualClock;
+  readonly sideEffects: SideEffectCounter;
+  /** Starts a run on the current engine (engine.start). */
+  start: Engine["start"];
+  /** Advances the clock until the run finishes (completed, failed or canceled); resolves
+   *  with its view. `events` are sent as soon as the run (or a child) waits for them. */
+  settle(
+    run: RunHandle | string,
+    options?: {
+      events?: EventScript[];
+      /** Runs before each look at the run (harnesses: crash or recover here). */
+      beforeTick?: () => Promise<void>;
+    },
+  ): Promise<RunView>;
+  /** Advances the clock a tick at a time until `check` returns true. */
+  advanceUntil(check: () => boolean | Promise<boolean>, what?: string): Promise<true>;
+  /** Advances the clock until the run has a given status (e.g. "waiting"). */
+  advanceUntilStatus(run: RunHandle | string, status: RunView["status"]): Promise<RunView>;
+  /** Advances the clock until the run waits for the event `name`, then past that wait's
+   *  timeout: the wait resolves `{ timedOut: true }`. */
+  timeOutWait(run: RunHandle | string, name: string): Promise<void>;
+  /** Kills the current engine in process, as SIGKILL would (crashable-store.ts). */
+  crash(): void;
+  /** True from `crash()` until `recover()` or `deploy()`. */
+  readonly crashed: boolean;
+  /** After `crash`: moves the clock past the lease and starts a new engine, which takes the
+   *  dead one's runs over. `workflows` default to the current ones. */
+  recover(options?: { workflows?: AnyWorkflow[] }): Promise<Engine>;
+  /** A deploy: closes the current engine gracefully and starts one with `workflows` (keep
+   *  the old versions registered so in-flight runs finish on the code they started with). */
+  deploy(workflows: AnyWorkflow[]): Promise<Engine>;
+  /** Closes the engine and removes the temporary store. Calling it twice is harmless. */
+  close(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** An event sent as soon as its run (default: the run being settled) waits for it. */
+export interface EventScript {
+  name: string;
+  payload?: unknown;
+  runId?: string;
+}
+
+interface DriveExtras {
+  tickMs?: number;
+  events?: EventScript[];
+  sent?: Set<number>;
+  beforeTick?: () => Promise<void>;
+}
+
+const FINISHED = new Set(["completed", "failed", "canceled"]);
+
+export async function createTestEngine(options: TestEngineOptions): Promise<TestEngine> {
+  const t = openTestEngine(options);
+  await registerCleanup(() => t.close());
+  return t;
+}
+
+/** For harnesses built on a test engine (crash-sweep.ts): crash points on the first
+ *  engine's store, and a hook before every step function and effect perform. */
+export interface TestEngineInternals {
+  firstStore?: CrashableStoreOptions;
+  beforeFunction?: (call: CallInfo) => void | Promise<void>;
+}
+
+export function openTestEngine(
+  options: TestEngineOptions,
+  internals: TestEngineInternals = {},
+): TestEngine {
+  if (!options || !Array.isArray(options.workflows)) {
+    throw new TypeError(
+      "createTestEngine({ workflows }): workflows must be an array of workflow()s",
+    );
+  }
+  const clock = createVirtualClock(options.clockStart);
+  const sideEffects = options.sideEffects ?? createSideEffectCounter();
+  const storage = testStorage(options.store);
+  const faults = faultHook(options.faults ?? []);
+  const hook = async (call: CallInfo) => {
+    await internals.beforeFunction?.(call);
+    await faults(call);
+  };
+  const engineOptions: EngineOptions = {
+    leaseMs: 10_000,
+    pollIntervalMs: 10,
+    closeGraceMs: 1_000,
+    ...options.engineOptions,
+  };
+  const serving = servingEngines({
+    newStore: storage.newStore,
+    clock,
+    engineOptions,
+    hook,
+    firstStore: internals.firstStore,
+  });
+  serving.open(options.workflows);
+  let closed = false;
+
+  // The harness reads and sends through a client engine of its own, so that it keeps
+  // working while the serving engine is dead.
+  const observer = createEngine({ store: storage.newStore(), clock, worker: false });
+  const drive = driverFor(observer, clock);
+
+  const t: TestEngine = {
+    get engine() {
+      return serving.engine;
+    },
+    clock,
+    sideEffects,
+    start: ((wf: never, input: unknown, o?: never) =>
+      serving.engine.start(wf, input, o)) as Engine["start"],
+    ...runWaits(drive, observer, clock, () => serving.store.crashed),
+    get crashed() {
+      return serving.store.crashed;
+    },
+    ...crashAndDeploy(serving, clock, sideEffects, engineOptions.leaseMs ?? 10_000),
+    async close() {
+      if (closed) return;
+      closed = true;
+      if (!serving.store.crashed) await serving.engine.close().catch(() => {});
+      await observer.close().catch(() => {});
+      if (storage.dir) rmSync(storage.dir, { recursive: true, force: true });
+    },
+    [Symbol.asyncDispose]() {
+      return t.close();
+    },
+  };
+  return t;
+}
+
+/** A new connection to the test's storage on each call: the test's own, or a temporary
+ *  SQLite file in `dir` (removed on close). */
+function testStorage(store: (() => Store) | undefined): { newStore: () => Store; dir?: string } {
+  if (store) return { newStore: store };
+  const dir = mkdtempSync(join(tmpdir(), "cairn-test-"));
+  const path = join(dir, "cairn.db");
+  return { newStore: () => sqliteStore(path, { synchronous: "normal" }), dir };
+}
+
+/** The engine serving the test, and its store: a new pair on each `open` (the first, and
+ *  after a crash or a deploy). Only the first store carries the harness's crash points. */
+function servingEngines(p: {
+  newStore: () => Store;
+  clock: VirtualClock;
+  engineOptions: EngineOptions;
+  /** Runs before every step function and effect perform. */
+  hook: (call: CallInfo) => Promise<void>;
+  firstStore: CrashableStoreOptions | undefined;
+}) {
+  const { newStore, clock, engineOptions, hook } = p;
+  let storeHooks = p.firstStore;
+  let workflows: AnyWorkflow[] = [];
+  let store!: CrashableStore;
+  let engine!: Engine;
+  return {
+    get engine() {
+      return engine;
+    },
+    get store() {
+      return store;
+    },
+    /** The workflows the serving engine was opened with. */
+    get workflows() {
+      return workflows;
+    },
+    open(wfs: AnyWorkflow[]): Engine {
+      workflows = wfs;
+      const own = crashableStore(newStore(), storeHooks);
+      store = own;
+      storeHooks = undefined;
+      engine = createEngine({
+        ...engineOptions,
+        store,
+        clock,
+        workflows: instrumentWorkflows(wfs, {
+          beforeFunction: hook,
+          // What this engine's bodies record once it crashed is not counted.
+          runBody: (fn) => runForEngine(() => own.crashed, fn),
+        }),
+      });
+      return engine;
+    },
+  };
+}
+
+/** What a test does to the serving engine: kill it, take its runs over after the lease, or
+ *  replace it gracefully with new code. */
+function crashAndDeploy(
+  serving: ReturnType<typeof servingEngines>,
+  clock: VirtualClock,
+  sideEffects: SideEffectCounter,
+  leaseMs: number,
+): Pick<TestEngine, "crash" | "recover" | "deploy"> {
+  return {
+    crash() {
+      sideEffects.paused = true;
+      serving.store.crash();
+    },
+    async recover(o = {}) {
+      if (!serving.store.crashed) {
+        throw new Error("recover(): the engine has not crashed; call crash() first, or deploy()");
+      }
+      await clock.advance(leaseMs + 1);
+      sideEffects.paused = false;
+      return serving.open(o.workflows ?? serving.workflows);
+    },
+    async deploy(wfs: AnyWorkflow[]) {
+      if (!serving.store.crashed) await serving.engine.close();
+      sideEffects.paused = false;
+      return serving.open(wfs);
+    },
+  };
+}
+
+type Drive = <T>(what: string, done: () => Promise<T | undefined>, o?: DriveExtras) => Promise<T>;
+
+/** Moves the clock until `done` returns a value, looking through the observer; scripted
+ *  events are sent as soon as their run waits for them. */
+function driverFor(observer: Engine, clock: VirtualClock): Drive {
+  const sendDue = async (events: EventScript[], sent: Set<number>) => {
+    let any = false;
+    for (const [i, ev] of events.entries()) {
+      if (sent.has(i) || !ev.runId) continue;
+      const v = await observer.getRun(ev.runId);
+      if (v?.status === "waiting" && v.waitingFor?.includes(ev.name)) {
+        sent.add(i);
+        await observer.sendEvent(ev.runId, ev.name, ev.payload);
+        any = true;
+      }
+    }
+    return any;
+  };
+  return (what, done, o = {}) =>
+    driveUntil({
+      engine: () => observer,
+      clock,
+      what,
+      tickMs: o.tickMs,
+      done: async () => {
+        await o.beforeTick?.();
+        return done();
+      },
+      onTick: () => sendDue(o.events ?? [], o.sent ?? new Set()),
+    });
+}
+
+/** The test engine's ways of waiting for a run: each drives the clock until it holds. */
+function runWaits(
+  drive: Drive,
+  observer: Engine,
+  clock: VirtualClock,
+  crashed: () => boolean,
+): Pick<TestEngine, "settle" | "advanceUntil" | "advanceUntilStatus" | "timeOutWait"> {
+  return {
+    settle(run, o = {}) {
+      const id = idOf(run);
+      const events = (o.events ?? []).map((e) => ({ ...e, runId: e.runId ?? id }));
+      return drive(
+        `run "${id}" to finish`,
+        async () => {
+          if (crashed() && !o.beforeTick) {
+            throw new Error(
+              `settle: the engine crashed while run "${id}" was not finished; call recover() to start a new one, then settle`,
+            );
+          }
+          const v = await observer.getRun(id);
+          if (!v) throw new Error(`settle: no run "${id}" in this test engine's store`);
+          return FINISHED.has(v.status) ? v : undefined;
+        },
+        { events, sent: new Set(), beforeTick: o.beforeTick },
+      );
+    },
+    advanceUntil(check, what = "the condition") {
+      return drive(what, async () => ((await check()) ? true : undefined), { tickMs: 100 });
+    },
+    advanceUntilStatus(run, status) {
+      const id = idOf(run);
+      // Ticks only: jumping to the next timer could skip past the status wanted.
+      return drive(
+        `run "${id}" to be ${status}`,
+        async () => {
+          const v = await observer.getRun(id);
+          return v?.status === status ? v : undefined;
+        },
+        { tickMs: 100 },
+      );
+    },
+    async timeOutWait(run, name) {
+      const id = idOf(run);
+      const v = await drive(
+        `run "${id}" to wait for "${name}"`,
+        async () => {
+          const r = await observer.getRun(id);
+          return r?.status === "waiting" && r.waitingFor?.includes(name) ? r : undefined;
+        },
+        { tickMs: 100 },
+      );
+      if (!v.wakeAt) {
+        throw new Error(
+          `timeOutWait: run "${id}" waits for "${name}" without a timeout; give the wait a timeout, or send the event`,
+        );
+      }
+      await clock.set(v.wakeAt.getTime() + 1);
+    },
+  };
+}
+
+function idOf(run: RunHandle | string): string {
+  return typeof run === "string" ? run : run.id;
+}
+
+/** Inside a vitest test, close after it (vitest is an optional peer: without it, or outside
+ *  a test, the caller closes). */
+async function registerCleanup(fn: () => Promise<void>): Promise<void> {
+  try {
+    const vitest = await import("vitest");
+    vitest.onTestFinished(fn);
+  } catch {
+    // not in a vitest test
+  }
+}

@@ -1,0 +1,98 @@
+// Which call a piece of workflow code is continuing from: the causal tree of a run's calls.
+//
+// Every ctx call makes a node and moves the CURRENT synchronous flow into it
+// (AsyncLocalStorage.enterWith). An `await` captures the flow's node, so the code after it
+// resumes in the node of the last call made before the await, whatever settled the await
+// and whenever: a branch of `items.map(async (it) => ...)` continues in its own chain of
+// calls, a branch that awaited a file read resumes where it was. So "call A is an ancestor
+// of call B" means B was made by code that had already made A, in every execution of a
+// deterministic workflow: a fact of the program, not of timing.
+//
+// The replay core uses it for one rule: a name used again is numbered `name#n` in call
+// order, which is only the same order on every replay when that order is fixed (see
+// context.ts, beginCall). It also marks step bodies, where ctx calls are refused.
+
+import { AsyncLocalStorage } from "node:async_hooks";
+
+/** One call in a run's causal tree. */
+export interface CallNode {
+  /** The execution (Context) the call belongs to. */
+  readonly owner: object;
+  readonly key: string;
+  readonly parent: CallNode | undefined;
+  readonly depth: number;
+  /** Made outside any delivery's cascade (after non-durable async work). */
+  readonly late: boolean;
+}
+
+interface RootScope {
+  readonly owner: object;
+  readonly root: true;
+}
+
+interface BodyScope {
+  readonly owner: object;
+  /** Key of the step (or effect) whose body is running. */
+  readonly bodyOf: string;
+}
+
+type Scope = CallNode | RootScope | BodyScope;
+
+const scopes = new AsyncLocalStorage<Scope>();
+
+/** Runs the workflow function at the root of `owner`'s call tree. */
+export function runAtRoot<T>(owner: object, fn: () => T): T {
+  return scopes.run({ owner, root: true }, fn);
+}
+
+/** Runs a step body: code in it (and everything it awaits) is inside that body. */
+export function runInBody<T>(owner: object, key: string, fn: () => T): T {
+  return scopes.run({ owner, bodyOf: key }, fn);
+}
+
+/** Where code calling into `owner` stands: the call it continues from (undefined at the
+ *  root, or when called from outside the workflow's own flow), or the body it runs in. */
+export function currentScope(owner: object): { node: CallNode | undefined; bodyOf?: string } {
+  const s = scopes.getStore();
+  if (!s || s.owner !== owner) return { node: undefined };
+  if ("bodyOf" in s) return { node: undefined, bodyOf: s.bodyOf };
+  if ("root" in s) return { node: undefined };
+  return { node: s };
+}
+
+/** Runs cairn's own work (commits, timers, store reads) outside any workflow scope, so it
+ *  is never mistaken for the workflow's own asynchronous work (late-work.ts). */
+export function outsideWorkflow<T>(fn: () => T): T {
+  return scopes.exit(fn);
+}
+
+/** The execution whose workflow code (not a step body) is running now, if any. */
+export function workflowOwnerOfCurrentScope(): object | undefined {
+  const s = scopes.getStore();
+  return s === undefined || "bodyOf" in s ? undefined : s.owner;
+}
+
+/** Moves the calling synchronous flow (and whatever it awaits next) into `node`. */
+export function enterCall(node: CallNode): void {
+  scopes.enterWith(node);
+}
+
+/** True when `ancestor` is `node` or one of its ancestors. */
+export function isAncestor(ancestor: CallNode, node: CallNode | undefined): boolean {
+  for (let n = node; n !== undefined && n.depth >= ancestor.depth; n = n.parent) {
+    if (n === ancestor) return true;
+  }
+  return false;
+}
+
+/** The calling flow's scope as an opaque value, for `reenterScope`. Test support: the
+ *  generative test interprets a program's inline blocks with nested async functions, and
+ *  re-enters the scope each block ended in, as the inline code's own `await` would. */
+export function captureScope(): unknown {
+  return scopes.getStore();
+}
+
+/** Moves the calling flow into a scope `captureScope` returned (test support, see there). */
+export function reenterScope(scope: unknown): void {
+  if (scope !== undefined) scopes.enterWith(scope as Scope);
+}

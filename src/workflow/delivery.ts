@@ -1,0 +1,175 @@
+// Ordered delivery: every outcome that reaches workflow code (a step's value or final error,
+// a sleep's end, a wait's event or timeout, a child's result) is handed over one at a time,
+// each only after the previous one's cascade has finished, on the first run and on every
+// replay alike. The first run hands outcomes over in the order their records became durable
+// and records that order (StepRecord.delivery); a replay hands the recorded outcomes over in
+// that same order, then the new ones. Which branch continues first, which side of a
+// Promise.race wins, which call gets `name#2`: all are decided by this order, never by how
+// fast a replay happens to find its records.
+//
+// A cascade is the run of microtasks a hand-over sets off: the continuations of the code
+// that awaited the outcome, up to their next await of something not yet settled. It is
+// over when the microtask queue is empty, which a process.nextTick queued from inside the
+// cascade observes: Node runs ticks only once the microtask queue has drained, and no timer,
+// I/O callback or immediate runs in between. So a cascade holds exactly the code the outcome
+// made runnable, the same code on every replay; anything the workflow does after awaiting
+// a timer or I/O of its own runs later, outside any cascade ("late").
+
+/** What the queue needs from its owner. */
+export interface DeliveryHooks {
+  /** A cascade (the start's or a hand-over's) is about to begin. */
+  began(): void;
+  /** A cascade finished (the start's or a hand-over's): the microtask queue is empty. */
+  quiet(): void;
+}
+
+type Settle = () => void;
+
+export class DeliveryQueue {
+  /** Outcomes handed over so far: the window a call made now belongs to. */
+  released = 0;
+  /** Live outcomes handed over so far (not replayed ones). */
+  liveReleased = 0;
+  /** A cascade (the start's or a hand-over's) is running. */
+  inCascade = false;
+  private busy = false;
+  /** Recorded positions still to hand over, ascending; `head` indexes the next. */
+  private readonly recorded: number[];
+  private head = 0;
+  /** Recorded positions whose call has been made again: ready to hand over in turn. */
+  private readonly waiting = new Map<number, Settle>();
+  /** Recorded outcomes outside the order (older records, or a history a resume replaced):
+   *  handed over as soon as their call is made. */
+  private readonly free: Settle[] = [];
+  /** Positions given to new outcomes, in order; each becomes ready once durable. */
+  private readonly live: Array<{ position: number; settle?: Settle; dropped?: boolean }> = [];
+  private nextPosition: number;
+  private halted = false;
+
+  constructor(
+    recordedPositions: readonly number[],
+    firstNewPosition: number,
+    private readonly hooks: DeliveryHooks,
+  ) {
+    this.recorded = [...recordedPositions].sort((a, b) => a - b);
+    this.nextPosition = firstNewPosition;
+  }
+
+  /** Runs `fn` (the workflow function) as the first cascade. */
+  start(fn: () => void): void {
+    this.busy = true;
+    queueMicrotask(() => {
+      this.hooks.began();
+      this.inCascade = true;
+      fn();
+      process.nextTick(() => this.cascadeOver());
+    });
+  }
+
+  /** The call of the recorded outcome at `position` has been made: hand it over in turn. */
+  recordedCalled(position: number, settle: Settle): void {
+    this.waiting.set(position, settle);
+    this.pump();
+  }
+
+  /** A recorded outcome with no place in the order: hand it over as soon as possible. */
+  freeCalled(settle: Settle): void {
+    this.free.push(settle);
+    this.pump();
+  }
+
+  /** A place in the order for a new outcome, given before its record is written. */
+  allocate(): number {
+    const position = this.nextPosition++;
+    this.live.push({ position });
+    return position;
+  }
+
+  /** The new outcome at `position` is durable: hand it over in turn. */
+  durable(position: number, settle: Settle): void {
+    const entry = this.live.find((e) => e.position === position);
+    if (!entry) return;
+    entry.settle = settle;
+    this.pump();
+  }
+
+  /** The outcome at `position` will never be written (its call stopped): skip it. */
+  drop(position: number): void {
+    const entry = this.live.find((e) => e.position === position);
+    if (!entry) return;
+    entry.dropped = true;
+    this.pump();
+  }
+
+  /** Stops handing anything over. */
+  halt(): void {
+    this.halted = true;
+  }
+
+  /** True when nothing is being handed over and nothing is ready to be. */
+  get idle(): boolean {
+    return !this.busy && this.nextReady() === undefined;
+  }
+
+  /** The next recorded outcome to hand over, when its call has not been made yet. */
+  get stalledOn(): number | undefined {
+    if (this.head >= this.recorded.length) return undefined;
+    const position = this.recorded[this.head]!;
+    return this.waiting.has(position) ? undefined : position;
+  }
+
+  /** Recorded outcomes not handed over yet. */
+  get recordedLeft(): number {
+    return this.recorded.length - this.head;
+  }
+
+  private nextReady(): { settle: Settle; live: boolean } | undefined {
+    if (this.head < this.recorded.length) {
+      const settle = this.waiting.get(this.recorded[this.head]!);
+      if (settle) return { settle, live: false };
+      const free = this.free[0];
+      return free ? { settle: free, live: false } : undefined;
+    }
+    const free = this.free[0];
+    if (free) return { settle: free, live: false };
+    while (this.live[0]?.dropped) this.live.shift();
+    const first = this.live[0];
+    return first?.settle ? { settle: first.settle, live: true } : undefined;
+  }
+
+  private pump(): void {
+    if (this.busy || this.halted) return;
+    const next = this.nextReady();
+    if (!next) return;
+    // Take it out of its queue now, so a pump before the microtask runs cannot pick it again.
+    if (
+      this.head < this.recorded.length &&
+      this.waiting.get(this.recorded[this.head]!) === next.settle
+    ) {
+      this.waiting.delete(this.recorded[this.head]!);
+      this.head++;
+    } else if (this.free[0] === next.settle) {
+      this.free.shift();
+    } else {
+      this.live.shift();
+    }
+    this.busy = true;
+    queueMicrotask(() => {
+      if (this.halted) return;
+      this.released++;
+      if (next.live) this.liveReleased++;
+      this.hooks.began();
+      this.inCascade = true;
+      next.settle();
+      process.nextTick(() => this.cascadeOver());
+    });
+  }
+
+  private cascadeOver(): void {
+    this.inCascade = false;
+    this.busy = false;
+    if (this.halted) return;
+    this.hooks.quiet();
+    this.pump();
+  }
+}

@@ -1,0 +1,112 @@
+// A run's journal as one execution reads it: which outcome each key holds (a failure that
+// failed the run is set aside once the run is resumed), the order in which the recorded
+// outcomes must be handed over again, the attempts that still count, and which recorded
+// calls must have been made again by the end of each cascade.
+
+import { addAmounts } from "../lib/amounts.js";
+import type {
+  Amounts,
+  AttemptRecord,
+  EventRecord,
+  IntentRecord,
+  Journal,
+  StepRecord,
+} from "../store/store.js";
+
+export class JournalIndex {
+  /** The outcome each key holds for this execution. */
+  readonly outcomes = new Map<string, StepRecord>();
+  /** Attempts of this generation, per key, in order: they count toward maxAttempts. */
+  readonly attempts = new Map<string, AttemptRecord[]>();
+  /** Spend of every attempt of every generation, per key (replayed with the key). */
+  readonly attemptSpend = new Map<string, Amounts>();
+  readonly intents = new Map<string, IntentRecord>();
+  readonly events: EventRecord[];
+  /** Recorded outcomes that are handed over in the recorded order. */
+  readonly orderedPositions: number[] = [];
+  /** Keys whose recorded outcome is handed over as soon as its call is made again: records
+   *  from before ordered replay, and those of a history that a resume replaced. */
+  readonly freeKeys = new Set<string>();
+  /** Calls made inside a cascade (their window is a fact of the program), by window. */
+  readonly cascadeCalls: StepRecord[];
+  /** The first position a new outcome may take. */
+  readonly firstNewPosition: number;
+  /** Windows can be compared exactly: no outcome of this journal is outside the order. */
+  readonly exactWindows: boolean;
+  /** Keys of calls begun (an intent or an attempt) that hold no outcome. */
+  readonly unfinished: string[];
+
+  constructor(
+    journal: Journal,
+    generation: number,
+    failedCalls: ReadonlyArray<{ key: string; generation: number }>,
+  ) {
+    const byKey = new Map<string, StepRecord>();
+    let maxPosition = -1;
+    for (const s of journal.steps) {
+      if (s.delivery !== null) maxPosition = Math.max(maxPosition, s.delivery);
+      const held = byKey.get(s.key);
+      if (!held || s.generation > held.generation) byKey.set(s.key, s);
+    }
+    this.firstNewPosition = maxPosition + 1;
+    // A failure that failed the run, in a generation a resume has since left behind: the
+    // call executes again, and what was called after its hand-over belongs to the history
+    // the resume replaced, so it is handed over when called, outside the order.
+    const replaced: Array<{ generation: number; after: number; calledAt: number }> = [];
+    for (const [key, rec] of byKey) {
+      const failedTheRun =
+        rec.outcome === "error" &&
+        rec.generation < generation &&
+        failedCalls.some((f) => f.key === key && f.generation === rec.generation);
+      if (!failedTheRun) continue;
+      byKey.delete(key);
+      replaced.push({
+        generation: rec.generation,
+        after: rec.delivery ?? -1,
+        calledAt: rec.issuedAfter ?? -1,
+      });
+    }
+    // A call made before the failing call was (a race's loser that finished after the
+    // failure) keeps its place. Windows are counts of outcomes handed over, not positions
+    // (a replaced failure leaves a gap in those), so the failing call's own window is the
+    // measure: a call made in it or later may have followed the failure, and goes free.
+    const isFree = (s: StepRecord) =>
+      s.issuedAfter === null ||
+      replaced.some(
+        (r) =>
+          s.generation <= r.generation &&
+          (s.delivery ?? -1) > r.after &&
+          s.issuedAfter! >= r.calledAt,
+      );
+    const cascade: StepRecord[] = [];
+    for (const [key, rec] of byKey) {
+      this.outcomes.set(key, rec);
+      if (isFree(rec)) {
+        this.freeKeys.add(key);
+        continue;
+      }
+      if (rec.delivery !== null) this.orderedPositions.push(rec.delivery);
+      if (!rec.issuedLate) cascade.push(rec);
+    }
+    this.exactWindows = this.freeKeys.size === 0;
+    this.cascadeCalls = cascade.sort((a, b) => (a.issuedAfter ?? 0) - (b.issuedAfter ?? 0));
+    for (const a of journal.attempts) {
+      const spend = this.attemptSpend.get(a.key) ?? {};
+      addAmounts(spend, a.spend);
+      this.attemptSpend.set(a.key, spend);
+      if (a.generation !== generation) continue;
+      const list = this.attempts.get(a.key) ?? [];
+      list.push(a);
+      this.attempts.set(a.key, list);
+    }
+    for (const list of this.attempts.values()) list.sort((x, y) => x.attempt - y.attempt);
+    for (const i of journal.intents) this.intents.set(i.key, i);
+    this.events = [...journal.events].sort((a, b) => a.seq - b.seq);
+    const begun = [...journal.intents.map((i) => i.key), ...journal.attempts.map((a) => a.key)];
+    this.unfinished = [...new Set(begun)].filter((k) => !this.outcomes.has(k));
+  }
+
+  isFree(key: string): boolean {
+    return this.freeKeys.has(key);
+  }
+}

@@ -1,0 +1,101 @@
+// Asynchronous work that workflow code started outside any cairn call: a timer, a file read,
+// a socket. While some is pending, a branch of the run is busy, not blocked, so the run must
+// not suspend yet: it would abandon that branch mid-way, and with only event waits left it
+// would never wake to redo it.
+//
+// An async hook sees each asynchronous resource when it is created, in the AsyncLocalStorage
+// scope of the code that created it (call-scope.ts): a resource created by a run's workflow
+// code is that run's late work. cairn's own work (commits, wake-up timers, store reads) runs
+// outside any workflow scope (outsideWorkflow) and step bodies in a body scope: neither
+// counts. The hook only listens to creations (promises return at once): a destroy hook
+// would make Node track every promise's collection, far too costly per step.
+//
+// So pending is judged when the run is about to suspend: a timer or immediate is pending
+// until Node marks it destroyed (fired or cleared), exactly; any other resource (fs, DNS,
+// sockets) counts for a grace period after its creation, long enough for a file read. A
+// branch that awaits longer network I/O outside a step may still be abandoned by a
+// suspension and redone when the run wakes: I/O belongs in steps.
+
+import { createHook } from "node:async_hooks";
+import { workflowOwnerOfCurrentScope } from "./call-scope.js";
+
+/** A resource Node marks `_destroyed` once it has fired or was cleared. */
+interface TimerLike {
+  _destroyed?: boolean;
+}
+
+/** The late work of one execution's workflow code. */
+export class LateWork {
+  private readonly timers: Array<WeakRef<TimerLike>> = [];
+  private lastOtherAt = Number.NEGATIVE_INFINITY;
+  /** A timer fired (or was cleared) or other work started since `takeActivity`. */
+  private activity = false;
+
+  note(type: string, resource: object): void {
+    if (type === "Timeout" || type === "Immediate") {
+      this.timers.push(new WeakRef(resource as TimerLike));
+    } else if (type !== "TickObject" && type !== "Microtask") {
+      this.lastOtherAt = performance.now();
+      this.activity = true;
+    }
+  }
+
+  /** How long (ms) the workflow code may still be busy: 0 when nothing it started is
+   *  pending; else when to look again. */
+  busyForMs(graceMs: number): number {
+    this.prune();
+    if (this.timers.length > 0) return Math.min(graceMs, 50);
+    const since = performance.now() - this.lastOtherAt;
+    return since < graceMs ? Math.ceil(graceMs - since) : 0;
+  }
+
+  /**
+   * True when, since the last call, a timer of the workflow code fired (or was cleared), or
+   * it started other work, or other work may still be running. Code that joins such work
+   * with a cairn outcome (a Promise.all of a step and a file read) runs in whichever cascade
+   * finds both done, which timing decides. An over-approximation: it only ever makes the
+   * replay's window checks laxer.
+   */
+  takeActivity(graceMs: number): boolean {
+    this.prune();
+    // Other work's end is not observed (see the header): it counts while it may be pending.
+    const a = this.activity || performance.now() - this.lastOtherAt < graceMs;
+    this.activity = false;
+    return a;
+  }
+
+  private prune(): void {
+    for (let i = this.timers.length - 1; i >= 0; i--) {
+      const t = this.timers[i]!.deref();
+      if (t === undefined || t._destroyed === true) {
+        this.timers.splice(i, 1);
+        this.activity = true;
+      }
+    }
+  }
+}
+
+const tracked = new Map<object, LateWork>();
+
+const hook = createHook({
+  init(_asyncId, type, _triggerAsyncId, resource) {
+    if (type === "PROMISE" || tracked.size === 0) return;
+    const owner = workflowOwnerOfCurrentScope();
+    if (owner !== undefined) tracked.get(owner)?.note(type, resource);
+  },
+});
+
+/** Counts the late work of `owner`'s workflow code until `stop()`. */
+export function trackLateWork(owner: object): { work: LateWork; stop: () => void } {
+  if (tracked.size === 0) hook.enable();
+  const work = new LateWork();
+  tracked.set(owner, work);
+  return {
+    work,
+    stop: () => {
+      if (tracked.get(owner) !== work) return;
+      tracked.delete(owner);
+      if (tracked.size === 0) hook.disable();
+    },
+  };
+}

@@ -1,0 +1,99 @@
+// Retry policy and the retry decision, as pure functions of the recorded attempts: the
+// attempt proposes (it failed with this error), the policy decides (again, when, or never).
+// Defaults: 3 attempts, 1 s initial delay, factor 2, 1 min cap, full jitter. A
+// RateLimitError's retryAfter is a floor on the delay.
+
+import { FatalError, RateLimitError, SerializationError } from "../errors.js";
+import { type Duration, toMs } from "../lib/duration.js";
+import type { AttemptRecord, ErrorRecord } from "../store/store.js";
+
+export interface RetryPolicy {
+  maxAttempts: number;
+  initialDelay: Duration;
+  maxDelay: Duration;
+  factor: number;
+  jitter: boolean;
+}
+
+export const DEFAULT_RETRY: RetryPolicy = {
+  maxAttempts: 3,
+  initialDelay: "1s",
+  maxDelay: "1m",
+  factor: 2,
+  jitter: true,
+};
+
+export function resolvePolicy(...layers: Array<Partial<RetryPolicy> | undefined>): RetryPolicy {
+  const p: RetryPolicy = { ...DEFAULT_RETRY };
+  for (const layer of layers) {
+    if (!layer) continue;
+    for (const [k, v] of Object.entries(layer)) {
+      if (v !== undefined) (p as unknown as Record<string, unknown>)[k] = v;
+    }
+  }
+  if (!Number.isInteger(p.maxAttempts) || p.maxAttempts < 1) {
+    throw new TypeError(`retry.maxAttempts must be an integer >= 1 (got ${p.maxAttempts})`);
+  }
+  if (!(p.factor >= 1)) throw new TypeError(`retry.factor must be >= 1 (got ${p.factor})`);
+  return p;
+}
+
+/** Delay before attempt `attempt + 1`, after attempt `attempt` (1-based) failed. */
+export function backoffMs(policy: RetryPolicy, attempt: number, random: () => number): number {
+  const initial = toMs(policy.initialDelay, "retry.initialDelay");
+  const max = toMs(policy.maxDelay, "retry.maxDelay");
+  const exp = Math.min(max, initial * policy.factor ** Math.max(0, attempt - 1));
+  return policy.jitter ? Math.floor(random() * exp) : exp;
+}
+
+/** retryAfter as ms from `now` (Duration, or a Date meaning "not before"). */
+export function retryAfterMs(retryAfter: number | string | Date | undefined, now: number): number {
+  if (retryAfter === undefined) return 0;
+  if (retryAfter instanceof Date) return Math.max(0, retryAfter.getTime() - now);
+  return toMs(retryAfter, "RateLimitError retryAfter");
+}
+
+/** What to do next, given the attempts recorded so far (in order) for one call. */
+export type NextAttempt =
+  /** No attempt left: the call fails with the last attempt's error. */
+  | { kind: "give-up"; error: ErrorRecord }
+  /** Attempt `attempt` may start at `notBefore` (null: now). */
+  | { kind: "attempt"; attempt: number; notBefore: number | null };
+
+export function planNextAttempt(prior: readonly AttemptRecord[], policy: RetryPolicy): NextAttempt {
+  const last = prior.at(-1);
+  if (last && (last.retryAt === null || prior.length >= policy.maxAttempts)) {
+    return { kind: "give-up", error: last.error };
+  }
+  return { kind: "attempt", attempt: prior.length + 1, notBefore: last?.retryAt ?? null };
+}
+
+/** The policy's verdict on a failed attempt: final, or retried at `retryAt`. */
+export interface FailureVerdict {
+  final: boolean;
+  /** When the next attempt may start (null when final). */
+  retryAt: number | null;
+}
+
+export function judgeFailure(
+  failure: unknown,
+  error: ErrorRecord,
+  attempt: number,
+  policy: RetryPolicy,
+  endedAt: number,
+  random: () => number,
+): FailureVerdict {
+  const final =
+    failure instanceof FatalError ||
+    failure instanceof SerializationError ||
+    error.code === "FATAL" ||
+    error.code === "BUDGET_EXCEEDED" ||
+    attempt >= policy.maxAttempts;
+  if (final) return { final: true, retryAt: null };
+  let delay = backoffMs(policy, attempt, random);
+  if (failure instanceof RateLimitError || error.code === "RATE_LIMIT") {
+    const floor = retryAfterMs((failure as Partial<RateLimitError>).retryAfter, endedAt);
+    delay = Math.max(delay, floor);
+  }
+  return { final: false, retryAt: endedAt + delay };
+}

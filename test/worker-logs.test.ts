@@ -1,0 +1,216 @@
+// Structured logs: a replaceable pino-shaped logger receives the worker's lifecycle at info,
+// one line per event (claimed, completed, failed, canceled, paused, released, recovered,
+// lease-lost), and never a payload; `cairn worker` prints a banner with its pid and one
+// line per event, as text, as JSON lines (--json), or not at all (--quiet).
+
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { describe, expect, it } from "vitest";
+import {
+  createEngine,
+  FatalError,
+  type Logger,
+  sqliteStore,
+  type WorkerEventFields,
+  workflow,
+} from "../src/index.js";
+import { faultyStore } from "../src/testing/index.js";
+import { ROOT, startCairn } from "./helpers/cli.js";
+import { BACKENDS, useHarness } from "./helpers/engines.js";
+import { tempDir, until } from "./helpers/sqlite.js";
+
+const SECRET = "PayloadSecret4b1e";
+
+interface Line {
+  level: string;
+  fields: Record<string, unknown>;
+  message: string | undefined;
+}
+
+function capture(): { logger: Logger; lines: Line[]; events(runId?: string): string[] } {
+  const lines: Line[] = [];
+  const at =
+    (level: string) =>
+    (fields: object, message?: string): void => {
+      lines.push({ level, fields: fields as Record<string, unknown>, message });
+    };
+  return {
+    logger: { debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") },
+    lines,
+    events: (runId) =>
+      lines
+        .filter((l) => l.level === "info" && (runId === undefined || l.fields.runId === runId))
+        .map((l) => String(l.fields.event)),
+  };
+}
+
+describe.each(BACKENDS)("worker lifecycle logs (%s)", (backend) => {
+  const harness = useHarness(backend);
+
+  it("one info line per event, with ids and names, never a payload", async () => {
+    const h = harness();
+    const log = capture();
+    const wf = workflow(
+      { name: "logged", version: "1" },
+      async (ctx, input: { mode: string; secret: string }) => {
+        const r = await ctx.step("s", () => `${input.secret}-result`, {
+          retry: { maxAttempts: 1 },
+        });
+        if (input.mode === "fail") {
+          await ctx.step("boom", () => {
+            throw new FatalError(`${input.secret} in an error message`);
+          });
+        }
+        if (input.mode === "wait") await ctx.waitForEvent("go");
+        if (input.mode === "spend") {
+          await ctx.step("spend", (s) => {
+            s.spend({ usd: 5 });
+            return 1;
+          });
+          await ctx.step("more", () => 2);
+        }
+        return r;
+      },
+    );
+    const e = h.engine([wf], { logger: log.logger });
+    const ok = await e.start(wf, { mode: "ok", secret: SECRET }, { id: "ok" });
+    await ok.result();
+    const failed = await e.start(wf, { mode: "fail", secret: SECRET }, { id: "fails" });
+    await expect(failed.result()).rejects.toThrow(FatalError);
+    await e.start(wf, { mode: "wait", secret: SECRET }, { id: "waits" });
+    await until(async () => (await e.getRun("waits"))?.status === "waiting", "waits");
+    await e.sendEvent("waits", "go", { said: SECRET });
+    await e.handle("waits").result();
+    await e.start(wf, { mode: "spend", secret: SECRET }, { id: "spends", budget: { usd: 1 } });
+    await until(async () => (await e.getRun("spends"))?.status === "paused", "pauses");
+    await e.start(wf, { mode: "wait", secret: SECRET }, { id: "canceled" });
+    await until(async () => (await e.getRun("canceled"))?.status === "waiting", "waits");
+    await e.cancel("canceled");
+
+    expect(log.events("ok")).toEqual(["claimed", "completed"]);
+    expect(log.events("fails")).toEqual(["claimed", "failed"]);
+    expect(log.events("waits")).toEqual(["claimed", "released", "claimed", "completed"]);
+    expect(log.events("spends")).toEqual(["claimed", "paused"]);
+    expect(log.events("canceled")).toEqual(["claimed", "released"]);
+    const failLine = log.lines.find(
+      (l) => l.fields.runId === "fails" && l.fields.event === "failed",
+    );
+    expect(failLine?.fields.error).toEqual({ name: "FatalError", code: "FATAL" });
+    expect(failLine?.message).toBe('failed run "fails" (logged@1): FatalError FATAL');
+    const released = log.lines.find((l) => l.fields.event === "released");
+    expect(released?.fields).toMatchObject({
+      runId: "waits",
+      workflow: "logged",
+      version: "1",
+      status: "waiting",
+      waitingFor: ["go"],
+      workerId: e.workerId,
+    });
+    const paused = log.lines.find((l) => l.fields.event === "paused");
+    expect(paused?.message).toMatch(/^paused run "spends" \(logged@1\): budget/);
+    // Never a payload, in any field or message.
+    expect(JSON.stringify(log.lines)).not.toContain(SECRET);
+  });
+
+  it("a logger that throws does not stop the worker", async () => {
+    const h = harness();
+    const boom = () => {
+      throw new Error("logger down");
+    };
+    const wf = workflow({ name: "unlogged", version: "1" }, async (ctx) => ctx.step("s", () => 1));
+    const e = h.engine([wf], { logger: { debug: boom, info: boom, warn: boom, error: boom } });
+    expect(await (await e.start(wf, undefined)).result()).toBe(1);
+  });
+
+  it("recovered on the worker that takes a run over; lease-lost on the one that lost it", async () => {
+    const h = harness();
+    const first = capture();
+    const second = capture();
+    let release!: () => void;
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
+    const wf = workflow({ name: "slow", version: "1" }, async (ctx) =>
+      ctx.step("slow", () => gate.then(() => "done")),
+    );
+    const failingRenewals = faultyStore(h.store(), { failing: new Set(["renewLeases"]) });
+    const a = h.engine([wf], { store: failingRenewals, logger: first.logger, leaseMs: 30_000 });
+    await a.start(wf, undefined, { id: "slow" });
+    await until(async () => (await a.getRun("slow"))?.status === "running", "runs on a");
+    await h.clock.advance(31_000);
+    await until(() => first.events("slow").includes("lease-lost"), "a reports the lost lease");
+    const b = h.engine([wf], { logger: second.logger, leaseMs: 30_000 });
+    await until(() => second.events("slow").includes("recovered"), "b takes the run over");
+    release();
+    expect(await b.handle("slow").result()).toBe("done");
+    expect(first.events("slow")).toEqual(["claimed", "lease-lost"]);
+    expect(second.events("slow")).toEqual(["recovered", "completed"]);
+  });
+});
+
+describe("cairn worker output", () => {
+  it("text, --json and --quiet: a banner with the pid, then one line per event (or none)", async () => {
+    const dir = tempDir("cairn-worker-log-");
+    const db = join(dir.dir, "cairn.db");
+    const mod = join(dir.dir, "wf.mjs");
+    writeFileSync(
+      mod,
+      `import { workflow } from ${JSON.stringify(pathToFileURL(join(ROOT, "src/index.ts")).href)};
+export const hello = workflow({ name: "hello", version: "1" }, async (ctx, input) =>
+  ctx.step("s", () => "hi " + input.who));
+`,
+    );
+    const client = createEngine({ store: sqliteStore(db), worker: false });
+    const hello = workflow(
+      { name: "hello", version: "1" },
+      async (_ctx, _i: { who: string }) => "",
+    );
+    try {
+      for (const mode of ["text", "json", "quiet"] as const) {
+        const flags = mode === "text" ? [] : [`--${mode}`];
+        const w = startCairn(["worker", mod, ...flags], { CAIRN_STORE: db });
+        await until(
+          () => w.output.stdout.includes(String(w.child.pid)) || w.child.exitCode !== null,
+          `${mode} banner`,
+        );
+        const run = await client.start(hello, { who: SECRET });
+        await expect(run.result()).resolves.toBe(`hi ${SECRET}`);
+        if (mode !== "quiet") {
+          await until(
+            () => w.output.stdout.includes(run.id.slice(0, 8)) && /completed/.test(w.output.stdout),
+            "lines",
+          );
+        }
+        w.child.kill("SIGTERM");
+        const { code, stdout, stderr } = await w.done;
+        expect(code).toBe(0);
+        expect(stderr).toBe("");
+        expect(stdout).not.toContain(SECRET);
+        if (mode === "text") {
+          expect(stdout).toMatch(new RegExp(`^cairn worker wrk_\\S+ \\(pid ${w.child.pid}, `));
+          expect(stdout).toMatch(
+            new RegExp(`\\d\\d:\\d\\d:\\d\\d\\.\\d{3} claimed run "${run.id}" \\(hello@1\\)\\n`),
+          );
+          expect(stdout).toMatch(new RegExp(`completed run "${run.id}" \\(hello@1\\)\\n`));
+        } else if (mode === "json") {
+          const lines = stdout
+            .trim()
+            .split("\n")
+            .map((l) => JSON.parse(l) as Record<string, unknown>);
+          expect(lines[0]).toMatchObject({ event: "started", pid: w.child.pid, level: 30 });
+          const mine = lines.filter((l) => (l as Partial<WorkerEventFields>).runId === run.id);
+          expect(mine.map((l) => l.event)).toEqual(["claimed", "completed"]);
+          expect(mine[1]).toMatchObject({ workflow: "hello", version: "1", pid: w.child.pid });
+          expect(lines.at(-1)).toMatchObject({ event: "stopped" });
+        } else {
+          expect(stdout).toMatch(new RegExp(`\\(pid ${w.child.pid}, `));
+          expect(stdout).not.toContain(run.id);
+        }
+      }
+    } finally {
+      await client.close();
+      dir.cleanup();
+    }
+  });
+});
