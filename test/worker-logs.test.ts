@@ -11,6 +11,7 @@ import {
   createEngine,
   FatalError,
   type Logger,
+  type Store,
   sqliteStore,
   type WorkerEventFields,
   workflow,
@@ -134,10 +135,16 @@ describe.each(BACKENDS)("worker lifecycle logs (%s)", (backend) => {
     const wf = workflow({ name: "slow", version: "1" }, async (ctx) =>
       ctx.step("slow", () => gate.then(() => "done")),
     );
-    const failingRenewals = faultyStore(h.store(), { failing: new Set(["renewLeases"]) });
-    const a = h.engine([wf], { store: failingRenewals, logger: first.logger, leaseMs: 30_000 });
+    // Once down, every call of a's store fails, as in an outage (subscribe is local to it).
+    let down = false;
+    const outage = {
+      has: (verb: keyof Store) => down && verb !== "subscribe" && verb !== "close",
+    } as Set<keyof Store>;
+    const aStore = faultyStore(h.store(), { failing: outage });
+    const a = h.engine([wf], { store: aStore, logger: first.logger, leaseMs: 30_000 });
     await a.start(wf, undefined, { id: "slow" });
     await until(async () => (await a.getRun("slow"))?.status === "running", "runs on a");
+    down = true;
     await h.clock.advance(31_000);
     await until(() => first.events("slow").includes("lease-lost"), "a reports the lost lease");
     const b = h.engine([wf], { logger: second.logger, leaseMs: 30_000 });
@@ -146,6 +153,7 @@ describe.each(BACKENDS)("worker lifecycle logs (%s)", (backend) => {
     expect(await b.handle("slow").result()).toBe("done");
     expect(first.events("slow")).toEqual(["claimed", "lease-lost"]);
     expect(second.events("slow")).toEqual(["recovered", "completed"]);
+    down = false; // a's store comes back, so that a closes cleanly
   });
 });
 

@@ -45,6 +45,10 @@ export class Execution {
   private ctx: Context | undefined;
   private pendingCancel: string | undefined;
   private abandoned = false;
+  /** The store no longer leases the run to this execution by its doing: it released the run,
+   *  paused it or handed it back. False when it stopped without writing (lease judged stale,
+   *  lost, a store error on the hand-back): the worker then looks after the lease. */
+  letGo = false;
   private draining = false;
   private leaseLostReported = false;
   private readonly trace: ExecutionTrace;
@@ -188,6 +192,9 @@ export class Execution {
           reason,
           readyAt: null,
         })
+        .then((res) => {
+          this.letGo = res.ok;
+        })
         .catch((e) => this.deps.log(`run "${this.runId}": could not pause`, e));
       return;
     }
@@ -199,6 +206,7 @@ export class Execution {
     });
     if (this.abandoned) return;
     if (await handBackRun(this.deps.store, this.runId, this.epoch)) {
+      this.letGo = true;
       this.report("released", { status: "pending" });
     }
   }
@@ -245,6 +253,7 @@ export class Execution {
       this.leaseLost();
       return;
     }
+    this.letGo = true;
     this.reportRelease(res.run.status, release);
     this.trace.end(res.run.status, res.run.status === "failed" ? release.error : null);
   }
@@ -254,6 +263,7 @@ export class Execution {
   private async handBackOnClose(): Promise<void> {
     await this.deps.committer.drain();
     if (await handBackRun(this.deps.store, this.runId, this.epoch)) {
+      this.letGo = true;
       this.report("released", { status: "pending" });
     }
     this.trace.end("handed-back");

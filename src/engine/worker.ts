@@ -34,6 +34,12 @@ export class Worker {
   private polling: Promise<void> | undefined;
   /** Releases of runs claimed after close() began. */
   private readonly handingBack = new Set<Promise<void>>();
+  /** Runs whose execution here ended without letting them go (it stopped without writing: a
+   *  lease judged stale, a store error on the hand-back), by the epoch it held. The store may
+   *  still lease them to this worker, and claimRuns never gives a worker its own runs: with
+   *  no other worker they would sit forever. Once such a lease has expired, as another
+   *  worker would take the run over, this worker hands it back (claimRound). */
+  private readonly orphans = new Map<string, number>();
   private pollAgain = false;
   private closed = false;
   /** Heartbeats go on through close()'s grace period, so leases outlive it. */
@@ -120,6 +126,7 @@ export class Worker {
     // A wait blocked in this process may be answered by an event another process stored
     // (SQLite sends no hint across processes): look at each poll.
     for (const ex of this.active.values()) if (ex.awaitsEvent) ex.refreshEvents();
+    await this.handBackOrphans();
     try {
       const free = this.options.concurrency - this.active.size;
       if (free > 0) {
@@ -137,6 +144,41 @@ export class Worker {
       }
     } catch (err) {
       this.options.execution.log("claiming runs failed; retrying at the next poll", err);
+    }
+  }
+
+  /** Hands back each orphan whose lease expired and is still ours (see `orphans`); forgets
+   *  those another worker took or that changed since. A store error leaves them for the
+   *  next round. */
+  private async handBackOrphans(): Promise<void> {
+    if (this.orphans.size === 0) return;
+    const { store, id: workerId } = this.options;
+    try {
+      const now = await store.now();
+      for (const [runId, epoch] of this.orphans) {
+        const run = await store.getRun(runId);
+        const ours =
+          run?.status === "running" && run.epoch === epoch && run.leaseOwner === workerId;
+        if (!ours) {
+          this.orphans.delete(runId);
+          continue;
+        }
+        if ((run.leaseUntil ?? 0) > now) continue;
+        if (await handBackRun(store, runId, epoch)) {
+          this.orphans.delete(runId);
+          this.pollAgain = true;
+          this.options.execution.lifecycle({
+            event: "released",
+            runId,
+            workflow: run.workflow,
+            version: run.version,
+            epoch,
+            status: "pending",
+          });
+        }
+      }
+    } catch {
+      // The store is away (the claim that follows reports it); the next round tries again.
     }
   }
 
@@ -165,6 +207,7 @@ export class Worker {
     this.active.set(claim.run.id, ex);
     void ex.finished.then(() => {
       if (this.active.get(claim.run.id) === ex) this.active.delete(claim.run.id);
+      if (!ex.letGo && !this.closed) this.orphans.set(claim.run.id, ex.epoch);
       this.stats.executions++;
       this.requestClaimRound();
     });
