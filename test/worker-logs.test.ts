@@ -157,6 +157,72 @@ describe.each(BACKENDS)("worker lifecycle logs (%s)", (backend) => {
   });
 });
 
+describe.each(BACKENDS)("a renewal racing the release (%s)", (backend) => {
+  const harness = useHarness(backend);
+
+  it("a renewal that finds the run already released by this execution is not a lost lease", async () => {
+    const h = harness();
+    const log = capture();
+    let stepGate!: () => void;
+    const stepWaits = new Promise<void>((r) => {
+      stepGate = r;
+    });
+    let renewGate!: () => void;
+    const renewWaits = new Promise<void>((r) => {
+      renewGate = r;
+    });
+    let releaseGate!: () => void;
+    const releaseWaits = new Promise<void>((r) => {
+      releaseGate = r;
+    });
+    let holdRenewals = false;
+    let renewalAnswered = false;
+    let released = false;
+    const inner = faultyStore(h.store()); // a proxy that binds the store's methods
+    // The renewal is asked while the run executes and reaches the store after the release
+    // committed; the release's answer comes back only after the renewal's.
+    const store = new Proxy(inner, {
+      get(target, prop, receiver) {
+        if (prop === "renewLeases") {
+          return async (p: Parameters<Store["renewLeases"]>[0]) => {
+            if (!holdRenewals) return target.renewLeases(p);
+            holdRenewals = false;
+            await renewWaits;
+            const res = await target.renewLeases(p);
+            renewalAnswered = true;
+            return res;
+          };
+        }
+        if (prop === "releaseRun") {
+          return async (p: Parameters<Store["releaseRun"]>[0]) => {
+            const res = await target.releaseRun(p);
+            released = true;
+            await releaseWaits;
+            return res;
+          };
+        }
+        return Reflect.get(target, prop, receiver);
+      },
+    });
+    const wf = workflow({ name: "racing", version: "1" }, async (ctx) =>
+      ctx.step("s", () => stepWaits.then(() => "done")),
+    );
+    const e = h.engine([wf], { store, logger: log.logger, heartbeatMs: 3_600_000 });
+    const run = await e.start(wf, undefined, { id: "racing" });
+    await until(async () => (await e.getRun("racing"))?.status === "running", "the run executes");
+    holdRenewals = true;
+    await h.clock.advance(0); // a heartbeat: its renewal is held
+    stepGate();
+    await until(() => released, "the release committed");
+    renewGate();
+    await until(() => renewalAnswered, "the renewal is answered (the run is not running)");
+    await new Promise((r) => setImmediate(r));
+    releaseGate();
+    expect(await run.result()).toBe("done");
+    expect(log.events("racing")).toEqual(["claimed", "completed"]);
+  });
+});
+
 describe("cairn worker output", () => {
   it("text, --json and --quiet: a banner with the pid, then one line per event (or none)", async () => {
     const dir = tempDir("cairn-worker-log-");

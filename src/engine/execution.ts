@@ -49,6 +49,9 @@ export class Execution {
    *  paused it or handed it back. False when it stopped without writing (lease judged stale,
    *  lost, a store error on the hand-back): the worker then looks after the lease. */
   letGo = false;
+  /** Its release is on its way to the store: a renewal answered meanwhile may find the run
+   *  no longer running (released by this very execution), which is not a lost lease. */
+  releasing = false;
   private draining = false;
   private leaseLostReported = false;
   private readonly trace: ExecutionTrace;
@@ -205,6 +208,7 @@ export class Execution {
       message: "",
     });
     if (this.abandoned) return;
+    this.releasing = true;
     if (await handBackRun(this.deps.store, this.runId, this.epoch)) {
       this.letGo = true;
       this.report("released", { status: "pending" });
@@ -247,6 +251,7 @@ export class Execution {
     // Records the context queued without awaiting (ctx.now/random/uuid) land first.
     await this.deps.committer.drain();
     const release = releaseOf(this.claim.run, outcome, this.deps.maxPayloadBytes);
+    this.releasing = true;
     const res = await this.deps.store.releaseRun(release);
     if (!res.ok) {
       this.deps.log(`run "${this.runId}": lease lost before release; another worker has it`);
@@ -262,6 +267,7 @@ export class Execution {
    *  first, then the run goes back to pending. */
   private async handBackOnClose(): Promise<void> {
     await this.deps.committer.drain();
+    this.releasing = true;
     if (await handBackRun(this.deps.store, this.runId, this.epoch)) {
       this.letGo = true;
       this.report("released", { status: "pending" });

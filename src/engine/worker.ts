@@ -257,7 +257,8 @@ export class Worker {
         const renewed = new Map(runs.map((r) => [r.runId, r.epoch]));
         for (const id of res.lost) {
           const ex = this.active.get(id);
-          if (ex && ex.epoch === renewed.get(id)) {
+          // An execution releasing the run learns from its release whether it still held it.
+          if (ex && ex.epoch === renewed.get(id) && !ex.releasing) {
             ex.stopWithoutWriting();
             ex.leaseLost();
           }
