@@ -12,7 +12,7 @@ import { type RetentionLoop, startRetentionLoop } from "./engine-retention.js";
 import type { ExecutionDeps } from "./execution.js";
 import { type WorkerEventFields, workerEventMessage } from "./logger.js";
 import { RunWaiters } from "./run-waiters.js";
-import { Worker } from "./worker.js";
+import { Worker, type WorkerOptions } from "./worker.js";
 
 export interface EngineInternals {
   readonly config: EngineConfig;
@@ -48,14 +48,20 @@ export function createEngineInternals(
   const committer = new Committer(config.store);
   // The worker's children are created through the internals being built here.
   let internals: EngineInternals | undefined;
-  const worker = config.runsWorker
-    ? createWorker(config, workerId, {
-        ...executionDeps(config, committer, workerId),
-        startChild: (parentId, childId, wf, input) =>
-          startChildRun(internals!, parentId, childId, wf, input),
-      })
-    : undefined;
   const waiters = new RunWaiters();
+  const worker = config.runsWorker
+    ? createWorker(
+        config,
+        workerId,
+        {
+          ...executionDeps(config, committer, workerId),
+          startChild: (parentId, childId, wf, input) =>
+            startChildRun(internals!, parentId, childId, wf, input),
+        },
+        // Wakes result() with the run as the release left it (durable): no read needed.
+        (runId, run) => waiters.wake(runId, run),
+      )
+    : undefined;
   const { opened, unsubscribe } = open(config, worker, waiters);
   const retention = config.retention
     ? startRetentionLoop(
@@ -113,7 +119,10 @@ function open(
   const opened = (async () => {
     await config.store.open({ clock: config.clock });
     unsubscribe = config.store.subscribe((hint) => {
-      if (hint.kind === "finished" && hint.runId) waiters.wake(hint.runId);
+      // A run executing here wakes its waiters when its execution ends (worker `ended`).
+      if (hint.kind === "finished" && hint.runId && !worker?.active.has(hint.runId)) {
+        waiters.wake(hint.runId);
+      }
     });
     await worker?.start();
   })();
@@ -122,7 +131,12 @@ function open(
   return { opened, unsubscribe: () => unsubscribe?.() };
 }
 
-function createWorker(config: EngineConfig, workerId: string, execution: ExecutionDeps): Worker {
+function createWorker(
+  config: EngineConfig,
+  workerId: string,
+  execution: ExecutionDeps,
+  ended: WorkerOptions["ended"],
+): Worker {
   return new Worker({
     id: workerId,
     store: config.store,
@@ -133,6 +147,7 @@ function createWorker(config: EngineConfig, workerId: string, execution: Executi
     heartbeatMs: config.heartbeatMs,
     pollIntervalMs: config.pollIntervalMs,
     execution,
+    ended,
   });
 }
 

@@ -5,7 +5,7 @@ import { decode } from "../codec/codec.js";
 import { PayloadKeyError } from "../errors.js";
 import type { Clock } from "../lib/clock.js";
 import { unreadablePayloadReason } from "../store/encrypted-store.js";
-import type { ClaimedRun, Release, RunRecord, RunStatus, Store } from "../store/store.js";
+import type { ClaimedRun, Journal, Release, RunRecord, RunStatus, Store } from "../store/store.js";
 import { Context, type Outcome } from "../workflow/context.js";
 import type { Workflow } from "../workflow/define.js";
 import type { RetryPolicy } from "../workflow/retry.js";
@@ -56,11 +56,16 @@ export class Execution {
   private leaseLostReported = false;
   private readonly trace: ExecutionTrace;
   readonly finished: Promise<void>;
+  /** The run as this execution's release left it (durable), once it released the run. */
+  released: RunRecord | undefined;
 
+  /** `journal`: the run's journal when the caller knows it without reading (a run this
+   *  worker just created claimed has an empty one); otherwise it is loaded. */
   constructor(
     private readonly deps: ExecutionDeps,
     private readonly claim: ClaimedRun,
     private readonly wf: Workflow<unknown, unknown>,
+    private readonly journal?: Journal,
   ) {
     this.runId = claim.run.id;
     this.epoch = claim.run.epoch;
@@ -112,7 +117,7 @@ export class Execution {
       await this.release({ kind: "canceled", reason: run.reason ?? "canceled" });
       return;
     }
-    const journal = await this.deps.store.loadJournal(run.id);
+    const journal = this.journal ?? (await this.deps.store.loadJournal(run.id));
     const ctx = new Context(this.contextHost(run), journal);
     this.ctx = ctx;
     if (this.pendingCancel !== undefined) ctx.cancel(this.pendingCancel);
@@ -259,6 +264,7 @@ export class Execution {
       return;
     }
     this.letGo = true;
+    this.released = res.run;
     this.reportRelease(res.run.status, release);
     this.trace.end(res.run.status, res.run.status === "failed" ? release.error : null);
   }

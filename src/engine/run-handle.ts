@@ -30,10 +30,19 @@ export function runHandle<O>(internals: EngineInternals, id: string): RunHandle<
 /** The run's output once it completes; its error once it fails or is canceled. */
 async function awaitResult<O>(internals: EngineInternals, id: string): Promise<O> {
   await ready(internals);
+  const { waiters, worker, config } = internals;
+  // A run executing in this process: its execution's end hands over the run as its release
+  // left it (durable), so no read is needed. Only another worker could end it sooner, and
+  // only once our lease ran out: past that, polling takes over.
+  let known = worker?.active.has(id)
+    ? await waiters.waitForChange(id, Math.max(config.pollIntervalMs, config.leaseMs))
+    : undefined;
+  if (internals.closed) throw closedWhileWaiting(id);
   for (;;) {
-    let run: RunRecord | undefined;
+    let run: RunRecord | undefined = known;
+    known = undefined;
     try {
-      run = await internals.config.store.getRun(id);
+      run ??= await config.store.getRun(id);
     } catch (err) {
       if (internals.closed) throw closedWhileWaiting(id, err);
       throw err;
@@ -46,7 +55,7 @@ async function awaitResult<O>(internals: EngineInternals, id: string): Promise<O
     if (run.status === "canceled") {
       throw new RunCanceledError(`Run "${id}" was canceled: ${run.reason ?? "no reason given"}`);
     }
-    await internals.waiters.waitForChange(id, internals.config.pollIntervalMs);
+    known = await waiters.waitForChange(id, config.pollIntervalMs);
     if (internals.closed) throw closedWhileWaiting(id);
   }
 }

@@ -4,16 +4,18 @@
 // Polling stays the source of truth: a missed wake-up costs one interval, never a result.
 
 import { timerMs } from "../lib/timers.js";
+import type { RunRecord } from "../store/store.js";
 
 export class RunWaiters {
-  private readonly byRun = new Map<string, Set<() => void>>();
+  private readonly byRun = new Map<string, Set<(run?: RunRecord) => void>>();
 
-  /** Wakes every waiter of `runId` now. */
-  wake(runId: string): void {
+  /** Wakes every waiter of `runId` now. `run`: the run as a durable write of this process
+   *  left it (an execution's release), when the waker has it; waiters then need no read. */
+  wake(runId: string, run?: RunRecord): void {
     const set = this.byRun.get(runId);
     if (!set) return;
     this.byRun.delete(runId);
-    for (const fn of set) fn();
+    for (const fn of set) fn(run);
   }
 
   /** Wakes every waiter of every run (the engine closes). */
@@ -21,16 +23,17 @@ export class RunWaiters {
     for (const runId of [...this.byRun.keys()]) this.wake(runId);
   }
 
-  /** Resolves when `runId` is woken, or after `ms`, whichever comes first. */
-  waitForChange(runId: string, ms: number): Promise<void> {
+  /** Resolves when `runId` is woken (with the run, when the waker had it), or after `ms`
+   *  (with nothing), whichever comes first. */
+  waitForChange(runId: string, ms: number): Promise<RunRecord | undefined> {
     return new Promise((resolve) => {
       const set = this.byRun.get(runId) ?? new Set();
       this.byRun.set(runId, set);
-      const done = () => {
+      const done = (run?: RunRecord) => {
         clearTimeout(timer);
         set.delete(done);
         if (set.size === 0 && this.byRun.get(runId) === set) this.byRun.delete(runId);
-        resolve();
+        resolve(run);
       };
       const timer = setTimeout(done, timerMs(ms));
       set.add(done);

@@ -16,6 +16,7 @@ import { formatIssues } from "../workflow/context.js";
 import { type AnyWorkflow, isWorkflowName, type Workflow } from "../workflow/define.js";
 import type { StartOptions } from "./engine.js";
 import { type EngineInternals, ready } from "./engine-internals.js";
+import { handBackRun } from "./execution.js";
 import { withStartSpan } from "./tracing.js";
 import { checkBudget, checkRunId } from "./validate.js";
 
@@ -123,22 +124,60 @@ async function createRun(
   const encoded = await encodedInput(internals, target, id, input);
   const budgetLimit = { ...(target.wf?.options.budget ?? {}), ...(options.budget ?? {}) };
   checkBudget(budgetLimit, "start()");
-  const { run, created } = await withStartSpan(
-    { workflow: target.name, version: target.version, runId: id },
-    (traceContext) =>
-      internals.config.store.createRun({
-        id,
-        workflow: target.name,
-        version: target.version,
-        input: encoded,
-        budgetLimit,
-        parentId,
-        traceContext,
-      }),
-  );
+  const { config, worker, workerId } = internals;
+  // This engine's own worker serves the workflow and has a free slot: create the run
+  // claimed by it (one transaction) and execute it at once, with no claim round.
+  const claimBy =
+    worker && target.wf && config.workflows.get(`${target.name}@${target.version}`) === target.wf
+      ? worker.reserveSlot()
+        ? { workerId, leaseMs: config.leaseMs }
+        : undefined
+      : undefined;
+  // Taken before asking: the store set the lease after this moment.
+  const askedAt = config.clock.now();
+  let made: { run: RunRecord; created: boolean };
+  try {
+    made = await withStartSpan(
+      { workflow: target.name, version: target.version, runId: id },
+      (traceContext) =>
+        config.store.createRun({
+          id,
+          workflow: target.name,
+          version: target.version,
+          input: encoded,
+          budgetLimit,
+          parentId,
+          traceContext,
+          ...(claimBy && { claimBy }),
+        }),
+    );
+  } catch (err) {
+    if (claimBy) {
+      worker?.releaseSlot();
+      disownIfClaimed(internals, id);
+    }
+    throw err;
+  }
+  const { run, created } = made;
+  if (claimBy) {
+    if (created) worker?.adoptCreated({ run, recovered: false }, askedAt);
+    else worker?.releaseSlot();
+  }
   if (!created) checkSameRun(run, { id, target, encoded, parentId });
-  if (created) internals.worker?.requestClaimRound();
+  if (created && !claimBy) worker?.requestClaimRound();
   return { run, created };
+}
+
+/** A create that failed may still have committed (the store's answer was lost): a run left
+ *  leased to this worker, which never claims its own leases, is handed back to pending. */
+function disownIfClaimed(internals: EngineInternals, id: string): void {
+  const { config, worker, workerId } = internals;
+  void (async () => {
+    const run = await config.store.getRun(id);
+    if (run?.status === "running" && run.leaseOwner === workerId && !worker?.active.has(id)) {
+      if (await handBackRun(config.store, id, run.epoch)) worker?.requestClaimRound();
+    }
+  })().catch((err) => config.log(`run "${id}": reading back a failed create`, err));
 }
 
 /** The input as stored: checked (and transformed) by the workflow's input schema when this

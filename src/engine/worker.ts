@@ -9,7 +9,7 @@ import type { Clock } from "../lib/clock.js";
 import { pidNamespace } from "../lib/process-identity.js";
 import { displayText } from "../lib/text.js";
 import { setLongTimeout, timerMs } from "../lib/timers.js";
-import type { ClaimedRun, Store } from "../store/store.js";
+import type { ClaimedRun, Journal, RunRecord, Store } from "../store/store.js";
 import type { Workflow } from "../workflow/define.js";
 import { isDeadLocalWorker } from "./dead-workers.js";
 import { Execution, type ExecutionDeps, handBackRun } from "./execution.js";
@@ -24,6 +24,14 @@ export interface WorkerOptions {
   heartbeatMs: number;
   pollIntervalMs: number;
   execution: ExecutionDeps;
+  /** An execution of `runId` ended; `run` is the run as its release left it, if it
+   *  released the run (durably) itself. */
+  ended?(runId: string, run: RunRecord | undefined): void;
+}
+
+/** A freshly created run's journal: nothing recorded yet, no event can have arrived. */
+function emptyJournal(): Journal {
+  return { steps: [], attempts: [], intents: [], events: [] };
 }
 
 export class Worker {
@@ -41,6 +49,10 @@ export class Worker {
    *  worker would take the run over, this worker hands it back (claimRound). */
   private readonly orphans = new Map<string, number>();
   private pollAgain = false;
+  /** A claim round (or a start) found no free slot: the next freed slot asks for a round. */
+  private roundSkippedWhileFull = false;
+  /** Slots held for runs this engine is creating claimed (createRun with claimBy). */
+  private reserved = 0;
   private closed = false;
   /** Heartbeats go on through close()'s grace period, so leases outlive it. */
   private heartbeatsStopped = false;
@@ -128,7 +140,9 @@ export class Worker {
     for (const ex of this.active.values()) if (ex.awaitsEvent) ex.refreshEvents();
     await this.handBackOrphans();
     try {
-      const free = this.options.concurrency - this.active.size;
+      const free = this.options.concurrency - this.active.size - this.reserved;
+      // Full: a run may be ready that this round cannot take; the next freed slot asks again.
+      if (free <= 0) this.roundSkippedWhileFull = true;
       if (free > 0) {
         const limit = Math.min(free, 64);
         // Taken before asking: the store set the leases after this moment.
@@ -140,7 +154,10 @@ export class Worker {
           leaseMs: this.options.leaseMs,
         });
         for (const c of claims) this.launch(c, askedAt);
-        if (claims.length === limit) this.pollAgain = true;
+        if (claims.length === limit) {
+          this.pollAgain = true;
+          this.roundSkippedWhileFull = true;
+        }
       }
     } catch (err) {
       this.options.execution.log("claiming runs failed; retrying at the next poll", err);
@@ -182,7 +199,32 @@ export class Worker {
     }
   }
 
-  private launch(claim: ClaimedRun, claimedAt: number): void {
+  /** Holds a slot for a run about to be created claimed by this worker; false when the
+   *  worker is closing or full (then the run is created pending and claimed by a round). */
+  reserveSlot(): boolean {
+    if (this.closed) return false;
+    if (this.active.size + this.reserved >= this.options.concurrency) {
+      this.roundSkippedWhileFull = true;
+      return false;
+    }
+    this.reserved++;
+    return true;
+  }
+
+  /** Gives back a slot reserveSlot() held (the create failed or found the id taken). */
+  releaseSlot(): void {
+    this.reserved--;
+  }
+
+  /** Executes a run this worker created claimed, in the slot reserveSlot() held: at once,
+   *  with no claim round and no journal read (a fresh run's journal is empty).
+   *  `claimedAt`: taken before the create was asked (the store set the lease after it). */
+  adoptCreated(claim: ClaimedRun, claimedAt: number): void {
+    this.reserved--;
+    this.launch(claim, claimedAt, emptyJournal());
+  }
+
+  private launch(claim: ClaimedRun, claimedAt: number, journal?: Journal): void {
     if (this.closed) {
       // Claimed by a round that was in flight when close() began: hand it straight back.
       const p = this.handBack(claim).finally(() => this.handingBack.delete(p));
@@ -203,13 +245,21 @@ export class Worker {
       { ...this.options.execution, leaseFresh: () => this.leaseFresh(claimedAt) },
       claim,
       wf,
+      journal,
     );
     this.active.set(claim.run.id, ex);
     void ex.finished.then(() => {
       if (this.active.get(claim.run.id) === ex) this.active.delete(claim.run.id);
       if (!ex.letGo && !this.closed) this.orphans.set(claim.run.id, ex.epoch);
       this.stats.executions++;
-      this.requestClaimRound();
+      this.options.ended?.(claim.run.id, ex.released);
+      // A freed slot matters when a round found us full (or claimed all it could take), or
+      // when the run was not released to a status of its own (handed back, lease lost);
+      // otherwise hints and polling find new runs, without a claim round per finished run.
+      if (this.roundSkippedWhileFull || ex.released === undefined) {
+        this.roundSkippedWhileFull = false;
+        this.requestClaimRound();
+      }
     });
   }
 

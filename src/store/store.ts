@@ -95,6 +95,11 @@ export interface NewRun {
   parentId?: string | null;
   /** A W3C traceparent (at most 256 characters), stored as given. */
   traceContext?: string | null;
+  /** Create the run already claimed by this worker (status running, epoch 1, leased for
+   *  leaseMs), in the same transaction: the engine whose own worker serves the workflow
+   *  executes it at once, with no claim round and no journal read (it is empty). Only a
+   *  created run is claimed; an existing id is returned untouched. */
+  claimBy?: { workerId: string; leaseMs: number };
 }
 
 export type StepKind =
@@ -365,8 +370,10 @@ export interface Store extends WorkspaceVerbs, ApprovalVerbs {
   now(): Promise<number>;
 
   // ---- runs ----
-  /** Inserts a pending run (readyAt = now). Idempotent on id: returns the existing run
-   *  with created=false and changes nothing if the id exists (whatever its workflow). */
+  /** Inserts a pending run (readyAt = now), or with `claimBy` a run claimed by that
+   *  worker (as claimRuns would leave it: running, epoch 1, leaseUntil = readyAt =
+   *  now + leaseMs). Idempotent on id: returns the existing run with created=false and
+   *  changes nothing if the id exists (whatever its workflow). */
   createRun(run: NewRun): Promise<{ run: RunRecord; created: boolean }>;
   getRun(id: string): Promise<RunRecord | undefined>;
   listRuns(filter?: RunFilter): Promise<RunRecord[]>;

@@ -345,6 +345,54 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect(await store.listRuns()).toHaveLength(1);
       });
 
+      it("with claimBy: creates the run claimed by that worker, as a claim would leave it", async () => {
+        const { run: pendingRun } = await store.createRun(newRun());
+        const input = newRun();
+        const { run, created } = await store.createRun({
+          ...input,
+          claimBy: { workerId: "worker-1", leaseMs: LEASE_MS },
+        });
+        expect(created).toBe(true);
+        expect(run).toMatchObject({ id: input.id, status: "running", leaseOwner: "worker-1" });
+        // The same epoch a claim of a pending run reaches: its writes are fenced alike.
+        expect(run.epoch).toBe(pendingRun.epoch + 1);
+        expectNear(run.leaseUntil, CONTRACT_T0 + LEASE_MS);
+        expect(run.readyAt).toBe(run.leaseUntil);
+        expect(await store.getRun(input.id)).toEqual(run);
+        // Leased: no other worker claims it until the lease runs out, then as a crash.
+        const others = await store.claimRuns({
+          workerId: "worker-2",
+          workflows: ["alpha@1"],
+          limit: 10,
+          leaseMs: LEASE_MS,
+        });
+        expect(others.map((c) => c.run.id)).toEqual([pendingRun.id]);
+        advance(LEASE_MS + 1);
+        const taken = await claim(input.id, "worker-2");
+        expect(taken.recovered).toBe(true);
+        expect(taken.run.epoch).toBe(run.epoch + 1);
+        const stale = await store.releaseRun({
+          runId: run.id,
+          epoch: run.epoch,
+          status: "completed",
+          output: '"late"',
+          readyAt: null,
+        });
+        expect(stale).toEqual({ ok: false, reason: "lease-lost" });
+      });
+
+      it("with claimBy, an existing id is returned untouched and not claimed", async () => {
+        const first = await store.createRun(newRun({ id: "run_taken" }));
+        advance(MINUTE);
+        const second = await store.createRun({
+          ...newRun({ id: "run_taken" }),
+          claimBy: { workerId: "worker-1", leaseMs: LEASE_MS },
+        });
+        expect(second.created).toBe(false);
+        expect(second.run).toEqual(first.run);
+        expect(await store.getRun("run_taken")).toEqual(first.run);
+      });
+
       it("getRun of an unknown id is undefined", async () => {
         expect(await store.getRun("run_nope")).toBeUndefined();
       });

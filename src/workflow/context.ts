@@ -1382,7 +1382,9 @@ export class Context {
     ac: AbortController,
     key: string,
   ): Promise<{ ok: boolean; value?: T; failure?: unknown }> {
-    const stop = new AbortController();
+    // Only a timed attempt has a timer to stop (an abort() builds a DOMException: costly
+    // enough to show in a per-step profile).
+    const stop = timeoutMs === undefined ? undefined : new AbortController();
     let onHalt = () => {};
     const stopped = new Promise<"halted">((resolve) => {
       onHalt = () => resolve("halted");
@@ -1392,7 +1394,7 @@ export class Context {
     const timer =
       timeoutMs === undefined
         ? never<"timeout">()
-        : this.host.clock.sleep(timeoutMs, stop.signal).then(
+        : this.host.clock.sleep(timeoutMs, stop?.signal).then(
             () => "timeout" as const,
             () => never<"timeout">(),
           );
@@ -1410,7 +1412,7 @@ export class Context {
       await Promise.race([settled, realDelay(this.host.abortGraceMs)]);
       return { ok: false, failure: reason };
     } finally {
-      stop.abort();
+      stop?.abort();
       this.runAbort.signal.removeEventListener("abort", onHalt);
     }
   }

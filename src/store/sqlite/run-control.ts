@@ -252,7 +252,12 @@ export function forkRun(
     ).filter((a) => keys.has(a.key));
     const spent: Amounts = {};
     for (const r of [...steps, ...attempts]) addAmounts(spent, parseAmounts(r.spend));
-    insertRun(tx, p.run, amountsJson(spent, `Budget spent of run "${p.run.id}"`));
+    // A fork is created pending whatever it is given: a claim round takes it.
+    insertRun(
+      tx,
+      { ...p.run, claimBy: undefined },
+      amountsJson(spent, `Budget spent of run "${p.run.id}"`),
+    );
     const forked = mustGetRun(tx, p.run.id);
     for (const s of steps) {
       const copy = { ...stepFromRow(s), runId: p.run.id, generation: forked.generation };

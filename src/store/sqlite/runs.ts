@@ -11,7 +11,8 @@ export function createRun(
 ): Promise<{ run: RunRecord; created: boolean }> {
   return ctx.write("createRun", (tx) => {
     const created = insertRun(tx, run, "{}");
-    if (created) tx.hint({ kind: "runnable", runId: run.id });
+    // Created claimed, it is leased: no other worker needs to hear of it.
+    if (created && !run.claimBy) tx.hint({ kind: "runnable", runId: run.id });
     return { run: mustGetRun(tx, run.id), created };
   });
 }

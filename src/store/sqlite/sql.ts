@@ -60,25 +60,31 @@ export function mustGetRun(tx: ReadTx, id: string): RunRecord {
   return run;
 }
 
-/** Inserts a pending run, ready now; false if the id exists (then nothing changes). */
+/** Inserts a pending run, ready now (or with claimBy, claimed: running, epoch 1, leased);
+ *  false if the id exists (then nothing changes). */
 export function insertRun(tx: WriteTx, run: NewRun, budgetSpent: string): boolean {
   const limit = amountsJson(run.budgetLimit, `Budget limit of run "${run.id}"`);
+  const leaseUntil = run.claimBy ? tx.now + run.claimBy.leaseMs : null;
   const inserted = tx
     .prepare(
       `INSERT INTO runs (${RUN_COLUMNS}) VALUES
-         (?, ?, ?, 'pending', NULL, NULL, ?, NULL, NULL, ?, ?, ?, ?, NULL, '[]', NULL, NULL,
-          0, 0, 0, ?, ?, '[]', ?)
+         (?, ?, ?, ?, NULL, NULL, ?, NULL, NULL, ?, ?, ?, ?, NULL, '[]', ?, ?,
+          ?, 0, 0, ?, ?, '[]', ?)
        ON CONFLICT (id) DO NOTHING`,
     )
     .run(
       run.id,
       run.workflow,
       run.version,
+      run.claimBy ? "running" : "pending",
       run.input,
       limit,
       budgetSpent,
       run.parentId ?? null,
-      tx.now,
+      leaseUntil ?? tx.now,
+      run.claimBy?.workerId ?? null,
+      leaseUntil,
+      run.claimBy ? 1 : 0,
       tx.now,
       tx.now,
       run.traceContext ?? null,
