@@ -175,8 +175,16 @@ describe("PostgreSQL store bugs", () => {
           await sleep(5);
         }
         hold = true;
-        const run = await e1.start(one, undefined, { id: "bug-close-1" });
-        // close() is called while the claim round that start() asked for is in flight.
+        // Started by a client (no worker of its own), so e1 takes the run by a claim round
+        // (woken by the store's hint); a start() through e1 would create it claimed.
+        const client = createEngine({
+          store: postgresStore(base, { schema, poolSize: 1 }),
+          workflows: [one],
+          worker: false,
+        });
+        const run = await client.start(one, undefined, { id: "bug-close-1" });
+        await client.close();
+        // close() is called while that claim round is in flight.
         await Promise.race([entered.fired, sleep(5_000)]);
         expect(claimPending, "a claim round is in flight").toBe(true);
         closing.fire();
