@@ -1,5 +1,5 @@
 // `tsx bench/profile-summary.ts FILE.cpuprofile STEPS`: the top 10 functions by self time,
-// in microseconds per step (STEPS = the steps the profiled workload executed).
+// in microseconds per step (STEPS = the steps the profiled workload executed); TOP=N for more.
 
 import { readFileSync } from "node:fs";
 
@@ -31,7 +31,7 @@ profile.samples.forEach((id, i) => {
   self.set(name, (self.get(name) ?? 0) + us);
 });
 console.log(`total ${(total / steps).toFixed(1)} us/step over ${steps} steps`);
-for (const [name, us] of [...self].sort((a, b) => b[1] - a[1]).slice(0, 10)) {
+for (const [name, us] of [...self].sort((a, b) => b[1] - a[1]).slice(0, Number(process.env.TOP ?? 10))) {
   console.log(
     `${(us / steps).toFixed(1).padStart(7)} us/step  ${((us / total) * 100).toFixed(1).padStart(5)}%  ${name}`,
   );

@@ -308,6 +308,40 @@ describe.each(BACKENDS)("%s", (backend) => {
       expect(hang?.attempts.map((a) => a.error?.code ?? "ok")).toEqual(["STEP_TIMEOUT", "ok"]);
     });
 
+    it("a body that first reads its signal after the deadline finds it aborted", async () => {
+      // The signal is made when the body first asks for it: one asked for late must still
+      // carry the timeout that already happened.
+      const h = harness();
+      let late: { aborted: boolean; reason: unknown } | undefined;
+      let release!: () => void;
+      const gate = new Promise<void>((r) => {
+        release = r;
+      });
+      const wf = workflow({ name: "late-reader", version: "1" }, async (ctx) =>
+        ctx.step(
+          "hang",
+          async (s) => {
+            await gate;
+            late = { aborted: s.signal.aborted, reason: s.signal.reason };
+            return "done";
+          },
+          { timeout: "1m", retry: { maxAttempts: 1 } },
+        ),
+      );
+      const engine = h.engine([wf]);
+      const run = await engine.start(wf, undefined);
+      const err = await advanceUntil(
+        h.clock,
+        run.result().catch((e: unknown) => e),
+        10_000,
+      );
+      expect(err).toBeInstanceOf(StepTimeoutError);
+      release();
+      await until(() => late !== undefined, "the body read its signal");
+      expect(late?.aborted).toBe(true);
+      expect(late?.reason).toBeInstanceOf(StepTimeoutError);
+    });
+
     it("a step that never finishes cannot hold the run forever", async () => {
       const h = harness();
       const wf = workflow({ name: "forever", version: "1" }, async (ctx) =>

@@ -1,13 +1,26 @@
-// Child run ids: one per (parent, key), never shared by two parents, within the id limit.
+// New ids: random, URL-safe, never repeated across the pool's refills. Child run ids: one
+// per (parent, key), never shared by two parents, within the id limit.
 
 import { describe, expect, it } from "vitest";
-import { childRunId, MAX_RUN_ID_LENGTH } from "./ids.js";
+import { childRunId, MAX_RUN_ID_LENGTH, newId } from "./ids.js";
 
 /** Splits a plain child id at its last "/": the inverse that makes childRunId injective. */
 function split(id: string): [string, string] {
   const at = id.lastIndexOf("/");
   return [id.slice(0, at), decodeURIComponent(id.slice(at + 1))];
 }
+
+describe("newId", () => {
+  it("is prefix_ and 16 URL-safe characters, none repeated over many pool refills", () => {
+    const seen = new Set<string>();
+    for (let i = 0; i < 5_000; i++) {
+      const id = newId("run");
+      expect(id).toMatch(/^run_[A-Za-z0-9_-]{16}$/);
+      seen.add(id);
+    }
+    expect(seen.size).toBe(5_000);
+  });
+});
 
 describe("childRunId", () => {
   it("is parent/key with the key's % and / encoded, and splits back at the last slash", () => {

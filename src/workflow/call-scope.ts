@@ -38,7 +38,7 @@ interface BodyScope {
 
 type Scope = CallNode | RootScope | BodyScope;
 
-const scopes = new AsyncLocalStorage<Scope>();
+const scopes = new AsyncLocalStorage<Scope | undefined>();
 
 /** Runs the workflow function at the root of `owner`'s call tree. */
 export function runAtRoot<T>(owner: object, fn: () => T): T {
@@ -63,7 +63,11 @@ export function currentScope(owner: object): { node: CallNode | undefined; bodyO
 /** Runs cairn's own work (commits, timers, store reads) outside any workflow scope, so it
  *  is never mistaken for the workflow's own asynchronous work (late-work.ts). */
 export function outsideWorkflow<T>(fn: () => T): T {
-  return scopes.exit(fn);
+  // run(undefined), not exit(): Node's exit() disables the storage and enables it again,
+  // toggling its promise hooks on every commit (a cost a per-step profile shows); run()
+  // only swaps the current resource's store. Either way the code inside, and what it
+  // starts, sees no scope.
+  return scopes.run(undefined, fn);
 }
 
 /** The execution whose workflow code (not a step body) is running now, if any. */

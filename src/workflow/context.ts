@@ -50,6 +50,7 @@ import { addAmounts } from "../lib/amounts.js";
 import type { Clock } from "../lib/clock.js";
 import { type Duration, toMs } from "../lib/duration.js";
 import { childRunId, idempotencyKey } from "../lib/ids.js";
+import { LazyAbort } from "../lib/lazy-abort.js";
 import { checkText } from "../lib/text.js";
 import type {
   Amounts,
@@ -261,7 +262,8 @@ export class Context {
   private events: EventRecord[];
   private readonly seenEventSeqs = new Set<number>();
   private readonly blocked = new Set<Blocked>();
-  private readonly liveAttempts = new Map<AbortController, Promise<void>>();
+  /** Each attempt in flight, settled when it has ended. */
+  private readonly liveAttempts = new Set<Promise<void>>();
   /** Every attempt in flight listens on it: an agent's many parallel tool calls are no leak. */
   private readonly runAbort = unlimitedListeners(new AbortController());
   private readonly drainAbort = new AbortController();
@@ -1309,11 +1311,20 @@ export class Context {
   ): Promise<AttemptResult<T>> {
     const spend: Amounts = {};
     let ended = false;
-    const ac = new AbortController();
+    // The key (a hash) and the signal (an AbortController) are made when the body first
+    // reads them: most bodies read neither, and both show in a per-step profile.
+    const abort = new LazyAbort();
+    const runId = this.host.runId;
+    let key: string | undefined;
     const s: StepContext = {
-      idempotencyKey: idempotencyKey(this.host.runId, call.key),
+      get idempotencyKey() {
+        key ??= idempotencyKey(runId, call.key);
+        return key;
+      },
       attempt,
-      signal: ac.signal,
+      get signal() {
+        return abort.signal;
+      },
       spend: (amounts) => {
         for (const [k, v] of Object.entries(amounts ?? {})) {
           if (typeof v !== "number" || !Number.isFinite(v) || v < 0) {
@@ -1343,15 +1354,13 @@ export class Context {
       settled = Promise.resolve({ ok: false, failure });
     }
     let markDone!: () => void;
-    this.liveAttempts.set(
-      ac,
-      new Promise<void>((r) => {
-        markDone = r;
-      }),
-    );
+    const done = new Promise<void>((r) => {
+      markDone = r;
+    });
+    this.liveAttempts.add(done);
     this.active++;
     try {
-      const outcome = await this.raceTimeout(settled, timeoutMs, ac, call.key);
+      const outcome = await this.raceTimeout(settled, timeoutMs, abort, call.key);
       ended = true;
       if (this.halted?.kind === "canceled") {
         // A canceled attempt still spent: record it (the run's epoch is still ours).
@@ -1371,7 +1380,7 @@ export class Context {
     } finally {
       ended = true;
       this.active--;
-      this.liveAttempts.delete(ac);
+      this.liveAttempts.delete(done);
       markDone();
     }
   }
@@ -1379,7 +1388,7 @@ export class Context {
   private async raceTimeout<T>(
     settled: Promise<{ ok: boolean; value?: T; failure?: unknown }>,
     timeoutMs: number | undefined,
-    ac: AbortController,
+    abort: LazyAbort,
     key: string,
   ): Promise<{ ok: boolean; value?: T; failure?: unknown }> {
     // Only a timed attempt has a timer to stop (an abort() builds a DOMException: costly
@@ -1407,7 +1416,7 @@ export class Context {
               `Step "${key}" of run "${this.host.runId}" did not finish within ${timeoutMs} ms; its signal was aborted`,
             )
           : this.runAbort.signal.reason;
-      ac.abort(reason);
+      abort.abort(reason);
       // Give the body a moment to stop and report what it spent.
       await Promise.race([settled, realDelay(this.host.abortGraceMs)]);
       return { ok: false, failure: reason };
@@ -1751,7 +1760,7 @@ export class Context {
     }
     if (o.kind === "canceled" && this.liveAttempts.size > 0) {
       // Attempts in flight record what they spent before the run is released as canceled.
-      const inFlight = Promise.allSettled([...this.liveAttempts.values()]);
+      const inFlight = Promise.allSettled([...this.liveAttempts]);
       void Promise.race([inFlight, realDelay(this.host.abortGraceMs * 2)]).then(() =>
         this.resolveDone(o),
       );

@@ -42,6 +42,7 @@ import {
   findRun,
   insertRun,
   mustGetRun,
+  RUN_COLUMNS,
   type StoreContext,
   storeEvent,
   type WriteTx,
@@ -58,29 +59,32 @@ export function releaseRun(ctx: StoreContext, r: Release): Promise<ReleaseOutcom
     }
     for (const e of r.events ?? []) deliverEvent(tx, e);
     const s = releasedState(tx, r, row);
-    tx.prepare(
-      `UPDATE runs SET status = ?, reason = ?, paused_for = ?, output = ?, error = ?,
+    const released = tx
+      .prepare(
+        `UPDATE runs SET status = ?, reason = ?, paused_for = ?, output = ?, error = ?,
            ready_at = ?, wake_at = ?, waiting_for = ?, lease_owner = NULL, lease_until = NULL,
            failed_calls = ?, updated_at = ?
-         WHERE id = ?`,
-    ).run(
-      s.status,
-      s.reason,
-      s.pausedFor,
-      r.output ?? null,
-      r.error ? errorJson(r.error) : null,
-      s.readyAt,
-      s.wakeAt,
-      JSON.stringify(s.waitingFor),
-      JSON.stringify(s.failedCalls),
-      tx.now,
-      r.runId,
-    );
+         WHERE id = ?
+         RETURNING ${RUN_COLUMNS}`,
+      )
+      .get(
+        s.status,
+        s.reason,
+        s.pausedFor,
+        r.output ?? null,
+        r.error ? errorJson(r.error) : null,
+        s.readyAt,
+        s.wakeAt,
+        JSON.stringify(s.waitingFor),
+        JSON.stringify(s.failedCalls),
+        tx.now,
+        r.runId,
+      ) as RunRow;
     if (TERMINAL_STATUSES.has(s.status)) tx.hint({ kind: "finished", runId: r.runId });
     else if (s.readyAt !== null && s.readyAt <= tx.now) {
       tx.hint({ kind: "runnable", runId: r.runId });
     }
-    return { ok: true, run: mustGetRun(tx, r.runId) };
+    return { ok: true, run: runFromRow(released) };
   });
 }
 

@@ -10,10 +10,12 @@ export function createRun(
   run: NewRun,
 ): Promise<{ run: RunRecord; created: boolean }> {
   return ctx.write("createRun", (tx) => {
-    const created = insertRun(tx, run, "{}");
+    const inserted = insertRun(tx, run, "{}");
     // Created claimed, it is leased: no other worker needs to hear of it.
-    if (created && !run.claimBy) tx.hint({ kind: "runnable", runId: run.id });
-    return { run: mustGetRun(tx, run.id), created };
+    if (inserted && !run.claimBy) tx.hint({ kind: "runnable", runId: run.id });
+    return inserted
+      ? { run: inserted, created: true }
+      : { run: mustGetRun(tx, run.id), created: false };
   });
 }
 

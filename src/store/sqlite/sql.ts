@@ -60,9 +60,9 @@ export function mustGetRun(tx: ReadTx, id: string): RunRecord {
   return run;
 }
 
-/** Inserts a pending run, ready now (or with claimBy, claimed: running, epoch 1, leased);
- *  false if the id exists (then nothing changes). */
-export function insertRun(tx: WriteTx, run: NewRun, budgetSpent: string): boolean {
+/** Inserts a pending run, ready now (or with claimBy, claimed: running, epoch 1, leased),
+ *  and returns it as stored; undefined if the id exists (then nothing changes). */
+export function insertRun(tx: WriteTx, run: NewRun, budgetSpent: string): RunRecord | undefined {
   const limit = amountsJson(run.budgetLimit, `Budget limit of run "${run.id}"`);
   const leaseUntil = run.claimBy ? tx.now + run.claimBy.leaseMs : null;
   const inserted = tx
@@ -70,9 +70,10 @@ export function insertRun(tx: WriteTx, run: NewRun, budgetSpent: string): boolea
       `INSERT INTO runs (${RUN_COLUMNS}) VALUES
          (?, ?, ?, ?, NULL, NULL, ?, NULL, NULL, ?, ?, ?, ?, NULL, '[]', ?, ?,
           ?, 0, 0, ?, ?, '[]', ?)
-       ON CONFLICT (id) DO NOTHING`,
+       ON CONFLICT (id) DO NOTHING
+       RETURNING ${RUN_COLUMNS}`,
     )
-    .run(
+    .get(
       run.id,
       run.workflow,
       run.version,
@@ -88,8 +89,8 @@ export function insertRun(tx: WriteTx, run: NewRun, budgetSpent: string): boolea
       tx.now,
       tx.now,
       run.traceContext ?? null,
-    );
-  return inserted.changes === 1;
+    ) as RunRow | undefined;
+  return inserted ? runFromRow(inserted) : undefined;
 }
 
 /** Stores an event; a run waiting for its name becomes ready now (an earlier timer is
