@@ -31,7 +31,9 @@ profile.samples.forEach((id, i) => {
   self.set(name, (self.get(name) ?? 0) + us);
 });
 console.log(`total ${(total / steps).toFixed(1)} us/step over ${steps} steps`);
-for (const [name, us] of [...self].sort((a, b) => b[1] - a[1]).slice(0, Number(process.env.TOP ?? 10))) {
+for (const [name, us] of [...self]
+  .sort((a, b) => b[1] - a[1])
+  .slice(0, Number(process.env.TOP ?? 10))) {
   console.log(
     `${(us / steps).toFixed(1).padStart(7)} us/step  ${((us / total) * 100).toFixed(1).padStart(5)}%  ${name}`,
   );
