@@ -295,6 +295,79 @@ describe("durable model and tools (sqlite)", () => {
     expect(deps.count("model")).toBe(3);
   });
 
+  it("an estimate given to ai.model or ai.tools is reserved as for ctx.step: parallel calls cannot all pass the budget check", async () => {
+    const h = harness();
+    let modelCalls = 0;
+    const model = new MockLanguageModelV4({
+      doGenerate: async () => {
+        modelCalls++;
+        await new Promise((r) => setTimeout(r, 20));
+        return {
+          content: [{ type: "text", text: "ok" }],
+          finishReason: { unified: "stop", raw: "stop" },
+          usage: USAGE,
+          warnings: [],
+        };
+      },
+    });
+    const ai = kitFor(h);
+    // Three model calls at once, each using 1,200 tokens, under a limit of 2,000.
+    const parallel = (estimate: boolean) =>
+      workflow({ name: `parallel-models-${estimate}`, version: "1" }, async (ctx) => {
+        const m = ai.model(ctx, model, estimate ? { estimate: { tokens: 1_200 } } : {});
+        const rs = await Promise.all(
+          [1, 2, 3].map((i) => generateText({ model: m, prompt: `q${i}` })),
+        );
+        return rs.map((r) => r.text);
+      });
+    let toolRuns = 0;
+    const search = tool({
+      description: "search",
+      inputSchema: z.object({ q: z.string() }),
+      execute: async () => {
+        toolRuns++;
+        return "found";
+      },
+    });
+    // A tool whose estimate alone is over the limit never starts.
+    const toolWf = workflow({ name: "estimated-tool", version: "1" }, async (ctx) => {
+      const tools = ai.tools(
+        ctx,
+        { search },
+        { byTool: { search: { estimate: { tokens: 500 } } } },
+      );
+      return tools.search.execute?.({ q: "x" }, { toolCallId: "call-1", messages: [], context: {} });
+    });
+    const engine = h.engine([parallel(false), parallel(true), toolWf]);
+    const settled = async (id: string) => {
+      await until(async () => {
+        const s = (await engine.getRun(id))?.status;
+        return s === "paused" || s === "completed";
+      }, `run ${id} pauses or completes`);
+      return (await engine.getRun(id))!;
+    };
+
+    const blind = await settled(
+      (await engine.start(parallel(false), undefined, { budget: { tokens: 2_000 } })).id,
+    );
+    expect(blind.budget.spent.tokens).toBe(3_600);
+    expect(modelCalls).toBe(3);
+
+    modelCalls = 0;
+    const reserved = await settled(
+      (await engine.start(parallel(true), undefined, { budget: { tokens: 2_000 } })).id,
+    );
+    expect(reserved.status).toBe("paused");
+    expect(reserved.budget.spent.tokens).toBe(1_200);
+    expect(modelCalls).toBe(1);
+
+    const capped = await settled(
+      (await engine.start(toolWf, undefined, { budget: { tokens: 100 } })).id,
+    );
+    expect(capped.status).toBe("paused");
+    expect(toolRuns).toBe(0);
+  });
+
   it("refuses a model without a price when there is a price table, or when the run has a usd budget", async () => {
     const h = harness();
     const unpriced = new MockLanguageModelV4({ modelId: "other" });

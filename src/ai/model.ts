@@ -133,6 +133,7 @@ function prepareModel(
   const stepOptions: StepOptions = {};
   if (options.retry !== undefined) stepOptions.retry = options.retry;
   if (options.timeout !== undefined) stepOptions.timeout = options.timeout;
+  if (options.estimate !== undefined) stepOptions.estimate = options.estimate;
   return {
     rt,
     ctx,
