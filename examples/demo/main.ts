@@ -14,7 +14,7 @@
 //    where it happened, tokens and dollars per call from the run's journal. The store is
 //    left behind for `cairn show`.
 //
-// Offline and deterministic; about 20 s.
+// Offline and deterministic; a few seconds.
 
 import { existsSync, mkdirSync, mkdtempSync, readdirSync } from "node:fs";
 import { tmpdir } from "node:os";

@@ -9,6 +9,7 @@ import { resolve } from "node:path";
 import { parseEncryptionKeys } from "../codec/encryption.js";
 import { StoreError } from "../errors.js";
 import { encryptedStore } from "./encrypted-store.js";
+import { SCHEMA_NAME } from "./postgres/sql.js";
 import { sqliteStore } from "./sqlite/sqlite-store.js";
 import type { Store } from "./store.js";
 
@@ -41,11 +42,14 @@ export function parseStoreSpec(selection: StoreSelection = {}): StoreSpec {
   const spec = selection.store ?? (env.CAIRN_STORE || DEFAULT_STORE_SPEC);
   const where = fromOption ? "store" : "CAIRN_STORE";
   if (/^postgres(ql)?:\/\//i.test(spec)) {
-    return {
-      kind: "postgres",
-      url: spec,
-      schema: selection.schema ?? (env.CAIRN_PG_SCHEMA || undefined),
-    };
+    const schema = selection.schema ?? (env.CAIRN_PG_SCHEMA || undefined);
+    if (schema !== undefined && !SCHEMA_NAME.test(schema)) {
+      const from = selection.schema !== undefined ? "schema" : "CAIRN_PG_SCHEMA";
+      throw new TypeError(
+        `${from}: invalid PostgreSQL schema name ${JSON.stringify(schema.slice(0, 80))}; use lowercase letters, digits and underscores, starting with a letter or underscore, at most 63 characters (e.g. "cairn")`,
+      );
+    }
+    return { kind: "postgres", url: spec, schema };
   }
   if (selection.schema !== undefined) {
     throw new TypeError("schema applies only to a PostgreSQL store (a postgres:// URL)");
