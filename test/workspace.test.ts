@@ -17,7 +17,7 @@ import {
 } from "../src/index.js";
 import type { WorkspaceObject } from "../src/store/workspace-records.js";
 import { checkReplay, faultyStore } from "../src/testing/index.js";
-import { fromObject, readTrees } from "../src/workspace/tree.js";
+import { fromObject, hashObject, readTrees } from "../src/workspace/tree.js";
 import { crashableEngine } from "./helpers/crash.js";
 import { advanceUntil, BACKENDS, type Harness, useHarness } from "./helpers/engines.js";
 import { tempDir, until } from "./helpers/sqlite.js";
@@ -244,6 +244,272 @@ describe.each(BACKENDS)("workspaces on %s", (backend) => {
     expect(tree["node_modules/x/big.js"]).toBeDefined();
     expect(tree["tmp/scratch"]).toBeDefined();
     expect(tree["build.log"]).toBeDefined();
+  });
+
+  it("a step whose new content together exceeds maxCheckpointBytes fails at once, is rolled back and records nothing", async () => {
+    const h = harness();
+    const a = temp();
+    seedRepo(a);
+    let attempts = 0;
+    const fill = (c: string, n: number) => Buffer.from(c.repeat(n));
+    const tooMuch = [fill("e", 900), fill("f", 900), fill("g", 701)]; // 2501 new bytes
+    const wf = workflow({ name: "ws-checkpoint-limit", version: "1" }, async (ctx) => {
+      const ws = await ctx.workspace("repo", {
+        dir: a,
+        maxFileBytes: 1000,
+        maxCheckpointBytes: 2500,
+      });
+      await ws.step("fits", () => writeFileSync(join(ws.dir, "a.bin"), fill("a", 900)));
+      // Exactly at the limit: content the checkpoint already holds (a copy of a.bin) and
+      // content found twice in one scan count once, or not at all.
+      await ws.step("at-limit", () => {
+        writeFileSync(join(ws.dir, "b.bin"), fill("b", 900));
+        writeFileSync(join(ws.dir, "b-copy.bin"), fill("b", 900));
+        writeFileSync(join(ws.dir, "c.bin"), fill("c", 900));
+        writeFileSync(join(ws.dir, "d.bin"), fill("d", 700));
+        writeFileSync(join(ws.dir, "a-copy.bin"), fill("a", 900));
+      });
+      const atLimit = ws.checkpoint;
+      const before = await ctx.step("before", () => treeOf(ws.dir));
+      let caught: unknown;
+      let atCatch: unknown;
+      try {
+        await ws.step(
+          "too-much",
+          () => {
+            attempts++;
+            writeFileSync(join(ws.dir, "README.md"), "# rewritten\n");
+            rmSync(join(ws.dir, "src/b.ts"));
+            for (const [i, content] of tooMuch.entries()) {
+              writeFileSync(join(ws.dir, `new-${i}.bin`), content);
+            }
+            return "done";
+          },
+          { retry: { maxAttempts: 3, initialDelay: 0, jitter: false } },
+        );
+      } catch (err) {
+        caught = err;
+        atCatch = treeOf(ws.dir); // before any other call: the failed step's own rollback
+      }
+      const afterFailure = await ctx.step("after-failure", () => treeOf(ws.dir));
+      const checkpointAfterFailure = ws.checkpoint;
+      const next = await ws.step("next", () => treeOf(ws.dir));
+      return {
+        isWorkspaceError: caught instanceof WorkspaceError,
+        message: (caught as Error | undefined)?.message,
+        atLimit,
+        checkpointAfterFailure,
+        before,
+        atCatch,
+        afterFailure,
+        next,
+      };
+    });
+    const e = h.engine([wf]);
+    const run = await e.start(wf, undefined);
+    const out = await advanceUntil(h.clock, run.result(), 1_000);
+    expect(out.isWorkspaceError).toBe(true);
+    expect(out.message).toMatch(
+      /^Workspace "repo", step "too-much": at least \d+ bytes of new content, over the limit of 2500 bytes per checkpoint \(maxCheckpointBytes\); largest new files: "new-\d+\.bin" \(\d+ bytes\).*; ignore build outputs and large files, or raise the limit$/,
+    );
+    expect(attempts).toBe(1); // a WorkspaceError is not retried
+    // The limit counts new content: exactly 2500 bytes passed.
+    expect((await recordedCheckpoint(h, run.id, "at-limit")).changes).toEqual({
+      added: 5,
+      modified: 0,
+      deleted: 0,
+    });
+    // Rolled back to the last checkpoint: the rewrite, the deletion and the new files undone.
+    expect(out.atCatch).toEqual(out.before);
+    expect(out.afterFailure).toEqual(out.before);
+    expect(out.next).toEqual(out.before);
+    expect(treeOf(a)).toEqual(out.before);
+    expect(out.checkpointAfterFailure).toBe(out.atLimit);
+    const next = await recordedCheckpoint(h, run.id, "next");
+    expect(next.checkpoint).toBe(out.atLimit);
+    expect(next.changes).toEqual({ added: 0, modified: 0, deleted: 0 });
+    // Nothing of the failed step is recorded: an error outcome, no checkpoint, no content.
+    const store = h.store();
+    await store.open({ clock: h.clock });
+    try {
+      const rec = (await store.loadJournal(run.id)).steps.find((s) => s.key === "too-much");
+      expect(rec).toMatchObject({ outcome: "error", result: null, attempt: 1 });
+      expect(rec?.error?.message).toBe(out.message);
+      const hashes = tooMuch.map((c) => hashObject("blob", c));
+      expect(await store.missingWorkspaceObjects(hashes)).toEqual(hashes);
+    } finally {
+      await store.close();
+    }
+    const [view] = await e.listWorkspaces(run.id);
+    expect(view?.checkpoints.map((c) => c.step)).toEqual([
+      "workspace:repo",
+      "fits",
+      "at-limit",
+      "next",
+    ]);
+    expect(view?.checkpoints.find((c) => c.step === "at-limit")?.bytes).toBe(2500);
+  });
+
+  it("the maxCheckpointBytes error names the step that went over and the size of its new content", async () => {
+    // A run with many workspace steps must be able to tell which one went over, by how much,
+    // and with which files.
+    const h = harness();
+    const a = temp();
+    const wf = workflow({ name: "ws-checkpoint-limit-message", version: "1" }, async (ctx) => {
+      const ws = await ctx.workspace("repo", { dir: a, maxCheckpointBytes: 1000 });
+      try {
+        await ws.step("generate-assets", () => {
+          writeFileSync(join(ws.dir, "one.bin"), Buffer.alloc(600, 1));
+          writeFileSync(join(ws.dir, "two.bin"), Buffer.alloc(600, 2));
+        });
+      } catch (err) {
+        return (err as Error).message;
+      }
+      return "no error";
+    });
+    const e = h.engine([wf]);
+    const message = await (await e.start(wf, undefined)).result();
+    expect(message).toBe(
+      'Workspace "repo", step "generate-assets": at least 1200 bytes of new content, over the limit of 1000 bytes per checkpoint (maxCheckpointBytes); largest new files: "one.bin" (600 bytes), "two.bin" (600 bytes); ignore build outputs and large files, or raise the limit',
+    );
+  });
+
+  it("gitignore: false checkpoints and restores what .gitignore files list; ignore and the defaults still apply", async () => {
+    const h = harness();
+    const a = temp();
+    const b = join(temp(), "elsewhere");
+    seedRepo(a);
+    writeFileSync(join(a, ".gitignore"), "*.log\n");
+    writeFileSync(join(a, "src/.gitignore"), "gen.ts\n");
+    let dir = a;
+    let hang = true;
+    let lookStarted = false;
+    let caught = "";
+    const wf = workflow({ name: "ws-no-gitignore", version: "1" }, async (ctx) => {
+      const ws = await ctx.workspace("repo", { dir, gitignore: false, ignore: ["tmp/"] });
+      await ws.step("write", () => {
+        writeFileSync(join(ws.dir, "build.log"), "log v1\n");
+        writeFileSync(join(ws.dir, "src/gen.ts"), "gen v1\n");
+        mkdirSync(join(ws.dir, "tmp"));
+        writeFileSync(join(ws.dir, "tmp/scratch"), "scratch v1\n");
+        mkdirSync(join(ws.dir, "node_modules/x"), { recursive: true });
+        writeFileSync(join(ws.dir, "node_modules/x/i.js"), "dep v1\n");
+      });
+      try {
+        await ws.step(
+          "break",
+          () => {
+            writeFileSync(join(ws.dir, "build.log"), "log v2\n");
+            rmSync(join(ws.dir, "src/gen.ts"));
+            writeFileSync(join(ws.dir, "tmp/scratch"), "scratch v2\n");
+            writeFileSync(join(ws.dir, "node_modules/x/i.js"), "dep v2\n");
+            throw new Error("broken");
+          },
+          { retry: { maxAttempts: 1 } },
+        );
+      } catch (err) {
+        caught = (err as Error).message;
+      }
+      const afterRollback = await ctx.step("after-rollback", () => treeOf(ws.dir));
+      await ctx.step("look", async () => {
+        if (hang) {
+          lookStarted = true;
+          await new Promise(() => {}); // the first worker dies here
+        }
+      });
+      const restored = await ws.step("check", () => treeOf(ws.dir));
+      return { afterRollback, restored };
+    });
+    const first = crashableEngine(h, [wf]);
+    const run = await first.engine.start(wf, undefined);
+    let ended: unknown;
+    run.result().then(
+      (value) => (ended = { value }),
+      (err: Error) => (ended = { error: err.message }),
+    );
+    await until(() => lookStarted || ended !== undefined, "break fails and look runs");
+    expect(ended).toBeUndefined(); // the run must not end (a failed rollback fails it)
+    expect(caught).toBe("broken"); // the body ran, and failed
+    const atLook = treeOf(a);
+    first.crash();
+    dir = b;
+    hang = false;
+    // What .gitignore lists is part of the checkpoint; tmp/ and node_modules are not.
+    const write = await recordedCheckpoint(h, run.id, "write");
+    expect(write.changes).toEqual({ added: 2, modified: 0, deleted: 0 });
+    const e2 = h.engine([wf]);
+    const paths = (await e2.readCheckpoint(run.id, write.checkpoint)).map((p) => p.path);
+    expect(paths).toEqual(expect.arrayContaining(["build.log", "src/gen.ts", "src/.gitignore"]));
+    expect(paths.filter((p) => p.startsWith("tmp") || p.startsWith("node_modules"))).toEqual([]);
+    // The failed step is rolled back over listed files; ignored ones are left as it made them.
+    expect(readFileSync(join(a, "build.log"), "utf8")).toBe("log v1\n");
+    expect(readFileSync(join(a, "src/gen.ts"), "utf8")).toBe("gen v1\n");
+    expect(readFileSync(join(a, "tmp/scratch"), "utf8")).toBe("scratch v2\n");
+    expect(readFileSync(join(a, "node_modules/x/i.js"), "utf8")).toBe("dep v2\n");
+
+    // A resume in an empty directory elsewhere restores the listed files, not the ignored.
+    await h.clock.advance(60_000);
+    const out = (await advanceUntil(h.clock, e2.handle(run.id).result(), 30_000)) as {
+      afterRollback: unknown;
+      restored: Record<string, unknown>;
+    };
+    expect(out.afterRollback).toEqual(atLook);
+    expect(treeOf(b)).toEqual(treeOf(a, ["tmp", "node_modules"]));
+    expect(out.restored).toEqual(treeOf(b));
+    expect(out.restored["build.log"]).toBeDefined();
+    expect(out.restored["src/gen.ts"]).toBeDefined();
+    expect(Object.keys(out.restored).filter((p) => /^(tmp|node_modules)/.test(p))).toEqual([]);
+  });
+
+  it("defaultIgnore: false checkpoints and restores node_modules and .git; .gitignore and ignore still apply", async () => {
+    const h = harness();
+    const a = temp();
+    seedRepo(a);
+    writeFileSync(join(a, ".gitignore"), "*.log\n");
+    let caught = "";
+    const wf = workflow({ name: "ws-no-default-ignore", version: "1" }, async (ctx) => {
+      const ws = await ctx.workspace("repo", { dir: a, defaultIgnore: false, ignore: ["tmp/"] });
+      await ws.step("write", () => {
+        mkdirSync(join(ws.dir, "node_modules/x"), { recursive: true });
+        writeFileSync(join(ws.dir, "node_modules/x/i.js"), "dep v1\n");
+        mkdirSync(join(ws.dir, "src/.git"), { recursive: true });
+        writeFileSync(join(ws.dir, "src/.git/HEAD"), "ref: v1\n");
+        writeFileSync(join(ws.dir, "build.log"), "log v1\n");
+        mkdirSync(join(ws.dir, "tmp"));
+        writeFileSync(join(ws.dir, "tmp/scratch"), "scratch v1\n");
+      });
+      try {
+        await ws.step(
+          "break",
+          () => {
+            writeFileSync(join(ws.dir, "node_modules/x/i.js"), "dep v2\n");
+            rmSync(join(ws.dir, "src/.git"), { recursive: true });
+            writeFileSync(join(ws.dir, "build.log"), "log v2\n");
+            writeFileSync(join(ws.dir, "tmp/scratch"), "scratch v2\n");
+            throw new Error("broken");
+          },
+          { retry: { maxAttempts: 1 } },
+        );
+      } catch (err) {
+        caught = (err as Error).message;
+      }
+      return ws.checkpoint;
+    });
+    const e = h.engine([wf]);
+    const run = await e.start(wf, undefined);
+    const checkpoint = await run.result();
+    expect(caught).toBe("broken"); // the body ran, and failed
+    const write = await recordedCheckpoint(h, run.id, "write");
+    expect(write.checkpoint).toBe(checkpoint);
+    expect(write.changes).toEqual({ added: 2, modified: 0, deleted: 0 });
+    const paths = (await e.readCheckpoint(run.id, checkpoint)).map((p) => p.path);
+    expect(paths).toEqual(expect.arrayContaining(["node_modules/x/i.js", "src/.git/HEAD"]));
+    expect(paths.filter((p) => p.endsWith(".log") || p.startsWith("tmp"))).toEqual([]);
+    // The rollback restored node_modules and .git; it left the ignored files alone.
+    expect(readFileSync(join(a, "node_modules/x/i.js"), "utf8")).toBe("dep v1\n");
+    expect(readFileSync(join(a, "src/.git/HEAD"), "utf8")).toBe("ref: v1\n");
+    expect(readFileSync(join(a, "build.log"), "utf8")).toBe("log v2\n");
+    expect(readFileSync(join(a, "tmp/scratch"), "utf8")).toBe("scratch v2\n");
   });
 
   it("content is stored once across runs and steps, before the step's record, and pruned with its last run", async () => {

@@ -71,6 +71,7 @@ function objectStore() {
         limits: LIMITS,
         known: (h) => known.has(h),
         name: "test",
+        during: 'step "s"',
       });
       const built = buildTrees(scan.snapshot);
       for (const [h, c] of scan.fresh) objects.set(h, toObject("blob", c, h));
@@ -211,13 +212,16 @@ describe("checkpoint and restore", () => {
         limits,
         known: () => false,
         name: "w",
+        during: 'step "s"',
       });
     await expect(scan({ maxFileBytes: 1024, maxCheckpointBytes: 1 << 20 })).rejects.toThrow(
       /"big.bin" is 2048 bytes, over the limit of 1024 bytes per file/,
     );
     writeFileSync(join(a, "big2.bin"), Buffer.alloc(2048, 1));
-    await expect(scan({ maxFileBytes: 4096, maxCheckpointBytes: 3000 })).rejects.toBeInstanceOf(
-      WorkspaceError,
+    const over = scan({ maxFileBytes: 4096, maxCheckpointBytes: 3000 });
+    await expect(over).rejects.toBeInstanceOf(WorkspaceError);
+    await expect(over).rejects.toThrow(
+      /^Workspace "w", step "s": at least 4096 bytes of new content, over the limit of 3000 bytes per checkpoint \(maxCheckpointBytes\); largest new files: "big(2)?\.bin" \(2048 bytes\), "big(2)?\.bin" \(2048 bytes\);/,
     );
     const fifo = temp();
     execFileSync("mkfifo", [join(fifo, "pipe")]);
@@ -229,6 +233,7 @@ describe("checkpoint and restore", () => {
         limits: LIMITS,
         known: () => false,
         name: "w",
+        during: 'step "s"',
       }),
     ).rejects.toThrow(/neither a file, a directory nor a symlink/);
     const latin = temp();
@@ -241,6 +246,7 @@ describe("checkpoint and restore", () => {
         limits: LIMITS,
         known: () => false,
         name: "w",
+        during: 'step "s"',
       }),
     ).rejects.toThrow(/is not UTF-8/);
   });

@@ -191,18 +191,22 @@ export async function scanForCheckpoint(
     /** Content this workspace's current checkpoint already holds. */
     known: (hash: string) => boolean;
     name: string;
+    /** What the scan checkpoints, for errors: 'step "edit"', or "its opening". */
+    during: string;
   },
 ): Promise<ScanResult> {
+  const where = `Workspace "${o.name}", ${o.during}`;
   const seenAt = Date.now();
   const disk = walk(root, o.rules, o.gitignore ? diskGitignore(root) : undefined);
   const snapshot: Snapshot = new Map();
   const fresh = new Map<string, Buffer>();
   let freshBytes = 0;
+  const freshPaths: Array<[string, number]> = [];
   const files: Array<[string, DiskEntry]> = [];
   for (const [path, e] of disk) {
     if (e.type === "other") {
       throw new WorkspaceError(
-        `Workspace "${o.name}": "${path}" is neither a file, a directory nor a symlink (a socket, FIFO or device); a workspace cannot keep it: ignore it or remove it`,
+        `${where}: "${path}" is neither a file, a directory nor a symlink (a socket, FIFO or device); a workspace cannot keep it: ignore it or remove it`,
       );
     }
     if (e.type === "symlink") snapshot.set(path, { type: "symlink", target: e.target ?? "" });
@@ -210,7 +214,7 @@ export async function scanForCheckpoint(
     else {
       if (e.size > o.limits.maxFileBytes) {
         throw new WorkspaceError(
-          `Workspace "${o.name}": "${path}" is ${e.size} bytes, over the limit of ${o.limits.maxFileBytes} bytes per file (maxFileBytes); ignore it or raise the limit`,
+          `${where}: "${path}" is ${e.size} bytes, over the limit of ${o.limits.maxFileBytes} bytes per file (maxFileBytes); ignore it or raise the limit`,
         );
       }
       files.push([path, e]);
@@ -228,7 +232,7 @@ export async function scanForCheckpoint(
           const content = await readFile(join(root, path));
           if (content.byteLength > o.limits.maxFileBytes) {
             throw new WorkspaceError(
-              `Workspace "${o.name}": "${path}" grew past the limit of ${o.limits.maxFileBytes} bytes per file while it was read`,
+              `${where}: "${path}" grew past the limit of ${o.limits.maxFileBytes} bytes per file while it was read`,
             );
           }
           size = content.byteLength;
@@ -237,9 +241,16 @@ export async function scanForCheckpoint(
           if (!o.known(hash) && !fresh.has(hash)) {
             fresh.set(hash, content);
             freshBytes += content.byteLength;
+            freshPaths.push([path, content.byteLength]);
             if (freshBytes > o.limits.maxCheckpointBytes) {
+              // Thrown as soon as the limit is passed (nothing more is read): "at least".
+              const largest = freshPaths
+                .sort((x, y) => y[1] - x[1] || (x[0] < y[0] ? -1 : 1))
+                .slice(0, 3)
+                .map(([p, n]) => `${JSON.stringify(p)} (${n} bytes)`)
+                .join(", ");
               throw new WorkspaceError(
-                `Workspace "${o.name}": this checkpoint holds more than ${o.limits.maxCheckpointBytes} bytes of new content (maxCheckpointBytes); ignore build outputs and large files, or raise the limit`,
+                `${where}: at least ${freshBytes} bytes of new content, over the limit of ${o.limits.maxCheckpointBytes} bytes per checkpoint (maxCheckpointBytes); largest new files: ${largest}; ignore build outputs and large files, or raise the limit`,
               );
             }
           }

@@ -243,7 +243,7 @@ export class WorkspaceHandle implements Workspace {
 
   private async snapshotBase(): Promise<OpenValue> {
     const empty: Known = { snapshot: new Map(), holds: new Set() };
-    const { checkpoint, snapshot, fresh } = await this.take(empty);
+    const { checkpoint, snapshot, fresh } = await this.take(empty, "its opening");
     this.disk = checkpoint;
     return { [MARK]: this.name, checkpoint, files: countFiles(snapshot), bytes: fresh };
   }
@@ -268,7 +268,7 @@ export class WorkspaceHandle implements Workspace {
       const value = await fn(s);
       if (s.signal.aborted) throw s.signal.reason ?? new Error("the step was aborted");
       const base = await this.knownOf(from);
-      const { checkpoint, snapshot, fresh } = await this.take(base);
+      const { checkpoint, snapshot, fresh } = await this.take(base, `step ${JSON.stringify(name)}`);
       this.disk = checkpoint;
       return {
         [MARK]: this.name,
@@ -301,6 +301,7 @@ export class WorkspaceHandle implements Workspace {
   /** Scans the directory against `base`, stores what is new, and returns the checkpoint. */
   private async take(
     base: Known,
+    during: string,
   ): Promise<{ checkpoint: string; snapshot: Snapshot; fresh: number }> {
     const host = this.needHost();
     const scan = await scanForCheckpoint(this.dir, {
@@ -310,6 +311,7 @@ export class WorkspaceHandle implements Workspace {
       limits: this.limits,
       known: (h) => base.holds.has(h),
       name: this.name,
+      during,
     });
     const built = buildTrees(scan.snapshot);
     if (!base.holds.has(built.root)) {
