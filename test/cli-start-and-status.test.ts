@@ -1,10 +1,11 @@
 // A user's first hour with the CLI: `cairn start` by name without the
 // workflow's code (newest version a live worker serves, id reuse visible, budget replacing
 // the workflow's default), why each unfinished run is where it is (`runs` and `show`: the
-// wait and its deadline, the worker holding a run and its lease end, no worker at all or
-// none serving the version), events no wait consumed, durations counted from when a call
-// began, the `send` warning for a name the run does not wait for, and the worker's
-// --import, --lease and --poll-interval flags.
+// wait and its deadline, an approval's deadline, a sleep's timer, the worker holding a run
+// and its lease end or that its lease ended, no worker at all or none serving the version,
+// a run paused because no live worker serves its version), events no wait consumed,
+// durations counted from when a call began, the `send` warning for a name the run does not
+// wait for, and the worker's --import, --lease and --poll-interval flags.
 
 import { writeFileSync } from "node:fs";
 import { hostname } from "node:os";
@@ -12,7 +13,14 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { formatDuration } from "../src/cli/format.js";
-import { createEngine, type Engine, type RunStatus, sqliteStore, workflow } from "../src/index.js";
+import {
+  createEngine,
+  type Engine,
+  type RunStatus,
+  realClock,
+  sqliteStore,
+  workflow,
+} from "../src/index.js";
 import { cairn, expectFailure, ROOT, startCairn } from "./helpers/cli.js";
 import { tempDir, until } from "./helpers/sqlite.js";
 
@@ -327,6 +335,146 @@ describe("cairn runs: a pending run says why no worker takes it", () => {
     } finally {
       await client.close();
     }
+  });
+});
+
+describe("cairn runs: an approval, a sleep, a version no worker serves, a lease that ended", () => {
+  const dirs: Array<{ cleanup: () => void }> = [];
+  const engines: Engine[] = [];
+  const stores: Array<ReturnType<typeof sqliteStore>> = [];
+
+  /** A fresh store file and the env that points the CLI at it. */
+  function freshStore(): { db: string; env: Record<string, string> } {
+    const dir = tempDir("cairn-cli-why-");
+    dirs.push(dir);
+    const db = join(dir.dir, "cairn.db");
+    return { db, env: { CAIRN_STORE: `sqlite:${db}` } };
+  }
+
+  function engineOn(db: string, options: Omit<Parameters<typeof createEngine>[0], "store">) {
+    const e = createEngine({ store: sqliteStore(db), pollIntervalMs: 20, ...options });
+    engines.push(e);
+    return e;
+  }
+
+  /** `cairn runs --json`: each run's id and why, as the CLI explains it now. */
+  async function whys(env: Record<string, string>): Promise<Record<string, string>> {
+    const res = await cairn(["runs", "--json"], env);
+    expect(res.code, res.stderr).toBe(0);
+    const runs = JSON.parse(res.stdout) as Array<{ id: string; why: string }>;
+    return Object.fromEntries(runs.map((r) => [r.id, r.why]));
+  }
+
+  afterAll(async () => {
+    for (const e of engines) await e.close();
+    for (const st of stores) await st.close();
+    for (const d of dirs) d.cleanup();
+  });
+
+  it('waiting for approval "x" until its deadline; sleeping until the timer', async () => {
+    const { db, env } = freshStore();
+    const approver = workflow({ name: "approver", version: "1" }, async (ctx) =>
+      ctx.approval("x", { request: { merge: "pr-1" }, timeout: "1h" }),
+    );
+    const sleeper = workflow({ name: "sleeper", version: "1" }, async (ctx) => {
+      await ctx.sleep("nap", "2h");
+      return "rested";
+    });
+    const engine = engineOn(db, { workflows: [approver, sleeper] });
+    await engine.start(approver, undefined, { id: "ap-1" });
+    await engine.start(sleeper, undefined, { id: "sl-1" });
+    const waiting = async (id: string) => {
+      const r = await until(async () => {
+        const run = await engine.getRun(id);
+        return run?.status === "waiting" ? run : undefined;
+      }, `${id} waiting`);
+      expect(r.wakeAt).toBeDefined();
+      return r.wakeAt!.toISOString();
+    };
+    const deadline = await waiting("ap-1");
+    const timer = await waiting("sl-1");
+
+    expect(await whys(env)).toEqual({
+      "ap-1": `waiting for approval "x" until ${deadline}`,
+      "sl-1": `sleeping until ${timer}`,
+    });
+    const listed = await cairn(["runs"], env);
+    expect(listed.code, listed.stderr).toBe(0);
+    expect(listed.stdout).toMatch(
+      new RegExp(`ap-1\\s+approver@1\\s+waiting\\s+waiting for approval "x" until ${deadline}\\s`),
+    );
+    expect(listed.stdout).toMatch(
+      new RegExp(`sl-1\\s+sleeper@1\\s+waiting\\s+sleeping until ${timer}\\s`),
+    );
+  });
+
+  it("paused: a run of a version no live worker serves says so", async () => {
+    const { db, env } = freshStore();
+    const legacyV2 = workflow({ name: "legacy", version: "2" }, async (ctx) =>
+      ctx.step("s", () => "v2"),
+    );
+    // A worker that serves legacy@2 only; its sweep pauses the v1 run after a short grace
+    // (the lease, 300 ms).
+    engineOn(db, { workflows: [legacyV2], leaseMs: 300, heartbeatMs: 50 });
+    const client = engineOn(db, { worker: false });
+    await client.start("legacy@1", undefined, { id: "old-1" });
+    const paused = await until(async () => {
+      const run = await client.getRun("old-1");
+      return run?.status === "paused" ? run : undefined;
+    }, "old-1 paused as unserved");
+    expect(paused.pausedFor).toBe("version");
+    expect(paused.reason).toBe("no live worker has legacy@1");
+
+    expect(await whys(env)).toEqual({ "old-1": "paused: no live worker has legacy@1" });
+    const listed = await cairn(["runs", "--status", "paused"], env);
+    expect(listed.stdout).toMatch(
+      /old-1\s+legacy@1\s+paused\s+paused: no live worker has legacy@1\s/,
+    );
+  });
+
+  it("running on a worker whose lease ended: another worker takes it over", async () => {
+    const { db, env } = freshStore();
+    // A worker that claimed a run and then went quiet (no process here renews or sweeps):
+    // its row and the run's lease stay as it left them.
+    const store = sqliteStore(db);
+    stores.push(store);
+    await store.open({ clock: realClock });
+    await store.registerWorker({
+      id: "wrk_quiet",
+      host: `${hostname()}-elsewhere`,
+      pid: 1,
+      pidNamespace: null,
+      workflows: ["lapsed@1"],
+    });
+    await store.createRun({
+      id: "lapsed-1",
+      workflow: "lapsed",
+      version: "1",
+      input: "[null]",
+      budgetLimit: {},
+    });
+    const [claim] = await store.claimRuns({
+      workerId: "wrk_quiet",
+      workflows: ["lapsed@1"],
+      limit: 1,
+      leaseMs: 50,
+    });
+    expect(claim?.run.id).toBe("lapsed-1");
+    const leaseUntil = claim!.run.leaseUntil!;
+    await until(() => Date.now() > leaseUntil + 5, "the lease ends");
+    const run = await store.getRun("lapsed-1");
+    expect(run?.status).toBe("running");
+    const ended = new Date(leaseUntil).toISOString();
+
+    expect(await whys(env)).toEqual({
+      "lapsed-1": `running on wrk_quiet, whose lease ended ${ended}: another worker takes it over`,
+    });
+    const listed = await cairn(["runs"], env);
+    expect(listed.stdout).toMatch(
+      new RegExp(
+        `lapsed-1\\s+lapsed@1\\s+running\\s+running on wrk_quiet, whose lease ended ${ended}: another worker takes it over\\s`,
+      ),
+    );
   });
 });
 

@@ -1,11 +1,13 @@
 // Limits (createEngine({ limits })): documented defaults, and a clear LimitError naming the
 // limit and its value when one is reached, with nothing beyond it recorded: calls per run
 // (the run fails), events per run and pending events per run (sendEvent is refused),
-// workflows per engine; bad limit values are refused by name.
+// workflows per engine; bad limit values are refused by name. Name lengths: a workflow's
+// name is 1-128 characters (workflow() refuses more), a call's name 1-200 (the call fails,
+// and with it the run unless the workflow catches it; nothing of it is recorded).
 
 import { describe, expect, it } from "vitest";
-import { DEFAULT_LIMITS, LimitError, workflow } from "../src/index.js";
-import { BACKENDS, useHarness } from "./helpers/engines.js";
+import { DEFAULT_LIMITS, LimitError, type WorkflowContext, workflow } from "../src/index.js";
+import { advanceUntil, BACKENDS, useHarness } from "./helpers/engines.js";
 import { until } from "./helpers/sqlite.js";
 
 describe.each(BACKENDS)("limits (%s)", (backend) => {
@@ -85,5 +87,103 @@ describe.each(BACKENDS)("limits (%s)", (backend) => {
     expect(() => h.engine([], { limits: { maxSteps: 3 } as never })).toThrow(
       /limits.maxSteps is not a limit/,
     );
+  });
+
+  it("a workflow name over 128 characters is refused by workflow() naming the limit; 128 runs", async () => {
+    const h = harness();
+    const over = `w${"x".repeat(128)}`;
+    expect(over).toHaveLength(129);
+    expect(() => workflow({ name: over, version: "1" }, async () => 1)).toThrow(TypeError);
+    expect(() => workflow({ name: over, version: "1" }, async () => 1)).toThrow(
+      `workflow(): name ${JSON.stringify(over)} is invalid; use 1-128 characters`,
+    );
+    // The version has the same bound.
+    expect(() => workflow({ name: "w", version: "1".repeat(129) }, async () => 1)).toThrow(
+      /workflow\(\): version of "w" must be/,
+    );
+    const name = `w${"x".repeat(127)}`;
+    expect(name).toHaveLength(128);
+    const wf = workflow({ name, version: "1".repeat(128) }, async (ctx, n: number) =>
+      ctx.step("s", () => n + 1),
+    );
+    const e = h.engine([wf]);
+    const run = await e.start(wf, 1);
+    expect(await run.result()).toBe(2);
+    expect(await e.getRun(run.id)).toMatchObject({
+      workflow: name,
+      version: "1".repeat(128),
+      status: "completed",
+    });
+    // Started by name@version, as the CLI and the HTTP API do.
+    const byName = await e.start(`${name}@${"1".repeat(128)}`, 2);
+    expect(await byName.result()).toBe(3);
+  });
+
+  it("a step named with more than 200 characters fails the run naming the step and the limit; 200 is recorded", async () => {
+    const h = harness();
+    const wf = workflow({ name: "names", version: "1" }, async (ctx, length: number) => {
+      await ctx.step("first", () => "a");
+      return ctx.step("s".repeat(length), () => length);
+    });
+    const e = h.engine([wf]);
+    const ok = await e.start(wf, 200);
+    expect(await ok.result()).toBe(200);
+    expect((await e.getSteps(ok.id)).map((s) => [s.key, s.status, s.result])).toEqual([
+      ["first", "completed", "a"],
+      ["s".repeat(200), "completed", 200],
+    ]);
+
+    const over = await e.start(wf, 201);
+    const message = `ctx.step(${JSON.stringify("s".repeat(201))}) in run "${over.id}": a name must be 1-200 characters`;
+    await expect(over.result()).rejects.toThrow(message);
+    const failed = await e.getRun(over.id);
+    expect(failed?.status).toBe("failed");
+    expect(failed?.error).toMatchObject({ name: "TypeError" });
+    expect(failed?.error?.message).toContain(message);
+    // Nothing of the refused call was recorded: no record, attempt or intent under it.
+    expect((await e.getSteps(over.id)).map((s) => s.key)).toEqual(["first"]);
+  });
+
+  it("every other call named with more than 200 characters fails its run the same way; a 200-character wait is woken by its event", async () => {
+    const h = harness();
+    const long = "n".repeat(201);
+    const kid = workflow({ name: "kid", version: "1" }, async () => "kid");
+    const calls: Record<string, (ctx: WorkflowContext) => unknown> = {
+      effect: (ctx) => ctx.effect(long, { perform: () => 1, reconcile: () => undefined }),
+      sleep: (ctx) => ctx.sleep(long, "1s"),
+      sleepUntil: (ctx) => ctx.sleepUntil(long, 0),
+      waitForEvent: (ctx) => ctx.waitForEvent(long),
+      approval: (ctx) => ctx.approval(long, { request: "ok?" }),
+      child: (ctx) => ctx.child(long, kid, undefined),
+      now: (ctx) => ctx.now(long),
+    };
+    const wf = workflow({ name: "calls", version: "1" }, async (ctx, kind: string) => {
+      await ctx.step("first", () => "a");
+      if (kind === "wait200") return (await ctx.waitForEvent("w".repeat(200))).timedOut;
+      await calls[kind]!(ctx);
+      return "made";
+    });
+    const e = h.engine([wf, kid]);
+    for (const kind of Object.keys(calls)) {
+      const run = await e.start(wf, kind, { id: `over-${kind}` });
+      const shown = kind === "sleepUntil" ? "sleep" : kind === "waitForEvent" ? "wait" : kind;
+      const what = kind === "now" ? "a label" : "a name";
+      await expect(run.result(), kind).rejects.toThrow(
+        `ctx.${shown}(${JSON.stringify(long)}) in run "over-${kind}": ${what} must be 1-200 characters`,
+      );
+      expect((await e.getRun(run.id))?.status, kind).toBe("failed");
+      expect(
+        (await e.getSteps(run.id)).map((s) => s.key),
+        kind,
+      ).toEqual(["first"]);
+    }
+    expect(await e.listRuns({ workflow: "kid" })).toEqual([]);
+    expect(await e.listApprovals("over-approval")).toEqual([]);
+
+    const wait = await e.start(wf, "wait200", { id: "wait200" });
+    await until(async () => (await e.getRun("wait200"))?.status === "waiting", "waits");
+    expect((await e.getRun("wait200"))?.waitingFor).toEqual(["w".repeat(200)]);
+    await e.sendEvent("wait200", "w".repeat(200), "go");
+    expect(await advanceUntil(h.clock, wait.result(), 10)).toBe(false);
   });
 });

@@ -1,14 +1,16 @@
 // Retention (engine.gc, `cairn gc`, the engine's retention option): deletes finished runs
 // older than the cutoff with every record and the workspace objects only they held, in
 // batches, while a worker keeps executing other runs; never an unfinished run, a recent one
-// or an object another run still holds. CAIRN_SOAK=1 collects 100,000 finished runs.
+// or an object another run still holds. CAIRN_SOAK=1 collects 100,000 finished runs. A
+// collected run leaves no row in any table keyed by run id (attempts, intents and approvals
+// included); the runs gc keeps keep every row.
 
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { type AnyWorkflow, createEngine, type Store, workflow } from "../src/index.js";
-import type { StepRecord } from "../src/store/store.js";
+import type { RunRecord, StepRecord } from "../src/store/store.js";
 import type { WorkspaceObject } from "../src/store/workspace-records.js";
 import { createVirtualClock } from "../src/testing/index.js";
 import { cairn } from "./helpers/cli.js";
@@ -147,6 +149,127 @@ async function cloneOld(store: Store, backend: string, prefix: string, n: number
   } finally {
     await client.end();
   }
+}
+
+/** Gives a claimed run one record of every kind a run owns: a step, a failed attempt, an
+ *  effect's intent, an event, a stream chunk, and an approval requested and answered (the
+ *  answer stores its event too). Through the store's verbs, as the engine writes them. */
+async function seedEveryRecord(store: Store, run: RunRecord, at: number): Promise<void> {
+  const [written] = await store.appendRecords([
+    {
+      runId: run.id,
+      epoch: run.epoch,
+      steps: [step(run.id, at)],
+      attempts: [
+        {
+          runId: run.id,
+          key: "flaky",
+          attempt: 1,
+          generation: 0,
+          startedAt: at,
+          endedAt: at + 1,
+          error: { name: "Error", message: "boom" },
+          spend: {},
+          retryAt: at + 1000,
+        },
+      ],
+      intents: [
+        { runId: run.id, key: "pay", kind: "effect", name: "pay", data: "{}", createdAt: at },
+      ],
+    },
+  ]);
+  expect(written).toEqual({ ok: true });
+  await store.sendEvent({ runId: run.id, name: "e", payload: '["p"]' });
+  await store.appendStream({ runId: run.id, chunks: ["model text"] });
+  const asked = await store.requestApproval({
+    runId: run.id,
+    epoch: run.epoch,
+    key: "ship",
+    name: "ship",
+    request: '["ship it?"]',
+    requestedAt: at,
+    deadline: null,
+    onTimeout: "reject",
+  });
+  expect(asked).toMatchObject({ ok: true, created: true });
+  const answered = await store.answerApproval({
+    runId: run.id,
+    key: "ship",
+    decision: "approved",
+    answeredBy: "alice",
+    comment: null,
+    answer: null,
+    via: "api",
+    tokenId: null,
+    event: { name: "cairn.approval:ship", payload: '["yes"]' },
+  });
+  expect(answered).toMatchObject({ ok: true });
+}
+
+/** Rows per table per run, counted with SQL in every table that has a run_id column (found
+ *  in the schema, so a table added later is counted too): what "every record" means. */
+async function rowsByRun(
+  store: Store,
+  backend: string,
+  ids: string[],
+): Promise<Record<string, Record<string, number>>> {
+  const counts: Record<string, Record<string, number>> = Object.fromEntries(
+    ids.map((id) => [id, {}]),
+  );
+  const add = (table: string, rows: Array<{ run_id: string; n: number | string }>) => {
+    for (const id of ids) counts[id]![table] = 0;
+    for (const r of rows) counts[r.run_id]![table] = Number(r.n);
+  };
+  if (backend === "sqlite") {
+    const db = new Database(store.description, { readonly: true });
+    try {
+      const tables = (
+        db
+          .prepare(
+            `SELECT m.name FROM sqlite_master m WHERE m.type = 'table'
+               AND EXISTS (SELECT 1 FROM pragma_table_info(m.name) c WHERE c.name = 'run_id')`,
+          )
+          .all() as Array<{ name: string }>
+      ).map((t) => t.name);
+      for (const t of tables) {
+        add(
+          t,
+          db
+            .prepare(
+              `SELECT run_id, count(*) AS n FROM ${t}
+                WHERE run_id IN (SELECT value FROM json_each(?)) GROUP BY run_id`,
+            )
+            .all(JSON.stringify(ids)) as Array<{ run_id: string; n: number }>,
+        );
+      }
+    } finally {
+      db.close();
+    }
+    return counts;
+  }
+  const schema = /schema "([^"]+)"$/.exec(store.description)?.[1];
+  const client = new pg.Client({ connectionString: pgUrl });
+  await client.connect();
+  try {
+    const tables = (
+      await client.query<{ name: string }>(
+        `SELECT table_name AS name FROM information_schema.columns
+          WHERE table_schema = $1 AND column_name = 'run_id'`,
+        [schema],
+      )
+    ).rows.map((r) => r.name);
+    for (const t of tables) {
+      const res = await client.query<{ run_id: string; n: string }>(
+        `SELECT run_id, count(*) AS n FROM "${schema}".${t}
+          WHERE run_id = ANY($1::text[]) GROUP BY run_id`,
+        [ids],
+      );
+      add(t, res.rows);
+    }
+  } finally {
+    await client.end();
+  }
+  return counts;
 }
 
 describe.each(BACKENDS)("retention (%s)", (backend) => {
@@ -294,6 +417,108 @@ describe.each(BACKENDS)("retention (%s)", (backend) => {
     const fresh = await again.start(live, 5, { id: "old_0" });
     expect(await fresh.result()).toBe(12);
     await again.close();
+  });
+
+  it("gc leaves no row of a collected run in any table (attempts, intents, approvals included); waiting, paused and recent runs keep all of theirs", async () => {
+    const h = harness();
+    const past = createVirtualClock(h.clock.now() - 40 * DAY);
+    const old = h.store();
+    await old.open({ clock: past });
+    const gone = ["gone-completed", "gone-failed", "gone-canceled"];
+    for (const id of [...gone, "old-waiting", "old-paused"]) {
+      await old.createRun({ id, workflow: "old", version: "1", input: "[1]", budgetLimit: {} });
+    }
+    const claimed = await old.claimRuns({
+      workerId: "seeder",
+      workflows: ["old@1"],
+      limit: 10,
+      leaseMs: 60_000,
+    });
+    expect(claimed).toHaveLength(5);
+    for (const { run } of claimed) {
+      await seedEveryRecord(old, run, past.now());
+      const release =
+        run.id === "old-waiting"
+          ? { status: "waiting" as const, waitingFor: ["never"] }
+          : run.id === "old-paused"
+            ? { status: "paused" as const, reason: "budget" }
+            : run.id === "gone-completed"
+              ? { status: "completed" as const, output: "[1]" }
+              : run.id === "gone-failed"
+                ? { status: "failed" as const, error: { name: "Error", message: "x" } }
+                : { status: "canceled" as const };
+      await old.releaseRun({ runId: run.id, epoch: run.epoch, readyAt: null, ...release });
+    }
+    await old.close();
+
+    const now = h.store();
+    await now.open({ clock: h.clock });
+    await now.createRun({
+      id: "recent",
+      workflow: "old",
+      version: "1",
+      input: "[1]",
+      budgetLimit: {},
+    });
+    const [recent] = await now.claimRuns({
+      workerId: "seeder",
+      workflows: ["old@1"],
+      limit: 10,
+      leaseMs: 60_000,
+    });
+    expect(recent?.run.id).toBe("recent");
+    await seedEveryRecord(now, recent!.run, h.clock.now());
+    await now.releaseRun({
+      runId: "recent",
+      epoch: recent!.run.epoch,
+      status: "completed",
+      readyAt: null,
+      output: "[1]",
+    });
+
+    const ids = [...gone, "old-waiting", "old-paused", "recent"];
+    const before = await rowsByRun(now, backend, ids);
+    // Each run holds a row of every kind (the approval's answer is an event of its own).
+    for (const id of ids) {
+      expect(before[id], id).toMatchObject({
+        steps: 1,
+        attempts: 1,
+        intents: 1,
+        events: 2,
+        run_streams: 1,
+        approvals: 1,
+      });
+    }
+
+    const engine = h.engine([], { worker: false });
+    const res = await engine.gc({ olderThan: "30d" });
+    expect(res.runs).toBe(3);
+    const after = await rowsByRun(now, backend, ids);
+    for (const id of gone) {
+      expect(await now.getRun(id), id).toBeUndefined();
+      expect(
+        Object.entries(after[id]!).filter(([, n]) => n > 0),
+        id,
+      ).toEqual([]);
+      expect(await now.listApprovals(id), id).toEqual([]);
+      expect(await now.loadJournal(id), id).toEqual({
+        steps: [],
+        attempts: [],
+        intents: [],
+        events: [],
+      });
+    }
+    for (const id of ["old-waiting", "old-paused", "recent"]) {
+      expect(after[id], id).toEqual(before[id]);
+      expect(
+        (await now.listApprovals(id)).map((a) => a.status),
+        id,
+      ).toEqual(["approved"]);
+    }
+    expect((await now.getRun("old-waiting"))?.status).toBe("waiting");
+    expect((await now.getRun("old-paused"))?.status).toBe("paused");
+    expect((await now.getRun("recent"))?.status).toBe("completed");
+    await now.close();
   });
 
   it("the engine's retention option deletes finished runs in the worker, on its schedule", async () => {

@@ -1,9 +1,11 @@
 // Structured logs: a replaceable pino-shaped logger receives the worker's lifecycle at info,
 // one line per event (claimed, completed, failed, canceled, paused, released, recovered,
-// lease-lost), and never a payload; `cairn worker` prints a banner with its pid and one
-// line per event, as text, as JSON lines (--json), or not at all (--quiet).
+// takeover, lease-lost), and never a payload; `cairn worker` prints a banner with its pid
+// and one line per event, as text, as JSON lines (--json), or not at all (--quiet).
 
+import { spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
+import { hostname } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
@@ -11,15 +13,18 @@ import {
   createEngine,
   FatalError,
   type Logger,
+  NonDeterminismError,
   type Store,
   sqliteStore,
   type WorkerEventFields,
   workflow,
 } from "../src/index.js";
+import { pidNamespace } from "../src/lib/process-identity.js";
 import { faultyStore } from "../src/testing/index.js";
 import { ROOT, startCairn } from "./helpers/cli.js";
 import { BACKENDS, useHarness } from "./helpers/engines.js";
 import { tempDir, until } from "./helpers/sqlite.js";
+import { within } from "./helpers/within.js";
 
 const SECRET = "PayloadSecret4b1e";
 
@@ -44,6 +49,13 @@ function capture(): { logger: Logger; lines: Line[]; events(runId?: string): str
         .filter((l) => l.level === "info" && (runId === undefined || l.fields.runId === runId))
         .map((l) => String(l.fields.event)),
   };
+}
+
+/** The pid of a process of ours that has exited (and been reaped): a dead worker's pid. */
+async function deadPid(): Promise<number> {
+  const child = spawn(process.execPath, ["-e", ""], { stdio: "ignore" });
+  await new Promise<void>((r) => child.once("exit", () => r()));
+  return child.pid!;
 }
 
 describe.each(BACKENDS)("worker lifecycle logs (%s)", (backend) => {
@@ -154,6 +166,131 @@ describe.each(BACKENDS)("worker lifecycle logs (%s)", (backend) => {
     expect(first.events("slow")).toEqual(["claimed", "lease-lost"]);
     expect(second.events("slow")).toEqual(["recovered", "completed"]);
     down = false; // a's store comes back, so that a closes cleanly
+  });
+
+  it("failed on a NonDeterminismError: the run, the error's name and code, never a payload or the message", async () => {
+    const h = harness();
+    const before = capture();
+    const v1 = workflow(
+      { name: "nd-log", version: "1" },
+      async (ctx, input: { secret: string }) => {
+        await ctx.step("a", () => `${input.secret}-a`);
+        await ctx.step("b", () => `${input.secret}-b`);
+        await ctx.waitForEvent("go");
+        return ctx.step("c", () => input.secret);
+      },
+    );
+    const e1 = h.engine([v1], { logger: before.logger });
+    await e1.start(v1, { secret: SECRET }, { id: "nd-run" });
+    await until(async () => (await e1.getRun("nd-run"))?.status === "waiting", "the run waits");
+    await e1.close();
+    expect(before.events("nd-run")).toEqual(["claimed", "released"]);
+
+    // The same name and version, changed code: the replay diverges at the second call.
+    const after = capture();
+    const changed = workflow(
+      { name: "nd-log", version: "1" },
+      async (ctx, input: { secret: string }) => {
+        await ctx.step("a", () => `${input.secret}-a`);
+        await ctx.step("x", () => `${input.secret}-x`);
+        return input.secret;
+      },
+    );
+    const e2 = h.engine([changed], { logger: after.logger });
+    await e2.sendEvent("nd-run", "go", { said: SECRET });
+    const err = await e2
+      .handle("nd-run")
+      .result()
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(NonDeterminismError);
+    await until(() => after.events("nd-run").includes("failed"), "the failed line");
+
+    expect(after.events("nd-run")).toEqual(["claimed", "failed"]);
+    const failLine = after.lines.find(
+      (l) => l.fields.runId === "nd-run" && l.fields.event === "failed",
+    );
+    expect(failLine?.level).toBe("info");
+    expect(failLine?.fields).toMatchObject({
+      event: "failed",
+      runId: "nd-run",
+      workflow: "nd-log",
+      version: "1",
+      workerId: e2.workerId,
+    });
+    expect(failLine?.fields.error).toEqual({
+      name: "NonDeterminismError",
+      code: "NON_DETERMINISM",
+    });
+    expect(failLine?.message).toBe(
+      'failed run "nd-run" (nd-log@1): NonDeterminismError NON_DETERMINISM',
+    );
+    // Neither a payload (input, results, the event's) nor the error's message, which names
+    // the calls and could quote anything.
+    const logged = [...before.lines, ...after.lines]
+      .flatMap((l) => [
+        l.message ?? "",
+        ...Object.values(l.fields).map((v) => (typeof v === "string" ? v : JSON.stringify(v))),
+      ])
+      .join("\n");
+    expect(logged).not.toContain(SECRET);
+    expect((err as Error).message).toContain('"x"');
+    expect(logged).not.toContain((err as Error).message);
+    expect(logged).not.toContain('"x"');
+  });
+
+  it("takeover: a dead worker of this host is named once, then its run is recovered", async () => {
+    const h = harness();
+    const log = capture();
+    const wf = workflow({ name: "orphaned", version: "1" }, async (ctx) =>
+      ctx.step("work", () => "done"),
+    );
+    // A worker row of this host whose process is gone, holding a run under a long lease.
+    const side = h.store();
+    await side.open({ clock: h.clock });
+    await side.registerWorker({
+      id: "wrk_dead",
+      host: hostname(),
+      pid: await deadPid(),
+      pidNamespace: pidNamespace(),
+      workflows: [wf.id],
+    });
+    await side.createRun({
+      id: "orphan",
+      workflow: wf.name,
+      version: wf.version,
+      input: "[null]",
+      budgetLimit: {},
+    });
+    const claimed = await side.claimRuns({
+      workerId: "wrk_dead",
+      workflows: [wf.id],
+      limit: 1,
+      leaseMs: 3_600_000,
+    });
+    expect(claimed.map((c) => c.run.id)).toEqual(["orphan"]);
+    try {
+      // No clock moves: the lease (an hour) has not run out; only the takeover frees it.
+      const e = h.engine([wf], { logger: log.logger, leaseMs: 60_000 });
+      expect(await within(e.handle("orphan").result(), 30_000, "the orphaned run")).toBe("done");
+      const takeovers = log.lines.filter((l) => l.fields.event === "takeover");
+      expect(takeovers).toHaveLength(1);
+      expect(takeovers[0]?.level).toBe("info");
+      expect(takeovers[0]?.fields).toEqual({
+        event: "takeover",
+        deadWorkerId: "wrk_dead",
+        workerId: e.workerId,
+      });
+      expect(takeovers[0]?.message).toBe('took over the runs of dead worker "wrk_dead"');
+      expect(log.events("orphan")).toEqual(["recovered", "completed"]);
+      // Reported before the run it freed was claimed.
+      const recovered = log.lines.findIndex(
+        (l) => l.fields.runId === "orphan" && l.fields.event === "recovered",
+      );
+      expect(log.lines.indexOf(takeovers[0]!)).toBeLessThan(recovered);
+      expect((await side.listWorkers()).map((w) => w.id)).not.toContain("wrk_dead");
+    } finally {
+      await side.close();
+    }
   });
 });
 
