@@ -336,7 +336,10 @@ describe("durable model and tools (sqlite)", () => {
         { search },
         { byTool: { search: { estimate: { tokens: 500 } } } },
       );
-      return tools.search.execute?.({ q: "x" }, { toolCallId: "call-1", messages: [], context: {} });
+      return tools.search.execute?.(
+        { q: "x" },
+        { toolCallId: "call-1", messages: [], context: {} },
+      );
     });
     const engine = h.engine([parallel(false), parallel(true), toolWf]);
     const settled = async (id: string) => {
