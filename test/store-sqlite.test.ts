@@ -174,6 +174,7 @@ describe("sqliteStore (file-specific)", () => {
         "DROP TABLE rate_limiters; DROP TABLE rate_grants; DROP TABLE run_streams; " +
         "ALTER TABLE workers DROP COLUMN pid_namespace; ALTER TABLE steps DROP COLUMN reconciled; " +
         "ALTER TABLE runs DROP COLUMN trace_context; " +
+        "DROP INDEX steps_run_seq_generation; CREATE INDEX steps_run_seq ON steps (run_id, seq); " +
         "DELETE FROM schema_version WHERE version > 3",
     );
     raw
@@ -201,8 +202,21 @@ describe("sqliteStore (file-specific)", () => {
     const row = check.prepare("SELECT MAX(version) AS v FROM schema_version").get() as {
       v: number;
     };
+    const indexes = check
+      .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'steps'")
+      .all()
+      .map((r) => (r as { name: string }).name);
+    // The journal is read in (seq, generation) order from an index, with no sort of its own.
+    const plan = check
+      .prepare("EXPLAIN QUERY PLAN SELECT * FROM steps WHERE run_id = ? ORDER BY seq, generation")
+      .all("run_7")
+      .map((r) => (r as { detail: string }).detail);
     check.close();
     expect(row.v).toBe(SCHEMA_VERSION);
+    expect(indexes).toContain("steps_run_seq_generation");
+    expect(indexes).not.toContain("steps_run_seq");
+    expect(plan.join("; ")).toMatch(/USING INDEX steps_run_seq_generation/);
+    expect(plan.join("; ")).not.toMatch(/TEMP B-TREE/);
   });
 
   it("refuses a file with a newer schema version, leaving it byte-identical", async () => {

@@ -13,6 +13,7 @@ import { migration as workspaces } from "./006-workspaces.js";
 import { migration as approvals } from "./007-approvals.js";
 import { migration as effectReconciled } from "./008-effect-reconciled.js";
 import { migration as traceContext } from "./009-trace-context.js";
+import { migration as journalOrderIndex } from "./010-journal-order-index.js";
 
 export interface Migration {
   version: number;
@@ -30,6 +31,7 @@ export const MIGRATIONS: readonly Migration[] = [
   approvals,
   effectReconciled,
   traceContext,
+  journalOrderIndex,
 ];
 
 /** The schema version this code writes; a file with a higher one is refused. */

@@ -17,6 +17,7 @@ const RELEASED: Array<[version: number, sha256: string]> = [
   [7, "c88545d6164178da4a162cb2fdc8ac93383884cf7a9d2e4cd8437f75b8e03b46"],
   [8, "96c93661922004149cef33d9dffd8c1206959d5b50f4e6c5606ed2a52c53ed90"],
   [9, "76653be80aa333389bfbe1292c12ed93a936d9c824d193d1761d8af9d2bb156f"],
+  [10, "430f64a7f12a09d8f709f3bb480e7881bd33a1571641e726e301d187355532a8"],
 ];
 
 describe("SQLite migrations", () => {
