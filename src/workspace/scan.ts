@@ -191,7 +191,7 @@ export async function scanForCheckpoint(
     /** Content this workspace's current checkpoint already holds. */
     known: (hash: string) => boolean;
     name: string;
-    /** What the scan checkpoints, for errors: 'step "edit"', or "its opening". */
+    /** What the scan checkpoints, for errors: 'step "edit"', or "when opened". */
     during: string;
   },
 ): Promise<ScanResult> {

@@ -243,7 +243,7 @@ export class WorkspaceHandle implements Workspace {
 
   private async snapshotBase(): Promise<OpenValue> {
     const empty: Known = { snapshot: new Map(), holds: new Set() };
-    const { checkpoint, snapshot, fresh } = await this.take(empty, "its opening");
+    const { checkpoint, snapshot, fresh } = await this.take(empty, "when opened");
     this.disk = checkpoint;
     return { [MARK]: this.name, checkpoint, files: countFiles(snapshot), bytes: fresh };
   }
