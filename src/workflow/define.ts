@@ -45,7 +45,7 @@ export function workflow<I, O>(
   }
   if (typeof options.version !== "string" || !NAME_RE.test(options.version)) {
     throw new TypeError(
-      `workflow(): version of "${options.name}" must be a non-empty string of letters, digits and . _ : / - (got ${JSON.stringify(options.version)})`,
+      `workflow(): version of "${options.name}" must be 1-128 characters of letters, digits and . _ : / - (not starting with a symbol; got ${JSON.stringify(typeof options.version === "string" ? options.version.slice(0, 200) : options.version)})`,
     );
   }
   if (typeof fn !== "function") {
