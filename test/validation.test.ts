@@ -1,7 +1,7 @@
 // Inputs the engine must refuse up front, with an error that names what is wrong and says
 // what to do, instead of accepting them and failing later (or never running anything).
 
-import { mkdirSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import {
@@ -25,6 +25,11 @@ const paid = workflow({ name: "paid", version: "1", budget: { usd: 0 } }, async 
 const waits = workflow({ name: "waits", version: "1" }, async (ctx) => {
   await ctx.waitForEvent("go");
   return "went";
+});
+const edits = workflow({ name: "edits", version: "1" }, async (ctx, input: { dir: string }) => {
+  const ws = await ctx.workspace("repo", { dir: input.dir });
+  await ws.step("edit", () => writeFileSync(join(ws.dir, "a.txt"), "two\n"));
+  return "edited";
 });
 
 describe("sqliteStore paths", () => {
@@ -167,6 +172,38 @@ describe.each(BACKENDS)("%s", (backend) => {
       expect(late).toBeInstanceOf(EngineClosedError);
       expect((late as EngineClosedError).code).toBe("ENGINE_CLOSED");
       expect((late as Error).message).toMatch(/createEngine\(\)/);
+    }
+  });
+
+  it("workspace reads after close() fail with EngineClosedError, also for checkpoints read before", async () => {
+    const h = harness();
+    const tmp = tempDir("cairn-closed-ws-");
+    try {
+      writeFileSync(join(tmp.dir, "a.txt"), "one\n");
+      const e = h.engine([edits]);
+      const run = await e.start(edits, { dir: tmp.dir }, { id: "ws" });
+      expect(await within(run.result(), 30_000, "the workspace run")).toBe("edited");
+      const [repo] = await e.listWorkspaces("ws");
+      const [base, edit] = repo!.checkpoints.map((c) => c.checkpoint);
+      // Read once while open: the engine remembers these checkpoints as the run's.
+      expect((await e.readCheckpoint("ws", edit!)).map((f) => f.path)).toEqual(["a.txt"]);
+      expect((await e.diffCheckpoints("ws", base!, edit!)).changes).toHaveLength(1);
+      expect((await e.readWorkspaceFile("ws", edit!, "a.txt")).size).toBe(4);
+      await e.close();
+      for (const [what, call] of [
+        ["listWorkspaces", () => e.listWorkspaces("ws")],
+        ["readCheckpoint", () => e.readCheckpoint("ws", edit!)],
+        ["readWorkspaceFile", () => e.readWorkspaceFile("ws", edit!, "a.txt")],
+        ["diffCheckpoints", () => e.diffCheckpoints("ws", base!, edit!)],
+        ["readCheckpoint, never read", () => e.readCheckpoint("ws", "0".repeat(64))],
+      ] as const) {
+        const late = await call().catch((x: unknown) => x);
+        expect(late, what).toBeInstanceOf(EngineClosedError);
+        expect((late as EngineClosedError).code, what).toBe("ENGINE_CLOSED");
+        expect((late as Error).message, what).toMatch(/createEngine\(\)/);
+      }
+    } finally {
+      tmp.cleanup();
     }
   });
 });

@@ -137,8 +137,10 @@ class CheckpointReader {
     return [...byName.values()];
   }
 
-  /** The tree of one of the run's checkpoints, by path. */
+  /** The tree of one of the run's checkpoints, by path. Asks `ready` itself: a checkpoint
+   *  found named before skips the journal read (workspaces()) that would otherwise. */
   async snapshot(runId: string, checkpoint: string): Promise<Snapshot> {
+    await this.ready();
     await this.mustName(runId, checkpoint);
     return (await readTrees(checkpoint, (hashes) => this.load(runId, hashes))).snapshot;
   }
