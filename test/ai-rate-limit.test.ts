@@ -271,13 +271,22 @@ describe.each(BACKENDS)("rate limits (%s)", (backend) => {
       500,
     );
     expect(calls[1]!).toBeGreaterThanOrEqual(t0 + 60_000);
-    const waiting = await until(async () => {
-      for (const r of runs) {
-        const info = await r.info();
-        if (info?.status === "waiting") return info;
-      }
-      return undefined;
-    }, "the throttled run released");
+    // Both runs were told "room at t0 + 60 s" and slept that out in process; the other one
+    // then asks again and is released. Its sleep may end a little later than the first's
+    // (it began once its answer arrived, and the clock may have moved meanwhile), so the
+    // clock keeps moving, in steps far shorter than the minute its durable sleep will take.
+    const waiting = await advanceWhileQuiet(
+      h.clock,
+      until(async () => {
+        for (const r of runs) {
+          const info = await r.info();
+          if (info?.status === "waiting") return info;
+        }
+        return undefined;
+      }, "the throttled run released"),
+      quiet.busy,
+      100,
+    );
     expect(waiting.wakeAt?.getTime()).toBeGreaterThanOrEqual(t0 + 120_000);
     expect(engine.metrics().activeExecutions).toBe(0);
     const outs = await advanceWhileQuiet(
