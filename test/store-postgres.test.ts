@@ -176,6 +176,9 @@ describe.skipIf(!url)("PostgreSQL store", () => {
     it("refuses a schema name that is not a plain identifier", () => {
       for (const bad of ['x"; DROP SCHEMA public; --', "Upper", "1abc", "", "a".repeat(64)]) {
         expect(() => postgresStore(base, { schema: bad })).toThrow(StoreError);
+        expect(() => postgresStore(base, { schema: bad })).toThrow(
+          /^postgresStore\(\): invalid PostgreSQL schema name ".*"; use lowercase letters/,
+        );
       }
       expect(() => postgresStore(base, { schema: `_${"a".repeat(62)}` })).not.toThrow();
     });

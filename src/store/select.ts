@@ -9,7 +9,7 @@ import { resolve } from "node:path";
 import { parseEncryptionKeys } from "../codec/encryption.js";
 import { StoreError } from "../errors.js";
 import { encryptedStore } from "./encrypted-store.js";
-import { SCHEMA_NAME } from "./postgres/sql.js";
+import { schemaNameProblem } from "./postgres/sql.js";
 import { sqliteStore } from "./sqlite/sqlite-store.js";
 import type { Store } from "./store.js";
 
@@ -43,10 +43,10 @@ export function parseStoreSpec(selection: StoreSelection = {}): StoreSpec {
   const where = fromOption ? "store" : "CAIRN_STORE";
   if (/^postgres(ql)?:\/\//i.test(spec)) {
     const schema = selection.schema ?? (env.CAIRN_PG_SCHEMA || undefined);
-    if (schema !== undefined && !SCHEMA_NAME.test(schema)) {
-      const from = selection.schema !== undefined ? "schema" : "CAIRN_PG_SCHEMA";
+    const problem = schema === undefined ? undefined : schemaNameProblem(schema);
+    if (problem !== undefined) {
       throw new TypeError(
-        `${from}: invalid PostgreSQL schema name ${JSON.stringify(schema.slice(0, 80))}; use lowercase letters, digits and underscores, starting with a letter or underscore, at most 63 characters (e.g. "cairn")`,
+        `${selection.schema !== undefined ? "schema" : "CAIRN_PG_SCHEMA"}: ${problem}`,
       );
     }
     return { kind: "postgres", url: spec, schema };

@@ -76,7 +76,7 @@ import {
   sendEvent,
 } from "./run-control.js";
 import { createRun, getRun, listEvents, listRuns } from "./runs.js";
-import { clockParamOf, nowSql, SCHEMA_NAME, type StoreContext, tablesIn } from "./sql.js";
+import { clockParamOf, nowSql, type StoreContext, schemaNameProblem, tablesIn } from "./sql.js";
 import { heartbeatWorker, listWorkers, registerWorker, removeWorker } from "./workers.js";
 import * as workspace from "./workspace.js";
 
@@ -92,13 +92,8 @@ export function postgresStore(
   options: PostgresStoreOptions = {},
 ): Store {
   const schema = options.schema ?? "cairn";
-  if (!SCHEMA_NAME.test(schema)) {
-    throw new StoreError(
-      `Invalid PostgreSQL schema name ${JSON.stringify(schema.slice(0, 80))}: use lowercase ` +
-        "letters, digits and underscores, starting with a letter or underscore, at most 63 " +
-        'characters (e.g. "cairn").',
-    );
-  }
+  const problem = schemaNameProblem(schema);
+  if (problem !== undefined) throw new StoreError(`postgresStore(): ${problem}`);
   return new PostgresStore(urlOrPool, schema, options.poolSize ?? 10);
 }
 

@@ -20,6 +20,17 @@ import type { Database, Tx } from "./connection.js";
 
 export const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 
+/** What is wrong with `schema` as the name of cairn's schema, or undefined if nothing is.
+ *  One rule and one wording for postgresStore() and the store selection (CAIRN_PG_SCHEMA). */
+export function schemaNameProblem(schema: string): string | undefined {
+  if (SCHEMA_NAME.test(schema)) return undefined;
+  return (
+    `invalid PostgreSQL schema name ${JSON.stringify(schema.slice(0, 80))}; use lowercase ` +
+    "letters, digits and underscores, starting with a letter or underscore, at most 63 " +
+    'characters (e.g. "cairn")'
+  );
+}
+
 export interface Tables {
   runs: string;
   steps: string;
