@@ -15,6 +15,7 @@ import {
   agentModel,
   agentWorkflow,
   PRICES,
+  textAnswer,
   USAGE,
   USD_PER_CALL,
 } from "./fixtures/ai-agent.js";
@@ -170,12 +171,7 @@ describe("durable model and tools (sqlite)", () => {
               responseHeaders: {},
             });
           }
-          return {
-            content: [{ type: "text", text: "ok" }],
-            finishReason: { unified: "stop", raw: "stop" },
-            usage: USAGE,
-            warnings: [],
-          };
+          return textAnswer("ok");
         },
       });
     const ai = kitFor(h);
@@ -302,12 +298,7 @@ describe("durable model and tools (sqlite)", () => {
       doGenerate: async () => {
         modelCalls++;
         await new Promise((r) => setTimeout(r, 20));
-        return {
-          content: [{ type: "text", text: "ok" }],
-          finishReason: { unified: "stop", raw: "stop" },
-          usage: USAGE,
-          warnings: [],
-        };
+        return textAnswer("ok");
       },
     });
     const ai = kitFor(h);

@@ -9,7 +9,14 @@ import { describe, expect, it } from "vitest";
 import { createAi } from "../src/ai/index.js";
 import { createEngine, type Store, workflow } from "../src/index.js";
 import type { VirtualClock } from "../src/testing/index.js";
-import { type AgentOutput, agentModel, agentWorkflow, PRICES, USAGE } from "./fixtures/ai-agent.js";
+import {
+  type AgentOutput,
+  agentModel,
+  agentWorkflow,
+  PRICES,
+  textAnswer,
+  USAGE,
+} from "./fixtures/ai-agent.js";
 import { kitFor, memoryDeps } from "./helpers/ai.js";
 import { advanceUntil, BACKENDS, useHarness } from "./helpers/engines.js";
 import { until } from "./helpers/sqlite.js";
@@ -76,12 +83,7 @@ function countingModel(clock: { now(): number }, fail: (n: number) => boolean) {
     doGenerate: async () => {
       calls.push(clock.now());
       if (fail(calls.length)) throw tooManyRequests({ "retry-after": "30" });
-      return {
-        content: [{ type: "text", text: "ok" }],
-        finishReason: { unified: "stop", raw: "stop" },
-        usage: USAGE,
-        warnings: [],
-      };
+      return textAnswer("ok");
     },
   });
   return { model, calls };

@@ -178,8 +178,8 @@ function optionsFor(options: ToolsOptions, toolName: string): StepOptions {
   const o: StepOptions = {};
   const retry = own?.retry ?? options.retry;
   const timeout = own?.timeout ?? options.timeout;
-  if (retry !== undefined) o.retry = retry;
   const estimate = own?.estimate ?? options.estimate;
+  if (retry !== undefined) o.retry = retry;
   if (timeout !== undefined) o.timeout = timeout;
   if (estimate !== undefined) o.estimate = estimate;
   return o;
