@@ -25,6 +25,7 @@ import {
   measureRuns,
   measureSequentialRuns,
   type RunsResult,
+  warmUp,
 } from "./cases.js";
 import {
   Barrier,
@@ -43,6 +44,9 @@ import { addProbe, expectedSum, type LoopInput, loop } from "./workflows.js";
 
 const DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/test";
 const ROUNDS = 5;
+/** How long agent-sized runs execute on the store before the first figure is taken: the
+ *  figures are those of a worker that has been up for a while, not of V8's first calls. */
+const WARM_UP_MS = 3_000;
 const LATENCY_SAMPLES = 15;
 /** The store's default pool size; the raw floors use pools of the same size. */
 const POOL_SIZE = 10;
@@ -228,6 +232,7 @@ async function agentRuns(ctx: Ctx): Promise<void> {
   await raw.connect();
   const pool = rawPool(ctx.url);
   try {
+    const warmRuns = await warmUp(b, WARM_UP_MS);
     const warm = await measureAgentRuns(b, { runs: concurrent, steps });
     await measureSequentialRuns(b, { runs: 3, steps });
     await createRawTable(ctx.admin, ctx.schema);
@@ -267,7 +272,8 @@ async function agentRuns(ctx: Ctx): Promise<void> {
       },
     );
     ctx.report.notes.push(
-      `agent runs, rounds (steps/s): sequential cairn ${seq.cairn.map(fmt).join(", ")}, raw ` +
+      `agent runs, measured after a warm-up of ${fmt(warmRuns)} runs (${fmt(WARM_UP_MS / 1000)} s) ` +
+        `on the same store; rounds (steps/s): sequential cairn ${seq.cairn.map(fmt).join(", ")}, raw ` +
         `(1 connection) ${seq.floor.map(fmt).join(", ")}; ${concurrent} at once cairn ` +
         `${conc.cairn.map(fmt).join(", ")}, raw (${concurrent} streams over ${POOL_SIZE} ` +
         `connections) ${conc.floor.map(fmt).join(", ")}`,

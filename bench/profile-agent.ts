@@ -1,4 +1,4 @@
-// `node --cpu-prof --import tsx bench/profile-agent.ts [runs] [--memory]`: the workload a
+// `node --cpu-prof --import tsx bench/profile-agent.ts [runs] [--memory] [--steps=N]`: the workload a
 // CPU profile of the per-step cost looks at: 20-step runs on SQLite, one after another through
 // engine.start(...).result(). --memory uses an in-memory database, so the profile shows
 // the JavaScript around each commit instead of the fsync. Summarize the profile with
@@ -11,7 +11,7 @@ import { expectedSum, loop } from "./workflows.js";
 const args = process.argv.slice(2);
 const runs = Number(args.find((a) => !a.startsWith("--")) ?? 300);
 const memory = args.includes("--memory");
-const steps = 20;
+const steps = Number(args.find((a) => a.startsWith("--steps="))?.slice(8) ?? 20);
 const tmp = tempDir();
 const store = sqliteStore(memory ? ":memory:" : `${tmp.dir}/profile.db`);
 const engine = createEngine({ store, workflows: [loop] });

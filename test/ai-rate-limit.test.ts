@@ -15,7 +15,6 @@ import {
   agentWorkflow,
   PRICES,
   textAnswer,
-  USAGE,
 } from "./fixtures/ai-agent.js";
 import { kitFor, memoryDeps } from "./helpers/ai.js";
 import { advanceUntil, BACKENDS, useHarness } from "./helpers/engines.js";

@@ -183,6 +183,24 @@ describe("start() on an engine whose worker serves the workflow", () => {
     release();
     await expect(result).rejects.toThrow(/canceled: stop/);
   });
+
+  it("runs with no step started and awaited back to back let the event loop turn", async () => {
+    // SQLite answers synchronously: such a run's whole life was microtasks, so a loop of them
+    // starved timers (heartbeats) and held every finished run's memory until it ended.
+    const noStep = workflow({ name: "no-step", version: "1" }, async (_ctx, n: number) => n + 1);
+    const engine = setup([noStep], sqliteStore(db()));
+    let turned = false;
+    setImmediate(() => {
+      turned = true;
+    });
+    let finishedBeforeTurn = 0;
+    for (let i = 0; i < 5; i++) {
+      expect(await (await engine.start(noStep, i)).result()).toBe(i + 1);
+      if (!turned) finishedBeforeTurn++;
+    }
+    expect(turned).toBe(true);
+    expect(finishedBeforeTurn).toBe(0);
+  });
 });
 
 describe.skipIf(!pgUrl)("start() on PostgreSQL, created claimed", () => {

@@ -4,6 +4,7 @@
 import { decode } from "../codec/codec.js";
 import { PayloadKeyError } from "../errors.js";
 import type { Clock } from "../lib/clock.js";
+import { nextTurn } from "../lib/timers.js";
 import { unreadablePayloadReason } from "../store/encrypted-store.js";
 import type { ClaimedRun, Journal, Release, RunRecord, RunStatus, Store } from "../store/store.js";
 import { Context, type Outcome } from "../workflow/context.js";
@@ -255,6 +256,11 @@ export class Execution {
     }
     // Records the context queued without awaiting (ctx.now/random/uuid) land first.
     await this.deps.committer.drain();
+    // SQLite answers synchronously, so a run that wrote nothing through the committer (no
+    // step) lives entirely in microtasks; runs started and awaited back to back would then
+    // never let the event loop turn: no heartbeat, no timer, and no cascade tick of a
+    // finished run would run, each holding that run's memory (a leak of ~18 KB a run).
+    await nextTurn();
     const release = releaseOf(this.claim.run, outcome, this.deps.maxPayloadBytes);
     this.releasing = true;
     const res = await this.deps.store.releaseRun(release);

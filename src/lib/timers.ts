@@ -39,3 +39,9 @@ export function setLongTimeout(
   arm();
   return () => clearTimeout(timer);
 }
+
+/** Resolves in the check phase of the event loop's next turn: code that awaits it lets
+ *  timers, I/O callbacks and process.nextTick callbacks run first. */
+export function nextTurn(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}

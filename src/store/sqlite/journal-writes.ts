@@ -23,9 +23,10 @@ import {
   intentFromRow,
   intentToRow,
   parseAmounts,
+  STEP_SELECT,
   type StepRow,
   sameColumns,
-  stepFromRow,
+  stepFromValues,
   stepToRow,
 } from "./rows.js";
 import type { Prepare, StoreContext } from "./sql.js";
@@ -61,9 +62,10 @@ export function loadJournal(ctx: StoreContext, runId: string): Promise<Journal> 
   return ctx.read("loadJournal", (tx) => ({
     steps: (
       tx
-        .prepare("SELECT * FROM steps WHERE run_id = ? ORDER BY seq, generation")
-        .all(runId) as StepRow[]
-    ).map(stepFromRow),
+        .prepare(`SELECT ${STEP_SELECT} FROM steps WHERE run_id = ? ORDER BY seq, generation`)
+        .raw(true)
+        .all(runId) as Array<Array<string | number | null>>
+    ).map(stepFromValues),
     attempts: (
       tx
         .prepare("SELECT * FROM attempts WHERE run_id = ? ORDER BY generation, id")
