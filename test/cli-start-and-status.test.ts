@@ -294,6 +294,7 @@ describe("cairn start, runs, show and send (SQLite)", () => {
     expect(run?.reason).toBe("budget: tokens 20 of 10 spent");
     expect((await engine.getSteps("s-1")).map((s) => s.key)).toEqual(["a"]);
     const listed = await cairn(["runs", "--status", "paused"], env);
+    expect(listed.code, listed.stderr).toBe(0);
     expect(listed.stdout).toMatch(
       /s-1\s+spendy@1\s+paused\s+paused for budget: tokens 20 of 10 spent/,
     );

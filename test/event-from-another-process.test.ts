@@ -104,10 +104,13 @@ describe.each(BACKENDS)("an event from another process on %s", (backend) => {
   async function startWorker() {
     const store = freshStore(backend);
     const { wf, release, seen } = scenario();
-    // Never left hanging: a failed assertion still lets "busy" end, so the engine closes.
-    cleanups.push(release);
     const engine: Engine = createEngine({ store: store.open(), workflows: [wf], clock: realClock });
-    cleanups.push(() => engine.close());
+    // Never left hanging: a failed assertion still lets "busy" end before the engine closes
+    // (else close() would wait out its grace for the gated step).
+    cleanups.push(async () => {
+      release();
+      await engine.close();
+    });
     const run = await engine.start(wf, undefined, { id: `xproc-${backend}` });
     // Both branches in flight: the wait is recorded (blocked) and "busy" runs.
     await until(

@@ -205,18 +205,24 @@ describe.skipIf(!pgUrl)("selectStore: PostgreSQL from CAIRN_STORE and CAIRN_PG_S
     // Not opened: the default schema of the shared test database is left alone.
     const fallback = closing(await selectStore({ env: { CAIRN_STORE: url, CAIRN_PG_SCHEMA: "" } }));
     expect(fallback.description).toMatch(/, schema "cairn"$/);
+    const unset = closing(await selectStore({ env: { CAIRN_STORE: url } }));
+    expect(unset.description).toMatch(/, schema "cairn"$/);
   });
 
   it("a schema name PostgreSQL cannot hold is refused before any connection", async () => {
+    // Nothing listens on this port: code that connected first would fail with ECONNREFUSED.
+    const unreachable = "postgres://postgres@127.0.0.1:1/test";
     const err = await selectStore({
-      env: { CAIRN_STORE: url, CAIRN_PG_SCHEMA: "Staging-1" },
+      env: { CAIRN_STORE: unreachable, CAIRN_PG_SCHEMA: "Staging-1" },
     }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(TypeError);
     expect((err as Error).message).toMatch(
       /^CAIRN_PG_SCHEMA: invalid PostgreSQL schema name "Staging-1"; use lowercase letters/,
     );
-    const byOption = await selectStore({ store: url, schema: "a b" }).catch((e: unknown) => e);
+    const byOption = await selectStore({ store: unreachable, schema: "a b" }).catch(
+      (e: unknown) => e,
+    );
+    expect(byOption).toBeInstanceOf(TypeError);
     expect((byOption as Error).message).toMatch(/^schema: invalid PostgreSQL schema name "a b"/);
-    expect(await tablesOf("Staging-1")).toEqual([]);
   });
 });

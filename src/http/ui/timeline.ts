@@ -24,7 +24,7 @@ interface Attempt {
 /** Calls recorded only for determinism (ctx.now/random/uuid) are not drawn. */
 const HIDDEN_KINDS = new Set(["now", "random", "uuid"]);
 /** Narrowest bar, in percent of the width, so a 2 ms step in a 2 day run stays visible. */
-const MIN_WIDTH = 0.4;
+export const MIN_WIDTH = 0.4;
 
 const ms = (iso: string | undefined) => (iso === undefined ? undefined : Date.parse(iso));
 

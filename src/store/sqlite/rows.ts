@@ -138,8 +138,10 @@ export function stepToRow(s: StepRecord): StepRow {
 
 /** The step columns in the order `stepFromValues` reads them. Replay reads a run's steps
  *  as arrays of these (better-sqlite3's raw mode): a 1,000-step journal comes back in about
- *  half the time rows as objects take, the larger part of loading it. */
-const STEP_COLUMNS = [
+ *  half the time rows as objects take, the larger part of loading it. A column of the table
+ *  missing here would silently not reach replay: rows.test.ts compares this list with the
+ *  migrated table and with stepToRow (StepRow's index signature lets any name type-check). */
+export const STEP_COLUMNS = [
   "run_id",
   "key",
   "generation",
@@ -157,7 +159,7 @@ const STEP_COLUMNS = [
   "issued_after",
   "issued_late",
   "reconciled",
-] as const satisfies ReadonlyArray<keyof StepRow>;
+] as const;
 
 /** `SELECT ${STEP_SELECT} FROM steps ...` reads rows for `stepFromValues`. */
 export const STEP_SELECT = STEP_COLUMNS.join(", ");
