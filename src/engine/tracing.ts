@@ -11,6 +11,7 @@
 import {
   context,
   type Context as OtelContext,
+  ProxyTracerProvider,
   ROOT_CONTEXT,
   type Span,
   type SpanContext,
@@ -46,6 +47,18 @@ export async function withStartSpan<T>(
   } finally {
     span.end();
   }
+}
+
+/** Whether spans can go anywhere: false while no SDK is registered (the API's global
+ *  provider is still its own proxy with nothing behind it). A step attempt then makes no
+ *  span at all: a no-op span, its attributes and its context cost about a kilobyte per
+ *  step in a profile of short runs. A provider from another copy of the API counts as
+ *  registered. */
+function sdkRegistered(): boolean {
+  const provider = trace.getTracerProvider();
+  return (
+    !(provider instanceof ProxyTracerProvider) || provider.getDelegateTracer(TRACER) !== undefined
+  );
 }
 
 function traceparentOf(sc: SpanContext | undefined): string | null {
@@ -129,7 +142,9 @@ export class ExecutionTrace {
     return context.with(this.ctx, fn);
   }
 
-  attempt(a: AttemptInfo): AttemptTrace {
+  /** The span of a step attempt; undefined while no SDK is registered (sdkRegistered). */
+  attempt(a: AttemptInfo): AttemptTrace | undefined {
+    if (!sdkRegistered()) return undefined;
     const span = trace.getTracer(TRACER).startSpan(
       `cairn.step ${a.name}`,
       {

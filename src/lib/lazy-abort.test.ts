@@ -28,3 +28,37 @@ describe("LazyAbort", () => {
     expect(new LazyAbort().signal.aborted).toBe(false);
   });
 });
+
+describe("LazyAbort listeners", () => {
+  it("onAbort hears the first abort once, and not after it stopped listening", () => {
+    const a = new LazyAbort();
+    const heard: string[] = [];
+    a.onAbort(() => heard.push("kept"));
+    const stop = a.onAbort(() => heard.push("stopped"));
+    stop();
+    expect(a.aborted).toBe(false);
+    a.abort(new Error("first"));
+    a.abort(new Error("second"));
+    expect(heard).toEqual(["kept"]);
+    expect(a.aborted).toBe(true);
+    expect((a.reason as Error).message).toBe("first");
+  });
+
+  it.each([
+    [true, 0],
+    [false, 1],
+  ])("unlimitedListeners %s: 50 listeners give %i leak warnings", async (unlimited, count) => {
+    const a = new LazyAbort({ unlimitedListeners: unlimited });
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(w.name);
+    process.on("warning", onWarning);
+    try {
+      for (let i = 0; i < 50; i++) a.signal.addEventListener("abort", () => {});
+      // Node emits the warning on a later tick.
+      await new Promise((r) => setImmediate(r));
+    } finally {
+      process.off("warning", onWarning);
+    }
+    expect(warnings.filter((n) => n === "MaxListenersExceededWarning")).toHaveLength(count);
+  });
+});

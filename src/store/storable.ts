@@ -40,73 +40,67 @@ export function findUnstorable(w: RunWrite): Unstorable | undefined {
     w.steps?.[0]?.key ?? w.attempts?.[0]?.key ?? w.intents?.[0]?.key ?? w.consume?.[0]?.key ?? "";
   const runId = unstorableText(w.runId);
   if (runId) return { key: firstKey, message: `the run id ${runId}` };
+  // Field by field, with no object per record: this runs for every record of every commit.
   for (const s of w.steps ?? []) {
     const bad =
-      texts("step", s.key, { key: s.key, name: s.name, kind: s.kind, outcome: s.outcome }) ??
-      (s.result === null ? undefined : texts("step", s.key, { result: s.result })) ??
-      numbers("step", s.key, {
-        seq: s.seq,
-        attempt: s.attempt,
-        startedAt: s.startedAt,
-        completedAt: s.completedAt,
-      }) ??
+      text("step", s.key, "key", s.key) ??
+      text("step", s.key, "name", s.name) ??
+      text("step", s.key, "kind", s.kind) ??
+      text("step", s.key, "outcome", s.outcome) ??
+      (s.result === null ? undefined : text("step", s.key, "result", s.result)) ??
+      whole("step", s.key, "seq", s.seq) ??
+      whole("step", s.key, "attempt", s.attempt) ??
+      whole("step", s.key, "startedAt", s.startedAt) ??
+      whole("step", s.key, "completedAt", s.completedAt) ??
       amounts("step", s.key, s.spend);
     if (bad) return bad;
   }
   for (const a of w.attempts ?? []) {
     const bad =
-      texts("attempt", a.key, { key: a.key }) ??
-      numbers("attempt", a.key, {
-        attempt: a.attempt,
-        generation: a.generation,
-        startedAt: a.startedAt,
-        endedAt: a.endedAt,
-        ...(a.retryAt === null ? {} : { retryAt: a.retryAt }),
-      }) ??
+      text("attempt", a.key, "key", a.key) ??
+      whole("attempt", a.key, "attempt", a.attempt) ??
+      whole("attempt", a.key, "generation", a.generation) ??
+      whole("attempt", a.key, "startedAt", a.startedAt) ??
+      whole("attempt", a.key, "endedAt", a.endedAt) ??
+      (a.retryAt === null ? undefined : whole("attempt", a.key, "retryAt", a.retryAt)) ??
       amounts("attempt", a.key, a.spend);
     if (bad) return bad;
   }
   for (const i of w.intents ?? []) {
     const bad =
-      texts("intent", i.key, { key: i.key, kind: i.kind, name: i.name, data: i.data }) ??
-      numbers("intent", i.key, { createdAt: i.createdAt });
+      text("intent", i.key, "key", i.key) ??
+      text("intent", i.key, "kind", i.kind) ??
+      text("intent", i.key, "name", i.name) ??
+      text("intent", i.key, "data", i.data) ??
+      whole("intent", i.key, "createdAt", i.createdAt);
     if (bad) return bad;
   }
   for (const c of w.consume ?? []) {
     const bad =
-      texts("consume", c.key, { key: c.key }) ??
-      numbers("consume", c.key, { eventSeq: c.eventSeq });
+      text("consume", c.key, "key", c.key) ?? whole("consume", c.key, "eventSeq", c.eventSeq);
     if (bad) return bad;
   }
   return undefined;
 }
 
-function texts(kind: string, key: string, fields: Record<string, string>): Unstorable | undefined {
-  for (const [field, value] of Object.entries(fields)) {
-    if (typeof value !== "string") {
-      return { key, message: `${label(kind, key)}: ${field} is not a string` };
-    }
-    const why = unstorableText(value);
-    if (why) return { key, message: `${label(kind, key)}: ${field} ${why}` };
+function text(kind: string, key: string, field: string, value: unknown): Unstorable | undefined {
+  if (typeof value !== "string") {
+    return { key, message: `${label(kind, key)}: ${field} is not a string` };
   }
-  return undefined;
+  const why = unstorableText(value);
+  return why ? { key, message: `${label(kind, key)}: ${field} ${why}` } : undefined;
 }
 
-function numbers(
-  kind: string,
-  key: string,
-  fields: Record<string, number>,
-): Unstorable | undefined {
-  for (const [field, value] of Object.entries(fields)) {
-    if (!Number.isSafeInteger(Math.round(value))) {
-      return { key, message: `${label(kind, key)}: ${field} is not a finite whole number` };
-    }
-  }
-  return undefined;
+function whole(kind: string, key: string, field: string, value: number): Unstorable | undefined {
+  return Number.isSafeInteger(Math.round(value))
+    ? undefined
+    : { key, message: `${label(kind, key)}: ${field} is not a finite whole number` };
 }
 
 function amounts(kind: string, key: string, spend: Amounts): Unstorable | undefined {
-  for (const [name, value] of Object.entries(spend ?? {})) {
+  for (const name in spend ?? {}) {
+    if (!Object.hasOwn(spend, name)) continue;
+    const value = spend[name];
     const why = unstorableText(name);
     if (why) return { key, message: `${label(kind, key)}: a spend name ${why}` };
     if (typeof value !== "number" || !Number.isFinite(value)) {

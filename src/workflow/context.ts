@@ -30,7 +30,6 @@
 // an approval hands the workflow (approval-outcome.ts).
 
 import { randomUUID } from "node:crypto";
-import { setMaxListeners } from "node:events";
 import { decode, EncodeError, encode } from "../codec/codec.js";
 import {
   errorFromRecord,
@@ -46,7 +45,7 @@ import {
   WorkspaceError,
   WriteConflictError,
 } from "../errors.js";
-import { addAmounts } from "../lib/amounts.js";
+import { addAmounts, subtractAmounts } from "../lib/amounts.js";
 import type { Clock } from "../lib/clock.js";
 import { type Duration, toMs } from "../lib/duration.js";
 import { childRunId, idempotencyKey } from "../lib/ids.js";
@@ -169,8 +168,14 @@ export interface ContextHost {
   log(message: string, err?: unknown): void;
   /** Calls a run may record (EngineOptions.limits); absent: no limit. */
   maxStepsPerRun?: number;
-  /** Opens the span of one step attempt (OpenTelemetry, engine/tracing.ts); absent: none. */
-  traceAttempt?(a: { key: string; name: string; kind: StepKind; attempt: number }): AttemptSpan;
+  /** Opens the span of one step attempt (OpenTelemetry, engine/tracing.ts); absent, or
+   *  undefined returned: none. */
+  traceAttempt?(a: {
+    key: string;
+    name: string;
+    kind: StepKind;
+    attempt: number;
+  }): AttemptSpan | undefined;
   /** False once this worker cannot be sure it still holds the run's lease (no renewal for a
    *  whole lease: it was stopped, or lost the store). Asked right before an effect performs. */
   leaseFresh?(): boolean;
@@ -222,10 +227,6 @@ export const CHILD_EVENT_PREFIX = "cairn.child:";
 export const APPROVAL_EVENT_PREFIX = "cairn.approval:";
 
 const NAME_RE = /^[^@#\s][^#]{0,199}$/;
-function unlimitedListeners(ac: AbortController): AbortController {
-  setMaxListeners(0, ac.signal);
-  return ac;
-}
 
 /** Marks an error handed to the workflow as a call's outcome, with the call's key. */
 const CALL_KEY = Symbol.for("cairn.callKey");
@@ -265,8 +266,8 @@ export class Context {
   /** Each attempt in flight, settled when it has ended. */
   private readonly liveAttempts = new Set<Promise<void>>();
   /** Every attempt in flight listens on it: an agent's many parallel tool calls are no leak. */
-  private readonly runAbort = unlimitedListeners(new AbortController());
-  private readonly drainAbort = new AbortController();
+  private readonly runAbort = new LazyAbort({ unlimitedListeners: true });
+  private readonly drainAbort = new LazyAbort();
   private readonly totalSpent: Amounts;
   private readonly replaySpent: Amounts = {};
   /** Estimates (StepOptions.estimate) of the attempts in flight: spend not yet known. */
@@ -280,6 +281,8 @@ export class Context {
   private stallWaiters: Array<() => void> = [];
   /** ctx.now/random/uuid records: durable before any later call starts executing. */
   private syncWrites: Promise<void> = Promise.resolve();
+  /** How many of those are not yet durable (none: a new call need not wait a turn). */
+  private syncWritesPending = 0;
   private seq = 0;
   private active = 0;
   private suspendScheduled = false;
@@ -374,7 +377,7 @@ export class Context {
   drain(): void {
     if (this.halted || this.draining) return;
     this.draining = true;
-    this.drainAbort.abort();
+    this.drainAbort.abort(undefined);
     this.wakeStallWaiters();
     this.maybeSuspend();
   }
@@ -413,7 +416,9 @@ export class Context {
       runId: this.host.runId,
       workflow: this.host.workflow,
       version: this.host.version,
-      signal: this.runAbort.signal,
+      get signal() {
+        return self.runAbort.signal;
+      },
       get budget() {
         return { limit: { ...self.host.budgetLimit }, spent: { ...self.replaySpent } };
       },
@@ -808,9 +813,11 @@ export class Context {
     // before any later call starts executing (beforeExecute waits for it).
     outsideWorkflow(() => {
       const cascadeOver = this.delivery.inCascade ? this.cascadeEnd() : undefined;
+      this.syncWritesPending++;
       this.syncWrites = this.syncWrites.then(async () => {
         await cascadeOver;
         await this.commit({ steps: [rec] });
+        this.syncWritesPending--;
       });
     });
     return value;
@@ -1010,8 +1017,10 @@ export class Context {
       await new Promise<void>((resolve) => this.stallWaiters.push(resolve));
     }
     if (this.halted || this.draining) return never();
-    await this.syncWrites;
-    if (this.halted) return never();
+    if (this.syncWritesPending > 0) {
+      await this.syncWrites;
+      if (this.halted) return never();
+    }
     if (this.workspaces.size > 0 && [...this.workspaces.values()].some((w) => w?.needsSync)) {
       await this.syncWorkspaces();
       if (this.halted) return never();
@@ -1176,7 +1185,7 @@ export class Context {
         span?.end({ outcome: "interrupted", spend: {} });
         throw err;
       } finally {
-        addAmounts(this.reserved, negate(estimate));
+        subtractAmounts(this.reserved, estimate);
       }
       addAmounts(this.reserved, result.spend);
       if (this.halted) {
@@ -1394,35 +1403,38 @@ export class Context {
     // Only a timed attempt has a timer to stop (an abort() builds a DOMException: costly
     // enough to show in a per-step profile).
     const stop = timeoutMs === undefined ? undefined : new AbortController();
-    let onHalt = () => {};
+    let stopListening = () => {};
     const stopped = new Promise<"halted">((resolve) => {
-      onHalt = () => resolve("halted");
-      if (this.runAbort.signal.aborted) resolve("halted");
-      else this.runAbort.signal.addEventListener("abort", onHalt, { once: true });
+      if (this.runAbort.aborted) resolve("halted");
+      else stopListening = this.runAbort.onAbort(() => resolve("halted"));
     });
-    const timer =
-      timeoutMs === undefined
-        ? never<"timeout">()
-        : this.host.clock.sleep(timeoutMs, stop?.signal).then(
-            () => "timeout" as const,
-            () => never<"timeout">(),
-          );
+    const racers: Array<
+      Promise<{ ok: boolean; value?: T; failure?: unknown } | "halted" | "timeout">
+    > = [settled, stopped];
+    if (stop !== undefined) {
+      racers.push(
+        this.host.clock.sleep(timeoutMs!, stop.signal).then(
+          () => "timeout" as const,
+          () => never<"timeout">(),
+        ),
+      );
+    }
     try {
-      const first = await Promise.race([settled, timer, stopped]);
+      const first = await Promise.race(racers);
       if (first !== "timeout" && first !== "halted") return first;
       const reason =
         first === "timeout"
           ? new StepTimeoutError(
               `Step "${key}" of run "${this.host.runId}" did not finish within ${timeoutMs} ms; its signal was aborted`,
             )
-          : this.runAbort.signal.reason;
+          : this.runAbort.reason;
       abort.abort(reason);
       // Give the body a moment to stop and report what it spent.
       await Promise.race([settled, realDelay(this.host.abortGraceMs)]);
       return { ok: false, failure: reason };
     } finally {
       stop?.abort();
-      this.runAbort.signal.removeEventListener("abort", onHalt);
+      stopListening();
     }
   }
 
@@ -1570,7 +1582,7 @@ export class Context {
     if (this.halted) return never();
     for (const r of [...(write.steps ?? []), ...(write.attempts ?? [])]) {
       addAmounts(this.totalSpent, r.spend);
-      addAmounts(this.reserved, negate(r.spend));
+      subtractAmounts(this.reserved, r.spend);
     }
     this.budgetMayHaveRoom();
     this.maybeSuspend();
@@ -1787,12 +1799,6 @@ export function formatIssues(
       return `${path.length > 0 ? `${path.join(".")}: ` : ""}${i.message}`;
     })
     .join("; ");
-}
-
-function negate(amounts: Amounts): Amounts {
-  const out: Amounts = {};
-  for (const [k, v] of Object.entries(amounts)) out[k] = -v;
-  return out;
 }
 
 /** Real time, on purpose: a grace for code to stop, not workflow time. */

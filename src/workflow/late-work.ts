@@ -17,7 +17,7 @@
 // suspension and redone when the run wakes: I/O belongs in steps.
 
 import { createHook } from "node:async_hooks";
-import { workflowOwnerOfCurrentScope } from "./call-scope.js";
+import { outsideWorkflow, workflowOwnerOfCurrentScope } from "./call-scope.js";
 
 /** A resource Node marks `_destroyed` once it has fired or was cleared. */
 interface TimerLike {
@@ -84,10 +84,23 @@ const hook = createHook({
     if (owner !== undefined) tracked.get(owner)?.note(type, resource);
   },
 });
+let enabled = false;
+/** The hook stays on a moment after the last run stops: turning promise hooks on and off
+ *  costs more than an executed step, and runs that follow one another would pay it twice
+ *  each. While on with nothing tracked, the hook returns at once. */
+let disableTimer: NodeJS.Timeout | undefined;
+const DISABLE_AFTER_MS = 1_000;
 
 /** Counts the late work of `owner`'s workflow code until `stop()`. */
 export function trackLateWork(owner: object): { work: LateWork; stop: () => void } {
-  if (tracked.size === 0) hook.enable();
+  if (disableTimer !== undefined) {
+    clearTimeout(disableTimer);
+    disableTimer = undefined;
+  }
+  if (!enabled) {
+    hook.enable();
+    enabled = true;
+  }
   const work = new LateWork();
   tracked.set(owner, work);
   return {
@@ -95,7 +108,18 @@ export function trackLateWork(owner: object): { work: LateWork; stop: () => void
     stop: () => {
       if (tracked.get(owner) !== work) return;
       tracked.delete(owner);
-      if (tracked.size === 0) hook.disable();
+      if (tracked.size === 0 && disableTimer === undefined) {
+        // Outside the scope: the timer must not hold the stopped run's context for its wait.
+        disableTimer = outsideWorkflow(() =>
+          setTimeout(() => {
+            disableTimer = undefined;
+            if (tracked.size > 0 || !enabled) return;
+            hook.disable();
+            enabled = false;
+          }, DISABLE_AFTER_MS),
+        );
+        disableTimer.unref();
+      }
     },
   };
 }

@@ -151,7 +151,7 @@ function applyWrite(prepare: Prepare, e: EncodedWrite, now: number): void {
     const total = parseAmounts(row.budget_spent);
     addAmounts(total, spent);
     prepare("UPDATE runs SET budget_spent = ?, updated_at = ? WHERE id = ?").run(
-      amountsJson(total, `Budget spent of run "${e.w.runId}"`),
+      amountsJson(total, () => `Budget spent of run "${e.w.runId}"`),
       now,
       e.w.runId,
     );
@@ -161,6 +161,7 @@ function applyWrite(prepare: Prepare, e: EncodedWrite, now: number): void {
 /** Adds a row's spend; true if it had any amount (most steps spend nothing, and then the
  *  run row is not rewritten: one page less per commit). */
 function addSpend(into: Amounts, spendJson: string): boolean {
+  if (spendJson === "{}") return false;
   const amounts = parseAmounts(spendJson);
   if (Object.keys(amounts).length === 0) return false;
   addAmounts(into, amounts);
@@ -191,16 +192,27 @@ function insertOrMatch(
  *  identity: one execution writes one value, as PostgreSQL's append_records (migration 10). */
 const NOT_COMPARED: ReadonlySet<string> = new Set(["reconciled"]);
 
-/** Table and column names come from the row types in rows.ts, never from callers. */
+/** Table and column names come from the row types in rows.ts, never from callers. Each
+ *  table's rows always carry the same columns (rows.ts builds them whole), so the
+ *  statement's text is built once per table and kind of insert: building it per record
+ *  was one of the larger allocations of a step. */
 export function insertRow(
   prepare: Prepare,
   table: JournalTable,
   row: StepRow | AttemptRow | IntentRow,
-  onConflict = "",
+  onConflict: "" | "ON CONFLICT DO NOTHING" = "",
 ): boolean {
-  const columns = Object.keys(row);
-  const sql =
-    `INSERT INTO ${table} (${columns.join(", ")}) ` +
-    `VALUES (${columns.map((c) => `@${c}`).join(", ")}) ${onConflict}`;
+  const cache = onConflict === "" ? INSERT_SQL : INSERT_IGNORING_SQL;
+  let sql = cache.get(table);
+  if (sql === undefined) {
+    const columns = Object.keys(row);
+    sql =
+      `INSERT INTO ${table} (${columns.join(", ")}) ` +
+      `VALUES (${columns.map((c) => `@${c}`).join(", ")}) ${onConflict}`;
+    cache.set(table, sql);
+  }
   return prepare(sql).run(row).changes === 1;
 }
+
+const INSERT_SQL = new Map<JournalTable, string>();
+const INSERT_IGNORING_SQL = new Map<JournalTable, string>();

@@ -46,13 +46,23 @@ export interface RunRow {
   trace_context: string | null;
 }
 
-/** Canonical JSON of named amounts; refuses what JSON would silently turn into null. */
-export function amountsJson(amounts: Amounts, what: string): string {
+/** Canonical JSON of named amounts; refuses what JSON would silently turn into null.
+ *  `what` names them in that refusal (a function: most calls never need the text). */
+export function amountsJson(amounts: Amounts, what: () => string): string {
+  // Most records spend nothing.
+  let empty = true;
+  for (const name in amounts) {
+    if (Object.hasOwn(amounts, name)) {
+      empty = false;
+      break;
+    }
+  }
+  if (empty) return "{}";
   const out: Amounts = {};
   for (const name of Object.keys(amounts).sort()) {
     const v = amounts[name];
     if (typeof v !== "number" || !Number.isFinite(v)) {
-      throw new StoreError(`${what}: amount "${name}" is not a finite number.`);
+      throw new StoreError(`${what()}: amount "${name}" is not a finite number.`);
     }
     out[name] = v;
   }
@@ -125,7 +135,7 @@ export function stepToRow(s: StepRecord): StepRow {
     outcome: s.outcome,
     result: s.result,
     error: s.error === null ? null : errorJson(s.error),
-    spend: amountsJson(s.spend, `Spend of step "${s.key}" of run "${s.runId}"`),
+    spend: amountsJson(s.spend, () => `Spend of step "${s.key}" of run "${s.runId}"`),
     attempt: s.attempt,
     started_at: s.startedAt,
     completed_at: s.completedAt,
@@ -215,7 +225,10 @@ export function attemptToRow(a: AttemptRecord): AttemptRow {
     started_at: a.startedAt,
     ended_at: a.endedAt,
     error: errorJson(a.error),
-    spend: amountsJson(a.spend, `Spend of attempt ${a.attempt} of "${a.key}" of run "${a.runId}"`),
+    spend: amountsJson(
+      a.spend,
+      () => `Spend of attempt ${a.attempt} of "${a.key}" of run "${a.runId}"`,
+    ),
     retry_at: a.retryAt,
   };
 }

@@ -224,7 +224,7 @@ export function resumeRun(
     ).run(
       tx.now,
       row.status === "failed" ? 1 : 0,
-      amountsJson(limit, `Budget limit of run "${runId}"`),
+      amountsJson(limit, () => `Budget limit of run "${runId}"`),
       tx.now,
       runId,
     );
@@ -260,7 +260,7 @@ export function forkRun(
     insertRun(
       tx,
       { ...p.run, claimBy: undefined },
-      amountsJson(spent, `Budget spent of run "${p.run.id}"`),
+      amountsJson(spent, () => `Budget spent of run "${p.run.id}"`),
     );
     const forked = mustGetRun(tx, p.run.id);
     for (const s of steps) {

@@ -63,7 +63,7 @@ export function mustGetRun(tx: ReadTx, id: string): RunRecord {
 /** Inserts a pending run, ready now (or with claimBy, claimed: running, epoch 1, leased),
  *  and returns it as stored; undefined if the id exists (then nothing changes). */
 export function insertRun(tx: WriteTx, run: NewRun, budgetSpent: string): RunRecord | undefined {
-  const limit = amountsJson(run.budgetLimit, `Budget limit of run "${run.id}"`);
+  const limit = amountsJson(run.budgetLimit, () => `Budget limit of run "${run.id}"`);
   const leaseUntil = run.claimBy ? tx.now + run.claimBy.leaseMs : null;
   const inserted = tx
     .prepare(
