@@ -144,6 +144,22 @@ describe.each(BACKENDS)("limits (%s)", (backend) => {
     expect((await e.getSteps(over.id)).map((s) => s.key)).toEqual(["first"]);
   });
 
+  it("a name is checked once per execution, but cairn's own '@now' stays refused to a step after ctx.now() used it", async () => {
+    const h = harness();
+    const wf = workflow({ name: "at-names", version: "1" }, async (ctx) => {
+      await ctx.step("again", () => 1);
+      await ctx.step("again", () => 2);
+      ctx.now();
+      return ctx.step("@now", () => 3);
+    });
+    const e = h.engine([wf]);
+    const run = await e.start(wf, undefined);
+    await expect(run.result()).rejects.toThrow(
+      `ctx.step("@now") in run "${run.id}": a name must be 1-200 characters, must not contain "#" and must not start with "@" or a space`,
+    );
+    expect((await e.getSteps(run.id)).map((s) => s.key)).toEqual(["again", "again#2", "@now"]);
+  });
+
   it("every other call named with more than 200 characters fails its run the same way; a 200-character wait is woken by its event", async () => {
     const h = harness();
     const long = "n".repeat(201);

@@ -255,6 +255,8 @@ export class Context {
   private readonly byPosition = new Map<number, StepRecord>();
   private readonly counts = new Map<string, number>();
   private readonly lastCallOf = new Map<string, CallNode>();
+  /** Call names already found valid (beginCall). */
+  private readonly checkedNames = new Set<string>();
   private readonly consumed = new Set<string>();
   /** Next journal.cascadeCalls entry the end-of-cascade check looks at. */
   private cascadeCursor = 0;
@@ -288,8 +290,9 @@ export class Context {
   private suspendScheduled = false;
   private draining = false;
   private stallTimer: NodeJS.Timeout | undefined;
-  /** The stalled position (and hand-overs so far) the stall timer is counting for. */
-  private stallMark: string | undefined;
+  /** The stalled position and the hand-overs so far the stall timer is counting for. */
+  private stallPosition: number | undefined;
+  private stallReleased = -1;
   /** Work the workflow code started outside cairn calls (late-work.ts). */
   private readonly lateWork: LateWork;
   private readonly stopLateWork: () => void;
@@ -871,14 +874,20 @@ export class Context {
    *  order, and its recorded outcome (checked against the call) if there is one. */
   private beginCall(name: string, kind: StepKind): Call {
     if (this.halted) throw new HaltedSignal();
-    const internal =
-      name.startsWith("@") && (kind === "now" || kind === "random" || kind === "uuid");
-    if (!internal && (typeof name !== "string" || !NAME_RE.test(name))) {
-      throw new TypeError(
-        `ctx.${kind}(${JSON.stringify(name)}) in run "${this.host.runId}": a name must be 1-200 characters, must not contain "#" and must not start with "@" or a space`,
-      );
+    // An agent calls the same few names again and again (a replay of 1,000 steps checked
+    // the same name 1,000 times): each user name is checked once per execution.
+    if (!this.checkedNames.has(name)) {
+      const internal =
+        name.startsWith("@") && (kind === "now" || kind === "random" || kind === "uuid");
+      if (!internal && (typeof name !== "string" || !NAME_RE.test(name))) {
+        throw new TypeError(
+          `ctx.${kind}(${JSON.stringify(name)}) in run "${this.host.runId}": a name must be 1-200 characters, must not contain "#" and must not start with "@" or a space`,
+        );
+      }
+      checkText(name, `ctx.${kind}() name in run "${this.host.runId}":`);
+      // Only names any kind of call may use: "@now" is valid for ctx.now() alone.
+      if (!internal) this.checkedNames.add(name);
     }
-    checkText(name, `ctx.${kind}() name in run "${this.host.runId}":`);
     const scope = currentScope(this);
     if (scope.bodyOf !== undefined) {
       // A programming error, not a failed attempt: retrying cannot help. The run fails.
@@ -1107,11 +1116,18 @@ export class Context {
   private watchStall(): void {
     const position = this.delivery.stalledOn;
     const released = this.delivery.released;
-    const mark = position === undefined ? undefined : `${position}/${released}`;
-    if (mark === this.stallMark && this.stallTimer !== undefined) return;
+    if (
+      this.stallTimer !== undefined &&
+      position !== undefined &&
+      position === this.stallPosition &&
+      released === this.stallReleased
+    ) {
+      return;
+    }
     if (this.stallTimer) clearTimeout(this.stallTimer);
     this.stallTimer = undefined;
-    this.stallMark = mark;
+    this.stallPosition = position;
+    this.stallReleased = released;
     if (position === undefined) return;
     this.stallTimer = outsideWorkflow(() =>
       setTimeout(() => {
