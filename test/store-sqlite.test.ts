@@ -285,6 +285,41 @@ describe("sqliteStore (file-specific)", () => {
     await expectRefused(file, /corrupted \(quick_check: .*free space corruption/s);
   });
 
+  it("a write that meets another connection's write lock is tried again, and then refused naming the file and the busy timeout", async () => {
+    const file = join(dir, "cairn.db");
+    const store = sqliteStore(file, { busyTimeoutMs: 20 });
+    await store.open({ clock: realClock });
+    const run = (id: string) => ({ id, workflow: "wf", version: "1", input: "1", budgetLimit: {} });
+    const holder = new Database(file);
+    try {
+      // Held across the whole retry window: four tries, three pauses, all BUSY.
+      holder.exec("BEGIN IMMEDIATE");
+      const err = await store.createRun(run("run_refused")).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      holder.exec("COMMIT");
+      expect(err).toBeInstanceOf(StoreError);
+      expect((err as Error).message).toContain(
+        `SQLite store "${file}": createRun failed with SQLITE_BUSY`,
+      );
+      expect((err as Error).message).toContain("the busy timeout (20 ms); raise busyTimeoutMs");
+      expect(await store.getRun("run_refused")).toBeUndefined();
+
+      // Let go during the retries: the write lands once, as if nothing had happened.
+      holder.exec("BEGIN IMMEDIATE");
+      const written = store.createRun(run("run_retried"));
+      await new Promise((r) => setTimeout(r, 25));
+      holder.exec("COMMIT");
+      await written;
+      expect((await store.getRun("run_retried"))?.status).toBe("pending");
+    } finally {
+      if (holder.inTransaction) holder.exec("ROLLBACK");
+      holder.close();
+      await store.close();
+    }
+  });
+
   it("reopens a WAL file while another connection has it open", async () => {
     const file = join(dir, "cairn.db");
     const first = sqliteStore(file);

@@ -20,18 +20,30 @@ export interface Unstorable {
 
 /** A group commit with the writes no backend could store answered "unstorable" (each fails
  *  alone, never reaching the database) and the others handed to `store`, whose outcomes
- *  are merged back in the writes' order. */
-export async function refuseUnstorable(
+ *  are merged back in the writes' order. Nearly every batch has none to refuse: it goes to
+ *  `store` as it is, with no promise of this function's own (one per commit adds up). */
+export function refuseUnstorable(
   writes: RunWrite[],
   store: (storable: RunWrite[]) => Promise<WriteOutcome[]>,
 ): Promise<WriteOutcome[]> {
-  const refused = writes.map((w): WriteOutcome | undefined => {
+  let refused: Array<WriteOutcome | undefined> | undefined;
+  writes.forEach((w, i) => {
     const bad = findUnstorable(w);
-    return bad && { ok: false, reason: "unstorable", key: bad.key, message: bad.message };
+    if (!bad) return;
+    refused ??= new Array<WriteOutcome | undefined>(writes.length).fill(undefined);
+    refused[i] = { ok: false, reason: "unstorable", key: bad.key, message: bad.message };
   });
-  const stored = await store(writes.filter((_, i) => refused[i] === undefined));
-  let next = 0;
-  return refused.map((o) => o ?? (stored[next++] as WriteOutcome));
+  try {
+    if (refused === undefined) return store(writes);
+    const answers = refused;
+    return store(writes.filter((_, i) => answers[i] === undefined)).then((stored) => {
+      let next = 0;
+      return answers.map((o) => o ?? (stored[next++] as WriteOutcome));
+    });
+  } catch (err) {
+    // As the async function this was: a throw is a rejection, never a synchronous throw.
+    return Promise.reject(err);
+  }
 }
 
 /** The first record of `w` that no backend could store exactly, or undefined. */
