@@ -139,6 +139,15 @@ export function openDatabase(
 
 const BUSY_RETRIES = 3;
 
+interface GroupedWrite {
+  verb: string;
+  fn: (tx: WriteTx) => unknown;
+  resolve: (value: unknown) => void;
+  reject: (err: Error) => void;
+}
+
+type GroupAnswer = { ok: true; value: unknown; hints: StoreHint[] } | { ok: false; error: unknown };
+
 /** A better-sqlite3 transaction function that runs the function it is given. */
 type RunInTransaction = (<T>(fn: () => T) => T) & {
   deferred<T>(fn: () => T): T;
@@ -162,6 +171,8 @@ export class Connection implements StoreContext {
    *  SAVEPOINT, as any nested better-sqlite3 transaction is. */
   #transaction: RunInTransaction | undefined;
   readonly #statements = new Map<string, Database.Statement>();
+  /** Writes waiting for the group transaction of this turn (writeGrouped). */
+  #grouped: GroupedWrite[] = [];
   readonly #prepare = (sql: string): Database.Statement => {
     let s = this.#statements.get(sql);
     if (!s) {
@@ -191,6 +202,9 @@ export class Connection implements StoreContext {
 
   close(): void {
     if (this.#openers === 0) return;
+    // Writes asked for before the close are written before it, as they would have been
+    // had each been its own transaction.
+    if (this.#openers === 1) this.#flushGrouped();
     this.#openers -= 1;
     if (this.#openers > 0) return;
     const db = this.#db;
@@ -235,6 +249,58 @@ export class Connection implements StoreContext {
         throw this.#writeFailure(verb, err);
       }
     }
+  }
+
+  /**
+   * Group commit for the run transitions many runs make at once (32 runs started together
+   * are 32 creates and, later, 32 releases): the writes asked for in one turn of the event
+   * loop run in ONE transaction, one fsync, each in a SAVEPOINT of its own. A write that
+   * throws undoes only its own changes and is answered with its own error, its hints
+   * dropped; the others commit. Only if the transaction as a whole fails (BUSY past the
+   * retries, an I/O error, a full disk) is every write of the group refused, and then none
+   * of them landed.
+   */
+  writeGrouped<T>(verb: string, fn: (tx: WriteTx) => T): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.#grouped.push({ verb, fn, resolve: resolve as (value: unknown) => void, reject });
+      if (this.#grouped.length === 1) setImmediate(() => this.#flushGrouped());
+    });
+  }
+
+  #flushGrouped(): void {
+    const group = this.#grouped;
+    if (group.length === 0) return;
+    this.#grouped = [];
+    const verbs = [...new Set(group.map((g) => g.verb))].join(", ");
+    let answers: GroupAnswer[] = [];
+    this.write(verbs, (tx) => {
+      // A BUSY retry runs the whole group again, from the start.
+      answers = [];
+      for (const g of group) {
+        const hints: StoreHint[] = [];
+        const own: WriteTx = { ...tx, hint: (h) => hints.push(h) };
+        try {
+          answers.push({ ok: true, value: tx.savepoint(() => g.fn(own))(undefined), hints });
+        } catch (error) {
+          // SQLite ends the whole transaction after some errors (a full disk, an I/O
+          // error): then nothing of the group may be written, or answered as written.
+          if (!this.#connection().inTransaction) throw error;
+          answers.push({ ok: false, error });
+        }
+      }
+      for (const a of answers) if (a.ok) for (const h of a.hints) tx.hint(h);
+    }).then(
+      () => {
+        group.forEach((g, i) => {
+          const a = answers[i]!;
+          if (a.ok) g.resolve(a.value);
+          else g.reject(this.#writeFailure(g.verb, a.error));
+        });
+      },
+      (err: unknown) => {
+        for (const g of group) g.reject(err as Error);
+      },
+    );
   }
 
   #writeOnce<T>(fn: (tx: WriteTx) => T): T {

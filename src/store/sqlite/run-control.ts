@@ -52,7 +52,7 @@ const CANCELABLE_ON_RELEASE = new Set<RunStatus>(["pending", "waiting", "paused"
 
 /** Fenced by epoch: only the run's current owner releases it. */
 export function releaseRun(ctx: StoreContext, r: Release): Promise<ReleaseOutcome> {
-  return ctx.write("releaseRun", (tx): ReleaseOutcome => {
+  return ctx.writeGrouped("releaseRun", (tx): ReleaseOutcome => {
     const row = findRow(tx, r.runId);
     if (!row || row.epoch !== r.epoch || row.status !== "running") {
       return { ok: false, reason: "lease-lost" };

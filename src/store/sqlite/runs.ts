@@ -9,7 +9,7 @@ export function createRun(
   ctx: StoreContext,
   run: NewRun,
 ): Promise<{ run: RunRecord; created: boolean }> {
-  return ctx.write("createRun", (tx) => {
+  return ctx.writeGrouped("createRun", (tx) => {
     const inserted = insertRun(tx, run, "{}");
     // Created claimed, it is leased: no other worker needs to hear of it.
     if (inserted && !run.claimBy) tx.hint({ kind: "runnable", runId: run.id });

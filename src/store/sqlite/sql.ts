@@ -30,12 +30,16 @@ export interface WriteTx extends ReadTx {
   /** Told to subscribers once the transaction has committed. */
   hint(h: StoreHint): void;
   /** `fn` as a nested transaction (a SAVEPOINT): a throw undoes only its own writes. */
-  savepoint<A>(fn: (arg: A) => void): (arg: A) => void;
+  savepoint<A, R>(fn: (arg: A) => R): (arg: A) => R;
 }
 
 /** How the verbs reach the file: each one is one transaction, named for messages. */
 export interface StoreContext {
   write<T>(verb: string, fn: (tx: WriteTx) => T): Promise<T>;
+  /** Like write, but writes asked for in the same turn of the event loop share one
+   *  transaction, each in a SAVEPOINT of its own (connection.ts). For the transitions
+   *  many runs make at once: creating and releasing runs. */
+  writeGrouped<T>(verb: string, fn: (tx: WriteTx) => T): Promise<T>;
   read<T>(verb: string, fn: (tx: ReadTx) => T): Promise<T>;
 }
 
