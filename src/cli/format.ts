@@ -2,6 +2,7 @@
 // survives the values the codec stores (bigint, Map, Set) instead of throwing on them.
 
 import { type Amounts, EncryptedValue, UndecodableValue } from "../index.js";
+import { amountOf } from "../lib/amounts.js";
 
 export function iso(date: Date | undefined): string {
   return date ? date.toISOString() : "-";
@@ -35,7 +36,7 @@ export function formatBudget(budget: { limit: Amounts; spent: Amounts }): string
   if (names.length === 0) return "no limit, nothing spent";
   return names
     .map((name) => {
-      const spent = formatNumber(budget.spent[name] ?? 0);
+      const spent = formatNumber(amountOf(budget.spent, name));
       const limit = budget.limit[name];
       return limit === undefined
         ? `${name} ${spent} (no limit)`

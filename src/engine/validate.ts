@@ -3,6 +3,7 @@
 // cancel reasons, and the numeric engine options. Each throws a TypeError naming the call
 // and the field; nothing is recorded.
 
+import { amountNameProblem } from "../lib/amounts.js";
 import { checkText } from "../lib/text.js";
 import type { EngineOptions } from "./engine.js";
 
@@ -28,6 +29,8 @@ export function checkBudget(budget: unknown, verb: string): void {
   }
   for (const [name, v] of Object.entries(budget)) {
     checkText(name, `${verb}: budget name`);
+    const nameProblem = amountNameProblem(name);
+    if (nameProblem) throw new TypeError(`${verb}: budget ${nameProblem}`);
     if (typeof v !== "number" || !Number.isFinite(v) || v < 0) {
       throw new TypeError(
         `${verb}: budget "${name}" must be a finite number >= 0 (got ${typeof v === "string" ? JSON.stringify(v) : String(v)})`,

@@ -3,7 +3,8 @@
 //
 // Own properties only, as Object.entries would give them, but read with for-in: the engine
 // sums amounts several times per step and nearly all of them are empty, and Object.entries
-// allocates an array for each even then.
+// allocates an array for each even then. The sum reads `into` by own property too: a name
+// such as "constructor" or "toString" is an amount like any other, not Object.prototype's.
 
 /** Adds `add` into `into`, name by name, and returns `into`. */
 export function addAmounts(
@@ -11,7 +12,7 @@ export function addAmounts(
   add: Record<string, number>,
 ): Record<string, number> {
   for (const k in add) {
-    if (Object.hasOwn(add, k)) into[k] = (into[k] ?? 0) + (add[k] as number);
+    if (Object.hasOwn(add, k)) into[k] = amountOf(into, k) + (add[k] as number);
   }
   return into;
 }
@@ -22,7 +23,20 @@ export function subtractAmounts(
   sub: Record<string, number>,
 ): Record<string, number> {
   for (const k in sub) {
-    if (Object.hasOwn(sub, k)) into[k] = (into[k] ?? 0) - (sub[k] as number);
+    if (Object.hasOwn(sub, k)) into[k] = amountOf(into, k) - (sub[k] as number);
   }
   return into;
+}
+
+/** The amount under `name`, 0 when there is none (never an inherited property). */
+export function amountOf(amounts: Record<string, number>, name: string): number {
+  return Object.hasOwn(amounts, name) ? (amounts[name] as number) : 0;
+}
+
+/** Why `name` cannot name an amount, or undefined. "__proto__" would set an object's
+ *  prototype instead of storing a number, and the amount would silently vanish. */
+export function amountNameProblem(name: string): string | undefined {
+  return name === "__proto__"
+    ? `"__proto__" cannot name an amount; choose another name`
+    : undefined;
 }

@@ -26,14 +26,14 @@ export function refuseUnstorable(
   writes: RunWrite[],
   store: (storable: RunWrite[]) => Promise<WriteOutcome[]>,
 ): Promise<WriteOutcome[]> {
-  let refused: Array<WriteOutcome | undefined> | undefined;
-  writes.forEach((w, i) => {
-    const bad = findUnstorable(w);
-    if (!bad) return;
-    refused ??= new Array<WriteOutcome | undefined>(writes.length).fill(undefined);
-    refused[i] = { ok: false, reason: "unstorable", key: bad.key, message: bad.message };
-  });
   try {
+    let refused: Array<WriteOutcome | undefined> | undefined;
+    writes.forEach((w, i) => {
+      const bad = findUnstorable(w);
+      if (!bad) return;
+      refused ??= new Array<WriteOutcome | undefined>(writes.length).fill(undefined);
+      refused[i] = { ok: false, reason: "unstorable", key: bad.key, message: bad.message };
+    });
     if (refused === undefined) return store(writes);
     const answers = refused;
     return store(writes.filter((_, i) => answers[i] === undefined)).then((stored) => {

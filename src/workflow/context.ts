@@ -45,7 +45,7 @@ import {
   WorkspaceError,
   WriteConflictError,
 } from "../errors.js";
-import { addAmounts, subtractAmounts } from "../lib/amounts.js";
+import { addAmounts, amountNameProblem, amountOf, subtractAmounts } from "../lib/amounts.js";
 import type { Clock } from "../lib/clock.js";
 import { type Duration, toMs } from "../lib/duration.js";
 import { childRunId, idempotencyKey } from "../lib/ids.js";
@@ -1244,6 +1244,12 @@ export class Context {
         ? undefined
         : toMs(options.timeout, `timeout of step "${call.key}"`);
     for (const [k, v] of Object.entries(options?.estimate ?? {})) {
+      const nameProblem = amountNameProblem(k);
+      if (nameProblem) {
+        throw new TypeError(
+          `Step "${call.key}" of run "${this.host.runId}": estimate ${nameProblem}`,
+        );
+      }
       if (typeof v !== "number" || !Number.isFinite(v) || v < 0) {
         throw new TypeError(
           `Step "${call.key}" of run "${this.host.runId}": estimate "${k}" must be a finite number >= 0 (got ${String(v)})`,
@@ -1352,6 +1358,10 @@ export class Context {
       },
       spend: (amounts) => {
         for (const [k, v] of Object.entries(amounts ?? {})) {
+          const nameProblem = amountNameProblem(k);
+          if (nameProblem) {
+            throw new TypeError(`s.spend() in step "${call.key}": ${nameProblem}`);
+          }
           if (typeof v !== "number" || !Number.isFinite(v) || v < 0) {
             throw new TypeError(
               `s.spend() in step "${call.key}": amount "${k}" must be a finite number >= 0 (got ${String(v)})`,
@@ -1458,9 +1468,9 @@ export class Context {
    *  spent plus what attempts in flight reserved plus this estimate reaches the limit. */
   private overBudget(estimate: Amounts): string | undefined {
     for (const [name, limit] of Object.entries(this.host.budgetLimit)) {
-      const spent = this.totalSpent[name] ?? 0;
-      const reserved = this.reserved[name] ?? 0;
-      const wanted = estimate[name] ?? 0;
+      const spent = amountOf(this.totalSpent, name);
+      const reserved = amountOf(this.reserved, name);
+      const wanted = amountOf(estimate, name);
       if (spent >= limit) {
         const whole = Number.isInteger(spent) && Number.isInteger(limit);
         const f = (n: number) => (whole ? String(n) : n.toFixed(2));

@@ -118,7 +118,8 @@ export function trackLateWork(owner: object): { work: LateWork; stop: () => void
             enabled = false;
           }, DISABLE_AFTER_MS),
         );
-        disableTimer.unref();
+        // A setTimeout that answers a number (a shim) has no unref: halt() must not throw.
+        disableTimer.unref?.();
       }
     },
   };

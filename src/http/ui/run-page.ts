@@ -5,6 +5,7 @@
 
 import type { Context } from "hono";
 import { html } from "hono/html";
+import { amountOf } from "../../lib/amounts.js";
 import { eventJson, runJson, stepJson, UNDECODABLE_TEXT } from "../json.js";
 import type { AppEnv } from "../security.js";
 import { amounts, cut, duration, isFinished, number, pretty } from "./format.js";
@@ -128,7 +129,7 @@ function budgetBlock(budget: {
   if (limited.length === 0 && free.length === 0) return html``;
   return html`<div class="budget" aria-label="budget">
 ${limited.map((n) => {
-  const spent = budget.spent[n] ?? 0;
+  const spent = amountOf(budget.spent, n);
   const limit = budget.limit[n]!;
   const over = spent > limit;
   return html`<div class="budget-row${over ? " over" : ""}">
@@ -137,7 +138,7 @@ ${limited.map((n) => {
   <span class="figures">${number(spent)} of ${number(limit)}${over ? " · over budget" : ""}</span>
 </div>`;
 })}
-${free.length > 0 ? html`<div class="spent-free"><span class="name">Spent</span> ${free.map((n, i) => html`${i > 0 ? " · " : ""}${n} <strong>${number(budget.spent[n] ?? 0)}</strong>`)} <span class="muted">(no limit)</span></div>` : ""}
+${free.length > 0 ? html`<div class="spent-free"><span class="name">Spent</span> ${free.map((n, i) => html`${i > 0 ? " · " : ""}${n} <strong>${number(amountOf(budget.spent, n))}</strong>`)} <span class="muted">(no limit)</span></div>` : ""}
 </div>`;
 }
 

@@ -4,6 +4,7 @@
 import type { Context } from "hono";
 import { html } from "hono/html";
 import { APPROVAL_EVENT_PREFIX } from "../../index.js";
+import { amountOf } from "../../lib/amounts.js";
 import { readQuery } from "../api/route.js";
 import { listRunPage, RUN_LIST_QUERY, RUN_LIST_VIEWS, type RunListQuery } from "../api/run-list.js";
 import { HttpError } from "../errors.js";
@@ -120,7 +121,7 @@ function spendCell(run: Json): Html {
   if (names.length === 0) return html`<span class="muted">-</span>`;
   return html`${names.map((n) => {
     const limit = budget.limit[n];
-    const spent = budget.spent[n] ?? 0;
+    const spent = amountOf(budget.spent, n);
     const over = limit !== undefined && spent > limit;
     return html`<span class="amount${over ? " over" : ""}">${n} ${number(spent)}${limit !== undefined ? html`<span class="muted"> / ${number(limit)}</span>` : ""}</span> `;
   })}`;
