@@ -117,3 +117,31 @@ describe("Connection.writeGrouped", () => {
     expect(await eventRuns()).toEqual(["before-close"]);
   });
 });
+
+describe("Connection.writeGrouped under fake timers", () => {
+  afterEach(() => vi.useRealTimers());
+
+  it("a grouped write asked for under fake timers lands, and later ones are not held back", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "cairn-grouped-fake-"));
+    const conn = new Connection(
+      join(dir, "g.db"),
+      { synchronous: "full", busyTimeoutMs: 1000 },
+      () => {},
+    );
+    conn.open(realClock);
+    try {
+      vi.useFakeTimers();
+      const first = conn.writeGrouped("fake", () => "first");
+      vi.useRealTimers();
+      const later = await Promise.race([
+        conn.writeGrouped("real", () => "later"),
+        new Promise((r) => setTimeout(() => r("still pending after 1 s"), 1000)),
+      ]);
+      expect(await first).toBe("first");
+      expect(later).toBe("later");
+    } finally {
+      conn.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -139,6 +139,10 @@ export function openDatabase(
 
 const BUSY_RETRIES = 3;
 
+/** The real setImmediate, taken when the module loads: a test's fake timers (which replace
+ *  the global) must not hold a store's creates and releases back. */
+const scheduleFlush: (fn: () => void) => void = setImmediate;
+
 interface GroupedWrite {
   verb: string;
   fn: (tx: WriteTx) => unknown;
@@ -173,6 +177,7 @@ export class Connection implements StoreContext {
   readonly #statements = new Map<string, Database.Statement>();
   /** Writes waiting for the group transaction of this turn (writeGrouped). */
   #grouped: GroupedWrite[] = [];
+  #flushArmed = false;
   readonly #prepare = (sql: string): Database.Statement => {
     let s = this.#statements.get(sql);
     if (!s) {
@@ -263,7 +268,13 @@ export class Connection implements StoreContext {
   writeGrouped<T>(verb: string, fn: (tx: WriteTx) => T): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       this.#grouped.push({ verb, fn, resolve: resolve as (value: unknown) => void, reject });
-      if (this.#grouped.length === 1) setImmediate(() => this.#flushGrouped());
+      if (!this.#flushArmed) {
+        this.#flushArmed = true;
+        scheduleFlush(() => {
+          this.#flushArmed = false;
+          this.#flushGrouped();
+        });
+      }
     });
   }
 
