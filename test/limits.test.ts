@@ -160,6 +160,18 @@ describe.each(BACKENDS)("limits (%s)", (backend) => {
     expect((await e.getSteps(run.id)).map((s) => s.key)).toEqual(["again", "again#2", "@now"]);
   });
 
+  it("a call named with something that is not a string fails its run with the name rule, not a TypeError from inside cairn", async () => {
+    const h = harness();
+    const wf = workflow({ name: "odd-names", version: "1" }, async (ctx) =>
+      ctx.step(5 as unknown as string, () => 1),
+    );
+    const e = h.engine([wf]);
+    const run = await e.start(wf, undefined);
+    await expect(run.result()).rejects.toThrow(
+      `ctx.step(5) in run "${run.id}": a name must be 1-200 characters`,
+    );
+  });
+
   it("every other call named with more than 200 characters fails its run the same way; a 200-character wait is woken by its event", async () => {
     const h = harness();
     const long = "n".repeat(201);

@@ -17,6 +17,7 @@ import {
   type SpanContext,
   SpanKind,
   SpanStatusCode,
+  type Tracer,
   trace,
 } from "@opentelemetry/api";
 import type { Amounts, ErrorRecord, RunRecord, StepKind } from "../store/store.js";
@@ -49,16 +50,16 @@ export async function withStartSpan<T>(
   }
 }
 
-/** Whether spans can go anywhere: false while no SDK is registered (the API's global
+/** The tracer step attempts use, or undefined while no SDK is registered (the API's global
  *  provider is still its own proxy with nothing behind it). A step attempt then makes no
  *  span at all: a no-op span, its attributes and its context cost about a kilobyte per
  *  step in a profile of short runs. A provider from another copy of the API counts as
  *  registered. */
-function sdkRegistered(): boolean {
+function sdkTracer(): Tracer | undefined {
   const provider = trace.getTracerProvider();
-  return (
-    !(provider instanceof ProxyTracerProvider) || provider.getDelegateTracer(TRACER) !== undefined
-  );
+  return provider instanceof ProxyTracerProvider
+    ? provider.getDelegateTracer(TRACER)
+    : provider.getTracer(TRACER);
 }
 
 function traceparentOf(sc: SpanContext | undefined): string | null {
@@ -142,10 +143,11 @@ export class ExecutionTrace {
     return context.with(this.ctx, fn);
   }
 
-  /** The span of a step attempt; undefined while no SDK is registered (sdkRegistered). */
+  /** The span of a step attempt; undefined while no SDK is registered (sdkTracer). */
   attempt(a: AttemptInfo): AttemptTrace | undefined {
-    if (!sdkRegistered()) return undefined;
-    const span = trace.getTracer(TRACER).startSpan(
+    const tracer = sdkTracer();
+    if (tracer === undefined) return undefined;
+    const span = tracer.startSpan(
       `cairn.step ${a.name}`,
       {
         attributes: {

@@ -878,7 +878,9 @@ export class Context {
     // the same name 1,000 times): each user name is checked once per execution.
     if (!this.checkedNames.has(name)) {
       const internal =
-        name.startsWith("@") && (kind === "now" || kind === "random" || kind === "uuid");
+        typeof name === "string" &&
+        name.startsWith("@") &&
+        (kind === "now" || kind === "random" || kind === "uuid");
       if (!internal && (typeof name !== "string" || !NAME_RE.test(name))) {
         throw new TypeError(
           `ctx.${kind}(${JSON.stringify(name)}) in run "${this.host.runId}": a name must be 1-200 characters, must not contain "#" and must not start with "@" or a space`,
@@ -1428,7 +1430,7 @@ export class Context {
   ): Promise<{ ok: boolean; value?: T; failure?: unknown }> {
     // Only a timed attempt has a timer to stop (an abort() builds a DOMException: costly
     // enough to show in a per-step profile).
-    const stop = timeoutMs === undefined ? undefined : new AbortController();
+    let stop: AbortController | undefined;
     let stopListening = () => {};
     const stopped = new Promise<"halted">((resolve) => {
       if (this.runAbort.aborted) resolve("halted");
@@ -1437,9 +1439,10 @@ export class Context {
     const racers: Array<
       Promise<{ ok: boolean; value?: T; failure?: unknown } | "halted" | "timeout">
     > = [settled, stopped];
-    if (stop !== undefined) {
+    if (timeoutMs !== undefined) {
+      stop = new AbortController();
       racers.push(
-        this.host.clock.sleep(timeoutMs!, stop.signal).then(
+        this.host.clock.sleep(timeoutMs, stop.signal).then(
           () => "timeout" as const,
           () => never<"timeout">(),
         ),

@@ -84,7 +84,6 @@ const hook = createHook({
     if (owner !== undefined) tracked.get(owner)?.note(type, resource);
   },
 });
-let enabled = false;
 /** The hook stays on a moment after the last run stops: turning promise hooks on and off
  *  costs more than an executed step, and runs that follow one another would pay it twice
  *  each. While on with nothing tracked, the hook returns at once. */
@@ -97,10 +96,8 @@ export function trackLateWork(owner: object): { work: LateWork; stop: () => void
     clearTimeout(disableTimer);
     disableTimer = undefined;
   }
-  if (!enabled) {
-    hook.enable();
-    enabled = true;
-  }
+  // enable() and disable() are no-ops when already in that state.
+  hook.enable();
   const work = new LateWork();
   tracked.set(owner, work);
   return {
@@ -113,9 +110,7 @@ export function trackLateWork(owner: object): { work: LateWork; stop: () => void
         disableTimer = outsideWorkflow(() =>
           setTimeout(() => {
             disableTimer = undefined;
-            if (tracked.size > 0 || !enabled) return;
-            hook.disable();
-            enabled = false;
+            if (tracked.size === 0) hook.disable();
           }, DISABLE_AFTER_MS),
         );
         // A setTimeout that answers a number (a shim) has no unref: halt() must not throw.
