@@ -103,15 +103,16 @@ describe.skipIf(!url)("PostgreSQL store", () => {
     for (const fn of cleanups.splice(0).reverse()) await fn();
   });
 
-  /** Undoes migrations 5 to 12 (errors as text, the PID namespace, cairn/ai's tables,
+  /** Undoes migrations 5 to 13 (errors as text, the PID namespace, cairn/ai's tables,
    *  workspaces, approvals, effects' reconciled flag, trace context, the events-by-run
-   *  index): a version-4 schema. Each new migration adds its undo here. */
+   *  index, release_run): a version-4 schema. Each new migration adds its undo here. */
   async function revertToVersion4(schema: string): Promise<void> {
     const toJsonb = `CASE WHEN error IS NULL THEN NULL ELSE jsonb_strip_nulls(jsonb_build_object(
         'name', error::jsonb -> 0, 'message', error::jsonb -> 1,
         'code', error::jsonb -> 2, 'stack', error::jsonb -> 3)) END`;
     await withClient(base, async (c) => {
       const q = `"${schema}"`;
+      await c.query(`DROP FUNCTION ${q}.release_run`);
       await c.query(`DROP TABLE ${q}.workspace_refs, ${q}.workspace_objects, ${q}.approvals`);
       await c.query(
         `DROP TABLE ${q}.rate_grants, ${q}.rate_limiters, ${q}.run_streams, ${q}.run_stream_heads`,
@@ -716,6 +717,54 @@ describe.skipIf(!url)("PostgreSQL store", () => {
       expect(journal.events.map((e) => e.name)).toEqual(["go"]);
     });
 
+    it("a release to waiting sees an event whose sender held the run's lock first", async () => {
+      // release_run locks the row, THEN looks for an unconsumed event in a new statement: an
+      // event committed while the release waited for the lock must wake the run. Looked for
+      // in the locking statement's snapshot, it would not be seen and the run would wait
+      // forever with its event beside it.
+      const { store, schema } = await openStore();
+      await store.createRun(newRunFor("run_w"));
+      const [claimed] = await store.claimRuns({
+        workerId: "w1",
+        workflows: ["alpha@1"],
+        limit: 1,
+        leaseMs: 60_000,
+      });
+      const run = claimed!.run;
+      const locker = new pg.Client({ connectionString: base });
+      locker.on("error", () => {});
+      await locker.connect();
+      cleanups.push(() => locker.end());
+      await locker.query("BEGIN");
+      await locker.query(`SELECT 1 FROM "${schema}".runs WHERE id = 'run_w' FOR NO KEY UPDATE`);
+      await locker.query(
+        `INSERT INTO "${schema}".events (run_id, name, payload, created_at) VALUES ('run_w', 'go', '1', 1)`,
+      );
+      const released = store.releaseRun({
+        runId: run.id,
+        epoch: run.epoch,
+        status: "waiting",
+        readyAt: null,
+        waitingFor: ["go"],
+      });
+      await until(
+        async () =>
+          (
+            await withClient(base, (c) =>
+              c.query(
+                "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1",
+                [`%"${schema}".release_run%`],
+              ),
+            )
+          ).rowCount === 1,
+        "the release to wait for the run's lock",
+      );
+      await locker.query("COMMIT");
+      const out = await released;
+      expect(out.ok && out.run.status).toBe("waiting");
+      expect(out.ok && out.run.readyAt).not.toBeNull();
+    });
+
     it("a fenced write retried after its backend died keeps the fence", async () => {
       const { url: tagged, tag } = taggedUrl(base);
       const { store, schema } = await openStore({ url: tagged });
@@ -837,6 +886,23 @@ describe.skipIf(!url)("PostgreSQL store", () => {
       });
       expect(out.ok && out.run.status).toBe("completed");
       expect((await store.loadJournal(parent.id)).events.map((e) => e.payload)).toEqual(["42"]);
+    });
+
+    it("a release without events (one statement) is retried and recognizes its own release", async () => {
+      const { store, loseCommits } = await lossyStore();
+      const run = await claimOne(store, "run_lost_release");
+      loseCommits(1);
+      const out = await store.releaseRun({
+        runId: run.id,
+        epoch: run.epoch,
+        status: "failed",
+        error: { name: "Error", message: "boom" },
+        failedKey: "s",
+        readyAt: null,
+      });
+      // Applied twice, the failed call would be listed twice.
+      expect(out.ok && out.run.failedCalls).toEqual([{ key: "s", generation: 0 }]);
+      expect((await store.getRun(run.id))?.failedCalls).toEqual([{ key: "s", generation: 0 }]);
     });
 
     it("resumeRun is retried and bumps a failed run's generation once", async () => {

@@ -22,6 +22,7 @@
 import pg from "pg";
 import { StoreError } from "../../errors.js";
 import type { Clock } from "../../lib/clock.js";
+import { describeArgument } from "../../lib/text.js";
 import type {
   AnswerApprovalOutcome,
   ApprovalRecord,
@@ -91,6 +92,14 @@ export function postgresStore(
   urlOrPool: string | pg.Pool,
   options: PostgresStoreOptions = {},
 ): Store {
+  if (
+    typeof urlOrPool !== "string" &&
+    typeof (urlOrPool as { connect?: unknown })?.connect !== "function"
+  ) {
+    throw new StoreError(
+      `postgresStore(): the first argument must be a connection URL such as "postgres://user@host:5432/db" or a pg.Pool, not ${describeArgument(urlOrPool)}. Options go second: postgresStore(url, { schema, poolSize }).`,
+    );
+  }
   const schema = options.schema ?? "cairn";
   const problem = schemaNameProblem(schema);
   if (problem !== undefined) throw new StoreError(`postgresStore(): ${problem}`);

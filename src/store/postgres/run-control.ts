@@ -29,7 +29,7 @@ import {
 } from "../store.js";
 import { Rollback, type Tx } from "./connection.js";
 import { type EventRow, type RunRow, toEvent, toRun } from "./rows.js";
-import { insertRunSql, nowSql, publish, type StoreContext } from "./sql.js";
+import { hintPayload, insertRunSql, nowSql, publish, type StoreContext } from "./sql.js";
 
 async function lockRun(tx: Tx, ctx: StoreContext, runId: string): Promise<RunRow | undefined> {
   const r = await tx.query<RunRow>(`SELECT * FROM ${ctx.t.runs} WHERE id = $1 FOR NO KEY UPDATE`, [
@@ -125,6 +125,7 @@ const CANCELABLE_ON_RELEASE = new Set<RunStatus>(["pending", "waiting", "paused"
  * did the release; it is not applied twice (its events would be stored twice).
  */
 export function releaseRun(ctx: StoreContext, r: Release): Promise<ReleaseOutcome> {
+  if (!r.events?.length && !r.eventsIfCanceled?.length) return releaseInOneStatement(ctx, r);
   return ctx.db.transaction("releaseRun", "idempotent", async (tx) => {
     const { t } = ctx;
     const cur = await lockRun(tx, ctx, r.runId);
@@ -198,6 +199,45 @@ export function releaseRun(ctx: StoreContext, r: Release): Promise<ReleaseOutcom
     }
     await publish(tx, ctx.channel, hints);
     return { ok: true, run: toRun(row) };
+  });
+}
+
+/**
+ * A release with no events to store (every release but a child's): the same decisions as
+ * the transaction above, made by the schema's release_run function (migration 13) in one
+ * round trip instead of five. The hints it may send are made here, so that every hint
+ * has one format.
+ */
+function releaseInOneStatement(ctx: StoreContext, r: Release): Promise<ReleaseOutcome> {
+  const reason = r.reason == null ? null : displayText(r.reason);
+  const error = r.error == null ? null : errorJson(r.error);
+  const finished = hintPayload({ kind: "finished", runId: r.runId });
+  const runnable = hintPayload({ kind: "runnable", runId: r.runId });
+  return ctx.db.statements("releaseRun", "idempotent", async (tx) => {
+    const released = await tx.query<RunRow>(
+      `SELECT * FROM ${ctx.t.releaseRun}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11,
+          $12::text[], $13, $14, $15, $16)`,
+      [
+        ctx.clockParam(),
+        r.runId,
+        r.epoch,
+        tx.mayHaveCommitted,
+        r.status,
+        reason,
+        r.pausedFor ?? null,
+        r.output ?? null,
+        error,
+        r.readyAt === null ? null : Math.round(r.readyAt),
+        r.wakeAt == null ? null : Math.round(r.wakeAt),
+        r.waitingFor ?? [],
+        r.failedKey ?? null,
+        ctx.channel,
+        finished,
+        runnable,
+      ],
+    );
+    const row = released.rows[0];
+    return row ? { ok: true, run: toRun(row) } : { ok: false, reason: "lease-lost" };
   });
 }
 

@@ -17,6 +17,7 @@ import { migration as approvals } from "./009-approvals.js";
 import { migration as effectReconciled } from "./010-effect-reconciled.js";
 import { migration as traceContext } from "./011-trace-context.js";
 import { migration as eventsByRun } from "./012-events-by-run.js";
+import { migration as releaseInOneStatement } from "./013-release-in-one-statement.js";
 
 export interface Migration {
   version: number;
@@ -38,6 +39,7 @@ export const MIGRATIONS: readonly Migration[] = [
   effectReconciled,
   traceContext,
   eventsByRun,
+  releaseInOneStatement,
 ];
 
 /** The schema version this code writes and understands. */

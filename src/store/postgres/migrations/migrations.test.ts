@@ -22,6 +22,7 @@ const RELEASED: Array<[version: number, sha256: string]> = [
   [10, "cf4254aa09a40324bef88948f22fd2a881faf19ab0ed7d97016fa4156a5a1551"],
   [11, "9a0c9d44a4a38f40629ac87bc0c1b95d4286526f05f0a4c4b19d361d94a88f86"],
   [12, "5ee5b00d9a19115ff33b7822c02c726f11a0f8c2302ddb95ba395537fdf852b6"],
+  [13, "d8ea52c50d44d277be5c67860dd4e75e16de883d90939bfcd880db59c6ac5429"],
 ];
 
 describe("PostgreSQL migrations", () => {
