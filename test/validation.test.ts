@@ -13,6 +13,7 @@ import {
   workflow,
 } from "../src/index.js";
 import { realClock } from "../src/lib/clock.js";
+import { postgresStore } from "../src/postgres.js";
 import { BACKENDS, useHarness } from "./helpers/engines.js";
 import { tempDir, until } from "./helpers/sqlite.js";
 import { within } from "./helpers/within.js";
@@ -38,6 +39,20 @@ describe("sqliteStore paths", () => {
       expect(() => sqliteStore(path)).toThrow(StoreError);
       expect(() => sqliteStore(path)).toThrow(/temporary database/);
     }
+  });
+
+  it("a store given its options in place of its path says what goes where", () => {
+    const asOptions = { path: "runs.db" } as unknown as string;
+    expect(() => sqliteStore(asOptions)).toThrow(StoreError);
+    expect(() => sqliteStore(asOptions)).toThrow(
+      /^sqliteStore\(\): the path must be a string .* not an object with keys path\. Options go second/,
+    );
+    const urlInOptions = { url: "postgres://x@h/db", schema: "s" } as unknown as string;
+    expect(() => postgresStore(urlInOptions)).toThrow(StoreError);
+    expect(() => postgresStore(urlInOptions)).toThrow(
+      /^postgresStore\(\): the first argument must be a connection URL .* not an object with keys url, schema\. Options go second/,
+    );
+    expect(() => postgresStore(5 as unknown as string)).toThrow(/not a number \(5\)/);
   });
 
   it("says a directory is a directory, not a disk I/O error", async () => {

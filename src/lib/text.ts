@@ -63,3 +63,15 @@ export function escapeLoneSurrogatesInJson(json: string): string {
 function escapeUnit(c: string): string {
   return `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`;
 }
+
+/** A value given where another kind was expected, as words for an error message: "an
+ *  object with keys url, schema", "a number (5)", "undefined". */
+export function describeArgument(value: unknown): string {
+  if (value === null || value === undefined) return String(value);
+  if (Array.isArray(value)) return `an array of ${value.length}`;
+  if (typeof value === "object") {
+    const keys = Object.keys(value).slice(0, 5);
+    return keys.length === 0 ? "an empty object" : `an object with keys ${keys.join(", ")}`;
+  }
+  return `a ${typeof value} (${String(value).slice(0, 40)})`;
+}

@@ -10,6 +10,7 @@
 
 import { StoreError } from "../../errors.js";
 import type { Clock } from "../../lib/clock.js";
+import { describeArgument } from "../../lib/text.js";
 import type {
   AnswerApprovalOutcome,
   ApprovalRecord,
@@ -81,7 +82,12 @@ export interface SqliteStore extends Store {
 }
 
 export function sqliteStore(path = ".cairn/cairn.db", options?: SqliteStoreOptions): SqliteStore {
-  if (typeof path !== "string" || path.trim() === "") {
+  if (typeof path !== "string") {
+    throw new StoreError(
+      `sqliteStore(): the path must be a string such as ".cairn/cairn.db", not ${describeArgument(path)}. Options go second: sqliteStore(path, { synchronous, busyTimeoutMs }).`,
+    );
+  }
+  if (path.trim() === "") {
     // SQLite reads "" as "a temporary database", deleted on close: every run would be lost.
     throw new StoreError(
       `SQLite store path ${JSON.stringify(path)} is empty: SQLite would use a temporary database that is deleted when it closes, losing every run. Give a file path such as ".cairn/cairn.db" (or ":memory:" for a store that lives only in this process).`,
