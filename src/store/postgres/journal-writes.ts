@@ -4,7 +4,7 @@
 //
 // appendRecords is ONE round trip whatever the batch size: the batch travels as one jsonb
 // parameter to the store's append_records function (made by migration 2, last replaced by
-// migration 10; its SQL is in migrations/append-records.ts), called as a single autocommit
+// migration 14; its SQL is in migrations/append-records.ts), called as a single autocommit
 // statement, and the outcomes come back as jsonb.
 // - Fencing (invariant 3 of docs/ARCHITECTURE.md): each RunWrite first locks its run row
 //   and compares the epoch, in the same transaction as its inserts. A claim increments the

@@ -1,7 +1,8 @@
 // The text of append_records, the PL/pgSQL function behind appendRecords (journal-writes.ts
 // explains the semantics it keeps), as the migrations that create it wrote it: 2 made it,
 // 3 replaced it to carry step generations and their place in the delivery order, 5 created
-// 3's again unchanged, 10 added the reconciled flag to its insert of steps. Split into its
+// 3's again unchanged, 10 added the reconciled flag to its insert of steps, 14 inserts a
+// write of steps alone first (stepsOnlyInsertedFirst). Split into its
 // parts so those versions share what they share; the text each migration runs is frozen
 // (migrations.test.ts pins it): a change to the function is a new migration with a new
 // variant here, never an edit of a part an applied migration uses.
@@ -20,25 +21,35 @@
 import type { Tables } from "../sql.js";
 
 /** The migration whose append_records to write. */
-export type AppendRecordsVersion = 2 | 3 | 10;
+export type AppendRecordsVersion = 2 | 3 | 10 | 14;
 
 export function appendRecordsSql(t: Tables, version: AppendRecordsVersion): string {
   const create = version === 2 ? "CREATE FUNCTION" : "CREATE OR REPLACE FUNCTION";
+  const stepsFirst = version === 14;
   return (
-    head(t, create) +
+    head(t, create, stepsFirst) +
+    (stepsFirst ? stepsOnlyInsertedFirst(t) : "") +
     (version === 2 ? stepsCheckByKey(t) : stepsCheckByGeneration(t)) +
     otherChecks(t) +
-    (version === 2 ? insertStepsByKey(t) : insertStepsByGeneration(t, version === 10)) +
+    (version === 2 ? insertStepsByKey(t) : insertStepsByGeneration(t, version >= 10)) +
     insertOthers(t)
   );
 }
 
-/** Declarations, the loop over the writes, and each write's lock and epoch check. */
-function head(t: Tables, create: string): string {
+/** Declarations, the loop over the writes, and each write's lock and epoch check
+ *  (`stepsFirst`: with the variables of stepsOnlyInsertedFirst). */
+function head(t: Tables, create: string, stepsFirst: boolean): string {
+  const more = stepsFirst
+    ? `
+        v_key text;
+        v_generation integer;
+        v_inserted_keys text[];
+        v_inserted_generations integer[];`
+    : "";
   return `${create} ${t.appendRecords}(p_writes jsonb, p_clock bigint) RETURNS jsonb
       LANGUAGE plpgsql
       AS $fn$
-      DECLARE
+      DECLARE${more}
         v_write jsonb;
         v_run_id text;
         v_epoch bigint;
@@ -63,6 +74,68 @@ function head(t: Tables, create: string): string {
           END IF;
 
           v_conflict := NULL;
+`;
+}
+
+/** Migration 14's way for a write of steps alone (nearly every write: a step's result):
+ *  insert first, and compare only when some record found its key taken. Every record is
+ *  then compared with the row under its key, which is either an earlier write's or the
+ *  first record of that key in this write (inserted just now): the same comparisons, in
+ *  the same order, as the checks below make before inserting. A conflict deletes the rows
+ *  this write inserted, so it lands nothing, as before. */
+function stepsOnlyInsertedFirst(t: Tables): string {
+  return `          IF NOT (v_write ? 'attempts' OR v_write ? 'intents' OR v_write ? 'consume') THEN
+            v_spent := '{}';
+            v_inserted_keys := '{}';
+            v_inserted_generations := '{}';
+            IF v_write ? 'steps' THEN
+              FOR v_key, v_generation, v_spend IN
+                INSERT INTO ${t.steps} (run_id, key, generation, seq, name, kind, outcome,
+                    result, error, spend, attempt, started_at, completed_at, delivery,
+                    issued_after, issued_late, reconciled)
+                  SELECT v_run_id, x.key, x.generation, x.seq, x.name, x.kind, x.outcome,
+                      x.result, x.error, x.spend, x.attempt, x.started_at, x.completed_at,
+                      x.delivery, x.issued_after, x.issued_late, x.reconciled
+                    FROM jsonb_populate_recordset(NULL::${t.steps}, v_write -> 'steps') AS x
+                  ON CONFLICT (run_id, key, generation) DO NOTHING
+                  RETURNING key, generation, spend
+              LOOP
+                v_inserted_keys := v_inserted_keys || v_key;
+                v_inserted_generations := v_inserted_generations || v_generation;
+                IF v_spend <> '{}'::jsonb THEN v_spent := ${t.addAmounts}(v_spent, v_spend); END IF;
+              END LOOP;
+              IF cardinality(v_inserted_keys) < jsonb_array_length(v_write -> 'steps') THEN
+                SELECT x.key INTO v_conflict
+                  FROM jsonb_populate_recordset(NULL::${t.steps}, v_write -> 'steps')
+                      WITH ORDINALITY AS x
+                    JOIN ${t.steps} s ON s.run_id = v_run_id AND s.key = x.key
+                      AND s.generation = x.generation
+                  WHERE (x.seq, x.name, x.kind, x.outcome, x.result, x.error, x.spend,
+                      x.attempt, x.started_at, x.completed_at, x.delivery, x.issued_after,
+                      x.issued_late)
+                    IS DISTINCT FROM (s.seq, s.name, s.kind, s.outcome, s.result, s.error,
+                      s.spend, s.attempt, s.started_at, s.completed_at, s.delivery,
+                      s.issued_after, s.issued_late)
+                  ORDER BY x.ordinality LIMIT 1;
+                IF v_conflict IS NOT NULL THEN
+                  DELETE FROM ${t.steps} s
+                    USING unnest(v_inserted_keys, v_inserted_generations) AS i(key, generation)
+                    WHERE s.run_id = v_run_id AND s.key = i.key AND s.generation = i.generation;
+                  v_outcomes := array_append(v_outcomes,
+                    jsonb_build_object('ok', false, 'reason', 'conflict', 'key', v_conflict));
+                  CONTINUE;
+                END IF;
+              END IF;
+            END IF;
+            IF v_spent <> '{}'::jsonb THEN
+              UPDATE ${t.runs} SET budget_spent = ${t.addAmounts}(v_budget_spent, v_spent),
+                  updated_at = coalesce(p_clock,
+                    floor(extract(epoch from clock_timestamp()) * 1000)::bigint)
+                WHERE id = v_run_id;
+            END IF;
+            v_outcomes := array_append(v_outcomes, '{"ok": true}'::jsonb);
+            CONTINUE;
+          END IF;
 `;
 }
 

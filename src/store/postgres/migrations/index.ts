@@ -18,6 +18,7 @@ import { migration as effectReconciled } from "./010-effect-reconciled.js";
 import { migration as traceContext } from "./011-trace-context.js";
 import { migration as eventsByRun } from "./012-events-by-run.js";
 import { migration as releaseInOneStatement } from "./013-release-in-one-statement.js";
+import { migration as stepsInsertedFirst } from "./014-steps-inserted-first.js";
 
 export interface Migration {
   version: number;
@@ -40,6 +41,7 @@ export const MIGRATIONS: readonly Migration[] = [
   traceContext,
   eventsByRun,
   releaseInOneStatement,
+  stepsInsertedFirst,
 ];
 
 /** The schema version this code writes and understands. */

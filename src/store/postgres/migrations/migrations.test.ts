@@ -23,6 +23,7 @@ const RELEASED: Array<[version: number, sha256: string]> = [
   [11, "9a0c9d44a4a38f40629ac87bc0c1b95d4286526f05f0a4c4b19d361d94a88f86"],
   [12, "5ee5b00d9a19115ff33b7822c02c726f11a0f8c2302ddb95ba395537fdf852b6"],
   [13, "d8ea52c50d44d277be5c67860dd4e75e16de883d90939bfcd880db59c6ac5429"],
+  [14, "44d39b71201d1996efa5b80b274ba9a41cfa699ab59e1d3244dfe00d2c27cb7f"],
 ];
 
 describe("PostgreSQL migrations", () => {
