@@ -105,14 +105,14 @@ describe.skipIf(!url)("PostgreSQL store", () => {
 
   /** Undoes migrations 5 to 13 (errors as text, the PID namespace, cairn/ai's tables,
    *  workspaces, approvals, effects' reconciled flag, trace context, the events-by-run
-   *  index, release_run): a version-4 schema. Each new migration adds its undo here. */
+   *  index, release_runs): a version-4 schema. Each new migration adds its undo here. */
   async function revertToVersion4(schema: string): Promise<void> {
     const toJsonb = `CASE WHEN error IS NULL THEN NULL ELSE jsonb_strip_nulls(jsonb_build_object(
         'name', error::jsonb -> 0, 'message', error::jsonb -> 1,
         'code', error::jsonb -> 2, 'stack', error::jsonb -> 3)) END`;
     await withClient(base, async (c) => {
       const q = `"${schema}"`;
-      await c.query(`DROP FUNCTION ${q}.release_run`);
+      await c.query(`DROP FUNCTION ${q}.release_runs`);
       await c.query(`DROP TABLE ${q}.workspace_refs, ${q}.workspace_objects, ${q}.approvals`);
       await c.query(
         `DROP TABLE ${q}.rate_grants, ${q}.rate_limiters, ${q}.run_streams, ${q}.run_stream_heads`,
@@ -565,6 +565,132 @@ describe.skipIf(!url)("PostgreSQL store", () => {
       expect((await store.loadJournal(bad!.id)).steps).toEqual([]);
       expect((await store.getRun(bad!.id))?.budgetSpent).toEqual({});
     });
+
+    describe("grouped releases (release_runs)", () => {
+      it("releases asked for in one turn go as one statement; each gets its own answer", async () => {
+        const real = new pg.Pool({ connectionString: base, max: 2 });
+        cleanups.push(() => real.end());
+        const { pool, log } = loggingPool(real);
+        const { store } = await openStore({ pool });
+        const runs = await claimedRuns(store, 12);
+        log.length = 0;
+        const out = await Promise.all(
+          runs.map((run, i) =>
+            store.releaseRun({
+              runId: run.id,
+              // One of them is a stale owner's: fenced out alone.
+              epoch: i === 3 ? run.epoch - 1 : run.epoch,
+              status: i % 2 === 0 ? "completed" : "failed",
+              output: i % 2 === 0 ? String(i) : null,
+              error: i % 2 === 0 ? null : { name: "Error", message: `boom ${i}` },
+              failedKey: i % 2 === 0 ? null : `s${i}`,
+              readyAt: null,
+            }),
+          ),
+        );
+        expect(log.filter((q) => q.includes("release_runs"))).toHaveLength(1);
+        out.forEach((o, i) => {
+          if (i === 3) expect(o).toEqual({ ok: false, reason: "lease-lost" });
+          else
+            expect(o.ok && [o.run.id, o.run.status, o.run.output]).toEqual([
+              runs[i]!.id,
+              i % 2 === 0 ? "completed" : "failed",
+              i % 2 === 0 ? String(i) : null,
+            ]);
+        });
+        expect((await store.getRun(runs[3]!.id))?.status).toBe("running");
+        expect((await store.getRun(runs[5]!.id))?.failedCalls).toEqual([
+          { key: "s5", generation: 0 },
+        ]);
+      });
+
+      it("a release PostgreSQL cannot store fails alone; the others of its group land", async () => {
+        const { store } = await openStore();
+        const runs = await claimedRuns(store, 3);
+        const out = await Promise.allSettled(
+          runs.map((run, i) =>
+            store.releaseRun({
+              runId: run.id,
+              epoch: run.epoch,
+              status: "pending",
+              // Past bigint: PostgreSQL refuses the number (a data exception).
+              readyAt: i === 1 ? 1e30 : 1_700_000_000_000,
+            }),
+          ),
+        );
+        expect(out.map((o) => o.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
+        expect((out[1] as PromiseRejectedResult).reason).toBeInstanceOf(StoreError);
+        expect((await store.getRun(runs[0]!.id))?.status).toBe("pending");
+        expect((await store.getRun(runs[1]!.id))?.status).toBe("running");
+        expect((await store.getRun(runs[2]!.id))?.status).toBe("pending");
+      });
+
+      it("claimed creates asked for in one turn go as one statement; a taken id is not made", async () => {
+        const real = new pg.Pool({ connectionString: base, max: 2 });
+        cleanups.push(() => real.end());
+        const { pool, log } = loggingPool(real);
+        const { store } = await openStore({ pool });
+        await store.createRun(newRunFor("run_taken"));
+        log.length = 0;
+        const claimBy = { workerId: "w1", leaseMs: 60_000 };
+        const ids = ["run_a", "run_b", "run_taken", "run_a", "run_c"];
+        const out = await Promise.all(
+          ids.map((id) => store.createRun({ ...newRunFor(id), claimBy })),
+        );
+        // One INSERT for the distinct ids, one for the repeated id; reads for the two not made.
+        expect(log.filter((q) => q.startsWith("INSERT"))).toHaveLength(2);
+        expect(out.map((o) => [o.run.id, o.created, o.run.status])).toEqual([
+          ["run_a", true, "running"],
+          ["run_b", true, "running"],
+          ["run_taken", false, "pending"],
+          ["run_a", false, "running"],
+          ["run_c", true, "running"],
+        ]);
+        expect((await store.getRun("run_taken"))?.leaseOwner).toBeNull();
+      });
+
+      it("a claimed create PostgreSQL cannot store fails alone; the others of its turn are made", async () => {
+        const { store } = await openStore();
+        const out = await Promise.allSettled(
+          [60_000, 1e30, 60_000].map((leaseMs, i) =>
+            store.createRun({ ...newRunFor(`run_${i}`), claimBy: { workerId: "w1", leaseMs } }),
+          ),
+        );
+        expect(out.map((o) => o.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
+        expect((out[1] as PromiseRejectedResult).reason).toBeInstanceOf(StoreError);
+        expect((await store.listRuns()).map((r) => r.id).sort()).toEqual(["run_0", "run_2"]);
+      });
+
+      it("one run released twice in a turn: the second goes after the first, as before", async () => {
+        const { store } = await openStore();
+        const [run] = await claimedRuns(store, 1);
+        const release = { runId: run!.id, epoch: run!.epoch, readyAt: null } as const;
+        const [first, second] = await Promise.all([
+          store.releaseRun({ ...release, status: "completed", output: "1" }),
+          store.releaseRun({ ...release, status: "completed", output: "2" }),
+        ]);
+        expect(first.ok && first.run.output).toBe("1");
+        expect(second.ok && second.run.output).toBe("2");
+        expect((await store.getRun(run!.id))?.output).toBe("2");
+      });
+
+      it("close() sends the releases asked for before it", async () => {
+        const s = testSchema(base);
+        cleanups.push(s.drop);
+        const store = postgresStore(base, { schema: s.schema, poolSize: 2 });
+        await store.open({ clock });
+        const runs = await claimedRuns(store, 5);
+        const released = runs.map((run) =>
+          store.releaseRun({ runId: run.id, epoch: run.epoch, status: "completed", readyAt: null }),
+        );
+        await store.close();
+        expect((await Promise.all(released)).every((o) => o.ok)).toBe(true);
+        const again = postgresStore(base, { schema: s.schema, poolSize: 2 });
+        await again.open({ clock });
+        cleanups.push(() => again.close());
+        for (const run of runs) expect((await again.getRun(run.id))?.status).toBe("completed");
+      });
+    });
   });
 
   describe("time", () => {
@@ -718,7 +844,7 @@ describe.skipIf(!url)("PostgreSQL store", () => {
     });
 
     it("a release to waiting sees an event whose sender held the run's lock first", async () => {
-      // release_run locks the row, THEN looks for an unconsumed event in a new statement: an
+      // release_runs locks the row, THEN looks for an unconsumed event in a new statement: an
       // event committed while the release waited for the lock must wake the run. Looked for
       // in the locking statement's snapshot, it would not be seen and the run would wait
       // forever with its event beside it.
@@ -753,7 +879,7 @@ describe.skipIf(!url)("PostgreSQL store", () => {
             await withClient(base, (c) =>
               c.query(
                 "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1",
-                [`%"${schema}".release_run%`],
+                [`%"${schema}".release_runs%`],
               ),
             )
           ).rowCount === 1,
@@ -888,7 +1014,7 @@ describe.skipIf(!url)("PostgreSQL store", () => {
       expect((await store.loadJournal(parent.id)).events.map((e) => e.payload)).toEqual(["42"]);
     });
 
-    it("a release without events (one statement) is retried and recognizes its own release", async () => {
+    it("a release without events (sent in a group) is retried and recognizes its own release", async () => {
       const { store, loseCommits } = await lossyStore();
       const run = await claimOne(store, "run_lost_release");
       loseCommits(1);
@@ -947,6 +1073,21 @@ describe.skipIf(!url)("PostgreSQL store", () => {
       );
       // It did commit, exactly once.
       expect((await store.loadJournal("run_s")).events).toHaveLength(1);
+    });
+
+    it("claimed creates of one turn, retried as a group, are each recognized as made", async () => {
+      const { store, loseCommits } = await lossyStore();
+      loseCommits(1);
+      const claimBy = { workerId: "w1", leaseMs: 60_000 };
+      const out = await Promise.all(
+        ["run_g1", "run_g2", "run_g3"].map((id) => store.createRun({ ...newRunFor(id), claimBy })),
+      );
+      // Read back by claim token: created, and leased to w1, not "someone else's run".
+      expect(out.map((o) => [o.run.id, o.created, o.run.leaseOwner])).toEqual([
+        ["run_g1", true, "w1"],
+        ["run_g2", true, "w1"],
+        ["run_g3", true, "w1"],
+      ]);
     });
 
     it("createRun is retried and answers with the run it made", async () => {

@@ -107,7 +107,7 @@ async function appendBatch(ctx: StoreContext, writes: RunWrite[]): Promise<Write
 /** The driver error of a data exception (SQLSTATE class 22: a value its column cannot
  *  hold) or of a program limit (class 54: e.g. a key too long to index), as thrown or as
  *  the cause of the StoreError the connection layer made of it; undefined otherwise. */
-function dataException(err: unknown): { code: string; message: string } | undefined {
+export function dataException(err: unknown): { code: string; message: string } | undefined {
   for (let e = err, depth = 0; e && depth < 3; e = (e as { cause?: unknown }).cause, depth++) {
     const code = (e as { code?: unknown }).code;
     if (typeof code === "string" && /^(22|54)[0-9A-Z]{3}$/.test(code)) {

@@ -70,14 +70,17 @@ import { migrate } from "./migrate.js";
 import { channelFor, HintListener } from "./notify.js";
 import {
   forkRun,
+  hasNoEvents,
   markUnserved,
+  releaseGroup,
   releaseRun,
   requestCancel,
   resumeRun,
   sendEvent,
 } from "./run-control.js";
-import { createRun, getRun, listEvents, listRuns } from "./runs.js";
+import { createClaimedGroup, createRun, getRun, listEvents, listRuns } from "./runs.js";
 import { clockParamOf, nowSql, type StoreContext, schemaNameProblem, tablesIn } from "./sql.js";
+import { TurnBatch } from "./turn-batch.js";
 import { heartbeatWorker, listWorkers, registerWorker, removeWorker } from "./workers.js";
 import * as workspace from "./workspace.js";
 
@@ -140,6 +143,12 @@ class PostgresStore implements Store {
   #opens = 0;
   #opening: Promise<void> | undefined;
   #listener: HintListener | undefined;
+  /** Claimed creates asked for in one turn: one statement (createClaimedGroup). */
+  readonly #claimedCreates = new TurnBatch<NewRun, { run: RunRecord; created: boolean }>((runs) =>
+    createClaimedGroup(this.#ctx, runs),
+  );
+  /** Releases without events asked for in one turn: one statement (releaseGroup). */
+  readonly #releases = new TurnBatch<Release, ReleaseOutcome>((rs) => releaseGroup(this.#ctx, rs));
 
   constructor(source: string | pg.Pool, schema: string, poolSize: number) {
     this.#source = source;
@@ -176,6 +185,11 @@ class PostgresStore implements Store {
 
   async close(): Promise<void> {
     if (this.#opens > 0) {
+      // Releases asked for before the last close() are sent while the store is still open.
+      if (this.#opens === 1) {
+        await this.#claimedCreates.drain();
+        await this.#releases.drain();
+      }
       this.#opens--;
       if (this.#opens > 0) return;
       const opening = this.#opening;
@@ -263,6 +277,7 @@ class PostgresStore implements Store {
   // ---- runs ----
 
   createRun(run: NewRun): Promise<{ run: RunRecord; created: boolean }> {
+    if (run.claimBy) return this.#claimedCreates.ask(run);
     return createRun(this.#ctx, run);
   }
 
@@ -298,6 +313,7 @@ class PostgresStore implements Store {
   }
 
   releaseRun(r: Release): Promise<ReleaseOutcome> {
+    if (hasNoEvents(r)) return this.#releases.ask(r);
     return releaseRun(this.#ctx, r);
   }
 

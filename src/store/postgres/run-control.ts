@@ -9,7 +9,7 @@
 // release to waiting either commits first and is seen, or waits for our lock and then sees
 // the run waiting and wakes it). A lock and such a read in ONE statement would not.
 
-import { runNotFound } from "../../errors.js";
+import { runNotFound, StoreError } from "../../errors.js";
 import { addAmounts } from "../../lib/amounts.js";
 import { displayText } from "../../lib/text.js";
 import { errorJson } from "../error-json.js";
@@ -28,6 +28,7 @@ import {
   TERMINAL_STATUSES,
 } from "../store.js";
 import { Rollback, type Tx } from "./connection.js";
+import { dataException } from "./journal-writes.js";
 import { type EventRow, type RunRow, toEvent, toRun } from "./rows.js";
 import { hintPayload, insertRunSql, nowSql, publish, type StoreContext } from "./sql.js";
 
@@ -120,12 +121,13 @@ export function sendEvent(ctx: StoreContext, e: NewEvent): Promise<SendEventOutc
 const CANCELABLE_ON_RELEASE = new Set<RunStatus>(["pending", "waiting", "paused"]);
 
 /**
+ * A release with events (a child's result for its parent), as one transaction; releases
+ * without go in groups (releaseGroup, below), deciding the same way.
  * Fenced by epoch. Idempotent in effect: if an earlier try of this call may have committed
  * (connection lost during COMMIT) and the run is no longer running at our epoch, that try
  * did the release; it is not applied twice (its events would be stored twice).
  */
 export function releaseRun(ctx: StoreContext, r: Release): Promise<ReleaseOutcome> {
-  if (!r.events?.length && !r.eventsIfCanceled?.length) return releaseInOneStatement(ctx, r);
   return ctx.db.transaction("releaseRun", "idempotent", async (tx) => {
     const { t } = ctx;
     const cur = await lockRun(tx, ctx, r.runId);
@@ -202,43 +204,108 @@ export function releaseRun(ctx: StoreContext, r: Release): Promise<ReleaseOutcom
   });
 }
 
+/** A release with no events to store (every release but a child's) goes in a group. */
+export function hasNoEvents(r: Release): boolean {
+  return !r.events?.length && !r.eventsIfCanceled?.length;
+}
+
 /**
- * A release with no events to store (every release but a child's): the same decisions as
- * the transaction above, made by the schema's release_run function (migration 13) in one
- * round trip instead of five. The hints it may send are made here, so that every hint
- * has one format.
+ * Releases without events asked for in one turn (TurnBatch in postgres-store.ts): the same
+ * decisions as the transaction above, made by the schema's release_runs function
+ * (migration 13) for all of them in one statement and one commit. A run named twice goes
+ * in a second statement after the first. Should PostgreSQL refuse a value of one release
+ * (a data exception: say a readyAt too large for its column) the statement rolled back as
+ * a whole, so each is sent again alone and only that one fails.
  */
-function releaseInOneStatement(ctx: StoreContext, r: Release): Promise<ReleaseOutcome> {
-  const reason = r.reason == null ? null : displayText(r.reason);
-  const error = r.error == null ? null : errorJson(r.error);
-  const finished = hintPayload({ kind: "finished", runId: r.runId });
-  const runnable = hintPayload({ kind: "runnable", runId: r.runId });
-  return ctx.db.statements("releaseRun", "idempotent", async (tx) => {
-    const released = await tx.query<RunRow>(
-      `SELECT * FROM ${ctx.t.releaseRun}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11,
-          $12::text[], $13, $14, $15, $16)`,
-      [
-        ctx.clockParam(),
-        r.runId,
-        r.epoch,
-        tx.mayHaveCommitted,
-        r.status,
-        reason,
-        r.pausedFor ?? null,
-        r.output ?? null,
-        error,
-        r.readyAt === null ? null : Math.round(r.readyAt),
-        r.wakeAt == null ? null : Math.round(r.wakeAt),
-        r.waitingFor ?? [],
-        r.failedKey ?? null,
-        ctx.channel,
-        finished,
-        runnable,
-      ],
+export async function releaseGroup(
+  ctx: StoreContext,
+  releases: Release[],
+): Promise<Array<PromiseSettledResult<ReleaseOutcome>>> {
+  const answers: Array<PromiseSettledResult<ReleaseOutcome>> = new Array(releases.length);
+  let rest = releases.map((r, i) => ({ r, i }));
+  while (rest.length > 0) {
+    const ids = new Set<string>();
+    const now: typeof rest = [];
+    const later: typeof rest = [];
+    for (const e of rest) {
+      if (ids.has(e.r.runId)) later.push(e);
+      else {
+        ids.add(e.r.runId);
+        now.push(e);
+      }
+    }
+    const got = await releaseIsolated(
+      ctx,
+      now.map((e) => e.r),
     );
-    const row = released.rows[0];
-    return row ? { ok: true, run: toRun(row) } : { ok: false, reason: "lease-lost" };
+    now.forEach((e, k) => {
+      answers[e.i] = got[k]!;
+    });
+    rest = later;
+  }
+  return answers;
+}
+
+async function releaseIsolated(
+  ctx: StoreContext,
+  releases: Release[],
+): Promise<Array<PromiseSettledResult<ReleaseOutcome>>> {
+  try {
+    const out = await releaseTogether(ctx, releases);
+    return out.map((value) => ({ status: "fulfilled", value }));
+  } catch (err) {
+    if (releases.length === 1 || dataException(err) === undefined) {
+      return releases.map(() => ({ status: "rejected", reason: err }));
+    }
+    const out: Array<PromiseSettledResult<ReleaseOutcome>> = [];
+    for (const r of releases) out.push(...(await releaseIsolated(ctx, [r])));
+    return out;
+  }
+}
+
+/** One release_runs statement; the runs' ids are distinct. */
+function releaseTogether(ctx: StoreContext, releases: Release[]): Promise<ReleaseOutcome[]> {
+  const entries = JSON.stringify(releases.map(releaseEntry));
+  return ctx.db.statements("releaseRun", "idempotent", async (tx) => {
+    const res = await tx.query<RunRow>(
+      `SELECT * FROM ${ctx.t.releaseRuns}($1, $2::jsonb, $3, $4)`,
+      [ctx.clockParam(), entries, tx.mayHaveCommitted, ctx.channel],
+    );
+    const rows = new Map(res.rows.map((row) => [row.id, row]));
+    return releases.map((r): ReleaseOutcome => {
+      const row = rows.get(r.runId);
+      if (!row) {
+        throw new StoreError(
+          `releaseRun: PostgreSQL (${ctx.description}) answered no row for run "${r.runId}"; ` +
+            "is the schema's release_runs function the one this cairn created?",
+        );
+      }
+      // A row with only the id: the epoch was not the caller's.
+      if (row.status === null) return { ok: false, reason: "lease-lost" };
+      return { ok: true, run: toRun(row) };
+    });
   });
+}
+
+/** A release as release_runs takes it (see its migration for the fields). */
+function releaseEntry(r: Release): Record<string, unknown> {
+  return {
+    run_id: r.runId,
+    epoch: r.epoch,
+    status: r.status,
+    // Reasons are words for people, often built from an error's message: made storable
+    // (lib/text.ts), so a NUL in a message can never fail the release.
+    reason: r.reason == null ? null : displayText(r.reason),
+    paused_for: r.pausedFor ?? null,
+    output: r.output ?? null,
+    error: r.error == null ? null : errorJson(r.error),
+    ready_at: r.readyAt === null ? null : Math.round(r.readyAt),
+    wake_at: r.wakeAt == null ? null : Math.round(r.wakeAt),
+    waiting_for: r.waitingFor ?? [],
+    failed_key: r.failedKey ?? null,
+    finished_hint: hintPayload({ kind: "finished", runId: r.runId }),
+    runnable_hint: hintPayload({ kind: "runnable", runId: r.runId }),
+  };
 }
 
 /** Idempotent: a repeat finds the run canceled, or its cancel already requested. */

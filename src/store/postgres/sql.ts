@@ -42,8 +42,8 @@ export interface Tables {
   /** The store's functions (migration 2): the group commit, and its amount sum. */
   appendRecords: string;
   addAmounts: string;
-  /** A release without events in one statement (migration 13). */
-  releaseRun: string;
+  /** Releases without events, many in one statement (migration 13). */
+  releaseRuns: string;
   /** Shared rate limits and run streams (cairn/ai, migration 7). */
   rateLimiters: string;
   rateGrants: string;
@@ -65,7 +65,7 @@ export function tablesIn(schema: string): Tables {
     schemaVersion: `${q}.schema_version`,
     appendRecords: `${q}.append_records`,
     addAmounts: `${q}.add_amounts`,
-    releaseRun: `${q}.release_run`,
+    releaseRuns: `${q}.release_runs`,
     rateLimiters: `${q}.rate_limiters`,
     rateGrants: `${q}.rate_grants`,
     runStreams: `${q}.run_streams`,

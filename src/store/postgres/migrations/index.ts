@@ -17,7 +17,7 @@ import { migration as approvals } from "./009-approvals.js";
 import { migration as effectReconciled } from "./010-effect-reconciled.js";
 import { migration as traceContext } from "./011-trace-context.js";
 import { migration as eventsByRun } from "./012-events-by-run.js";
-import { migration as releaseInOneStatement } from "./013-release-in-one-statement.js";
+import { migration as groupedReleases } from "./013-grouped-releases.js";
 import { migration as stepsInsertedFirst } from "./014-steps-inserted-first.js";
 
 export interface Migration {
@@ -40,7 +40,7 @@ export const MIGRATIONS: readonly Migration[] = [
   effectReconciled,
   traceContext,
   eventsByRun,
-  releaseInOneStatement,
+  groupedReleases,
   stepsInsertedFirst,
 ];
 
