@@ -625,7 +625,7 @@ describe.skipIf(!url)("PostgreSQL store", () => {
         expect((await store.getRun(runs[2]!.id))?.status).toBe("pending");
       });
 
-      it("claimed creates asked for in one turn go as one statement; a taken id is not made", async () => {
+      it("creates asked for in one turn go as one statement; a taken id is not made", async () => {
         const real = new pg.Pool({ connectionString: base, max: 2 });
         cleanups.push(() => real.end());
         const { pool, log } = loggingPool(real);
@@ -633,20 +633,28 @@ describe.skipIf(!url)("PostgreSQL store", () => {
         await store.createRun(newRunFor("run_taken"));
         log.length = 0;
         const claimBy = { workerId: "w1", leaseMs: 60_000 };
-        const ids = ["run_a", "run_b", "run_taken", "run_a", "run_c"];
-        const out = await Promise.all(
-          ids.map((id) => store.createRun({ ...newRunFor(id), claimBy })),
-        );
-        // One INSERT for the distinct ids, one for the repeated id; reads for the two not made.
-        expect(log.filter((q) => q.startsWith("INSERT"))).toHaveLength(2);
-        expect(out.map((o) => [o.run.id, o.created, o.run.status])).toEqual([
-          ["run_a", true, "running"],
-          ["run_b", true, "running"],
-          ["run_taken", false, "pending"],
-          ["run_a", false, "running"],
-          ["run_c", true, "running"],
+        const asked = [
+          { ...newRunFor("run_a"), claimBy },
+          { ...newRunFor("run_b"), claimBy },
+          { ...newRunFor("run_taken"), claimBy },
+          { ...newRunFor("run_a"), claimBy },
+          newRunFor("run_c"),
+          newRunFor("run_b"),
+        ];
+        const out = await Promise.all(asked.map((run) => store.createRun(run)));
+        // One INSERT for the distinct ids, one for the repeated ids; reads for those not made.
+        expect(log.filter((q) => q.includes(`INSERT INTO "`))).toHaveLength(2);
+        expect(out.map((o) => [o.run.id, o.created, o.run.status, o.run.leaseOwner])).toEqual([
+          ["run_a", true, "running", "w1"],
+          ["run_b", true, "running", "w1"],
+          ["run_taken", false, "pending", null],
+          ["run_a", false, "running", "w1"],
+          ["run_c", true, "pending", null],
+          ["run_b", false, "running", "w1"],
         ]);
         expect((await store.getRun("run_taken"))?.leaseOwner).toBeNull();
+        const c = await store.getRun("run_c");
+        expect([c?.epoch, c?.readyAt === c?.createdAt]).toEqual([0, true]);
       });
 
       it("a claimed create PostgreSQL cannot store fails alone; the others of its turn are made", async () => {

@@ -78,7 +78,7 @@ import {
   resumeRun,
   sendEvent,
 } from "./run-control.js";
-import { createClaimedGroup, createRun, getRun, listEvents, listRuns } from "./runs.js";
+import { createGroup, getRun, listEvents, listRuns } from "./runs.js";
 import { clockParamOf, nowSql, type StoreContext, schemaNameProblem, tablesIn } from "./sql.js";
 import { TurnBatch } from "./turn-batch.js";
 import { heartbeatWorker, listWorkers, registerWorker, removeWorker } from "./workers.js";
@@ -143,9 +143,9 @@ class PostgresStore implements Store {
   #opens = 0;
   #opening: Promise<void> | undefined;
   #listener: HintListener | undefined;
-  /** Claimed creates asked for in one turn: one statement (createClaimedGroup). */
-  readonly #claimedCreates = new TurnBatch<NewRun, { run: RunRecord; created: boolean }>((runs) =>
-    createClaimedGroup(this.#ctx, runs),
+  /** Creates asked for in one turn: one statement (createGroup). */
+  readonly #creates = new TurnBatch<NewRun, { run: RunRecord; created: boolean }>((runs) =>
+    createGroup(this.#ctx, runs),
   );
   /** Releases without events asked for in one turn: one statement (releaseGroup). */
   readonly #releases = new TurnBatch<Release, ReleaseOutcome>((rs) => releaseGroup(this.#ctx, rs));
@@ -187,7 +187,7 @@ class PostgresStore implements Store {
     if (this.#opens > 0) {
       // Releases asked for before the last close() are sent while the store is still open.
       if (this.#opens === 1) {
-        await this.#claimedCreates.drain();
+        await this.#creates.drain();
         await this.#releases.drain();
       }
       this.#opens--;
@@ -277,8 +277,7 @@ class PostgresStore implements Store {
   // ---- runs ----
 
   createRun(run: NewRun): Promise<{ run: RunRecord; created: boolean }> {
-    if (run.claimBy) return this.#claimedCreates.ask(run);
-    return createRun(this.#ctx, run);
+    return this.#creates.ask(run);
   }
 
   getRun(id: string): Promise<RunRecord | undefined> {

@@ -31,6 +31,7 @@ import { Rollback, type Tx } from "./connection.js";
 import { dataException } from "./journal-writes.js";
 import { type EventRow, type RunRow, toEvent, toRun } from "./rows.js";
 import { hintPayload, insertRunSql, nowSql, publish, type StoreContext } from "./sql.js";
+import { inDistinctRounds, isolatingFailures } from "./turn-batch.js";
 
 async function lockRun(tx: Tx, ctx: StoreContext, runId: string): Promise<RunRow | undefined> {
   const r = await tx.query<RunRow>(`SELECT * FROM ${ctx.t.runs} WHERE id = $1 FOR NO KEY UPDATE`, [
@@ -217,50 +218,20 @@ export function hasNoEvents(r: Release): boolean {
  * (a data exception: say a readyAt too large for its column) the statement rolled back as
  * a whole, so each is sent again alone and only that one fails.
  */
-export async function releaseGroup(
+export function releaseGroup(
   ctx: StoreContext,
   releases: Release[],
 ): Promise<Array<PromiseSettledResult<ReleaseOutcome>>> {
-  const answers: Array<PromiseSettledResult<ReleaseOutcome>> = new Array(releases.length);
-  let rest = releases.map((r, i) => ({ r, i }));
-  while (rest.length > 0) {
-    const ids = new Set<string>();
-    const now: typeof rest = [];
-    const later: typeof rest = [];
-    for (const e of rest) {
-      if (ids.has(e.r.runId)) later.push(e);
-      else {
-        ids.add(e.r.runId);
-        now.push(e);
-      }
-    }
-    const got = await releaseIsolated(
-      ctx,
-      now.map((e) => e.r),
-    );
-    now.forEach((e, k) => {
-      answers[e.i] = got[k]!;
-    });
-    rest = later;
-  }
-  return answers;
-}
-
-async function releaseIsolated(
-  ctx: StoreContext,
-  releases: Release[],
-): Promise<Array<PromiseSettledResult<ReleaseOutcome>>> {
-  try {
-    const out = await releaseTogether(ctx, releases);
-    return out.map((value) => ({ status: "fulfilled", value }));
-  } catch (err) {
-    if (releases.length === 1 || dataException(err) === undefined) {
-      return releases.map(() => ({ status: "rejected", reason: err }));
-    }
-    const out: Array<PromiseSettledResult<ReleaseOutcome>> = [];
-    for (const r of releases) out.push(...(await releaseIsolated(ctx, [r])));
-    return out;
-  }
+  return inDistinctRounds(
+    releases,
+    (r) => r.runId,
+    (round) =>
+      isolatingFailures(
+        round,
+        (rs) => releaseTogether(ctx, rs),
+        (err) => dataException(err) !== undefined,
+      ),
+  );
 }
 
 /** One release_runs statement; the runs' ids are distinct. */

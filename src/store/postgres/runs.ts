@@ -7,59 +7,113 @@ import { TERMINAL_STATUS_LIST } from "../status-sql.js";
 import type { EventRecord, NewRun, RunFilter, RunRecord } from "../store.js";
 import { dataException } from "./journal-writes.js";
 import { type EventRow, type RunRow, toEvent, toRun } from "./rows.js";
-import { hintPayload, insertRunSql, nowSql, type StoreContext } from "./sql.js";
+import { hintPayload, nowSql, type StoreContext } from "./sql.js";
+import { inDistinctRounds, isolatingFailures } from "./turn-batch.js";
 
-/** A create without claimBy (claimed creates: createClaimedGroup). Idempotent on the id: a
- *  repeat of a create that did commit answers created=false with the run it made (the
- *  same run the caller asked for). */
-export async function createRun(
+type Created = { run: RunRecord; created: boolean };
+
+/**
+ * The creates asked for in one turn (TurnBatch in postgres-store.ts): one INSERT of all of
+ * them, one commit. Idempotent on the id: a run the INSERT did not make is read back, and
+ * answers created=false, unless it is this very call's own claimed create made by an
+ * earlier try whose commit went unanswered (its claim token says so), so a run is never
+ * left leased to a worker that does not execute it.
+ * - Without claimBy: inserted pending and ready now, as forkRun's insertRunSql inserts,
+ *   with a "runnable" hint queued by the statement itself (sent iff the run was made, and
+ *   only when that commits).
+ * - With claimBy: inserted running, leased to the worker (no hint: nobody else may claim
+ *   it), as a claim would leave it.
+ * An id asked for twice in a turn goes in a second statement after the first; should
+ * PostgreSQL refuse a value of one run (a data exception) the statement rolled back as a
+ * whole, so each is created again alone and only that one fails.
+ */
+export function createGroup(
   ctx: StoreContext,
-  run: NewRun,
-): Promise<{ run: RunRecord; created: boolean }> {
-  const { db, t, channel } = ctx;
-  // One statement: the hint is queued by the insert itself, so it is sent iff the run
-  // was created, and only when that commits.
-  const ins = await db.statement<RunRow>(
-    "createRun",
-    "idempotent",
-    `WITH ins AS (${insertRunSql(t)})
-        SELECT ins.*, pg_notify($9, $10) AS notified FROM ins`,
-    [
-      ctx.clockParam(),
-      run.id,
-      run.workflow,
-      run.version,
-      run.input,
-      JSON.stringify(run.budgetLimit ?? {}),
-      run.parentId ?? null,
-      run.traceContext ?? null,
-      channel,
-      hintPayload({ kind: "runnable", runId: run.id }),
-    ],
+  runs: NewRun[],
+): Promise<Array<PromiseSettledResult<Created>>> {
+  return inDistinctRounds(
+    runs,
+    (run) => run.id,
+    async (round) => {
+      const tokens = round.map((run) => (run.claimBy ? randomUUID() : null));
+      const made = await isolatingFailures(
+        round.map((run, i) => ({ run, token: tokens[i]! })),
+        (items) => insertTogether(ctx, items),
+        (err) => dataException(err) !== undefined,
+      );
+      return Promise.allSettled(
+        round.map(async (run, i): Promise<Created> => {
+          const m = made[i]!;
+          if (m.status === "rejected") throw m.reason;
+          if (m.value) return { run: toRun(m.value), created: true };
+          return readBack(ctx, run.id, tokens[i]!);
+        }),
+      );
+    },
   );
-  const created = ins.rows[0];
-  if (created) return { run: toRun(created), created: true };
-  const existing = await getRun(ctx, run.id);
-  if (!existing) {
-    throw new StoreError(
-      `createRun: run "${run.id}" exists per its id's unique key but could not be read ` +
-        `back from PostgreSQL (${ctx.description}); it was probably deleted meanwhile. Retry.`,
-    );
-  }
-  return { run: existing, created: false };
 }
 
-/** A claimed create that inserted nothing: the run was there already, made by an earlier
- *  try of this very call (its claim token) or by someone else. */
-async function readBackClaimed(
+/** One INSERT of runs with distinct ids: each one's row if it made it, else undefined. */
+async function insertTogether(
   ctx: StoreContext,
-  runId: string,
-  token: string,
-): Promise<{ run: RunRecord; created: boolean }> {
+  items: Array<{ run: NewRun; token: string | null }>,
+): Promise<Array<RunRow | undefined>> {
+  const { t } = ctx;
+  const ins = await ctx.db.statement<RunRow>(
+    "createRun",
+    "idempotent",
+    `WITH x AS (
+        SELECT * FROM jsonb_to_recordset($2::jsonb) AS x(id text, workflow text,
+            version text, input text, budget_limit jsonb, parent_id text, trace_context text,
+            worker_id text, lease_ms bigint, token text, hint text)),
+      ins AS (
+        INSERT INTO ${t.runs}
+            (id, workflow, version, status, input, budget_limit, parent_id, trace_context,
+             ready_at, created_at, updated_at, lease_owner, lease_until, epoch, claim_token)
+          SELECT x.id, x.workflow, x.version,
+              CASE WHEN x.worker_id IS NULL THEN 'pending' ELSE 'running' END,
+              x.input, x.budget_limit, x.parent_id, x.trace_context,
+              c.now + coalesce(x.lease_ms, 0), c.now, c.now, x.worker_id,
+              CASE WHEN x.worker_id IS NULL THEN NULL ELSE c.now + x.lease_ms END,
+              CASE WHEN x.worker_id IS NULL THEN 0 ELSE 1 END, x.token
+            FROM x, (SELECT ${nowSql(1)} AS now) c
+          ON CONFLICT (id) DO NOTHING
+          RETURNING *)
+      SELECT ins.*,
+          CASE WHEN ins.lease_owner IS NULL THEN pg_notify($3, x.hint) END AS notified
+        FROM ins JOIN x ON x.id = ins.id`,
+    [
+      ctx.clockParam(),
+      JSON.stringify(
+        items.map(({ run, token }) => ({
+          id: run.id,
+          workflow: run.workflow,
+          version: run.version,
+          input: run.input,
+          budget_limit: run.budgetLimit ?? {},
+          parent_id: run.parentId ?? null,
+          trace_context: run.traceContext ?? null,
+          worker_id: run.claimBy?.workerId ?? null,
+          lease_ms: run.claimBy ? Math.round(run.claimBy.leaseMs) : null,
+          token,
+          hint: run.claimBy ? null : hintPayload({ kind: "runnable", runId: run.id }),
+        })),
+      ),
+      ctx.channel,
+    ],
+  );
+  const rows = new Map(ins.rows.map((row) => [row.id, row]));
+  return items.map(({ run }) => rows.get(run.id));
+}
+
+/** A create that inserted nothing: the run was there already, made by an earlier try of
+ *  this very claimed create (its claim token) or by someone else. */
+async function readBack(ctx: StoreContext, runId: string, token: string | null): Promise<Created> {
   const existing = await ctx.db.statement<RunRow & { mine: boolean }>(
     "createRun",
     "idempotent",
-    `SELECT *, claim_token IS NOT DISTINCT FROM $2 AS mine FROM ${ctx.t.runs} WHERE id = $1`,
+    `SELECT *, $2::text IS NOT NULL AND claim_token IS NOT DISTINCT FROM $2 AS mine
+      FROM ${ctx.t.runs} WHERE id = $1`,
     [runId, token],
   );
   const row = existing.rows[0];
@@ -71,106 +125,6 @@ async function readBackClaimed(
   }
   const { mine, ...rest } = row;
   return { run: toRun(rest as RunRow), created: mine };
-}
-
-type Created = { run: RunRecord; created: boolean };
-
-/**
- * Creates with claimBy: inserted running, leased to the worker (no hint: nobody else may
- * claim it). A retry after an unknown commit recognizes its own insert by the call's claim
- * token, so the run is never left leased to a worker that does not execute it.
- * Those asked for in one turn (an engine starting the runs it executes itself; TurnBatch
- * in postgres-store.ts) go together: one INSERT of all of them, one commit. An id asked for
- * twice goes in a second statement after the first. A run the INSERT did not make is read
- * back by its claim token; should PostgreSQL refuse a value of
- * one run (a data exception) the statement rolled back as a whole, so each is created
- * again alone and only that one fails.
- */
-export async function createClaimedGroup(
-  ctx: StoreContext,
-  runs: NewRun[],
-): Promise<Array<PromiseSettledResult<Created>>> {
-  const answers: Array<PromiseSettledResult<Created>> = new Array(runs.length);
-  let rest = runs.map((run, i) => ({ run, i }));
-  while (rest.length > 0) {
-    const ids = new Set<string>();
-    const now: typeof rest = [];
-    const later: typeof rest = [];
-    for (const e of rest) {
-      if (ids.has(e.run.id)) later.push(e);
-      else {
-        ids.add(e.run.id);
-        now.push(e);
-      }
-    }
-    const got = await createClaimedTogether(
-      ctx,
-      now.map((e) => e.run),
-    );
-    now.forEach((e, k) => {
-      answers[e.i] = got[k]!;
-    });
-    rest = later;
-  }
-  return answers;
-}
-
-async function createClaimedTogether(
-  ctx: StoreContext,
-  runs: NewRun[],
-): Promise<Array<PromiseSettledResult<Created>>> {
-  const tokens = runs.map(() => randomUUID());
-  let inserted: Map<string, RunRow>;
-  try {
-    const ins = await ctx.db.statement<RunRow>(
-      "createRun",
-      "idempotent",
-      `INSERT INTO ${ctx.t.runs}
-          (id, workflow, version, status, input, budget_limit, parent_id, trace_context,
-           ready_at, created_at, updated_at, lease_owner, lease_until, epoch, claim_token)
-        SELECT x.id, x.workflow, x.version, 'running', x.input, x.budget_limit, x.parent_id,
-           x.trace_context, c.now + x.lease_ms, c.now, c.now, x.worker_id, c.now + x.lease_ms,
-           1, x.token
-          FROM jsonb_to_recordset($2::jsonb) AS x(id text, workflow text, version text,
-              input text, budget_limit jsonb, parent_id text, trace_context text,
-              worker_id text, lease_ms bigint, token text),
-            (SELECT ${nowSql(1)} AS now) c
-        ON CONFLICT (id) DO NOTHING
-        RETURNING *`,
-      [
-        ctx.clockParam(),
-        JSON.stringify(
-          runs.map((run, i) => ({
-            id: run.id,
-            workflow: run.workflow,
-            version: run.version,
-            input: run.input,
-            budget_limit: run.budgetLimit ?? {},
-            parent_id: run.parentId ?? null,
-            trace_context: run.traceContext ?? null,
-            worker_id: run.claimBy?.workerId,
-            lease_ms: Math.round(run.claimBy?.leaseMs ?? 0),
-            token: tokens[i],
-          })),
-        ),
-      ],
-    );
-    inserted = new Map(ins.rows.map((row) => [row.id, row]));
-  } catch (err) {
-    if (runs.length === 1 || dataException(err) === undefined) {
-      return runs.map(() => ({ status: "rejected", reason: err }));
-    }
-    const out: Array<PromiseSettledResult<Created>> = [];
-    for (const run of runs) out.push(...(await createClaimedTogether(ctx, [run])));
-    return out;
-  }
-  return Promise.allSettled(
-    runs.map(async (run, i) => {
-      const row = inserted.get(run.id);
-      if (row) return { run: toRun(row), created: true };
-      return readBackClaimed(ctx, run.id, tokens[i]!);
-    }),
-  );
 }
 
 export async function getRun(ctx: StoreContext, id: string): Promise<RunRecord | undefined> {

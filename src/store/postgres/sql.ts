@@ -125,8 +125,9 @@ export async function publish(tx: Tx, channel: string, hints: StoreHint[]): Prom
   ]);
 }
 
-/** Columns of `runs` a new run sets; the rest take their defaults. Used by createRun and
- *  forkRun so both create runs identically. Parameters: $1 clock (nowSql), $2 id, $3 workflow,
+/** Columns of `runs` a new run sets; the rest take their defaults. Used by forkRun;
+ *  createGroup (runs.ts) inserts an unclaimed run with the same columns and values, for
+ *  many runs at once: keep the two alike. Parameters: $1 clock (nowSql), $2 id, $3 workflow,
  *  $4 version, $5 input, $6 budget limit (json), $7 parent id. */
 export function insertRunSql(t: Tables): string {
   return `INSERT INTO ${t.runs}

@@ -66,3 +66,57 @@ export class TurnBatch<I, O> {
     });
   }
 }
+
+type Answers<O> = Array<PromiseSettledResult<O>>;
+
+/** Sends `items` with `send`, in rounds whose items have distinct keys: an item whose key
+ *  is already in the round goes in the next one, after it (one run released twice in a
+ *  turn: the second release sees the first). Answers in the order of `items`. */
+export async function inDistinctRounds<I, O>(
+  items: I[],
+  keyOf: (item: I) => string,
+  send: (round: I[]) => Promise<Answers<O>>,
+): Promise<Answers<O>> {
+  const answers: Answers<O> = new Array(items.length);
+  let rest = items.map((item, i) => ({ item, i }));
+  while (rest.length > 0) {
+    const keys = new Set<string>();
+    const round: typeof rest = [];
+    const later: typeof rest = [];
+    for (const e of rest) {
+      const key = keyOf(e.item);
+      if (keys.has(key)) later.push(e);
+      else {
+        keys.add(key);
+        round.push(e);
+      }
+    }
+    const got = await send(round.map((e) => e.item));
+    round.forEach((e, k) => {
+      answers[e.i] = got[k]!;
+    });
+    rest = later;
+  }
+  return answers;
+}
+
+/** Sends `items` together; if that throws an error `isAlone` picks (a value the database
+ *  refused: the statement rolled back as a whole), sends each again on its own, so only
+ *  the item at fault fails. Any other error is every item's. */
+export async function isolatingFailures<I, O>(
+  items: I[],
+  together: (items: I[]) => Promise<O[]>,
+  isAlone: (err: unknown) => boolean,
+): Promise<Answers<O>> {
+  try {
+    const out = await together(items);
+    return out.map((value) => ({ status: "fulfilled", value }));
+  } catch (err) {
+    if (items.length === 1 || !isAlone(err)) {
+      return items.map(() => ({ status: "rejected", reason: err }));
+    }
+    const out: Answers<O> = [];
+    for (const item of items) out.push(...(await isolatingFailures([item], together, isAlone)));
+    return out;
+  }
+}
