@@ -393,6 +393,31 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect(await store.getRun("run_taken")).toEqual(first.run);
       });
 
+      it("refuses NaN and Infinity as a lease, a readyAt or a wakeAt, by name, writing nothing", async () => {
+        await expect(
+          store.createRun({
+            ...newRun({ id: "run_inf" }),
+            claimBy: { workerId: "w", leaseMs: Infinity },
+          }),
+        ).rejects.toThrow(/createRun: run "run_inf": claimBy.leaseMs is Infinity/);
+        expect(await store.getRun("run_inf")).toBeUndefined();
+        const { run } = await store.createRun({
+          ...newRun(),
+          claimBy: { workerId: "worker-1", leaseMs: LEASE_MS },
+        });
+        for (const [field, r] of [
+          ["readyAt", { readyAt: Number.NaN }],
+          ["wakeAt", { readyAt: null, wakeAt: Number.POSITIVE_INFINITY }],
+        ] as const) {
+          await expect(
+            store.releaseRun({ runId: run.id, epoch: run.epoch, status: "waiting", ...r }),
+            field,
+          ).rejects.toThrow(new RegExp(`releaseRun: run "${run.id}": ${field} is`));
+        }
+        // NaN stored would be a waiting run with no timer, never woken: it is still running.
+        expect((await store.getRun(run.id))?.status).toBe("running");
+      });
+
       it("getRun of an unknown id is undefined", async () => {
         expect(await store.getRun("run_nope")).toBeUndefined();
       });
@@ -1231,6 +1256,24 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
           expect(after.readyAt, status).toBeNull();
           expect(after.leaseOwner, status).toBeNull();
         }
+      });
+
+      it("a cancel request turns a release with a timer too far off to store into canceled", async () => {
+        // The wait's fields are dropped unread: 1e19 ms does not fit PostgreSQL's bigint.
+        const run = await started();
+        await store.requestCancel(run.id, "stop");
+        const after = await release(run, { status: "waiting", readyAt: 1e19, wakeAt: 1e19 });
+        expect([after.status, after.readyAt, after.wakeAt]).toEqual(["canceled", null, null]);
+      });
+
+      it("a release at a fractional or unknown epoch is lease-lost", async () => {
+        const run = await started();
+        for (const epoch of [run.epoch + 0.5, run.epoch + 1]) {
+          expect(
+            await store.releaseRun({ runId: run.id, epoch, status: "completed", readyAt: null }),
+          ).toEqual({ ok: false, reason: "lease-lost" });
+        }
+        expect((await mustGet(run.id)).status).toBe("running");
       });
 
       it("a cancel request does not undo a completion", async () => {

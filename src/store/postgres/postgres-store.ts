@@ -29,6 +29,7 @@ import type {
   ApprovalVerbs,
   RequestApprovalOutcome,
 } from "../approval-records.js";
+import { notFinite } from "../finite-numbers.js";
 import type {
   AcquireRateOutcome,
   Amounts,
@@ -277,6 +278,8 @@ class PostgresStore implements Store {
   // ---- runs ----
 
   createRun(run: NewRun): Promise<{ run: RunRecord; created: boolean }> {
+    const bad = notFinite("createRun", run.id, { "claimBy.leaseMs": run.claimBy?.leaseMs });
+    if (bad) return Promise.reject(bad);
     return this.#creates.ask(run);
   }
 
@@ -312,6 +315,12 @@ class PostgresStore implements Store {
   }
 
   releaseRun(r: Release): Promise<ReleaseOutcome> {
+    const bad = notFinite("releaseRun", r.runId, {
+      epoch: r.epoch,
+      readyAt: r.readyAt,
+      wakeAt: r.wakeAt,
+    });
+    if (bad) return Promise.reject(bad);
     if (hasNoEvents(r)) return this.#releases.ask(r);
     return releaseRun(this.#ctx, r);
   }

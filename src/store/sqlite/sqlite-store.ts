@@ -17,6 +17,7 @@ import type {
   ApprovalVerbs,
   RequestApprovalOutcome,
 } from "../approval-records.js";
+import { notFinite } from "../finite-numbers.js";
 import type {
   AcquireRateOutcome,
   Amounts,
@@ -138,6 +139,8 @@ class SqliteStoreImpl implements SqliteStore {
   // ---- runs ----
 
   async createRun(run: NewRun): Promise<{ run: RunRecord; created: boolean }> {
+    const bad = notFinite("createRun", run.id, { "claimBy.leaseMs": run.claimBy?.leaseMs });
+    if (bad) throw bad;
     return createRun(this.#ctx, run);
   }
 
@@ -178,6 +181,12 @@ class SqliteStoreImpl implements SqliteStore {
   }
 
   async releaseRun(r: Release): Promise<ReleaseOutcome> {
+    const bad = notFinite("releaseRun", r.runId, {
+      epoch: r.epoch,
+      readyAt: r.readyAt,
+      wakeAt: r.wakeAt,
+    });
+    if (bad) throw bad;
     return releaseRun(this.#ctx, r);
   }
 

@@ -49,7 +49,7 @@ export const migration: Migration = {
             ORDER BY e.value ->> 'run_id' COLLATE "C"
         LOOP
           SELECT * INTO cur FROM ${t.runs} WHERE id = v ->> 'run_id' FOR NO KEY UPDATE;
-          IF NOT FOUND OR cur.epoch IS DISTINCT FROM (v ->> 'epoch')::bigint THEN
+          IF NOT FOUND OR cur.epoch::numeric IS DISTINCT FROM (v ->> 'epoch')::numeric THEN
             v_row := NULL;
             v_row.id := v ->> 'run_id';
             RETURN NEXT v_row;
@@ -61,21 +61,24 @@ export const migration: Migration = {
           END IF;
           v_status := v ->> 'status';
           v_reason := v ->> 'reason';
-          v_paused_for := v ->> 'paused_for';
-          v_ready_at := (v ->> 'ready_at')::bigint;
-          v_wake_at := (v ->> 'wake_at')::bigint;
-          v_waiting_for := ARRAY(SELECT jsonb_array_elements_text(v -> 'waiting_for'));
           v_failed_key := v ->> 'failed_key';
           IF cur.cancel_requested AND v_status IN ('pending', 'waiting', 'paused') THEN
-            -- The owner stopped without honoring the cancel: it takes effect now.
+            -- The owner stopped without honoring the cancel: it takes effect now, and the
+            -- wait's fields are dropped unread (a timer too far off to store cannot fail it).
             v_status := 'canceled';
             v_reason := cur.reason;
             v_paused_for := NULL;
             v_ready_at := NULL;
             v_wake_at := NULL;
             v_waiting_for := '{}';
-          ELSIF v_status = 'canceled' AND v_reason IS NULL THEN
-            v_reason := cur.reason;
+          ELSE
+            IF v_status = 'canceled' AND v_reason IS NULL THEN
+              v_reason := cur.reason;
+            END IF;
+            v_paused_for := v ->> 'paused_for';
+            v_ready_at := (v ->> 'ready_at')::bigint;
+            v_wake_at := (v ->> 'wake_at')::bigint;
+            v_waiting_for := ARRAY(SELECT jsonb_array_elements_text(v -> 'waiting_for'));
           END IF;
           v_now := coalesce(p_clock,
             floor(extract(epoch from clock_timestamp()) * 1000)::bigint);
