@@ -851,53 +851,77 @@ describe.skipIf(!url)("PostgreSQL store", () => {
       expect(journal.events.map((e) => e.name)).toEqual(["go"]);
     });
 
-    it("a release to waiting sees an event whose sender held the run's lock first", async () => {
-      // release_runs locks the row, THEN looks for an unconsumed event in a new statement: an
-      // event committed while the release waited for the lock must wake the run. Looked for
-      // in the locking statement's snapshot, it would not be seen and the run would wait
-      // forever with its event beside it.
-      const { store, schema } = await openStore();
-      await store.createRun(newRunFor("run_w"));
-      const [claimed] = await store.claimRuns({
-        workerId: "w1",
-        workflows: ["alpha@1"],
-        limit: 1,
-        leaseMs: 60_000,
-      });
-      const run = claimed!.run;
-      const locker = new pg.Client({ connectionString: base });
-      locker.on("error", () => {});
-      await locker.connect();
-      cleanups.push(() => locker.end());
-      await locker.query("BEGIN");
-      await locker.query(`SELECT 1 FROM "${schema}".runs WHERE id = 'run_w' FOR NO KEY UPDATE`);
-      await locker.query(
-        `INSERT INTO "${schema}".events (run_id, name, payload, created_at) VALUES ('run_w', 'go', '1', 1)`,
-      );
-      const released = store.releaseRun({
-        runId: run.id,
-        epoch: run.epoch,
-        status: "waiting",
-        readyAt: null,
-        waitingFor: ["go"],
-      });
-      await until(
-        async () =>
-          (
-            await withClient(base, (c) =>
-              c.query(
-                "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1",
-                [`%"${schema}".release_runs%`],
-              ),
-            )
-          ).rowCount === 1,
-        "the release to wait for the run's lock",
-      );
-      await locker.query("COMMIT");
-      const out = await released;
-      expect(out.ok && out.run.status).toBe("waiting");
-      expect(out.ok && out.run.readyAt).not.toBeNull();
-    });
+    // Sessions whose server default is REPEATABLE READ (set here in the URL, as a role or a
+    // database setting would): the store's verbs must still see each statement's commits.
+    const repeatableRead = `${base}${base.includes("?") ? "&" : "?"}options=${encodeURIComponent(
+      "-c default_transaction_isolation=repeatable\\ read",
+    )}`;
+    const setups = [
+      ["the store's own pool", () => openStore()],
+      ["its own pool, server default REPEATABLE READ", () => openStore({ url: repeatableRead })],
+      [
+        "a caller's pool, server default REPEATABLE READ",
+        () => {
+          const pool = new pg.Pool({ connectionString: repeatableRead, max: 3 });
+          cleanups.push(() => pool.end());
+          return openStore({ pool });
+        },
+      ],
+    ] as const;
+    for (const [setup, open] of setups) {
+      for (const withEvents of [false, true]) {
+        it(`a release to waiting sees an event whose sender held the run's lock first (${setup}${withEvents ? ", a release with events" : ""})`, async () => {
+          // The release locks the row, THEN looks for an unconsumed event in a new statement
+          // (and snapshot): an event committed while it waited for the lock must wake the
+          // run. Looked for in an older snapshot, it would not be seen and the run would wait
+          // forever with its event beside it.
+          const { store, schema } = await open();
+          await store.createRun(newRunFor("run_w"));
+          const [claimed] = await store.claimRuns({
+            workerId: "w1",
+            workflows: ["alpha@1"],
+            limit: 1,
+            leaseMs: 60_000,
+          });
+          const run = claimed!.run;
+          const locker = new pg.Client({ connectionString: base });
+          locker.on("error", () => {});
+          await locker.connect();
+          cleanups.push(() => locker.end());
+          await locker.query("BEGIN");
+          await locker.query(`SELECT 1 FROM "${schema}".runs WHERE id = 'run_w' FOR NO KEY UPDATE`);
+          await locker.query(
+            `INSERT INTO "${schema}".events (run_id, name, payload, created_at) VALUES ('run_w', 'go', '1', 1)`,
+          );
+          const released = store.releaseRun({
+            runId: run.id,
+            epoch: run.epoch,
+            status: "waiting",
+            readyAt: null,
+            waitingFor: ["go"],
+            // An event for a run that does not exist is dropped; it only makes this release
+            // the transaction of a release with events.
+            ...(withEvents ? { events: [{ runId: "run_nobody", name: "x", payload: "1" }] } : {}),
+          });
+          await until(
+            async () =>
+              (
+                await withClient(base, (c) =>
+                  c.query(
+                    "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1",
+                    [`%"${schema}".%`],
+                  ),
+                )
+              ).rowCount === 1,
+            "the release to wait for the run's lock",
+          );
+          await locker.query("COMMIT");
+          const out = await released;
+          expect(out.ok && out.run.status).toBe("waiting");
+          expect(out.ok && out.run.readyAt).not.toBeNull();
+        });
+      }
+    }
 
     it("a fenced write retried after its backend died keeps the fence", async () => {
       const { url: tagged, tag } = taggedUrl(base);

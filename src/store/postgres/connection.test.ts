@@ -36,6 +36,10 @@ function fakePool(script: Step[]) {
   return { pool: pool as unknown as pg.Pool, log, released, clients };
 }
 
+/** What every transaction on the store's own pool begins with (READ COMMITTED, whatever the
+ *  session default). */
+const BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED";
+
 const ok: Step = () => undefined;
 const lost: Step = () => Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET" });
 const sqlstate =
@@ -52,7 +56,7 @@ describe("Database retries", () => {
       return 7;
     });
     expect(v).toBe(7);
-    expect(log).toEqual(["BEGIN", "SELECT 1", "BEGIN", "SELECT 1", "COMMIT"]);
+    expect(log).toEqual([BEGIN, "SELECT 1", BEGIN, "SELECT 1", "COMMIT"]);
     // The broken client was destroyed (released with its error), the good one returned.
     expect(released[0]).toBeInstanceOf(Error);
     expect(released[1]).toBeUndefined();
@@ -77,14 +81,14 @@ describe("Database retries", () => {
       .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(StoreError);
     expect((err as Error).message).toMatch(/sendEvent: whether it took effect is unknown/);
-    expect(log).toEqual(["BEGIN", "INSERT x", "COMMIT"]);
+    expect(log).toEqual([BEGIN, "INSERT x", "COMMIT"]);
   });
 
   it("retries deadlocks and serialization failures, even at COMMIT", async () => {
     const { pool, log } = fakePool([ok, sqlstate("40P01"), ok, ok, sqlstate("40001")]);
     const db = new Database(pool, "test", true);
     await db.transaction("verb", "before-commit", (tx) => tx.query("UPDATE x"));
-    expect(log.filter((q) => q === "BEGIN")).toHaveLength(3);
+    expect(log.filter((q) => q === BEGIN)).toHaveLength(3);
   });
 
   it("does not retry a statement the server refused, and names the SQLSTATE", async () => {
@@ -93,7 +97,7 @@ describe("Database retries", () => {
     await expect(
       db.transaction("verb", "idempotent", (tx) => tx.query("INSERT x")),
     ).rejects.toThrow(/PostgreSQL \(host\/db, schema "s"\) failed verb: .*SQLSTATE 23514/);
-    expect(log).toEqual(["BEGIN", "INSERT x", "ROLLBACK"]);
+    expect(log).toEqual([BEGIN, "INSERT x", "ROLLBACK"]);
   });
 
   it("gives up after a bounded number of tries", async () => {
@@ -113,14 +117,16 @@ describe("Database retries", () => {
       throw new Rollback("conflict");
     });
     expect(v).toBe("conflict");
-    expect(log).toEqual(["BEGIN", "UPDATE x", "ROLLBACK"]);
+    expect(log).toEqual([BEGIN, "UPDATE x", "ROLLBACK"]);
   });
 
   it("sets the session timeouts locally on a caller's pool", async () => {
     const { pool, log } = fakePool([]);
     const db = new Database(pool, "test", false);
     await db.statement("getRun", "idempotent", "SELECT 1");
-    expect(log[0]).toMatch(/^BEGIN; SET LOCAL statement_timeout = \d+; SET LOCAL idle_in/);
+    expect(log[0]).toMatch(
+      /^BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL statement_timeout = \d+; SET LOCAL idle_in/,
+    );
     expect(log.slice(1)).toEqual(["SELECT 1", "COMMIT"]);
   });
 

@@ -128,9 +128,10 @@ export class Database {
     this.#pool = pool;
     this.#description = description;
     this.#autocommit = sessionTimeoutsSet;
+    // READ COMMITTED whatever the session's default: see readCommitted in postgres-store.ts.
     this.#beginSql = sessionTimeoutsSet
-      ? "BEGIN"
-      : `BEGIN; SET LOCAL statement_timeout = ${STATEMENT_TIMEOUT_MS}; ` +
+      ? "BEGIN ISOLATION LEVEL READ COMMITTED"
+      : `BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL statement_timeout = ${STATEMENT_TIMEOUT_MS}; ` +
         `SET LOCAL idle_in_transaction_session_timeout = ${IDLE_IN_TRANSACTION_TIMEOUT_MS}`;
   }
 

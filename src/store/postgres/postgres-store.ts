@@ -225,6 +225,7 @@ class PostgresStore implements Store {
     // process. 'connect' fires synchronously before the client is handed out, so a
     // listener attached here is always in place; the failed query rejects on its own.
     pool.on("connect", onNewClient);
+    if (owned) pool.on("connect", readCommitted);
     this.#pool = pool;
     const db = new Database(pool, this.description, owned);
     this.#db = db;
@@ -480,6 +481,21 @@ function ignorePoolError(): void {
 
 function onNewClient(client: pg.PoolClient): void {
   client.on("error", ignoreClientError);
+}
+
+/**
+ * The store's own sessions run READ COMMITTED whatever the server's default: its verbs lock
+ * a run's row and then read other rows in a later statement, which sees what was committed
+ * meanwhile only with a snapshot per statement (under REPEATABLE READ, an event sent while
+ * a release waited for the lock went unseen and the run waited forever). Transactions on a
+ * caller's pool say so in their BEGIN instead (connection.ts). Queued before the client is
+ * handed out, so it runs before any verb's statement; should it fail, the connection is
+ * broken and so is that statement.
+ */
+function readCommitted(client: pg.PoolClient): void {
+  client
+    .query("SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED")
+    .catch(ignoreClientError);
 }
 
 function ignoreClientError(): void {
