@@ -5,7 +5,7 @@
 
 import { describe, expect, it } from "vitest";
 import { type Clock, realClock, workflow } from "../src/index.js";
-import { useHarness } from "./helpers/engines.js";
+import { BACKENDS, useHarness } from "./helpers/engines.js";
 import { until } from "./helpers/sqlite.js";
 
 /** The step bodies below take this long (real time): long enough for a timer that fires
@@ -48,5 +48,39 @@ describe("durations past setTimeout's limit", () => {
     expect(steps.find((s) => s.key === "work")?.status).toBe("completed");
     // One sleep for the month, armed once while "work" ran (the bug: one per millisecond).
     expect(sleeps).toBe(1);
+  });
+});
+
+describe.each(BACKENDS)("durations too long to schedule (%s)", (backend) => {
+  const harness = useHarness(backend);
+
+  it("a sleep of 1e19 ms, or until past a Date's range, fails the run once, naming the call", async () => {
+    const h = harness();
+    let executions = 0;
+    const wf = workflow({ name: "aeons", version: "1" }, async (ctx, kind: string) => {
+      executions++;
+      if (kind === "sleep") await ctx.sleep("forever", 1e19);
+      else if (kind === "days") await ctx.sleep("forever", "999999999999d");
+      else await ctx.sleepUntil("forever", 1e19);
+    });
+    const e = h.engine([wf]);
+    for (const [kind, message] of [
+      [
+        "sleep",
+        /ctx.sleep\("forever"\) duration: 10000000000000000000 is longer than 100,000 years/,
+      ],
+      ["days", /ctx.sleep\("forever"\) duration: "999999999999d" is longer than 100,000 years/],
+      [
+        "until",
+        /ctx.sleepUntil\("forever"\): 10000000000000000000 ms is outside the range of a Date/,
+      ],
+    ] as const) {
+      executions = 0;
+      const run = await e.start(wf, kind);
+      await expect(run.result()).rejects.toThrow(message);
+      // Before: PostgreSQL refused the wake time, the release failed, and the run was
+      // claimed and executed again, over and over.
+      expect(executions, kind).toBe(1);
+    }
   });
 });

@@ -47,7 +47,7 @@ import {
 } from "../errors.js";
 import { addAmounts, amountNameProblem, amountOf, subtractAmounts } from "../lib/amounts.js";
 import type { Clock } from "../lib/clock.js";
-import { type Duration, toMs } from "../lib/duration.js";
+import { type Duration, MAX_DATE_MS, toMs } from "../lib/duration.js";
 import { childRunId, idempotencyKey } from "../lib/ids.js";
 import { LazyAbort } from "../lib/lazy-abort.js";
 import { checkText } from "../lib/text.js";
@@ -524,6 +524,14 @@ export class Context {
     const at = until instanceof Date ? until.getTime() : until;
     if (typeof at !== "number" || !Number.isFinite(at)) {
       return Promise.reject(new TypeError(`ctx.sleepUntil("${name}"): expected a Date or ms`));
+    }
+    // A Date's own range (100,000,000 days either side of 1970): every backend stores it.
+    if (Math.abs(at) > MAX_DATE_MS) {
+      return Promise.reject(
+        new TypeError(
+          `ctx.sleepUntil("${name}"): ${at} ms is outside the range of a Date (±${MAX_DATE_MS} ms); pass a time a Date can hold`,
+        ),
+      );
     }
     return this.sleepCall(name, () => at);
   }
