@@ -682,6 +682,31 @@ describe.skipIf(!url)("PostgreSQL store", () => {
         expect((await store.getRun(run!.id))?.output).toBe("2");
       });
 
+      it("two close() calls at once close it once: it opens again and works", async () => {
+        const s = testSchema(base);
+        cleanups.push(s.drop);
+        const store = postgresStore(base, { schema: s.schema, poolSize: 2 });
+        await store.open({ clock });
+        const created = store.createRun(newRunFor("run_before_close"));
+        await Promise.all([store.close(), store.close()]);
+        expect((await created).created).toBe(true);
+        // Opened again while a last close() is still ending the pool: it waits for it.
+        await store.open({ clock });
+        const closing = store.close();
+        await store.open({ clock });
+        await closing;
+        expect((await store.createRun(newRunFor("run_between"))).created).toBe(true);
+        await store.close();
+        await store.open({ clock });
+        cleanups.push(() => store.close());
+        expect((await store.createRun(newRunFor("run_after"))).created).toBe(true);
+        expect((await store.listRuns()).map((r) => r.id).sort()).toEqual([
+          "run_after",
+          "run_before_close",
+          "run_between",
+        ]);
+      });
+
       it("close() sends the releases asked for before it", async () => {
         const s = testSchema(base);
         cleanups.push(s.drop);

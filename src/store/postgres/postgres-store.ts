@@ -144,6 +144,10 @@ class PostgresStore implements Store {
   #opens = 0;
   #opening: Promise<void> | undefined;
   #listener: HintListener | undefined;
+  /** The last close() is sending what was asked for before it (the pool is still open). */
+  #draining = false;
+  /** The last close(), while it runs: a close() meanwhile waits for it. */
+  #closing: Promise<void> | undefined;
   /** Creates asked for in one turn: one statement (createGroup). */
   readonly #creates = new TurnBatch<NewRun, { run: RunRecord; created: boolean }>((runs) =>
     createGroup(this.#ctx, runs),
@@ -171,6 +175,8 @@ class PostgresStore implements Store {
   // ---- lifecycle ----
 
   async open(options: { clock: Clock }): Promise<void> {
+    // An open while the last close() sends its writes and ends the pool: after it, anew.
+    while (this.#closing !== undefined) await this.#closing.catch(() => {});
     if (this.#opens === 0) {
       this.#clock = options.clock;
       this.#opening = this.#start();
@@ -186,17 +192,35 @@ class PostgresStore implements Store {
 
   async close(): Promise<void> {
     if (this.#opens > 0) {
-      // Releases asked for before the last close() are sent while the store is still open.
-      if (this.#opens === 1) {
-        await this.#creates.drain();
-        await this.#releases.drain();
-      }
       this.#opens--;
       if (this.#opens > 0) return;
-      const opening = this.#opening;
-      this.#opening = undefined;
-      await opening?.catch(() => {});
+      const closing = this.#closeLast();
+      this.#closing = closing;
+      try {
+        await closing;
+      } finally {
+        if (this.#closing === closing) this.#closing = undefined;
+      }
+      return;
     }
+    // Already closed, or being closed by the last close(): done when that is.
+    if (this.#closing !== undefined) return this.#closing;
+    await this.#stop();
+  }
+
+  async #closeLast(): Promise<void> {
+    // The creates and releases asked for before the last close() are sent first, while the
+    // pool is still there.
+    this.#draining = true;
+    try {
+      await this.#creates.drain();
+      await this.#releases.drain();
+    } finally {
+      this.#draining = false;
+    }
+    const opening = this.#opening;
+    this.#opening = undefined;
+    await opening?.catch(() => {});
     await this.#stop();
   }
 
@@ -258,7 +282,7 @@ class PostgresStore implements Store {
   }
 
   #database(): Database {
-    if (!this.#db || this.#opens === 0) {
+    if (!this.#db || (this.#opens === 0 && !this.#draining)) {
       throw new StoreError(
         `The PostgreSQL store (${this.description}) is not open: call open() before using it.`,
       );
