@@ -669,6 +669,73 @@ describe.skipIf(!url)("PostgreSQL store", () => {
         expect((await store.listRuns()).map((r) => r.id).sort()).toEqual(["run_0", "run_2"]);
       });
 
+      it("a create or release a CHECK or NOT NULL refuses fails alone; the others of its turn land", async () => {
+        const { store } = await openStore();
+        const runs = await claimedRuns(store, 3);
+        const released = await Promise.allSettled(
+          runs.map((run, i) =>
+            store.releaseRun({
+              runId: run.id,
+              epoch: run.epoch,
+              // Not a status: the table's CHECK refuses it.
+              status: (i === 1 ? "sleeping" : "completed") as "completed",
+              readyAt: null,
+            }),
+          ),
+        );
+        expect(released.map((o) => o.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
+        expect((await store.getRun(runs[1]!.id))?.status).toBe("running");
+        const created = await Promise.allSettled(
+          ["run_n0", "run_n1", "run_n2"].map((id, i) =>
+            store.createRun({
+              ...newRunFor(id),
+              // No version: NOT NULL refuses it.
+              ...(i === 1 ? { version: undefined as unknown as string } : {}),
+            }),
+          ),
+        );
+        expect(created.map((o) => o.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
+        expect(await store.getRun("run_n1")).toBeUndefined();
+        expect((await store.getRun("run_n2"))?.status).toBe("pending");
+      });
+
+      it("two stores creating the same ids in opposite orders insert them in one order (no deadlock)", async () => {
+        const { store, schema } = await openStore();
+        const other = postgresStore(base, { schema, poolSize: 4 });
+        await other.open({ clock });
+        cleanups.push(() => other.close());
+        const deadlocks = async () =>
+          Number(
+            (
+              await withClient(base, (c) =>
+                c.query(
+                  "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()",
+                ),
+              )
+            ).rows[0]?.deadlocks,
+          );
+        const before = await deadlocks();
+        for (let round = 0; round < 5; round++) {
+          const ids = Array.from(
+            { length: 100 },
+            (_, i) => `run_${round}_${String(i).padStart(3, "0")}`,
+          );
+          const claimBy = { workerId: "w", leaseMs: 60_000 };
+          const [a, b] = await Promise.all([
+            Promise.all(ids.map((id) => store.createRun({ ...newRunFor(id), claimBy }))),
+            Promise.all(
+              [...ids].reverse().map((id) => other.createRun({ ...newRunFor(id), claimBy })),
+            ),
+          ]);
+          // Each id made exactly once, by one of the two.
+          const made = [...a, ...b].filter((o) => o.created).map((o) => o.run.id);
+          expect(made.sort()).toEqual([...ids].sort());
+        }
+        // Other test files share the database: a deadlock of theirs may count too, but in
+        // opposite orders this made several per round.
+        expect((await deadlocks()) - before).toBeLessThanOrEqual(1);
+      });
+
       it("one run released twice in a turn: the second goes after the first, as before", async () => {
         const { store } = await openStore();
         const [run] = await claimedRuns(store, 1);

@@ -74,12 +74,13 @@ describe("sqliteStore paths", () => {
 describe("numeric engine options", () => {
   const bad: Array<[keyof EngineOptions, unknown[]]> = [
     ["concurrency", [0, -1, Number.NaN, 1.5, Number.POSITIVE_INFINITY, "4"]],
-    ["leaseMs", [0, -1, Number.NaN, Number.POSITIVE_INFINITY]],
-    ["heartbeatMs", [0, -5, Number.NaN]],
-    ["pollIntervalMs", [0, -1, Number.NaN]],
-    ["closeGraceMs", [-1, Number.NaN]],
+    // 1e19: a lease end PostgreSQL cannot store, so every start() failed there.
+    ["leaseMs", [0, -1, Number.NaN, Number.POSITIVE_INFINITY, 1e19]],
+    ["heartbeatMs", [0, -5, Number.NaN, 1e19]],
+    ["pollIntervalMs", [0, -1, Number.NaN, 1e19]],
+    ["closeGraceMs", [-1, Number.NaN, 1e19]],
     ["maxPayloadBytes", [0, -1, Number.NaN, 0.5]],
-    ["inProcessRetryMs", [-1, Number.NaN]],
+    ["inProcessRetryMs", [-1, Number.NaN, 1e19]],
   ];
   for (const [name, values] of bad) {
     it(`refuses ${name} = ${values.map(String).join(", ")}, naming the option`, () => {

@@ -4,6 +4,7 @@
 // and the field; nothing is recorded.
 
 import { amountNameProblem } from "../lib/amounts.js";
+import { MAX_DURATION_MS } from "../lib/duration.js";
 import { checkText } from "../lib/text.js";
 import type { EngineOptions } from "./engine.js";
 
@@ -97,17 +98,20 @@ export function checkEngineOptions(options: EngineOptions): void {
   >) {
     const v = options[name];
     if (v === undefined) continue;
+    // A time span (not a count) stays within MAX_DURATION_MS: a lease of 1e19 ms was
+    // accepted, then every start() on PostgreSQL failed (its lease end overflowed bigint).
     const ok =
       typeof v === "number" &&
       Number.isFinite(v) &&
       v >= rule.min &&
-      (!rule.whole || Number.isInteger(v));
+      (!rule.whole || Number.isInteger(v)) &&
+      (rule.whole || v <= MAX_DURATION_MS);
     if (!ok) {
       const must = rule.whole
         ? `a whole number >= ${rule.min}`
         : rule.min > 0
-          ? "a finite number of milliseconds > 0"
-          : "a finite number of milliseconds >= 0";
+          ? "a finite number of milliseconds > 0, at most 100,000 years"
+          : "a finite number of milliseconds >= 0, at most 100,000 years";
       throw new TypeError(
         `createEngine(): ${name} must be ${must} (got ${typeof v === "string" ? JSON.stringify(v) : String(v)}); it is ${rule.what}`,
       );

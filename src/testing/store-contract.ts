@@ -21,6 +21,7 @@ import type {
   IntentRecord,
   Journal,
   NewRun,
+  Release,
   RunRecord,
   StepRecord,
   Store,
@@ -415,6 +416,38 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
           ).rejects.toThrow(new RegExp(`releaseRun: run "${run.id}": ${field} is`));
         }
         // NaN stored would be a waiting run with no timer, never woken: it is still running.
+        expect((await store.getRun(run.id))?.status).toBe("running");
+      });
+
+      it("refuses text with a lone surrogate by run and field (a store would change it)", async () => {
+        const cut = "\ud83d";
+        await expect(
+          store.createRun(newRun({ id: "run_cut", input: `"a${cut}"` })),
+        ).rejects.toThrow(/createRun: run "run_cut": input contains a lone surrogate/);
+        expect(await store.getRun("run_cut")).toBeUndefined();
+        const { run } = await store.createRun({
+          ...newRun(),
+          claimBy: { workerId: "worker-1", leaseMs: LEASE_MS },
+        });
+        const releases: Array<[string, Partial<Release>]> = [
+          ["output", { status: "completed", output: `"x${cut}"` }],
+          ["waitingFor\\[1\\]", { status: "waiting", waitingFor: ["go", `go${cut}`] }],
+          ["failedKey", { status: "failed", failedKey: `a${cut}` }],
+        ];
+        for (const [field, r] of releases) {
+          await expect(
+            store.releaseRun({
+              runId: run.id,
+              epoch: run.epoch,
+              status: "completed",
+              readyAt: null,
+              ...r,
+            }),
+            field,
+          ).rejects.toThrow(
+            new RegExp(`releaseRun: run "${run.id}": ${field} contains a lone surrogate`),
+          );
+        }
         expect((await store.getRun(run.id))?.status).toBe("running");
       });
 

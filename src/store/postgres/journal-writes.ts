@@ -15,7 +15,7 @@
 //   writer of that run's journal takes first; so a lost lease or a conflict lands nothing
 //   of its write while the other writes commit, without a subtransaction per write. A write
 //   with a record no backend can store (storable.ts) is answered "unstorable" and never
-//   sent; should PostgreSQL still refuse a value (a data exception), the writes are sent one
+//   sent; should PostgreSQL still refuse a value (valueRefused), the writes are sent one
 //   by one so that only the bad one fails (appendBatchIsolated).
 // - Idempotency (a COMMIT whose answer is lost): a record that finds a row under its key
 //   must be identical to it
@@ -65,8 +65,8 @@ export async function appendRecords(
 }
 
 /**
- * The batch as one statement; if PostgreSQL refuses a value in it (a data exception,
- * SQLSTATE class 22, say a number too large for its column, or a key too long to index)
+ * The batch as one statement; if PostgreSQL refuses a value in it (valueRefused: say a
+ * number too large for its column, a value a CHECK refuses, or a key too long to index)
  * the statement rolled back as a whole, so each write is sent again on its own to find the
  * one it cannot store. That write fails as "unstorable"; the others land, as they would
  * have in a batch without it.
@@ -76,7 +76,7 @@ async function appendBatchIsolated(ctx: StoreContext, writes: RunWrite[]): Promi
   try {
     return await appendBatch(ctx, writes);
   } catch (err) {
-    const refused = dataException(err);
+    const refused = valueRefused(err);
     if (refused === undefined) throw err;
     if (writes.length === 1) return [unstorableByDatabase(writes[0]!, refused)];
     const out: WriteOutcome[] = [];
@@ -105,12 +105,14 @@ async function appendBatch(ctx: StoreContext, writes: RunWrite[]): Promise<Write
 }
 
 /** The driver error of a data exception (SQLSTATE class 22: a value its column cannot
- *  hold) or of a program limit (class 54: e.g. a key too long to index), as thrown or as
- *  the cause of the StoreError the connection layer made of it; undefined otherwise. */
-export function dataException(err: unknown): { code: string; message: string } | undefined {
+ *  hold), an integrity constraint (class 23: a value a CHECK or NOT NULL refuses) or a
+ *  program limit (class 54: e.g. a key too long to index), as thrown or as the cause of
+ *  the StoreError the connection layer made of it; undefined otherwise. Each is a value
+ *  of one write or run refused, so a batch is sent again one by one to find it. */
+export function valueRefused(err: unknown): { code: string; message: string } | undefined {
   for (let e = err, depth = 0; e && depth < 3; e = (e as { cause?: unknown }).cause, depth++) {
     const code = (e as { code?: unknown }).code;
-    if (typeof code === "string" && /^(22|54)[0-9A-Z]{3}$/.test(code)) {
+    if (typeof code === "string" && /^(22|23|54)[0-9A-Z]{3}$/.test(code)) {
       return { code, message: (e as Error).message ?? String(e) };
     }
   }

@@ -29,7 +29,6 @@ import type {
   ApprovalVerbs,
   RequestApprovalOutcome,
 } from "../approval-records.js";
-import { notFinite } from "../finite-numbers.js";
 import type {
   AcquireRateOutcome,
   Amounts,
@@ -54,6 +53,7 @@ import type {
   WorkerRecord,
   WriteOutcome,
 } from "../store.js";
+import { createRunProblem, releaseProblem } from "../verb-arguments.js";
 import type {
   DeleteRunOutcome,
   DeleteRunsOutcome,
@@ -303,7 +303,7 @@ class PostgresStore implements Store {
   // ---- runs ----
 
   createRun(run: NewRun): Promise<{ run: RunRecord; created: boolean }> {
-    const bad = notFinite("createRun", run.id, { "claimBy.leaseMs": run.claimBy?.leaseMs });
+    const bad = createRunProblem(run);
     if (bad) return Promise.reject(bad);
     return this.#creates.ask(run);
   }
@@ -340,11 +340,7 @@ class PostgresStore implements Store {
   }
 
   releaseRun(r: Release): Promise<ReleaseOutcome> {
-    const bad = notFinite("releaseRun", r.runId, {
-      epoch: r.epoch,
-      readyAt: r.readyAt,
-      wakeAt: r.wakeAt,
-    });
+    const bad = releaseProblem(r);
     if (bad) return Promise.reject(bad);
     if (hasNoEvents(r)) return this.#releases.ask(r);
     return releaseRun(this.#ctx, r);

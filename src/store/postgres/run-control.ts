@@ -28,7 +28,7 @@ import {
   TERMINAL_STATUSES,
 } from "../store.js";
 import { Rollback, type Tx } from "./connection.js";
-import { dataException } from "./journal-writes.js";
+import { valueRefused } from "./journal-writes.js";
 import { type EventRow, type RunRow, toEvent, toRun } from "./rows.js";
 import { hintPayload, insertRunSql, nowSql, publish, type StoreContext } from "./sql.js";
 import { inDistinctRounds, isolatingFailures } from "./turn-batch.js";
@@ -215,7 +215,7 @@ export function hasNoEvents(r: Release): boolean {
  * decisions as the transaction above, made by the schema's release_runs function
  * (migration 13) for all of them in one statement and one commit. A run named twice goes
  * in a second statement after the first. Should PostgreSQL refuse a value of one release
- * (a data exception: say a readyAt too large for its column) the statement rolled back as
+ * (valueRefused: say a readyAt too large for its column, or a status its CHECK refuses) the statement rolled back as
  * a whole, so each is sent again alone and only that one fails.
  */
 export function releaseGroup(
@@ -229,7 +229,7 @@ export function releaseGroup(
       isolatingFailures(
         round,
         (rs) => releaseTogether(ctx, rs),
-        (err) => dataException(err) !== undefined,
+        (err) => valueRefused(err) !== undefined,
       ),
   );
 }

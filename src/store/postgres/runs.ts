@@ -5,7 +5,7 @@ import { randomUUID } from "node:crypto";
 import { StoreError } from "../../errors.js";
 import { TERMINAL_STATUS_LIST } from "../status-sql.js";
 import type { EventRecord, NewRun, RunFilter, RunRecord } from "../store.js";
-import { dataException } from "./journal-writes.js";
+import { valueRefused } from "./journal-writes.js";
 import { type EventRow, type RunRow, toEvent, toRun } from "./rows.js";
 import { hintPayload, nowSql, type StoreContext } from "./sql.js";
 import { inDistinctRounds, isolatingFailures } from "./turn-batch.js";
@@ -24,7 +24,7 @@ type Created = { run: RunRecord; created: boolean };
  * - With claimBy: inserted running, leased to the worker (no hint: nobody else may claim
  *   it), as a claim would leave it.
  * An id asked for twice in a turn goes in a second statement after the first; should
- * PostgreSQL refuse a value of one run (a data exception) the statement rolled back as a
+ * PostgreSQL refuse a value of one run (valueRefused) the statement rolled back as a
  * whole, so each is created again alone and only that one fails.
  */
 export function createGroup(
@@ -39,7 +39,7 @@ export function createGroup(
       const made = await isolatingFailures(
         round.map((run, i) => ({ run, token: tokens[i]! })),
         (items) => insertTogether(ctx, items),
-        (err) => dataException(err) !== undefined,
+        (err) => valueRefused(err) !== undefined,
       );
       return Promise.allSettled(
         round.map(async (run, i): Promise<Created> => {
@@ -77,6 +77,9 @@ async function insertTogether(
               CASE WHEN x.worker_id IS NULL THEN NULL ELSE c.now + x.lease_ms END,
               CASE WHEN x.worker_id IS NULL THEN 0 ELSE 1 END, x.token
             FROM x, (SELECT ${nowSql(1)} AS now) c
+            -- In id order, as release_runs locks: two stores inserting the same ids in
+            -- opposite orders would each wait for the other's row (a deadlock).
+            ORDER BY x.id COLLATE "C"
           ON CONFLICT (id) DO NOTHING
           RETURNING *)
       SELECT ins.*,

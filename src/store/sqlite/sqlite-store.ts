@@ -17,7 +17,6 @@ import type {
   ApprovalVerbs,
   RequestApprovalOutcome,
 } from "../approval-records.js";
-import { notFinite } from "../finite-numbers.js";
 import type {
   AcquireRateOutcome,
   Amounts,
@@ -42,6 +41,7 @@ import type {
   WorkerRecord,
   WriteOutcome,
 } from "../store.js";
+import { createRunProblem, releaseProblem } from "../verb-arguments.js";
 import type {
   DeleteRunOutcome,
   DeleteRunsOutcome,
@@ -139,7 +139,7 @@ class SqliteStoreImpl implements SqliteStore {
   // ---- runs ----
 
   async createRun(run: NewRun): Promise<{ run: RunRecord; created: boolean }> {
-    const bad = notFinite("createRun", run.id, { "claimBy.leaseMs": run.claimBy?.leaseMs });
+    const bad = createRunProblem(run);
     if (bad) throw bad;
     return createRun(this.#ctx, run);
   }
@@ -181,11 +181,7 @@ class SqliteStoreImpl implements SqliteStore {
   }
 
   async releaseRun(r: Release): Promise<ReleaseOutcome> {
-    const bad = notFinite("releaseRun", r.runId, {
-      epoch: r.epoch,
-      readyAt: r.readyAt,
-      wakeAt: r.wakeAt,
-    });
+    const bad = releaseProblem(r);
     if (bad) throw bad;
     return releaseRun(this.#ctx, r);
   }
