@@ -30,6 +30,7 @@ import type {
   StepRecord,
   Store,
 } from "./store.js";
+import { createRunProblem, releaseProblem } from "./verb-arguments.js";
 import type { WorkspaceObject } from "./workspace-records.js";
 
 export interface EncryptionOptions {
@@ -176,6 +177,10 @@ function plainVerbs(inner: Store) {
 function runVerbs(inner: Store, c: Cipher) {
   return {
     async createRun(run) {
+      // Checked before encryption hides the text (and UTF-8 would turn a lone surrogate
+      // into U+FFFD inside the ciphertext).
+      const bad = createRunProblem(run);
+      if (bad) throw bad;
       const res = await inner.createRun({ ...run, input: c.encryptText(run.input) });
       return { ...res, run: decRun(c, res.run) };
     },
@@ -188,6 +193,8 @@ function runVerbs(inner: Store, c: Cipher) {
     },
     claimRuns: (p) => readableClaims(inner, c, p),
     async releaseRun(r) {
+      const bad = releaseProblem(r);
+      if (bad) throw bad;
       const mayQuoteError = r.status === "failed" || r.status === "canceled";
       const res = await inner.releaseRun({
         ...r,
