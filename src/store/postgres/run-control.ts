@@ -119,89 +119,34 @@ export function sendEvent(ctx: StoreContext, e: NewEvent): Promise<SendEventOutc
   });
 }
 
-const CANCELABLE_ON_RELEASE = new Set<RunStatus>(["pending", "waiting", "paused"]);
-
 /**
- * A release with events (a child's result for its parent), as one transaction; releases
- * without go in groups (releaseGroup, below), deciding the same way.
+ * A release with events (a child's result for its parent), as one transaction: the run is
+ * released by release_runs, deciding as for a group (releaseGroup, below), then its events
+ * are stored in the same transaction.
  * Fenced by epoch. Idempotent in effect: if an earlier try of this call may have committed
  * (connection lost during COMMIT) and the run is no longer running at our epoch, that try
- * did the release; it is not applied twice (its events would be stored twice).
+ * did the release; it is not applied twice (its events would be stored twice). The run is
+ * locked first to see that: release_runs would answer such a run as found, which looks the
+ * same as one it has just released.
  */
 export function releaseRun(ctx: StoreContext, r: Release): Promise<ReleaseOutcome> {
   return ctx.db.transaction("releaseRun", "idempotent", async (tx) => {
-    const { t } = ctx;
     const cur = await lockRun(tx, ctx, r.runId);
     if (!cur || Number(cur.epoch) !== r.epoch) {
       throw new Rollback<ReleaseOutcome>({ ok: false, reason: "lease-lost" });
     }
     if (tx.mayHaveCommitted && cur.status !== "running") return { ok: true, run: toRun(cur) };
-
-    let status: RunStatus = r.status;
-    // Reasons are words for people, often built from an error's message: made storable
-    // (lib/text.ts), so a NUL in a message can never fail the release.
-    let reason = r.reason == null ? null : displayText(r.reason);
-    let pausedFor = r.pausedFor ?? null;
-    let readyAt = r.readyAt;
-    let wakeAt = r.wakeAt ?? null;
-    let waitingFor = r.waitingFor ?? [];
-    if (cur.cancel_requested && CANCELABLE_ON_RELEASE.has(status)) {
-      // The owner stopped without honoring the cancel: it takes effect now.
-      status = "canceled";
-      reason = cur.reason;
-    } else if (status === "canceled" && r.reason == null) {
-      reason = cur.reason;
-    }
-    if (status === "canceled" && r.status !== "canceled") {
-      pausedFor = null;
-      readyAt = null;
-      wakeAt = null;
-      waitingFor = [];
-    }
-    const failedCall =
-      status === "failed" && r.failedKey
-        ? JSON.stringify([{ key: r.failedKey, generation: cur.generation }])
-        : "[]";
-    const updated = await tx.query<RunRow & { ready_now: boolean }>(
-      `UPDATE ${t.runs} r SET
-          status = $3, reason = $4, paused_for = $5, output = $6, error = $7,
-          failed_calls = r.failed_calls || $11::jsonb,
-          ready_at = CASE
-            WHEN $3 = 'waiting' AND EXISTS (SELECT 1 FROM ${t.events} e
-              WHERE e.run_id = r.id AND e.consumed_by IS NULL AND e.name = ANY($10::text[]))
-            THEN c.now ELSE $8::bigint END,
-          wake_at = $9, waiting_for = $10::text[],
-          lease_owner = NULL, lease_until = NULL, updated_at = c.now
-        FROM (SELECT ${nowSql(1)} AS now) c
-        WHERE r.id = $2
-        RETURNING r.*, (r.ready_at IS NOT NULL AND r.ready_at <= c.now) AS ready_now`,
-      [
-        ctx.clockParam(),
-        r.runId,
-        status,
-        reason,
-        pausedFor,
-        r.output ?? null,
-        r.error == null ? null : errorJson(r.error),
-        readyAt === null ? null : Math.round(readyAt),
-        wakeAt === null ? null : Math.round(wakeAt),
-        waitingFor,
-        failedCall,
-      ],
-    );
-    const row = updated.rows[0];
-    if (!row) throw new Error("UPDATE of a locked run returned no row");
+    const [released] = await releaseRows(tx, ctx, [r], false);
+    if (!released?.ok) throw new Error("release_runs fenced out a run whose lock it shares");
     const hints: StoreHint[] = [];
-    if (TERMINAL_STATUSES.has(status)) hints.push({ kind: "finished", runId: r.runId });
-    if (row.ready_now) hints.push({ kind: "runnable", runId: r.runId });
     // Events for unknown or finished runs are dropped: the release itself must not fail
     // because, say, the parent was canceled meanwhile.
     for (const e of r.events ?? []) await insertEvent(tx, ctx, e, hints);
-    if (status === "canceled" && r.status !== "canceled") {
+    if (released.run.status === "canceled" && r.status !== "canceled") {
       for (const e of r.eventsIfCanceled ?? []) await insertEvent(tx, ctx, e, hints);
     }
     await publish(tx, ctx.channel, hints);
-    return { ok: true, run: toRun(row) };
+    return released;
   });
 }
 
@@ -211,12 +156,12 @@ export function hasNoEvents(r: Release): boolean {
 }
 
 /**
- * Releases without events asked for in one turn (TurnBatch in postgres-store.ts): the same
- * decisions as the transaction above, made by the schema's release_runs function
- * (migration 13) for all of them in one statement and one commit. A run named twice goes
+ * Releases without events asked for in one turn (TurnBatch in postgres-store.ts), made by
+ * the schema's release_runs function (migration 13) in one statement and one commit. A run named twice goes
  * in a second statement after the first. Should PostgreSQL refuse a value of one release
- * (valueRefused: say a readyAt too large for its column, or a status its CHECK refuses) the statement rolled back as
- * a whole, so each is sent again alone and only that one fails.
+ * (valueRefused: say a readyAt too large for its column, or a status its CHECK refuses),
+ * the statement rolled back as a whole, so each is sent again alone and only that one
+ * fails.
  */
 export function releaseGroup(
   ctx: StoreContext,
@@ -236,25 +181,36 @@ export function releaseGroup(
 
 /** One release_runs statement; the runs' ids are distinct. */
 function releaseTogether(ctx: StoreContext, releases: Release[]): Promise<ReleaseOutcome[]> {
-  const entries = JSON.stringify(releases.map(releaseEntry));
-  return ctx.db.statements("releaseRun", "idempotent", async (tx) => {
-    const res = await tx.query<RunRow>(
-      `SELECT * FROM ${ctx.t.releaseRuns}($1, $2::jsonb, $3, $4)`,
-      [ctx.clockParam(), entries, tx.mayHaveCommitted, ctx.channel],
-    );
-    const rows = new Map(res.rows.map((row) => [row.id, row]));
-    return releases.map((r): ReleaseOutcome => {
-      const row = rows.get(r.runId);
-      if (!row) {
-        throw new StoreError(
-          `releaseRun: PostgreSQL (${ctx.description}) answered no row for run "${r.runId}"; ` +
-            "is the schema's release_runs function the one this cairn created?",
-        );
-      }
-      // A row with only the id: the epoch was not the caller's.
-      if (row.status === null) return { ok: false, reason: "lease-lost" };
-      return { ok: true, run: toRun(row) };
-    });
+  return ctx.db.statements("releaseRun", "idempotent", (tx) =>
+    releaseRows(tx, ctx, releases, tx.mayHaveCommitted),
+  );
+}
+
+/** Calls release_runs for `releases` (distinct runs) and reads its answer, one per run. */
+async function releaseRows(
+  tx: Tx,
+  ctx: StoreContext,
+  releases: Release[],
+  mayHaveCommitted: boolean,
+): Promise<ReleaseOutcome[]> {
+  const res = await tx.query<RunRow>(`SELECT * FROM ${ctx.t.releaseRuns}($1, $2::jsonb, $3, $4)`, [
+    ctx.clockParam(),
+    JSON.stringify(releases.map(releaseEntry)),
+    mayHaveCommitted,
+    ctx.channel,
+  ]);
+  const rows = new Map(res.rows.map((row) => [row.id, row]));
+  return releases.map((r): ReleaseOutcome => {
+    const row = rows.get(r.runId);
+    if (!row) {
+      throw new StoreError(
+        `releaseRun: PostgreSQL (${ctx.description}) answered no row for run "${r.runId}"; ` +
+          "is the schema's release_runs function the one this cairn created?",
+      );
+    }
+    // A row with only the id: the epoch was not the caller's.
+    if (row.status === null) return { ok: false, reason: "lease-lost" };
+    return { ok: true, run: toRun(row) };
   });
 }
 
