@@ -146,6 +146,22 @@ describe.skipIf(!url)("PostgreSQL store", () => {
     return { store, schema };
   }
 
+  /** Another session that holds `runId`'s row lock (in an open transaction) until the
+   *  test commits it: verbs of the store then wait for it inside their transactions. */
+  async function holdRunLock(
+    schema: string,
+    runId: string,
+    mode: "UPDATE" | "NO KEY UPDATE" = "UPDATE",
+  ): Promise<pg.Client> {
+    const locker = new pg.Client({ connectionString: base });
+    locker.on("error", () => {});
+    await locker.connect();
+    cleanups.push(() => locker.end());
+    await locker.query("BEGIN");
+    await locker.query(`SELECT 1 FROM "${schema}".runs WHERE id = $1 FOR ${mode}`, [runId]);
+    return locker;
+  }
+
   function newRunFor(id: string) {
     return { id, workflow: "alpha", version: "1", input: "{}", budgetLimit: {} };
   }
@@ -932,12 +948,7 @@ describe.skipIf(!url)("PostgreSQL store", () => {
       await store.createRun(newRunFor("run_e"));
       // Hold the run's row lock from another session, so sendEvent blocks inside its
       // transaction; terminate its backend there; then let go.
-      const locker = new pg.Client({ connectionString: base });
-      locker.on("error", () => {});
-      await locker.connect();
-      cleanups.push(() => locker.end());
-      await locker.query("BEGIN");
-      await locker.query(`SELECT 1 FROM "${schema}".runs WHERE id = 'run_e' FOR UPDATE`);
+      const locker = await holdRunLock(schema, "run_e");
       const sent = store.sendEvent({ runId: "run_e", name: "go", payload: "1" });
       await until(
         async () => (await terminateBackends(base, tag, "wait_event_type = 'Lock'")) > 0,
@@ -983,12 +994,7 @@ describe.skipIf(!url)("PostgreSQL store", () => {
             leaseMs: 60_000,
           });
           const run = claimed!.run;
-          const locker = new pg.Client({ connectionString: base });
-          locker.on("error", () => {});
-          await locker.connect();
-          cleanups.push(() => locker.end());
-          await locker.query("BEGIN");
-          await locker.query(`SELECT 1 FROM "${schema}".runs WHERE id = 'run_w' FOR NO KEY UPDATE`);
+          const locker = await holdRunLock(schema, "run_w", "NO KEY UPDATE");
           await locker.query(
             `INSERT INTO "${schema}".events (run_id, name, payload, created_at) VALUES ('run_w', 'go', '1', 1)`,
           );
@@ -1033,12 +1039,7 @@ describe.skipIf(!url)("PostgreSQL store", () => {
         leaseMs: 60_000,
       });
       const run = claimed!.run;
-      const locker = new pg.Client({ connectionString: base });
-      locker.on("error", () => {});
-      await locker.connect();
-      cleanups.push(() => locker.end());
-      await locker.query("BEGIN");
-      await locker.query(`SELECT 1 FROM "${schema}".runs WHERE id = 'run_f' FOR UPDATE`);
+      const locker = await holdRunLock(schema, "run_f");
       const step = {
         runId: run.id,
         key: "a",
