@@ -291,6 +291,28 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         const { created } = await store.createRun(newRun());
         expect(created).toBe(true);
       });
+
+      it("a create or release asked for after close() is refused, even if the store is opened again at once", async () => {
+        const kept = await started();
+        await store.close();
+        const lateCreate = newRun();
+        const created = store.createRun(lateCreate);
+        const released = store.releaseRun({
+          runId: kept.id,
+          epoch: kept.epoch,
+          status: "completed",
+          output: "1",
+          readyAt: null,
+        });
+        // Swallowed here, checked below: a closed store must not leave them unheard.
+        created.catch(() => {});
+        released.catch(() => {});
+        await store.open({ clock });
+        await expect(created).rejects.toThrow(/not open/);
+        await expect(released).rejects.toThrow(/not open/);
+        expect(await store.getRun(lateCreate.id)).toBeUndefined();
+        expect((await store.getRun(kept.id))?.status).toBe("running");
+      });
     });
 
     // ---- runs ----

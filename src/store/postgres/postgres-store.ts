@@ -281,6 +281,17 @@ class PostgresStore implements Store {
     }
   }
 
+  /** A grouped verb asked for while the store is closed is refused now, as any other verb
+   *  is: queued, it would land if the store were opened again before the turn's flush. */
+  #notOpenNow(): StoreError | undefined {
+    try {
+      this.#database();
+      return undefined;
+    } catch (err) {
+      return err as StoreError;
+    }
+  }
+
   #database(): Database {
     if (!this.#db || (this.#opens === 0 && !this.#draining)) {
       throw new StoreError(
@@ -303,7 +314,7 @@ class PostgresStore implements Store {
   // ---- runs ----
 
   createRun(run: NewRun): Promise<{ run: RunRecord; created: boolean }> {
-    const bad = createRunProblem(run);
+    const bad = createRunProblem(run) ?? this.#notOpenNow();
     if (bad) return Promise.reject(bad);
     return this.#creates.ask(run);
   }
@@ -340,7 +351,7 @@ class PostgresStore implements Store {
   }
 
   releaseRun(r: Release): Promise<ReleaseOutcome> {
-    const bad = releaseProblem(r);
+    const bad = releaseProblem(r) ?? this.#notOpenNow();
     if (bad) return Promise.reject(bad);
     if (hasNoEvents(r)) return this.#releases.ask(r);
     return releaseRun(this.#ctx, r);

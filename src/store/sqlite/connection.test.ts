@@ -116,6 +116,16 @@ describe("Connection.writeGrouped", () => {
     conn.open(realClock);
     expect(await eventRuns()).toEqual(["before-close"]);
   });
+
+  it("a write asked for after close() is refused at once, even if the store is opened again in the same turn", async () => {
+    conn.close();
+    const refused = conn.writeGrouped("ok", (tx) => insertEvent(tx, "after-close"));
+    conn.open(realClock);
+    await expect(refused).rejects.toThrow(StoreError);
+    await expect(refused).rejects.toThrow(/not open/);
+    await conn.writeGrouped("ok", (tx) => insertEvent(tx, "after-reopen"));
+    expect(await eventRuns()).toEqual(["after-reopen"]);
+  });
 });
 
 describe("Connection.writeGrouped under fake timers", () => {

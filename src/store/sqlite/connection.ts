@@ -266,6 +266,9 @@ export class Connection implements StoreContext {
    * of them landed.
    */
   writeGrouped<T>(verb: string, fn: (tx: WriteTx) => T): Promise<T> {
+    // Refused now, as an ungrouped write is: queued, it would land if the store were
+    // opened again before the flush.
+    if (!this.#db) return Promise.reject(this.#notOpen());
     return new Promise<T>((resolve, reject) => {
       this.#grouped.push({ verb, fn, resolve: resolve as (value: unknown) => void, reject });
       if (!this.#flushArmed) {
