@@ -1,8 +1,9 @@
 // The dashboard in a real browser (headless Chromium from Debian, driven by
 // playwright-core): find the run waiting for input and send it its event, then watch it
 // complete without reloading; cancel a sleeping run; fork a failed run from its failed
-// step; a read-only session sees no buttons. With CAIRN_SCREENSHOTS=1 it also writes the
-// README's screenshots to docs/.
+// step; a read-only session sees no buttons; resume a run paused over budget with a raised
+// limit and a new one. With CAIRN_SCREENSHOTS=1 it also writes the README's screenshots to
+// docs/.
 
 import { fileURLToPath } from "node:url";
 import type { Page } from "playwright-core";
@@ -136,6 +137,31 @@ describe.runIf(hasChromium())("dashboard in Chromium", () => {
     await expect.poll(() => headStatus(page).textContent()).toBe("paused");
     expect(await page.locator(".actions").textContent()).toContain("read-only access");
     expect(await page.locator(".actions button").count()).toBe(0);
+    await page.close();
+  });
+
+  // After the read-only look at the same run, which expects it paused.
+  it("resumes a run paused over budget with a raised limit and a new one", async () => {
+    const id = seeded.ids.pausedBudget;
+    const page = await open(`/runs/${id}`);
+    await expect.poll(() => headStatus(page).textContent()).toBe("paused");
+    await page.getByRole("button", { name: "Resume" }).click();
+    const dialog = page.locator("#dialog-resume");
+    // The run's own limit is offered as a number to change; others go as name=value.
+    const usd = dialog.locator('input[data-key="usd"]');
+    expect(await usd.inputValue()).toBe("1");
+    await usd.fill("5.5");
+    await dialog.locator("input[data-amounts]").fill("tokens=100000");
+    await dialog.getByRole("button", { name: "Resume" }).click();
+    await dialog.waitFor({ state: "hidden" });
+    await advanceUntil(
+      h.clock,
+      headStatus(page).filter({ hasText: "completed" }).waitFor({ timeout: 30_000 }),
+      200,
+    );
+    const run = await seeded.client.getRun(id);
+    expect(run?.budget.limit).toEqual({ usd: 5.5, tokens: 100000 });
+    expect(run?.status).toBe("completed");
     await page.close();
   });
 
