@@ -4,6 +4,7 @@
 // Each test uses its own schema, dropped afterwards.
 
 import { randomBytes } from "node:crypto";
+import net from "node:net";
 import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
 import { StoreError } from "../src/errors.js";
@@ -90,6 +91,57 @@ function lossyPool(real: pg.Pool): { pool: pg.Pool; loseCommits: (n: number) => 
     pool: pool as unknown as pg.Pool,
     loseCommits: (n) => {
       toLose = n;
+    },
+  };
+}
+
+/**
+ * A TCP proxy to the server that can hold what clients send (it still passes on what the
+ * server answers): a client's Terminate message stays unsent while its backend is
+ * terminated, the order DROP DATABASE ... WITH (FORCE) right after close() can make.
+ */
+async function holdingProxy(base: string): Promise<{
+  url: string;
+  /** The local ports of its connections to the server (pg_stat_activity.client_port). */
+  ports: number[];
+  hold: () => void;
+  allClosed: () => Promise<void>;
+  close: () => Promise<void>;
+}> {
+  const target = new URL(base);
+  let holding = false;
+  const ports: number[] = [];
+  const sockets = new Set<net.Socket>();
+  const closed: Array<Promise<void>> = [];
+  // allowHalfOpen: a client that has sent its Terminate still reads the server's answer.
+  const server = net.createServer({ allowHalfOpen: true }, (client) => {
+    const upstream = net.connect(Number(target.port || 5432), target.hostname);
+    sockets.add(client).add(upstream);
+    closed.push(new Promise((resolve) => client.once("close", () => resolve())));
+    upstream.once("connect", () => ports.push(upstream.localPort ?? 0));
+    client.on("error", () => upstream.destroy());
+    upstream.on("error", () => client.destroy());
+    const toServer = (send: () => void) => (holding ? undefined : send());
+    client.on("data", (d) => toServer(() => upstream.write(d)));
+    client.on("end", () => toServer(() => upstream.end()));
+    upstream.on("data", (d) => client.write(d));
+    upstream.on("end", () => client.end());
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const url = new URL(base);
+  url.host = `127.0.0.1:${(server.address() as net.AddressInfo).port}`;
+  return {
+    url: url.toString(),
+    ports,
+    hold: () => {
+      holding = true;
+    },
+    allClosed: async () => {
+      await Promise.all(closed);
+    },
+    close: async () => {
+      for (const s of sockets) s.destroy();
+      await new Promise((resolve) => server.close(resolve));
     },
   };
 }
@@ -795,6 +847,41 @@ describe.skipIf(!url)("PostgreSQL store", () => {
           "run_before_close",
           "run_between",
         ]);
+      });
+
+      it("backends terminated after close() resolved, before their sockets closed, crash nothing", async () => {
+        // pg-pool's end() resolves when its clients are asked to end, not when they have:
+        // a FATAL "terminating connection" arriving then is re-emitted as 'error' on the
+        // pool, an uncaught exception if close() had taken the pool's listener away.
+        const proxy = await holdingProxy(base);
+        cleanups.push(proxy.close);
+        const uncaught: unknown[] = [];
+        const onUncaught = (err: unknown) => uncaught.push(err);
+        process.prependListener("uncaughtException", onUncaught);
+        cleanups.push(async () => {
+          process.removeListener("uncaughtException", onUncaught);
+        });
+        const s = testSchema(base);
+        cleanups.push(s.drop);
+        const store = postgresStore(proxy.url, { schema: s.schema, poolSize: 2 });
+        await store.open({ clock });
+        await store.listRuns();
+        const pids = await withClient(base, async (c) =>
+          (
+            await c.query("SELECT pid FROM pg_stat_activity WHERE client_port = ANY($1::int[])", [
+              proxy.ports,
+            ])
+          ).rows.map((r) => r.pid as number),
+        );
+        expect(pids.length).toBeGreaterThan(0);
+        proxy.hold();
+        await store.close();
+        await withClient(base, (c) =>
+          c.query("SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid", [pids]),
+        );
+        await proxy.allClosed();
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        expect(uncaught.map(String)).toEqual([]);
       });
 
       it("close() sends the releases asked for before it", async () => {

@@ -275,9 +275,12 @@ class PostgresStore implements Store {
       pool.removeListener("error", ignorePoolError);
       pool.removeListener("connect", onNewClient);
     } else {
+      // Our own pool keeps its listeners: end() resolves once every client has been asked
+      // to end, before their sockets close. A backend terminated meanwhile (DROP DATABASE
+      // ... WITH (FORCE), a server shutting down) still answers with a FATAL error, which
+      // pg-pool re-emits as 'error' on the pool; with no listener that is an uncaught
+      // exception. The pool is dropped here, listeners and all.
       await pool.end().catch(() => {});
-      pool.removeListener("error", ignorePoolError);
-      pool.removeListener("connect", onNewClient);
     }
   }
 
