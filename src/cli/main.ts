@@ -141,16 +141,26 @@ function exit(code: number): void {
   process.stderr.write("", done);
 }
 
-// `cairn runs | head` closes the pipe early: that is not an error.
-process.stdout.on("error", (err: NodeJS.ErrnoException) => {
-  if (err.code === "EPIPE") process.exit(0);
+// `cairn runs | head` closes the pipe early: that is not an error. A reader that goes
+// away (either stream) only means nobody reads what follows: the command goes on, and a
+// worker still stops gracefully when told to. An unheard 'error' would kill the process.
+const gone = { out: false, err: false };
+process.stdout.on("error", () => {
+  gone.out = true;
+});
+process.stderr.on("error", () => {
+  gone.err = true;
 });
 
 const ctx: CliContext = {
   env: process.env,
   cwd: process.cwd(),
-  out: (text) => process.stdout.write(`${text}\n`),
-  err: (text) => process.stderr.write(`${text}\n`),
+  out: (text) => {
+    if (!gone.out) process.stdout.write(`${text}\n`);
+  },
+  err: (text) => {
+    if (!gone.err) process.stderr.write(`${text}\n`);
+  },
 };
 
 main(process.argv.slice(2), ctx).then(exit, (err: unknown) => exit(report(err, ctx)));

@@ -79,9 +79,11 @@ export function resolveEngineConfig(options: EngineOptions): EngineConfig {
     approvalKeys: [...(options.approvalKeys ?? [])],
     retention,
     logger,
-    log:
+    log: guardedLog(
       options.log ??
-      ((message: string, err?: unknown) => logger.warn(err === undefined ? {} : { err }, message)),
+        ((message: string, err?: unknown) =>
+          logger.warn(err === undefined ? {} : { err }, message)),
+    ),
   };
 }
 
@@ -114,4 +116,15 @@ function workflowsById(
     workflows.set(wf.id, wf as unknown as Workflow<unknown, unknown>);
   }
   return workflows;
+}
+
+/** A log that throws must not turn a handled problem into an unhandled rejection. */
+function guardedLog(log: (message: string, err?: unknown) => void) {
+  return (message: string, err?: unknown): void => {
+    try {
+      log(message, err);
+    } catch {
+      // Nothing to report it to.
+    }
+  };
 }

@@ -26,6 +26,9 @@ export interface EngineInternals {
   readonly retention: RetentionLoop | undefined;
   /** Ends the store subscription that wakes result() calls (if it was made). */
   readonly unsubscribe: () => void;
+  /** The store's open() succeeded (even if what came after it, the worker's start, failed):
+   *  close() must close it. */
+  readonly storeOpened: () => boolean;
   /** Set by close(); from then on every verb refuses (see ready()). */
   closed: boolean;
 }
@@ -62,7 +65,7 @@ export function createEngineInternals(
         (runId, run) => waiters.wake(runId, run),
       )
     : undefined;
-  const { opened, unsubscribe } = open(config, worker, waiters);
+  const { opened, unsubscribe, storeOpened } = open(config, worker, waiters);
   const retention = config.retention
     ? startRetentionLoop(
         {
@@ -85,6 +88,7 @@ export function createEngineInternals(
     opened,
     retention,
     unsubscribe,
+    storeOpened,
     closed: false,
   };
   return internals;
@@ -114,10 +118,12 @@ function open(
   config: EngineConfig,
   worker: Worker | undefined,
   waiters: RunWaiters,
-): { opened: Promise<void>; unsubscribe: () => void } {
+): { opened: Promise<void>; unsubscribe: () => void; storeOpened: () => boolean } {
   let unsubscribe: (() => void) | undefined;
+  let storeOpened = false;
   const opened = (async () => {
     await config.store.open({ clock: config.clock });
+    storeOpened = true;
     unsubscribe = config.store.subscribe((hint) => {
       // A run executing here wakes its waiters when its execution ends (worker `ended`).
       if (hint.kind === "finished" && hint.runId && !worker?.active.has(hint.runId)) {
@@ -128,7 +134,7 @@ function open(
   })();
   // Surface open errors on first use, not as an unhandled rejection.
   opened.catch(() => {});
-  return { opened, unsubscribe: () => unsubscribe?.() };
+  return { opened, unsubscribe: () => unsubscribe?.(), storeOpened: () => storeOpened };
 }
 
 function createWorker(

@@ -12,6 +12,7 @@ export async function closeEngine(internals: EngineInternals): Promise<void> {
   try {
     await internals.opened;
   } catch {
+    await closeAfterFailedOpen(internals);
     return;
   }
   await internals.retention?.stop();
@@ -20,6 +21,25 @@ export async function closeEngine(internals: EngineInternals): Promise<void> {
   internals.unsubscribe();
   internals.waiters.wakeAll();
   await internals.config.store.close();
+}
+
+/** Opening failed after the store opened (the worker could not register or sweep): stop
+ *  what did start (the worker's heartbeat, the subscriptions) and close the store, which
+ *  would otherwise stay open (on PostgreSQL its pool and LISTEN socket keep the process
+ *  alive). Best effort: the store may be what failed, and close() reported nothing then
+ *  either (the failure surfaced on the engine's first call). */
+async function closeAfterFailedOpen(internals: EngineInternals): Promise<void> {
+  const { config, worker } = internals;
+  if (!internals.storeOpened()) return;
+  await internals.retention?.stop();
+  await worker
+    ?.close(0)
+    .catch((err) => config.log("close(): stopping a worker that failed to start", err));
+  internals.unsubscribe();
+  internals.waiters.wakeAll();
+  await config.store
+    .close()
+    .catch((err) => config.log("close(): closing the store after a failed start", err));
 }
 
 export function engineMetrics(internals: EngineInternals): EngineMetrics {

@@ -94,7 +94,15 @@ export class HintListener {
 
   async #connect(): Promise<void> {
     if (this.#closed) return;
-    const client = new pg.Client(this.#config);
+    let client: pg.Client;
+    try {
+      // Can throw: the connection string's sslrootcert/sslcert/sslkey files are read here.
+      client = new pg.Client(this.#config);
+    } catch {
+      this.#failures++;
+      this.#scheduleReconnect();
+      return;
+    }
     let lost = false;
     const onLost = () => {
       if (lost) return;

@@ -1,0 +1,209 @@
+// Errors nobody hears. In Node an 'error' event without a listener, or a rejection nobody
+// handles, ends the process: a worker that dies of it leaves its runs leased to nobody until
+// the lease passes. Each case here was found by an audit of src/ for that class of bug,
+// and failed before its mend:
+// - a logger (or `log` option) that throws, called from a claim round or a heartbeat that
+//   already failed: the throw became an unhandled rejection;
+// - engine.close() after the worker failed to start left the store open (its heartbeat
+//   timer running, and on PostgreSQL a pool that keeps the process alive);
+// - the PostgreSQL LISTEN connection, reconnecting, could not even build its client (an
+//   sslrootcert file gone): pg throws in the constructor, outside the try;
+// - `cairn worker` whose stderr reader went away died of an unheard EPIPE, and one whose
+//   stdout reader went away exited at once with code 0, its run left leased.
+
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { createEngine, sqliteStore, workflow } from "../src/index.js";
+import { realClock } from "../src/lib/clock.js";
+import { postgresStore } from "../src/postgres.js";
+import { faultyStore } from "../src/testing/faulty-store.js";
+import { startCairn } from "./helpers/cli.js";
+import { postgresTestUrl, withClient } from "./helpers/postgres.js";
+import { until } from "./helpers/sqlite.js";
+
+const pgUrl = await postgresTestUrl();
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const fn of cleanups.splice(0).reverse()) await fn();
+});
+
+function tempDir(prefix: string): string {
+  const dir = mkdtempSync(join(tmpdir(), `cairn-${prefix}-`));
+  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** Collects what would otherwise be unheard: with a listener of ours, vitest leaves them to
+ *  the test (and Node does not end the process). */
+function collectUnheard(): string[] {
+  const seen: string[] = [];
+  const onRejection = (e: unknown) => seen.push(`unhandledRejection: ${String(e)}`);
+  const onUncaught = (e: unknown) => seen.push(`uncaughtException: ${String(e)}`);
+  process.prependListener("unhandledRejection", onRejection);
+  process.prependListener("uncaughtException", onUncaught);
+  cleanups.push(() => {
+    process.removeListener("unhandledRejection", onRejection);
+    process.removeListener("uncaughtException", onUncaught);
+  });
+  return seen;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe("the engine", () => {
+  it("a logger that throws, while claim rounds and heartbeats fail, rejects nothing unheard", async () => {
+    const unheard = collectUnheard();
+    const dir = tempDir("throwing-logger");
+    const store = faultyStore(sqliteStore(join(dir, "db.sqlite")));
+    const throwing = () => {
+      throw new Error("logger transport is down");
+    };
+    const wf = workflow({ name: "after-the-outage", version: "1" }, async (ctx) => {
+      return ctx.step("one", () => 1);
+    });
+    const engine = createEngine({
+      store,
+      workflows: [wf],
+      logger: { debug() {}, info() {}, warn: throwing, error: throwing },
+      pollIntervalMs: 20,
+      heartbeatMs: 20,
+    });
+    cleanups.push(() => engine.close());
+    await engine.listRuns();
+    store.plan.failing = new Set(["claimRuns", "renewLeases", "heartbeatWorker"]);
+    await sleep(300);
+    store.plan.failing = new Set();
+    expect(unheard).toEqual([]);
+    // The worker goes on once the store is back.
+    expect(await (await engine.start(wf, undefined)).result()).toBe(1);
+  });
+
+  it("close() after the worker failed to start closes the store and stops the heartbeat", async () => {
+    const dir = tempDir("failed-start");
+    const path = join(dir, "db.sqlite");
+    // The worker registers, then its first sweep of dead workers fails.
+    const store = faultyStore(sqliteStore(path), { failing: new Set(["listWorkers"]) });
+    const engine = createEngine({
+      store,
+      heartbeatMs: 20,
+      logger: { debug() {}, info() {}, warn() {}, error() {} },
+    });
+    await expect(engine.listRuns()).rejects.toThrow(/listWorkers fails/);
+    await engine.close();
+    store.plan.failing = new Set();
+    await expect(store.listRuns()).rejects.toThrow(/not open/);
+    // Its worker row is gone, and no heartbeat brings it back.
+    const look = sqliteStore(path);
+    await look.open({ clock: realClock });
+    cleanups.push(() => look.close());
+    await sleep(100);
+    expect(await look.listWorkers()).toEqual([]);
+  });
+});
+
+describe.skipIf(!pgUrl)("the PostgreSQL LISTEN connection", () => {
+  it("keeps trying when its client cannot even be built, and hears hints again once it can", async () => {
+    const unheard = collectUnheard();
+    const base = pgUrl ?? "";
+    // A database of its own: its LISTEN backend is found (and terminated) by database.
+    const db = `cairn_listen_${randomBytes(4).toString("hex")}`;
+    await withClient(base, (c) => c.query(`CREATE DATABASE ${db}`));
+    cleanups.push(async () => {
+      await withClient(base, (c) => c.query(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`));
+    });
+    const dir = tempDir("listen-ca");
+    const ca = join(dir, "ca.pem");
+    writeFileSync(ca, "not a certificate, and never used: sslmode=disable\n");
+    // pg reads the sslrootcert file when it builds a client, whatever the sslmode.
+    const url = new URL(base);
+    url.pathname = `/${db}`;
+    url.searchParams.set("sslrootcert", ca);
+    url.searchParams.set("sslmode", "disable");
+    const store = postgresStore(url.toString(), { poolSize: 2 });
+    await store.open({ clock: realClock });
+    cleanups.push(() => store.close());
+    const heard: Array<string | undefined> = [];
+    const off = store.subscribe((h) => heard.push(h.runId ?? h.kind));
+    cleanups.push(off);
+    await until(() => heard.length > 0, "the first LISTEN");
+    // The certificate file goes away (a rotation), then the LISTEN connection drops.
+    rmSync(ca);
+    await withClient(base, (c) =>
+      c.query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+        [db],
+      ),
+    );
+    await sleep(1_000);
+    expect(unheard).toEqual([]);
+    writeFileSync(ca, "back\n");
+    // A new pending run's hint reaches the subscriber once the listener is back.
+    await until(
+      async () => {
+        const id = `run_${randomBytes(3).toString("hex")}`;
+        await store.createRun({
+          id,
+          workflow: "alpha",
+          version: "1",
+          input: "{}",
+          budgetLimit: {},
+        });
+        await sleep(100);
+        return heard.includes(id);
+      },
+      "a hint after the reconnect",
+      15_000,
+    );
+    expect(unheard).toEqual([]);
+  });
+});
+
+describe("`cairn worker` whose output reader went away", () => {
+  const MODULE = "test/fixtures/output-closed-workflows.ts";
+
+  async function workerWithout(stream: "stdout" | "stderr", wf: "noisy" | "quiet") {
+    const path = join(tempDir(`closed-${stream}`), "cairn.db");
+    const worker = startCairn(["worker", MODULE, "--concurrency", "2"], { CAIRN_STORE: path });
+    cleanups.push(async () => {
+      if (worker.child.exitCode === null) {
+        worker.child.kill("SIGKILL");
+        await worker.done;
+      }
+    });
+    await until(
+      () => worker.output.stdout.includes("Running;") || worker.child.exitCode !== null,
+      "the worker's start",
+    );
+    // As `cairn worker | head -n 5` does once it has its lines, or a log shipper restarting.
+    worker.child[stream]?.destroy();
+    const client = createEngine({ store: sqliteStore(path), worker: false });
+    cleanups.push(() => client.close());
+    const run = await client.start(wf, undefined, { id: `${wf}-run` });
+    const settled = await Promise.race([
+      run.result().then(() => "completed" as const),
+      worker.done.then((r) => `exited with ${r.code}` as const),
+    ]);
+    return { worker, client, settled };
+  }
+
+  it("stderr gone: a warning does not kill it; it completes the run and stops when told", async () => {
+    const { worker, settled } = await workerWithout("stderr", "noisy");
+    expect(settled).toBe("completed");
+    expect(worker.child.exitCode).toBeNull();
+    worker.child.kill("SIGTERM");
+    expect((await worker.done).code).toBe(0);
+  });
+
+  it("stdout gone: it does not exit at the next line; it completes the run and stops when told", async () => {
+    const { worker, client, settled } = await workerWithout("stdout", "quiet");
+    expect(settled).toBe("completed");
+    expect(worker.child.exitCode).toBeNull();
+    worker.child.kill("SIGTERM");
+    expect((await worker.done).code).toBe(0);
+    // A graceful stop: its worker row is gone.
+    await until(async () => (await client.listWorkers()).length === 0, "the worker row's removal");
+  });
+});
