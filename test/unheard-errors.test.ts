@@ -9,13 +9,15 @@
 // - the PostgreSQL LISTEN connection, reconnecting, could not even build its client (an
 //   sslrootcert file gone): pg throws in the constructor, outside the try;
 // - `cairn worker` whose stderr reader went away died of an unheard EPIPE, and one whose
-//   stdout reader went away exited at once with code 0, its run left leased.
+//   stdout reader went away exited at once with code 0, its run left leased;
+// - the HTTP app's `log` option that throws turned a request's 500 into a failed request.
 
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { createHttpApp } from "../src/http/index.js";
 import { createEngine, sqliteStore, workflow } from "../src/index.js";
 import { realClock } from "../src/lib/clock.js";
 import { postgresStore } from "../src/postgres.js";
@@ -101,6 +103,26 @@ describe("the engine", () => {
     cleanups.push(() => look.close());
     await sleep(100);
     expect(await look.listWorkers()).toEqual([]);
+  });
+});
+
+describe("the HTTP app", () => {
+  it("a log option that throws does not fail the request whose problem it reports", async () => {
+    const store = faultyStore(sqliteStore(join(tempDir("http-log"), "db.sqlite")));
+    const engine = createEngine({ store, worker: false });
+    cleanups.push(() => engine.close());
+    await engine.listRuns();
+    const app = createHttpApp({
+      engine,
+      log: () => {
+        throw new Error("log sink is down");
+      },
+    });
+    cleanups.push(() => app.close());
+    store.plan.failing = new Set(["listRuns"]);
+    const res = await app.fetch(new Request("http://127.0.0.1/api/runs"));
+    expect(res.status).toBe(500);
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe("INTERNAL");
   });
 });
 

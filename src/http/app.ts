@@ -55,7 +55,7 @@ const CSP = [
 
 export function createHttpApp(options: HttpAppOptions): HttpApp {
   const basePath = normalizeBase(options.basePath ?? "");
-  const log = options.log ?? ((message: string) => console.error(`cairn http: ${message}`));
+  const log = problemLog(options.log);
   const { assets, version } = loadAssets();
   const uiDeps: UiDeps = {
     engine: options.engine,
@@ -133,4 +133,18 @@ function normalizeBase(base: string): string {
     );
   }
   return base;
+}
+
+/** Where the app's problems go: the `log` option, else stderr. A `log` that throws must not
+ *  fail a request, nor become an unhandled rejection where a live stream's poll reports a
+ *  problem it has already handled. */
+export function problemLog(log?: (message: string) => void): (message: string) => void {
+  const to = log ?? ((message: string) => console.error(`cairn http: ${message}`));
+  return (message) => {
+    try {
+      to(message);
+    } catch {
+      // Nothing to report it to.
+    }
+  };
 }

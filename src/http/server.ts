@@ -4,7 +4,7 @@
 
 import type { AddressInfo } from "node:net";
 import { createAdaptorServer } from "@hono/node-server";
-import { createHttpApp, type HttpApp, type HttpAppOptions } from "./app.js";
+import { createHttpApp, type HttpApp, type HttpAppOptions, problemLog } from "./app.js";
 import { isLoopback, namesForBind } from "./security.js";
 
 export interface ServeHttpOptions extends Omit<HttpAppOptions, "boundHosts"> {
@@ -27,6 +27,7 @@ export interface HttpServer {
 export async function serveHttp(options: ServeHttpOptions): Promise<HttpServer> {
   const host = options.host ?? "127.0.0.1";
   const port = options.port ?? 4000;
+  const log = problemLog(options.log);
   if (!isLoopback(host) && options.token === undefined && options.readToken === undefined) {
     throw new Error(
       `Refusing to listen on ${host} without a token: anyone who can reach it could read ` +
@@ -50,6 +51,9 @@ export async function serveHttp(options: ServeHttpOptions): Promise<HttpServer> 
     server.once("error", onError);
     server.listen(port, host, () => {
       server.off("error", onError);
+      // A server 'error' after listening (rare: libuv handles running out of descriptors
+      // itself) must not end the process unheard.
+      server.on("error", (err) => log(`server error: ${String(err)}`));
       resolve();
     });
   });
