@@ -105,11 +105,14 @@ async function holdingProxy(base: string): Promise<{
   /** The local ports of its connections to the server (pg_stat_activity.client_port). */
   ports: number[];
   hold: () => void;
+  /** Holds what either side sends: a network partition, no FIN, no RST. */
+  silence: () => void;
   allClosed: () => Promise<void>;
   close: () => Promise<void>;
 }> {
   const target = new URL(base);
   let holding = false;
+  let silent = false;
   const ports: number[] = [];
   const sockets = new Set<net.Socket>();
   const closed: Array<Promise<void>> = [];
@@ -124,8 +127,8 @@ async function holdingProxy(base: string): Promise<{
     const toServer = (send: () => void) => (holding ? undefined : send());
     client.on("data", (d) => toServer(() => upstream.write(d)));
     client.on("end", () => toServer(() => upstream.end()));
-    upstream.on("data", (d) => client.write(d));
-    upstream.on("end", () => client.end());
+    upstream.on("data", (d) => (silent ? undefined : client.write(d)));
+    upstream.on("end", () => (silent ? undefined : client.end()));
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const url = new URL(base);
@@ -135,6 +138,10 @@ async function holdingProxy(base: string): Promise<{
     ports,
     hold: () => {
       holding = true;
+    },
+    silence: () => {
+      holding = true;
+      silent = true;
     },
     allClosed: async () => {
       await Promise.all(closed);
@@ -883,6 +890,30 @@ describe.skipIf(!url)("PostgreSQL store", () => {
         await new Promise((resolve) => setTimeout(resolve, 20));
         expect(uncaught.map(String)).toEqual([]);
       });
+
+      it("close() during a network partition ends, its sockets closed after a wait", async () => {
+        const proxy = await holdingProxy(base);
+        cleanups.push(proxy.close);
+        const s = testSchema(base);
+        cleanups.push(s.drop);
+        const store = postgresStore(proxy.url, { schema: s.schema, poolSize: 2 });
+        await store.open({ clock });
+        const heard: string[] = [];
+        const off = store.subscribe((h) => heard.push(h.kind));
+        await until(() => heard.length > 0, "the LISTEN connection");
+        off();
+        proxy.silence();
+        const sockets = () =>
+          process.getActiveResourcesInfo().filter((r) => r === "TCPSocketWrap").length;
+        const before = sockets();
+        // Before, pg's end() waited for the server's goodbye, forever (the LISTEN client),
+        // or left the pool's sockets half-closed, keeping the process alive.
+        await store.close();
+        // What is left open is the proxy's own pair per connection, not the store's side
+        // (a dropped socket is gone once its 'close' has been emitted, a tick later).
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        expect(sockets()).toBe(before - proxy.ports.length);
+      }, 20_000);
 
       it("close() sends the releases asked for before it", async () => {
         const s = testSchema(base);

@@ -76,6 +76,7 @@ export function createAi(options: AiOptions = {}): Ai {
   }
   let opened: Promise<Store> | undefined;
   let closed = false;
+  let closing: Promise<void> | undefined;
   const given = options.store;
   const store = given
     ? () => {
@@ -105,10 +106,15 @@ export function createAi(options: AiOptions = {}): Ai {
         yield* readRunStream(await store(), runId, o);
       })();
     },
-    async close() {
-      if (closed) return;
-      closed = true;
-      if (opened) await (await opened.catch(() => undefined))?.close();
+    close() {
+      // A second close() settles when the first one has, once the store is closed.
+      if (closing === undefined) {
+        closed = true;
+        closing = (async () => {
+          if (opened) await (await opened.catch(() => undefined))?.close();
+        })();
+      }
+      return closing;
     },
   };
 }

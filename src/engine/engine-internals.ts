@@ -31,6 +31,8 @@ export interface EngineInternals {
   readonly storeOpened: () => boolean;
   /** Set by close(); from then on every verb refuses (see ready()). */
   closed: boolean;
+  /** The close() under way or done: a later close() waits for it. */
+  closing?: Promise<void>;
 }
 
 /** How a new child run is created (start-run.ts), handed in to avoid an import cycle. */

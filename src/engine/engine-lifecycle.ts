@@ -3,21 +3,45 @@
 // handed back within closeGraceMs), the records still queued, the store subscription and
 // the result() waiters (which then throw EngineClosedError), and last the store.
 
+import { settlesWithin } from "../lib/timers.js";
 import type { EngineMetrics } from "./engine.js";
 import type { EngineInternals } from "./engine-internals.js";
 
-export async function closeEngine(internals: EngineInternals): Promise<void> {
-  if (internals.closed) return;
+export function closeEngine(internals: EngineInternals): Promise<void> {
+  // A second close() (concurrent, or later) settles when the first one has: never before
+  // the store is closed.
+  if (internals.closing !== undefined) return internals.closing;
   internals.closed = true;
+  internals.closing = closeOnce(internals);
+  return internals.closing;
+}
+
+async function closeOnce(internals: EngineInternals): Promise<void> {
   try {
     await internals.opened;
   } catch {
     await closeAfterFailedOpen(internals);
     return;
   }
-  await internals.retention?.stop();
+  // Retention stops between batches, but a batch under way may take long (or hang on the
+  // store): the worker must stop claiming meanwhile, so both stop together.
+  const retentionStopped = internals.retention?.stop();
   await internals.worker?.close(internals.config.closeGraceMs);
-  await internals.committer.drain();
+  if (retentionStopped !== undefined) {
+    const ended = await settlesWithin(retentionStopped, internals.config.closeGraceMs);
+    if (!ended)
+      internals.config.log(
+        "close(): a retention batch is still running; closing the store under it",
+      );
+  }
+  if (
+    !(await settlesWithin(
+      internals.committer.drain(),
+      Math.max(internals.config.closeGraceMs, 2_000),
+    ))
+  ) {
+    internals.config.log("close(): queued records not written in time; the store hangs");
+  }
   internals.unsubscribe();
   internals.waiters.wakeAll();
   await internals.config.store.close();

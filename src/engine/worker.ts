@@ -8,7 +8,7 @@ import { hostname } from "node:os";
 import type { Clock } from "../lib/clock.js";
 import { pidNamespace } from "../lib/process-identity.js";
 import { displayText } from "../lib/text.js";
-import { setLongTimeout, timerMs } from "../lib/timers.js";
+import { settlesWithin, timerMs, waitAtMost } from "../lib/timers.js";
 import type { ClaimedRun, Journal, RunRecord, Store } from "../store/store.js";
 import type { Workflow } from "../workflow/define.js";
 import { isDeadLocalWorker } from "./dead-workers.js";
@@ -393,22 +393,18 @@ export class Worker {
     // Records of attempts that finished are durable before any run of ours is claimable:
     // removing the worker row first would let another worker take a run whose record is
     // still queued, fence that write, and execute the step again.
-    await this.options.execution.committer.drain();
-    await this.options.store.removeWorker(this.options.id);
+    // Neither may hang close() on a store that hangs (a silent network: pg has no client-side
+    // query timeout): a record not written is redone from the journal, a worker row left
+    // behind is judged dead by its stale heartbeat.
+    const bound = Math.max(graceMs, 2_000);
+    if (!(await settlesWithin(this.options.execution.committer.drain(), bound))) {
+      this.options.execution.log("close(): queued records not written in time; the store hangs");
+      return;
+    }
+    const removed = this.options.store.removeWorker(this.options.id);
+    if (await settlesWithin(removed, bound))
+      await removed; // its error, if any, is close()'s
+    else
+      this.options.execution.log("close(): removing this worker's row timed out; the store hangs");
   }
-}
-
-/** Waits for `p`, but no longer than `ms`. */
-async function waitAtMost(p: Promise<unknown>, ms: number): Promise<void> {
-  let cancel: (() => void) | undefined;
-  await Promise.race([
-    p.then(
-      () => {},
-      () => {},
-    ),
-    new Promise<void>((r) => {
-      cancel = setLongTimeout(r, ms);
-    }),
-  ]);
-  cancel?.();
 }

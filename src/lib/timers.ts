@@ -45,3 +45,34 @@ export function setLongTimeout(
 export function nextTurn(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));
 }
+
+/** Waits for `p` to settle (either way), but no longer than `ms`. */
+export async function waitAtMost(p: Promise<unknown>, ms: number): Promise<void> {
+  let cancel: (() => void) | undefined;
+  await Promise.race([
+    p.then(
+      () => {},
+      () => {},
+    ),
+    new Promise<void>((r) => {
+      cancel = setLongTimeout(r, ms);
+    }),
+  ]);
+  cancel?.();
+}
+
+/** Whether `p` settled (either way) within `ms`: close() paths that must not hang on a
+ *  store that hangs. */
+export async function settlesWithin(p: Promise<unknown>, ms: number): Promise<boolean> {
+  let settled = false;
+  const noted = p.then(
+    () => {
+      settled = true;
+    },
+    () => {
+      settled = true;
+    },
+  );
+  await waitAtMost(noted, ms);
+  return settled;
+}

@@ -72,6 +72,8 @@ const CONNECTION_MESSAGES = [
   "Client has encountered a connection error",
   "Client was closed and is not queryable",
   "timeout exceeded when trying to connect",
+  // query_timeout (postgres-store.ts): the server did not answer; the session is unusable.
+  "Query read timeout",
 ];
 
 function errorCode(err: unknown): string | undefined {
@@ -218,6 +220,9 @@ export class Database {
    *  pool never hands out a dead connection again. */
   async #discard(client: pg.PoolClient, err: unknown): Promise<void> {
     if (isConnectionError(err)) {
+      // Dropped, not ended: pg's end() says goodbye and waits for the server's answer,
+      // which a silent peer never sends, and the socket would keep the process alive.
+      dropSocket(client);
       this.#release(client, err instanceof Error ? err : new Error(String(err)));
       return;
     }
@@ -285,4 +290,12 @@ export class Database {
       { cause: err },
     );
   }
+}
+
+/** Closes a pg client's socket at once, without the goodbye a silent server would never
+ *  answer. pg has no public call for it; its connection's stream is the socket. */
+export function dropSocket(client: pg.ClientBase): void {
+  (
+    client as unknown as { connection?: { stream?: { destroy(): void } } }
+  ).connection?.stream?.destroy();
 }

@@ -10,10 +10,21 @@
 
 import { createHash } from "node:crypto";
 import pg from "pg";
+import { settlesWithin } from "../../lib/timers.js";
 import type { StoreHint } from "../store.js";
+import { dropSocket } from "./connection.js";
 
 const RECONNECT_FIRST_MS = 100;
 const RECONNECT_MAX_MS = 5_000;
+/** How long close() waits for the server to say goodbye before it drops the socket: a
+ *  peer gone silent (a network partition) never answers, and pg's end() would wait for it
+ *  forever, with the socket keeping the process alive. */
+const END_WAIT_MS = 2_000;
+
+/** Ends `client` politely, or after `ms` by dropping its socket. */
+async function endWithin(client: pg.Client, ms: number): Promise<void> {
+  if (!(await settlesWithin(client.end(), ms))) dropSocket(client);
+}
 
 /** The NOTIFY channel of a schema. Channel names are identifiers (at most 63 bytes), so a
  *  long schema name is shortened with a hash that keeps schemas apart. */
@@ -79,7 +90,7 @@ export class HintListener {
     const client = this.#client;
     this.#client = undefined;
     await this.#connecting?.catch(() => {});
-    if (client) await client.end().catch(() => {});
+    if (client) await endWithin(client, END_WAIT_MS);
   }
 
   #emit(hint: StoreHint): void {

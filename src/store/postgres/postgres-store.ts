@@ -23,6 +23,7 @@ import pg from "pg";
 import { StoreError } from "../../errors.js";
 import type { Clock } from "../../lib/clock.js";
 import { describeArgument } from "../../lib/text.js";
+import { settlesWithin } from "../../lib/timers.js";
 import type {
   AnswerApprovalOutcome,
   ApprovalRecord,
@@ -64,7 +65,12 @@ import type {
 import { checkDeleteRunsIds } from "../workspace-records.js";
 import * as aiState from "./ai-state.js";
 import * as approvals from "./approvals.js";
-import { Database, IDLE_IN_TRANSACTION_TIMEOUT_MS, STATEMENT_TIMEOUT_MS } from "./connection.js";
+import {
+  Database,
+  dropSocket,
+  IDLE_IN_TRANSACTION_TIMEOUT_MS,
+  STATEMENT_TIMEOUT_MS,
+} from "./connection.js";
 import { appendRecords, loadJournal, pendingEvents } from "./journal-writes.js";
 import { claimRuns, renewLeases } from "./leases.js";
 import { migrate } from "./migrate.js";
@@ -132,6 +138,9 @@ function describe(urlOrPool: string | pg.Pool, schema: string): string {
   return `${where}, schema "${schema}"`;
 }
 
+/** A query with no answer for this long is given up on by the client. */
+const QUERY_TIMEOUT_MS = STATEMENT_TIMEOUT_MS + 5_000;
+
 class PostgresStore implements Store {
   readonly description: string;
   readonly #source: string | pg.Pool;
@@ -144,6 +153,8 @@ class PostgresStore implements Store {
   #opens = 0;
   #opening: Promise<void> | undefined;
   #listener: HintListener | undefined;
+  /** The own pool's clients whose socket is open (close() drops those that stay open). */
+  readonly #ownClients = new Set<pg.ClientBase>();
   /** The last close() is sending what was asked for before it (the pool is still open). */
   #draining = false;
   /** The last close(), while it runs: a close() meanwhile waits for it. */
@@ -233,6 +244,10 @@ class PostgresStore implements Store {
         max: this.#poolSize,
         statement_timeout: STATEMENT_TIMEOUT_MS,
         idle_in_transaction_session_timeout: IDLE_IN_TRANSACTION_TIMEOUT_MS,
+        // The client's own bound: statement_timeout is the server's, and a server that
+        // cannot be heard (a network partition) answers nothing, so a query (and close(),
+        // which ends the pool once its clients are back) would wait for TCP keepalive.
+        query_timeout: QUERY_TIMEOUT_MS,
         connectionTimeoutMillis: 10_000,
         keepAlive: true,
         application_name: "cairn",
@@ -249,7 +264,10 @@ class PostgresStore implements Store {
     // process. 'connect' fires synchronously before the client is handed out, so a
     // listener attached here is always in place; the failed query rejects on its own.
     pool.on("connect", onNewClient);
-    if (owned) pool.on("connect", readCommitted);
+    if (owned) {
+      pool.on("connect", readCommitted);
+      ownClients(pool, this.#ownClients);
+    }
     this.#pool = pool;
     const db = new Database(pool, this.description, owned);
     this.#db = db;
@@ -280,7 +298,7 @@ class PostgresStore implements Store {
       // ... WITH (FORCE), a server shutting down) still answers with a FATAL error, which
       // pg-pool re-emits as 'error' on the pool; with no listener that is an uncaught
       // exception. The pool is dropped here, listeners and all.
-      await pool.end().catch(() => {});
+      await endOwnPool(pool, this.#ownClients);
     }
   }
 
@@ -506,6 +524,34 @@ class PostgresStore implements Store {
     }
     return this.#listener.add(listener);
   }
+}
+
+/** How long close() waits for the server to answer its clients' goodbye before it drops
+ *  their sockets: a server gone silent (a network partition) never answers, and the
+ *  half-closed sockets would keep the process alive. */
+const POOL_END_WAIT_MS = 2_000;
+
+/** Ends the store's own pool: politely, then, for clients whose socket has not closed
+ *  within POOL_END_WAIT_MS, by dropping it. pg-pool's end() resolves once its clients are
+ *  asked to end; each client emits 'end' when its socket has closed. `clients` holds the
+ *  pool's connected clients until then (ownClients). */
+async function endOwnPool(pool: pg.Pool, clients: Set<pg.ClientBase>): Promise<void> {
+  const open = [...clients];
+  const closed = Promise.all(
+    open.map((c) => new Promise<void>((resolve) => c.once("end", () => resolve()))),
+  );
+  await pool.end().catch(() => {});
+  if (!(await settlesWithin(closed, POOL_END_WAIT_MS))) {
+    for (const c of clients) dropSocket(c);
+  }
+}
+
+/** Keeps `clients` as the set of `pool`'s clients whose socket is open. */
+function ownClients(pool: pg.Pool, clients: Set<pg.ClientBase>): void {
+  pool.on("connect", (client) => {
+    clients.add(client);
+    client.once("end", () => clients.delete(client));
+  });
 }
 
 function ignorePoolError(): void {
