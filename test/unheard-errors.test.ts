@@ -10,14 +10,17 @@
 //   sslrootcert file gone): pg throws in the constructor, outside the try;
 // - `cairn worker` whose stderr reader went away died of an unheard EPIPE, and one whose
 //   stdout reader went away exited at once with code 0, its run left leased;
-// - the HTTP app's `log` option that throws turned a request's 500 into a failed request.
+// - the HTTP app's `log` option that throws turned a request's 500 into a failed request
+//   (and, not an error nobody hears but noise in the same log: a client leaving mid-body
+//   was logged as an "unexpected error").
 
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { createHttpApp } from "../src/http/index.js";
+import { createHttpApp, serveHttp } from "../src/http/index.js";
 import { createEngine, sqliteStore, workflow } from "../src/index.js";
 import { realClock } from "../src/lib/clock.js";
 import { postgresStore } from "../src/postgres.js";
@@ -106,7 +109,27 @@ describe("the engine", () => {
   });
 });
 
-describe("the HTTP app", () => {
+describe("the HTTP app and server", () => {
+  it("a client that leaves while sending its body is not logged as an unexpected error", async () => {
+    const engine = createEngine({ store: sqliteStore(":memory:"), worker: false });
+    cleanups.push(() => engine.close());
+    const logs: string[] = [];
+    const server = await serveHttp({ engine, port: 0, log: (m) => logs.push(m) });
+    cleanups.push(() => server.close());
+    const socket = connect(server.port, "127.0.0.1");
+    await new Promise((resolve) => socket.once("connect", resolve));
+    socket.write(
+      "POST /api/runs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
+        'Content-Length: 100\r\n\r\n{"workflow":',
+    );
+    await sleep(100);
+    socket.destroy();
+    await sleep(200);
+    // The server still answers, and logged nothing about the one that left.
+    expect((await fetch(`${server.url}/api/runs`)).status).toBe(200);
+    expect(logs).toEqual([]);
+  });
+
   it("a log option that throws does not fail the request whose problem it reports", async () => {
     const store = faultyStore(sqliteStore(join(tempDir("http-log"), "db.sqlite")));
     const engine = createEngine({ store, worker: false });

@@ -76,6 +76,15 @@ export function errorAnswer(
     if (err.code === "STORE") log(`store error: ${err.message}`);
     return { status, body };
   }
+  if (isClientGone(err)) {
+    // Nobody reads this answer; an operator's log would only count a client that left.
+    return {
+      status: 400,
+      body: {
+        error: { code: "VALIDATION", message: "The request's body ended before it arrived whole." },
+      },
+    };
+  }
   const name = err instanceof Error ? err.name : typeof err;
   const message = err instanceof Error ? err.message : "";
   log(`unexpected error in a request: ${name}: ${message.slice(0, 500)}`);
@@ -85,6 +94,15 @@ export function errorAnswer(
       error: { code: "INTERNAL", message: "Internal error; the server's log has the details." },
     },
   };
+}
+
+/** Node's error for a request whose client went away while its body was being read. */
+function isClientGone(err: unknown): boolean {
+  return (
+    err instanceof Error &&
+    (err as NodeJS.ErrnoException).code === "ECONNRESET" &&
+    err.message === "aborted"
+  );
 }
 
 /** An id or name for a message: quoted, and cut when it is long. */
