@@ -107,6 +107,8 @@ async function holdingProxy(base: string): Promise<{
   hold: () => void;
   /** Holds what either side sends: a network partition, no FIN, no RST. */
   silence: () => void;
+  /** Passes data on again (what was held is lost). */
+  resume: () => void;
   allClosed: () => Promise<void>;
   close: () => Promise<void>;
 }> {
@@ -142,6 +144,10 @@ async function holdingProxy(base: string): Promise<{
     silence: () => {
       holding = true;
       silent = true;
+    },
+    resume: () => {
+      holding = false;
+      silent = false;
     },
     allClosed: async () => {
       await Promise.all(closed);
@@ -914,6 +920,34 @@ describe.skipIf(!url)("PostgreSQL store", () => {
         await new Promise((resolve) => setTimeout(resolve, 50));
         expect(sockets()).toBe(before - proxy.ports.length);
       }, 20_000);
+
+      it("a server silent for a moment: the client's query_timeout counts as a lost connection, retried", async () => {
+        const proxy = await holdingProxy(base);
+        cleanups.push(proxy.close);
+        const s = testSchema(base);
+        cleanups.push(s.drop);
+        // A caller's pool with short client-side limits (the store's own pool times a query
+        // out at statement_timeout + 5 s).
+        const pool = new pg.Pool({
+          connectionString: proxy.url,
+          max: 1,
+          query_timeout: 300,
+          connectionTimeoutMillis: 300,
+        });
+        cleanups.push(() => pool.end());
+        const store = postgresStore(pool, { schema: s.schema });
+        await store.open({ clock });
+        cleanups.push(() => store.close());
+        await store.createRun(newRunFor("run_partition"));
+        proxy.silence();
+        const read = store.getRun("run_partition");
+        // The partition heals after the first try timed out; the retries (seconds of them)
+        // find the server again. Taken as any other error, the read failed at its first
+        // timeout.
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        proxy.resume();
+        expect((await read)?.id).toBe("run_partition");
+      }, 30_000);
 
       it("close() sends the releases asked for before it", async () => {
         const s = testSchema(base);
