@@ -6,23 +6,21 @@
 // row's removal get the grace period (at least 2 s), then close() goes on. A hang shows as
 // this file's test timeout.
 
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { createAi } from "../src/ai/index.js";
 import { createEngine, type Store, sqliteStore, workflow } from "../src/index.js";
 import { realClock } from "../src/lib/clock.js";
 import { faultyStore } from "../src/testing/index.js";
+import { tempDbPath } from "./helpers/sqlite.js";
 
-const dirs: string[] = [];
+const cleanups: Array<() => void> = [];
 afterEach(() => {
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+  for (const cleanup of cleanups.splice(0)) cleanup();
 });
 function dbPath(): string {
-  const dir = mkdtempSync(join(tmpdir(), "cairn-close-"));
-  dirs.push(dir);
-  return join(dir, "c.db");
+  const { path, cleanup } = tempDbPath();
+  cleanups.push(cleanup);
+  return path;
 }
 
 const quick = workflow({ name: "quick", version: "1" }, async (ctx, n: number) =>
