@@ -6,6 +6,7 @@ import { DEFAULT_MAX_PAYLOAD_BYTES } from "../codec/codec.js";
 import { LimitError } from "../errors.js";
 import { type Clock, realClock } from "../lib/clock.js";
 import { toMs } from "../lib/duration.js";
+import { neverThrows } from "../lib/never-throws.js";
 import { sqliteStore } from "../store/sqlite/sqlite-store.js";
 import type { Store } from "../store/store.js";
 import type { Workflow } from "../workflow/define.js";
@@ -79,7 +80,8 @@ export function resolveEngineConfig(options: EngineOptions): EngineConfig {
     approvalKeys: [...(options.approvalKeys ?? [])],
     retention,
     logger,
-    log: guardedLog(
+    // A log that throws must not turn a handled problem into an unhandled rejection.
+    log: neverThrows(
       options.log ??
         ((message: string, err?: unknown) =>
           logger.warn(err === undefined ? {} : { err }, message)),
@@ -116,15 +118,4 @@ function workflowsById(
     workflows.set(wf.id, wf as unknown as Workflow<unknown, unknown>);
   }
   return workflows;
-}
-
-/** A log that throws must not turn a handled problem into an unhandled rejection. */
-function guardedLog(log: (message: string, err?: unknown) => void) {
-  return (message: string, err?: unknown): void => {
-    try {
-      log(message, err);
-    } catch {
-      // Nothing to report it to.
-    }
-  };
 }

@@ -5,6 +5,7 @@
 
 import { EngineClosedError } from "../errors.js";
 import { newId } from "../lib/ids.js";
+import { neverThrows } from "../lib/never-throws.js";
 import type { Workflow } from "../workflow/define.js";
 import { Committer } from "./committer.js";
 import type { EngineConfig } from "./engine-config.js";
@@ -181,12 +182,9 @@ function executionDeps(
 
 /** The worker's lifecycle events as info lines of the logger. */
 function lifecycleReporter(config: EngineConfig, workerId: string): ExecutionDeps["lifecycle"] {
-  return (event) => {
+  // A logger that throws must not stop the worker between a claim and its execution.
+  return neverThrows((event) => {
     const fields: WorkerEventFields = { ...event, workerId };
-    try {
-      config.logger.info(fields, workerEventMessage(fields));
-    } catch {
-      // A logger that throws must not stop the worker between a claim and its execution.
-    }
-  };
+    config.logger.info(fields, workerEventMessage(fields));
+  });
 }

@@ -6,6 +6,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { getRequestListener } from "@hono/node-server";
 import { type Context, Hono } from "hono";
 import { type Clock, type Engine, realClock } from "../index.js";
+import { neverThrows } from "../lib/never-throws.js";
 import { apiError, mountApi } from "./api/index.js";
 import { HttpError, quote } from "./errors.js";
 import { LiveHub } from "./live/hub.js";
@@ -139,12 +140,5 @@ function normalizeBase(base: string): string {
  *  fail a request, nor become an unhandled rejection where a live stream's poll reports a
  *  problem it has already handled. */
 export function problemLog(log?: (message: string) => void): (message: string) => void {
-  const to = log ?? ((message: string) => console.error(`cairn http: ${message}`));
-  return (message) => {
-    try {
-      to(message);
-    } catch {
-      // Nothing to report it to.
-    }
-  };
+  return neverThrows(log ?? ((message: string) => console.error(`cairn http: ${message}`)));
 }
