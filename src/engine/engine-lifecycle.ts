@@ -34,7 +34,10 @@ async function closeOnce(internals: EngineInternals): Promise<void> {
         "close(): a retention batch is still running; closing the store under it",
       );
   }
+  // The worker's close() has drained the records (or given up on a store that hangs, and
+  // said so): waiting for them again would only add its bound to a close() in a partition.
   if (
+    !internals.worker &&
     !(await settlesWithin(
       internals.committer.drain(),
       Math.max(internals.config.closeGraceMs, 2_000),

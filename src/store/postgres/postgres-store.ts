@@ -284,10 +284,16 @@ class PostgresStore implements Store {
   async #stop(): Promise<void> {
     const listener = this.#listener;
     this.#listener = undefined;
-    await listener?.close();
+    // At the same time as the pool: against a silent server each waits out its bound.
+    const listenerClosed = listener?.close();
     const pool = this.#pool;
     this.#pool = undefined;
     this.#db = undefined;
+    await this.#endPool(pool);
+    await listenerClosed;
+  }
+
+  async #endPool(pool: pg.Pool | undefined): Promise<void> {
     if (!pool) return;
     if (pool === this.#source) {
       pool.removeListener("error", ignorePoolError);
