@@ -81,7 +81,14 @@ export function createAi(options: AiOptions = {}): Ai {
   const store = given
     ? () => {
         if (closed) return Promise.reject(new Error("cairn/ai: this kit is closed"));
-        opened ??= given.open({ clock }).then(() => given);
+        if (opened === undefined) {
+          // A failed open is not kept: the next call tries again (the database may be back).
+          const attempt = given.open({ clock }).then(() => given);
+          opened = attempt;
+          attempt.catch(() => {
+            if (opened === attempt) opened = undefined;
+          });
+        }
         return opened;
       }
     : undefined;

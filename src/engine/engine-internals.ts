@@ -9,6 +9,7 @@ import { neverThrows } from "../lib/never-throws.js";
 import type { Workflow } from "../workflow/define.js";
 import { Committer } from "./committer.js";
 import type { EngineConfig } from "./engine-config.js";
+import { EngineOpening } from "./engine-open.js";
 import { type RetentionLoop, startRetentionLoop } from "./engine-retention.js";
 import type { ExecutionDeps } from "./execution.js";
 import { type WorkerEventFields, workerEventMessage } from "./logger.js";
@@ -22,14 +23,10 @@ export interface EngineInternals {
   /** The worker this engine owns; none with `worker: false`. */
   readonly worker: Worker | undefined;
   readonly waiters: RunWaiters;
-  /** The store is open, subscribed to, and the worker started; rejects if opening failed. */
-  readonly opened: Promise<void>;
+  /** The store, its subscription and the worker: open, or being opened (a failed open is
+   *  tried again, see engine-open.ts). */
+  readonly opening: EngineOpening;
   readonly retention: RetentionLoop | undefined;
-  /** Ends the store subscription that wakes result() calls (if it was made). */
-  readonly unsubscribe: () => void;
-  /** The store's open() succeeded (even if what came after it, the worker's start, failed):
-   *  close() must close it. */
-  readonly storeOpened: () => boolean;
   /** Set by close(); from then on every verb refuses (see ready()). */
   closed: boolean;
   /** The close() under way or done: a later close() waits for it. */
@@ -68,7 +65,7 @@ export function createEngineInternals(
         (runId, run) => waiters.wake(runId, run),
       )
     : undefined;
-  const { opened, unsubscribe, storeOpened } = open(config, worker, waiters);
+  const opening = new EngineOpening(config, worker, waiters);
   const retention = config.retention
     ? startRetentionLoop(
         {
@@ -77,7 +74,7 @@ export function createEngineInternals(
           workerId,
           logger: config.logger,
           log: config.log,
-          opened,
+          opened: opening.everOpened,
         },
         config.retention,
       )
@@ -88,10 +85,8 @@ export function createEngineInternals(
     committer,
     worker,
     waiters,
-    opened,
+    opening,
     retention,
-    unsubscribe,
-    storeOpened,
     closed: false,
   };
   return internals;
@@ -105,7 +100,7 @@ export async function ready(internals: EngineInternals): Promise<void> {
       "This engine is closed: close() was called, so it serves no more calls. Create a new engine with createEngine() to go on; runs are not affected, they live in the store.",
     );
   }
-  await internals.opened;
+  await internals.opening.whenOpen();
 }
 
 /** A run has something new to read (an event, an approval's answer): the execution of it in
@@ -114,30 +109,6 @@ export function runHasNews(internals: EngineInternals, runId: string): void {
   const local = internals.worker?.active.get(runId);
   if (local) local.refreshEvents();
   else internals.worker?.requestClaimRound();
-}
-
-/** Opens the store, wakes result() calls when it says a run finished, starts the worker. */
-function open(
-  config: EngineConfig,
-  worker: Worker | undefined,
-  waiters: RunWaiters,
-): { opened: Promise<void>; unsubscribe: () => void; storeOpened: () => boolean } {
-  let unsubscribe: (() => void) | undefined;
-  let storeOpened = false;
-  const opened = (async () => {
-    await config.store.open({ clock: config.clock });
-    storeOpened = true;
-    unsubscribe = config.store.subscribe((hint) => {
-      // A run executing here wakes its waiters when its execution ends (worker `ended`).
-      if (hint.kind === "finished" && hint.runId && !worker?.active.has(hint.runId)) {
-        waiters.wake(hint.runId);
-      }
-    });
-    await worker?.start();
-  })();
-  // Surface open errors on first use, not as an unhandled rejection.
-  opened.catch(() => {});
-  return { opened, unsubscribe: () => unsubscribe?.(), storeOpened: () => storeOpened };
 }
 
 function createWorker(

@@ -17,9 +17,9 @@ export function closeEngine(internals: EngineInternals): Promise<void> {
 }
 
 async function closeOnce(internals: EngineInternals): Promise<void> {
-  try {
-    await internals.opened;
-  } catch {
+  // No open is tried after this; one under way is waited for.
+  await internals.opening.stop();
+  if (!internals.opening.isOpen()) {
     await closeAfterFailedOpen(internals);
     return;
   }
@@ -45,24 +45,25 @@ async function closeOnce(internals: EngineInternals): Promise<void> {
   ) {
     internals.config.log("close(): queued records not written in time; the store hangs");
   }
-  internals.unsubscribe();
+  internals.opening.unsubscribe();
   internals.waiters.wakeAll();
   await internals.config.store.close();
 }
 
-/** Opening failed after the store opened (the worker could not register or sweep): stop
+/** Opening failed, or had not succeeded when close() was called. If the store did open (the
+ *  worker could not register or sweep): stop
  *  what did start (the worker's heartbeat, the subscriptions) and close the store, which
  *  would otherwise stay open (on PostgreSQL its pool and LISTEN socket keep the process
  *  alive). Best effort: the store may be what failed, and close() reported nothing then
  *  either (the failure surfaced on the engine's first call). */
 async function closeAfterFailedOpen(internals: EngineInternals): Promise<void> {
   const { config, worker } = internals;
-  if (!internals.storeOpened()) return;
+  if (!internals.opening.storeOpened()) return;
   await internals.retention?.stop();
   await worker
     ?.close(0)
     .catch((err) => config.log("close(): stopping a worker that failed to start", err));
-  internals.unsubscribe();
+  internals.opening.unsubscribe();
   internals.waiters.wakeAll();
   await config.store
     .close()

@@ -31,7 +31,7 @@ export interface RetentionLoopDeps {
   workerId: string;
   logger: Logger;
   log: (message: string, err?: unknown) => void;
-  /** The store is open (a failed open ends the loop before it starts). */
+  /** Resolves when the engine opens (an open that fails is tried again); never rejects. */
   opened: Promise<void>;
 }
 
@@ -43,11 +43,7 @@ export function startRetentionLoop(
 ): RetentionLoop {
   const stop = new AbortController();
   const loop = (async () => {
-    try {
-      await deps.opened;
-    } catch {
-      return;
-    }
+    await Promise.race([deps.opened, aborted(stop.signal)]);
     while (!stop.signal.aborted) {
       await collectOnce(deps, schedule, stop.signal);
       await deps.clock.sleep(schedule.everyMs, stop.signal).catch(() => {});
@@ -87,4 +83,11 @@ async function collectOnce(
   } catch (err) {
     deps.log("retention: a batch failed; it is tried again next time", err);
   }
+}
+
+function aborted(signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) resolve();
+    else signal.addEventListener("abort", () => resolve(), { once: true });
+  });
 }

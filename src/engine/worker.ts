@@ -67,8 +67,12 @@ export class Worker {
     this.lastRenewOk = options.clock.now();
   }
 
+  /** Registers this worker and takes over dead local workers' runs, then starts claiming.
+   *  The store calls come first: when one fails (the engine tries again later, see
+   *  engine-open.ts), no subscription or timer is left behind to be doubled. */
   async start(): Promise<void> {
     const { store } = this.options;
+    const askedAt = this.options.clock.now();
     await store.registerWorker({
       id: this.options.id,
       host: hostname(),
@@ -76,6 +80,12 @@ export class Worker {
       pidNamespace: pidNamespace(),
       workflows: [...this.options.workflows.keys()],
     });
+    // Registering is this worker's first heartbeat (a start tried again may come long after
+    // the constructor).
+    this.lastRenewOk = askedAt;
+    // The first sweep: dead local workers' runs are claimable before our first claim.
+    await this.sweepWorkers();
+    if (this.closed) return;
     this.unsubscribe.push(
       store.subscribe((hint) => {
         if (hint.kind === "runnable") {
@@ -96,8 +106,6 @@ export class Worker {
       timerMs(this.options.heartbeatMs),
     );
     this.heartbeatTimer.unref?.();
-    // The first sweep: dead local workers' runs are claimable before our first claim.
-    await this.sweepWorkers();
     this.requestClaimRound();
   }
 
