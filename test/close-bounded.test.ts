@@ -12,6 +12,7 @@ import { createEngine, type Store, sqliteStore, workflow } from "../src/index.js
 import { realClock } from "../src/lib/clock.js";
 import { faultyStore } from "../src/testing/index.js";
 import { tempDbPath } from "./helpers/sqlite.js";
+import { within } from "./helpers/within.js";
 
 const cleanups: Array<() => void> = [];
 afterEach(() => {
@@ -132,5 +133,28 @@ describe("ai.close()", () => {
     const seen: boolean[] = [];
     await Promise.all([ai.close(), ai.close().then(() => seen.push(storeClosed))]);
     expect(seen).toEqual([true]);
+  });
+
+  it("cairn/ai close() ends the streams being followed, though the engine keeps the store open", async () => {
+    const store = sqliteStore(dbPath());
+    const waits = workflow({ name: "waits", version: "1" }, async (ctx) =>
+      ctx.waitForEvent("never"),
+    );
+    const engine = createEngine({ store, workflows: [waits] });
+    const run = await engine.start(waits, undefined);
+    const ai = createAi({ store });
+    const following = (async () => {
+      for await (const _ of ai.readStream(run.id, { pollMs: 10 })) {
+        // the run streams nothing
+      }
+    })();
+    following.catch(() => {});
+    await new Promise((r) => setTimeout(r, 50));
+    await ai.close();
+    await expect(within(following, 10_000, "the follower after close()")).rejects.toThrow(
+      /this kit is closed/,
+    );
+    expect((await engine.getRun(run.id))?.status).toBe("waiting");
+    await engine.close();
   });
 });

@@ -76,6 +76,9 @@ export function createAi(options: AiOptions = {}): Ai {
   }
   let opened: Promise<Store> | undefined;
   let closed = false;
+  // Ends the streams being followed when the kit closes: the store may stay open (an engine
+  // holds it too), and a follower would otherwise poll it until its run ends.
+  const closedSignal = new AbortController();
   let closing: Promise<void> | undefined;
   const given = options.store;
   const store = given
@@ -109,14 +112,18 @@ export function createAi(options: AiOptions = {}): Ai {
       if (!store) {
         throw new TypeError("ai.readStream(): streams live in a store; give createAi({ store })");
       }
+      const signal = o?.signal
+        ? AbortSignal.any([o.signal, closedSignal.signal])
+        : closedSignal.signal;
       return (async function* () {
-        yield* readRunStream(await store(), runId, o);
+        yield* readRunStream(await store(), runId, { ...o, signal });
       })();
     },
     close() {
       // A second close() settles when the first one has, once the store is closed.
       if (closing === undefined) {
         closed = true;
+        closedSignal.abort(new Error("cairn/ai: this kit is closed"));
         closing = (async () => {
           if (opened) await (await opened.catch(() => undefined))?.close();
         })();
