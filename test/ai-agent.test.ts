@@ -205,6 +205,45 @@ describe("durable model and tools (sqlite)", () => {
     expect(s?.attempts.map((a) => a.error?.message ?? "ok")).toEqual(["HTTP 500", "ok"]);
   });
 
+  it("a provider's stream that reports an error is cancelled: its connection is not left open", async () => {
+    const h = harness();
+    let cancelled = 0;
+    const model = new MockLanguageModelV4({
+      doStream: async () => ({
+        stream: new ReadableStream({
+          start(controller) {
+            controller.enqueue({ type: "stream-start", warnings: [] });
+            controller.enqueue({
+              type: "error",
+              error: Object.assign(new Error("HTTP 400"), {
+                statusCode: 400,
+                isRetryable: false,
+                responseHeaders: {},
+              }),
+            });
+            // The provider's connection stays open: more parts may come.
+          },
+          cancel() {
+            cancelled++;
+          },
+        }),
+      }),
+    });
+    const ai = kitFor(h);
+    const wf = workflow({ name: "stream-error", version: "1" }, async (ctx) => {
+      const r = await ai.model(ctx, model).doStream({
+        prompt: [{ role: "user", content: [{ type: "text", text: "hi" }] }],
+      });
+      for await (const _ of r.stream) {
+        // the recorded parts
+      }
+    });
+    const engine = h.engine([wf]);
+    const run = await engine.start(wf, undefined);
+    await expect(run.result()).rejects.toThrow(/HTTP 400/);
+    expect(cancelled).toBe(1);
+  });
+
   it("a tool gets the same idempotency key on every attempt; a tool's final error is recorded and replayed as a tool error", async () => {
     const h = harness();
     const keys: string[] = [];

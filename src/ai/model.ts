@@ -270,6 +270,7 @@ async function streamOnce(
       : undefined;
   const r = await m.inner.doStream(call);
   const reader = r.stream.getReader();
+  let readToEnd = false;
   try {
     for (;;) {
       const { done, value } = await reader.read();
@@ -279,7 +280,12 @@ async function streamOnce(
       writer?.push(value);
       addPart(parts, value);
     }
+    readToEnd = true;
   } finally {
+    // Left early (an error part, a failed read): the provider's stream, and the connection
+    // under it, is cancelled rather than left to run on. Not awaited: a provider's cancel
+    // that hangs must not hold up the attempt.
+    if (!readToEnd) reader.cancel().catch(() => {});
     reader.releaseLock();
     // The provider has answered (and charged): a stream that could not be stored
     // must not make the call run again.
