@@ -84,6 +84,22 @@ describe("Database retries", () => {
     expect(log).toEqual([BEGIN, "INSERT x", "COMMIT"]);
   });
 
+  it("says what a read-only session or a missing privilege means, beyond the server's words", async () => {
+    for (const [code, why] of [
+      [
+        "25006",
+        /refused verb: the session is read-only \(a hot standby replica.*Point cairn at the primary/,
+      ],
+      ["42501", /refused verb: the role lacks a privilege on cairn's schema or tables/],
+    ] as const) {
+      const { pool } = fakePool([ok, sqlstate(code)]);
+      const db = new Database(pool, 'host/db, schema "s"', true);
+      await expect(
+        db.transaction("verb", "idempotent", (tx) => tx.query("SELECT x")),
+      ).rejects.toThrow(why);
+    }
+  });
+
   it("retries deadlocks and serialization failures, even at COMMIT", async () => {
     const { pool, log } = fakePool([ok, sqlstate("40P01"), ok, ok, sqlstate("40001")]);
     const db = new Database(pool, "test", true);

@@ -278,6 +278,24 @@ export class Database {
         { cause: err },
       );
     }
+    if (code === "25006") {
+      // The server's own words name whatever statement came first ("cannot execute SELECT
+      // in a read-only transaction"), which hides the cause.
+      return new StoreError(
+        `${where} refused ${verb}: the session is read-only (a hot standby replica, or ` +
+          "default_transaction_read_only set for this role or database). Point cairn at the " +
+          `primary, with a role that may write (SQLSTATE ${code}: ${errorMessage(err)}).`,
+        { cause: err },
+      );
+    }
+    if (code === "42501") {
+      return new StoreError(
+        `${where} refused ${verb}: the role lacks a privilege on cairn's schema or tables. ` +
+          "cairn creates, reads and writes the tables of its schema: grant the role those " +
+          `rights, or use the role that created them (SQLSTATE ${code}: ${errorMessage(err)}).`,
+        { cause: err },
+      );
+    }
     if (code === "57014") {
       return new StoreError(
         `${where} canceled ${verb}: it ran longer than statement_timeout ` +
