@@ -18,6 +18,7 @@
 import { wrapLanguageModel } from "ai";
 import type { Store } from "../index.js";
 import {
+  FatalError,
   NonDeterminismError,
   RateLimitError,
   type StepContext,
@@ -96,12 +97,12 @@ export function durableModel(
     },
     async doGenerate(o) {
       const rec = await durableCall(m, "generate", o);
-      if (!rec.generate) throw wrongMode(ctx, m.name, "doGenerate");
+      if (!rec.generate) return diverged(ctx, wrongMode(ctx, m.name, "doGenerate"));
       return rec.generate;
     },
     async doStream(o) {
       const rec = await durableCall(m, "stream", o);
-      if (!rec.parts) throw wrongMode(ctx, m.name, "doStream");
+      if (!rec.parts) return diverged(ctx, wrongMode(ctx, m.name, "doStream"));
       return { stream: streamOf(rec.parts) };
     },
   };
@@ -187,8 +188,11 @@ async function durableCall(m: DurableModel, mode: Mode, o: CallOptions): Promise
       continue;
     }
     if (digest !== "" && rec.d !== "" && rec.d !== digest) {
-      throw new NonDeterminismError(
-        `Run "${ctx.runId}" no longer matches its journal: model call "${name}" was recorded as the answer to another request (its prompt, tools or settings differ from the first run's at this point), so the recorded response cannot stand for this one. Run the code this run started on (${ctx.workflow}@${ctx.version}), or fork the run onto a new version.`,
+      return diverged(
+        ctx,
+        new NonDeterminismError(
+          `Run "${ctx.runId}" no longer matches its journal: model call "${name}" was recorded as the answer to another request (its prompt, tools or settings differ from the first run's at this point), so the recorded response cannot stand for this one. Run the code this run started on (${ctx.workflow}@${ctx.version}), or fork the run onto a new version.`,
+        ),
       );
     }
     return rec;
@@ -221,7 +225,7 @@ async function attempt(
   try {
     const rec =
       mode === "generate"
-        ? await generateOnce(m, call, digest, meter)
+        ? await generateOnce(m, s, call, digest, meter)
         : await streamOnce(m, s, call, digest, meter);
     // Only a tokens-per-minute window needs the estimate corrected.
     if (rt.limiter && m.limits.tokensPerMinute !== undefined) {
@@ -231,6 +235,8 @@ async function attempt(
     }
     return rec;
   } catch (err) {
+    // The caller gave up (the SDK's abortSignal): not a failure to retry.
+    if (o.abortSignal?.aborted && !s.signal.aborted) throw callerAborted(err);
     throw await providerFailure(m, err);
   } finally {
     // What the provider reported is spent with this attempt, whether it then succeeded
@@ -241,13 +247,38 @@ async function attempt(
 
 async function generateOnce(
   m: DurableModel,
+  s: StepContext,
   call: CallOptions,
   digest: string,
   meter: Meter,
 ): Promise<CallRecord> {
   const r = await m.inner.doGenerate(call);
   meter.usage = r.usage;
-  return { d: digest, generate: compactGenerate(r) };
+  const generate = compactGenerate(r);
+  const meta = callMetadata(m, s);
+  generate.response = {
+    ...generate.response,
+    id: generate.response?.id ?? meta.id,
+    timestamp: generate.response?.timestamp ?? meta.timestamp,
+  };
+  return { d: digest, generate };
+}
+
+/** What the SDK makes up when a provider does not say (a random id, the current time) is
+ *  decided inside the call and recorded, so a replay hands the workflow the same values. */
+function callMetadata(m: DurableModel, s: StepContext): { id: string; timestamp: Date } {
+  return { id: `cairn-${s.idempotencyKey}`, timestamp: new Date(m.rt.clock.now()) };
+}
+
+function withResponseMetadata(parts: StreamPart[], meta: { id: string; timestamp: Date }): void {
+  const i = parts.findIndex((p) => p.type === "response-metadata");
+  if (i >= 0) {
+    const p = parts[i] as Extract<StreamPart, { type: "response-metadata" }>;
+    parts[i] = { ...p, id: p.id ?? meta.id, timestamp: p.timestamp ?? meta.timestamp };
+    return;
+  }
+  const start = parts.findIndex((p) => p.type === "stream-start");
+  parts.splice(start + 1, 0, { type: "response-metadata", ...meta });
 }
 
 /** Reads a streamed call to its end, forwarding its parts to the run's stream if asked. */
@@ -293,7 +324,20 @@ async function streamOnce(
       rt.log(`run "${ctx.runId}": parts of call "${name}" were not forwarded to its stream`, err);
     });
   }
+  withResponseMetadata(parts, callMetadata(m, s));
   return { d: digest, parts };
+}
+
+/** A call its caller aborted: final (FatalError), under the name the SDK and the caller
+ *  know it by (AbortError, TimeoutError). */
+function callerAborted(err: unknown): FatalError {
+  const e = err as { name?: unknown; message?: unknown } | undefined;
+  const fatal = new FatalError(
+    typeof e?.message === "string" ? e.message : "the call was aborted by its caller",
+    { cause: err },
+  );
+  fatal.name = typeof e?.name === "string" ? e.name : "AbortError";
+  return fatal;
 }
 
 /** What cairn's retry policy should see for a provider's failure; a 429 also blocks the
@@ -306,6 +350,15 @@ async function providerFailure(m: DurableModel, err: unknown): Promise<unknown> 
     });
   }
   return error;
+}
+
+/** Fails the run with a divergence through the engine: thrown into the SDK, the error
+ *  could be caught (streamText turns a failed doStream into an error part of its stream)
+ *  and the replay would go on with other data than the first execution had. */
+function diverged(ctx: WorkflowContext, err: NonDeterminismError): Promise<never> {
+  const fail = (ctx as unknown as Record<symbol, unknown>)[Symbol.for("cairn.failRun")];
+  if (typeof fail === "function") return (fail as (e: Error) => Promise<never>)(err);
+  throw err;
 }
 
 function wrongMode(ctx: WorkflowContext, name: string, method: string): NonDeterminismError {

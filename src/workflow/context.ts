@@ -234,6 +234,9 @@ const CALL_KEY = Symbol.for("cairn.callKey");
  *  long (late-work.ts). */
 const LATE_WORK_GRACE_MS = 1_000;
 
+/** An internal member of the api: fails the run with an error (a divergence). */
+export const FAIL_RUN = Symbol.for("cairn.failRun");
+
 function never<T>(): Promise<T> {
   return new Promise<T>(() => {});
 }
@@ -436,6 +439,13 @@ export class Context {
       now: (label?: string) => this.syncValue("now", label, () => this.host.clock.now()),
       random: (label?: string) => this.syncValue("random", label, () => Math.random()),
       uuid: (label?: string) => this.syncValue("uuid", label, () => randomUUID()),
+      // For cairn's own layers (cairn/ai, workspaces): a divergence they detect fails the
+      // run as the engine's own checks do, whatever the workflow (or the SDK) does with
+      // errors; the caller gets a promise that never settles.
+      [FAIL_RUN]: (err: Error): Promise<never> => {
+        this.fail(err);
+        return never();
+      },
     } as WorkflowContext;
   }
 

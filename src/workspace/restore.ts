@@ -10,7 +10,7 @@
 // (so a hard link elsewhere keeps its content).
 
 import { randomBytes } from "node:crypto";
-import { chmodSync, lstatSync, renameSync, writeFileSync } from "node:fs";
+import { chmodSync, lstatSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { chmod, mkdir, readFile, rm, rmdir, symlink, unlink } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import type { RuleSet } from "./ignore.js";
@@ -133,7 +133,7 @@ async function makeDirs(site: Site, entries: Array<[string, Entry]>): Promise<vo
   for (const [p, e] of entries) {
     if (e.type !== "dir" || site.disk.has(p)) continue;
     await site.openParentOf(p);
-    await mkdir(site.abs(p), { mode: 0o700 });
+    await inTheWay(site.abs(p), () => mkdir(site.abs(p), { mode: 0o700 }), true);
     site.writable.add(p);
   }
 }
@@ -150,7 +150,7 @@ async function filesAndSymlinks(
     if (e.type === "symlink") {
       if (site.disk.has(p)) continue;
       await site.openParentOf(p);
-      await symlink(e.target, site.abs(p));
+      await inTheWay(site.abs(p), () => symlink(e.target, site.abs(p)));
       symlinks++;
     } else if (e.type === "file") {
       const have = site.disk.get(p);
@@ -207,7 +207,13 @@ function writeFile(site: Site, p: string, e: FileEntry, content: Buffer): void {
   // Direct system calls, as in the walk. A new path is created exclusively (which also
   // refuses to follow a symlink put there meanwhile); an existing file is replaced.
   if (!site.disk.has(p)) {
-    writeFileSync(abs, content, { mode: e.mode, flag: "wx" });
+    try {
+      writeFileSync(abs, content, { mode: e.mode, flag: "wx" });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+      rmSync(abs, { recursive: true, force: true }); // an ignored entry in the way (inTheWay)
+      writeFileSync(abs, content, { mode: e.mode, flag: "wx" });
+    }
     chmodSync(abs, e.mode);
   } else {
     const tmp = join(dirname(abs), `.cairn-restore-${randomBytes(6).toString("hex")}`);
@@ -230,6 +236,20 @@ function writeFile(site: Site, p: string, e: FileEntry, content: Buffer): void {
     e.hash,
     seenAt,
   );
+}
+
+/** Creates an entry the walk did not see. Something may be there all the same: an entry
+ *  ignored only as the type it has on disk ("build/" ignores a directory, not the file the
+ *  checkpoint holds at that path). The checkpoint's entry wins: what is in the way goes. */
+async function inTheWay(abs: string, create: () => Promise<unknown>, dir = false): Promise<void> {
+  try {
+    await create();
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+    if (dir && lstatSync(abs).isDirectory()) return; // a directory is what is wanted
+    await rm(abs, { recursive: true, force: true });
+    await create();
+  }
 }
 
 /** 4. Directory modes, deepest first (a read-only directory is closed after its contents). */

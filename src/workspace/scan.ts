@@ -84,7 +84,11 @@ export function walk(
       const path = dir === "" ? name : `${dir}/${name}`;
       const st = lstatSync(join(root, path));
       const type = kindOf(st);
-      if (isIgnored(here, path, type === "dir")) continue;
+      // A .gitignore file whose rules this walk applies is always kept, even when a pattern
+      // ignores it ("*" in a cache directory): a restore judges what is ignored by the
+      // .gitignore files of the checkpoint alone, so it must hold every one the scan read.
+      const rulesFile = gitignoreIn !== undefined && name === ".gitignore" && type === "file";
+      if (!rulesFile && isIgnored(here, path, type === "dir")) continue;
       const e: DiskEntry = {
         type,
         mode: st.mode & 0o777,
@@ -114,11 +118,14 @@ export function walk(
   return out;
 }
 
-/** The .gitignore files of a directory on disk. */
+/** The .gitignore files of a directory on disk: regular files only, as a restore reads
+ *  them from the checkpoint (a symlink is never followed; git does not follow one either). */
 export function diskGitignore(root: string): (dir: string) => string | undefined {
   return (dir) => {
+    const path = join(root, dir, ".gitignore");
     try {
-      return readFileSync(join(root, dir, ".gitignore"), "utf8");
+      if (!lstatSync(path).isFile()) return undefined;
+      return readFileSync(path, "utf8");
     } catch {
       return undefined;
     }

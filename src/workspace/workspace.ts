@@ -133,8 +133,7 @@ export class WorkspaceHandle implements Workspace {
     private readonly host: WorkspaceHost | undefined,
     options: WorkspaceOptions,
   ) {
-    const dir =
-      options.dir ?? join(host?.root ?? ".cairn/workspaces", encodeURIComponent(ctx.runId), name);
+    const dir = options.dir ?? join(host?.root ?? ".cairn/workspaces", runDirName(ctx.runId), name);
     this.dir = resolvePath(dir);
     this.rules = baseRules(options);
     this.gitignore = options.gitignore !== false;
@@ -225,9 +224,13 @@ export class WorkspaceHandle implements Workspace {
   private valueOf(recorded: unknown, key: string): OpenValue | StepValue<unknown> {
     const v = recorded as Partial<StepValue<unknown>> | undefined;
     if (!v || typeof v !== "object" || v[MARK] !== this.name || typeof v.checkpoint !== "string") {
-      throw new NonDeterminismError(
+      const err = new NonDeterminismError(
         `Run "${this.ctx.runId}": the journal's record of "${key}" holds no checkpoint of workspace "${this.name}", but the code now runs it as a step of that workspace. Run the code this run started on, or fork the run onto a new version.`,
       );
+      // Fails the run through the engine: a workflow that catches the error must not go on.
+      const fail = (this.ctx as unknown as Record<symbol, unknown>)[Symbol.for("cairn.failRun")];
+      if (typeof fail === "function") void (fail as (e: Error) => Promise<never>)(err);
+      throw err;
     }
     return v as StepValue<unknown>;
   }
@@ -442,6 +445,13 @@ export class WorkspaceHandle implements Workspace {
     }
     return out;
   }
+}
+
+/** A run id as one path segment: "." and ".." (valid run ids that encodeURIComponent
+ *  leaves as they are) would name the root itself or its parent. */
+function runDirName(runId: string): string {
+  const seg = encodeURIComponent(runId);
+  return seg === "." ? "%2E" : seg === ".." ? "%2E%2E" : seg;
 }
 
 function countFiles(s: Snapshot): number {
