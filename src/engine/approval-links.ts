@@ -2,7 +2,7 @@
 // of the dashboard's confirmation page), showing what a link would do, and answering with
 // one. Signing and verifying are approval-tokens.ts; the answer is approval-answer.ts.
 
-import { ApprovalNotFoundError, RunNotFoundError } from "../errors.js";
+import { ApprovalNotFoundError, ApprovalTokenError, RunNotFoundError } from "../errors.js";
 import { type Duration, toMs } from "../lib/duration.js";
 import { answerApproval, checkAnswerText } from "./approval-answer.js";
 import { approvalKeyFor, loadApprovals } from "./approval-lookup.js";
@@ -29,9 +29,11 @@ export async function approvalToken(
   }
   const lifetime = toMs(options.expiresIn ?? DEFAULT_LINK_LIFETIME, "approval link expiresIn");
   const key = await approvalKeyFor(deps.store, runId, name);
+  const run = await deps.store.getRun(runId);
   return createApprovalToken(deps.approvalKeys, {
     runId,
     key,
+    ...(run ? { runCreatedAt: run.createdAt } : {}),
     decision,
     expiresAt: deps.clock.now() + lifetime,
     ...(options.by !== undefined ? { by: checkAnswerText(options.by, "by", 200) } : {}),
@@ -72,6 +74,7 @@ export async function inspectApprovalLink(
 ): Promise<ApprovalLinkInfo> {
   await deps.ready();
   const claims = verify(deps, token);
+  await checkSameRun(deps, claims);
   const approval = await linkedApproval(deps, claims);
   const info: ApprovalLinkInfo = {
     decision: claims.decision,
@@ -90,6 +93,7 @@ export async function answerApprovalLink(
 ): Promise<ApprovalView> {
   await deps.ready();
   const claims = verify(deps, token);
+  await checkSameRun(deps, claims);
   const decision = claims.decision === "approve" ? "approved" : "rejected";
   return answerApproval(deps, claims.runId, claims.key, decision, {
     by: claims.by ?? "approval link",
@@ -97,6 +101,18 @@ export async function answerApprovalLink(
     tokenId: claims.id,
     ...(options.comment !== undefined ? { comment: options.comment } : {}),
   });
+}
+
+/** A link made for a run that retention deleted answers nothing of a run started later
+ *  under the same id. */
+async function checkSameRun(deps: ApprovalsDeps, claims: ApprovalClaims): Promise<void> {
+  if (claims.runCreatedAt === undefined) return;
+  const run = await deps.store.getRun(claims.runId);
+  if (run && run.createdAt !== claims.runCreatedAt) {
+    throw new ApprovalTokenError(
+      `This approval link was made for an earlier run "${claims.runId}", which no longer exists; nothing was changed`,
+    );
+  }
 }
 
 function verify(deps: ApprovalsDeps, token: string): ApprovalClaims {

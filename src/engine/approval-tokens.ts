@@ -32,6 +32,9 @@ export interface ApprovalClaims {
   by?: string;
   /** The token's id (random), recorded with the answer. */
   id: string;
+  /** When the run the link was made for was created: a run started later under the same
+   *  id (after retention deleted the first) is another run, which the link cannot answer. */
+  runCreatedAt?: number;
 }
 
 /** The claims as a token carries them. The one-letter names are the token format: links
@@ -49,6 +52,8 @@ interface WireClaims {
   b?: string;
   /** id */
   n: string;
+  /** runCreatedAt, whole ms */
+  c?: number;
 }
 
 const PREFIX = "ca1";
@@ -118,6 +123,7 @@ export function createApprovalToken(
     n: claims.id ?? randomBytes(12).toString("base64url"),
   };
   if (claims.by !== undefined) wire.b = claims.by;
+  if (claims.runCreatedAt !== undefined) wire.c = Math.floor(claims.runCreatedAt);
   const encoded = Buffer.from(JSON.stringify(wire), "utf8").toString("base64url");
   return `${PREFIX}.${key.id}.${encoded}.${sign(key.secret, key.id, encoded)}`;
 }
@@ -169,6 +175,7 @@ export function verifyApprovalToken(
     id: wire.n,
   };
   if (wire.b !== undefined) claims.by = wire.b;
+  if (wire.c !== undefined) claims.runCreatedAt = wire.c;
   return claims;
 }
 
@@ -183,16 +190,17 @@ function readWireClaims(encoded: string): WireClaims {
   } catch {
     throw new ApprovalTokenError("This approval link's claims cannot be read");
   }
-  const { r, k, d, e, b, n } = body;
+  const { r, k, d, e, b, n, c } = body;
   if (
     typeof r !== "string" ||
     typeof k !== "string" ||
     (d !== "approve" && d !== "reject") ||
     typeof e !== "number" ||
     typeof n !== "string" ||
-    (b !== undefined && typeof b !== "string")
+    (b !== undefined && typeof b !== "string") ||
+    (c !== undefined && typeof c !== "number")
   ) {
     throw new ApprovalTokenError("This approval link's claims are incomplete");
   }
-  return { r, k, d, e, n, ...(b !== undefined && { b }) };
+  return { r, k, d, e, n, ...(b !== undefined && { b }), ...(c !== undefined && { c }) };
 }

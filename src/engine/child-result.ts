@@ -53,13 +53,23 @@ export function childResultEvents(
   return [{ runId: run.parentId, name: `${CHILD_EVENT_PREFIX}${run.id}`, payload }];
 }
 
-/** A child run's outcome, if it has finished. */
+/** A child run's outcome, if it has finished. A child that no longer exists (retention
+ *  deleted it: a parent asks only for a child it started) can never send its result: the
+ *  parent gets an error that says so instead of waiting forever. */
 export async function childOutcome(
   store: Store,
   childId: string,
 ): Promise<ChildOutcome | undefined> {
   const child = await store.getRun(childId);
-  if (!child) return undefined;
+  if (!child) {
+    return {
+      error: {
+        name: "RunNotFoundError",
+        code: "RUN_NOT_FOUND",
+        message: `Child run "${childId}" no longer exists (deleted, e.g. by retention); its outcome cannot be read`,
+      },
+    };
+  }
   if (child.status === "completed") return { output: child.output ?? encode(undefined) };
   if (child.status === "failed" || child.status === "canceled") {
     const error: ErrorRecord =

@@ -61,7 +61,7 @@ export function resolveEngineConfig(options: EngineOptions): EngineConfig {
   checkApprovalKeys(options.approvalKeys ?? []);
   const leaseMs = options.leaseMs ?? 30_000;
   const logger = options.logger ?? consoleLogger();
-  return {
+  const config: EngineConfig = {
     store,
     clock: options.clock ?? realClock,
     workflows,
@@ -87,6 +87,13 @@ export function resolveEngineConfig(options: EngineOptions): EngineConfig {
           logger.warn(err === undefined ? {} : { err }, message)),
     ),
   };
+  if (runsWorker && config.heartbeatMs >= leaseMs) {
+    // Not refused: tests (cairn's own too) stop renewals this way to play a stuck worker.
+    config.log(
+      `createEngine(): heartbeatMs (${config.heartbeatMs}) is not below leaseMs (${leaseMs}): this worker's leases expire between renewals, and another worker may take its runs while it executes them; use a heartbeatMs of at most leaseMs / 2 (the default is leaseMs / 3)`,
+    );
+  }
+  return config;
 }
 
 function checkWorkflowCount(workflows: readonly unknown[], limits: Limits): void {

@@ -157,6 +157,7 @@ export class Execution {
       startChild: (childId, wf, input) => this.deps.startChild(run.id, childId, wf, input),
       childOutcome: (childId) => childOutcome(store, childId),
       loadEvents: () => store.pendingEvents(run.id),
+      storeNow: () => store.now(),
       log: (message, err) => this.deps.log(message, err),
       traceAttempt: (a) => this.trace.attempt(a),
       ...(this.deps.leaseFresh && { leaseFresh: this.deps.leaseFresh }),

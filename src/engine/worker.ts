@@ -5,6 +5,7 @@
 // truth; store hints and virtual-clock jumps only make the next poll come sooner.
 
 import { hostname } from "node:os";
+import { PayloadKeyError } from "../errors.js";
 import type { Clock } from "../lib/clock.js";
 import { pidNamespace } from "../lib/process-identity.js";
 import { displayText } from "../lib/text.js";
@@ -181,7 +182,13 @@ export class Worker {
     try {
       const now = await store.now();
       for (const [runId, epoch] of this.orphans) {
-        const run = await store.getRun(runId);
+        // One run this process cannot read (a payload under a key it was not given) must
+        // not keep the others from being handed back: it is left for the next round.
+        const run = await store.getRun(runId).catch((err: unknown) => {
+          if (payloadKeyError(err)) return null;
+          throw err;
+        });
+        if (run === null) continue;
         const ours =
           run?.status === "running" && run.epoch === epoch && run.leaseOwner === workerId;
         if (!ours) {
@@ -322,8 +329,17 @@ export class Worker {
           }
         }
         for (const id of res.cancelRequested) {
-          const run = await store.getRun(id);
-          this.active.get(id)?.cancel(run?.reason ?? "canceled");
+          // The reason is only words for the run's end: one this process cannot read (a
+          // key it was not given, a store error) must not fail the heartbeat, which would
+          // stop every run of this worker and never deliver the cancel.
+          const reason = await store.getRun(id).then(
+            (run) => run?.reason ?? "canceled",
+            (err: unknown) => {
+              this.options.execution.log(`run "${id}": reading the cancel's reason failed`, err);
+              return "canceled";
+            },
+          );
+          this.active.get(id)?.cancel(reason);
         }
       }
       await store.heartbeatWorker(this.options.id);
@@ -360,7 +376,11 @@ export class Worker {
     const served = new Set<string>();
     for (const w of await store.listWorkers()) {
       if (isDeadLocalWorker(w, here)) {
-        await store.removeWorker(w.id);
+        // Only a pid known dead (same PID namespace) frees its leases at once. A worker
+        // judged by its heartbeat alone may have a longer lease (and heartbeat interval)
+        // than ours: its runs are taken when their own leases end.
+        const pidProven = (w.pidNamespace ?? null) === here.pidNamespace;
+        await store.removeWorker(w.id, { expireLeases: pidProven });
         this.options.execution.lifecycle({ event: "takeover", deadWorkerId: w.id });
       } else if (now - w.heartbeatAt <= leaseMs) for (const wf of w.workflows) served.add(wf);
     }
@@ -415,4 +435,11 @@ export class Worker {
     else
       this.options.execution.log("close(): removing this worker's row timed out; the store hangs");
   }
+}
+
+function payloadKeyError(err: unknown): boolean {
+  for (let e = err, depth = 0; e && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
+    if (e instanceof PayloadKeyError) return true;
+  }
+  return false;
 }

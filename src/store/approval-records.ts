@@ -63,6 +63,10 @@ export interface ApprovalVerbs {
     requestedAt: number;
     deadline: number | null;
     onTimeout: "approve" | "reject";
+    /** The call executes again after a resume replaced the failure it ended with (an answer
+     *  its schema refused): a decided approval whose answer was consumed is asked again
+     *  (pending, its answer cleared). Without it, a decided approval stays as it is. */
+    reopen?: boolean;
   }): Promise<RequestApprovalOutcome>;
 
   /** Answers a pending approval, in one transaction: records the decision with the store's

@@ -160,7 +160,7 @@ function plainVerbs(inner: Store) {
     markUnserved: (p) => inner.markUnserved(p),
     registerWorker: (w) => inner.registerWorker(w),
     heartbeatWorker: (id) => inner.heartbeatWorker(id),
-    removeWorker: (id) => inner.removeWorker(id),
+    removeWorker: (id, options) => inner.removeWorker(id, options),
     listWorkers: () => inner.listWorkers(),
     acquireRate: (p) => inner.acquireRate(p),
     settleRate: (p) => inner.settleRate(p),

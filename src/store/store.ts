@@ -470,8 +470,9 @@ export interface Store extends WorkspaceVerbs, ApprovalVerbs {
   /** Inserts or replaces a worker row (heartbeatAt = now). */
   registerWorker(w: Omit<WorkerRecord, "startedAt" | "heartbeatAt">): Promise<void>;
   heartbeatWorker(id: string): Promise<void>;
-  /** Removes the row and makes every run it leases claimable now (readyAt = now). */
-  removeWorker(id: string): Promise<void>;
+  /** Removes the row and makes every run it leases claimable now (readyAt = now); with
+   *  `expireLeases: false` only the row goes (its runs' leases end when they end). */
+  removeWorker(id: string, options?: { expireLeases?: boolean }): Promise<void>;
   listWorkers(): Promise<WorkerRecord[]>;
 
   // ---- shared rate limits (cairn/ai) ----

@@ -2068,6 +2068,25 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         // Another worker's lease is not affected.
         expect((await mustGet(other.id)).leaseOwner).toBe("worker-9");
       });
+
+      it("removeWorker with expireLeases: false deletes only the row; its runs wait for their leases", async () => {
+        await store.registerWorker({ id: "worker-1", host: "h", pid: 1, workflows: ["alpha@1"] });
+        const run = await started();
+        advance(LEASE_MS / 4);
+        await store.removeWorker("worker-1", { expireLeases: false });
+        expect(await store.listWorkers()).toEqual([]);
+        const claim2 = () =>
+          store.claimRuns({
+            workerId: "worker-2",
+            workflows: ["alpha@1"],
+            limit: 10,
+            leaseMs: LEASE_MS,
+          });
+        expect(await claim2()).toEqual([]);
+        expect((await mustGet(run.id)).leaseOwner).toBe("worker-1");
+        advance(LEASE_MS);
+        expect((await claim2()).map((c) => c.run.id)).toEqual([run.id]);
+      });
     });
 
     // ---- hints ----

@@ -51,6 +51,7 @@ import { type Duration, MAX_DATE_MS, toMs } from "../lib/duration.js";
 import { childRunId, idempotencyKey } from "../lib/ids.js";
 import { LazyAbort } from "../lib/lazy-abort.js";
 import { checkText } from "../lib/text.js";
+import { setLongTimeout } from "../lib/timers.js";
 import type {
   Amounts,
   AttemptRecord,
@@ -164,6 +165,9 @@ export interface ContextHost {
   childOutcome(childId: string): Promise<ChildOutcome | undefined>;
   /** Re-reads the run's unconsumed events (after a hint that one arrived). */
   loadEvents(): Promise<EventRecord[]>;
+  /** The store's now (PostgreSQL: the database's clock), by which it stamps events and
+   *  judges approval answers; absent: this clock's. */
+  storeNow?(): Promise<number>;
   /** Problems worth an operator's attention (never user payloads). */
   log(message: string, err?: unknown): void;
   /** Calls a run may record (EngineOptions.limits); absent: no limit. */
@@ -190,6 +194,7 @@ export interface ContextHost {
     requestedAt: number;
     deadline: number | null;
     onTimeout: "approve" | "reject";
+    reopen?: boolean;
   }): Promise<void>;
 }
 
@@ -623,6 +628,16 @@ export class Context {
       }
       if (deadline !== null && this.host.clock.now() >= deadline) {
         if (!reloaded) {
+          // The store takes events by its own clock: not past the deadline there yet, wait.
+          const behind = await this.storeBehind(deadline);
+          if (behind > 0) {
+            await this.block({
+              key: call.key,
+              wakeAt: this.host.clock.now() + behind,
+              event: name,
+            });
+            continue;
+          }
           reloaded = true;
           await this.reloadEvents();
           continue;
@@ -693,6 +708,7 @@ export class Context {
       requestedAt: startedAt,
       deadline,
       onTimeout,
+      ...(this.journal.replacedFailures.has(call.key) && { reopen: true }),
     });
     let reloaded = false;
     for (;;) {
@@ -719,6 +735,16 @@ export class Context {
       }
       if (deadline !== null && this.host.clock.now() >= deadline) {
         if (!reloaded) {
+          // The store accepts answers until ITS clock reaches the deadline: wait for that.
+          const behind = await this.storeBehind(deadline);
+          if (behind > 0) {
+            await this.block({
+              key: call.key,
+              wakeAt: this.host.clock.now() + behind,
+              event: eventName,
+            });
+            continue;
+          }
           reloaded = true;
           await this.reloadEvents();
           continue;
@@ -1653,6 +1679,13 @@ export class Context {
     }
   }
 
+  /** How far the store's clock (which stamps events and judges approval answers) is still
+   *  before `deadline`; 0 when it has reached it, or when the store's time is this clock's. */
+  private async storeBehind(deadline: number): Promise<number> {
+    if (!this.host.storeNow) return 0;
+    return Math.max(0, deadline - (await this.active0(this.host.storeNow())));
+  }
+
   private async reloadEvents(): Promise<void> {
     this.addEvents(await this.active0(this.host.loadEvents()));
   }
@@ -1850,9 +1883,9 @@ export function formatIssues(
 
 /** Real time, on purpose: a grace for code to stop, not workflow time. */
 function realDelay(ms: number): Promise<void> {
+  // setLongTimeout: abortGraceMs may be set past setTimeout's 2^31-1 ms limit.
   return new Promise((resolve) => {
-    const t = setTimeout(resolve, ms);
-    t.unref?.();
+    setLongTimeout(resolve, ms, { unref: true });
   });
 }
 

@@ -33,6 +33,9 @@ export class JournalIndex {
   readonly firstNewPosition: number;
   /** Windows can be compared exactly: no outcome of this journal is outside the order. */
   readonly exactWindows: boolean;
+  /** Keys of calls whose failure failed the run in a generation a resume left behind:
+   *  they execute again. */
+  readonly replacedFailures = new Set<string>();
   /** Keys of calls begun (an intent or an attempt) that hold no outcome. */
   readonly unfinished: string[];
 
@@ -60,6 +63,7 @@ export class JournalIndex {
         failedCalls.some((f) => f.key === key && f.generation === rec.generation);
       if (!failedTheRun) continue;
       byKey.delete(key);
+      this.replacedFailures.add(key);
       replaced.push({
         generation: rec.generation,
         after: rec.delivery ?? -1,

@@ -49,7 +49,15 @@ export function backoffMs(policy: RetryPolicy, attempt: number, random: () => nu
 /** retryAfter as ms from `now` (Duration, or a Date meaning "not before"). */
 export function retryAfterMs(retryAfter: number | string | Date | undefined, now: number): number {
   if (retryAfter === undefined) return 0;
-  if (retryAfter instanceof Date) return Math.max(0, retryAfter.getTime() - now);
+  if (retryAfter instanceof Date) {
+    const at = retryAfter.getTime();
+    if (Number.isNaN(at)) {
+      throw new TypeError(
+        "RateLimitError retryAfter: an invalid Date; pass a valid Date or a Duration",
+      );
+    }
+    return Math.max(0, at - now);
+  }
   return toMs(retryAfter, "RateLimitError retryAfter");
 }
 

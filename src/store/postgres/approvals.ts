@@ -47,6 +47,20 @@ export function requestApproval(
     // A row this insert returned is this try's: an earlier try that committed would have
     // made it conflict instead.
     if (created) return { ok: true, approval: approvalFromRow(created), created: true };
+    if (p.reopen) {
+      // Asked again only once its answer was consumed (see the SQLite store).
+      const reopened = await tx.query<ApprovalRow>(
+        `UPDATE ${f.approvals} SET status = 'pending', answered_at = NULL, answered_by = NULL,
+            comment = NULL, answer = NULL, via = NULL, token_id = NULL
+          WHERE run_id = $1 AND key = $2 AND status <> 'pending'
+            AND NOT EXISTS (SELECT 1 FROM ${ctx.t.events} WHERE run_id = $1 AND name = $3
+                              AND consumed_by IS NULL)
+          RETURNING ${COLUMNS}`,
+        [p.runId, p.key, `cairn.approval:${p.key}`],
+      );
+      const row = reopened.rows[0];
+      if (row) return { ok: true, approval: approvalFromRow(row), created: false };
+    }
     const existing = await tx.query<ApprovalRow>(
       `SELECT ${COLUMNS} FROM ${f.approvals} WHERE run_id = $1 AND key = $2`,
       [p.runId, p.key],

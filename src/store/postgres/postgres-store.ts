@@ -436,8 +436,8 @@ class PostgresStore implements Store {
     return heartbeatWorker(this.#ctx, id);
   }
 
-  removeWorker(id: string): Promise<void> {
-    return removeWorker(this.#ctx, id);
+  removeWorker(id: string, options?: { expireLeases?: boolean }): Promise<void> {
+    return removeWorker(this.#ctx, id, options);
   }
 
   listWorkers(): Promise<WorkerRecord[]> {

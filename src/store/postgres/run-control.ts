@@ -300,7 +300,7 @@ export function resumeRun(
           error = CASE WHEN $3 THEN NULL ELSE r.error END,
           generation = r.generation + CASE WHEN $3 THEN 1 ELSE 0 END,
           budget_limit = r.budget_limit || $4::jsonb,
-          ready_at = c.now, wake_at = NULL, waiting_for = '{}',
+          ready_at = c.now, wake_at = NULL, waiting_for = '{}', cancel_requested = false,
           lease_owner = NULL, lease_until = NULL, updated_at = c.now
         FROM (SELECT ${nowSql(1)} AS now) c
         WHERE r.id = $2 RETURNING r.*`,

@@ -41,10 +41,15 @@ export async function heartbeatWorker(ctx: StoreContext, id: string): Promise<vo
   );
 }
 
-export async function removeWorker(ctx: StoreContext, id: string): Promise<void> {
+export async function removeWorker(
+  ctx: StoreContext,
+  id: string,
+  options: { expireLeases?: boolean } = {},
+): Promise<void> {
   const { db, t, channel } = ctx;
   await db.transaction("removeWorker", "idempotent", async (tx) => {
     await tx.query(`DELETE FROM ${t.workers} WHERE id = $1`, [id]);
+    if (options.expireLeases === false) return;
     // Its runs become claimable now (lease_until moves with ready_at, as for any running
     // run). The epoch is left alone: the next claim increments it, fencing the worker out
     // should it still be alive.

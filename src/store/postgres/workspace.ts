@@ -7,6 +7,7 @@
 // so putting one twice is a no-op and every verb here may be retried after a lost commit.
 
 import { StoreError } from "../../errors.js";
+import { deletableWithChildren } from "../retention-families.js";
 import { TERMINAL_STATUS_LIST } from "../status-sql.js";
 import { type RunStatus, TERMINAL_STATUSES } from "../store.js";
 import type {
@@ -164,7 +165,15 @@ export function deleteRuns(ctx: StoreContext, runIds: string[]): Promise<DeleteR
           ORDER BY id FOR UPDATE`,
         [runIds],
       );
-      const ids = finished.rows.map((r) => r.id);
+      const candidates = finished.rows.map((r) => r.id);
+      const children = await tx.query<{ id: string; parent_id: string }>(
+        `SELECT id, parent_id FROM ${ctx.t.runs} WHERE parent_id = ANY($1::text[])`,
+        [candidates],
+      );
+      const ids = deletableWithChildren(
+        candidates,
+        children.rows.map((c) => ({ id: c.id, parentId: c.parent_id })),
+      );
       if (ids.length === 0) return { deleted: [], objects: 0, bytes: 0 };
       const held = await tx.query<{ hash: string }>(
         `DELETE FROM ${f.workspaceRefs} WHERE run_id = ANY($1::text[]) RETURNING hash`,

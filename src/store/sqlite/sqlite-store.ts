@@ -238,8 +238,8 @@ class SqliteStoreImpl implements SqliteStore {
     return heartbeatWorker(this.#ctx, id);
   }
 
-  async removeWorker(id: string): Promise<void> {
-    return removeWorker(this.#ctx, id);
+  async removeWorker(id: string, options?: { expireLeases?: boolean }): Promise<void> {
+    return removeWorker(this.#ctx, id, options);
   }
 
   async listWorkers(): Promise<WorkerRecord[]> {

@@ -36,9 +36,14 @@ export async function heartbeatWorker(ctx: StoreContext, id: string): Promise<vo
   });
 }
 
-export async function removeWorker(ctx: StoreContext, id: string): Promise<void> {
+export async function removeWorker(
+  ctx: StoreContext,
+  id: string,
+  options: { expireLeases?: boolean } = {},
+): Promise<void> {
   await ctx.write("removeWorker", (tx) => {
     tx.prepare("DELETE FROM workers WHERE id = ?").run(id);
+    if (options.expireLeases === false) return;
     // Expire the leases now: the runs become claimable, and a claim reports them recovered.
     const freed = tx
       .prepare(

@@ -2,6 +2,7 @@
 // one transaction; SQLite has one writer at a time, so "check that an object is stored,
 // then refer to it" cannot race with a deletion.
 
+import { deletableWithChildren } from "../retention-families.js";
 import { TERMINAL_STATUS_LIST } from "../status-sql.js";
 import { TERMINAL_STATUSES } from "../store.js";
 import type {
@@ -148,12 +149,17 @@ const RUN_TABLES = [
 export function deleteRuns(ctx: StoreContext, ids: string[]): Promise<DeleteRunsOutcome> {
   return ctx.write("deleteRuns", ({ prepare }): DeleteRunsOutcome => {
     const all = JSON.stringify(ids);
-    const finished = (
+    const candidates = (
       prepare(
         `SELECT id FROM runs WHERE id IN (SELECT value FROM json_each(?))
          AND status IN (${TERMINAL_STATUS_LIST})`,
       ).all(all) as Array<{ id: string }>
     ).map((r) => r.id);
+    const children = prepare(
+      `SELECT id, parent_id AS parentId FROM runs
+       WHERE parent_id IN (SELECT value FROM json_each(?))`,
+    ).all(JSON.stringify(candidates)) as Array<{ id: string; parentId: string }>;
+    const finished = deletableWithChildren(candidates, children);
     if (finished.length === 0) return { deleted: [], objects: 0, bytes: 0 };
     const gone = JSON.stringify(finished);
     const held = (
