@@ -80,21 +80,37 @@ function forkCopy(
   if (!from && journal.unfinished.includes(fromStep)) {
     // A call begun but never finished (cut off in flight, or waiting): the fork keeps every
     // outcome and executes that call afresh.
-    return [...journal.outcomes.values()].map(recordRef);
+    return [...journal.outcomes.values()].map((s) => recordRef(s, journal));
   }
   if (!from || from.key.startsWith("@")) return undefined;
+  // A value drawn (no delivery) is before `fromStep` when it was drawn in a window (a count
+  // of outcomes handed over) no later than the one `fromStep`'s outcome was handed over in.
+  // Positions are not counts: a resume leaves a gap where the replaced failure was.
+  const fromDelivery = from.delivery;
+  const handedBeforeFrom =
+    fromDelivery === null
+      ? 0
+      : [...journal.outcomes.values()].filter(
+          (s) => s.delivery !== null && s.delivery < fromDelivery,
+        ).length;
   const before = (s: StepRecord): boolean => {
-    if (from.delivery === null || s.issuedAfter === null) return s.seq < from.seq;
-    if (s.delivery !== null) return s.delivery < from.delivery;
-    return s.issuedAfter <= from.delivery;
+    if (fromDelivery === null || s.issuedAfter === null) return s.seq < from.seq;
+    if (s.delivery !== null) return s.delivery < fromDelivery;
+    return s.issuedAfter <= handedBeforeFrom;
   };
   return [...journal.outcomes.values()]
     .filter((s) => s.key !== fromStep && before(s))
-    .map(recordRef);
+    .map((s) => recordRef(s, journal));
 }
 
-function recordRef(s: StepRecord): { key: string; generation: number } {
-  return { key: s.key, generation: s.generation };
+/** A copy; one the source hands over outside the order (its place is in a history a
+ *  resume replaced) is handed over when called in the fork too. */
+function recordRef(
+  s: StepRecord,
+  journal: JournalIndex,
+): { key: string; generation: number; unordered?: boolean } {
+  const unordered = journal.isFree(s.key) && s.delivery !== null;
+  return { key: s.key, generation: s.generation, ...(unordered && { unordered }) };
 }
 
 /** The run has no step `fromStep` to fork from: the error lists the ones it has. */

@@ -449,12 +449,14 @@ export interface Store extends WorkspaceVerbs, ApprovalVerbs {
 
   /** Creates `run` (as createRun) with copies of the source run's step records named in
    *  `copy` (by key and generation) and of every attempt of those keys, all as generation 0
-   *  of the new run; budgetSpent is their spend. The source is not touched. Fails with
+   *  of the new run; budgetSpent is their spend. A copy marked `unordered` gets issuedAfter
+   *  null (handed over when its call is made: the source had it outside the delivery
+   *  order, from a history a resume replaced). The source is not touched. Fails with
    *  created=false if the id exists. */
   forkRun(p: {
     sourceId: string;
     run: NewRun;
-    copy: Array<{ key: string; generation: number }>;
+    copy: Array<{ key: string; generation: number; unordered?: boolean }>;
   }): Promise<{
     run: RunRecord;
     created: boolean;

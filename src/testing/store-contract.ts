@@ -1882,6 +1882,25 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect(await store.loadJournal(src.id)).toEqual(srcJournal);
       });
 
+      it("a copy marked unordered gets issuedAfter null; the others keep theirs", async () => {
+        const src = await started();
+        const steps = [0, 1].map((i) => step(src.id, `k${i}`, i));
+        await store.appendRecords([{ runId: src.id, epoch: src.epoch, steps }]);
+        await store.forkRun({
+          sourceId: src.id,
+          run: newRun({ id: "run_fork_unordered" }),
+          copy: [
+            { key: "k0", generation: 0, unordered: true },
+            { key: "k1", generation: 0 },
+          ],
+        });
+        const j = await store.loadJournal("run_fork_unordered");
+        expect(j.steps.map((s) => [s.key, s.delivery, s.issuedAfter])).toEqual([
+          ["k0", 0, null],
+          ["k1", 1, 1],
+        ]);
+      });
+
       it("copies the named generation of a key, and its attempts of every generation, renumbered", async () => {
         const src = await started();
         const g0 = attempt(src.id, "k0", 1, { spend: { t: 4 } });

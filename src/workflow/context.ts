@@ -280,6 +280,9 @@ export class Context {
   private readonly drainAbort = new LazyAbort();
   private readonly totalSpent: Amounts;
   private readonly replaySpent: Amounts = {};
+  /** Spend of failed attempts this execution recorded, per key: counted in ctx.budget when
+   *  the call's outcome is handed over, as a replay counts it (countSpend). */
+  private readonly pendingSpend = new Map<string, Amounts>();
   /** Estimates (StepOptions.estimate) of the attempts in flight: spend not yet known. */
   private readonly reserved: Amounts = {};
   private readonly chargedCrash = new Set<string>();
@@ -313,6 +316,10 @@ export class Context {
   /** When the pending divergence check was first postponed. */
   private windowDeferredSince: number | undefined;
   private halted: Outcome | undefined;
+  /** The workflow function has settled: start nothing new (settleInFlight). */
+  private finishing = false;
+  /** Replay-only mode: the first new call the code made (reachFrontier). */
+  private frontierKey: string | undefined;
   private resolveDone!: (o: Outcome) => void;
   readonly done: Promise<Outcome> = new Promise<Outcome>((r) => {
     this.resolveDone = r;
@@ -336,6 +343,7 @@ export class Context {
         },
         quiet: () => this.cascadeOver(),
       },
+      this.journal.positionGenerations,
     );
     this.events = [...this.journal.events];
     for (const e of this.events) this.seenEventSeqs.add(e.seq);
@@ -1023,9 +1031,20 @@ export class Context {
       throw new HaltedSignal();
     }
     this.consumed.add(call.key);
-    addAmounts(this.replaySpent, rec.spend);
-    const attemptSpend = this.journal.attemptSpend.get(call.key);
-    if (attemptSpend) addAmounts(this.replaySpent, attemptSpend);
+  }
+
+  /** ctx.budget.spent takes a call's spend (its outcome's and every attempt's) when its
+   *  outcome is handed over: the same point in the workflow's code on every execution. */
+  private countSpend(key: string, spend: Amounts, attempts: readonly AttemptRecord[] = []): void {
+    addAmounts(this.replaySpent, spend);
+    for (const a of attempts) addAmounts(this.replaySpent, a.spend);
+    const recorded = this.journal.attemptSpend.get(key);
+    if (recorded) addAmounts(this.replaySpent, recorded);
+    const pending = this.pendingSpend.get(key);
+    if (pending) {
+      addAmounts(this.replaySpent, pending);
+      this.pendingSpend.delete(key);
+    }
   }
 
   private remedy(): string {
@@ -1038,6 +1057,7 @@ export class Context {
     return new Promise<T>((resolve, reject) => {
       const settle = () => {
         if (this.halted) return;
+        this.countSpend(call.key, rec.spend);
         if (rec.outcome === "error") {
           reject(this.callError(call.key, rec.error ?? { name: "Error", message: "failed" }));
           return;
@@ -1048,8 +1068,13 @@ export class Context {
           reject(err);
         }
       };
-      if (rec.delivery === null || this.journal.isFree(call.key)) this.delivery.freeCalled(settle);
-      else this.delivery.recordedCalled(rec.delivery, settle);
+      if (rec.delivery === null || this.journal.isFree(call.key)) {
+        this.delivery.freeCalled(
+          settle,
+          this.journal.freeSince.get(call.key),
+          rec.delivery ?? Number.POSITIVE_INFINITY,
+        );
+      } else this.delivery.recordedCalled(rec.delivery, settle);
     });
   }
 
@@ -1063,7 +1088,7 @@ export class Context {
   /** Every new call waits here before it executes anything. */
   private async beforeExecute(call: Call): Promise<void> {
     if (this.delivery.inCascade) await this.cascadeEnd();
-    if (this.halted) return never();
+    if (this.halted || this.finishing) return never();
     if (this.host.replayOnly) return this.reachFrontier(call.key);
     // The next recorded outcome's call has not been made again: until it is (or the stall
     // fails the run, watchStall), a new call may be what replaced it, and must not execute.
@@ -1123,6 +1148,7 @@ export class Context {
     this.wakeStallWaiters();
     this.watchStall();
     this.maybeSuspend();
+    this.frontierIfReplayed();
   }
 
   private recheckWindowLater(): void {
@@ -1226,6 +1252,7 @@ export class Context {
           attempt: prior.length,
         });
       }
+      if (this.finishing) return never();
       if (plan.notBefore !== null) await this.waitForRetry(call.key, plan.notBefore);
       const estimate = options?.estimate ?? {};
       const over = this.overBudget(estimate);
@@ -1273,7 +1300,9 @@ export class Context {
         });
       }
       await this.commit({ attempts: [failed.record] });
-      addAmounts(this.replaySpent, result.spend);
+      const pending = this.pendingSpend.get(call.key) ?? {};
+      addAmounts(pending, result.spend);
+      this.pendingSpend.set(call.key, pending);
       prior.push(failed.record);
     }
   }
@@ -1616,11 +1645,10 @@ export class Context {
     if (this.host.replayOnly) return this.reachFrontier(build(-1).key);
     const rec = build(this.delivery.allocate());
     await this.commit({ ...write, steps: [rec] });
-    for (const a of write.attempts ?? []) addAmounts(this.replaySpent, a.spend);
-    addAmounts(this.replaySpent, rec.spend);
     return new Promise<T>((resolve, reject) => {
       this.delivery.durable(rec.delivery!, () => {
         if (this.halted) return;
+        this.countSpend(rec.key, rec.spend, write.attempts);
         if (rec.outcome === "error") {
           reject(this.callError(rec.key, rec.error ?? { name: "Error", message: "failed" }));
           return;
@@ -1740,6 +1768,8 @@ export class Context {
   }
 
   private maybeSuspend(): void {
+    // The function has settled: the run ends as it did, once attempts in flight are recorded.
+    if (this.finishing) return;
     if (this.suspendScheduled || this.halted || !this.quiescent) return;
     if (this.blocked.size === 0 && !this.draining) return;
     this.suspendScheduled = true;
@@ -1748,7 +1778,7 @@ export class Context {
 
   private suspendIfStill(): void {
     this.suspendScheduled = false;
-    if (this.halted || !this.quiescent) return;
+    if (this.halted || this.finishing || !this.quiescent) return;
     // A branch may still be busy with work of its own (a timer, a file): look again later.
     const busyMs = this.lateWork.busyForMs(LATE_WORK_GRACE_MS);
     if (busyMs > 0) {
@@ -1797,8 +1827,44 @@ export class Context {
         return;
       }
     }
+    await this.settleInFlight(o.kind === "completed");
+    if (this.halted) return;
     await this.syncWrites;
     this.halt(o);
+  }
+
+  /** The function settled while attempts of other branches were running. Nothing new
+   *  starts meanwhile (beforeExecute; no retry: a failed attempt is recorded with its
+   *  retryAt), and before the run ends each attempt in flight is recorded, with its spend:
+   *  - a completed run aborts them at once (a race's loser), each with abortGraceMs to stop,
+   *    as when a run is canceled;
+   *  - a failed run (it may be resumed) first gives them abortGraceMs to finish on their own,
+   *    so that what finishes is recorded and a resume replays it instead of executing it
+   *    again; what is still running then is aborted as above. The run's end waits at most
+   *    twice abortGraceMs. */
+  private async settleInFlight(completed: boolean): Promise<void> {
+    this.finishing = true;
+    this.drainAbort.abort(undefined); // an in-process backoff stops: its attempt is recorded
+    if (this.liveAttempts.size === 0 && this.active === 0) return;
+    if (!completed) {
+      await outsideWorkflow(() =>
+        Promise.race([
+          Promise.allSettled([...this.liveAttempts]),
+          realDelay(this.host.abortGraceMs),
+        ]),
+      );
+    }
+    if (this.liveAttempts.size > 0) {
+      this.runAbort.abort(
+        new Error(
+          `Run "${this.host.runId}" ${completed ? "completed" : "failed"} while this step ran`,
+        ),
+      );
+    }
+    while (!this.halted && (this.liveAttempts.size > 0 || this.active > 0)) {
+      await Promise.allSettled([...this.liveAttempts]);
+      await outsideWorkflow(() => realDelay(1));
+    }
   }
 
   /** A recorded call this execution never made again, once the branches the function left
@@ -1861,9 +1927,20 @@ export class Context {
     this.resolveDone(o);
   }
 
+  /** Replay-only mode: the code wants to execute `key`. The frontier is reached once every
+   *  recorded outcome has been handed over (other branches may still replay, and diverge);
+   *  until then the new call waits, as it would in an execution. */
   private reachFrontier<T>(key: string): Promise<T> {
-    this.halt({ kind: "frontier", key });
+    this.frontierKey ??= key;
+    this.frontierIfReplayed();
     return never();
+  }
+
+  private frontierIfReplayed(): void {
+    if (this.halted || this.frontierKey === undefined) return;
+    if (this.delivery.recordedLeft > 0 || !this.delivery.idle || this.delivery.inCascade) return;
+    if (this.afterCascade.length > 0) return;
+    this.halt({ kind: "frontier", key: this.frontierKey });
   }
 }
 

@@ -40,7 +40,7 @@ export class DeliveryQueue {
   private readonly waiting = new Map<number, Settle>();
   /** Recorded outcomes outside the order (older records, or a history a resume replaced):
    *  handed over as soon as their call is made. */
-  private readonly free: Settle[] = [];
+  private readonly free: Array<{ settle: Settle; since: number; position: number }> = [];
   /** Positions given to new outcomes, in order; each becomes ready once durable. */
   private readonly live: Array<{ position: number; settle?: Settle; dropped?: boolean }> = [];
   private nextPosition: number;
@@ -50,6 +50,8 @@ export class DeliveryQueue {
     recordedPositions: readonly number[],
     firstNewPosition: number,
     private readonly hooks: DeliveryHooks,
+    /** The generation of the record at each recorded position (absent: the oldest). */
+    private readonly generationAt: ReadonlyMap<number, number> = new Map(),
   ) {
     this.recorded = [...recordedPositions].sort((a, b) => a - b);
     this.nextPosition = firstNewPosition;
@@ -72,9 +74,20 @@ export class DeliveryQueue {
     this.pump();
   }
 
-  /** A recorded outcome with no place in the order: hand it over as soon as possible. */
-  freeCalled(settle: Settle): void {
-    this.free.push(settle);
+  /** A recorded outcome with no place in the order: hand it over as soon as possible.
+   *  `since`: the generation whose failure put it out of the order; the first execution
+   *  of each later generation handed it over before its own new outcomes (which were live
+   *  then), so a replay does too. Infinity: after every recorded outcome that is ready. */
+  freeCalled(
+    settle: Settle,
+    since = Number.POSITIVE_INFINITY,
+    position = Number.POSITIVE_INFINITY,
+  ): void {
+    // Of the free outcomes whose calls have been made, the one the history received first
+    // goes first (a race of two calls made together keeps its winner).
+    let i = this.free.length;
+    while (i > 0 && this.free[i - 1]!.position > position) i--;
+    this.free.splice(i, 0, { settle, since, position });
     this.pump();
   }
 
@@ -125,13 +138,16 @@ export class DeliveryQueue {
 
   private nextReady(): { settle: Settle; live: boolean } | undefined {
     if (this.head < this.recorded.length) {
-      const settle = this.waiting.get(this.recorded[this.head]!);
-      if (settle) return { settle, live: false };
+      const position = this.recorded[this.head]!;
+      const settle = this.waiting.get(position);
       const free = this.free[0];
-      return free ? { settle: free, live: false } : undefined;
+      // A free outcome went before an outcome its own generation's executions made live.
+      const freeFirst = free !== undefined && (this.generationAt.get(position) ?? -1) > free.since;
+      if (settle && !freeFirst) return { settle, live: false };
+      return free ? { settle: free.settle, live: false } : undefined;
     }
     const free = this.free[0];
-    if (free) return { settle: free, live: false };
+    if (free) return { settle: free.settle, live: false };
     while (this.live[0]?.dropped) this.live.shift();
     const first = this.live[0];
     return first?.settle ? { settle: first.settle, live: true } : undefined;
@@ -148,7 +164,7 @@ export class DeliveryQueue {
     ) {
       this.waiting.delete(this.recorded[this.head]!);
       this.head++;
-    } else if (this.free[0] === next.settle) {
+    } else if (this.free[0]?.settle === next.settle) {
       this.free.shift();
     } else {
       this.live.shift();

@@ -27,6 +27,12 @@ export class JournalIndex {
   /** Keys whose recorded outcome is handed over as soon as its call is made again: records
    *  from before ordered replay, and those of a history that a resume replaced. */
   readonly freeKeys = new Set<string>();
+  /** For each free key with a place in the history, the generation whose failure replaced
+   *  it: from the next generation on it was handed over before that generation's own new
+   *  outcomes whenever both were ready (delivery.ts). */
+  readonly freeSince = new Map<string, number>();
+  /** The generation of the record at each ordered position. */
+  readonly positionGenerations = new Map<number, number>();
   /** Calls made inside a cascade (their window is a fact of the program), by window. */
   readonly cascadeCalls: StepRecord[];
   /** The first position a new outcome may take. */
@@ -56,14 +62,20 @@ export class JournalIndex {
     // call executes again, and what was called after its hand-over belongs to the history
     // the resume replaced, so it is handed over when called, outside the order.
     const replaced: Array<{ generation: number; after: number; calledAt: number }> = [];
-    for (const [key, rec] of byKey) {
+    // Every such failure counts, also one whose call has since been executed again (the
+    // key then holds the later generation's record): what followed it stays replaced.
+    for (const rec of journal.steps) {
       const failedTheRun =
         rec.outcome === "error" &&
         rec.generation < generation &&
-        failedCalls.some((f) => f.key === key && f.generation === rec.generation);
+        failedCalls.some((f) => f.key === rec.key && f.generation === rec.generation);
       if (!failedTheRun) continue;
-      byKey.delete(key);
-      this.replacedFailures.add(key);
+      // Unless the call has since been executed again (a later generation's record): then
+      // it is replayed, not executed.
+      if (byKey.get(rec.key) === rec) {
+        byKey.delete(rec.key);
+        this.replacedFailures.add(rec.key);
+      }
       replaced.push({
         generation: rec.generation,
         after: rec.delivery ?? -1,
@@ -74,22 +86,37 @@ export class JournalIndex {
     // failure) keeps its place. Windows are counts of outcomes handed over, not positions
     // (a replaced failure leaves a gap in those), so the failing call's own window is the
     // measure: a call made in it or later may have followed the failure, and goes free.
+    // A value drawn (ctx.now/random/uuid: no delivery) after the failing call was made, in a
+    // later window, may have been drawn after its failure was handed over (an error
+    // handler's ctx.uuid()): the same.
     const isFree = (s: StepRecord) =>
       s.issuedAfter === null ||
       replaced.some(
         (r) =>
           s.generation <= r.generation &&
-          (s.delivery ?? -1) > r.after &&
-          s.issuedAfter! >= r.calledAt,
+          (s.delivery === null
+            ? s.issuedAfter! > r.calledAt
+            : s.delivery > r.after && s.issuedAfter! >= r.calledAt),
       );
     const cascade: StepRecord[] = [];
     for (const [key, rec] of byKey) {
       this.outcomes.set(key, rec);
       if (isFree(rec)) {
         this.freeKeys.add(key);
+        const by = replaced.filter(
+          (r) =>
+            rec.issuedAfter !== null &&
+            rec.generation <= r.generation &&
+            (rec.delivery ?? -1) > r.after &&
+            rec.issuedAfter >= r.calledAt,
+        );
+        if (by.length > 0) this.freeSince.set(key, Math.min(...by.map((r) => r.generation)));
         continue;
       }
-      if (rec.delivery !== null) this.orderedPositions.push(rec.delivery);
+      if (rec.delivery !== null) {
+        this.orderedPositions.push(rec.delivery);
+        this.positionGenerations.set(rec.delivery, rec.generation);
+      }
       if (!rec.issuedLate) cascade.push(rec);
     }
     this.exactWindows = this.freeKeys.size === 0;

@@ -417,7 +417,7 @@ class PostgresStore implements Store {
   forkRun(p: {
     sourceId: string;
     run: NewRun;
-    copy: Array<{ key: string; generation: number }>;
+    copy: Array<{ key: string; generation: number; unordered?: boolean }>;
   }): Promise<{ run: RunRecord; created: boolean }> {
     return forkRun(this.#ctx, p);
   }

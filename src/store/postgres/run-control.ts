@@ -317,7 +317,11 @@ export function resumeRun(
  */
 export function forkRun(
   ctx: StoreContext,
-  p: { sourceId: string; run: NewRun; copy: Array<{ key: string; generation: number }> },
+  p: {
+    sourceId: string;
+    run: NewRun;
+    copy: Array<{ key: string; generation: number; unordered?: boolean }>;
+  },
 ): Promise<{ run: RunRecord; created: boolean }> {
   return ctx.db.transaction("forkRun", "before-commit", async (tx) => {
     const { t } = ctx;
@@ -346,18 +350,19 @@ export function forkRun(
     }
     const keys = p.copy.map((c) => c.key);
     const generations = p.copy.map((c) => c.generation);
+    const unordered = p.copy.map((c) => c.unordered === true);
     const steps = await tx.query<{ spend: Amounts }>(
       `INSERT INTO ${t.steps} (run_id, key, generation, seq, name, kind, outcome, result, error,
           spend, attempt, started_at, completed_at, delivery, issued_after, issued_late, reconciled)
         SELECT $1, s.key, $5, s.seq, s.name, s.kind, s.outcome, s.result, s.error, s.spend,
-          s.attempt, s.started_at, s.completed_at, s.delivery, s.issued_after, s.issued_late,
-          s.reconciled
+          s.attempt, s.started_at, s.completed_at, s.delivery,
+          CASE WHEN c.unordered THEN NULL ELSE s.issued_after END, s.issued_late, s.reconciled
         FROM ${t.steps} s
-          JOIN unnest($3::text[], $4::integer[]) AS c(key, generation)
+          JOIN unnest($3::text[], $4::integer[], $6::boolean[]) AS c(key, generation, unordered)
             ON c.key = s.key AND c.generation = s.generation
         WHERE s.run_id = $2
         RETURNING spend`,
-      [p.run.id, p.sourceId, keys, generations, created.generation],
+      [p.run.id, p.sourceId, keys, generations, created.generation, unordered],
     );
     // Attempts of every generation of the copied keys land in the fork's one generation,
     // renumbered in order.

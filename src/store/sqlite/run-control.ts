@@ -235,7 +235,11 @@ export function resumeRun(
 
 export function forkRun(
   ctx: StoreContext,
-  p: { sourceId: string; run: NewRun; copy: Array<{ key: string; generation: number }> },
+  p: {
+    sourceId: string;
+    run: NewRun;
+    copy: Array<{ key: string; generation: number; unordered?: boolean }>;
+  },
 ): Promise<{ run: RunRecord; created: boolean }> {
   return ctx.write("forkRun", (tx) => {
     const existing = findRun(tx, p.run.id);
@@ -245,6 +249,7 @@ export function forkRun(
       throw runNotFound(p.sourceId, "nothing to fork");
     }
     const wanted = new Map<string, number>(p.copy.map((c) => [c.key, c.generation]));
+    const unordered = new Set(p.copy.filter((c) => c.unordered).map((c) => c.key));
     const steps = (
       tx.prepare("SELECT * FROM steps WHERE run_id = ? ORDER BY seq").all(p.sourceId) as StepRow[]
     ).filter((s) => wanted.get(s.key) === s.generation);
@@ -265,6 +270,7 @@ export function forkRun(
     const forked = mustGetRun(tx, p.run.id);
     for (const s of steps) {
       const copy = { ...stepFromRow(s), runId: p.run.id, generation: forked.generation };
+      if (unordered.has(copy.key)) copy.issuedAfter = null;
       insertRow(tx.prepare, "steps", stepToRow(copy));
     }
     // Attempts of every generation land in the fork's one generation, renumbered in order.
