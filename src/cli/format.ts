@@ -59,8 +59,10 @@ export function oneLine(text: string, max = Number.POSITIVE_INFINITY): string {
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }
 
-/** Columns padded to their widest cell; the last column is not padded. */
-export function table(headers: string[], rows: string[][], indent = ""): string {
+/** Columns padded to their widest cell; the last column is not padded. A line break in a
+ *  cell (an id is any text) is shown escaped, as in JSON: a row is one line, never two. */
+export function table(headers: string[], given: string[][], indent = ""): string {
+  const rows = given.map((r) => r.map((c) => c.replaceAll("\n", "\\n").replaceAll("\r", "\\r")));
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
   const line = (cells: string[]) =>
     indent +
@@ -106,4 +108,20 @@ export function printable(text: string): string {
 /** `printable` in double quotes. */
 export function quoted(text: string): string {
   return `"${printable(text)}"`;
+}
+
+/** Characters a terminal acts on instead of showing: C0 controls but tab and newline (ESC
+ *  starts sequences that clear the screen, retitle the window, hide or fake text; CR and
+ *  backspace overwrite what was printed), DEL, C1 controls (U+009B is CSI), and the bidi
+ *  overrides and isolates that make text read in another order than it is. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is escaped
+const TERMINAL_CONTROLS = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
+
+/** Text for a terminal: each such character as a visible JSON escape ("\u001b"). JSON
+ *  output stays valid and reads back the same: outside strings JSON has none of them. */
+export function terminalText(text: string): string {
+  return text.replace(
+    TERMINAL_CONTROLS,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,
+  );
 }

@@ -19,6 +19,7 @@ import { show } from "./commands/show.js";
 import { start } from "./commands/start.js";
 import { ui } from "./commands/ui.js";
 import { worker } from "./commands/worker.js";
+import { terminalText } from "./format.js";
 
 const COMMANDS: readonly Command[] = [
   runs,
@@ -155,11 +156,13 @@ process.stderr.on("error", () => {
 const ctx: CliContext = {
   env: process.env,
   cwd: process.cwd(),
+  // Whatever a command prints may hold text from runs (ids, step keys, errors, comments
+  // written through an approval link): none of it may drive the terminal.
   out: (text) => {
-    if (!gone.out) process.stdout.write(`${text}\n`);
+    if (!gone.out) process.stdout.write(`${terminalText(text)}\n`);
   },
   err: (text) => {
-    if (!gone.err) process.stderr.write(`${text}\n`);
+    if (!gone.err) process.stderr.write(`${terminalText(text)}\n`);
   },
 };
 

@@ -18,6 +18,10 @@ function errorField(err: unknown): unknown {
   return { name: err.name, message: err.message, ...(code !== undefined && { code }) };
 }
 
+function oneLogLine(text: string): string {
+  return text.replaceAll("\r", "\\r").replaceAll("\n", "\\n");
+}
+
 /** One JSON log line in pino's shape: level, time, pid, the fields, then msg. */
 export function jsonLogLine(level: keyof typeof LEVELS, fields: object, message: string): string {
   return JSON.stringify({
@@ -42,8 +46,10 @@ export function workerLogger(ctx: CliContext, mode: WorkerLogMode): Logger {
     }
     const time = new Date().toISOString().slice(11, 23);
     const why = err === undefined ? "" : `: ${(err as Error)?.message ?? String(err)}`;
-    if (toErr) ctx.err(`${time} ${level}: ${message}${why}`);
-    else ctx.out(`${time} ${message}`);
+    // One event, one line: a line break from a run id or an error message is shown escaped,
+    // so it cannot print what reads as another event.
+    const text = oneLogLine(toErr ? `${level}: ${message}${why}` : message);
+    (toErr ? ctx.err : ctx.out)(`${time} ${text}`);
   };
   return {
     debug: (f, m) => line("debug", f, m),

@@ -297,7 +297,9 @@ function authenticate(c: Context, url: URL, s: SignIn): Verdict {
     if (s.roles.ofToken(queryToken)) {
       setSession(c, cookieValue(queryToken), s.cookiePath, url.protocol === "https:");
       url.searchParams.delete("token");
-      return { answer: c.redirect(`${url.pathname}${url.search}`, 303) };
+      // "//evil.example/?token=..." must not send the browser to evil.example.
+      const path = `/${url.pathname.replace(/^\/+/, "")}`;
+      return { answer: c.redirect(`${path}${url.search}`, 303) };
     }
   }
   if (role === undefined && !s.isOpen(url.pathname)) {

@@ -12,6 +12,7 @@ import {
   formatValue,
   iso,
   printable,
+  quoted,
   table,
   toJson,
 } from "../format.js";
@@ -79,7 +80,7 @@ function describeRun(run: RunView, why: string, steps: StepView[], now: Date): s
   const pad = " ".repeat(14);
   const field = (label: string, value: string) => `  ${label.padEnd(12)}${value}`;
   const lines = [
-    `Run "${run.id}"`,
+    `Run ${quoted(run.id)}`,
     field("workflow", `${run.workflow}@${run.version}`),
     field("status", run.status),
   ];
@@ -97,7 +98,7 @@ function describeRun(run: RunView, why: string, steps: StepView[], now: Date): s
   if (run.waitingFor)
     lines.push(field("waiting for", run.waitingFor.map((e) => `"${e}"`).join(", ")));
   if (run.wakeAt) lines.push(field("wakes at", iso(run.wakeAt)));
-  if (run.parentId) lines.push(field("parent", run.parentId));
+  if (run.parentId) lines.push(field("parent", quoted(run.parentId)));
   lines.push(field("created", iso(run.createdAt)), field("updated", iso(run.updatedAt)));
   lines.push(field("budget", formatBudget(run.budget)));
   lines.push(field("input", formatValue(run.input, pad)));
@@ -130,9 +131,12 @@ function describeRun(run: RunView, why: string, steps: StepView[], now: Date): s
       if (!a.error) continue;
       reported = true;
       const retry = a.retryAt ? ` (retry at ${iso(a.retryAt)})` : "";
-      problems.push(`  ${s.key} attempt ${a.attempt}: ${indentRest(formatError(a.error))}${retry}`);
+      problems.push(
+        `  ${printable(s.key)} attempt ${a.attempt}: ${indentRest(formatError(a.error))}${retry}`,
+      );
     }
-    if (s.error && !reported) problems.push(`  ${s.key}: ${indentRest(formatError(s.error))}`);
+    if (s.error && !reported)
+      problems.push(`  ${printable(s.key)}: ${indentRest(formatError(s.error))}`);
   }
   if (problems.length > 0) lines.push("", "Attempt errors:", ...problems);
   return lines.join("\n");
@@ -171,7 +175,7 @@ function describeApprovals(approvals: ApprovalView[]): string[] {
   const field = (label: string, value: string) => `    ${label.padEnd(10)}${value}`;
   const lines = ["", `Approvals (${approvals.length}):`];
   for (const a of approvals) {
-    lines.push(`  ${a.key}  ${a.status}`);
+    lines.push(`  ${printable(a.key)}  ${a.status}`);
     lines.push(...describeRequest(a.request));
     lines.push(field("asked", iso(a.requestedAt)));
     if (a.deadline) {

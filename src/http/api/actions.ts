@@ -1,12 +1,14 @@
 // Acting on a run: send it an event, cancel it, resume it (with a raised budget), fork it
 // from a step. Each needs the "act" role.
 
-import { HttpError } from "../errors.js";
+import { checkBudget } from "../../engine/validate.js";
+import { isWorkflowName } from "../../workflow/define.js";
+import { HttpError, quote } from "../errors.js";
 import { eventJson, runJson } from "../json.js";
 import { s } from "../schema.js";
 import { ref } from "./models.js";
-import { json, type Route, route } from "./route.js";
-import { mustGetRun, RUN_ID_PARAM } from "./runs.js";
+import { engineCheck, json, type Route, route } from "./route.js";
+import { checkHttpRunId, mustGetRun, RUN_ID_PARAM } from "./runs.js";
 
 const sendEvent = route({
   method: "post",
@@ -123,6 +125,7 @@ const resumeRun = route({
     200: { description: "The run, now pending.", schema: s.object({ run: ref.Run }, ["run"]) },
   },
   async handle({ c, params, body, deps }) {
+    engineCheck(() => checkBudget(body?.budget, "resume()"));
     await deps.engine.resume(params.id!, body?.budget ? { budget: body.budget } : {});
     return json(c, 200, { run: runJson(await mustGetRun(deps.engine, params.id!)) });
   },
@@ -161,6 +164,14 @@ const forkRun = route({
   },
   async handle({ c, params, body, deps }) {
     const b = body!;
+    engineCheck(() => {
+      if (b.id !== undefined) checkHttpRunId(b.id, "fork()");
+      if (b.version !== undefined && !isWorkflowName(b.version)) {
+        throw new TypeError(
+          `fork(): version ${quote(b.version)} is invalid; versions are 1-128 letters, digits and . _ : / - (not starting with a symbol)`,
+        );
+      }
+    });
     const handle = await deps.engine.fork(params.id!, {
       fromStep: b.fromStep,
       ...(b.version !== undefined ? { version: b.version } : {}),

@@ -7,7 +7,7 @@ import type { Feed } from "../live/hub.js";
 import { s } from "../schema.js";
 import type { AppEnv } from "../security.js";
 import { type ApiDeps, type Route, route } from "./route.js";
-import { listRunPage, queryKey, RUN_LIST_QUERY, type RunListQuery } from "./run-list.js";
+import { filterFor, listRunPage, queryKey, RUN_LIST_QUERY, type RunListQuery } from "./run-list.js";
 import { mustGetRun, RUN_ID_PARAM } from "./runs.js";
 import { sseResponse } from "./sse.js";
 import { workersState } from "./system.js";
@@ -64,6 +64,9 @@ const liveRuns = route({
   handle({ c, query, deps }) {
     const q = query as RunListQuery & { "last-event-id"?: string };
     const { "last-event-id": last, ...list } = q;
+    // A filter that is not one (a malformed cursor) is the client's error, answered now:
+    // inside the feed it would read as the store failing, again on every reconnect.
+    filterFor(list);
     return stream(
       c,
       deps,

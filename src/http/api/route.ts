@@ -91,6 +91,18 @@ export function checkText(value: string, where: string, max: number): void {
   }
 }
 
+/** Runs one of the engine's own checks of what a request asks for (a run id, a budget, a
+ *  version) before the engine is called: what it refuses, with a TypeError naming the
+ *  problem, is the client's error (400 VALIDATION), not an internal one. */
+export function engineCheck(check: () => void): void {
+  try {
+    check();
+  } catch (err) {
+    if (err instanceof TypeError) throw new HttpError(400, "VALIDATION", err.message);
+    throw err;
+  }
+}
+
 function refuseIssues(what: string, issues: Issue[]): never {
   const first = issues[0];
   const where = first ? `${what}${first.path.slice(0, 100)}` : what;

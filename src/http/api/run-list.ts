@@ -11,7 +11,7 @@ import { HttpError } from "../errors.js";
 import { runSummaryJson } from "../json.js";
 import { s } from "../schema.js";
 import { RUN_STATUSES } from "./models.js";
-import type { ParamSpec } from "./route.js";
+import { checkText, type ParamSpec } from "./route.js";
 
 export interface RunListView {
   label: string;
@@ -84,6 +84,9 @@ function parseCursor(cursor: string): { createdAt: number; id: string } {
   if (colon < 1 || !Number.isSafeInteger(createdAt) || id.length === 0 || id.length > 256) {
     throw new HttpError(400, "VALIDATION", 'query parameter "before" is not a page cursor');
   }
+  // The id inside is a value from the client like any other: no NUL (PostgreSQL refuses
+  // it, which would be answered as the store failing).
+  checkText(id, 'query parameter "before" (the run id in the cursor)', 256);
   return { createdAt, id };
 }
 

@@ -1,17 +1,30 @@
 // Reading runs (list, one run, its steps, its events) and starting one.
 
+import { checkBudget, checkRunId } from "../../engine/validate.js";
 import { runNotFound } from "../../errors.js";
 import { type Engine, UnknownWorkflowError } from "../../index.js";
 import { HttpError, quote } from "../errors.js";
 import { eventJson, runJson, stepJson } from "../json.js";
 import { s } from "../schema.js";
 import { ref } from "./models.js";
-import { json, type ParamSpec, type Route, route } from "./route.js";
+import { engineCheck, json, type ParamSpec, type Route, route } from "./route.js";
 import { listRunPage, RUN_LIST_QUERY, type RunListQuery } from "./run-list.js";
 
 export const RUN_ID_PARAM: Record<string, ParamSpec> = {
   id: { schema: s.string({ minLength: 1, maxLength: 256 }), description: "The run's id." },
 };
+
+/** A run id for a run started over HTTP: the engine's rule, and not "." or "..", which no
+ *  URL can name (every client resolves them, "%2e%2e" too, as dot segments): such a run
+ *  could never be read, sent an event, canceled or opened in the dashboard. */
+export function checkHttpRunId(id: string, verb: string): void {
+  checkRunId(id, verb);
+  if (id === "." || id === "..") {
+    throw new TypeError(
+      `${verb}: run id ${JSON.stringify(id)} cannot be used over HTTP: no URL can name it; choose another id`,
+    );
+  }
+}
 
 /** The run, or a 404 naming the id. */
 export async function mustGetRun(engine: Engine, id: string) {
@@ -187,6 +200,10 @@ const startRun = route({
         `Version ${quote(b.version)} of workflow ${quote(b.workflow)} is not registered with this server; registered: ${ids}`,
       );
     }
+    engineCheck(() => {
+      if (b.id !== undefined) checkHttpRunId(b.id, "start()");
+      checkBudget(b.budget, "start()");
+    });
     const handle = await deps.engine.start(wf, b.input, {
       ...(b.id !== undefined ? { id: b.id } : {}),
       ...(b.budget !== undefined ? { budget: b.budget } : {}),

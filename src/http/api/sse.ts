@@ -31,6 +31,12 @@ export function sseResponse(
   body: (session: SseSession) => Promise<void>,
 ): Response {
   c.header("x-accel-buffering", "no");
+  if (c.req.method === "HEAD") {
+    // Hono answers HEAD with the GET handler's response without its body, and never
+    // cancels that body: a stream opened here would be read by nobody and never end (its
+    // subscription polling the store, its pings, its queue of unwritten events).
+    return c.body(null, 200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+  }
   return streamSSE(c, async (sse) => {
     let open = true;
     let resolveEnded!: () => void;

@@ -100,10 +100,14 @@ ${o.message ? html`<p class="notice error" role="alert">${o.message}</p>` : ""}
   return c.html(layout(deps, c, { title: "Sign in", nav: "none", body }), o.status);
 }
 
-/** Only a path of this app: never another site (no open redirect). */
+/** Only a path of this app: never another site (no open redirect). Control characters
+ *  are refused: browsers drop tabs and newlines from a URL, so "/\t/evil.example" would
+ *  be "//evil.example". */
 export function safeNext(next: string, basePath: string): string {
   const fallback = `${basePath}/`;
   if (!next.startsWith("/") || next.startsWith("//") || next.includes("\\")) return fallback;
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is refused
+  if (/[\u0000-\u001f\u007f]/.test(next)) return fallback;
   if (next === `${basePath}/login` || next.startsWith(`${basePath}/api/`)) return fallback;
   return next.startsWith(basePath) ? next : fallback;
 }
