@@ -14,7 +14,7 @@ import {
   workflow,
 } from "../src/index.js";
 import { postgresStore } from "../src/store/postgres/postgres-store.js";
-import { createVirtualClock, type VirtualClock } from "../src/testing/index.js";
+import { createVirtualClock, type FaultPlan, type VirtualClock } from "../src/testing/index.js";
 import { pgUrl } from "./helpers/engines.js";
 import { testSchema } from "./helpers/postgres.js";
 import { tempDbPath, until } from "./helpers/sqlite.js";
@@ -548,6 +548,109 @@ describe.each(BACKENDS)("%s: resume after retention took a failed child", (backe
     const r = await e.getRun("pp");
     expect({ status: r?.status, waitingFor: r?.waitingFor }).toMatchObject({ status: "failed" });
   });
+});
+
+describe.each(BACKENDS)("%s: fencing across a deleted and restarted id", (backend) => {
+  it("a write of a worker that lost its lease never lands in a new run under the same id (gc + start again)", async () => {
+    const h = harness(backend);
+    const performed: string[] = [];
+    const job = workflow(
+      { name: "job", version: "1" },
+      async (ctx, input: { naps: number; amount: number }) => {
+        for (let i = 0; i < input.naps; i++) await ctx.sleep("nap", "1m");
+        return ctx.step("charge", () => {
+          performed.push(`${ctx.runId}:${input.amount}`);
+          return input.amount;
+        });
+      },
+    );
+    // Worker A: its write of "charge" is held in flight (a partition), and every other verb
+    // stops answering, so its lease runs out.
+    let openGate!: () => void;
+    const gate = new Promise<void>((r) => {
+      openGate = r;
+    });
+    let held = false;
+    let lateOutcome: unknown;
+    const { faultyStore, writesStep } = await import("../src/testing/index.js");
+    const plan: FaultPlan = {
+      beforeAppend: async (writes) => {
+        if (!held && writesStep(writes, "charge")) {
+          held = true;
+          plan.stalled = new Set([
+            "renewLeases",
+            "releaseRun",
+            "heartbeatWorker",
+            "claimRuns",
+            "getRun",
+            "listRuns",
+            "loadJournal",
+            "pendingEvents",
+          ]);
+          await gate;
+        }
+      },
+      afterAppend: (writes, outcomes) => {
+        if (writesStep(writes, "charge")) lateOutcome = outcomes[0];
+      },
+    };
+    const a = createEngine({
+      store: faultyStore(h.store(), plan),
+      workflows: [job],
+      clock: h.clock,
+      pollIntervalMs: 10,
+      leaseMs: 10_000,
+      closeGraceMs: 10,
+    });
+    await a.start(job, { naps: 0, amount: 100 }, { id: "order-1" });
+    await until(() => held, "A's write of charge is in flight");
+
+    // Worker B takes the run over once A's lease has expired, and completes it.
+    const b = h.engine([job], { leaseMs: 10_000 });
+    await h.clock.advance(11_000);
+    expect(await within(b.handle("order-1").result(), 20_000, "B completes order-1")).toBe(100);
+    // Retention deletes it; the id is started again (documented: a new run).
+    await h.clock.advance(1_000);
+    expect((await b.gc({ olderThan: 0 })).runs).toBe(1);
+    const again = await b.start(job, { naps: 1, amount: 5 }, { id: "order-1" });
+    expect(again.created).toBe(true);
+    await until(async () => (await b.getRun("order-1"))?.status === "waiting", "order-1 sleeps");
+
+    // A's write arrives now: it belongs to a run that no longer exists, and must be refused.
+    openGate();
+    await until(() => lateOutcome !== undefined, "A's late write is answered");
+    const steps = (await b.getSteps("order-1")).map((s) => `${s.key}=${JSON.stringify(s.result)}`);
+    // The new run is asleep in its "nap": it has no "charge" record, the old run's least of all.
+    expect({ lateOutcome, steps }).toEqual({
+      lateOutcome: { ok: false, reason: "lease-lost" },
+      steps: ["nap=undefined"],
+    });
+  });
+});
+
+describe("liveness judged by the reader's lease, not the worker's", () => {
+  it("start by name finds a live worker whose lease (and heartbeat interval) is longer than the starter's", async () => {
+    // Scaled down from `cairn start fix-bug` (a client with the default 30 s lease) against
+    // `cairn worker --lease 2m` (a heartbeat every 40 s): here 1 s against 30 s (every 10 s).
+    const h = harness("sqlite");
+    const wf = workflow({ name: "fix-bug", version: "3" }, async () => "ok");
+    const w = createEngine({
+      store: h.store(),
+      workflows: [wf],
+      leaseMs: 30_000,
+      pollIntervalMs: 20,
+    });
+    cleanups.push(() => w.close());
+    await w.listRuns(); // the worker is registered
+    const starter = createEngine({ store: h.store(), worker: false, leaseMs: 1_000 });
+    cleanups.push(() => starter.close());
+    await new Promise((r) => setTimeout(r, 2_000));
+    const started = await starter.start("fix-bug", undefined).then(
+      (r) => r.id,
+      (err: Error) => err.name,
+    );
+    expect(started).not.toBe("UnknownWorkflowError");
+  }, 20_000);
 });
 
 describe("a heartbeat slower than the lease", () => {

@@ -168,9 +168,10 @@ describe.skipIf(!url)("PostgreSQL store", () => {
     for (const fn of cleanups.splice(0).reverse()) await fn();
   });
 
-  /** Undoes migrations 5 to 13 (errors as text, the PID namespace, cairn/ai's tables,
+  /** Undoes migrations 5 to 15 (errors as text, the PID namespace, cairn/ai's tables,
    *  workspaces, approvals, effects' reconciled flag, trace context, the events-by-run
-   *  index, release_runs): a version-4 schema. Each new migration adds its undo here. */
+   *  index, release_runs, workers' leases and the epoch floor): a version-4 schema. Each new
+   *  migration adds its undo here. */
   async function revertToVersion4(schema: string): Promise<void> {
     const toJsonb = `CASE WHEN error IS NULL THEN NULL ELSE jsonb_strip_nulls(jsonb_build_object(
         'name', error::jsonb -> 0, 'message', error::jsonb -> 1,
@@ -182,7 +183,10 @@ describe.skipIf(!url)("PostgreSQL store", () => {
       await c.query(
         `DROP TABLE ${q}.rate_grants, ${q}.rate_limiters, ${q}.run_streams, ${q}.run_stream_heads`,
       );
-      await c.query(`ALTER TABLE "${schema}".workers DROP COLUMN pid_namespace`);
+      await c.query(
+        `ALTER TABLE "${schema}".workers DROP COLUMN pid_namespace, DROP COLUMN lease_ms`,
+      );
+      await c.query(`DROP TABLE ${q}.epoch_floor`);
       await c.query(`ALTER TABLE "${schema}".steps DROP COLUMN reconciled`);
       await c.query(`ALTER TABLE "${schema}".runs DROP COLUMN trace_context`);
       await c.query(`DROP INDEX "${schema}".events_run`);

@@ -173,6 +173,7 @@ describe("sqliteStore (file-specific)", () => {
       "DROP TABLE approvals; DROP TABLE workspace_refs; DROP TABLE workspace_objects; " +
         "DROP TABLE rate_limiters; DROP TABLE rate_grants; DROP TABLE run_streams; " +
         "ALTER TABLE workers DROP COLUMN pid_namespace; ALTER TABLE steps DROP COLUMN reconciled; " +
+        "ALTER TABLE workers DROP COLUMN lease_ms; DROP TABLE epoch_floor; " +
         "ALTER TABLE runs DROP COLUMN trace_context; " +
         "DROP INDEX steps_run_seq_generation; CREATE INDEX steps_run_seq ON steps (run_id, seq); " +
         "DELETE FROM schema_version WHERE version > 3",

@@ -34,7 +34,14 @@ export function isDeadLocalWorker(
     // engine in this very process.
     return w.pid !== here.pid && !alive(w.pid);
   }
-  return here.now - w.heartbeatAt > here.leaseMs;
+  return !workerLive(w, here.now, here.leaseMs);
+}
+
+/** Whether `w`'s last heartbeat is within its own lease (`readerLeaseMs` for a row that does
+ *  not say): a worker with longer leases heartbeats less often, and judged by a shorter lease
+ *  would look dead while it runs. `now`: the store's (heartbeats are stamped with it). */
+export function workerLive(w: WorkerRecord, now: number, readerLeaseMs: number): boolean {
+  return now - w.heartbeatAt <= (w.leaseMs ?? readerLeaseMs);
 }
 
 export function pidAlive(pid: number): boolean {

@@ -14,6 +14,7 @@ import { newId } from "../lib/ids.js";
 import type { RunRecord } from "../store/store.js";
 import { formatIssues } from "../workflow/context.js";
 import { type AnyWorkflow, isWorkflowName, type Workflow } from "../workflow/define.js";
+import { workerLive } from "./dead-workers.js";
 import type { StartOptions } from "./engine.js";
 import { type EngineInternals, ready } from "./engine-internals.js";
 import { handBackRun } from "./execution.js";
@@ -97,7 +98,7 @@ async function newestServedVersion(internals: EngineInternals, name: string): Pr
   const now = await store.now();
   const served = new Set<string>();
   for (const w of await store.listWorkers()) {
-    if (now - w.heartbeatAt > leaseMs) continue;
+    if (!workerLive(w, now, leaseMs)) continue;
     for (const id of w.workflows)
       if (id.startsWith(`${name}@`)) served.add(id.slice(name.length + 1));
   }

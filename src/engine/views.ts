@@ -13,6 +13,7 @@ import type {
   StepKind,
   WorkerRecord,
 } from "../store/store.js";
+import { workerLive } from "./dead-workers.js";
 
 export interface RunView {
   id: string;
@@ -172,7 +173,7 @@ export function toWorkerView(w: WorkerRecord, storeNow: number, leaseMs: number)
     workflows: [...w.workflows],
     startedAt: new Date(w.startedAt),
     heartbeatAt: new Date(w.heartbeatAt),
-    live: storeNow - w.heartbeatAt <= leaseMs,
+    live: workerLive(w, storeNow, leaseMs),
   };
 }
 

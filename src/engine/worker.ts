@@ -12,7 +12,7 @@ import { displayText } from "../lib/text.js";
 import { settlesWithin, timerMs, waitAtMost } from "../lib/timers.js";
 import type { ClaimedRun, Journal, RunRecord, Store } from "../store/store.js";
 import type { Workflow } from "../workflow/define.js";
-import { isDeadLocalWorker } from "./dead-workers.js";
+import { isDeadLocalWorker, workerLive } from "./dead-workers.js";
 import { Execution, type ExecutionDeps, handBackRun } from "./execution.js";
 
 export interface WorkerOptions {
@@ -80,6 +80,7 @@ export class Worker {
       pid: process.pid,
       pidNamespace: pidNamespace(),
       workflows: [...this.options.workflows.keys()],
+      leaseMs: this.options.leaseMs,
     });
     // Registering is this worker's first heartbeat (a start tried again may come long after
     // the constructor).
@@ -382,7 +383,7 @@ export class Worker {
         const pidProven = (w.pidNamespace ?? null) === here.pidNamespace;
         await store.removeWorker(w.id, { expireLeases: pidProven });
         this.options.execution.lifecycle({ event: "takeover", deadWorkerId: w.id });
-      } else if (now - w.heartbeatAt <= leaseMs) for (const wf of w.workflows) served.add(wf);
+      } else if (workerLive(w, now, leaseMs)) for (const wf of w.workflows) served.add(wf);
     }
     for (const wf of this.options.workflows.keys()) served.add(wf);
     await store.markUnserved({ served: [...served], graceMs: Math.min(leaseMs, 5_000) });

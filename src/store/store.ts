@@ -276,6 +276,10 @@ export interface WorkerRecord {
   pidNamespace?: string | null;
   /** "name@version" pairs this worker executes. */
   workflows: string[];
+  /** How long this worker's leases last: its row is judged by it (a heartbeat older than
+   *  its own lease is dead), not by the reader's. null or absent: unknown (a row written
+   *  before it was stored), judged by the reader's lease. */
+  leaseMs?: number | null;
   startedAt: number;
   heartbeatAt: number;
 }

@@ -327,6 +327,28 @@ export function describeFeatureContract(h: FeatureContractHelpers): void {
       ).rejects.toThrow(/at most 1000 a call/);
     });
 
+    it("a run created later under a deleted run's id starts above the deleted run's epoch", async () => {
+      // A worker stalled past its lease may still send a write fenced with the old epoch.
+      const store = h.store();
+      for (const remove of [
+        (id: string) => store.deleteRuns([id]),
+        (id: string) => store.deleteRun(id),
+      ]) {
+        const run = await h.started();
+        await h.release(run, { status: "completed", output: "1" });
+        await remove(run.id);
+        const { run: again } = await store.createRun(
+          h.newRun({ id: run.id, claimBy: { workerId: "w-new", leaseMs: 60_000 } }),
+        );
+        expect(again.epoch).toBeGreaterThan(run.epoch);
+        const stale = await store.appendRecords([
+          { runId: run.id, epoch: run.epoch, steps: [h.step(run.id, "late", 0)] },
+        ]);
+        expect(stale).toEqual([{ ok: false, reason: "lease-lost" }]);
+        await h.release(again, { status: "completed", output: "2" });
+      }
+    });
+
     it("prunes the objects no remaining run holds, and only those", async () => {
       const store = h.store();
       const a = await h.started();

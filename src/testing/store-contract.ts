@@ -2025,6 +2025,20 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
     // ---- workers ----
 
     describe("workers", () => {
+      it("a worker row keeps the worker's own lease (null when it gave none)", async () => {
+        await store.registerWorker({
+          id: "w-long",
+          host: "h",
+          pid: 1,
+          workflows: [],
+          leaseMs: 120_000,
+        });
+        await store.registerWorker({ id: "w-plain", host: "h", pid: 2, workflows: [] });
+        const byId = new Map((await store.listWorkers()).map((w) => [w.id, w]));
+        expect(byId.get("w-long")?.leaseMs).toBe(120_000);
+        expect(byId.get("w-plain")?.leaseMs ?? null).toBeNull();
+      });
+
       it("register, heartbeat, replace, list", async () => {
         await store.registerWorker({ id: "w-a", host: "h1", pid: 11, workflows: ["alpha@1"] });
         await store.registerWorker({ id: "w-b", host: "h2", pid: 22, workflows: [] });

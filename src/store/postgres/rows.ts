@@ -212,6 +212,7 @@ export interface WorkerRow {
   pid: number;
   pid_namespace: string | null;
   workflows: string[];
+  lease_ms: string | number | null;
   started_at: string | number;
   heartbeat_at: string | number;
 }
@@ -223,6 +224,7 @@ export function toWorker(r: WorkerRow): WorkerRecord {
     pid: r.pid,
     pidNamespace: r.pid_namespace ?? null,
     workflows: r.workflows,
+    leaseMs: r.lease_ms == null ? null : num(r.lease_ms),
     startedAt: num(r.started_at),
     heartbeatAt: num(r.heartbeat_at),
   };

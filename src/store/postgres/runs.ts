@@ -75,8 +75,8 @@ async function insertTogether(
               x.input, x.budget_limit, x.parent_id, x.trace_context,
               c.now + coalesce(x.lease_ms, 0), c.now, c.now, x.worker_id,
               CASE WHEN x.worker_id IS NULL THEN NULL ELSE c.now + x.lease_ms END,
-              CASE WHEN x.worker_id IS NULL THEN 0 ELSE 1 END, x.token
-            FROM x, (SELECT ${nowSql(1)} AS now) c
+              f.epoch + CASE WHEN x.worker_id IS NULL THEN 0 ELSE 1 END, x.token
+            FROM x, (SELECT ${nowSql(1)} AS now) c, ${t.epochFloor} f
             -- In id order, as release_runs locks: two stores inserting the same ids in
             -- opposite orders would each wait for the other's row (a deadlock).
             ORDER BY x.id COLLATE "C"

@@ -49,6 +49,8 @@ export interface Tables {
   rateGrants: string;
   runStreams: string;
   runStreamHeads: string;
+  /** The largest epoch of a deleted run (migration 15): new runs start above it. */
+  epochFloor: string;
 }
 
 /** Qualified, quoted table (and function) names. `schema` must already match SCHEMA_NAME:
@@ -70,6 +72,7 @@ export function tablesIn(schema: string): Tables {
     rateGrants: `${q}.rate_grants`,
     runStreams: `${q}.run_streams`,
     runStreamHeads: `${q}.run_stream_heads`,
+    epochFloor: `${q}.epoch_floor`,
   };
 }
 
@@ -125,16 +128,17 @@ export async function publish(tx: Tx, channel: string, hints: StoreHint[]): Prom
   ]);
 }
 
-/** Columns of `runs` a new run sets; the rest take their defaults. Used by forkRun;
+/** Columns of `runs` a new run sets (its epoch from the epoch floor, migration 15); the rest
+ *  take their defaults. Used by forkRun;
  *  createGroup (runs.ts) inserts an unclaimed run with the same columns and values, for
  *  many runs at once: keep the two alike. Parameters: $1 clock (nowSql), $2 id, $3 workflow,
  *  $4 version, $5 input, $6 budget limit (json), $7 parent id. */
 export function insertRunSql(t: Tables): string {
   return `INSERT INTO ${t.runs}
       (id, workflow, version, status, input, budget_limit, parent_id, trace_context, ready_at,
-       created_at, updated_at)
-    SELECT $2, $3, $4, 'pending', $5, $6::jsonb, $7, $8, c.now, c.now, c.now
-      FROM (SELECT ${nowSql(1)} AS now) c
+       created_at, updated_at, epoch)
+    SELECT $2, $3, $4, 'pending', $5, $6::jsonb, $7, $8, c.now, c.now, c.now, f.epoch
+      FROM (SELECT ${nowSql(1)} AS now) c, ${t.epochFloor} f
     ON CONFLICT (id) DO NOTHING
     RETURNING *`;
 }

@@ -15,11 +15,13 @@ export async function registerWorker(
   await db.statement(
     "registerWorker",
     "idempotent",
-    `INSERT INTO ${t.workers} (id, host, pid, pid_namespace, workflows, started_at, heartbeat_at)
-      SELECT $2, $3, $4, $6, $5::text[], c.now, c.now FROM (SELECT ${nowSql(1)} AS now) c
+    `INSERT INTO ${t.workers}
+        (id, host, pid, pid_namespace, workflows, lease_ms, started_at, heartbeat_at)
+      SELECT $2, $3, $4, $6, $5::text[], $7, c.now, c.now FROM (SELECT ${nowSql(1)} AS now) c
       ON CONFLICT (id) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid,
         pid_namespace = EXCLUDED.pid_namespace, workflows = EXCLUDED.workflows,
-        started_at = EXCLUDED.started_at, heartbeat_at = EXCLUDED.heartbeat_at`,
+        lease_ms = EXCLUDED.lease_ms, started_at = EXCLUDED.started_at,
+        heartbeat_at = EXCLUDED.heartbeat_at`,
     [
       ctx.clockParam(),
       w.id,
@@ -27,6 +29,7 @@ export async function registerWorker(
       w.pid,
       w.workflows,
       w.pidNamespace == null ? null : displayText(w.pidNamespace),
+      w.leaseMs == null ? null : Math.round(w.leaseMs),
     ],
   );
 }

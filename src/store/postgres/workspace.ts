@@ -179,7 +179,7 @@ export function deleteRuns(ctx: StoreContext, runIds: string[]): Promise<DeleteR
         `DELETE FROM ${f.workspaceRefs} WHERE run_id = ANY($1::text[]) RETURNING hash`,
         [ids],
       );
-      await tx.query(`DELETE FROM ${ctx.t.runs} WHERE id = ANY($1::text[])`, [ids]);
+      await deleteRunRows(ctx, tx, ids);
       const hashes = [...new Set(held.rows.map((r) => r.hash))];
       if (hashes.length === 0) return { deleted: ids, objects: 0, bytes: 0 };
       return { deleted: ids, ...(await deleteOrphans(tx, f, hashes)) };
@@ -211,11 +211,24 @@ export function deleteRun(ctx: StoreContext, runId: string): Promise<DeleteRunOu
         `DELETE FROM ${f.workspaceRefs} WHERE run_id = $1 RETURNING hash`,
         [runId],
       );
-      await tx.query(`DELETE FROM ${ctx.t.runs} WHERE id = $1`, [runId]);
+      await deleteRunRows(ctx, tx, [runId]);
       if (held.rows.length === 0) return { deleted: true, objects: 0, bytes: 0 };
       const hashes = held.rows.map((r) => r.hash);
       return { deleted: true, ...(await deleteOrphans(tx, f, hashes)) };
     }),
+  );
+}
+
+/** Deletes the runs' rows (their journal rows go with them: ON DELETE CASCADE) and raises
+ *  the epoch floor to their largest epoch: a run created later under one of their ids
+ *  starts above it, so a stalled worker's write fenced with an old epoch cannot land in it. */
+async function deleteRunRows(ctx: StoreContext, tx: Tx, ids: string[]): Promise<void> {
+  await tx.query(
+    `WITH gone AS (DELETE FROM ${ctx.t.runs} WHERE id = ANY($1::text[]) RETURNING epoch)
+     UPDATE ${ctx.t.epochFloor}
+        SET epoch = greatest(epoch, (SELECT coalesce(max(epoch), 0) FROM gone))
+      WHERE id = 1`,
+    [ids],
   );
 }
 

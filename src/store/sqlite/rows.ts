@@ -306,6 +306,7 @@ export interface WorkerRow {
   pid: number;
   pid_namespace: string | null;
   workflows: string;
+  lease_ms: number | null;
   started_at: number;
   heartbeat_at: number;
 }
@@ -317,6 +318,7 @@ export function workerFromRow(r: WorkerRow): WorkerRecord {
     pid: r.pid,
     pidNamespace: r.pid_namespace ?? null,
     workflows: JSON.parse(r.workflows) as string[],
+    leaseMs: r.lease_ms ?? null,
     startedAt: r.started_at,
     heartbeatAt: r.heartbeat_at,
   };

@@ -64,8 +64,9 @@ export function mustGetRun(tx: ReadTx, id: string): RunRecord {
   return run;
 }
 
-/** Inserts a pending run, ready now (or with claimBy, claimed: running, epoch 1, leased),
- *  and returns it as stored; undefined if the id exists (then nothing changes). */
+/** Inserts a pending run, ready now (or with claimBy, claimed: running, its first epoch,
+ *  leased), and returns it as stored; undefined if the id exists (then nothing changes). Its
+ *  epochs start above the epoch floor (migration 11): above those of any deleted run. */
 export function insertRun(tx: WriteTx, run: NewRun, budgetSpent: string): RunRecord | undefined {
   const limit = amountsJson(run.budgetLimit, () => `Budget limit of run "${run.id}"`);
   const leaseUntil = run.claimBy ? tx.now + run.claimBy.leaseMs : null;
@@ -73,7 +74,7 @@ export function insertRun(tx: WriteTx, run: NewRun, budgetSpent: string): RunRec
     .prepare(
       `INSERT INTO runs (${RUN_COLUMNS}) VALUES
          (?, ?, ?, ?, NULL, NULL, ?, NULL, NULL, ?, ?, ?, ?, NULL, '[]', ?, ?,
-          ?, 0, 0, ?, ?, '[]', ?)
+          (SELECT epoch FROM epoch_floor) + ?, 0, 0, ?, ?, '[]', ?)
        ON CONFLICT (id) DO NOTHING
        RETURNING ${RUN_COLUMNS}`,
     )

@@ -13,17 +13,20 @@ export async function registerWorker(
 ): Promise<void> {
   await ctx.write("registerWorker", (tx) => {
     tx.prepare(
-      `INSERT INTO workers (id, host, pid, pid_namespace, workflows, started_at, heartbeat_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?)
+      `INSERT INTO workers
+           (id, host, pid, pid_namespace, workflows, lease_ms, started_at, heartbeat_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
            pid_namespace = excluded.pid_namespace, workflows = excluded.workflows,
-           started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at`,
+           lease_ms = excluded.lease_ms, started_at = excluded.started_at,
+           heartbeat_at = excluded.heartbeat_at`,
     ).run(
       w.id,
       displayText(w.host),
       w.pid,
       w.pidNamespace == null ? null : displayText(w.pidNamespace),
       JSON.stringify(w.workflows),
+      w.leaseMs == null ? null : Math.round(w.leaseMs),
       tx.now,
       tx.now,
     );

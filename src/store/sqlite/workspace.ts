@@ -129,7 +129,7 @@ export function deleteRun(ctx: StoreContext, runId: string): Promise<DeleteRunOu
       }>
     ).map((r) => r.hash);
     for (const table of RUN_TABLES) prepare(`DELETE FROM ${table} WHERE run_id = ?`).run(id);
-    prepare("DELETE FROM runs WHERE id = ?").run(id);
+    deleteRunRows(prepare, [id]);
     return { deleted: true, ...deleteOrphans(prepare, held) };
   });
 }
@@ -170,9 +170,22 @@ export function deleteRuns(ctx: StoreContext, ids: string[]): Promise<DeleteRuns
     for (const table of RUN_TABLES) {
       prepare(`DELETE FROM ${table} WHERE run_id IN (SELECT value FROM json_each(?))`).run(gone);
     }
-    prepare("DELETE FROM runs WHERE id IN (SELECT value FROM json_each(?))").run(gone);
+    deleteRunRows(prepare, finished);
     return { deleted: finished, ...deleteOrphans(prepare, held) };
   });
+}
+
+/** Deletes the runs' rows and raises the epoch floor to their largest epoch: a run created
+ *  later under one of their ids starts above it, so a stalled worker's write fenced with an
+ *  old epoch cannot land in it. */
+function deleteRunRows(prepare: Prepare, ids: string[]): void {
+  const all = JSON.stringify(ids);
+  prepare(
+    `UPDATE epoch_floor SET epoch = max(epoch, coalesce(
+       (SELECT max(epoch) FROM runs WHERE id IN (SELECT value FROM json_each(?))), 0))
+     WHERE id = 1`,
+  ).run(all);
+  prepare("DELETE FROM runs WHERE id IN (SELECT value FROM json_each(?))").run(all);
 }
 
 function deleteOrphans(prepare: Prepare, held: string[]): { objects: number; bytes: number } {

@@ -19,6 +19,7 @@ import { migration as traceContext } from "./011-trace-context.js";
 import { migration as eventsByRun } from "./012-events-by-run.js";
 import { migration as groupedReleases } from "./013-grouped-releases.js";
 import { migration as stepsInsertedFirst } from "./014-steps-inserted-first.js";
+import { migration as workerLeasesAndEpochFloor } from "./015-worker-leases-and-epoch-floor.js";
 
 export interface Migration {
   version: number;
@@ -42,6 +43,7 @@ export const MIGRATIONS: readonly Migration[] = [
   eventsByRun,
   groupedReleases,
   stepsInsertedFirst,
+  workerLeasesAndEpochFloor,
 ];
 
 /** The schema version this code writes and understands. */

@@ -14,6 +14,7 @@ import { migration as approvals } from "./007-approvals.js";
 import { migration as effectReconciled } from "./008-effect-reconciled.js";
 import { migration as traceContext } from "./009-trace-context.js";
 import { migration as journalOrderIndex } from "./010-journal-order-index.js";
+import { migration as workerLeasesAndEpochFloor } from "./011-worker-leases-and-epoch-floor.js";
 
 export interface Migration {
   version: number;
@@ -32,6 +33,7 @@ export const MIGRATIONS: readonly Migration[] = [
   effectReconciled,
   traceContext,
   journalOrderIndex,
+  workerLeasesAndEpochFloor,
 ];
 
 /** The schema version this code writes; a file with a higher one is refused. */

@@ -18,6 +18,7 @@ const RELEASED: Array<[version: number, sha256: string]> = [
   [8, "96c93661922004149cef33d9dffd8c1206959d5b50f4e6c5606ed2a52c53ed90"],
   [9, "76653be80aa333389bfbe1292c12ed93a936d9c824d193d1761d8af9d2bb156f"],
   [10, "430f64a7f12a09d8f709f3bb480e7881bd33a1571641e726e301d187355532a8"],
+  [11, "9922676af1a477696f06815c17da88fd27f0fcb2ead6c20f8c961128a01f133b"],
 ];
 
 describe("SQLite migrations", () => {

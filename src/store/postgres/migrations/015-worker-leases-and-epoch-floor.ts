@@ -1,0 +1,17 @@
+// 15: each worker's own lease, so a reader judges a worker row by the worker's lease rather
+// than its own (a worker with longer leases heartbeats less often: judged by a shorter lease
+// it looked dead, its workflows unserved); and the epoch floor, the largest epoch of any run
+// retention deleted. A run created later under a deleted run's id starts above it, so a write
+// fenced with the deleted run's epoch (a worker stalled past its lease, its write in flight)
+// cannot land in the new run.
+
+import type { Migration } from "./index.js";
+
+export const migration: Migration = {
+  version: 15,
+  statements: (t) => [
+    `ALTER TABLE ${t.workers} ADD COLUMN lease_ms bigint`,
+    `CREATE TABLE ${t.epochFloor} (id int PRIMARY KEY CHECK (id = 1), epoch bigint NOT NULL)`,
+    `INSERT INTO ${t.epochFloor} (id, epoch) VALUES (1, 0)`,
+  ],
+};
