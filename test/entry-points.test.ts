@@ -117,8 +117,8 @@ class CountingStore implements Store {
   heartbeatWorker(id: string): Promise<void> {
     return this.inner.heartbeatWorker(id);
   }
-  removeWorker(id: string): Promise<void> {
-    return this.inner.removeWorker(id);
+  removeWorker(id: string, options?: { expireLeases?: boolean }): Promise<void> {
+    return this.inner.removeWorker(id, options);
   }
   listWorkers(): Promise<WorkerRecord[]> {
     return this.inner.listWorkers();

@@ -108,7 +108,8 @@ export async function answerApprovalLink(
 async function checkSameRun(deps: ApprovalsDeps, claims: ApprovalClaims): Promise<void> {
   if (claims.runCreatedAt === undefined) return;
   const run = await deps.store.getRun(claims.runId);
-  if (run && run.createdAt !== claims.runCreatedAt) {
+  // Tokens carry whole ms (approval-tokens.ts): a clock may read fractions (SQLite keeps them).
+  if (run && Math.floor(run.createdAt) !== claims.runCreatedAt) {
     throw new ApprovalTokenError(
       `This approval link was made for an earlier run "${claims.runId}", which no longer exists; nothing was changed`,
     );

@@ -75,7 +75,7 @@ export async function forkRun(
 function forkCopy(
   journal: JournalIndex,
   fromStep: string,
-): Array<{ key: string; generation: number }> | undefined {
+): Array<{ key: string; generation: number; unordered?: boolean; since?: number }> | undefined {
   const from = journal.outcomes.get(fromStep);
   if (!from && journal.unfinished.includes(fromStep)) {
     // A call begun but never finished (cut off in flight, or waiting): the fork keeps every
@@ -104,13 +104,16 @@ function forkCopy(
 }
 
 /** A copy; one the source hands over outside the order (its place is in a history a
- *  resume replaced) is handed over when called in the fork too. */
+ *  resume replaced) is handed over when called in the fork too, and before the outcomes
+ *  of the generations after the one whose failure replaced it (`since`), as in the source. */
 function recordRef(
   s: StepRecord,
   journal: JournalIndex,
-): { key: string; generation: number; unordered?: boolean } {
+): { key: string; generation: number; unordered?: boolean; since?: number } {
   const unordered = journal.isFree(s.key) && s.delivery !== null;
-  return { key: s.key, generation: s.generation, ...(unordered && { unordered }) };
+  if (!unordered) return { key: s.key, generation: s.generation };
+  const since = journal.freeSince.get(s.key);
+  return { key: s.key, generation: s.generation, unordered, ...(since !== undefined && { since }) };
 }
 
 /** The run has no step `fromStep` to fork from: the error lists the ones it has. */

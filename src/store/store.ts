@@ -451,16 +451,20 @@ export interface Store extends WorkspaceVerbs, ApprovalVerbs {
    *  and its error cleared. budgetLimit entries given replace the named limits. */
   resumeRun(runId: string, p: { budgetLimit?: Amounts }): Promise<ResumeOutcome>;
 
-  /** Creates `run` (as createRun) with copies of the source run's step records named in
-   *  `copy` (by key and generation) and of every attempt of those keys, all as generation 0
-   *  of the new run; budgetSpent is their spend. A copy marked `unordered` gets issuedAfter
-   *  null (handed over when its call is made: the source had it outside the delivery
-   *  order, from a history a resume replaced). The source is not touched. Fails with
-   *  created=false if the id exists. */
+  /** Creates `run` (as createRun) at the source's generation, with copies of the source
+   *  run's step records named in `copy` (by key and generation; each keeps its generation)
+   *  and of every attempt of those keys (in the new run's generation); budgetSpent is their
+   *  spend. A copy marked `unordered` gets issuedAfter null (handed over when its call is
+   *  made: the source had it outside the delivery order, from a history a resume replaced)
+   *  and the generation `since`. The source is not touched. Fails with created=false if the
+   *  id exists. */
   forkRun(p: {
     sourceId: string;
     run: NewRun;
-    copy: Array<{ key: string; generation: number; unordered?: boolean }>;
+    /** `unordered`: copied with issuedAfter null (handed over when called); its generation
+     *  in the fork is `since` (the generation whose failure put it out of the order; absent:
+     *  the fork's). Ordered copies keep their generation; the fork takes the source's. */
+    copy: Array<{ key: string; generation: number; unordered?: boolean; since?: number }>;
   }): Promise<{
     run: RunRecord;
     created: boolean;

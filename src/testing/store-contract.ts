@@ -1882,7 +1882,7 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect(await store.loadJournal(src.id)).toEqual(srcJournal);
       });
 
-      it("a copy marked unordered gets issuedAfter null; the others keep theirs", async () => {
+      it("a copy marked unordered gets issuedAfter null and the generation since; the others keep theirs", async () => {
         const src = await started();
         const steps = [0, 1].map((i) => step(src.id, `k${i}`, i));
         await store.appendRecords([{ runId: src.id, epoch: src.epoch, steps }]);
@@ -1890,14 +1890,14 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
           sourceId: src.id,
           run: newRun({ id: "run_fork_unordered" }),
           copy: [
-            { key: "k0", generation: 0, unordered: true },
+            { key: "k0", generation: 0, unordered: true, since: 1 },
             { key: "k1", generation: 0 },
           ],
         });
         const j = await store.loadJournal("run_fork_unordered");
-        expect(j.steps.map((s) => [s.key, s.delivery, s.issuedAfter])).toEqual([
-          ["k0", 0, null],
-          ["k1", 1, 1],
+        expect(j.steps.map((s) => [s.key, s.delivery, s.issuedAfter, s.generation])).toEqual([
+          ["k0", 0, null, 1],
+          ["k1", 1, 1, 0],
         ]);
       });
 

@@ -1096,14 +1096,15 @@ export class Context {
     while (this.delivery.stalledOn !== undefined && !this.halted && !this.draining) {
       await new Promise<void>((resolve) => this.stallWaiters.push(resolve));
     }
-    if (this.halted || this.draining) return never();
+    // Each await below may outlast the function: once it settled, nothing new starts.
+    if (this.halted || this.draining || this.finishing) return never();
     if (this.syncWritesPending > 0) {
       await this.syncWrites;
-      if (this.halted) return never();
+      if (this.halted || this.finishing) return never();
     }
     if (this.workspaces.size > 0 && [...this.workspaces.values()].some((w) => w?.needsSync)) {
       await this.syncWorkspaces();
-      if (this.halted) return never();
+      if (this.halted || this.finishing) return never();
     }
   }
 

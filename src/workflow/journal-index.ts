@@ -64,12 +64,24 @@ export class JournalIndex {
     const replaced: Array<{ generation: number; after: number; calledAt: number }> = [];
     // Every such failure counts, also one whose call has since been executed again (the
     // key then holds the later generation's record): what followed it stays replaced.
+    // A failure names the generation whose execution it failed; the error it threw may be a
+    // record of an older generation, replayed then (a caught failure rethrown): the record
+    // the key held in that generation is the one that failed the run.
+    const failedIn = new Map<StepRecord, number>();
+    for (const f of failedCalls) {
+      if (f.generation >= generation) continue;
+      let held: StepRecord | undefined;
+      for (const s of journal.steps) {
+        if (s.key !== f.key || s.generation > f.generation) continue;
+        if (!held || s.generation > held.generation) held = s;
+      }
+      if (held?.outcome === "error") {
+        failedIn.set(held, Math.max(failedIn.get(held) ?? -1, f.generation));
+      }
+    }
     for (const rec of journal.steps) {
-      const failedTheRun =
-        rec.outcome === "error" &&
-        rec.generation < generation &&
-        failedCalls.some((f) => f.key === rec.key && f.generation === rec.generation);
-      if (!failedTheRun) continue;
+      const failedGeneration = failedIn.get(rec);
+      if (failedGeneration === undefined) continue;
       // Unless the call has since been executed again (a later generation's record): then
       // it is replayed, not executed.
       if (byKey.get(rec.key) === rec) {
@@ -77,7 +89,7 @@ export class JournalIndex {
         this.replacedFailures.add(rec.key);
       }
       replaced.push({
-        generation: rec.generation,
+        generation: failedGeneration,
         after: rec.delivery ?? -1,
         calledAt: rec.issuedAfter ?? -1,
       });
@@ -111,6 +123,11 @@ export class JournalIndex {
             rec.issuedAfter >= r.calledAt,
         );
         if (by.length > 0) this.freeSince.set(key, Math.min(...by.map((r) => r.generation)));
+        // A fork's copy of a record its source handed over outside the order (fork.ts): its
+        // generation is the one whose failure put it there.
+        else if (rec.issuedAfter === null && rec.delivery !== null) {
+          this.freeSince.set(key, rec.generation);
+        }
         continue;
       }
       if (rec.delivery !== null) {

@@ -417,7 +417,7 @@ class PostgresStore implements Store {
   forkRun(p: {
     sourceId: string;
     run: NewRun;
-    copy: Array<{ key: string; generation: number; unordered?: boolean }>;
+    copy: Array<{ key: string; generation: number; unordered?: boolean; since?: number }>;
   }): Promise<{ run: RunRecord; created: boolean }> {
     return forkRun(this.#ctx, p);
   }

@@ -320,7 +320,7 @@ export function forkRun(
   p: {
     sourceId: string;
     run: NewRun;
-    copy: Array<{ key: string; generation: number; unordered?: boolean }>;
+    copy: Array<{ key: string; generation: number; unordered?: boolean; since?: number }>;
   },
 ): Promise<{ run: RunRecord; created: boolean }> {
   return ctx.db.transaction("forkRun", "before-commit", async (tx) => {
@@ -343,26 +343,36 @@ export function forkRun(
       p.run.parentId ?? null,
       p.run.traceContext ?? null,
     ]);
-    const created = ins.rows[0];
-    if (!created) {
+    const inserted = ins.rows[0];
+    if (!inserted) {
       const existing = await tx.query<RunRow>(`SELECT * FROM ${t.runs} WHERE id = $1`, [p.run.id]);
       throw new Rollback({ run: toRun(mustRow(existing.rows[0])), created: false });
     }
+    // The fork continues the source's generations: its copies keep theirs, by which a
+    // replay orders the outcomes of a history a resume replaced (delivery.ts).
+    const created = { ...inserted, generation: src.rows[0].generation };
+    await tx.query(`UPDATE ${t.runs} SET generation = $2 WHERE id = $1`, [
+      p.run.id,
+      created.generation,
+    ]);
     const keys = p.copy.map((c) => c.key);
     const generations = p.copy.map((c) => c.generation);
     const unordered = p.copy.map((c) => c.unordered === true);
+    const since = p.copy.map((c) => (c.unordered ? (c.since ?? null) : null));
     const steps = await tx.query<{ spend: Amounts }>(
       `INSERT INTO ${t.steps} (run_id, key, generation, seq, name, kind, outcome, result, error,
           spend, attempt, started_at, completed_at, delivery, issued_after, issued_late, reconciled)
-        SELECT $1, s.key, $5, s.seq, s.name, s.kind, s.outcome, s.result, s.error, s.spend,
+        SELECT $1, s.key,
+          CASE WHEN c.unordered THEN coalesce(c.since, $5) ELSE s.generation END, s.seq, s.name, s.kind, s.outcome, s.result, s.error, s.spend,
           s.attempt, s.started_at, s.completed_at, s.delivery,
           CASE WHEN c.unordered THEN NULL ELSE s.issued_after END, s.issued_late, s.reconciled
         FROM ${t.steps} s
-          JOIN unnest($3::text[], $4::integer[], $6::boolean[]) AS c(key, generation, unordered)
+          JOIN unnest($3::text[], $4::integer[], $6::boolean[], $7::integer[])
+            AS c(key, generation, unordered, since)
             ON c.key = s.key AND c.generation = s.generation
         WHERE s.run_id = $2
         RETURNING spend`,
-      [p.run.id, p.sourceId, keys, generations, created.generation, unordered],
+      [p.run.id, p.sourceId, keys, generations, created.generation, unordered, since],
     );
     // Attempts of every generation of the copied keys land in the fork's one generation,
     // renumbered in order.

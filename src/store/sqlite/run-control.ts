@@ -238,7 +238,7 @@ export function forkRun(
   p: {
     sourceId: string;
     run: NewRun;
-    copy: Array<{ key: string; generation: number; unordered?: boolean }>;
+    copy: Array<{ key: string; generation: number; unordered?: boolean; since?: number }>;
   },
 ): Promise<{ run: RunRecord; created: boolean }> {
   return ctx.write("forkRun", (tx) => {
@@ -249,7 +249,9 @@ export function forkRun(
       throw runNotFound(p.sourceId, "nothing to fork");
     }
     const wanted = new Map<string, number>(p.copy.map((c) => [c.key, c.generation]));
-    const unordered = new Set(p.copy.filter((c) => c.unordered).map((c) => c.key));
+    const unordered = new Map(
+      p.copy.filter((c) => c.unordered).map((c) => [c.key, c.since] as const),
+    );
     const steps = (
       tx.prepare("SELECT * FROM steps WHERE run_id = ? ORDER BY seq").all(p.sourceId) as StepRow[]
     ).filter((s) => wanted.get(s.key) === s.generation);
@@ -267,10 +269,18 @@ export function forkRun(
       { ...p.run, claimBy: undefined },
       amountsJson(spent, () => `Budget spent of run "${p.run.id}"`),
     );
+    // The fork continues the source's generations: its copies keep theirs, by which a
+    // replay orders the outcomes of a history a resume replaced (delivery.ts).
+    tx.prepare(
+      "UPDATE runs SET generation = (SELECT generation FROM runs WHERE id = ?) WHERE id = ?",
+    ).run(p.sourceId, p.run.id);
     const forked = mustGetRun(tx, p.run.id);
     for (const s of steps) {
-      const copy = { ...stepFromRow(s), runId: p.run.id, generation: forked.generation };
-      if (unordered.has(copy.key)) copy.issuedAfter = null;
+      const copy = { ...stepFromRow(s), runId: p.run.id };
+      if (unordered.has(copy.key)) {
+        copy.issuedAfter = null;
+        copy.generation = unordered.get(copy.key) ?? forked.generation;
+      }
       insertRow(tx.prepare, "steps", stepToRow(copy));
     }
     // Attempts of every generation land in the fork's one generation, renumbered in order.

@@ -219,7 +219,7 @@ class SqliteStoreImpl implements SqliteStore {
   async forkRun(p: {
     sourceId: string;
     run: NewRun;
-    copy: Array<{ key: string; generation: number; unordered?: boolean }>;
+    copy: Array<{ key: string; generation: number; unordered?: boolean; since?: number }>;
   }): Promise<{ run: RunRecord; created: boolean }> {
     return forkRun(this.#ctx, p);
   }
