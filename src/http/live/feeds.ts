@@ -39,11 +39,11 @@ interface RunState {
 export function runFeed(engine: Engine, id: string): Feed<RunState> {
   return {
     async read() {
-      const [run, steps, events] = await Promise.all([
-        engine.getRun(id),
-        engine.getSteps(id),
-        engine.listEvents(id),
-      ]);
+      // The run first, then what it holds: a status read before the steps never runs ahead
+      // of them (read together, on PostgreSQL's separate connections, "completed" could
+      // arrive before the step recorded just before it).
+      const run = await engine.getRun(id);
+      const [steps, events] = await Promise.all([engine.getSteps(id), engine.listEvents(id)]);
       const runJ = run ? runJson(run) : null;
       return {
         run: runJ,
