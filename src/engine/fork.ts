@@ -80,7 +80,9 @@ function forkCopy(
   if (!from && journal.unfinished.includes(fromStep)) {
     // A call begun but never finished (cut off in flight, or waiting): the fork keeps every
     // outcome and executes that call afresh.
-    return [...journal.outcomes.values()].map((s) => recordRef(s, journal));
+    return [...journal.outcomes.values()]
+      .filter((s) => !drawnInReplacedHistory(s, journal))
+      .map((s) => recordRef(s, journal));
   }
   if (!from || from.key.startsWith("@")) return undefined;
   // A value drawn (no delivery) is before `fromStep` when it was drawn in a window (a count
@@ -99,8 +101,15 @@ function forkCopy(
     return s.issuedAfter <= handedBeforeFrom;
   };
   return [...journal.outcomes.values()]
-    .filter((s) => s.key !== fromStep && before(s))
+    .filter((s) => s.key !== fromStep && before(s) && !drawnInReplacedHistory(s, journal))
     .map((s) => recordRef(s, journal));
+}
+
+/** A value (ctx.now/random/uuid) drawn in a history a resume replaced: the source's replay
+ *  neither orders nor requires it, and a fork has no such history. Copied with its window
+ *  it would be a call the fork must make again, which the source's history never made. */
+function drawnInReplacedHistory(s: StepRecord, journal: JournalIndex): boolean {
+  return s.delivery === null && s.issuedAfter !== null && journal.isFree(s.key);
 }
 
 /** A copy; one the source hands over outside the order (its place is in a history a

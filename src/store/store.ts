@@ -375,8 +375,9 @@ export interface Store extends WorkspaceVerbs, ApprovalVerbs {
 
   // ---- runs ----
   /** Inserts a pending run (readyAt = now), or with `claimBy` a run claimed by that
-   *  worker (as claimRuns would leave it: running, epoch 1, leaseUntil = readyAt =
-   *  now + leaseMs). Idempotent on id: returns the existing run with created=false and
+   *  worker (as claimRuns would leave it: running, its first epoch, leaseUntil = readyAt =
+   *  now + leaseMs). A new run's epochs start above those of every deleted run (the epoch
+   *  floor), so a write fenced with a deleted run's epoch never lands in it. Idempotent on id: returns the existing run with created=false and
    *  changes nothing if the id exists (whatever its workflow). */
   createRun(run: NewRun): Promise<{ run: RunRecord; created: boolean }>;
   getRun(id: string): Promise<RunRecord | undefined>;

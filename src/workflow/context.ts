@@ -1887,7 +1887,11 @@ export class Context {
   private notReplayed(): StepRecord | undefined {
     for (const rec of this.journal.outcomes.values()) {
       if (this.consumed.has(rec.key)) continue;
-      if (this.journal.isFree(rec.key) && rec.issuedAfter !== null) continue;
+      // Free and from a history a resume replaced (or a fork's copy of such a record:
+      // issuedAfter null, with a place in the order): the current history need not call it.
+      if (this.journal.isFree(rec.key) && (rec.issuedAfter !== null || rec.delivery !== null)) {
+        continue;
+      }
       return rec;
     }
     return undefined;

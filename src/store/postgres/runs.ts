@@ -76,7 +76,9 @@ async function insertTogether(
               c.now + coalesce(x.lease_ms, 0), c.now, c.now, x.worker_id,
               CASE WHEN x.worker_id IS NULL THEN NULL ELSE c.now + x.lease_ms END,
               f.epoch + CASE WHEN x.worker_id IS NULL THEN 0 ELSE 1 END, x.token
-            FROM x, (SELECT ${nowSql(1)} AS now) c, ${t.epochFloor} f
+            FROM x, (SELECT ${nowSql(1)} AS now) c,
+              -- Locked: waits for a deleteRun(s) that holds it (workspace.ts).
+              (SELECT epoch FROM ${t.epochFloor} FOR KEY SHARE) f
             -- In id order, as release_runs locks: two stores inserting the same ids in
             -- opposite orders would each wait for the other's row (a deadlock).
             ORDER BY x.id COLLATE "C"

@@ -138,7 +138,8 @@ export function insertRunSql(t: Tables): string {
       (id, workflow, version, status, input, budget_limit, parent_id, trace_context, ready_at,
        created_at, updated_at, epoch)
     SELECT $2, $3, $4, 'pending', $5, $6::jsonb, $7, $8, c.now, c.now, c.now, f.epoch
-      FROM (SELECT ${nowSql(1)} AS now) c, ${t.epochFloor} f
+      FROM (SELECT ${nowSql(1)} AS now) c,
+        (SELECT epoch FROM ${t.epochFloor} FOR KEY SHARE) f
     ON CONFLICT (id) DO NOTHING
     RETURNING *`;
 }

@@ -223,6 +223,12 @@ export function deleteRun(ctx: StoreContext, runId: string): Promise<DeleteRunOu
  *  the epoch floor to their largest epoch: a run created later under one of their ids
  *  starts above it, so a stalled worker's write fenced with an old epoch cannot land in it. */
 async function deleteRunRows(ctx: StoreContext, tx: Tx, ids: string[]): Promise<void> {
+  // The floor is locked before any run row goes: a createRun reads it with FOR KEY SHARE
+  // (sql.ts, runs.ts), so one that would wait for a row deleted here waits for the floor
+  // first and then reads the raised one. Read without a lock, its snapshot could predate
+  // this commit while its INSERT, after waiting for the deleted row, lands: a new run under
+  // the id at the old floor, below the deleted run's epoch.
+  await tx.query(`SELECT epoch FROM ${ctx.t.epochFloor} WHERE id = 1 FOR UPDATE`);
   await tx.query(
     `WITH gone AS (DELETE FROM ${ctx.t.runs} WHERE id = ANY($1::text[]) RETURNING epoch)
      UPDATE ${ctx.t.epochFloor}
