@@ -77,8 +77,10 @@ async function insertTogether(
               CASE WHEN x.worker_id IS NULL THEN NULL ELSE c.now + x.lease_ms END,
               f.epoch + CASE WHEN x.worker_id IS NULL THEN 0 ELSE 1 END, x.token
             FROM x, (SELECT ${nowSql(1)} AS now) c,
-              -- Locked: waits for a deleteRun(s) that holds it (workspace.ts).
-              (SELECT epoch FROM ${t.epochFloor} FOR KEY SHARE) f
+              -- Locked: waits for a deleteRun(s) that holds it (workspace.ts). By its key:
+              -- the planner then knows it is one row (the table has no statistics), where a
+              -- guess of thousands made every create cost enough to be JIT-compiled (15 ms).
+              (SELECT epoch FROM ${t.epochFloor} WHERE id = 1 FOR KEY SHARE) f
             -- In id order, as release_runs locks: two stores inserting the same ids in
             -- opposite orders would each wait for the other's row (a deadlock).
             ORDER BY x.id COLLATE "C"

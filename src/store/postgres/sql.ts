@@ -139,7 +139,7 @@ export function insertRunSql(t: Tables): string {
        created_at, updated_at, epoch)
     SELECT $2, $3, $4, 'pending', $5, $6::jsonb, $7, $8, c.now, c.now, c.now, f.epoch
       FROM (SELECT ${nowSql(1)} AS now) c,
-        (SELECT epoch FROM ${t.epochFloor} FOR KEY SHARE) f
+        (SELECT epoch FROM ${t.epochFloor} WHERE id = 1 FOR KEY SHARE) f
     ON CONFLICT (id) DO NOTHING
     RETURNING *`;
 }
