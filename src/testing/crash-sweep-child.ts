@@ -8,6 +8,7 @@
 // run's outcome to the result file. Side effects go to the ledger (side-effect-ledger.ts).
 
 import { readFileSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { decode, encode } from "../codec/codec.js";
 import type { EngineOptions } from "../engine/engine.js";
@@ -34,6 +35,9 @@ async function main(specFile: string): Promise<void> {
   const engineOptions = decode<Omit<EngineOptions, "store" | "clock" | "workflows">>(
     spec.engineOptions,
   );
+  // The execution's children share its workspace directory (one machine's, removed with
+  // the execution's directory): a killed child's is not left behind.
+  engineOptions.workspaceRoot ??= join(dirname(spec.resultFile), "workspaces");
   const events = decode<EventScript[]>(spec.events);
   const workflow = workflows.find((w) => w.id === spec.workflowId);
   const open = (internals: TestEngineInternals = {}, clockStart?: number) =>

@@ -8,6 +8,7 @@
 
 import type { Effect, StepContext, WorkflowContext } from "../workflow/context-types.js";
 import { type AnyWorkflow, workflow } from "../workflow/define.js";
+import type { Workspace } from "../workspace/types.js";
 
 export interface CallInfo {
   runId: string;
@@ -81,6 +82,43 @@ function instrumentContext(ctx: WorkflowContext, hooks: CallHooks): WorkflowCont
             },
           };
           return target.effect(name, wrapped, options as never);
+        };
+      }
+      if (prop === "workspace") {
+        // The opening is a step keyed "workspace:<name>", and each ws.step a step of the
+        // run made through the real context: both are step calls of the run (keys, call
+        // numbers), and each ws.step function passes the hooks as ctx.step's does.
+        return async (name: string, ...rest: unknown[]) => {
+          keyOf(`workspace:${name}`);
+          ++index;
+          const ws = (await (value as (...a: unknown[]) => Promise<Workspace>).call(
+            target,
+            name,
+            ...rest,
+          )) as Workspace;
+          return new Proxy(ws, {
+            get(w, p, r) {
+              const v = Reflect.get(w, p, r);
+              if (p !== "step" || typeof v !== "function") {
+                return typeof v === "function" ? v.bind(w) : v;
+              }
+              return <T>(sname: string, fn: (s: StepContext) => Promise<T> | T, o?: unknown) => {
+                if (typeof fn !== "function") return v.call(w, sname, fn, o);
+                const call = {
+                  runId: target.runId,
+                  key: keyOf(sname),
+                  name: sname,
+                  kind: "step" as const,
+                };
+                const i = ++index;
+                const wrapped = async (s: StepContext): Promise<T> => {
+                  await hooks.beforeFunction?.({ ...call, index: i, attempt: s.attempt });
+                  return hooks.runBody ? hooks.runBody(() => fn(s)) : fn(s);
+                };
+                return v.call(w, sname, wrapped, o);
+              };
+            },
+          });
         };
       }
       return (name: string, ...rest: unknown[]) => {

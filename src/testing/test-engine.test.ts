@@ -50,7 +50,17 @@ describe("createTestEngine", () => {
     const t = await createTestEngine({
       workflows: [wf],
       sideEffects: effects,
-      faults: [{ call: "a", run: () => t.crash() }],
+      // The engine dies as a starts, once b's function has started (a function never
+      // starts on a dead engine, as in a killed process).
+      faults: [
+        {
+          call: "a",
+          run: async () => {
+            while (bAttempts === 0) await new Promise((r) => setTimeout(r, 1));
+            t.crash();
+          },
+        },
+      ],
     });
     const run = await t.start(wf, undefined);
     await t.advanceUntil(() => t.crashed, "the crash");

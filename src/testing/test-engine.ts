@@ -129,6 +129,15 @@ export function openTestEngine(
     closeGraceMs: 1_000,
     ...options.engineOptions,
   };
+  // Workspaces given no `dir` go to a temporary directory of this test engine's (shared by
+  // the engines it starts, as one machine's), not to .cairn/workspaces in the current
+  // directory, where every test engine, sweep execution and test run would find what the
+  // last one left under the same run id.
+  const workspaceRoot =
+    engineOptions.workspaceRoot === undefined
+      ? mkdtempSync(join(tmpdir(), "cairn-test-workspaces-"))
+      : undefined;
+  if (workspaceRoot) engineOptions.workspaceRoot = workspaceRoot;
   const serving = servingEngines({
     newStore: storage.newStore,
     clock,
@@ -150,8 +159,17 @@ export function openTestEngine(
     },
     clock,
     sideEffects,
-    start: ((wf: never, input: unknown, o?: never) =>
-      serving.engine.start(wf, input, o)) as Engine["start"],
+    start: ((wf: never, input: unknown, o?: never) => {
+      // The dead engine's store never answers: say so rather than hang.
+      if (serving.store.crashed) {
+        return Promise.reject(
+          new Error(
+            "start: the engine crashed; call recover() (or deploy()) to start a new one, then start",
+          ),
+        );
+      }
+      return serving.engine.start(wf, input, o);
+    }) as Engine["start"],
     ...runWaits(drive, observer, clock, () => serving.store.crashed),
     get crashed() {
       return serving.store.crashed;
@@ -163,6 +181,7 @@ export function openTestEngine(
       if (!serving.store.crashed) await serving.engine.close().catch(() => {});
       await observer.close().catch(() => {});
       if (storage.dir) rmSync(storage.dir, { recursive: true, force: true });
+      if (workspaceRoot) rmSync(workspaceRoot, { recursive: true, force: true });
     },
     [Symbol.asyncDispose]() {
       return t.close();
@@ -216,7 +235,12 @@ function servingEngines(p: {
         store,
         clock,
         workflows: instrumentWorkflows(wfs, {
-          beforeFunction: hook,
+          // A function of an engine that has crashed (before it, or in a fault script's
+          // `run` right here) never starts: a killed worker runs nothing more.
+          beforeFunction: async (call) => {
+            if (!own.crashed) await hook(call);
+            if (own.crashed) await new Promise<never>(() => {});
+          },
           // What this engine's bodies record once it crashed is not counted.
           runBody: (fn) => runForEngine(() => own.crashed, fn),
         }),
