@@ -7,7 +7,9 @@
 // them into U+FFFD and the first run and every replay decode the same string.
 
 import * as devalue from "devalue";
+import { PayloadKeyError } from "../errors.js";
 import { escapeLoneSurrogatesInJson } from "../lib/text.js";
+import { encryptedTextKeyId } from "./encryption.js";
 
 export const DEFAULT_MAX_PAYLOAD_BYTES = 2 * 1024 * 1024;
 
@@ -62,5 +64,15 @@ export function encode(value: unknown, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES): st
 }
 
 export function decode<T = unknown>(text: string): T {
+  // Encoded text never begins with a letter: this is a payload of an encrypted store read
+  // through a store given no keys. It is refused naming the key (a worker pauses the run),
+  // never parsed as data nor taken for a store failure to retry at once.
+  const keyId = encryptedTextKeyId(text);
+  if (keyId !== undefined) {
+    throw new PayloadKeyError(
+      `A stored payload is encrypted with key "${keyId}", and this store was given no keys; wrap it in encryptedStore(store, { keys }) (the CLI: CAIRN_ENCRYPTION_KEYS) with key "${keyId}" to read it`,
+      { keyId },
+    );
+  }
   return devalue.parse(text, revivers) as T;
 }

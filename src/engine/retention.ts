@@ -7,6 +7,7 @@
 // Idempotency of `start` by id ends with retention: once a run is deleted, starting its id
 // again creates a new run.
 
+import { deletableWithChildren } from "../store/retention-families.js";
 import type { Store } from "../store/store.js";
 
 export const DEFAULT_GC_BATCH = 500;
@@ -58,6 +59,7 @@ export async function collectFinishedRuns(
     finishedBefore: new Date(finishedBefore),
   };
   let before: { createdAt: number; id: string } | undefined;
+  const wouldGo = new Set<string>(); // dryRun: the runs counted so far
   for (;;) {
     if (options.signal?.aborted) break;
     const runs = await store.listRuns({
@@ -69,7 +71,16 @@ export async function collectFinishedRuns(
     const last = runs[runs.length - 1]!;
     result.batches++;
     if (options.dryRun) {
-      result.runs += runs.length;
+      // Counted as deleteRuns would delete: not a run whose child run would stay behind
+      // (children counted in an earlier batch would be gone by then).
+      const ids = runs.map((r) => r.id);
+      const children = (await Promise.all(ids.map((id) => store.listRuns({ parentId: id }))))
+        .flat()
+        .filter((c) => !wouldGo.has(c.id))
+        .map((c) => ({ id: c.id, parentId: c.parentId as string }));
+      const going = deletableWithChildren(ids, children);
+      for (const id of going) wouldGo.add(id);
+      result.runs += going.length;
       before = { createdAt: last.createdAt, id: last.id };
     } else {
       const res = await store.deleteRuns(runs.map((r) => r.id));

@@ -10,6 +10,7 @@
 
 import {
   context,
+  INVALID_SPAN_CONTEXT,
   type Context as OtelContext,
   ProxyTracerProvider,
   ROOT_CONTEXT,
@@ -23,6 +24,25 @@ import {
 import type { Amounts, ErrorRecord, RunRecord, StepKind } from "../store/store.js";
 
 const TRACER = "cairn";
+
+/** An SDK that throws (a span processor's bug) must not fail a start or strand a run:
+ *  tracing is observation, so its failures are dropped. */
+function safely(fn: () => void): void {
+  try {
+    fn();
+  } catch {
+    // dropped: see above
+  }
+}
+
+/** A span from `start`, or a non-recording one when the SDK throws. */
+function startSafely(start: () => Span): Span {
+  try {
+    return start();
+  } catch {
+    return trace.wrapSpanContext(INVALID_SPAN_CONTEXT);
+  }
+}
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
 
 /** Runs `fn` (which creates the run) inside a "cairn.start <workflow>" span, a child of the
@@ -32,21 +52,25 @@ export async function withStartSpan<T>(
   run: { workflow: string; version: string; runId: string },
   fn: (traceparent: string | null) => Promise<T>,
 ): Promise<T> {
-  const span = trace.getTracer(TRACER).startSpan(`cairn.start ${run.workflow}`, {
-    kind: SpanKind.PRODUCER,
-    attributes: {
-      "cairn.run.id": run.runId,
-      "cairn.workflow.name": run.workflow,
-      "cairn.workflow.version": run.version,
-    },
-  });
+  const span = startSafely(() =>
+    trace.getTracer(TRACER).startSpan(`cairn.start ${run.workflow}`, {
+      kind: SpanKind.PRODUCER,
+      attributes: {
+        "cairn.run.id": run.runId,
+        "cairn.workflow.name": run.workflow,
+        "cairn.workflow.version": run.version,
+      },
+    }),
+  );
   try {
     return await fn(traceparentOf(span.spanContext()));
   } catch (err) {
-    span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error)?.name ?? "Error" });
+    safely(() =>
+      span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error)?.name ?? "Error" }),
+    );
     throw err;
   } finally {
-    span.end();
+    safely(() => span.end());
   }
 }
 
@@ -119,21 +143,23 @@ export class ExecutionTrace {
     private readonly run: RunRecord,
     recovered: boolean,
   ) {
-    this.span = trace.getTracer(TRACER).startSpan(
-      `cairn.run ${run.workflow}`,
-      {
-        kind: SpanKind.CONSUMER,
-        attributes: {
-          "cairn.run.id": run.id,
-          "cairn.workflow.name": run.workflow,
-          "cairn.workflow.version": run.version,
-          "cairn.run.epoch": run.epoch,
-          "cairn.run.generation": run.generation,
-          "cairn.run.recovered": recovered,
-          ...(run.parentId !== null && { "cairn.run.parent_id": run.parentId }),
+    this.span = startSafely(() =>
+      trace.getTracer(TRACER).startSpan(
+        `cairn.run ${run.workflow}`,
+        {
+          kind: SpanKind.CONSUMER,
+          attributes: {
+            "cairn.run.id": run.id,
+            "cairn.workflow.name": run.workflow,
+            "cairn.workflow.version": run.version,
+            "cairn.run.epoch": run.epoch,
+            "cairn.run.generation": run.generation,
+            "cairn.run.recovered": recovered,
+            ...(run.parentId !== null && { "cairn.run.parent_id": run.parentId }),
+          },
         },
-      },
-      parentOf(run.traceContext),
+        parentOf(run.traceContext),
+      ),
     );
     this.ctx = trace.setSpan(parentOf(run.traceContext), this.span);
   }
@@ -147,21 +173,26 @@ export class ExecutionTrace {
   attempt(a: AttemptInfo): AttemptTrace | undefined {
     const tracer = sdkTracer();
     if (tracer === undefined) return undefined;
-    const span = tracer.startSpan(
-      `cairn.step ${a.name}`,
-      {
-        attributes: {
-          "cairn.run.id": this.run.id,
-          "cairn.workflow.name": this.run.workflow,
-          "cairn.workflow.version": this.run.version,
-          "cairn.step.key": a.key,
-          "cairn.step.name": a.name,
-          "cairn.step.kind": a.kind,
-          "cairn.step.attempt": a.attempt,
+    let span: Span;
+    try {
+      span = tracer.startSpan(
+        `cairn.step ${a.name}`,
+        {
+          attributes: {
+            "cairn.run.id": this.run.id,
+            "cairn.workflow.name": this.run.workflow,
+            "cairn.workflow.version": this.run.version,
+            "cairn.step.key": a.key,
+            "cairn.step.name": a.name,
+            "cairn.step.kind": a.kind,
+            "cairn.step.attempt": a.attempt,
+          },
         },
-      },
-      this.ctx,
-    );
+        this.ctx,
+      );
+    } catch {
+      return undefined;
+    }
     const ctx = trace.setSpan(this.ctx, span);
     let ended = false;
     return {
@@ -169,9 +200,11 @@ export class ExecutionTrace {
       end: ({ outcome, spend, error }) => {
         if (ended) return;
         ended = true;
-        span.setAttributes({ "cairn.step.outcome": outcome, ...spendAttributes(spend) });
-        if (error) recordError(span, error);
-        span.end();
+        safely(() => {
+          span.setAttributes({ "cairn.step.outcome": outcome, ...spendAttributes(spend) });
+          if (error) recordError(span, error);
+          span.end();
+        });
       },
     };
   }
@@ -181,8 +214,10 @@ export class ExecutionTrace {
   end(outcome: string, error?: ErrorRecord | null): void {
     if (this.ended) return;
     this.ended = true;
-    this.span.setAttribute("cairn.run.outcome", outcome);
-    if (error) recordError(this.span, error);
-    this.span.end();
+    safely(() => {
+      this.span.setAttribute("cairn.run.outcome", outcome);
+      if (error) recordError(this.span, error);
+      this.span.end();
+    });
   }
 }

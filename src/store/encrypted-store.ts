@@ -83,6 +83,28 @@ function decRun(c: Cipher, r: RunRecord): RunRecord {
   };
 }
 
+/** A listed run: what this store cannot decrypt stays as stored (inspection shows which key
+ *  it needs), so one run under a retired key neither hides the others from a listing nor
+ *  stops retention from deleting it. Reads of one run (getRun) still refuse it. */
+function decListedRun(c: Cipher, r: RunRecord): RunRecord {
+  const what = `A payload of run "${r.id}"`;
+  const keep = <T>(read: () => T, stored: T): T => {
+    try {
+      return read();
+    } catch (err) {
+      if (err instanceof PayloadKeyError) return stored;
+      throw err;
+    }
+  };
+  return {
+    ...r,
+    input: keep(() => c.decryptText(r.input, what), r.input),
+    output: keep(() => dec(c, r.output, what), r.output),
+    error: keep(() => decError(c, r.error, what), r.error),
+    reason: keep(() => dec(c, r.reason, what), r.reason),
+  };
+}
+
 function decStep(c: Cipher, s: StepRecord): StepRecord {
   const what = `The record of step "${s.key}" of run "${s.runId}"`;
   return { ...s, result: dec(c, s.result, what), error: decError(c, s.error, what) };
@@ -189,7 +211,7 @@ function runVerbs(inner: Store, c: Cipher) {
       return run && decRun(c, run);
     },
     async listRuns(filter) {
-      return (await inner.listRuns(filter)).map((r) => decRun(c, r));
+      return (await inner.listRuns(filter)).map((r) => decListedRun(c, r));
     },
     claimRuns: (p) => readableClaims(inner, c, p),
     async releaseRun(r) {
@@ -295,7 +317,15 @@ function eventVerbs(inner: Store, c: Cipher) {
     async sendEvent(e: NewEvent) {
       const res = await inner.sendEvent(encEvent(c, e));
       if (res.ok) return { ...res, event: decEvent(c, res.event) };
-      if (res.reason === "key-conflict") return { ...res, event: decEvent(c, res.event) };
+      if (res.reason === "key-conflict") {
+        // The stored payload may be under another key (rotated since) or plain (written
+        // before encryption): equal plaintext is the same event, as the store would judge it.
+        const event = decEvent(c, res.event);
+        if (event.name === e.name && event.payload === e.payload) {
+          return { ok: true, event, duplicate: true };
+        }
+        return { ...res, event };
+      }
       return res;
     },
     async listEvents(runId) {

@@ -37,6 +37,7 @@ import {
   LeaseLostError,
   LimitError,
   NonDeterminismError,
+  PayloadKeyError,
   RunCanceledError,
   SerializationError,
   StepTimeoutError,
@@ -905,6 +906,9 @@ export class Context {
     } catch (err) {
       if (err instanceof LeaseLostError) this.halt({ kind: "lease-lost" });
       else if (err instanceof StoreError) this.halt({ kind: "interrupted", error: err });
+      // An object encrypted with a key this worker was not given: the run is paused naming
+      // the key (execution.ts), as any other unreadable payload, not failed.
+      else if (err instanceof PayloadKeyError) this.halt({ kind: "interrupted", error: err });
       else if (err instanceof WorkspaceError) this.fail(err);
       else {
         this.fail(

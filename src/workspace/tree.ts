@@ -10,7 +10,8 @@
 
 import { createHash } from "node:crypto";
 import { deflateRawSync, inflateRawSync } from "node:zlib";
-import { WorkspaceError } from "../errors.js";
+import { encryptedBytesKeyId } from "../codec/encryption.js";
+import { PayloadKeyError, WorkspaceError } from "../errors.js";
 import type { WorkspaceObject } from "../store/workspace-records.js";
 
 export type Entry =
@@ -56,6 +57,15 @@ export function toObject(
 
 /** The content of a stored object, checked against its address. */
 export function fromObject(o: WorkspaceObject): Buffer {
+  // Sealed by an encrypted store, read through one given no keys: refused naming the key
+  // (the run is paused), not taken for a damaged object (which fails the run).
+  const keyId = encryptedBytesKeyId(o.data, `Workspace object ${o.hash}`);
+  if (keyId !== undefined) {
+    throw new PayloadKeyError(
+      `Workspace object ${o.hash} is encrypted with key "${keyId}", and this store was given no keys; wrap it in encryptedStore(store, { keys }) with key "${keyId}" to read it`,
+      { keyId },
+    );
+  }
   const body = Buffer.from(o.data.buffer, o.data.byteOffset + 1, o.data.byteLength - 1);
   let content: Buffer;
   try {
