@@ -25,6 +25,7 @@ import {
   type StepOptions,
   type WorkflowContext,
 } from "../index.js";
+import { failRunWith } from "../lib/fail-run.js";
 import { callName } from "./call-names.js";
 import {
   addPart,
@@ -352,13 +353,10 @@ async function providerFailure(m: DurableModel, err: unknown): Promise<unknown> 
   return error;
 }
 
-/** Fails the run with a divergence through the engine: thrown into the SDK, the error
- *  could be caught (streamText turns a failed doStream into an error part of its stream)
- *  and the replay would go on with other data than the first execution had. */
+/** Fails the run with a divergence through the engine (lib/fail-run.ts): thrown into the
+ *  SDK, streamText would turn it into an error part of its stream. */
 function diverged(ctx: WorkflowContext, err: NonDeterminismError): Promise<never> {
-  const fail = (ctx as unknown as Record<symbol, unknown>)[Symbol.for("cairn.failRun")];
-  if (typeof fail === "function") return (fail as (e: Error) => Promise<never>)(err);
-  throw err;
+  return failRunWith(ctx, err);
 }
 
 function wrongMode(ctx: WorkflowContext, name: string, method: string): NonDeterminismError {

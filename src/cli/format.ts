@@ -59,10 +59,16 @@ export function oneLine(text: string, max = Number.POSITIVE_INFINITY): string {
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }
 
+/** `text` on one line: line breaks shown escaped, as in JSON (unlike oneLine, which folds
+ *  them into spaces: an id "a\nb" must not read as another id "a b"). */
+export function escapeLineBreaks(text: string): string {
+  return text.replaceAll("\n", "\\n").replaceAll("\r", "\\r");
+}
+
 /** Columns padded to their widest cell; the last column is not padded. A line break in a
  *  cell (an id is any text) is shown escaped, as in JSON: a row is one line, never two. */
 export function table(headers: string[], given: string[][], indent = ""): string {
-  const rows = given.map((r) => r.map((c) => c.replaceAll("\n", "\\n").replaceAll("\r", "\\r")));
+  const rows = given.map((r) => r.map(escapeLineBreaks));
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
   const line = (cells: string[]) =>
     indent +

@@ -6,6 +6,7 @@
 
 import type { Logger } from "../index.js";
 import type { CliContext } from "./command.js";
+import { escapeLineBreaks } from "./format.js";
 
 export type WorkerLogMode = "text" | "json" | "quiet";
 
@@ -16,10 +17,6 @@ function errorField(err: unknown): unknown {
   if (!(err instanceof Error)) return err === undefined ? undefined : String(err);
   const code = (err as { code?: unknown }).code;
   return { name: err.name, message: err.message, ...(code !== undefined && { code }) };
-}
-
-function oneLogLine(text: string): string {
-  return text.replaceAll("\r", "\\r").replaceAll("\n", "\\n");
 }
 
 /** One JSON log line in pino's shape: level, time, pid, the fields, then msg. */
@@ -48,7 +45,7 @@ export function workerLogger(ctx: CliContext, mode: WorkerLogMode): Logger {
     const why = err === undefined ? "" : `: ${(err as Error)?.message ?? String(err)}`;
     // One event, one line: a line break from a run id or an error message is shown escaped,
     // so it cannot print what reads as another event.
-    const text = oneLogLine(toErr ? `${level}: ${message}${why}` : message);
+    const text = escapeLineBreaks(toErr ? `${level}: ${message}${why}` : message);
     (toErr ? ctx.err : ctx.out)(`${time} ${text}`);
   };
   return {

@@ -29,12 +29,19 @@ export function isDeadLocalWorker(
   alive: (pid: number) => boolean = pidAlive,
 ): boolean {
   if (w.id === here.workerId || w.host !== here.host) return false;
-  if ((w.pidNamespace ?? null) === here.pidNamespace) {
+  if (pidMeansSameProcess(w, here)) {
     // Same PID namespace: the pid means the same process here. Our own pid is another
     // engine in this very process.
     return w.pid !== here.pid && !alive(w.pid);
   }
   return !workerLive(w, here.now, here.leaseMs);
+}
+
+/** Whether `w`'s pid names the same process here: its PID namespace is ours (both unknown:
+ *  the hostname alone decides, as on platforms without one). Only then is a dead pid proof
+ *  that the worker is gone; otherwise only its silence is. */
+export function pidMeansSameProcess(w: WorkerRecord, here: ThisProcess): boolean {
+  return (w.pidNamespace ?? null) === here.pidNamespace;
 }
 
 /** Whether `w`'s last heartbeat is within its own lease (`readerLeaseMs` for a row that does

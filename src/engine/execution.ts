@@ -320,7 +320,7 @@ export class Execution {
 type ContextHost = ConstructorParameters<typeof Context>[0];
 
 /** The PayloadKeyError an error is or was caused by. */
-function payloadKeyError(err: unknown): PayloadKeyError | undefined {
+export function payloadKeyError(err: unknown): PayloadKeyError | undefined {
   for (let e = err, depth = 0; e && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
     if (e instanceof PayloadKeyError) return e;
   }

@@ -21,19 +21,14 @@ import {
   type Tracer,
   trace,
 } from "@opentelemetry/api";
+import { callDroppingThrows } from "../lib/never-throws.js";
 import type { Amounts, ErrorRecord, RunRecord, StepKind } from "../store/store.js";
 
 const TRACER = "cairn";
 
 /** An SDK that throws (a span processor's bug) must not fail a start or strand a run:
  *  tracing is observation, so its failures are dropped. */
-function safely(fn: () => void): void {
-  try {
-    fn();
-  } catch {
-    // dropped: see above
-  }
-}
+const safely = callDroppingThrows;
 
 /** A span from `start`, or a non-recording one when the SDK throws. */
 function startSafely(start: () => Span): Span {

@@ -5,15 +5,14 @@
 // truth; store hints and virtual-clock jumps only make the next poll come sooner.
 
 import { hostname } from "node:os";
-import { PayloadKeyError } from "../errors.js";
 import type { Clock } from "../lib/clock.js";
 import { pidNamespace } from "../lib/process-identity.js";
 import { displayText } from "../lib/text.js";
 import { settlesWithin, timerMs, waitAtMost } from "../lib/timers.js";
 import type { ClaimedRun, Journal, RunRecord, Store } from "../store/store.js";
 import type { Workflow } from "../workflow/define.js";
-import { isDeadLocalWorker, workerLive } from "./dead-workers.js";
-import { Execution, type ExecutionDeps, handBackRun } from "./execution.js";
+import { isDeadLocalWorker, pidMeansSameProcess, workerLive } from "./dead-workers.js";
+import { Execution, type ExecutionDeps, handBackRun, payloadKeyError } from "./execution.js";
 
 export interface WorkerOptions {
   id: string;
@@ -186,7 +185,7 @@ export class Worker {
         // One run this process cannot read (a payload under a key it was not given) must
         // not keep the others from being handed back: it is left for the next round.
         const run = await store.getRun(runId).catch((err: unknown) => {
-          if (payloadKeyError(err)) return null;
+          if (payloadKeyError(err) !== undefined) return null;
           throw err;
         });
         if (run === null) continue;
@@ -380,8 +379,7 @@ export class Worker {
         // Only a pid known dead (same PID namespace) frees its leases at once. A worker
         // judged by its heartbeat alone may have a longer lease (and heartbeat interval)
         // than ours: its runs are taken when their own leases end.
-        const pidProven = (w.pidNamespace ?? null) === here.pidNamespace;
-        await store.removeWorker(w.id, { expireLeases: pidProven });
+        await store.removeWorker(w.id, { expireLeases: pidMeansSameProcess(w, here) });
         this.options.execution.lifecycle({ event: "takeover", deadWorkerId: w.id });
       } else if (workerLive(w, now, leaseMs)) for (const wf of w.workflows) served.add(wf);
     }
@@ -436,11 +434,4 @@ export class Worker {
     else
       this.options.execution.log("close(): removing this worker's row timed out; the store hangs");
   }
-}
-
-function payloadKeyError(err: unknown): boolean {
-  for (let e = err, depth = 0; e && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
-    if (e instanceof PayloadKeyError) return true;
-  }
-  return false;
 }

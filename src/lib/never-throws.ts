@@ -12,3 +12,9 @@ export function neverThrows<A extends unknown[]>(fn: (...args: A) => void): (...
     }
   };
 }
+
+/** Calls `fn` now, dropping whatever it throws (an observer's failure, such as a tracing
+ *  SDK's, that must not fail the work it observes). */
+export function callDroppingThrows(fn: () => void): void {
+  neverThrows(fn)();
+}

@@ -49,6 +49,7 @@ import {
 import { addAmounts, amountNameProblem, amountOf, subtractAmounts } from "../lib/amounts.js";
 import type { Clock } from "../lib/clock.js";
 import { type Duration, MAX_DATE_MS, toMs } from "../lib/duration.js";
+import { FAIL_RUN } from "../lib/fail-run.js";
 import { childRunId, idempotencyKey } from "../lib/ids.js";
 import { LazyAbort } from "../lib/lazy-abort.js";
 import { checkText } from "../lib/text.js";
@@ -239,9 +240,6 @@ const CALL_KEY = Symbol.for("cairn.callKey");
 /** After the workflow code started I/O of its own (not a timer), it counts as busy this
  *  long (late-work.ts). */
 const LATE_WORK_GRACE_MS = 1_000;
-
-/** An internal member of the api: fails the run with an error (a divergence). */
-export const FAIL_RUN = Symbol.for("cairn.failRun");
 
 function never<T>(): Promise<T> {
   return new Promise<T>(() => {});

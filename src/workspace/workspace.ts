@@ -23,6 +23,7 @@
 
 import { join, resolve as resolvePath } from "node:path";
 import { NonDeterminismError, WorkspaceError } from "../errors.js";
+import { failRunWith } from "../lib/fail-run.js";
 import type { WorkspaceObject } from "../store/workspace-records.js";
 import type { StepContext, StepOptions, WorkflowContext } from "../workflow/context-types.js";
 import type { RuleSet } from "./ignore.js";
@@ -227,9 +228,9 @@ export class WorkspaceHandle implements Workspace {
       const err = new NonDeterminismError(
         `Run "${this.ctx.runId}": the journal's record of "${key}" holds no checkpoint of workspace "${this.name}", but the code now runs it as a step of that workspace. Run the code this run started on, or fork the run onto a new version.`,
       );
-      // Fails the run through the engine: a workflow that catches the error must not go on.
-      const fail = (this.ctx as unknown as Record<symbol, unknown>)[Symbol.for("cairn.failRun")];
-      if (typeof fail === "function") void (fail as (e: Error) => Promise<never>)(err);
+      // Fails the run through the engine (a workflow that catches the error must not go on),
+      // and this call with it.
+      failRunWith(this.ctx, err).catch(() => {});
       throw err;
     }
     return v as StepValue<unknown>;
