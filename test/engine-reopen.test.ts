@@ -93,6 +93,20 @@ describe("an engine whose store failed to open", () => {
     expect(calls("close")).toBe(1);
   });
 
+  it("calls made together after a failed open share one new attempt", async () => {
+    const { store, calls } = failingFirst(sqliteStore(dbPath()), "open", 1);
+    const engine = createEngine({ store, workflows: [quick], worker: false });
+    cleanups.push(() => engine.close());
+    await expect(engine.listRuns()).rejects.toThrow(/the test's outage/);
+    const runs = await Promise.all([
+      engine.start(quick, 1),
+      engine.start(quick, 2),
+      engine.listRuns(),
+    ]);
+    expect(runs).toHaveLength(3);
+    expect(calls("open")).toBe(2);
+  });
+
   it("a worker that failed to register is started again without opening the store twice", async () => {
     const { store, calls } = failingFirst(sqliteStore(dbPath()), "registerWorker", 1);
     const engine = createEngine({ store, workflows: [quick], log: () => {} });
