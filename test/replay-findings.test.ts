@@ -418,6 +418,39 @@ describe("replay exactness", () => {
     // Fails on the current code: {} (the attempt's spend is dropped with it).
     expect((await e.getRun(run.id))?.budget.spent).toEqual({ usd: 2 });
   });
+  it("E4: a sibling still running past abortGraceMs when the run fails is aborted, its spend recorded; a resume runs it again", async () => {
+    const h = harness();
+    let broken = true;
+    let slowCalls = 0;
+    const wf = workflow({ name: "slow-sibling-fails", version: "1" }, async (ctx) => {
+      const [out] = await Promise.all([
+        ctx.step("slow", async (s) => {
+          slowCalls++;
+          s.spend({ usd: 1 }); // charged at once, as a provider does
+          if (!broken) return "done";
+          // Runs until aborted (far longer than the grace), then stops as asked.
+          await new Promise((resolve) => s.signal.addEventListener("abort", resolve));
+          throw s.signal.reason;
+        }),
+        ctx.step("check", () => {
+          if (broken) throw new FatalError("check failed");
+          return "ok";
+        }),
+      ]);
+      return out;
+    });
+    const e = h.engine([wf], { abortGraceMs: 50 });
+    const run = await e.start(wf, undefined);
+    await expect(run.result()).rejects.toThrow("check failed");
+    expect((await e.getRun(run.id))?.status).toBe("failed");
+    const slow = (await e.getSteps(run.id)).find((st) => st.key === "slow");
+    expect(slow?.attempts.map((a) => a.spend)).toEqual([{ usd: 1 }]);
+    expect((await e.getRun(run.id))?.budget.spent).toEqual({ usd: 1 });
+    broken = false;
+    await e.resume(run.id);
+    expect(await run.result()).toBe("done");
+    expect(slowCalls).toBe(2);
+  });
   it("K: after resume, a race of two calls recorded after the failure keeps the first run's winner", async () => {
     const h = harness();
     let broken = true;
