@@ -4,15 +4,21 @@
 // with nothing changed, which the error explains.
 
 import { encode } from "../codec/codec.js";
-import { ApprovalNotFoundError, RunConflictError, SerializationError } from "../errors.js";
+import {
+  ApprovalNotFoundError,
+  ApprovalTokenError,
+  RunConflictError,
+  SerializationError,
+} from "../errors.js";
 import { unstorableText } from "../lib/text.js";
 import type { AnswerApprovalOutcome } from "../store/approval-records.js";
 import { APPROVAL_EVENT_PREFIX, type ApprovalAnswer } from "../workflow/context.js";
 import { toApprovalView } from "./approval-lookup.js";
 import type { AnswerOptions, ApprovalsDeps, ApprovalView } from "./approvals.js";
 
-/** How an answer came: AnswerOptions, and the link's token id when a link gave it. */
-export type AnswerSource = AnswerOptions & { tokenId?: string };
+/** How an answer came: AnswerOptions, and the link's token id and asking when a link gave
+ *  it (a link answers only the asking it was made for). */
+export type AnswerSource = AnswerOptions & { tokenId?: string; asking?: number };
 
 export async function answerApproval(
   deps: ApprovalsDeps,
@@ -48,6 +54,7 @@ export async function answerApproval(
     answer: answerText,
     via,
     tokenId: source.tokenId ?? null,
+    ...(source.asking !== undefined && { asking: source.asking }),
     event: { name: `${APPROVAL_EVENT_PREFIX}${key}`, payload: encode(payload) },
   });
   if (!res.ok) throw refusal(res, runId, key, source.tokenId);
@@ -98,5 +105,14 @@ function refusal(
       return new RunConflictError(
         `Run "${runId}" is ${res.status}: its approval "${key}" can no longer be answered; nothing was changed`,
       );
+    case "other-asking":
+      return earlierAskingError(runId, key);
   }
+}
+
+/** A link made for an earlier asking of approval `key`, which ended by failing the run. */
+export function earlierAskingError(runId: string, key: string): ApprovalTokenError {
+  return new ApprovalTokenError(
+    `This approval link was made for an earlier asking of approval "${key}" of run "${runId}", which ended by failing the run (a resume asks the approval anew); nothing was changed. Ask for a new link.`,
+  );
 }

@@ -4,7 +4,8 @@
 
 import { ApprovalNotFoundError, ApprovalTokenError, RunNotFoundError } from "../errors.js";
 import { type Duration, toMs } from "../lib/duration.js";
-import { answerApproval, checkAnswerText } from "./approval-answer.js";
+import { askingOf } from "../store/approval-records.js";
+import { answerApproval, checkAnswerText, earlierAskingError } from "./approval-answer.js";
 import { approvalKeyFor, loadApprovals } from "./approval-lookup.js";
 import {
   type ApprovalClaims,
@@ -33,7 +34,7 @@ export async function approvalToken(
   return createApprovalToken(deps.approvalKeys, {
     runId,
     key,
-    ...(run ? { runCreatedAt: run.createdAt } : {}),
+    ...(run ? { runCreatedAt: run.createdAt, asking: askingOf(run.failedCalls, key) } : {}),
     decision,
     expiresAt: deps.clock.now() + lifetime,
     ...(options.by !== undefined ? { by: checkAnswerText(options.by, "by", 200) } : {}),
@@ -74,7 +75,7 @@ export async function inspectApprovalLink(
 ): Promise<ApprovalLinkInfo> {
   await deps.ready();
   const claims = verify(deps, token);
-  await checkSameRun(deps, claims);
+  await checkSameAsking(deps, claims);
   const approval = await linkedApproval(deps, claims);
   const info: ApprovalLinkInfo = {
     decision: claims.decision,
@@ -93,26 +94,32 @@ export async function answerApprovalLink(
 ): Promise<ApprovalView> {
   await deps.ready();
   const claims = verify(deps, token);
-  await checkSameRun(deps, claims);
+  await checkSameAsking(deps, claims);
   const decision = claims.decision === "approve" ? "approved" : "rejected";
   return answerApproval(deps, claims.runId, claims.key, decision, {
     by: claims.by ?? "approval link",
     via: "link",
     tokenId: claims.id,
+    // Checked again in the answer's transaction: a resume may ask anew meanwhile.
+    asking: claims.asking ?? 0,
     ...(options.comment !== undefined ? { comment: options.comment } : {}),
   });
 }
 
-/** A link made for a run that retention deleted answers nothing of a run started later
- *  under the same id. */
-async function checkSameRun(deps: ApprovalsDeps, claims: ApprovalClaims): Promise<void> {
-  if (claims.runCreatedAt === undefined) return;
+/** A link answers only the asking it was made for: not a run started later under the same
+ *  id (after retention deleted the one it was made for), nor the approval asked again by a
+ *  resume after an answer to it failed the run. */
+async function checkSameAsking(deps: ApprovalsDeps, claims: ApprovalClaims): Promise<void> {
   const run = await deps.store.getRun(claims.runId);
+  if (!run) return; // linkedApproval and the answer say the run is gone
   // Tokens carry whole ms (approval-tokens.ts): a clock may read fractions (SQLite keeps them).
-  if (run && Math.floor(run.createdAt) !== claims.runCreatedAt) {
+  if (claims.runCreatedAt !== undefined && Math.floor(run.createdAt) !== claims.runCreatedAt) {
     throw new ApprovalTokenError(
       `This approval link was made for an earlier run "${claims.runId}", which no longer exists; nothing was changed`,
     );
+  }
+  if (askingOf(run.failedCalls, claims.key) !== (claims.asking ?? 0)) {
+    throw earlierAskingError(claims.runId, claims.key);
   }
 }
 

@@ -5,7 +5,8 @@
 //
 // Format: ca1.<key id>.<claims>.<signature>
 //   claims     base64url(JSON {r: run id, k: approval key, d: "approve" | "reject",
-//              e: expiry (ms since the epoch), b?: who the link is for, n: token id})
+//              e: expiry (ms since the epoch), b?: who the link is for, n: token id,
+//              c?: when the run was created, a?: which asking of the approval})
 //   signature  base64url(HMAC-SHA256(secret of <key id>, "ca1.<key id>.<claims>"))
 // Keys come from configuration only (createEngine({ approvalKeys }), or CAIRN_APPROVAL_KEYS
 // for the CLI): the first key signs, every key verifies, so a key is rotated by putting a
@@ -35,6 +36,12 @@ export interface ApprovalClaims {
   /** When the run the link was made for was created: a run started later under the same
    *  id (after retention deleted the first) is another run, which the link cannot answer. */
   runCreatedAt?: number;
+  /** Which asking of the approval the link answers: how many times the approval call's
+   *  error (such as an answer its schema refused) had failed the run when the link was made
+   *  (askingOf, RunRecord.failedCalls). A resume asks such an approval anew, and a link made
+   *  for an earlier asking must not answer the new one. Absent (links made before it
+   *  existed): the first asking. */
+  asking?: number;
 }
 
 /** The claims as a token carries them. The one-letter names are the token format: links
@@ -54,6 +61,8 @@ interface WireClaims {
   n: string;
   /** runCreatedAt, whole ms */
   c?: number;
+  /** asking */
+  a?: number;
 }
 
 const PREFIX = "ca1";
@@ -124,6 +133,14 @@ export function createApprovalToken(
   };
   if (claims.by !== undefined) wire.b = claims.by;
   if (claims.runCreatedAt !== undefined) wire.c = Math.floor(claims.runCreatedAt);
+  if (claims.asking !== undefined) {
+    if (!Number.isSafeInteger(claims.asking) || claims.asking < 0) {
+      throw new TypeError(
+        `approval link: asking must be a whole number >= 0 (got ${claims.asking})`,
+      );
+    }
+    wire.a = claims.asking;
+  }
   const encoded = Buffer.from(JSON.stringify(wire), "utf8").toString("base64url");
   return `${PREFIX}.${key.id}.${encoded}.${sign(key.secret, key.id, encoded)}`;
 }
@@ -176,6 +193,7 @@ export function verifyApprovalToken(
   };
   if (wire.b !== undefined) claims.by = wire.b;
   if (wire.c !== undefined) claims.runCreatedAt = wire.c;
+  if (wire.a !== undefined) claims.asking = wire.a;
   return claims;
 }
 
@@ -190,7 +208,7 @@ function readWireClaims(encoded: string): WireClaims {
   } catch {
     throw new ApprovalTokenError("This approval link's claims cannot be read");
   }
-  const { r, k, d, e, b, n, c } = body;
+  const { r, k, d, e, b, n, c, a } = body;
   if (
     typeof r !== "string" ||
     typeof k !== "string" ||
@@ -198,9 +216,19 @@ function readWireClaims(encoded: string): WireClaims {
     typeof e !== "number" ||
     typeof n !== "string" ||
     (b !== undefined && typeof b !== "string") ||
-    (c !== undefined && typeof c !== "number")
+    (c !== undefined && typeof c !== "number") ||
+    (a !== undefined && (!Number.isSafeInteger(a) || (a as number) < 0))
   ) {
     throw new ApprovalTokenError("This approval link's claims are incomplete");
   }
-  return { r, k, d, e, n, ...(b !== undefined && { b }), ...(c !== undefined && { c }) };
+  return {
+    r,
+    k,
+    d,
+    e,
+    n,
+    ...(b !== undefined && { b }),
+    ...(c !== undefined && { c }),
+    ...(a !== undefined && { a: a as number }),
+  };
 }

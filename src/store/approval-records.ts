@@ -49,7 +49,9 @@ export type AnswerApprovalOutcome =
   /** Its deadline has passed: the run takes its onTimeout decision. */
   | { ok: false; reason: "expired"; approval: ApprovalRecord }
   /** The run has finished (completed, failed, canceled). */
-  | { ok: false; reason: "finished"; status: string; approval: ApprovalRecord };
+  | { ok: false; reason: "finished"; status: string; approval: ApprovalRecord }
+  /** The answer was for another asking (`asking`) than the one the approval is at. */
+  | { ok: false; reason: "other-asking"; asking: number; approval: ApprovalRecord };
 
 export interface ApprovalVerbs {
   /** Stores a pending approval for (runId, key) unless one exists (then nothing changes and
@@ -72,8 +74,9 @@ export interface ApprovalVerbs {
   /** Answers a pending approval, in one transaction: records the decision with the store's
    *  now as answeredAt, and stores `event` for the run (waking it, as sendEvent does).
    *  Refused, with nothing changed, unless the approval is pending, the store's now is
-   *  before its deadline, and the run has not finished. An earlier try of the same call
-   *  whose commit was lost is recognized (same decision, answeredBy, via and tokenId). */
+   *  before its deadline, and the run has not finished (and, given `asking`, the approval is
+   *  at that asking). An earlier try of the same call whose commit was lost is recognized
+   *  (same decision, answeredBy, via and tokenId). */
   answerApproval(p: {
     runId: string;
     key: string;
@@ -84,6 +87,9 @@ export interface ApprovalVerbs {
     via: string;
     tokenId: string | null;
     event: { name: string; payload: string };
+    /** Answer only this asking of the approval (askingOf: an approval link answers only the
+     *  asking it was made for); absent, whichever asking is pending. */
+    asking?: number;
   }): Promise<AnswerApprovalOutcome>;
 
   /** A run's approvals, in the order they were requested. */
@@ -107,6 +113,15 @@ export interface ApprovalRow {
   answer: string | null;
   via: string | null;
   token_id: string | null;
+}
+
+/** Which asking of approval `key` a run is at: how many times the call's error (such as an
+ *  answer its schema refused) failed the run. A resume of such a failure asks it anew
+ *  (requestApproval with reopen), so each asking has its own number. */
+export function askingOf(failedCalls: ReadonlyArray<{ key: string }>, key: string): number {
+  let n = 0;
+  for (const f of failedCalls) if (f.key === key) n++;
+  return n;
 }
 
 const numOrNull = (v: string | number | null) => (v === null ? null : Number(v));

@@ -39,7 +39,12 @@ export type DeleteRunOutcome =
     }
   | { deleted: false; reason: "not-found" }
   /** Only completed, failed or canceled runs are deleted. */
-  | { deleted: false; reason: "not-finished"; status: string };
+  | { deleted: false; reason: "not-finished"; status: string }
+  /** A run whose child runs remain is kept (as retention keeps it): a child's id is derived
+   *  from its parent's, so a run started later under the parent's id would adopt them.
+   *  `children` are their ids, sorted: delete them first, or pass the run and its children
+   *  together to deleteRuns. */
+  | { deleted: false; reason: "has-children"; children: string[] };
 
 export interface DeleteRunsOutcome {
   /** The runs deleted (each finished when it was deleted), in no particular order. */
@@ -72,15 +77,16 @@ export interface WorkspaceVerbs {
    *  objects the run holds, so no run's view reaches an object only another run holds. */
   heldWorkspaceObjects(runId: string, hashes: string[]): Promise<string[]>;
 
-  /** Retention (what `cairn gc` calls): deletes a finished run with every record it owns
-   *  (steps, attempts, intents, events, approvals, workspace refs), then every workspace
-   *  object that no remaining run refers to, in one transaction. Child runs are separate
-   *  runs and are not touched. */
+  /** Deletes one finished run with every record it owns (steps, attempts, intents, events,
+   *  approvals, workspace refs), then every workspace object that no remaining run refers
+   *  to, in one transaction. Child runs are separate runs and are not touched: a run that
+   *  still has any (finished or not) is refused as "has-children", as deleteRuns keeps it. */
   deleteRun(runId: string): Promise<DeleteRunOutcome>;
 
   /** Retention in batches: deleteRun for each of `runIds` that exists and is finished
-   *  (others are skipped: a run resumed since it was listed is unfinished again), all in one
-   *  transaction, the shared objects checked once. At most 1,000 ids a call. */
+   *  (others are skipped: a run resumed since it was listed is unfinished again, a run whose
+   *  child run stays behind is kept), all in one transaction, the shared objects checked
+   *  once. At most 1,000 ids a call. */
   deleteRuns(runIds: string[]): Promise<DeleteRunsOutcome>;
 }
 

@@ -293,6 +293,26 @@ export function describeFeatureContract(h: FeatureContractHelpers): void {
       expect(await store.deleteRun(run.id)).toEqual({ deleted: false, reason: "not-found" });
     });
 
+    it("keeps a finished run whose child runs remain, as deleteRuns does, naming the children", async () => {
+      // A child's id is derived from its parent's: a run started later under the parent's
+      // id would adopt a child left behind.
+      const store = h.store();
+      const parent = await h.started();
+      const done = await h.started({ id: `${parent.id}/b`, parentId: parent.id });
+      const live = await h.started({ id: `${parent.id}/a`, parentId: parent.id });
+      await h.release(done, { status: "completed", output: "1" });
+      await h.release(parent, { status: "failed", error: { name: "Error", message: "x" } });
+      const refused = { deleted: false, reason: "has-children", children: [live.id, done.id] };
+      expect(await store.deleteRun(parent.id)).toEqual(refused);
+      expect(await store.deleteRuns([parent.id])).toEqual({ deleted: [], objects: 0, bytes: 0 });
+      expect((await store.getRun(parent.id))?.status).toBe("failed");
+      await h.release(live, { status: "canceled" });
+      expect(await store.deleteRun(parent.id)).toEqual(refused);
+      expect(await store.deleteRun(done.id)).toMatchObject({ deleted: true });
+      expect(await store.deleteRun(live.id)).toMatchObject({ deleted: true });
+      expect(await store.deleteRun(parent.id)).toEqual({ deleted: true, objects: 0, bytes: 0 });
+    });
+
     it("deleteRuns: deletes the finished runs of a batch at once, skips the others, prunes only objects nobody holds", async () => {
       const store = h.store();
       const a = await h.started();
@@ -504,6 +524,43 @@ export function describeFeatureContract(h: FeatureContractHelpers): void {
       expect(await store.listEvents(run.id)).toEqual([]);
       expect(await store.listEvents(other.id)).toEqual([]);
       expect((await store.listApprovals(other.id))[0]?.status).toBe("pending");
+    });
+
+    it("answerApproval given an asking answers only that asking (failedCalls of its key)", async () => {
+      const store = h.store();
+      const run = await h.started();
+      await request(run, { deadline: null });
+      expect(await answer(run, { asking: 1 })).toMatchObject({
+        ok: false,
+        reason: "other-asking",
+        asking: 0,
+        approval: { status: "pending" },
+      });
+      expect(await store.listEvents(run.id)).toEqual([]);
+      // The call failed the run; a resume asks it anew: its second asking (1).
+      await h.release(run, {
+        status: "failed",
+        error: { name: "Error", message: "refused answer" },
+        failedKey: "review",
+      });
+      expect(await store.resumeRun(run.id, {})).toMatchObject({ ok: true });
+      const claimed = await store.claimRuns({
+        workerId: "worker-1",
+        workflows: [`${run.workflow}@${run.version}`],
+        limit: 100,
+        leaseMs: MINUTE,
+      });
+      expect(claimed.map((c) => c.run.id)).toEqual([run.id]);
+      expect(await answer(run, { asking: 0 })).toMatchObject({
+        ok: false,
+        reason: "other-asking",
+        asking: 1,
+      });
+      expect((await store.listApprovals(run.id))[0]?.status).toBe("pending");
+      expect(await answer(run, { asking: 1 })).toMatchObject({
+        ok: true,
+        approval: { status: "approved" },
+      });
     });
 
     it("listRuns({ waitingForEventPrefix }): waiting runs that wait for such an event", async () => {

@@ -10,6 +10,7 @@ import {
   type ApprovalRow,
   type ApprovalVerbs,
   approvalFromRow,
+  askingOf,
   type RequestApprovalOutcome,
 } from "../approval-records.js";
 import { type RunStatus, type StoreHint, TERMINAL_STATUSES } from "../store.js";
@@ -78,8 +79,14 @@ export function answerApproval(
   const f = featureTables(ctx.t);
   const { t } = ctx;
   return ctx.db.transaction("answerApproval", "idempotent", async (tx) => {
-    const runRows = await tx.query<{ status: string; waiting_for: string[] | null; now: string }>(
-      `SELECT r.status, r.waiting_for, c.now FROM ${t.runs} r, (SELECT ${nowSql(1)} AS now) c
+    const runRows = await tx.query<{
+      status: string;
+      waiting_for: string[] | null;
+      failed_calls: Array<{ key: string }> | null;
+      now: string;
+    }>(
+      `SELECT r.status, r.waiting_for, r.failed_calls, c.now
+         FROM ${t.runs} r, (SELECT ${nowSql(1)} AS now) c
         WHERE r.id = $2 FOR NO KEY UPDATE OF r`,
       [ctx.clockParam(), p.runId],
     );
@@ -105,6 +112,10 @@ export function answerApproval(
     const now = Number(run.now);
     if (approval.deadline !== null && now >= approval.deadline) {
       return { ok: false, reason: "expired", approval };
+    }
+    const asking = askingOf(run.failed_calls ?? [], p.key);
+    if (p.asking !== undefined && p.asking !== asking) {
+      return { ok: false, reason: "other-asking", asking, approval };
     }
     const updated = await tx.query<ApprovalRow>(
       `UPDATE ${f.approvals} SET status = $3, answered_at = $4, answered_by = $5, comment = $6,

@@ -188,7 +188,7 @@ export function deleteRuns(ctx: StoreContext, runIds: string[]): Promise<DeleteR
 }
 
 /** Deletes a finished run (its journal rows go with it: ON DELETE CASCADE) and the objects
- *  only it held. Retried when a concurrent put refers to an object it was deleting. */
+ *  only it held; a run whose child runs remain is kept (retention-families.ts). Retried when a concurrent put refers to an object it was deleting. */
 export function deleteRun(ctx: StoreContext, runId: string): Promise<DeleteRunOutcome> {
   const f = featureTables(ctx.t);
   return retriedOnForeignKeyRace(() =>
@@ -206,6 +206,15 @@ export function deleteRun(ctx: StoreContext, runId: string): Promise<DeleteRunOu
       }
       if (!TERMINAL_STATUSES.has(status as RunStatus)) {
         return { deleted: false, reason: "not-finished", status };
+      }
+      const children = await tx.query<{ id: string }>(
+        `SELECT id FROM ${ctx.t.runs} WHERE parent_id = $1`,
+        [runId],
+      );
+      if (children.rows.length > 0) {
+        // Sorted here, not by the database's collation: the same order on both backends.
+        const ids = children.rows.map((c) => c.id).sort();
+        return { deleted: false, reason: "has-children", children: ids };
       }
       const held = await tx.query<{ hash: string }>(
         `DELETE FROM ${f.workspaceRefs} WHERE run_id = $1 RETURNING hash`,

@@ -7,6 +7,7 @@ import {
   type ApprovalRow,
   type ApprovalVerbs,
   approvalFromRow,
+  askingOf,
   type RequestApprovalOutcome,
 } from "../approval-records.js";
 import { TERMINAL_STATUSES } from "../store.js";
@@ -65,6 +66,10 @@ export function answerApproval(
     }
     if (approval.deadline !== null && now >= approval.deadline) {
       return { ok: false, reason: "expired", approval };
+    }
+    const asking = askingOf(JSON.parse(run.failed_calls) as Array<{ key: string }>, p.key);
+    if (p.asking !== undefined && p.asking !== asking) {
+      return { ok: false, reason: "other-asking", asking, approval };
     }
     prepare(
       `UPDATE approvals SET status = ?, answered_at = ?, answered_by = ?, comment = ?, answer = ?,

@@ -113,7 +113,8 @@ export function heldObjects(ctx: StoreContext, runId: string, hashes: string[]):
   });
 }
 
-/** Deletes a finished run's records and the objects only it held. */
+/** Deletes a finished run's records and the objects only it held; a run whose child runs
+ *  remain is kept (retention-families.ts). */
 export function deleteRun(ctx: StoreContext, runId: string): Promise<DeleteRunOutcome> {
   return ctx.write("deleteRun", (tx): DeleteRunOutcome => {
     const row = findRow(tx, runId);
@@ -123,6 +124,12 @@ export function deleteRun(ctx: StoreContext, runId: string): Promise<DeleteRunOu
     }
     const { prepare } = tx;
     const id = row.id;
+    const children = (
+      prepare("SELECT id FROM runs WHERE parent_id = ?").all(id) as Array<{ id: string }>
+    )
+      .map((c) => c.id)
+      .sort();
+    if (children.length > 0) return { deleted: false, reason: "has-children", children };
     const held = (
       prepare("SELECT hash FROM workspace_refs WHERE run_id = ?").all(id) as Array<{
         hash: string;
