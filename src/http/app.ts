@@ -24,7 +24,8 @@ export interface HttpAppOptions extends SecurityOptions {
   basePath?: string;
   /** How often live streams poll the store. Default 1000 ms. */
   pollIntervalMs?: number;
-  /** The dashboard's notion of now (ages, bars of what is still running). */
+  /** The app's notion of now: the dashboard's ages and bars of what is still running,
+   *  sessions' expiry, the sign-in limit's window. */
   clock?: Clock;
   /** Receives problems (never payloads). Default: console.error. */
   log?: (message: string) => void;
@@ -33,8 +34,9 @@ export interface HttpAppOptions extends SecurityOptions {
 }
 
 export interface HttpApp {
-  /** Web-standard handler: Request in, Response out. */
-  fetch(request: Request): Promise<Response>;
+  /** Web-standard handler: Request in, Response out. `env` is the server's (on node:http,
+   *  `{ incoming, outgoing }`: the sign-in limit counts by the connection's address). */
+  fetch(request: Request, env?: unknown): Promise<Response>;
   /** A node:http request listener (http.createServer(app.requestListener), Express). */
   requestListener: (req: IncomingMessage, res: ServerResponse) => void;
   /** The Hono app, to mount with app.route() or to add routes beside. */
@@ -70,6 +72,7 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
     isApi(c) ? apiError(c, err, log) : refusePage(uiDeps, c, err);
   const security = createSecurity(options, {
     basePath,
+    clock: uiDeps.clock,
     ...(options.boundHosts ? { boundHosts: options.boundHosts } : {}),
     refuse,
   });
@@ -114,7 +117,7 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
     return messagePage(uiDeps, c, 500, "Something went wrong", "The server's log has the details.");
   });
 
-  const fetch = (request: Request) => Promise.resolve(app.fetch(request));
+  const fetch = (request: Request, env?: unknown) => Promise.resolve(app.fetch(request, env));
   return {
     fetch,
     requestListener: getRequestListener(fetch),

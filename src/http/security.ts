@@ -7,8 +7,10 @@
 //    origin — or, without Origin, whose Sec-Fetch-Site says another site — is refused, so
 //    no page elsewhere can make a browser act here (no cross-site POST). Clients that are
 //    not browsers send neither header and pass.
-// 3. Token: when tokens are configured, a request carries one as `Authorization: Bearer`
-//    or in the session cookie set by the login page; none or a wrong one is a 401. The
+// 3. Token: when tokens are configured, a request carries one as `Authorization: Bearer`,
+//    or the cookie of a session the login page started (sessions.ts: held by the server,
+//    ended by logging out); none or a wrong one is a 401. Signing in is limited per client
+//    address (login-limit.ts: a 429 after repeated wrong tokens). The
 //    read-only token reads; acting (start, send, cancel, resume, fork) needs the full one
 //    (403 otherwise). With no token configured everyone may act: only safe on loopback,
 //    which is why serveHttp refuses any other bind without a token. Approval links (the
@@ -16,13 +18,16 @@
 //    credential, and it answers one approval one way, once.
 // 4. Body size: a request body over the limit is a 413 before anything parses it.
 
-import { createHash, createHmac, timingSafeEqual } from "node:crypto";
+import { createHash, timingSafeEqual } from "node:crypto";
 import { networkInterfaces, hostname as osHostname } from "node:os";
 import type { Context, MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
-import { getCookie, setCookie } from "hono/cookie";
+import { deleteCookie, getCookie, setCookie } from "hono/cookie";
+import type { Clock } from "../index.js";
 import { APPROVAL_LINK_API, APPROVAL_LINK_PAGE } from "./approval-link-paths.js";
 import { HttpError } from "./errors.js";
+import { clientOf, LoginLimiter } from "./login-limit.js";
+import { SESSION_MAX_AGE_MS, Sessions } from "./sessions.js";
 
 export type Role = "act" | "read";
 
@@ -87,15 +92,26 @@ export interface Security {
   requireAct(c: Context<AppEnv>): void;
   /** Whether tokens are configured (then the dashboard offers a login page). */
   readonly authRequired: boolean;
-  /** Checks a token typed into the login page; the cookie value for it, or undefined. */
-  sessionFor(token: string): { role: Role; cookie: string } | undefined;
-  cookiePath: string;
+  /** Checks a token typed into the login page, under the client's limit of failures: a
+   *  valid one starts a session (its cookie set on `c`). */
+  signIn(c: Context, token: string): SignInResult;
+  /** Ends the request's session on the server (a copy of its cookie is worthless from
+   *  now on) and deletes its cookie. */
+  signOut(c: Context): void;
 }
+
+export type SignInResult =
+  | { ok: true; role: Role }
+  | { ok: false; reason: "invalid" }
+  /** Too many wrong tokens from this client: it may try again in `retryAfterS`. */
+  | { ok: false; reason: "limited"; retryAfterS: number };
 
 export interface SecurityContext {
   basePath: string;
   /** Extra names this app is reachable under (the bound host, from serveHttp). */
   boundHosts?: string[];
+  /** Now, for sessions' expiry and the sign-in limit. */
+  clock: Clock;
   /** Answers a refused request: JSON under /api, a page elsewhere. */
   refuse(c: Context, err: HttpError): Response | Promise<Response>;
 }
@@ -112,7 +128,7 @@ export function createSecurity(options: SecurityOptions, ctx: SecurityContext): 
   const allowsHost = hostRule(options, ctx.boundHosts ?? [], authRequired);
   const origins = new Set(options.allowedOrigins ?? []);
   const roles = tokenRoles(options);
-  const signIn = signInRules(ctx.basePath, roles, ctx.refuse);
+  const signIn = signInRules(ctx, roles);
   const limit = bodyLimitOf(options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES, ctx.refuse);
 
   const middleware: MiddlewareHandler<AppEnv> = async (c, next) => {
@@ -149,7 +165,6 @@ export function createSecurity(options: SecurityOptions, ctx: SecurityContext): 
   return {
     middleware,
     authRequired,
-    cookiePath: signIn.cookiePath,
     requireAct(c) {
       if (c.get("role") !== "act") {
         throw new HttpError(
@@ -159,9 +174,11 @@ export function createSecurity(options: SecurityOptions, ctx: SecurityContext): 
         );
       }
     },
-    sessionFor(token) {
-      const role = roles.ofToken(token);
-      return role ? { role, cookie: cookieValue(token) } : undefined;
+    signIn: (c, token) => startSession(c, token, signIn),
+    signOut(c) {
+      const id = getCookie(c, SESSION_COOKIE);
+      if (id !== undefined) signIn.sessions.end(id);
+      deleteCookie(c, SESSION_COOKIE, { path: signIn.cookiePath });
     },
   };
 }
@@ -226,30 +243,23 @@ function fromAnotherSite(c: Context, url: URL, allowedOrigins: Set<string>): boo
   return site !== undefined && site !== "same-origin" && site !== "none";
 }
 
-/** The role a token or a session cookie gives (compared as digests, in constant time). */
+/** The role a token gives (compared as digests, in constant time). */
 interface TokenRoles {
   ofToken(token: string): Role | undefined;
-  ofCookie(value: string): Role | undefined;
 }
 
 function tokenRoles(options: SecurityOptions): TokenRoles {
-  const secrets: Array<{ role: Role; token: Buffer; cookie: string }> = [];
+  const secrets: Array<{ role: Role; token: Buffer }> = [];
   for (const [role, token] of [
     ["act", options.token],
     ["read", options.readToken],
   ] as const) {
-    if (token !== undefined) {
-      secrets.push({ role, token: digest(token), cookie: cookieValue(token) });
-    }
+    if (token !== undefined) secrets.push({ role, token: digest(token) });
   }
   return {
     ofToken(token) {
       const d = digest(token);
       return secrets.find((s) => sameSecret(s.token, d))?.role;
-    },
-    ofCookie(value) {
-      const d = digest(value);
-      return secrets.find((s) => sameSecret(digest(s.cookie), d))?.role;
     },
   };
 }
@@ -257,6 +267,8 @@ function tokenRoles(options: SecurityOptions): TokenRoles {
 /** What deciding a request's role needs, when tokens are configured. */
 interface SignIn {
   roles: TokenRoles;
+  sessions: Sessions;
+  limiter: LoginLimiter;
   cookiePath: string;
   isApi(path: string): boolean;
   /** Paths anyone may open: the login page, assets, approval links. */
@@ -264,9 +276,12 @@ interface SignIn {
   refuse: SecurityContext["refuse"];
 }
 
-function signInRules(base: string, roles: TokenRoles, refuse: SignIn["refuse"]): SignIn {
+function signInRules(ctx: SecurityContext, roles: TokenRoles): SignIn {
+  const base = ctx.basePath;
   return {
     roles,
+    sessions: new Sessions(ctx.clock),
+    limiter: new LoginLimiter(ctx.clock),
     cookiePath: base === "" ? "/" : base,
     isApi: (path) => path.startsWith(`${base}/api/`) || path === `${base}/api`,
     // Approval links carry their own credential (a signed, single-use token in the path).
@@ -275,8 +290,24 @@ function signInRules(base: string, roles: TokenRoles, refuse: SignIn["refuse"]):
       path.startsWith(`${base}/assets/`) ||
       path.startsWith(`${base}${APPROVAL_LINK_PAGE}/`) ||
       path.startsWith(`${base}/api${APPROVAL_LINK_API}/`),
-    refuse,
+    refuse: ctx.refuse,
   };
+}
+
+/** Signs a browser in with `token` (the login form, a link with ?token=): a session and
+ *  its cookie, unless the token is wrong or the client has had too many wrong ones. */
+function startSession(c: Context, token: string, s: SignIn): SignInResult {
+  const client = clientOf(c);
+  const wait = s.limiter.waitFor(client);
+  if (wait > 0) return { ok: false, reason: "limited", retryAfterS: Math.ceil(wait / 1000) };
+  const role = s.roles.ofToken(token);
+  if (!role) {
+    s.limiter.failed(client);
+    return { ok: false, reason: "invalid" };
+  }
+  s.limiter.succeeded(client);
+  setSession(c, s.sessions.create(role), s.cookiePath, new URL(c.req.url).protocol === "https:");
+  return { ok: true, role };
 }
 
 /** The caller's role, or the answer that ends the request (a 401, or the redirect that
@@ -289,13 +320,16 @@ function authenticate(c: Context, url: URL, s: SignIn): Verdict {
   if (bearer !== undefined) role = s.roles.ofToken(bearer);
   else {
     const cookie = getCookie(c, SESSION_COOKIE);
-    if (cookie !== undefined) role = s.roles.ofCookie(cookie);
+    if (cookie !== undefined) role = s.sessions.roleOf(cookie);
   }
   // A link carrying ?token= signs the browser in, then drops the token from the URL.
   const queryToken = url.searchParams.get("token");
   if (c.req.method === "GET" && !s.isApi(url.pathname) && queryToken !== null) {
-    if (s.roles.ofToken(queryToken)) {
-      setSession(c, cookieValue(queryToken), s.cookiePath, url.protocol === "https:");
+    const signedIn = startSession(c, queryToken, s);
+    if (!signedIn.ok && signedIn.reason === "limited") {
+      return { answer: s.refuse(c, tooManyAttempts(c, signedIn.retryAfterS)) };
+    }
+    if (signedIn.ok) {
       url.searchParams.delete("token");
       // "//evil.example/?token=..." must not send the browser to evil.example.
       const path = `/${url.pathname.replace(/^\/+/, "")}`;
@@ -329,17 +363,23 @@ function bodyLimitOf(maxBodyBytes: number, refuse: SecurityContext["refuse"]) {
   });
 }
 
-/** The session cookie for a token: derived from it, so the cookie is not the token. */
-function cookieValue(token: string): string {
-  return createHmac("sha256", token).update("cairn-ui-session").digest("base64url");
+/** The refusal of a sign-in from a client that had too many wrong tokens. */
+export function tooManyAttempts(c: Context, retryAfterS: number): HttpError {
+  c.header("retry-after", String(retryAfterS));
+  const minutes = Math.ceil(retryAfterS / 60);
+  return new HttpError(
+    429,
+    "TOO_MANY_SIGN_INS",
+    `Too many wrong tokens from this address; try again in ${minutes} minute${minutes === 1 ? "" : "s"}`,
+  );
 }
 
-export function setSession(c: Context, value: string, path: string, secure: boolean): void {
-  setCookie(c, SESSION_COOKIE, value, {
+function setSession(c: Context, id: string, path: string, secure: boolean): void {
+  setCookie(c, SESSION_COOKIE, id, {
     path,
     httpOnly: true,
     sameSite: "Strict",
     secure,
-    maxAge: 30 * 24 * 3600,
+    maxAge: SESSION_MAX_AGE_MS / 1000,
   });
 }

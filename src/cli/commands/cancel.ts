@@ -2,7 +2,7 @@
 // heartbeat of its worker; the command says which of the two happened.
 
 import { defineCommand } from "../command.js";
-import { toJson } from "../format.js";
+import { quoted, toJson } from "../format.js";
 import { withClient } from "../store-spec.js";
 
 export const cancel = defineCommand({
@@ -29,8 +29,9 @@ Options:
       return engine.getRun(id);
     });
     if (values.json) ctx.out(toJson(run, 2));
-    else if (run?.status === "canceled") ctx.out(`Canceled run "${id}".`);
-    else ctx.out(`Cancel of run "${id}" requested; the worker executing it stops it shortly.`);
+    else if (run?.status === "canceled") ctx.out(`Canceled run ${quoted(id)}.`);
+    else
+      ctx.out(`Cancel of run ${quoted(id)} requested; the worker executing it stops it shortly.`);
     return 0;
   },
 });

@@ -2,7 +2,7 @@
 // step and executes from there, optionally on another version. The old run is untouched.
 
 import { defineCommand, UsageError } from "../command.js";
-import { toJson } from "../format.js";
+import { printable, quoted, toJson } from "../format.js";
 import { withClient } from "../store-spec.js";
 
 export const fork = defineCommand({
@@ -44,7 +44,9 @@ Options:
     if (values.json) ctx.out(toJson(run, 2));
     else {
       ctx.out(
-        `Forked run "${id}" from step "${fromStep}" as "${run.id}" (${run.workflow}@${run.version}, status ${run.status}).`,
+        // Every value here is text from a user or a run (an id may hold a line break):
+        // quoted, so the line stays one line and says what it holds.
+        `Forked run ${quoted(id)} from step ${quoted(fromStep)} as ${quoted(run.id)} (${printable(`${run.workflow}@${run.version}`)}, status ${run.status}).`,
       );
     }
     return 0;

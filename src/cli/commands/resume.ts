@@ -3,7 +3,7 @@
 
 import { defineCommand } from "../command.js";
 import { parseBudget } from "../flag-values.js";
-import { formatBudget, toJson } from "../format.js";
+import { formatBudget, quoted, toJson } from "../format.js";
 import { withClient } from "../store-spec.js";
 
 export const resume = defineCommand({
@@ -33,7 +33,7 @@ Options:
     });
     if (values.json) ctx.out(toJson(run, 2));
     else {
-      ctx.out(`Resumed run "${id}" (status ${run?.status ?? "unknown"}).`);
+      ctx.out(`Resumed run ${quoted(id)} (status ${run?.status ?? "unknown"}).`);
       if (run && budget) ctx.out(`Budget: ${formatBudget(run.budget)}`);
     }
     return 0;

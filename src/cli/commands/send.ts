@@ -50,7 +50,7 @@ Options:
       // The events are read only for the warning.
       return { run, waits, events: waits.length > 0 ? await engine.listEvents(id) : [] };
     });
-    ctx.out(values.json ? toJson(run, 2) : `Sent event "${event}" to run "${id}".`);
+    ctx.out(values.json ? toJson(run, 2) : `Sent event ${quoted(event)} to run ${quoted(id)}.`);
     if (waits.length > 0) ctx.err(notAwaited(id, waits, event, events));
     return 0;
   },

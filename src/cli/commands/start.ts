@@ -5,7 +5,7 @@
 
 import { defineCommand, UsageError } from "../command.js";
 import { parseBudget, parseJson, readStdin } from "../flag-values.js";
-import { formatBudget, toJson } from "../format.js";
+import { formatBudget, printable, quoted, toJson } from "../format.js";
 import { withClient } from "../store-spec.js";
 
 export const start = defineCommand({
@@ -68,15 +68,15 @@ Options:
     const at = run ? `${run.workflow}@${run.version}` : ref;
     ctx.out(
       started.created
-        ? `Started run "${started.id}" of ${at}.`
-        : `Run "${started.id}" of ${at} already exists with this input (status ${run?.status ?? "unknown"}); nothing new was started.`,
+        ? `Started run ${quoted(started.id)} of ${printable(at)}.`
+        : `Run ${quoted(started.id)} of ${printable(at)} already exists with this input (status ${run?.status ?? "unknown"}); nothing new was started.`,
     );
     if (run && Object.keys(run.budget.limit).length > 0) {
       ctx.out(`Budget: ${formatBudget(run.budget)} (the workflow's defaults apply to other names)`);
     } else if (started.created) {
       ctx.out("Budget: the workflow's default limits, applied by the worker that executes it");
     }
-    ctx.out(`Follow it with: cairn show ${started.id}`);
+    ctx.out(`Follow it with: cairn show ${printable(started.id)}`);
     return 0;
   },
 });

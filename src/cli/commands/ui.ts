@@ -23,7 +23,8 @@ From the dashboard or the API you can send events, cancel, resume with a new bud
 fork runs; with --module also start them. The UI never executes runs: workers do.
 
 It listens on 127.0.0.1 unless --host says otherwise; any other address needs a token.
-Requests then need "Authorization: Bearer <token>" (browsers sign in once with it).
+Requests then need "Authorization: Bearer <token>" (browsers sign in once with it; "Log
+out" ends that session on the server, and a restart signs every browser out).
 
 Approval links ("cairn approval-link") are answered here when $CAIRN_APPROVAL_KEYS holds
 the key that signed them ("id=secret[,id2=secret2]"; the first one signs new links).

@@ -9,6 +9,7 @@ import { decodeChunk, nextOffset, STREAM_PAGE } from "../../ai/run-stream.js";
 import type { Engine, StreamChunk } from "../../index.js";
 import { HttpError } from "../errors.js";
 import { toJsonValue } from "../json.js";
+import { MAX_REPLAY_BYTES } from "../live/backlog.js";
 import type { StreamFollower } from "../live/stream-tail.js";
 import { s } from "../schema.js";
 import type { AppEnv } from "../security.js";
@@ -124,7 +125,9 @@ const chunkEvent = (ch: StreamChunk) => ({
 });
 
 /** The stored chunks from `from` on, sent as long as the client is there; the offset after
- *  the last one sent. A store that fails here is left to the tail (it retries and says so). */
+ *  the last one sent. A store that fails here is left to the tail (it retries and says so).
+ *  It waits for the client whenever half the stream's backlog limit is queued, so a page of
+ *  large chunks never gets the stream cut off (api/sse.ts): a reconnect starts here again. */
 async function catchUp(
   session: SseSession,
   engine: Engine,
@@ -135,7 +138,10 @@ async function catchUp(
     while (session.isOpen()) {
       const chunks = await engine.readStream(id, { from, limit: STREAM_PAGE });
       let sent: Promise<void> | undefined;
-      for (const ch of chunks) sent = session.send(chunkEvent(ch));
+      for (const ch of chunks) {
+        sent = session.send(chunkEvent(ch));
+        if (session.unsentBytes() >= MAX_REPLAY_BYTES) await sent;
+      }
       from = nextOffset(chunks, from);
       await sent;
       if (chunks.length < STREAM_PAGE) break;

@@ -9,10 +9,15 @@
 // process, a restarted server, a ring that moved on) it gets a fresh snapshot. Either way
 // it ends up where the others are, and nothing in between is lost.
 //
+// A client that fell further behind than MAX_REPLAY_BYTES (a stream cut off because it did
+// not take its events, see api/sse.ts) gets a snapshot rather than the replay: a replay
+// that large would pass the stream's backlog limit and be cut off again.
+//
 // A watcher polls only while someone listens; it lingers (without polling) for a while
 // after the last one leaves, so a reconnect finds its ring, then it is dropped.
 
 import { randomBytes } from "node:crypto";
+import { MAX_REPLAY_BYTES } from "./backlog.js";
 
 export interface LiveMessage {
   event: string;
@@ -38,6 +43,9 @@ export interface HubOptions {
   ringSize?: number;
   /** How long a watcher nobody listens to keeps its ring. Default 60 s. */
   lingerMs?: number;
+  /** The most (JSON bytes of data) replayed to a reconnecting client; further behind, it
+   *  gets a snapshot. Default MAX_REPLAY_BYTES. */
+  replayBytes?: number;
   log: (message: string) => void;
 }
 
@@ -46,7 +54,7 @@ type Listener = (e: LiveEvent) => void;
 class Watcher<S> {
   readonly instance = randomBytes(6).toString("base64url");
   private seq = 0;
-  private readonly ring: Array<{ seq: number; event: LiveEvent }> = [];
+  private readonly ring: Array<{ seq: number; event: LiveEvent; bytes: number }> = [];
   private state: S | undefined;
   private loading: Promise<S> | undefined;
   private readonly listeners = new Set<Listener>();
@@ -87,8 +95,15 @@ class Watcher<S> {
     this.listeners.delete(placeholder);
     const last = this.parse(lastEventId);
     const first = this.ring[0]?.seq ?? this.seq + 1;
-    if (last !== undefined && last <= this.seq && last >= first - 1) {
-      for (const r of this.ring) if (r.seq > last) listener(r.event);
+    const missed = last === undefined ? [] : this.ring.filter((r) => r.seq > last);
+    const missedBytes = missed.reduce((sum, r) => sum + r.bytes, 0);
+    if (
+      last !== undefined &&
+      last <= this.seq &&
+      last >= first - 1 &&
+      missedBytes <= this.o.replayBytes
+    ) {
+      for (const r of missed) listener(r.event);
     } else {
       listener({ id: this.id(this.seq), ...this.feed.snapshot(this.state) });
     }
@@ -154,7 +169,8 @@ class Watcher<S> {
       for (const m of messages) {
         this.seq += 1;
         const event: LiveEvent = { id: this.id(this.seq), event: m.event, data: m.data };
-        this.ring.push({ seq: this.seq, event });
+        const bytes = Buffer.byteLength(JSON.stringify(m.data) ?? "");
+        this.ring.push({ seq: this.seq, event, bytes });
         if (this.ring.length > this.o.ringSize) this.ring.shift();
         this.notify(event);
       }
@@ -194,7 +210,7 @@ export class LiveHub {
   private closed = false;
 
   constructor(options: HubOptions) {
-    this.o = { ringSize: 500, lingerMs: 60_000, ...options };
+    this.o = { ringSize: 500, lingerMs: 60_000, replayBytes: MAX_REPLAY_BYTES, ...options };
   }
 
   subscribe<S>(

@@ -4,11 +4,10 @@
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import type { Context, Hono } from "hono";
-import { deleteCookie } from "hono/cookie";
 import { checkText } from "../api/route.js";
 import { APPROVAL_LINK_PAGE } from "../approval-link-paths.js";
 import { HttpError } from "../errors.js";
-import { type AppEnv, SESSION_COOKIE, type Security, setSession } from "../security.js";
+import { type AppEnv, type Security, tooManyAttempts } from "../security.js";
 import { approvalLinkPage } from "./approval-page.js";
 import type { UiDeps } from "./layout.js";
 import { loginPage, messagePage, notFoundPage, safeNext, workersPage } from "./pages.js";
@@ -91,16 +90,22 @@ export function mountDashboard(
     const form = await c.req.parseBody().catch(() => ({}) as Record<string, unknown>);
     const token = typeof form.token === "string" ? form.token : "";
     const next = safeNext(typeof form.next === "string" ? form.next : `${b}/`, b);
-    const session = security.sessionFor(token);
-    if (!session) {
-      return loginPage(deps, c, { status: 401, message: "That token is not valid.", next });
+    const signedIn = security.signIn(c, token);
+    if (!signedIn.ok) {
+      const message =
+        signedIn.reason === "limited"
+          ? `${tooManyAttempts(c, signedIn.retryAfterS).message}.`
+          : "That token is not valid.";
+      const status = signedIn.reason === "limited" ? 429 : 401;
+      return loginPage(deps, c, { status, message, next });
     }
-    setSession(c, session.cookie, security.cookiePath, new URL(c.req.url).protocol === "https:");
     return c.redirect(next, 303);
   });
 
+  // Ends the session on the server, not only in this browser: a copy of the cookie is
+  // worthless from now on.
   app.post(`${b}/logout`, (c) => {
-    deleteCookie(c, SESSION_COOKIE, { path: security.cookiePath });
+    security.signOut(c);
     return c.redirect(security.authRequired ? `${b}/login` : `${b}/`, 303);
   });
 }
@@ -115,6 +120,12 @@ export function refusePage(
     return loginPage(deps, c, { status: 401, next: new URL(c.req.url).pathname });
   }
   const title =
-    err.status === 403 ? "Not allowed" : err.status === 413 ? "Too large" : "Something went wrong";
+    err.status === 403
+      ? "Not allowed"
+      : err.status === 413
+        ? "Too large"
+        : err.status === 429
+          ? "Too many attempts"
+          : "Something went wrong";
   return messagePage(deps, c, err.status, title, err.message);
 }

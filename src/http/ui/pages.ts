@@ -83,7 +83,7 @@ ${
 export function loginPage(
   deps: UiDeps,
   c: Context<AppEnv>,
-  o: { status: 200 | 401; message?: string; next?: string },
+  o: { status: 200 | 401 | 429; message?: string; next?: string },
 ): Response | Promise<Response> {
   const b = deps.basePath;
   const next = safeNext(o.next ?? c.req.path, b);
