@@ -15,8 +15,8 @@
 //   made again by the end of the cascade it was made in, or a name reused by concurrent
 //   branches in an order only timing decides, fails the run with NonDeterminismError and
 //   nothing more is written;
-// - once halted, nothing more is written (but a canceled attempt's spend) and late results
-//   are discarded.
+// - once halted, nothing more is written (but the spend of an attempt in flight when the
+//   run was canceled or failed: settleInFlight) and late results are discarded.
 //
 // Workspaces (src/workspace/) take part through beforeExecute: before a new call executes,
 // an open workspace whose directory is not known to hold its current checkpoint is restored.
@@ -272,8 +272,12 @@ export class Context {
   private events: EventRecord[];
   private readonly seenEventSeqs = new Set<number>();
   private readonly blocked = new Set<Blocked>();
-  /** Each attempt in flight, settled when it has ended. */
-  private readonly liveAttempts = new Set<Promise<void>>();
+  /** How many attempts are in flight (each also counts in `active`). */
+  private liveAttempts = 0;
+  /** Who waits for the work in flight to end (inFlightEnded); undefined while no one does,
+   *  so the per-step path pays one comparison. */
+  private idleWaiters: Set<() => void> | undefined;
+  private idleLookScheduled = false;
   /** Every attempt in flight listens on it: an agent's many parallel tool calls are no leak. */
   private readonly runAbort = new LazyAbort({ unlimitedListeners: true });
   private readonly drainAbort = new LazyAbort();
@@ -917,7 +921,7 @@ export class Context {
         );
       }
     } finally {
-      this.active--;
+      this.workEnded();
       this.maybeSuspend();
     }
   }
@@ -1404,7 +1408,7 @@ export class Context {
         // Canceled, or the engine closes: the failed attempt and its retryAt are recorded.
         return never();
       } finally {
-        this.active--;
+        this.workEnded();
         this.maybeSuspend();
       }
     }
@@ -1466,18 +1470,23 @@ export class Context {
     } catch (failure) {
       settled = Promise.resolve({ ok: false, failure });
     }
-    let markDone!: () => void;
-    const done = new Promise<void>((r) => {
-      markDone = r;
-    });
-    this.liveAttempts.add(done);
+    this.liveAttempts++;
     this.active++;
     try {
       const outcome = await this.raceTimeout(settled, timeoutMs, abort, call.key);
       ended = true;
-      if (this.halted?.kind === "canceled") {
-        // A canceled attempt still spent: record it (the run's epoch is still ours).
-        const error = toErrorRecord(new RunCanceledError(`Run "${this.host.runId}" was canceled`));
+      const stop = this.halted;
+      if (stop !== undefined && (stop.kind === "canceled" || stop.kind === "failed")) {
+        // The run was canceled, or failed by the engine (a divergence: halt), while this
+        // attempt ran: whatever it returned is no outcome of the run, but what it spent is
+        // recorded (the run's epoch is still ours), and a resume runs it again.
+        const error = toErrorRecord(
+          stop.kind === "canceled"
+            ? new RunCanceledError(`Run "${this.host.runId}" was canceled`)
+            : outcome.ok || outcome.failure instanceof HaltedSignal
+              ? this.endedWhileRunning(false)
+              : outcome.failure,
+        );
         const now = this.host.clock.now();
         const rec = attemptRecord(call, {
           attempt,
@@ -1492,9 +1501,8 @@ export class Context {
       return { ...outcome, spend, startedAt };
     } finally {
       ended = true;
-      this.active--;
-      this.liveAttempts.delete(done);
-      markDone();
+      this.liveAttempts--;
+      this.workEnded();
     }
   }
 
@@ -1535,7 +1543,7 @@ export class Context {
           : this.runAbort.reason;
       abort.abort(reason);
       // Give the body a moment to stop and report what it spent.
-      await Promise.race([settled, realDelay(this.host.abortGraceMs)]);
+      await outsideWorkflow(() => settledWithin(settled, this.host.abortGraceMs));
       return { ok: false, failure: reason };
     } finally {
       stop?.abort();
@@ -1681,7 +1689,7 @@ export class Context {
         this.fail(err);
       } else this.halt({ kind: "interrupted", error: err as Error });
     } finally {
-      this.active--;
+      this.workEnded();
     }
     if (this.halted) return never();
     for (const r of [...(write.steps ?? []), ...(write.attempts ?? [])]) {
@@ -1705,7 +1713,7 @@ export class Context {
       else this.halt({ kind: "interrupted", error: err as Error });
       return never();
     } finally {
-      this.active--;
+      this.workEnded();
       this.maybeSuspend();
     }
   }
@@ -1836,38 +1844,93 @@ export class Context {
     this.halt(o);
   }
 
-  /** The function settled while attempts of other branches were running. Nothing new
-   *  starts meanwhile (beforeExecute; no retry: a failed attempt is recorded with its
-   *  retryAt), and before the run ends each attempt in flight is recorded, with its spend:
+  /** The run ends (the function settled, or the engine failed the run: halt) while work
+   *  of other branches is in flight. Nothing new starts meanwhile (beforeExecute; no retry:
+   *  a failed attempt is recorded with its retryAt), and before the run ends each attempt
+   *  in flight is recorded, with its spend:
    *  - a completed run aborts them at once (a race's loser), each with abortGraceMs to stop,
    *    as when a run is canceled;
    *  - a failed run (it may be resumed) first gives them abortGraceMs to finish on their own,
    *    so that what finishes is recorded and a resume replays it instead of executing it
-   *    again; what is still running then is aborted as above. The run's end waits at most
-   *    twice abortGraceMs. */
+   *    again (a run the engine failed is halted: it records what finishes as an attempt,
+   *    see attempt); what is still running then is aborted as above. The run's end waits
+   *    at most twice abortGraceMs, and for the writes that record them.
+   *  Returns early if the execution halts (otherwise) meanwhile. */
   private async settleInFlight(completed: boolean): Promise<void> {
     this.finishing = true;
     this.drainAbort.abort(undefined); // an in-process backoff stops: its attempt is recorded
-    if (this.liveAttempts.size === 0 && this.active === 0) return;
+    if (this.active === 0) return;
+    const haltedAt = this.halted;
     if (!completed) {
-      await outsideWorkflow(() =>
-        Promise.race([
-          Promise.allSettled([...this.liveAttempts]),
-          realDelay(this.host.abortGraceMs),
-        ]),
-      );
+      await this.inFlightEnded(this.host.abortGraceMs);
+      if (this.halted !== haltedAt) return;
     }
-    if (this.liveAttempts.size > 0) {
-      this.runAbort.abort(
-        new Error(
-          `Run "${this.host.runId}" ${completed ? "completed" : "failed"} while this step ran`,
-        ),
-      );
-    }
-    while (!this.halted && (this.liveAttempts.size > 0 || this.active > 0)) {
-      await Promise.allSettled([...this.liveAttempts]);
-      await outsideWorkflow(() => realDelay(1));
-    }
+    if (this.liveAttempts > 0) this.runAbort.abort(this.endedWhileRunning(completed));
+    await this.inFlightEnded();
+  }
+
+  /** Why an attempt still running when its run ended was stopped (its recorded error). */
+  private endedWhileRunning(completed: boolean): Error {
+    return new Error(
+      `Run "${this.host.runId}" ${completed ? "completed" : "failed"} while this step ran`,
+    );
+  }
+
+  /** One piece of work in flight (an attempt, a write, a store read, a backoff, a restore)
+   *  has ended. */
+  private workEnded(): void {
+    this.active--;
+    if (this.active === 0 && this.idleWaiters !== undefined) this.lookIdleSoon();
+  }
+
+  /** Looks whether the work in flight has ended once the microtasks that the end set off
+   *  have run: an attempt's end starts, in them, the write that records it. */
+  private lookIdleSoon(): void {
+    if (this.idleLookScheduled) return;
+    this.idleLookScheduled = true;
+    // A nextTick queued from a microtask runs once the microtask queue is empty (delivery.ts
+    // observes the end of a cascade the same way).
+    queueMicrotask(() =>
+      process.nextTick(() => {
+        this.idleLookScheduled = false;
+        this.lookIdle();
+      }),
+    );
+  }
+
+  private lookIdle(): void {
+    if (this.idleWaiters === undefined) return;
+    for (const w of [...this.idleWaiters]) w();
+  }
+
+  /** Resolves once no work is in flight (attempts, writes, store reads, backoffs), once
+   *  `ms` (real time) have passed, or once the execution halts (or, halted, never again
+   *  otherwise: halt never changes its outcome). No polling; no timer left behind. */
+  private inFlightEnded(ms?: number): Promise<void> {
+    const haltedAt = this.halted;
+    return outsideWorkflow(
+      () =>
+        new Promise<void>((resolve) => {
+          if (this.active === 0) {
+            resolve();
+            return;
+          }
+          let cancelTimer: (() => void) | undefined;
+          this.idleWaiters ??= new Set();
+          const waiters = this.idleWaiters;
+          const end = () => {
+            waiters.delete(waiter);
+            if (waiters.size === 0 && this.idleWaiters === waiters) this.idleWaiters = undefined;
+            cancelTimer?.();
+            resolve();
+          };
+          const waiter = () => {
+            if (this.active === 0 || this.halted !== haltedAt) end();
+          };
+          waiters.add(waiter);
+          if (ms !== undefined) cancelTimer = setLongTimeout(end, ms, { unref: true });
+        }),
+    );
   }
 
   /** A recorded call this execution never made again, once the branches the function left
@@ -1906,6 +1969,7 @@ export class Context {
   private halt(o: Outcome): void {
     if (this.halted) return;
     this.halted = o;
+    this.lookIdle(); // a settle under way stops waiting (settleInFlight)
     this.delivery.halt();
     this.wakeStallWaiters();
     this.stopLateWork();
@@ -1923,12 +1987,16 @@ export class Context {
             : o.error;
       this.runAbort.abort(reason);
     }
-    if (o.kind === "canceled" && this.liveAttempts.size > 0) {
+    if (o.kind === "canceled" && this.liveAttempts > 0) {
       // Attempts in flight record what they spent before the run is released as canceled.
-      const inFlight = Promise.allSettled([...this.liveAttempts]);
-      void Promise.race([inFlight, realDelay(this.host.abortGraceMs * 2)]).then(() =>
-        this.resolveDone(o),
-      );
+      void this.inFlightEnded(this.host.abortGraceMs * 2).then(() => this.resolveDone(o));
+      return;
+    }
+    if (o.kind === "failed" && this.active > 0) {
+      // The engine failed the run (a divergence, lib/fail-run.ts, a refused write) while
+      // other branches had work in flight: it settles as a function that throws does, but
+      // halted, so nothing more is handed over and only their spend is written.
+      void outsideWorkflow(() => this.settleInFlight(false)).then(() => this.resolveDone(o));
       return;
     }
     this.resolveDone(o);
@@ -1963,6 +2031,19 @@ export function formatIssues(
       return `${path.length > 0 ? `${path.join(".")}: ` : ""}${i.message}`;
     })
     .join("; ");
+}
+
+/** Waits for `p` (which never rejects), at most `ms` of real time (a grace for code to
+ *  stop, not workflow time); the timer is cleared when `p` settles first. */
+async function settledWithin(p: Promise<unknown>, ms: number): Promise<void> {
+  let cancel: (() => void) | undefined;
+  await Promise.race([
+    p,
+    new Promise<void>((resolve) => {
+      cancel = setLongTimeout(resolve, ms, { unref: true });
+    }),
+  ]);
+  cancel?.();
 }
 
 /** Real time, on purpose: a grace for code to stop, not workflow time. */
