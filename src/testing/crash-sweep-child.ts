@@ -41,7 +41,10 @@ async function main(specFile: string): Promise<void> {
   const events = decode<EventScript[]>(spec.events);
   const workflow = workflows.find((w) => w.id === spec.workflowId);
   const open = (internals: TestEngineInternals = {}, clockStart?: number) =>
-    openTestEngine({ workflows, store, engineOptions, clockStart }, internals);
+    openTestEngine(
+      { workflows, store, engineOptions, clockStart, maxIdleWakes: spec.maxIdleWakes },
+      internals,
+    );
 
   let result: ChildResult;
   if (spec.role === "baseline") {

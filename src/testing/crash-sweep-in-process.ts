@@ -66,6 +66,7 @@ async function execute<I>(
       sideEffects,
       store: storage?.store,
       engineOptions: options.engineOptions,
+      maxIdleWakes: options.maxIdleWakes,
     },
     internals,
   );

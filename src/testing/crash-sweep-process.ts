@@ -30,6 +30,7 @@ export interface ChildSpec {
   input: string;
   events: string;
   engineOptions: string;
+  maxIdleWakes?: number;
   store: { kind: "sqlite"; path: string } | { kind: "postgres"; url: string; schema: string };
   /** "crash": the boundary to die at, the `ordinal`-th the undisturbed run crossed. */
   target?: { boundary: Boundary; ordinal: number };
@@ -130,6 +131,7 @@ export function processMode<I>(options: CrashSweepOptions<I>, runId: string): Sw
     input: encodeFor("input", options.input),
     events: encodeFor("events", options.events ?? []),
     engineOptions: encodeFor("engineOptions", options.engineOptions ?? {}),
+    maxIdleWakes: options.maxIdleWakes,
   };
   let executions = 0;
   // One execution on storage of its own: the first child, then, if it was killed, a fresh

@@ -45,6 +45,9 @@ export interface CrashSweepOptions<I> {
   /** A new connection to a fresh, empty storage per call pair (default: a temp SQLite file
    *  per execution). In process only; with crash "process" see `postgres`. */
   storage?: () => { store: () => Store; cleanup: () => Promise<void> | void };
+  /** Each execution gives up once timers woke the runs this many times in a row with no
+   *  step or effect function started in between (createTestEngine's; default 200). */
+  maxIdleWakes?: number;
   /** Engine options of every engine (with crash "process": plain data only, no functions). */
   engineOptions?: TestEngineOptions["engineOptions"];
   /** How to crash: "in-process" (default: the engine's store goes dead, fast) or "process"
@@ -150,6 +153,12 @@ function checkOptions<I>(options: CrashSweepOptions<I>): void {
   if (crash !== "in-process" && crash !== "process") {
     throw new TypeError(
       `crashSweep: crash must be "in-process" (the default) or "process" (got ${JSON.stringify(crash)})`,
+    );
+  }
+  const idle = options.maxIdleWakes;
+  if (idle !== undefined && !(Number.isInteger(idle) && idle >= 1)) {
+    throw new TypeError(
+      `crashSweep: maxIdleWakes must be a whole number >= 1 (got ${JSON.stringify(idle)})`,
     );
   }
   if (crash === "process") checkProcessOptions(options);

@@ -87,14 +87,13 @@ function instrumentContext(ctx: WorkflowContext, hooks: CallHooks): WorkflowCont
       if (prop === "workspace") {
         // The opening is a step keyed "workspace:<name>", and each ws.step a step of the
         // run made through the real context: both are step calls of the run (keys, call
-        // numbers), and each ws.step function passes the hooks as ctx.step's does.
+        // numbers), and both functions pass the hooks as ctx.step's do.
         return async (name: string, ...rest: unknown[]) => {
-          keyOf(`workspace:${name}`);
-          ++index;
-          const ws = (await (value as (...a: unknown[]) => Promise<Workspace>).call(
-            target,
-            name,
-            ...rest,
+          const key = `workspace:${name}`;
+          const call = { runId: target.runId, key: keyOf(key), name: key, kind: "step" as const };
+          const i = ++index;
+          const ws = (await openThroughHooks(target, key, hooks, { ...call, index: i }, () =>
+            (value as (...a: unknown[]) => Promise<Workspace>).call(target, name, ...rest),
           )) as Workspace;
           return new Proxy(ws, {
             get(w, p, r) {
@@ -127,6 +126,46 @@ function instrumentContext(ctx: WorkflowContext, hooks: CallHooks): WorkflowCont
       };
     },
   });
+}
+
+/**
+ * Opens a workspace with its opening step's function passing the hooks. The workspace
+ * records its opening through the real context it was made with (workspace.ts: `ctx.step`
+ * on the context's own API object, not on this proxy), called synchronously as
+ * ctx.workspace() starts; so for that synchronous stretch only, the API object's `step`
+ * wraps the function of the one step keyed `key` (any other call passes through), then is
+ * put back. On a replay the step's function does not run, and neither do the hooks.
+ */
+function openThroughHooks<T>(
+  target: WorkflowContext,
+  key: string,
+  hooks: CallHooks,
+  call: Omit<CallInfo, "attempt">,
+  open: () => Promise<T>,
+): Promise<T> {
+  const api = target as { step: WorkflowContext["step"] };
+  const real = api.step;
+  let wrapped = false;
+  api.step = (<R>(name: string, fn: (s: StepContext) => Promise<R> | R, options?: unknown) => {
+    if (wrapped || name !== key || typeof fn !== "function") {
+      return real.call(target, name, fn, options as never);
+    }
+    wrapped = true;
+    return real.call(
+      target,
+      name,
+      async (s: StepContext): Promise<R> => {
+        await hooks.beforeFunction?.({ ...call, attempt: s.attempt });
+        return hooks.runBody ? hooks.runBody(() => fn(s)) : fn(s);
+      },
+      options as never,
+    );
+  }) as WorkflowContext["step"];
+  try {
+    return open();
+  } finally {
+    api.step = real;
+  }
 }
 
 /** Copies of `workflows` (same name, version and options) whose contexts call `hooks`. */

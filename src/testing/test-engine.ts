@@ -18,7 +18,7 @@ import {
   type CrashableStoreOptions,
   crashableStore,
 } from "./crashable-store.js";
-import { driveUntil } from "./drive.js";
+import { DEFAULT_MAX_IDLE_WAKES, driveUntil } from "./drive.js";
 import { type CallInfo, instrumentWorkflows } from "./instrument.js";
 import { createSideEffectCounter, runForEngine, type SideEffectCounter } from "./side-effects.js";
 import { createVirtualClock, type VirtualClock } from "./virtual-clock.js";
@@ -34,6 +34,11 @@ export interface TestEngineOptions {
   store?: () => Store;
   /** Where the virtual clock starts. Default 2026-01-01T00:00:00Z. */
   clockStart?: number | Date;
+  /** settle and the other clock drives give up once timers woke the runs this many times in
+   *  a row with no step or effect function started in between: a run sleeping (or waiting
+   *  out timeouts) in a loop that never ends. Default 200; raise it for a run meant to
+   *  sleep more often than that with nothing else to do. */
+  maxIdleWakes?: number;
   /** Other engine options (leaseMs defaults to 10 s here, pollIntervalMs to 10 ms). */
   engineOptions?: Omit<EngineOptions, "store" | "clock" | "workflows">;
 }
@@ -119,7 +124,17 @@ export function openTestEngine(
   const sideEffects = options.sideEffects ?? createSideEffectCounter();
   const storage = testStorage(options.store);
   const faults = faultHook(options.faults ?? []);
+  const maxIdleWakes = options.maxIdleWakes ?? DEFAULT_MAX_IDLE_WAKES;
+  if (!(Number.isInteger(maxIdleWakes) && maxIdleWakes >= 1)) {
+    throw new TypeError(
+      `createTestEngine: maxIdleWakes must be a whole number >= 1 (got ${JSON.stringify(options.maxIdleWakes)})`,
+    );
+  }
+  // Step and effect functions started, by any engine of this test engine: the drives' sign
+  // that timers woke the runs to some work (drive.ts).
+  let work = 0;
   const hook = async (call: CallInfo) => {
+    work++;
     await internals.beforeFunction?.(call);
     await faults(call);
   };
@@ -151,7 +166,7 @@ export function openTestEngine(
   // The harness reads and sends through a client engine of its own, so that it keeps
   // working while the serving engine is dead.
   const observer = createEngine({ store: storage.newStore(), clock, worker: false });
-  const drive = driverFor(observer, clock);
+  const drive = driverFor(observer, clock, { work: () => work, maxIdleWakes });
 
   const t: TestEngine = {
     get engine() {
@@ -283,7 +298,11 @@ type Drive = <T>(what: string, done: () => Promise<T | undefined>, o?: DriveExtr
 
 /** Moves the clock until `done` returns a value, looking through the observer; scripted
  *  events are sent as soon as their run waits for them. */
-function driverFor(observer: Engine, clock: VirtualClock): Drive {
+function driverFor(
+  observer: Engine,
+  clock: VirtualClock,
+  idle: { work: () => number; maxIdleWakes: number },
+): Drive {
   const sendDue = async (events: EventScript[], sent: Set<number>) => {
     let any = false;
     for (const [i, ev] of events.entries()) {
@@ -308,6 +327,8 @@ function driverFor(observer: Engine, clock: VirtualClock): Drive {
         return done();
       },
       onTick: () => sendDue(o.events ?? [], o.sent ?? new Set()),
+      work: idle.work,
+      maxIdleWakes: idle.maxIdleWakes,
     });
 }
 
