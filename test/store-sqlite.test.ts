@@ -77,14 +77,13 @@ describe("sqliteStore (file-specific)", () => {
     await expect(store.getRun("run_1")).rejects.toBeInstanceOf(StoreError);
   }
 
-  it("creates the parent directory, uses WAL, the busy timeout, and FULL's durability by syncing the WAL itself", async () => {
+  it("creates the parent directory, uses WAL, synchronous FULL and the busy timeout", async () => {
     const file = join(dir, "a", "b", "cairn.db");
     const store = sqliteStore(file);
     await store.open({ clock: realClock });
     expect(existsSync(file)).toBe(true);
     expect(store.pragma("journal_mode")).toBe("wal");
-    // NORMAL on the connection: cairn syncs the WAL after each commit (wal-sync.ts).
-    expect(store.pragma("synchronous")).toBe(1);
+    expect(store.pragma("synchronous")).toBe(2); // FULL
     expect(store.pragma("busy_timeout")).toBe(5000);
     await store.close();
   });

@@ -2,15 +2,7 @@
 // transaction, each undone alone when it throws, and none answered as written when the
 // transaction as a whole fails.
 
-import {
-  closeSync,
-  existsSync,
-  fdatasync,
-  fdatasyncSync,
-  mkdtempSync,
-  openSync,
-  rmSync,
-} from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
@@ -19,7 +11,6 @@ import { realClock } from "../../lib/clock.js";
 import type { StoreHint } from "../store.js";
 import { Connection } from "./connection.js";
 import type { WriteTx } from "./sql.js";
-import type { SyncCalls } from "./wal-sync.js";
 
 describe("Connection.writeGrouped", () => {
   let dir: string;
@@ -161,173 +152,6 @@ describe("Connection.writeGrouped under fake timers", () => {
     } finally {
       conn.close();
       rmSync(dir, { recursive: true, force: true });
-    }
-  });
-});
-
-describe('Connection durability ("full" on a file: cairn syncs the WAL itself)', () => {
-  /** The real file calls, logged; thread-pool syncs can be held back. */
-  function watchedCalls() {
-    const log: string[] = [];
-    let hold: Array<() => void> | undefined;
-    const calls: SyncCalls = {
-      exists: (p) => existsSync(p),
-      open: (p) => {
-        log.push(`open ${p.endsWith("-wal") ? "wal" : p}`);
-        return openSync(p, "r");
-      },
-      syncNow: (fd) => {
-        log.push("sync-now");
-        fdatasyncSync(fd);
-      },
-      syncLater: (fd, done) => {
-        log.push("sync-later");
-        const go = () => fdatasync(fd, done);
-        if (hold) hold.push(go);
-        else go();
-      },
-      close: (fd) => closeSync(fd),
-    };
-    return {
-      calls,
-      log,
-      holdSyncs: () => {
-        hold = [];
-      },
-      releaseSyncs: () => {
-        const held = hold ?? [];
-        hold = undefined;
-        for (const go of held) go();
-      },
-    };
-  }
-
-  let dir: string;
-  beforeEach(() => {
-    dir = mkdtempSync(join(tmpdir(), "cairn-durable-"));
-  });
-  afterEach(() => rmSync(dir, { recursive: true, force: true }));
-
-  const insert = (tx: WriteTx, runId: string) => {
-    tx.prepare(
-      "INSERT INTO events (run_id, name, payload, created_at, consumed_by) VALUES (?, 'e', 'p', 0, NULL)",
-    ).run(runId);
-    tx.hint({ kind: "runnable", runId });
-  };
-
-  it("runs SQLite at NORMAL and syncs the WAL after each commit, before answering it", async () => {
-    const w = watchedCalls();
-    const conn = new Connection(
-      join(dir, "d.db"),
-      { synchronous: "full", busyTimeoutMs: 1000, syncCalls: w.calls },
-      () => w.log.push("hint"),
-    );
-    conn.open(realClock);
-    try {
-      expect(conn.pragma("synchronous")).toBe(1);
-      await conn.write("test", (tx) => {
-        insert(tx, "a");
-        w.log.push("commit");
-      });
-      await conn.write("test", (tx) => insert(tx, "b"));
-      expect(w.log).toEqual(["commit", "open wal", "sync-now", "hint", "sync-now", "hint"]);
-    } finally {
-      conn.close();
-    }
-  });
-
-  it("writers that overlap share syncs on the thread pool; none is answered, nor its hint emitted, before a sync that began after its commit", async () => {
-    const w = watchedCalls();
-    const hinted: string[] = [];
-    const conn = new Connection(
-      join(dir, "d.db"),
-      { synchronous: "full", busyTimeoutMs: 1000, syncCalls: w.calls },
-      (h) => hinted.push(h.runId ?? ""),
-    );
-    conn.open(realClock);
-    try {
-      const answered: string[] = [];
-      const writer = async (id: number) => {
-        for (let i = 0; i < 20; i++) {
-          const key = `w${id}-${i}`;
-          await conn.write("test", (tx) => insert(tx, key));
-          answered.push(key);
-        }
-      };
-      await Promise.all(Array.from({ length: 8 }, (_, id) => writer(id)));
-      expect(answered).toHaveLength(160);
-      const later = w.log.filter((l) => l === "sync-later").length;
-      expect(later).toBeGreaterThan(0);
-      // Overlapped syncs cover several commits each.
-      expect(w.log.filter((l) => l.startsWith("sync")).length).toBeLessThan(160);
-
-      // Held syncs: commits land, but nothing is answered or hinted until the sync ends.
-      w.holdSyncs();
-      hinted.length = 0;
-      let done = false;
-      const pending = conn
-        .write("test", (tx) => insert(tx, "held"))
-        .then(() => {
-          done = true;
-        });
-      await new Promise((r) => setTimeout(r, 20));
-      expect(done).toBe(false);
-      expect(hinted).toEqual([]);
-      w.releaseSyncs();
-      await pending;
-      expect(hinted).toEqual(["held"]);
-    } finally {
-      conn.close();
-    }
-  });
-
-  it("a failed sync refuses that write and every later one, naming the file and saying to restart", async () => {
-    const w = watchedCalls();
-    let fail = false;
-    const calls: SyncCalls = {
-      ...w.calls,
-      syncNow: (fd) => {
-        if (fail) throw Object.assign(new Error("EIO: i/o error, fdatasync"), { code: "EIO" });
-        w.calls.syncNow(fd);
-      },
-    };
-    const path = join(dir, "d.db");
-    const conn = new Connection(
-      path,
-      { synchronous: "full", busyTimeoutMs: 1000, syncCalls: calls },
-      () => {},
-    );
-    conn.open(realClock);
-    try {
-      await conn.write("test", (tx) => insert(tx, "a"));
-      fail = true;
-      const err = await conn.write("test", (tx) => insert(tx, "b")).catch((e: unknown) => e);
-      expect(err).toBeInstanceOf(StoreError);
-      expect(String((err as Error).message)).toContain(path);
-      expect(String((err as Error).message)).toContain("restart the process");
-      fail = false;
-      await expect(conn.write("test", (tx) => insert(tx, "c"))).rejects.toBe(err);
-    } finally {
-      conn.close();
-    }
-  });
-
-  it('"normal" and ":memory:" stores do not sync', async () => {
-    for (const [path, synchronous] of [
-      [join(dir, "n.db"), "normal"],
-      [":memory:", "full"],
-    ] as const) {
-      const w = watchedCalls();
-      const conn = new Connection(
-        path,
-        { synchronous, busyTimeoutMs: 1000, syncCalls: w.calls },
-        () => {},
-      );
-      conn.open(realClock);
-      await conn.write("test", (tx) => insert(tx, "a"));
-      expect(await conn.syncNow()).toBeUndefined();
-      conn.close();
-      expect(w.log).toEqual([]);
     }
   });
 });

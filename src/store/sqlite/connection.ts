@@ -15,13 +15,10 @@ import type { StoreHint } from "../store.js";
 import { migrate, newerSchemaError, readSchemaVersion } from "./migrate.js";
 import { SCHEMA_VERSION } from "./migrations/index.js";
 import type { ReadTx, StoreContext, WriteTx } from "./sql.js";
-import { type SyncCalls, WalSync } from "./wal-sync.js";
 
 export interface ConnectionOptions {
   synchronous: "full" | "normal";
   busyTimeoutMs: number;
-  /** The file calls of a "full" store's WAL sync (tests watch them; default: node:fs). */
-  syncCalls?: SyncCalls;
 }
 
 const CORRUPTION_CODES = new Set(["SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_CORRUPT_INDEX"]);
@@ -133,19 +130,11 @@ export function openDatabase(
     db.pragma("journal_mode = WAL");
     db.pragma(`synchronous = ${options.synchronous === "normal" ? "NORMAL" : "FULL"}`);
     migrate(db, path, nowMs);
-    // "full" past this point: WalSync syncs the WAL after each commit (wal-sync.ts); the
-    // migrations above committed at FULL.
-    if (syncsItself(path, options)) db.pragma("synchronous = NORMAL");
     return db;
   } catch (err) {
     db?.close();
     throw storeErrorFor(path, "opening", err, options.busyTimeoutMs);
   }
-}
-
-/** A "full" store on a file: cairn syncs its WAL itself (wal-sync.ts). */
-function syncsItself(path: string, options: ConnectionOptions): boolean {
-  return options.synchronous === "full" && path !== ":memory:";
 }
 
 const BUSY_RETRIES = 3;
@@ -159,12 +148,6 @@ interface GroupedWrite {
   fn: (tx: WriteTx) => unknown;
   resolve: (value: unknown) => void;
   reject: (err: Error) => void;
-}
-
-/** A write transaction that committed, with the hints it will emit once durable. */
-interface Committed<T> {
-  result: T;
-  hints: StoreHint[];
 }
 
 type GroupAnswer = { ok: true; value: unknown; hints: StoreHint[] } | { ok: false; error: unknown };
@@ -195,8 +178,6 @@ export class Connection implements StoreContext {
   /** Writes waiting for the group transaction of this turn (writeGrouped). */
   #grouped: GroupedWrite[] = [];
   #flushArmed = false;
-  /** Makes each commit durable before it is answered, for a "full" store on a file. */
-  #wal: WalSync | undefined;
   readonly #prepare = (sql: string): Database.Statement => {
     let s = this.#statements.get(sql);
     if (!s) {
@@ -220,9 +201,6 @@ export class Connection implements StoreContext {
       this.#transaction = db.transaction((fn: () => unknown) => fn()) as RunInTransaction;
       this.#clock = clock;
       this.#statements.clear();
-      this.#wal = syncsItself(this.path, this.options)
-        ? new WalSync(`${this.path}-wal`, (err) => this.#syncFailure(err), this.options.syncCalls)
-        : undefined;
     }
     this.#openers += 1;
   }
@@ -238,8 +216,6 @@ export class Connection implements StoreContext {
     this.#db = undefined;
     this.#transaction = undefined;
     this.#statements.clear();
-    this.#wal?.close();
-    this.#wal = undefined;
     try {
       db?.close();
     } catch (err) {
@@ -256,65 +232,28 @@ export class Connection implements StoreContext {
     return this.#clock.now();
   }
 
-  /** Runs `fn` in one BEGIN IMMEDIATE transaction; it is answered, and its hints emitted,
-   *  once the commit is durable. The first try runs at once (better-sqlite3 answers
-   *  synchronously, and an async function per commit showed in profiles); only a BUSY goes
-   *  on to the retries. */
+  /** Runs `fn` in one BEGIN IMMEDIATE transaction; hints are emitted after it commits. The
+   *  first try runs at once (better-sqlite3 answers synchronously, and an async function
+   *  per commit showed in profiles); only a BUSY goes on to the retries. */
   write<T>(verb: string, fn: (tx: WriteTx) => T): Promise<T> {
-    let done: Committed<T>;
     try {
-      done = this.#writeOnce(fn);
+      return Promise.resolve(this.#writeOnce(fn));
     } catch (err) {
       if (isBusy(err)) return this.#writeAfterBusy(verb, fn);
       return Promise.reject(this.#writeFailure(verb, err));
     }
-    return this.#answer(done);
   }
 
   async #writeAfterBusy<T>(verb: string, fn: (tx: WriteTx) => T): Promise<T> {
     for (let retry = 1; ; retry++) {
       await jitteredPause(retry);
-      let done: Committed<T>;
       try {
-        done = this.#writeOnce(fn);
+        return this.#writeOnce(fn);
       } catch (err) {
         if (isBusy(err) && retry < BUSY_RETRIES) continue;
         throw this.#writeFailure(verb, err);
       }
-      return this.#answer(done);
     }
-  }
-
-  /** Answers a committed write once it is durable, and only then emits its hints: a hint
-   *  may make another part of this process act on the write. */
-  #answer<T>({ result, hints }: Committed<T>): Promise<T> {
-    const emit = () => {
-      for (const h of hints) this.emit(h);
-      return result;
-    };
-    let durable: Promise<void> | undefined;
-    try {
-      durable = this.#wal?.committed();
-    } catch (err) {
-      return Promise.reject(err);
-    }
-    return durable === undefined ? Promise.resolve(emit()) : durable.then(emit);
-  }
-
-  /** Resolves once every commit made to the file before the call (by any connection) is
-   *  durable: for a read whose answer someone may act on outside the store. */
-  syncNow(): Promise<void> {
-    return this.#wal?.syncNow() ?? Promise.resolve();
-  }
-
-  #syncFailure(err: unknown): StoreError {
-    const message = err instanceof Error ? err.message : String(err);
-    return new StoreError(
-      `SQLite store "${this.path}": syncing the write-ahead log to disk failed (${message}). ` +
-        "What the last commits wrote may not be on disk, so this store refuses every write " +
-        "from now on; check the disk, then restart the process to reopen the store.",
-      { cause: err },
-    );
   }
 
   /**
@@ -378,8 +317,7 @@ export class Connection implements StoreContext {
     );
   }
 
-  #writeOnce<T>(fn: (tx: WriteTx) => T): Committed<T> {
-    this.#wal?.assertUsable();
+  #writeOnce<T>(fn: (tx: WriteTx) => T): T {
     const hints: StoreHint[] = [];
     const transaction = this.#transactions();
     const tx: WriteTx = {
@@ -390,7 +328,8 @@ export class Connection implements StoreContext {
       savepoint: (inner) => (arg) => transaction(() => inner(arg)),
     };
     const result = transaction.immediate(() => fn(tx));
-    return { result, hints };
+    for (const h of hints) this.emit(h);
+    return result;
   }
 
   #writeFailure(verb: string, err: unknown): Error {

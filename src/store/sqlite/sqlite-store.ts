@@ -41,7 +41,6 @@ import type {
   WorkerRecord,
   WriteOutcome,
 } from "../store.js";
-import { TERMINAL_STATUSES } from "../store.js";
 import { createRunProblem, releaseProblem } from "../verb-arguments.js";
 import type {
   DeleteRunOutcome,
@@ -146,13 +145,7 @@ class SqliteStoreImpl implements SqliteStore {
   }
 
   async getRun(id: string): Promise<RunRecord | undefined> {
-    const run = await getRun(this.#ctx, id);
-    // A run's end is what result() hands to its caller, who may act on it: it must be on
-    // disk first, whichever connection wrote it (wal-sync.ts).
-    if (run && TERMINAL_STATUSES.has(run.status)) {
-      await this.#ctx.syncNow();
-    }
-    return run;
+    return getRun(this.#ctx, id);
   }
 
   async listRuns(filter: RunFilter = {}): Promise<RunRecord[]> {
