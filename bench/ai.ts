@@ -13,16 +13,12 @@ import { generateText, type ModelMessage, tool } from "ai";
 import { MockLanguageModelV4 } from "ai/test";
 import Database from "better-sqlite3";
 import { z } from "zod";
-import { createAi } from "../src/ai/index.js";
-import {
-  type AnyWorkflow,
-  createEngine,
-  realClock,
-  sqliteStore,
-  type WorkflowContext,
-  workflow,
-} from "../src/index.js";
+import type { AnyWorkflow, WorkflowContext } from "../src/index.js";
+import { cairn, cairnAi } from "./cairn.js";
 import { fmt, median, now, type Section, type SectionReport, tempDir } from "./lib.js";
+
+const { createEngine, realClock, sqliteStore, workflow } = cairn;
+const { createAi } = cairnAi;
 
 const ROUNDS = 5;
 const CALLS = 100;

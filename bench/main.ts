@@ -4,6 +4,7 @@
 
 import { cpus, loadavg, platform, release } from "node:os";
 import { aiSection } from "./ai.js";
+import { fromSource } from "./cairn.js";
 import { fmt, formatTable, now, type Section } from "./lib.js";
 import { postgresSection } from "./postgres.js";
 import { sqliteSection } from "./sqlite.js";
@@ -28,7 +29,8 @@ async function main(): Promise<void> {
   const cpu = cpus();
   console.log(
     `cairn bench: node ${process.version}, ${platform()} ${release()}, ` +
-      `${cpu.length} x ${cpu[0]?.model ?? "cpu"}, load average ${loadavg().map(fmt).join(" ")}`,
+      `${cpu.length} x ${cpu[0]?.model ?? "cpu"}, load average ${loadavg().map(fmt).join(" ")}; ` +
+      `measuring ${fromSource ? "the TypeScript sources through tsx (CAIRN_BENCH_SOURCE=1)" : "the compiled package (dist/)"}`,
   );
   const t0 = now();
   for (const section of sections) {

@@ -17,8 +17,8 @@ import { randomBytes } from "node:crypto";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
-import { createEngine, type Engine, workflow } from "../src/index.js";
-import { postgresStore } from "../src/postgres.js";
+import type { Engine } from "../src/index.js";
+import { cairn, cairnPostgres } from "./cairn.js";
 import {
   type BenchEngine,
   measureAgentRuns,
@@ -41,6 +41,9 @@ import {
   within,
 } from "./lib.js";
 import { addProbe, expectedSum, type LoopInput, loop } from "./workflows.js";
+
+const { createEngine, workflow } = cairn;
+const { postgresStore } = cairnPostgres;
 
 const DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/test";
 const ROUNDS = 5;

@@ -5,9 +5,11 @@
 // JavaScript around each commit instead of the fsync. Summarize the profile with
 // bench/profile-summary.ts.
 
-import { createEngine, sqliteStore } from "../src/index.js";
+import { cairn } from "./cairn.js";
 import { tempDir } from "./lib.js";
 import { expectedSum, loop } from "./workflows.js";
+
+const { createEngine, sqliteStore } = cairn;
 
 const args = process.argv.slice(2);
 const runs = Number(args.find((a) => !a.startsWith("--")) ?? 300);

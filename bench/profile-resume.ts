@@ -7,8 +7,10 @@
 // prepare again before the next). bench/profile-summary.ts with runs x 1,000 as the step
 // count gives the cost per replayed call.
 
-import { createEngine, sqliteStore } from "../src/index.js";
+import { cairn } from "./cairn.js";
 import { expectedSum, loop } from "./workflows.js";
+
+const { createEngine, sqliteStore } = cairn;
 
 const [mode, path, count] = process.argv.slice(2);
 if ((mode !== "prepare" && mode !== "resume") || path === undefined) {

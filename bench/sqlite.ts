@@ -6,7 +6,7 @@
 
 import { join } from "node:path";
 import Database from "better-sqlite3";
-import { createEngine, sqliteStore } from "../src/index.js";
+import { cairn } from "./cairn.js";
 import {
   type BenchEngine,
   measureAgentRuns,
@@ -28,6 +28,8 @@ import {
   timedStore,
 } from "./lib.js";
 import { loop } from "./workflows.js";
+
+const { createEngine, sqliteStore } = cairn;
 
 /** Measured rounds per figure; each figure is the median round. The concurrent case has
  *  fewer: its raw floor (6,400 fsync'd transactions a round) dominates the section's time. */

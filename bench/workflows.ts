@@ -3,8 +3,10 @@
 // name a probe: its first step waits at the probe's barrier (so claims and starts stay
 // outside the measured window) and every executed step stamps its start time.
 
-import { workflow } from "../src/index.js";
+import { cairn } from "./cairn.js";
 import type { Barrier } from "./lib.js";
+
+const { workflow } = cairn;
 
 export interface Probe {
   barrier?: Barrier;

@@ -15,13 +15,16 @@ import { lstatSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "
 import { dirname, join } from "node:path";
 import pg from "pg";
 import { decode } from "../src/codec/codec.js";
-import { createEngine, type Store, sqliteStore, workflow } from "../src/index.js";
-import { postgresStore } from "../src/postgres.js";
+import type { Store } from "../src/index.js";
 import type { WorkspaceObject } from "../src/store/workspace-records.js";
 import { restoreTo } from "../src/workspace/restore.js";
 import { baseRules, StatCache } from "../src/workspace/scan.js";
 import { fromObject, readTrees } from "../src/workspace/tree.js";
+import { cairn, cairnPostgres } from "./cairn.js";
 import { fmt, median, now, type Row, type Section, type SectionReport, tempDir } from "./lib.js";
+
+const { createEngine, sqliteStore, workflow } = cairn;
+const { postgresStore } = cairnPostgres;
 
 const FILES = 2_000;
 const DIRS = 100;
