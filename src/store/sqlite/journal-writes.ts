@@ -5,8 +5,9 @@
 // is counted exactly once.
 //
 // A group commit is one transaction; each run's share (a RunWrite) is fenced by the run's
-// epoch and applied in a SAVEPOINT of its own, so a lost lease or a conflict lands nothing
-// of its write while the other writes commit. A write with a record no backend can store
+// epoch and, when it holds several records, applied in a SAVEPOINT of its own, so a lost
+// lease or a conflict lands nothing of its write while the other writes commit (a write of
+// one record that conflicts has inserted nothing). A write with a record no backend can store
 // (storable.ts) is answered "unstorable" before the transaction begins.
 
 import { addAmounts } from "../../lib/amounts.js";
