@@ -4,7 +4,7 @@
 // Judged from the run and the workers' heartbeats; finished runs keep their own reason.
 
 import { APPROVAL_EVENT_PREFIX, type RunView, type WorkerView } from "../index.js";
-import { iso, quoted } from "./format.js";
+import { iso, quoted, shellArg } from "./format.js";
 
 /** `lease: false` leaves a running run's lease out, for a view that shows it on its own. */
 export function explainRun(
@@ -47,7 +47,7 @@ export function explainRun(
     case "paused":
       if (run.pausedFor === "budget") {
         const spent = (run.reason ?? "over a limit").replace(/^budget: /, "");
-        return `paused for budget: ${spent} (raise it: cairn resume ${run.id} --budget name=amount)`;
+        return `paused for budget: ${spent} (raise it: cairn resume ${shellArg(run.id)} --budget name=amount)`;
       }
       if (run.pausedFor === "version")
         return `paused: ${run.reason ?? `no live worker serves ${ref}`}`;

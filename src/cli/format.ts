@@ -116,6 +116,18 @@ export function quoted(text: string): string {
   return `"${printable(text)}"`;
 }
 
+/** `text` as one shell word (bash, zsh) to paste into a command: as it is when it is only
+ *  safe characters, else in single quotes, or as $'...' with escapes when it holds a line
+ *  break or another control character (in single quotes it would still break the line). */
+export function shellArg(text: string): string {
+  if (/^[\w@%+=:,./-]+$/.test(text)) return text;
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is escaped
+  if (!/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/.test(text)) {
+    return `'${text.replaceAll("'", "'\\''")}'`;
+  }
+  return `$'${JSON.stringify(text).slice(1, -1).replaceAll("'", "\\'")}'`;
+}
+
 /** Characters a terminal acts on instead of showing: C0 controls but tab and newline (ESC
  *  starts sequences that clear the screen, retitle the window, hide or fake text; CR and
  *  backspace overwrite what was printed), DEL, C1 controls (U+009B is CSI), and the bidi

@@ -4,8 +4,12 @@
 // that began with its first failure ends. A client is its address as the server sees it
 // (the peer of the connection: behind a proxy, every client shares the proxy's, and
 // X-Forwarded-For is not trusted, since anyone can send it); an IPv6 address counts by
-// its /64, which one machine usually holds whole. Memory is bounded: at most
-// MAX_TRACKED_CLIENTS are remembered, the oldest forgotten first.
+// its /64, which one machine usually holds whole. A right token does not clear the count
+// (a read-only token's holder would otherwise guess at the full token without end, nine
+// at a time). Memory is bounded: at most MAX_TRACKED_CLIENTS are remembered, the oldest
+// that is not limited forgotten first (forgetting a limited one would let whoever fails
+// from enough other addresses, one IPv6 /48 holds 65,536 /64s, unlock it). When every
+// remembered client is limited, the clients beyond them share one count.
 
 import type { Context } from "hono";
 import type { Clock } from "../index.js";
@@ -23,6 +27,8 @@ interface Failures {
 export class LoginLimiter {
   /** In the order their windows began (so also the order they end). */
   private readonly clients = new Map<string, Failures>();
+  /** The shared count of clients not remembered because every remembered one is limited. */
+  private overflow: Failures | undefined;
 
   constructor(
     private readonly clock: Clock,
@@ -31,7 +37,7 @@ export class LoginLimiter {
 
   /** Milliseconds until `client` may sign in again; 0 when it may now. */
   waitFor(client: string): number {
-    const f = this.current(client);
+    const f = this.current(client) ?? this.currentOverflow();
     if (!f || f.count < LOGIN_FAILURES) return 0;
     return f.since + LOGIN_WINDOW_MS - this.clock.now();
   }
@@ -43,16 +49,13 @@ export class LoginLimiter {
       f.count += 1;
       return;
     }
-    while (this.clients.size >= this.max) {
-      const oldest = this.clients.keys().next().value;
-      if (oldest === undefined) break;
-      this.clients.delete(oldest);
+    if (this.clients.size >= this.max && !this.forgetOneNotLimited()) {
+      const o = this.currentOverflow();
+      if (o) o.count += 1;
+      else this.overflow = { count: 1, since: this.clock.now() };
+      return;
     }
     this.clients.set(client, { count: 1, since: this.clock.now() });
-  }
-
-  succeeded(client: string): void {
-    this.clients.delete(client);
   }
 
   /** How many clients are remembered (for tests). */
@@ -67,6 +70,24 @@ export class LoginLimiter {
       return undefined;
     }
     return f;
+  }
+
+  private currentOverflow(): Failures | undefined {
+    if (this.overflow && this.overflow.since + LOGIN_WINDOW_MS <= this.clock.now()) {
+      this.overflow = undefined;
+    }
+    return this.overflow;
+  }
+
+  /** Forgets the oldest client that is not limited; false when every one is. */
+  private forgetOneNotLimited(): boolean {
+    for (const [client, f] of this.clients) {
+      if (f.count < LOGIN_FAILURES) {
+        this.clients.delete(client);
+        return true;
+      }
+    }
+    return false;
   }
 
   private prune(): void {

@@ -305,7 +305,10 @@ function startSession(c: Context, token: string, s: SignIn): SignInResult {
     s.limiter.failed(client);
     return { ok: false, reason: "invalid" };
   }
-  s.limiter.succeeded(client);
+  // The browser's previous session (signed in again, by the form or a link) ends: a copy
+  // of its cookie must not outlive this one's logout.
+  const previous = getCookie(c, SESSION_COOKIE);
+  if (previous !== undefined) s.sessions.end(previous);
   setSession(c, s.sessions.create(role), s.cookiePath, new URL(c.req.url).protocol === "https:");
   return { ok: true, role };
 }
@@ -322,14 +325,26 @@ function authenticate(c: Context, url: URL, s: SignIn): Verdict {
     const cookie = getCookie(c, SESSION_COOKIE);
     if (cookie !== undefined) role = s.sessions.roleOf(cookie);
   }
-  // A link carrying ?token= signs the browser in, then drops the token from the URL.
+  // A link carrying ?token= signs the browser in, then drops the token from the URL. Only
+  // a page opened as a page: an image, a frame or a fetch() of another site would
+  // otherwise spend the limit of its visitors' address with wrong tokens (browsers say
+  // what a request is for in Sec-Fetch-Dest, to https and loopback addresses).
   const queryToken = url.searchParams.get("token");
-  if (c.req.method === "GET" && !s.isApi(url.pathname) && queryToken !== null) {
+  const dest = c.req.header("sec-fetch-dest");
+  if (
+    c.req.method === "GET" &&
+    !s.isApi(url.pathname) &&
+    queryToken !== null &&
+    (dest === undefined || dest === "document")
+  ) {
     const signedIn = startSession(c, queryToken, s);
-    if (!signedIn.ok && signedIn.reason === "limited") {
+    const limited = !signedIn.ok && signedIn.reason === "limited";
+    // A browser already signed in (its cookie) is not refused for following a link while
+    // its address is limited: the link's token is not looked at, it goes to the page.
+    if (!signedIn.ok && signedIn.reason === "limited" && role === undefined) {
       return { answer: s.refuse(c, tooManyAttempts(c, signedIn.retryAfterS)) };
     }
-    if (signedIn.ok) {
+    if (signedIn.ok || limited) {
       url.searchParams.delete("token");
       // "//evil.example/?token=..." must not send the browser to evil.example.
       const path = `/${url.pathname.replace(/^\/+/, "")}`;

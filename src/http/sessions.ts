@@ -15,7 +15,8 @@ import type { Role } from "./security.js";
 
 /** How long a session lasts from sign-in (the cookie's Max-Age too). */
 export const SESSION_MAX_AGE_MS = 7 * 24 * 3600 * 1000;
-/** Sessions kept at most; signing in beyond it ends the oldest. */
+/** Sessions kept at most for each role; signing in beyond it ends the oldest of that role
+ *  (so read-only sign-ins, however many, never end a full-token session). */
 export const MAX_SESSIONS = 10_000;
 
 interface Session {
@@ -26,8 +27,12 @@ interface Session {
 const digest = (id: string) => createHash("sha256").update(id).digest("base64url");
 
 export class Sessions {
-  /** By the digest of the id, in the order created (so also in the order they expire). */
-  private readonly byDigest = new Map<string, Session>();
+  /** Per role, by the digest of the id, in the order created (so also the order they
+   *  expire). */
+  private readonly byRole: Record<Role, Map<string, Session>> = {
+    act: new Map(),
+    read: new Map(),
+  };
 
   constructor(
     private readonly clock: Clock,
@@ -36,14 +41,15 @@ export class Sessions {
 
   /** A new session for `role`; its id, the cookie's value. */
   create(role: Role): string {
-    this.prune();
-    while (this.byDigest.size >= this.max) {
-      const oldest = this.byDigest.keys().next().value;
+    const sessions = this.byRole[role];
+    this.prune(sessions);
+    while (sessions.size >= this.max) {
+      const oldest = sessions.keys().next().value;
       if (oldest === undefined) break;
-      this.byDigest.delete(oldest);
+      sessions.delete(oldest);
     }
     const id = randomBytes(32).toString("base64url");
-    this.byDigest.set(digest(id), { role, expiresAt: this.clock.now() + SESSION_MAX_AGE_MS });
+    sessions.set(digest(id), { role, expiresAt: this.clock.now() + SESSION_MAX_AGE_MS });
     return id;
   }
 
@@ -51,30 +57,34 @@ export class Sessions {
   roleOf(id: string): Role | undefined {
     if (id.length > 100) return undefined;
     const key = digest(id);
-    const s = this.byDigest.get(key);
-    if (!s) return undefined;
-    if (s.expiresAt <= this.clock.now()) {
-      this.byDigest.delete(key);
-      return undefined;
+    for (const sessions of Object.values(this.byRole)) {
+      const s = sessions.get(key);
+      if (!s) continue;
+      if (s.expiresAt <= this.clock.now()) {
+        sessions.delete(key);
+        return undefined;
+      }
+      return s.role;
     }
-    return s.role;
+    return undefined;
   }
 
   /** Ends a session: its cookie is worthless from now on, wherever it was copied to. */
   end(id: string): void {
-    this.byDigest.delete(digest(id));
+    const key = digest(id);
+    for (const sessions of Object.values(this.byRole)) sessions.delete(key);
   }
 
   /** How many sessions are kept (for tests). */
   get size(): number {
-    return this.byDigest.size;
+    return this.byRole.act.size + this.byRole.read.size;
   }
 
-  private prune(): void {
+  private prune(sessions: Map<string, Session>): void {
     const now = this.clock.now();
-    for (const [key, s] of this.byDigest) {
+    for (const [key, s] of sessions) {
       if (s.expiresAt > now) break;
-      this.byDigest.delete(key);
+      sessions.delete(key);
     }
   }
 }

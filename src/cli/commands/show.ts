@@ -13,6 +13,7 @@ import {
   iso,
   printable,
   quoted,
+  shellArg,
   table,
   toJson,
 } from "../format.js";
@@ -81,22 +82,21 @@ function describeRun(run: RunView, why: string, steps: StepView[], now: Date): s
   const field = (label: string, value: string) => `  ${label.padEnd(12)}${value}`;
   const lines = [
     `Run ${quoted(run.id)}`,
-    field("workflow", `${run.workflow}@${run.version}`),
+    field("workflow", printable(`${run.workflow}@${run.version}`)),
     field("status", run.status),
   ];
   const finished = ["completed", "failed", "canceled"].includes(run.status);
-  if (finished && run.reason) lines.push(field("reason", run.reason));
-  if (!finished && why) lines.push(field("why", why));
+  if (finished && run.reason) lines.push(field("reason", printable(run.reason)));
+  if (!finished && why) lines.push(field("why", printable(why)));
   if (run.leaseOwner) {
     const until = run.leaseUntil ? ` until ${iso(run.leaseUntil)}` : "";
     const ended =
       run.leaseUntil && run.leaseUntil.getTime() < now.getTime()
         ? " (ended: another worker takes the run over)"
         : "";
-    lines.push(field("lease", `${run.leaseOwner}${until}${ended}`));
+    lines.push(field("lease", `${printable(run.leaseOwner)}${until}${ended}`));
   }
-  if (run.waitingFor)
-    lines.push(field("waiting for", run.waitingFor.map((e) => `"${e}"`).join(", ")));
+  if (run.waitingFor) lines.push(field("waiting for", run.waitingFor.map(quoted).join(", ")));
   if (run.wakeAt) lines.push(field("wakes at", iso(run.wakeAt)));
   if (run.parentId) lines.push(field("parent", quoted(run.parentId)));
   lines.push(field("created", iso(run.createdAt)), field("updated", iso(run.updatedAt)));
@@ -182,16 +182,19 @@ function describeApprovals(approvals: ApprovalView[]): string[] {
       lines.push(field("deadline", `${iso(a.deadline)} (then: ${a.onTimeout})`));
     }
     if (a.answeredAt) {
-      const via = a.via ? ` via ${a.via}` : "";
+      const via = a.via ? ` via ${printable(a.via)}` : "";
       lines.push(
-        field("answered", `${a.status} by ${a.answeredBy ?? "?"} at ${iso(a.answeredAt)}${via}`),
+        field(
+          "answered",
+          `${a.status} by ${a.answeredBy === undefined ? "?" : printable(a.answeredBy)} at ${iso(a.answeredAt)}${via}`,
+        ),
       );
     }
-    if (a.comment) lines.push(field("comment", a.comment));
+    if (a.comment) lines.push(field("comment", printable(a.comment)));
     if (a.answer !== undefined) lines.push(field("answer", formatValue(a.answer, pad)));
     if (a.status === "pending") {
       lines.push(
-        field("answer it", `cairn approve ${quoteArg(a.runId)} ${quoteArg(a.key)} (or reject)`),
+        field("answer it", `cairn approve ${shellArg(a.runId)} ${shellArg(a.key)} (or reject)`),
       );
     }
   }
@@ -210,8 +213,4 @@ function describeRequest(request: unknown): string[] {
   const lines = ["    request"];
   for (const [k, v] of Object.entries(request)) lines.push(`      ${k.padEnd(10)}  ${text(v)}`);
   return lines;
-}
-
-function quoteArg(text: string): string {
-  return /^[\w@%+=:,./-]+$/.test(text) ? text : `'${text.replaceAll("'", "'\\''")}'`;
 }

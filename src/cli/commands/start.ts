@@ -5,7 +5,7 @@
 
 import { defineCommand, UsageError } from "../command.js";
 import { parseBudget, parseJson, readStdin } from "../flag-values.js";
-import { formatBudget, printable, quoted, toJson } from "../format.js";
+import { formatBudget, printable, quoted, shellArg, toJson } from "../format.js";
 import { withClient } from "../store-spec.js";
 
 export const start = defineCommand({
@@ -76,7 +76,7 @@ Options:
     } else if (started.created) {
       ctx.out("Budget: the workflow's default limits, applied by the worker that executes it");
     }
-    ctx.out(`Follow it with: cairn show ${printable(started.id)}`);
+    ctx.out(`Follow it with: cairn show ${shellArg(started.id)}`);
     return 0;
   },
 });
