@@ -272,6 +272,8 @@ export class Context {
   private events: EventRecord[];
   private readonly seenEventSeqs = new Set<number>();
   private readonly blocked = new Set<Blocked>();
+  /** Child runs being created (each also counts in `active`). */
+  private readonly childStarts = new Set<Promise<void>>();
   /** How many attempts are in flight (each also counts in `active`). */
   private liveAttempts = 0;
   /** Who waits for the work in flight to end (inFlightEnded); undefined while no one does,
@@ -819,7 +821,16 @@ export class Context {
       // The child id is derived from (run, key), so starting it again after a crash is a
       // no-op: the child is created once.
       childId = childRunId(this.host.runId, call.key);
-      await this.active0(this.host.startChild(childId, wf, input));
+      const starting = this.host.startChild(childId, wf, input);
+      // Until it has landed (or failed), the run is not released (halt): a finished parent
+      // may be deleted, and a child created after that would be left behind.
+      const landed = starting.then(
+        () => {},
+        () => {},
+      );
+      this.childStarts.add(landed);
+      void landed.then(() => this.childStarts.delete(landed));
+      await this.active0(starting);
       await this.commit({ intents: [intentRecord(call, { childId }, startedAt)] });
     }
     const eventName = `${CHILD_EVENT_PREFIX}${childId}`;
@@ -1276,6 +1287,9 @@ export class Context {
       const traced = span ? (s: StepContext) => span.run(() => body(s)) : body;
       let result: AttemptResult<T>;
       try {
+        // Resolves with the attempt still counted in flight (liveAttempts, active) until
+        // what it returned is handed on below: a halt in between (a divergence found by
+        // another branch) is settled with it (settleInFlight), and its spend recorded.
         result = await this.attempt(call, plan.attempt, timeoutMs, traced);
       } catch (err) {
         span?.end({ outcome: "interrupted", spend: {} });
@@ -1283,34 +1297,49 @@ export class Context {
       } finally {
         subtractAmounts(this.reserved, estimate);
       }
-      addAmounts(this.reserved, result.spend);
-      if (this.halted) {
-        span?.end({ outcome: "interrupted", spend: result.spend });
-        return never();
+      let counted = true;
+      const attemptEnded = () => {
+        if (!counted) return;
+        counted = false;
+        this.liveAttempts--;
+        this.workEnded();
+      };
+      try {
+        addAmounts(this.reserved, result.spend);
+        if (this.halted) {
+          span?.end({ outcome: "interrupted", spend: result.spend });
+          await this.recordCutAttempt(call, plan.attempt, result);
+          return never();
+        }
+        // Each write below begins (counted in active) before the attempt stops counting.
+        const encoded = result.ok ? this.encodeStepValue(call, result.value) : undefined;
+        if (typeof encoded === "string") {
+          span?.end({ outcome: "ok", spend: result.spend });
+          return this.recordEncoded<T>(call, encoded, result.startedAt, undefined, {
+            spend: result.spend,
+            attempt: plan.attempt,
+            ...describe?.(),
+          });
+        }
+        // A value that cannot be stored is the attempt's failure, like a throw.
+        const failure = result.ok ? encoded : result.failure;
+        const failed = this.judgeAttempt(call, plan.attempt, policy, result, failure, span);
+        if (failed.final) {
+          return this.recordError<T>(call, failed.record.error, result.startedAt, {
+            attempts: [failed.record],
+            attempt: plan.attempt,
+          });
+        }
+        const written = this.commit({ attempts: [failed.record] });
+        attemptEnded();
+        await written;
+        const pending = this.pendingSpend.get(call.key) ?? {};
+        addAmounts(pending, result.spend);
+        this.pendingSpend.set(call.key, pending);
+        prior.push(failed.record);
+      } finally {
+        attemptEnded();
       }
-      const encoded = result.ok ? this.encodeStepValue(call, result.value) : undefined;
-      if (typeof encoded === "string") {
-        span?.end({ outcome: "ok", spend: result.spend });
-        return this.recordEncoded<T>(call, encoded, result.startedAt, undefined, {
-          spend: result.spend,
-          attempt: plan.attempt,
-          ...describe?.(),
-        });
-      }
-      // A value that cannot be stored is the attempt's failure, like a throw.
-      const failure = result.ok ? encoded : result.failure;
-      const failed = this.judgeAttempt(call, plan.attempt, policy, result, failure, span);
-      if (failed.final) {
-        return this.recordError<T>(call, failed.record.error, result.startedAt, {
-          attempts: [failed.record],
-          attempt: plan.attempt,
-        });
-      }
-      await this.commit({ attempts: [failed.record] });
-      const pending = this.pendingSpend.get(call.key) ?? {};
-      addAmounts(pending, result.spend);
-      this.pendingSpend.set(call.key, pending);
-      prior.push(failed.record);
     }
   }
 
@@ -1404,6 +1433,9 @@ export class Context {
           wait,
           AbortSignal.any([this.runAbort.signal, this.drainAbort.signal]),
         );
+        // The backoff ended as the run stopped or its function settled (the abort came a
+        // microtask late): no new attempt starts then either.
+        if (this.halted || this.finishing) return never();
       } catch {
         // Canceled, or the engine closes: the failed attempt and its retryAt are recorded.
         return never();
@@ -1475,35 +1507,43 @@ export class Context {
     try {
       const outcome = await this.raceTimeout(settled, timeoutMs, abort, call.key);
       ended = true;
-      const stop = this.halted;
-      if (stop !== undefined && (stop.kind === "canceled" || stop.kind === "failed")) {
-        // The run was canceled, or failed by the engine (a divergence: halt), while this
-        // attempt ran: whatever it returned is no outcome of the run, but what it spent is
-        // recorded (the run's epoch is still ours), and a resume runs it again.
-        const error = toErrorRecord(
-          stop.kind === "canceled"
-            ? new RunCanceledError(`Run "${this.host.runId}" was canceled`)
-            : outcome.ok || outcome.failure instanceof HaltedSignal
-              ? this.endedWhileRunning(false)
-              : outcome.failure,
-        );
-        const now = this.host.clock.now();
-        const rec = attemptRecord(call, {
-          attempt,
-          startedAt,
-          endedAt: now,
-          error,
-          spend,
-          retryAt: null,
-        });
-        await this.host.commit({ attempts: [rec] }).catch(() => {});
-      }
       return { ...outcome, spend, startedAt };
-    } finally {
-      ended = true;
+    } catch (err) {
+      // Still counted otherwise: runAttempts ends the attempt once it handed on its result.
       this.liveAttempts--;
       this.workEnded();
+      throw err;
+    } finally {
+      ended = true;
     }
+  }
+
+  /** An attempt that ended after the run was canceled, or failed by the engine (a
+   *  divergence: halt): whatever it returned is no outcome of the run, but what it spent is
+   *  recorded (the run's epoch is still ours), and a resume runs it again. */
+  private async recordCutAttempt(
+    call: Call,
+    attempt: number,
+    result: AttemptResult<unknown>,
+  ): Promise<void> {
+    const stop = this.halted;
+    if (stop === undefined || (stop.kind !== "canceled" && stop.kind !== "failed")) return;
+    const error = toErrorRecord(
+      stop.kind === "canceled"
+        ? new RunCanceledError(`Run "${this.host.runId}" was canceled`)
+        : result.ok || result.failure instanceof HaltedSignal
+          ? this.endedWhileRunning(false)
+          : result.failure,
+    );
+    const rec = attemptRecord(call, {
+      attempt,
+      startedAt: result.startedAt,
+      endedAt: this.host.clock.now(),
+      error,
+      spend: result.spend,
+      retryAt: null,
+    });
+    await this.host.commit({ attempts: [rec] }).catch(() => {});
   }
 
   private async raceTimeout<T>(
@@ -1866,7 +1906,10 @@ export class Context {
       if (this.halted !== haltedAt) return;
     }
     if (this.liveAttempts > 0) this.runAbort.abort(this.endedWhileRunning(completed));
-    await this.inFlightEnded();
+    // Halted (the engine failed the run), nothing more is handed over: as a canceled run
+    // does, it waits for its aborted attempts and their records at most twice abortGraceMs,
+    // not for work of other kinds that may never end (a schema's validation of an event).
+    await this.inFlightEnded(haltedAt === undefined ? undefined : this.host.abortGraceMs * 2);
   }
 
   /** Why an attempt still running when its run ended was stopped (its recorded error). */
@@ -1967,7 +2010,16 @@ export class Context {
   }
 
   private halt(o: Outcome): void {
-    if (this.halted) return;
+    if (this.halted) {
+      // The engine failed the run and it is settling its attempts in flight (their grace):
+      // a cancel, a lost lease, a store failure or the engine's close stops them at once,
+      // as it stops those of any execution. The run still ends as failed.
+      if (this.halted.kind === "failed" && this.liveAttempts > 0) {
+        const reason = this.stopReason(o);
+        if (reason !== undefined) this.runAbort.abort(reason);
+      }
+      return;
+    }
     this.halted = o;
     this.lookIdle(); // a settle under way stops waiting (settleInFlight)
     this.delivery.halt();
@@ -1978,28 +2030,41 @@ export class Context {
     if (this.lateRecheck) clearTimeout(this.lateRecheck);
     for (const b of this.blocked) b.timer?.abort();
     this.blocked.clear();
-    if (o.kind === "canceled" || o.kind === "lease-lost" || o.kind === "interrupted") {
-      const reason =
-        o.kind === "canceled"
-          ? new RunCanceledError(`Run "${this.host.runId}" was canceled: ${o.reason}`)
-          : o.kind === "lease-lost"
-            ? new LeaseLostError(`Run "${this.host.runId}": lease lost`)
-            : o.error;
-      this.runAbort.abort(reason);
-    }
-    if (o.kind === "canceled" && this.liveAttempts > 0) {
+    const reason = this.stopReason(o);
+    if (reason !== undefined) this.runAbort.abort(reason);
+    if (o.kind === "canceled" && (this.liveAttempts > 0 || this.childStarts.size > 0)) {
       // Attempts in flight record what they spent before the run is released as canceled.
-      void this.inFlightEnded(this.host.abortGraceMs * 2).then(() => this.resolveDone(o));
+      void this.inFlightEnded(this.host.abortGraceMs * 2)
+        .then(() => this.childStartsLanded())
+        .then(() => this.resolveDone(o));
       return;
     }
     if (o.kind === "failed" && this.active > 0) {
       // The engine failed the run (a divergence, lib/fail-run.ts, a refused write) while
       // other branches had work in flight: it settles as a function that throws does, but
       // halted, so nothing more is handed over and only their spend is written.
-      void outsideWorkflow(() => this.settleInFlight(false)).then(() => this.resolveDone(o));
+      void outsideWorkflow(() => this.settleInFlight(false))
+        .then(() => this.childStartsLanded())
+        .then(() => this.resolveDone(o));
       return;
     }
     this.resolveDone(o);
+  }
+
+  /** Once every child run being created has been (or failed to be). */
+  private async childStartsLanded(): Promise<void> {
+    while (this.childStarts.size > 0) await Promise.all([...this.childStarts]);
+  }
+
+  /** Why attempts in flight are aborted when the execution stops so (undefined: they are
+   *  not aborted by it). */
+  private stopReason(o: Outcome): Error | undefined {
+    if (o.kind === "canceled") {
+      return new RunCanceledError(`Run "${this.host.runId}" was canceled: ${o.reason}`);
+    }
+    if (o.kind === "lease-lost") return new LeaseLostError(`Run "${this.host.runId}": lease lost`);
+    if (o.kind === "interrupted") return o.error;
+    return undefined;
   }
 
   /** Replay-only mode: the code wants to execute `key`. The frontier is reached once every
