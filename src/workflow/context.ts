@@ -33,6 +33,7 @@ import { randomUUID } from "node:crypto";
 import { decode, EncodeError, encode } from "../codec/codec.js";
 import {
   errorFromRecord,
+  FatalError,
   InputValidationError,
   LeaseLostError,
   LimitError,
@@ -535,6 +536,16 @@ export class Context {
         return effect.perform(idem, s);
       },
       () => ({ reconciled }),
+      {
+        // No intent: perform never began, so a crash cannot have cut an attempt of it.
+        begun: () => this.journal.intents.has(call.key),
+        // Out of attempts (a crash counted as one, or perform threw on the last): when
+        // perform may have happened, reconcile says whether it did before the call fails.
+        lastChance: async () => {
+          if (!mayHaveHappened) return undefined;
+          return effect.reconcile(idem);
+        },
+      },
     );
   }
 
@@ -625,9 +636,20 @@ export class Context {
         if (options?.schema) {
           // An event the schema refuses is consumed, and the wait fails with the reason: the
           // workflow sees it (and may wait again), a replay sees the same.
+          // A validator that throws (or rejects) refuses the event too: were its error handed
+          // over unrecorded, a replay would see another outcome (or loop, handed back).
+          const schema = options.schema;
           const checked = await this.active0(
-            Promise.resolve(options.schema["~standard"].validate(payload)),
+            Promise.resolve()
+              .then(() => schema["~standard"].validate(payload))
+              .then(
+                (r) => r,
+                (err: unknown) => ({ thrown: err }) as const,
+              ),
           );
+          if ("thrown" in checked) {
+            return this.recordError(call, toErrorRecord(checked.thrown), startedAt, { consume });
+          }
           if (checked.issues) {
             const err = new InputValidationError(
               `Event "${name}" (seq ${ev.seq}) for run "${this.host.runId}" does not match the wait's schema: ${formatIssues(checked.issues)}`,
@@ -698,7 +720,9 @@ export class Context {
     const startedAt = intent?.createdAt ?? this.host.clock.now();
     let request: unknown = options.request;
     if (!intent && options.schema?.request) {
-      const checked = await checkSchema(options.schema.request, request);
+      const checked = await this.checkOrThrown(options.schema.request, request);
+      if ("thrown" in checked)
+        return this.recordError(call, toErrorRecord(checked.thrown), startedAt);
       if (!checked.ok) {
         const err = new InputValidationError(
           `The request of approval "${call.key}" of run "${this.host.runId}" is invalid: ${checked.detail}. Nothing was asked.`,
@@ -733,7 +757,10 @@ export class Context {
         const sent = decode<ApprovalAnswer>(ev.payload);
         let answer = sent.answer;
         if (answer !== undefined && options.schema?.answer) {
-          const checked = await checkSchema(options.schema.answer, answer);
+          const checked = await this.checkOrThrown(options.schema.answer, answer);
+          if ("thrown" in checked) {
+            return this.recordError(call, toErrorRecord(checked.thrown), startedAt, { consume });
+          }
           if (!checked.ok) {
             const err = new InputValidationError(
               `The answer to approval "${call.key}" of run "${this.host.runId}" (${sent.decision} by ${sent.by}) is invalid: ${checked.detail}`,
@@ -766,6 +793,22 @@ export class Context {
       }
       await this.block({ key: call.key, wakeAt: deadline, event: eventName });
     }
+  }
+
+  /** A schema's verdict, or what its validator threw (the call's recorded error: handed
+   *  over unrecorded, a replay would see another outcome). Counted as active work. */
+  private checkOrThrown<T>(
+    schema: Parameters<typeof checkSchema<T>>[0],
+    value: unknown,
+  ): Promise<Awaited<ReturnType<typeof checkSchema<T>>> | { thrown: unknown }> {
+    return this.active0(
+      Promise.resolve()
+        .then(() => checkSchema(schema, value))
+        .then(
+          (r) => r,
+          (err: unknown) => ({ thrown: err }),
+        ),
+    );
   }
 
   /** An approval's request as stored, or why it cannot be (the call's error). */
@@ -1250,11 +1293,17 @@ export class Context {
     body: (s: StepContext) => Promise<T> | T,
     /** What the record of a completing attempt says about it (an effect: reconciled?). */
     describe?: () => { reconciled?: boolean },
+    effect?: {
+      /** Whether the call may have begun before this execution (absent: assume so). */
+      begun: () => boolean;
+      /** Asked once the call is out of attempts: a value completes it after all. */
+      lastChance: () => Promise<T | undefined> | T | undefined;
+    },
   ): Promise<T> {
     const { policy, timeoutMs } = this.stepRules(call, options);
     const prior = [...(this.journal.attempts.get(call.key) ?? [])];
     const clock = this.host.clock;
-    if (this.crashedInFlight(call, prior)) {
+    if ((!effect || effect.begun()) && this.crashedInFlight(call, prior)) {
       // The previous execution stopped without releasing the run while this call was in
       // flight: its attempt crashed with the worker. It counts, so a step that keeps
       // killing its process fails after maxAttempts instead of looping forever.
@@ -1266,6 +1315,12 @@ export class Context {
       // The attempts recorded so far propose; the policy decides (retry.ts).
       const plan = planNextAttempt(prior, policy);
       if (plan.kind === "give-up") {
+        // Once only: a last chance cut by a crash (its attempt recorded as lost, past
+        // maxAttempts) is not asked again, or a reconcile that kills its process would loop.
+        if (effect && prior.length <= policy.maxAttempts) {
+          const found = await this.lastChance(call, prior.length + 1, timeoutMs, effect.lastChance);
+          if (found !== undefined) return found.outcome;
+        }
         return this.recordError<T>(call, plan.error, prior.at(-1)?.startedAt ?? clock.now(), {
           attempt: prior.length,
         });
@@ -1324,6 +1379,19 @@ export class Context {
         // A value that cannot be stored is the attempt's failure, like a throw.
         const failure = result.ok ? encoded : result.failure;
         const failed = this.judgeAttempt(call, plan.attempt, policy, result, failure, span);
+        const fatal = failure instanceof FatalError || failure instanceof SerializationError;
+        if (failed.final && effect && !fatal) {
+          // perform threw on the last attempt: it may have happened all the same (a lost
+          // response). The failed attempt is recorded; reconcile has the last word.
+          const written = this.commit({ attempts: [failed.record] });
+          attemptEnded();
+          await written;
+          const pending = this.pendingSpend.get(call.key) ?? {};
+          addAmounts(pending, result.spend);
+          this.pendingSpend.set(call.key, pending);
+          prior.push(failed.record);
+          continue;
+        }
         if (failed.final) {
           return this.recordError<T>(call, failed.record.error, result.startedAt, {
             attempts: [failed.record],
@@ -1340,6 +1408,46 @@ export class Context {
       } finally {
         attemptEnded();
       }
+    }
+  }
+
+  /** An effect out of attempts whose perform may have happened: reconcile, as one more
+   *  attempt (abort, timeout and spend as any), says whether it did. Resolves with the
+   *  call's outcome when it found a value (recorded as reconciled), else undefined (the
+   *  call fails as it would have; what reconcile threw is not its error). */
+  private async lastChance<T>(
+    call: Call,
+    attemptNo: number,
+    timeoutMs: number | undefined,
+    check: () => Promise<T | undefined> | T | undefined,
+  ): Promise<{ outcome: Promise<T> } | undefined> {
+    // The engine closes: no new attempt starts; whoever takes the run over asks instead.
+    if (this.draining) return never();
+    const result = await this.attempt<T | undefined>(call, attemptNo, timeoutMs, () => check());
+    let counted = true;
+    const attemptEnded = () => {
+      if (!counted) return;
+      counted = false;
+      this.liveAttempts--;
+      this.workEnded();
+    };
+    try {
+      if (this.halted) {
+        await this.recordCutAttempt(call, attemptNo, result);
+        return never();
+      }
+      if (!result.ok || result.value === undefined) return undefined;
+      const encoded = this.encodeStepValue(call, result.value);
+      if (typeof encoded !== "string") return undefined;
+      // The write begins (counted in active) before the attempt stops counting.
+      const outcome = this.recordEncoded<T>(call, encoded, result.startedAt, undefined, {
+        spend: result.spend,
+        attempt: attemptNo,
+        reconciled: true,
+      });
+      return { outcome };
+    } finally {
+      attemptEnded();
     }
   }
 
