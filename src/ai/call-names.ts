@@ -8,11 +8,25 @@ import { createHash } from "node:crypto";
 
 const MAX_NAME = 200;
 
+/** A lone surrogate (half of a UTF-16 pair), which no store holds exactly (nor a NUL). */
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+
+const escaped = (c: string) => `%u${c.charCodeAt(0).toString(16).padStart(4, "0")}`;
+
 /** A call name from parts: "#" (cairn's numbering mark) and "%" are percent-encoded, and a
- *  name past cairn's 200-character limit keeps its start and a hash of the whole. */
+ *  name past cairn's 200-character limit keeps its start and a hash of the whole. A NUL or
+ *  a lone surrogate (a tool call id is the provider's text) is encoded as "%u<hex>": cairn
+ *  refuses such a name, and the tool would never run (the model got cairn's TypeError). */
 export function callName(...parts: string[]): string {
   const name = parts
-    .map((p) => p.replaceAll("%", "%25").replaceAll("#", "%23").replace(/\s/g, "_"))
+    .map((p) =>
+      p
+        .replaceAll("%", "%25")
+        .replaceAll("#", "%23")
+        .replace(/\s/g, "_")
+        .replaceAll("\u0000", escaped("\u0000"))
+        .replace(LONE_SURROGATE, escaped),
+    )
     .join(":");
   if (name.length <= MAX_NAME) return name;
   const h = createHash("sha256").update(name).digest("base64url").slice(0, 22);

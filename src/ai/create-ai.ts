@@ -67,6 +67,11 @@ export function createAi(options: AiOptions = {}): Ai {
       }
     }
   }
+  const wait = options.maxInProcessWaitMs;
+  if (wait !== undefined && !(typeof wait === "number" && wait >= 0 && Number.isFinite(wait))) {
+    // NaN would make every limiter wait, however long, one the step sleeps in process.
+    throw new TypeError("createAi(): maxInProcessWaitMs must be a finite number >= 0");
+  }
   for (const [key, p] of Object.entries(options.prices ?? {})) {
     for (const [name, v] of Object.entries(p)) {
       if (v !== undefined && !(typeof v === "number" && v >= 0)) {
@@ -111,6 +116,18 @@ export function createAi(options: AiOptions = {}): Ai {
     readStream(runId, o) {
       if (!store) {
         throw new TypeError("ai.readStream(): streams live in a store; give createAi({ store })");
+      }
+      const from = o?.from ?? 0;
+      const pollMs = o?.pollMs ?? 100;
+      // As engine.readStream: a NaN offset read as an empty stream on SQLite (and failed
+      // on PostgreSQL), so a reader resuming from `Number(lastId) + 1` saw nothing and ended.
+      if (!Number.isSafeInteger(from) || from < 0) {
+        throw new TypeError(
+          `ai.readStream(): "from" must be a whole number >= 0 (run "${runId}"), got ${String(from)}`,
+        );
+      }
+      if (!(typeof pollMs === "number" && pollMs >= 0 && Number.isFinite(pollMs))) {
+        throw new TypeError(`ai.readStream(): "pollMs" must be a finite number >= 0`);
       }
       const signal = o?.signal
         ? AbortSignal.any([o.signal, closedSignal.signal])

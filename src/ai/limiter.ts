@@ -9,6 +9,7 @@
 // like a long retry backoff does, before it asks again under the next key.
 
 import type { Clock, Store } from "../index.js";
+import { MAX_DURATION_MS } from "../lib/duration.js";
 
 /** Limits of one provider and model, per rolling minute (shared by the whole fleet). */
 export interface ModelLimits {
@@ -39,11 +40,16 @@ export class SharedLimiter {
     for (;;) {
       const r = await store.acquireRate({ key, grantId, tokens, limits });
       if (r.granted) return r;
-      if (waited + r.waitMs > this.maxInProcessWaitMs) {
-        return { granted: false, until: this.clock.now() + r.waitMs };
+      // A block longer than cairn schedules (or not a number) is slept as the longest
+      // one: ctx.sleepUntil refuses a time past what a Date holds.
+      const waitMs = Number.isFinite(r.waitMs)
+        ? Math.min(Math.max(0, r.waitMs), MAX_DURATION_MS)
+        : MAX_DURATION_MS;
+      if (waited + waitMs > this.maxInProcessWaitMs) {
+        return { granted: false, until: this.clock.now() + waitMs };
       }
-      waited += r.waitMs;
-      await this.clock.sleep(r.waitMs, signal);
+      waited += waitMs;
+      await this.clock.sleep(waitMs, signal);
     }
   }
 

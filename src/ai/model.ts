@@ -15,6 +15,7 @@
 // the SDK does not consider retryable. Retries are the step's, and every attempt is
 // recorded with its error and spend.
 
+import { randomUUID } from "node:crypto";
 import { wrapLanguageModel } from "ai";
 import type { Store } from "../index.js";
 import {
@@ -214,7 +215,10 @@ async function attempt(
   digest: string,
 ): Promise<CallRecord> {
   const { rt, limitKey } = m;
-  const grantId = `${s.idempotencyKey}:${s.attempt}`;
+  // Unique to this execution of the attempt: attempt numbers start again at 1 when a failed
+  // run is resumed, and a grant found under the same id is taken as already granted (the
+  // store's idempotency, for its own retries), bypassing the window and any block.
+  const grantId = `${s.idempotencyKey}:${s.attempt}:${randomUUID()}`;
   if (rt.limiter) {
     const tokens = estimateTokens(o.prompt, o.maxOutputTokens);
     const a = await rt.limiter.admit(limitKey, m.limits, tokens, grantId, s.signal);

@@ -43,13 +43,13 @@ export function lookupModel<T>(
 export function spendOf(usage: Usage | undefined, price: ModelPrice | undefined): Amounts {
   const input = usage?.inputTokens;
   const output = usage?.outputTokens;
-  const inputTotal = input?.total ?? 0;
-  const cacheRead = input?.cacheRead ?? 0;
-  const cacheWrite = input?.cacheWrite ?? 0;
-  const noCache = input?.noCache ?? Math.max(0, inputTotal - cacheRead - cacheWrite);
-  const outputTotal = output?.total ?? 0;
-  const reasoning = output?.reasoning ?? 0;
-  const text = output?.text ?? Math.max(0, outputTotal - reasoning);
+  const inputTotal = count(input?.total);
+  const cacheRead = count(input?.cacheRead);
+  const cacheWrite = count(input?.cacheWrite);
+  const noCache = count(input?.noCache ?? inputTotal - cacheRead - cacheWrite);
+  const outputTotal = count(output?.total);
+  const reasoning = count(output?.reasoning);
+  const text = count(output?.text ?? outputTotal - reasoning);
   const amounts: Amounts = { tokens: inputTotal + outputTotal };
   const named: Array<[string, number]> = [
     ["inputTokens", inputTotal],
@@ -72,6 +72,14 @@ export function spendOf(usage: Usage | undefined, price: ModelPrice | undefined)
   return amounts;
 }
 
+/** A provider's token count as a spend: a count that is not a finite number >= 0 (a server
+ *  that reports more cached tokens than prompt tokens gives the SDK a negative noCache) is
+ *  none. s.spend() refuses negative and non-finite amounts: passed on, one would fail the
+ *  attempt after the provider had answered (and charged), and make the call again. */
+function count(n: number | undefined): number {
+  return typeof n === "number" && Number.isFinite(n) && n > 0 ? n : 0;
+}
+
 /** Tokens a call may take, before it is made (the limiter's estimate): about four
  *  characters a token for the prompt, plus the output it may produce. */
 export function estimateTokens(prompt: unknown, maxOutputTokens: number | undefined): number {
@@ -86,5 +94,5 @@ export function estimateTokens(prompt: unknown, maxOutputTokens: number | undefi
 
 /** Tokens a call took, by its recorded usage. */
 export function usedTokens(usage: Usage | undefined): number {
-  return (usage?.inputTokens?.total ?? 0) + (usage?.outputTokens?.total ?? 0);
+  return count(usage?.inputTokens?.total) + count(usage?.outputTokens?.total);
 }

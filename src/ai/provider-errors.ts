@@ -10,6 +10,7 @@
 //   request fails the same way again.
 
 import { FatalError, RateLimitError } from "../index.js";
+import { MAX_DURATION_MS } from "../lib/duration.js";
 
 interface ApiErrorShape {
   statusCode?: number;
@@ -68,6 +69,17 @@ export function providerError(
 /** How long a response asks to wait, in ms: retry-after-ms, Retry-After (seconds or an
  *  HTTP date), else the latest of the provider's reset headers. */
 export function retryAfterFrom(
+  headers: Record<string, string | undefined> | undefined,
+  now: number,
+): number | undefined {
+  const ms = askedWait(headers, now);
+  // A wait longer than cairn schedules (100,000 years) is no wait anyone can keep: taken
+  // as given it failed the call's retry with a TypeError, and blocked the shared limiter
+  // past what a Date holds, failing every later call of the model on the store.
+  return ms === undefined || ms > MAX_DURATION_MS ? undefined : ms;
+}
+
+function askedWait(
   headers: Record<string, string | undefined> | undefined,
   now: number,
 ): number | undefined {

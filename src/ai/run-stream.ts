@@ -12,6 +12,7 @@
 
 import { runNotFound } from "../errors.js";
 import type { RunStatus, Store, StreamChunk } from "../index.js";
+import { timerMs } from "../lib/timers.js";
 import { TERMINAL_STATUSES } from "../store-api.js";
 import { addPart } from "./call-record.js";
 import type { StreamPart } from "./sdk-types.js";
@@ -179,10 +180,11 @@ export async function* readRunStream(
 /** Real time: a reader's polling pace, not workflow time. */
 function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
   return new Promise((resolve, reject) => {
+    // Past 2^31 - 1 ms setTimeout fires at once: a poll may come early, never every ms.
     const t = setTimeout(() => {
       signal?.removeEventListener("abort", onAbort);
       resolve();
-    }, ms);
+    }, timerMs(ms));
     const onAbort = () => {
       clearTimeout(t);
       reject(signal?.reason);

@@ -14,6 +14,7 @@
 // the epoch, so a worker that lost its lease can write nothing.
 
 import type { Clock } from "../lib/clock.js";
+import { MAX_DURATION_MS } from "../lib/duration.js";
 import type { ApprovalVerbs } from "./approval-records.js";
 import type { WorkspaceVerbs } from "./workspace-records.js";
 
@@ -527,9 +528,23 @@ export function unservedReason(workflowAtVersion: string): string {
 /** The rolling window of a shared rate limiter (RateLimits are per minute). */
 export const RATE_WINDOW_MS = 60_000;
 
+/** A grant's tokens as stored: a whole number from 0 to 2^53 - 1 (NaN is 0). Past 2^63
+ *  PostgreSQL's bigint refused it (every acquire of such a call failed) where SQLite stored
+ *  a REAL: an estimate of a call with a huge maxOutputTokens and no tokensPerMinute. */
+export function grantTokens(tokens: number): number {
+  return Math.min(Number.MAX_SAFE_INTEGER, Math.max(0, Math.ceil(tokens) || 0));
+}
+
+/** How long blockRate blocks for `forMs`: at least 0, at most the longest duration cairn
+ *  schedules (a longer block, or Infinity, stored as given left every acquirer a wait no
+ *  Date holds, or none at all: SQLite answered waitMs null). NaN stays NaN: refused. */
+export function blockMs(forMs: number): number {
+  return Math.min(MAX_DURATION_MS, Math.max(0, Math.ceil(forMs)));
+}
+
 /** Tokens a grant of `tokens` counts for under `limits`: one request may never need more
  *  than a whole minute's allowance, or it would wait forever. */
 export function countedTokens(tokens: number, limits: RateLimits): number {
-  const t = Math.max(0, Math.ceil(tokens));
+  const t = grantTokens(tokens);
   return limits.tokensPerMinute === undefined ? t : Math.min(t, limits.tokensPerMinute);
 }

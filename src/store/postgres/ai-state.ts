@@ -12,7 +12,9 @@
 import {
   type AcquireRateOutcome,
   type AppendStreamOutcome,
+  blockMs,
   countedTokens,
+  grantTokens,
   RATE_WINDOW_MS,
   type RateLimits,
   type StreamChunk,
@@ -87,7 +89,7 @@ export async function settleRate(
     "settleRate",
     "idempotent",
     `UPDATE ${t.rateGrants} SET tokens = $3 WHERE key = $1 AND grant_id = $2`,
-    [p.key, p.grantId, Math.max(0, Math.ceil(p.tokens))],
+    [p.key, p.grantId, grantTokens(p.tokens)],
   );
 }
 
@@ -100,7 +102,7 @@ export async function blockRate(ctx: StoreContext, p: { key: string; forMs: numb
       SELECT $2, c.now + $3 FROM (SELECT ${nowSql(1)} AS now) c
       ON CONFLICT (key) DO UPDATE
         SET blocked_until = greatest(${t.rateLimiters}.blocked_until, EXCLUDED.blocked_until)`,
-    [ctx.clockParam(), p.key, Math.max(0, Math.ceil(p.forMs))],
+    [ctx.clockParam(), p.key, blockMs(p.forMs)],
   );
 }
 

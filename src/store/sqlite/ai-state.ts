@@ -6,7 +6,9 @@
 import {
   type AcquireRateOutcome,
   type AppendStreamOutcome,
+  blockMs,
   countedTokens,
+  grantTokens,
   RATE_WINDOW_MS,
   type RateLimits,
   type StreamChunk,
@@ -69,7 +71,7 @@ export async function settleRate(
 ): Promise<void> {
   await ctx.write("settleRate", ({ prepare }) => {
     prepare("UPDATE rate_grants SET tokens = ? WHERE key = ? AND grant_id = ?").run(
-      Math.max(0, Math.ceil(p.tokens)),
+      grantTokens(p.tokens),
       p.key,
       p.grantId,
     );
@@ -84,7 +86,7 @@ export async function blockRate(
     prepare(
       `INSERT INTO rate_limiters (key, blocked_until) VALUES (?, ?)
      ON CONFLICT (key) DO UPDATE SET blocked_until = max(blocked_until, excluded.blocked_until)`,
-    ).run(p.key, now + Math.max(0, Math.ceil(p.forMs)));
+    ).run(p.key, now + blockMs(p.forMs));
   });
 }
 
