@@ -5,6 +5,7 @@ import { convertArrayToReadableStream, MockLanguageModelV4 } from "ai/test";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import type { RunStreamChunk } from "../src/ai/index.js";
+import { isLaterExecution } from "../src/ai/run-stream.js";
 import { workflow } from "../src/index.js";
 import { textAnswer } from "./fixtures/ai-agent.js";
 import { kitFor } from "./helpers/ai.js";
@@ -90,6 +91,68 @@ describe.each(BACKENDS)("cairn/ai findings (%s)", (backend) => {
     expect(await advanceUntil(h.clock, engine.handle(run.id).result(), 1_000, 200)).toBe("ok");
     expect(calls.length).toBe(2);
     expect(calls[1]! - calls[0]!).toBeGreaterThanOrEqual(60_000);
+  });
+
+  it("a call made again after a resume does not stream under the attempt number its failed call used", async () => {
+    const h = harness();
+    let calls = 0;
+    const model = new MockLanguageModelV4({
+      doStream: async () => {
+        calls++;
+        const tail =
+          calls === 1
+            ? [{ type: "error", error: apiError(400) }]
+            : [
+                { type: "text-end", id: "t" },
+                { type: "finish", finishReason: { unified: "stop", raw: "stop" }, usage: USAGE },
+              ];
+        const parts = [
+          { type: "stream-start", warnings: [] },
+          { type: "text-start", id: "t" },
+          { type: "text-delta", id: "t", delta: calls === 1 ? "Hello wor" : "Hello world!" },
+          ...tail,
+        ];
+        return { stream: convertArrayToReadableStream(parts as never) };
+      },
+    });
+    const ai = kitFor(h);
+    const wf = workflow({ name: "streamed", version: "1" }, async (ctx) => {
+      const m = ai.model(ctx, model, { stream: true });
+      const { stream } = await m.doStream({
+        prompt: [{ role: "user", content: [{ type: "text", text: "hi" }] }],
+      });
+      let text = "";
+      for await (const p of stream as unknown as AsyncIterable<{ type: string; delta?: string }>) {
+        if (p.type === "text-delta") text += p.delta;
+      }
+      return text;
+    });
+    const engine = h.engine([wf], LONG_LEASE);
+    const run = await engine.start(wf, null);
+    expect((await settle(run.result())).error?.name).toBe("FatalError");
+    await engine.resume(run.id);
+    expect(await advanceUntil(h.clock, engine.handle(run.id).result(), 1_000, 200)).toBe(
+      "Hello world!",
+    );
+    // What a reader shows by the documented rule: per call, the parts of its latest
+    // (generation, attempt). Both executions are attempt 1; the resume is generation 1.
+    const chunks: RunStreamChunk[] = [];
+    for await (const c of ai.readStream(run.id, { follow: false })) chunks.push(c);
+    expect([...new Set(chunks.map((c) => `${c.generation}/${c.attempt}`))]).toEqual(["0/1", "1/1"]);
+    const latest = chunks.reduce((a, c) =>
+      isLaterExecution(c.generation, c.attempt, a.generation, a.attempt) ? c : a,
+    );
+    const shown = chunks
+      .filter(
+        (c) =>
+          c.generation === latest.generation &&
+          c.attempt === latest.attempt &&
+          c.part.type === "text-delta",
+      )
+      .map((c) => (c.part as { delta: string }).delta)
+      .join("");
+    // Before: "Hello worHello world!", both executions streamed as attempt 1 of the call.
+    expect(shown).toBe("Hello world!");
   });
 
   it("ai.readStream refuses a `from` that is not a whole number >= 0, as engine.readStream does", async () => {

@@ -27,6 +27,7 @@ import {
   type WorkflowContext,
 } from "../index.js";
 import { failRunWith } from "../lib/fail-run.js";
+import { generationOf } from "../lib/run-generation.js";
 import { callName } from "./call-names.js";
 import {
   addPart,
@@ -301,6 +302,7 @@ async function streamOnce(
       ? new RunStreamWriter(await rt.store(), ctx.runId, {
           call: s.idempotencyKey,
           name,
+          generation: generationOf(ctx),
           attempt: s.attempt,
         })
       : undefined;

@@ -5,9 +5,10 @@
 // stays the call's one result.
 //
 // Every chunk names its call (the step's idempotency key: stable across attempts and
-// processes) and its attempt. A call retried after an error or a crash streams again
-// under a higher attempt number: a reader that shows text drops what it showed for that
-// call's earlier attempts. Offsets count from 0 per run, so a reader that stopped (or
+// processes), the run's generation and its attempt. A call retried after an error or a
+// crash streams again under a higher attempt number, and one made again after a resume of
+// its failed run under a higher generation (where attempts start again at 1): a reader
+// that shows text drops what it showed for that call's earlier (generation, attempt). Offsets count from 0 per run, so a reader that stopped (or
 // crashed) at offset n resumes with `from: n + 1` and misses nothing.
 
 import { runNotFound } from "../errors.js";
@@ -24,7 +25,11 @@ export interface RunStreamChunk {
   call: string;
   /** The call's name, e.g. "model:gpt-4o". */
   name: string;
-  /** The call's attempt that streamed this part (1-based). */
+  /** The run's generation whose execution streamed this part (0 until a resume of a
+   *  failed run; chunks written before cairn recorded it read as 0). */
+  generation: number;
+  /** The call's attempt that streamed this part (1-based, again from 1 in each
+   *  generation). */
   attempt: number;
   part: StreamPart;
 }
@@ -39,7 +44,26 @@ export interface ReadStreamOptions {
   signal?: AbortSignal;
 }
 
-function encodeChunk(header: { call: string; name: string; attempt: number }, part: StreamPart) {
+/** What every chunk of one attempt carries besides its part. */
+export interface ChunkHeader {
+  call: string;
+  name: string;
+  generation: number;
+  attempt: number;
+}
+
+/** Whether a chunk of (generation, attempt) comes from a later execution of its call than
+ *  one of (shownGeneration, shownAttempt): it replaces what that one showed. */
+export function isLaterExecution(
+  generation: number,
+  attempt: number,
+  shownGeneration: number,
+  shownAttempt: number,
+): boolean {
+  return generation !== shownGeneration ? generation > shownGeneration : attempt > shownAttempt;
+}
+
+function encodeChunk(header: ChunkHeader, part: StreamPart) {
   return JSON.stringify({ ...header, part }, (_k, v) =>
     v instanceof Uint8Array ? { $bytes: Buffer.from(v).toString("base64") } : v,
   );
@@ -51,8 +75,8 @@ export function decodeChunk(offset: number, data: string): RunStreamChunk {
     v && typeof v === "object" && typeof v.$bytes === "string" && Object.keys(v).length === 1
       ? new Uint8Array(Buffer.from(v.$bytes, "base64"))
       : v,
-  ) as Omit<RunStreamChunk, "offset">;
-  return { offset, ...c };
+  ) as Omit<RunStreamChunk, "offset"> & { generation?: number };
+  return { offset, ...c, generation: typeof c.generation === "number" ? c.generation : 0 };
 }
 
 /** Forwards one attempt's parts to the run's stream: parts that arrive while an append is
@@ -65,7 +89,7 @@ export class RunStreamWriter {
   constructor(
     private readonly store: Store,
     private readonly runId: string,
-    private readonly header: { call: string; name: string; attempt: number },
+    private readonly header: ChunkHeader,
   ) {}
 
   push(part: StreamPart): void {

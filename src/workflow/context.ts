@@ -53,6 +53,7 @@ import { type Duration, MAX_DATE_MS, toMs } from "../lib/duration.js";
 import { FAIL_RUN } from "../lib/fail-run.js";
 import { childRunId, idempotencyKey } from "../lib/ids.js";
 import { LazyAbort } from "../lib/lazy-abort.js";
+import { RUN_GENERATION } from "../lib/run-generation.js";
 import { checkText } from "../lib/text.js";
 import { setLongTimeout } from "../lib/timers.js";
 import type {
@@ -465,6 +466,8 @@ export class Context {
         this.fail(err);
         return never();
       },
+      // cairn/ai numbers a call's streamed executions by (generation, attempt).
+      [RUN_GENERATION]: this.host.generation,
     } as WorkflowContext;
   }
 

@@ -27,6 +27,7 @@ export function chunkJson(c: StreamChunk): Record<string, unknown> {
         offset: c.offset,
         call: d.call,
         name: String(d.name ?? ""),
+        generation: d.generation,
         attempt: d.attempt,
         part: toJsonValue(d.part),
       };
@@ -34,7 +35,14 @@ export function chunkJson(c: StreamChunk): Record<string, unknown> {
   } catch {
     // fall through
   }
-  return { offset: c.offset, call: "", name: "", attempt: 1, part: { type: "undecodable" } };
+  return {
+    offset: c.offset,
+    call: "",
+    name: "",
+    generation: 0,
+    attempt: 1,
+    part: { type: "undecodable" },
+  };
 }
 
 const FROM = {

@@ -264,16 +264,22 @@ const StreamChunk = s.object(
     offset: s.integer({ description: "Position in the run's stream, from 0." }),
     call: s.string({ description: "The model call (stable across its attempts)." }),
     name: s.string({ description: 'The call\'s name, e.g. "model:gpt-4o".' }),
+    generation: s.integer({
+      minimum: 0,
+      description:
+        "The run's generation whose execution streamed it (a resume of a failed run moves to the next, where attempts start again at 1).",
+    }),
     attempt: s.integer({
       minimum: 1,
-      description: "The attempt that streamed it; a higher one replaces what the earlier showed.",
+      description:
+        "The attempt that streamed it. A later (generation, attempt) of a call replaces what an earlier one showed.",
     }),
     part: s.any({
       description:
         'An AI SDK stream part: {type: "text-delta", id, delta}, "reasoning-delta", "tool-call", "finish", ...',
     }),
   },
-  ["offset", "call", "name", "attempt", "part"],
+  ["offset", "call", "name", "generation", "attempt", "part"],
 );
 
 const ApiError = s.object(

@@ -1,10 +1,12 @@
 // The run page's Model stream panel: what the run's streamed model calls (cairn/ai,
 // `stream: true`) have said so far, one block per call, drawn on the server; the page's
 // script then follows the live stream from the next offset (data-stream, data-from) and
-// appends to the blocks. A call's later attempt replaces what its earlier one showed.
+// appends to the blocks. A call's later execution (a higher attempt, or a higher generation
+// after a resume, where attempts start again at 1) replaces what its earlier one showed.
 // Not a live region: the live refresh never swaps it, so appended text is not drawn twice.
 
 import { html } from "hono/html";
+import { isLaterExecution } from "../../ai/run-stream.js";
 import { chunkJson } from "../api/model-stream.js";
 import { cut, isFinished } from "./format.js";
 import type { Html, UiDeps } from "./layout.js";
@@ -16,6 +18,7 @@ const PAGE = 500;
 interface CallBlock {
   call: string;
   name: string;
+  generation: number;
   attempt: number;
   text: string;
   reasoning: string;
@@ -30,13 +33,14 @@ type Part = { type: string; delta?: string; toolName?: string; input?: unknown }
 /** Folds one chunk into the blocks (the same rules as the page's script). */
 function apply(blocks: Map<string, CallBlock>, c: Record<string, unknown>): void {
   const call = c.call as string;
+  const generation = c.generation as number;
   const attempt = c.attempt as number;
   let b = blocks.get(call);
-  if (!b || attempt > b.attempt) {
-    b = { call, name: c.name as string, attempt, text: "", reasoning: "", notes: [] };
+  if (!b || isLaterExecution(generation, attempt, b.generation, b.attempt)) {
+    b = { call, name: c.name as string, generation, attempt, text: "", reasoning: "", notes: [] };
     blocks.set(call, b);
   }
-  if (attempt < b.attempt) return;
+  if (isLaterExecution(b.generation, b.attempt, generation, attempt)) return;
   const p = c.part as Part;
   if (p.type === "text-delta") b.text += p.delta ?? "";
   else if (p.type === "reasoning-delta") b.reasoning += p.delta ?? "";
@@ -74,7 +78,7 @@ export async function modelStreamPanel(
 }
 
 function callBlock(b: CallBlock): Html {
-  return html`<div class="mcall" data-call="${b.call}" data-attempt="${String(b.attempt)}">
+  return html`<div class="mcall" data-call="${b.call}" data-generation="${String(b.generation)}" data-attempt="${String(b.attempt)}">
   <div class="mhead"><code>${cut(b.name, 80)}</code> <span class="muted" data-role="attempt">${b.attempt > 1 ? `attempt ${b.attempt}` : ""}</span> <span class="muted" data-role="notes">${b.notes.join(" · ")}</span></div>
   <pre class="mreason" data-role="reasoning"${b.reasoning === "" ? html` hidden` : ""}>${b.reasoning}</pre>
   <pre class="mtext" data-role="text">${b.text}</pre>

@@ -159,12 +159,21 @@
     const state = panel.querySelector("[data-stream-state]");
     const url = `${panel.dataset.stream}?from=${encodeURIComponent(panel.dataset.from || "0")}`;
     const source = new EventSource(url, { withCredentials: true });
+    // A call's later execution (a higher attempt, or a higher generation after a resume,
+    // where attempts start again at 1) replaces what an earlier one showed.
+    const later = (g, a, h, b) => (g !== h ? g > h : a > b);
+    const shown = (block) => [
+      Number(block.dataset.generation || "0"),
+      Number(block.dataset.attempt),
+    ];
     const blockFor = (c) => {
+      const generation = typeof c.generation === "number" ? c.generation : 0;
       let block = [...calls.querySelectorAll(".mcall")].find((b) => b.dataset.call === c.call);
-      if (!block || Number(block.dataset.attempt) < c.attempt) {
+      if (!block || later(generation, c.attempt, ...shown(block))) {
         const fresh = document.createElement("div");
         fresh.className = "mcall";
         fresh.dataset.call = c.call;
+        fresh.dataset.generation = String(generation);
         fresh.dataset.attempt = String(c.attempt);
         const head = document.createElement("div");
         head.className = "mhead";
@@ -190,7 +199,7 @@
         else calls.append(fresh);
         block = fresh;
       }
-      return Number(block.dataset.attempt) > c.attempt ? undefined : block;
+      return later(...shown(block), generation, c.attempt) ? undefined : block;
     };
     source.addEventListener("chunk", (e) => {
       let c;
