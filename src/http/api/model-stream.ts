@@ -58,9 +58,10 @@ const getStream = route({
   operationId: "getRunStream",
   summary: "A page of a run's model stream (streamed model calls, cairn/ai)",
   description:
-    "Chunks in offset order. Each names its model call and attempt: a call retried after an " +
-    "error or a crash streams again under a higher attempt, which replaces what the earlier " +
-    "attempt showed. `next` is the offset to ask for next.",
+    "Chunks in offset order. Each names its model call, generation and attempt: a call retried " +
+    "after an error or a crash streams again under a higher attempt, one made again after a " +
+    "resume of its failed run under a higher generation (attempts start again at 1); a later " +
+    "(generation, attempt) replaces what the earlier showed. `next` is the offset to ask for next.",
   tag: "runs",
   access: "read",
   params: RUN_ID_PARAM,
