@@ -1,11 +1,28 @@
 // Effects, waits and approvals: findings of an adversarial review, one regression test
 // each (each fails without its mend).
 
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pg from "pg";
 import { describe, expect, it } from "vitest";
-import { workflow } from "../src/index.js";
-import { crashSweep, createSideEffectCounter, createTestEngine } from "../src/testing/index.js";
-import { BACKENDS, useHarness } from "./helpers/engines.js";
+import { createEngine, sqliteStore, workflow } from "../src/index.js";
+import { postgresStore } from "../src/postgres.js";
+import {
+  crashSweep,
+  createSideEffectCounter,
+  createTestEngine,
+  createVirtualClock,
+} from "../src/testing/index.js";
+import { BACKENDS, pgUrl, useHarness } from "./helpers/engines.js";
+import { testSchema } from "./helpers/postgres.js";
 import { until } from "./helpers/sqlite.js";
+
+/** A run that waits for an event named "go" (and so looks for its events). */
+const waitsForGo = workflow({ name: "waits-for-go", version: "1" }, async (ctx) =>
+  ctx.waitForEvent("go"),
+);
 
 describe("ctx.effect with reconcile", () => {
   it("maxAttempts 1: a crash between perform and its record asks reconcile, not 'worker lost'", async () => {
@@ -235,5 +252,170 @@ describe.each(BACKENDS)("waits (%s)", (backend) => {
     await h.clock.advance(60 * 60_000 + 1);
     const out = (await run.result()) as { seen: unknown; used: unknown };
     expect(out.seen).toEqual(out.used);
+  });
+});
+
+describe.skipIf(!pgUrl)("approval answered at its deadline (postgres)", () => {
+  // Before: the answer's time was read in the statement that locked the run's row, so an
+  // answer that waited for the lock past the deadline was accepted (the person told
+  // "approved") while the run, looking once more after the deadline, recorded the timeout.
+  it("an answer the store accepted is the answer the run sees", async () => {
+    const url = pgUrl!;
+    const { schema, drop } = testSchema(url);
+    const clock = createVirtualClock();
+    let openGate!: () => void;
+    const gate = new Promise<void>((r) => {
+      openGate = r;
+    });
+    const wf = workflow({ name: "deadline-race", version: "1" }, async (ctx) => {
+      // The busy branch keeps the run executing: the approval's deadline is judged in process.
+      const [answer] = await Promise.all([
+        ctx.approval("go", { request: "go?", timeout: "1h" }),
+        ctx.step("busy", async () => {
+          await gate;
+          return 1;
+        }),
+      ]);
+      return answer;
+    });
+    const e = createEngine({
+      store: postgresStore(url, { schema }),
+      workflows: [wf],
+      clock,
+      pollIntervalMs: 10,
+    });
+    const locker = new pg.Client({ connectionString: url });
+    locker.on("error", () => {});
+    try {
+      const run = await e.start(wf, undefined, { id: "race" });
+      const asked = await until(async () => (await e.listApprovals("race"))[0], "asked");
+      const deadline = asked.deadline!.getTime();
+      await clock.advance(deadline - 1 - clock.now());
+      await locker.connect();
+      const waiters = async () =>
+        Number(
+          (
+            await locker.query(
+              `SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1`,
+              [`%${schema}%`],
+            )
+          ).rows[0].n,
+        );
+      await locker.query("BEGIN");
+      await locker.query(`SELECT 1 FROM "${schema}".runs WHERE id = 'race' FOR UPDATE`);
+      // A person answers 1 ms before the deadline; the store reads its now, then waits for
+      // the run's row (held here, as a heartbeat or a journal write holds it for a moment).
+      const approved = e.approve("race", "go", { by: "ana" }).then(
+        () => "accepted",
+        (err: Error) => `refused: ${err.message}`,
+      );
+      await until(async () => (await waiters()) >= 1, "the answer waits for the row");
+      // The deadline passes: the run, still executing, looks for an answer, finds none
+      // committed, and records the timeout (its write waits for the row too).
+      await clock.advance(1);
+      await until(async () => (await waiters()) >= 2, "the timeout's record waits for the row");
+      await locker.query("COMMIT");
+      const verdict = await approved;
+      openGate();
+      const out = (await run.result()) as { approved: boolean; timedOut?: boolean };
+      // Either the answer is refused as too late, or the run sees it: never both accepted
+      // (the person is told "approved") and timed out in the run.
+      if (verdict === "accepted") expect(out).toMatchObject({ approved: true });
+      else expect(out).toMatchObject({ timedOut: true });
+    } finally {
+      openGate();
+      await locker.end().catch(() => {});
+      await e.close();
+      await drop();
+    }
+  });
+});
+
+describe("the last look for events waits for an event being written", () => {
+  it.skipIf(!pgUrl)(
+    "postgres: pendingEvents waits for a transaction holding the run's row, then sees its event",
+    async () => {
+      const url = pgUrl!;
+      const { schema, drop } = testSchema(url);
+      const store = postgresStore(url, { schema });
+      const e = createEngine({ store, workflows: [waitsForGo] });
+      const writer = new pg.Client({ connectionString: url });
+      writer.on("error", () => {});
+      try {
+        const run = await e.start(waitsForGo, undefined, { id: "looked" });
+        await until(async () => (await e.getRun(run.id))?.status === "waiting", "waiting");
+        await writer.connect();
+        // An event being written, as sendEvent and answerApproval write one: the run's row
+        // locked first, the event stamped and inserted, not yet committed.
+        await writer.query("BEGIN");
+        await writer.query(`SELECT 1 FROM "${schema}".runs WHERE id = 'looked' FOR NO KEY UPDATE`);
+        await writer.query(
+          `INSERT INTO "${schema}".events (run_id, name, payload, created_at) VALUES ('looked', 'other', 'x', 0)`,
+        );
+        let seen: string[] | undefined;
+        const look = store.pendingEvents("looked").then((evs) => {
+          seen = evs.map((ev) => ev.name);
+        });
+        await until(
+          async () =>
+            Number(
+              (
+                await writer.query(
+                  "SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1",
+                  [`%${schema}%`],
+                )
+              ).rows[0].n,
+            ) >= 1 || seen !== undefined,
+          "the look waits for the row, or answers",
+        );
+        // Before: it answered at once, from a snapshot without the event.
+        expect(seen).toBeUndefined();
+        await writer.query("COMMIT");
+        await look;
+        expect(seen).toEqual(["other"]);
+      } finally {
+        await writer.end().catch(() => {});
+        await e.close();
+        await drop();
+      }
+    },
+  );
+
+  it("sqlite: pendingEvents waits for another process's write, then sees its event", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "cairn-last-look-"));
+    const path = join(dir, "cairn.db");
+    const store = sqliteStore(path);
+    const e = createEngine({ store, workflows: [waitsForGo] });
+    let child: ChildProcess | undefined;
+    try {
+      const run = await e.start(waitsForGo, undefined, { id: "looked" });
+      await until(async () => (await e.getRun(run.id))?.status === "waiting", "waiting");
+      // Another process holds the write lock with an event inserted, and commits only when
+      // told: a write under way in the HTTP server or the CLI.
+      child = spawn(
+        process.execPath,
+        [
+          "-e",
+          `const Database = require("better-sqlite3");
+           const db = new Database(${JSON.stringify(path)});
+           db.exec("BEGIN IMMEDIATE");
+           db.prepare("INSERT INTO events (run_id, name, payload, created_at, consumed_by) VALUES ('looked', 'other', 'x', 0, NULL)").run();
+           process.stdout.write("locked\\n");
+           process.stdin.once("data", () => { db.exec("COMMIT"); db.close(); process.exit(0); });`,
+        ],
+        { stdio: ["pipe", "pipe", "inherit"], cwd: process.cwd() },
+      );
+      await new Promise<void>((resolve) => child!.stdout!.once("data", () => resolve()));
+      // Commit a moment after the look has begun (better-sqlite3 waits for the lock
+      // synchronously, so the child is told first and commits while the look waits).
+      child.stdin!.write("commit\n");
+      const seen = (await store.pendingEvents("looked")).map((ev) => ev.name);
+      // Before: a snapshot read, taken before the child committed, saw nothing.
+      expect(seen).toEqual(["other"]);
+    } finally {
+      child?.kill();
+      await e.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

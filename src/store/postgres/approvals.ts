@@ -83,14 +83,19 @@ export function answerApproval(
       status: string;
       waiting_for: string[] | null;
       failed_calls: Array<{ key: string }> | null;
-      now: string;
     }>(
-      `SELECT r.status, r.waiting_for, r.failed_calls, c.now
-         FROM ${t.runs} r, (SELECT ${nowSql(1)} AS now) c
-        WHERE r.id = $2 FOR NO KEY UPDATE OF r`,
-      [ctx.clockParam(), p.runId],
+      `SELECT r.status, r.waiting_for, r.failed_calls
+         FROM ${t.runs} r
+        WHERE r.id = $1 FOR NO KEY UPDATE OF r`,
+      [p.runId],
     );
     const run = runRows.rows[0];
+    // Now is read once the run's row is ours: read in the locking statement, it was the
+    // time before a wait for the lock, and an answer that waited past the deadline was
+    // accepted while the run recorded the timeout.
+    const nowRows = await tx.query<{ now: string }>(`SELECT ${nowSql(1)} AS now`, [
+      ctx.clockParam(),
+    ]);
     const rows = await tx.query<ApprovalRow>(
       `SELECT ${COLUMNS} FROM ${f.approvals} WHERE run_id = $1 AND key = $2 FOR UPDATE`,
       [p.runId, p.key],
@@ -109,7 +114,7 @@ export function answerApproval(
     }
     const status = run.status as RunStatus;
     if (TERMINAL_STATUSES.has(status)) return { ok: false, reason: "finished", status, approval };
-    const now = Number(run.now);
+    const now = Number(nowRows.rows[0]!.now);
     if (approval.deadline !== null && now >= approval.deadline) {
       return { ok: false, reason: "expired", approval };
     }

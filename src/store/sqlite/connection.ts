@@ -320,14 +320,18 @@ export class Connection implements StoreContext {
   #writeOnce<T>(fn: (tx: WriteTx) => T): T {
     const hints: StoreHint[] = [];
     const transaction = this.#transactions();
-    const tx: WriteTx = {
-      prepare: this.#prepare,
-      path: this.path,
-      now: this.now(),
-      hint: (h) => hints.push(h),
-      savepoint: (inner) => (arg) => transaction(() => inner(arg)),
-    };
-    const result = transaction.immediate(() => fn(tx));
+    // Now is read once the write lock is ours: BEGIN IMMEDIATE may wait (the busy timeout)
+    // for another process's write, and a time read before that wait judged, say, an
+    // approval's answer by a moment before its deadline that had long passed.
+    const result = transaction.immediate(() =>
+      fn({
+        prepare: this.#prepare,
+        path: this.path,
+        now: this.now(),
+        hint: (h) => hints.push(h),
+        savepoint: (inner) => (arg) => transaction(() => inner(arg)),
+      }),
+    );
     for (const h of hints) this.emit(h);
     return result;
   }

@@ -83,9 +83,12 @@ export function loadJournal(ctx: StoreContext, runId: string): Promise<Journal> 
   }));
 }
 
-/** A run's unconsumed events, oldest first. */
+/** A run's unconsumed events, oldest first. Read holding the write lock (BEGIN IMMEDIATE,
+ *  which writes nothing here): an event or an approval's answer another process is writing
+ *  commits first, so a run looking once more after a wait's deadline sees an answer the
+ *  store accepted before it (a snapshot read could be taken just before that commit). */
 export function pendingEvents(ctx: StoreContext, runId: string): Promise<EventRecord[]> {
-  return ctx.read("pendingEvents", (tx) => unconsumedEvents(tx.prepare, runId));
+  return ctx.write("pendingEvents", (tx) => unconsumedEvents(tx.prepare, runId));
 }
 
 function unconsumedEvents(prepare: Prepare, runId: string): EventRecord[] {

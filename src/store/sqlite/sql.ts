@@ -25,7 +25,7 @@ export interface ReadTx {
 
 /** What a writing verb gets: one BEGIN IMMEDIATE transaction. */
 export interface WriteTx extends ReadTx {
-  /** The store's now (its Clock), read once as the transaction began. */
+  /** The store's now (its Clock), read once the transaction held the write lock. */
   now: number;
   /** Told to subscribers once the transaction has committed. */
   hint(h: StoreHint): void;
