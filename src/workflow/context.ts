@@ -33,7 +33,6 @@ import { randomUUID } from "node:crypto";
 import { decode, EncodeError, encode } from "../codec/codec.js";
 import {
   errorFromRecord,
-  FatalError,
   InputValidationError,
   LeaseLostError,
   LimitError,
@@ -100,7 +99,13 @@ import {
   outcomeRecord,
   workerLostAttempt,
 } from "./records.js";
-import { judgeFailure, planNextAttempt, type RetryPolicy, resolvePolicy } from "./retry.js";
+import {
+  isFatalFailure,
+  judgeFailure,
+  planNextAttempt,
+  type RetryPolicy,
+  resolvePolicy,
+} from "./retry.js";
 import { checkSchema } from "./schema-check.js";
 
 export type Outcome =
@@ -1382,7 +1387,12 @@ export class Context {
         // A value that cannot be stored is the attempt's failure, like a throw.
         const failure = result.ok ? encoded : result.failure;
         const failed = this.judgeAttempt(call, plan.attempt, policy, result, failure, span);
-        const fatal = failure instanceof FatalError || failure instanceof SerializationError;
+        // Final by its kind (a FatalError, also one known by its code only): failed for
+        // good, recorded with its outcome at once. Only a call out of attempts goes on to
+        // the last chance: there, a crash before the outcome is recorded adds a lost attempt
+        // past maxAttempts (the call gives up), where after a failure final by its kind the
+        // lost attempt would have been taken for a retry, and perform called again.
+        const fatal = isFatalFailure(failure, failed.record.error);
         if (failed.final && effect && !fatal) {
           // perform threw on the last attempt: it may have happened all the same (a lost
           // response). The failed attempt is recorded; reconcile has the last word.

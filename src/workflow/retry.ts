@@ -83,6 +83,17 @@ export interface FailureVerdict {
   retryAt: number | null;
 }
 
+/** A failure that is final by its kind (whatever the attempts left): a FatalError (or one
+ *  by its code, say from another copy of cairn), a value that cannot be stored, a budget. */
+export function isFatalFailure(failure: unknown, error: ErrorRecord): boolean {
+  return (
+    failure instanceof FatalError ||
+    failure instanceof SerializationError ||
+    error.code === "FATAL" ||
+    error.code === "BUDGET_EXCEEDED"
+  );
+}
+
 export function judgeFailure(
   failure: unknown,
   error: ErrorRecord,
@@ -91,12 +102,7 @@ export function judgeFailure(
   endedAt: number,
   random: () => number,
 ): FailureVerdict {
-  const final =
-    failure instanceof FatalError ||
-    failure instanceof SerializationError ||
-    error.code === "FATAL" ||
-    error.code === "BUDGET_EXCEEDED" ||
-    attempt >= policy.maxAttempts;
+  const final = isFatalFailure(failure, error) || attempt >= policy.maxAttempts;
   if (final) return { final: true, retryAt: null };
   let delay = backoffMs(policy, attempt, random);
   if (failure instanceof RateLimitError || error.code === "RATE_LIMIT") {
