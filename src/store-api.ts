@@ -21,6 +21,7 @@ export type {
   Journal,
   NewEvent,
   NewRun,
+  PendingEventsOptions,
   Release,
   ReleaseOutcome,
   ResumeOutcome,

@@ -353,7 +353,7 @@ describe("the last look for events waits for an event being written", () => {
           `INSERT INTO "${schema}".events (run_id, name, payload, created_at) VALUES ('looked', 'other', 'x', 0)`,
         );
         let seen: string[] | undefined;
-        const look = store.pendingEvents("looked").then((evs) => {
+        const look = store.pendingEvents("looked", { settled: true }).then((evs) => {
           seen = evs.map((ev) => ev.name);
         });
         await until(
@@ -409,7 +409,7 @@ describe("the last look for events waits for an event being written", () => {
       // Commit a moment after the look has begun (better-sqlite3 waits for the lock
       // synchronously, so the child is told first and commits while the look waits).
       child.stdin!.write("commit\n");
-      const seen = (await store.pendingEvents("looked")).map((ev) => ev.name);
+      const seen = (await store.pendingEvents("looked", { settled: true })).map((ev) => ev.name);
       // Before: a snapshot read, taken before the child committed, saw nothing.
       expect(seen).toEqual(["other"]);
     } finally {

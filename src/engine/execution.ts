@@ -156,7 +156,8 @@ export class Execution {
       commit: (w) => committer.write({ ...w, runId: run.id, epoch: run.epoch }),
       startChild: (childId, wf, input) => this.deps.startChild(run.id, childId, wf, input),
       childOutcome: (childId) => childOutcome(store, childId),
-      loadEvents: () => store.pendingEvents(run.id),
+      loadEvents: (settled) =>
+        settled ? store.pendingEvents(run.id, { settled: true }) : store.pendingEvents(run.id),
       storeNow: () => store.now(),
       log: (message, err) => this.deps.log(message, err),
       traceAttempt: (a) => this.trace.attempt(a),

@@ -311,8 +311,8 @@ function encWrite(c: Cipher, w: RunWrite): RunWrite {
 /** Events: their payloads. */
 function eventVerbs(inner: Store, c: Cipher) {
   return {
-    async pendingEvents(runId) {
-      return (await inner.pendingEvents(runId)).map((e) => decEvent(c, e));
+    async pendingEvents(runId, options) {
+      return (await inner.pendingEvents(runId, options)).map((e) => decEvent(c, e));
     },
     async sendEvent(e: NewEvent) {
       const res = await inner.sendEvent(encEvent(c, e));

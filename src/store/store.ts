@@ -33,6 +33,11 @@ export const TERMINAL_STATUSES: ReadonlySet<RunStatus> = new Set([
   "canceled",
 ]);
 
+export interface PendingEventsOptions {
+  /** Wait for an event write under way (see Store.pendingEvents). */
+  settled?: boolean;
+}
+
 /** Named amounts: { tokens: 1200, usd: 0.03 }. */
 export type Amounts = Record<string, number>;
 
@@ -424,8 +429,10 @@ export interface Store extends WorkspaceVerbs, ApprovalVerbs {
 
   /** The run's unconsumed events, oldest first (what loadJournal returns as `events`),
    *  without the rest of the journal: a run executing in one process learns of events
-   *  sent by another. */
-  pendingEvents(runId: string): Promise<EventRecord[]>;
+   *  sent by another. `settled`: the run looks once more after a wait's deadline, and the
+   *  read must also see an event (or approval answer) whose write was under way, stamped
+   *  before the deadline: it waits for such a write to commit. */
+  pendingEvents(runId: string, options?: PendingEventsOptions): Promise<EventRecord[]>;
 
   // ---- events ----
   /** Stores an event durably. A waiting run becomes ready now. An event for an unknown or

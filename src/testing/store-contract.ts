@@ -1416,6 +1416,8 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
           },
         ]);
         expect(await store.pendingEvents(run.id)).toEqual([sent[0], sent[2]]);
+        // The last look after a deadline (waits for an event write under way) reads the same.
+        expect(await store.pendingEvents(run.id, { settled: true })).toEqual([sent[0], sent[2]]);
         expect(await store.pendingEvents("run_unknown")).toEqual([]);
       });
     });

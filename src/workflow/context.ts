@@ -173,7 +173,9 @@ export interface ContextHost {
   /** The child's outcome if it has finished, else undefined. */
   childOutcome(childId: string): Promise<ChildOutcome | undefined>;
   /** Re-reads the run's unconsumed events (after a hint that one arrived). */
-  loadEvents(): Promise<EventRecord[]>;
+  /** `settled`: the look after a wait's deadline, which also sees an event write under way
+   *  (Store.pendingEvents). */
+  loadEvents(settled?: boolean): Promise<EventRecord[]>;
   /** The store's now (PostgreSQL: the database's clock), by which it stamps events and
    *  judges approval answers; absent: this clock's. */
   storeNow?(): Promise<number>;
@@ -682,7 +684,7 @@ export class Context {
             continue;
           }
           reloaded = true;
-          await this.reloadEvents();
+          await this.reloadEvents(true);
           continue;
         }
         return this.recordValue<WaitResult<T>>(call, { timedOut: true }, startedAt);
@@ -794,7 +796,7 @@ export class Context {
             continue;
           }
           reloaded = true;
-          await this.reloadEvents();
+          await this.reloadEvents(true);
           continue;
         }
         return this.recordValue(call, timedOutApproval<A>(onTimeout, deadline), startedAt);
@@ -1886,8 +1888,9 @@ export class Context {
     return Math.max(0, deadline - (await this.active0(this.host.storeNow())));
   }
 
-  private async reloadEvents(): Promise<void> {
-    this.addEvents(await this.active0(this.host.loadEvents()));
+  /** Reads the run's events again; `settled` for the last look after a deadline. */
+  private async reloadEvents(settled = false): Promise<void> {
+    this.addEvents(await this.active0(this.host.loadEvents(settled)));
   }
 
   // ---- waiting and suspension ----

@@ -220,17 +220,23 @@ function toOutcome(o: unknown): WriteOutcome {
 }
 
 /** A run's unconsumed events, oldest first. */
-export async function pendingEvents(ctx: StoreContext, runId: string): Promise<EventRecord[]> {
+export async function pendingEvents(
+  ctx: StoreContext,
+  runId: string,
+  settled: boolean,
+): Promise<EventRecord[]> {
+  const sql = `SELECT * FROM ${ctx.t.events} WHERE run_id = $1 AND consumed_by IS NULL ORDER BY seq`;
+  if (!settled) {
+    const r = await ctx.db.statement<EventRow>("pendingEvents", "idempotent", sql, [runId]);
+    return r.rows.map(toEvent);
+  }
   return ctx.db.transaction("pendingEvents", "idempotent", async (tx) => {
     // FOR SHARE first: an event or approval answer being written holds the run's row (FOR
     // NO KEY UPDATE, its time read after the lock), so this read waits for it to commit and
     // then sees it. A run looking once more after a wait's deadline would otherwise miss an
     // answer the store had accepted before the deadline, and record the timeout.
     await tx.query(`SELECT 1 FROM ${ctx.t.runs} WHERE id = $1 FOR SHARE`, [runId]);
-    const r = await tx.query<EventRow>(
-      `SELECT * FROM ${ctx.t.events} WHERE run_id = $1 AND consumed_by IS NULL ORDER BY seq`,
-      [runId],
-    );
+    const r = await tx.query<EventRow>(sql, [runId]);
     return r.rows.map(toEvent);
   });
 }

@@ -40,6 +40,7 @@ import type {
   Journal,
   NewEvent,
   NewRun,
+  PendingEventsOptions,
   RateLimits,
   Release,
   ReleaseOutcome,
@@ -388,8 +389,8 @@ class PostgresStore implements Store {
     return loadJournal(this.#ctx, runId);
   }
 
-  pendingEvents(runId: string): Promise<EventRecord[]> {
-    return pendingEvents(this.#ctx, runId);
+  pendingEvents(runId: string, options?: PendingEventsOptions): Promise<EventRecord[]> {
+    return pendingEvents(this.#ctx, runId, options?.settled === true);
   }
 
   // ---- events and control ----

@@ -83,12 +83,17 @@ export function loadJournal(ctx: StoreContext, runId: string): Promise<Journal> 
   }));
 }
 
-/** A run's unconsumed events, oldest first. Read holding the write lock (BEGIN IMMEDIATE,
- *  which writes nothing here): an event or an approval's answer another process is writing
- *  commits first, so a run looking once more after a wait's deadline sees an answer the
- *  store accepted before it (a snapshot read could be taken just before that commit). */
-export function pendingEvents(ctx: StoreContext, runId: string): Promise<EventRecord[]> {
-  return ctx.write("pendingEvents", (tx) => unconsumedEvents(tx.prepare, runId));
+/** A run's unconsumed events, oldest first. `settled` (the run's last look after a wait's
+ *  deadline): read holding the write lock (BEGIN IMMEDIATE, which writes nothing here), so
+ *  an event or an approval's answer another process is writing commits first and is seen
+ *  (a snapshot read could be taken just before that commit). */
+export function pendingEvents(
+  ctx: StoreContext,
+  runId: string,
+  settled: boolean,
+): Promise<EventRecord[]> {
+  const read = (tx: { prepare: Prepare }) => unconsumedEvents(tx.prepare, runId);
+  return settled ? ctx.write("pendingEvents", read) : ctx.read("pendingEvents", read);
 }
 
 function unconsumedEvents(prepare: Prepare, runId: string): EventRecord[] {

@@ -27,6 +27,7 @@ import type {
   Journal,
   NewEvent,
   NewRun,
+  PendingEventsOptions,
   RateLimits,
   Release,
   ReleaseOutcome,
@@ -190,8 +191,8 @@ class SqliteStoreImpl implements SqliteStore {
     return loadJournal(this.#ctx, runId);
   }
 
-  async pendingEvents(runId: string): Promise<EventRecord[]> {
-    return pendingEvents(this.#ctx, runId);
+  async pendingEvents(runId: string, options?: PendingEventsOptions): Promise<EventRecord[]> {
+    return pendingEvents(this.#ctx, runId, options?.settled === true);
   }
 
   // ---- events and control ----
