@@ -5,7 +5,11 @@ export { type Ai, type AiOptions, createAi } from "./create-ai.js";
 export type { ModelLimits } from "./limiter.js";
 export type { ModelOptions } from "./model.js";
 export type { ModelPrice } from "./pricing.js";
-export type { ReadStreamOptions, RunStreamChunk } from "./run-stream.js";
+export {
+  isLaterExecution,
+  type ReadStreamOptions,
+  type RunStreamChunk,
+} from "./run-stream.js";
 export type { LanguageModelV4 } from "./sdk-types.js";
 export {
   type DurableToolOptions,
