@@ -1362,13 +1362,7 @@ export class Context {
       } finally {
         subtractAmounts(this.reserved, estimate);
       }
-      let counted = true;
-      const attemptEnded = () => {
-        if (!counted) return;
-        counted = false;
-        this.liveAttempts--;
-        this.workEnded();
-      };
+      const attemptEnded = this.attemptEndedOnce();
       try {
         addAmounts(this.reserved, result.spend);
         if (this.halted) {
@@ -1394,20 +1388,11 @@ export class Context {
         // the last chance: there, a crash before the outcome is recorded adds a lost attempt
         // past maxAttempts (the call gives up), where after a failure final by its kind the
         // lost attempt would have been taken for a retry, and perform called again.
-        const fatal = isFatalFailure(failure, failed.record.error);
-        if (failed.final && effect && !fatal) {
-          // perform threw on the last attempt: it may have happened all the same (a lost
-          // response). The failed attempt is recorded; reconcile has the last word.
-          const written = this.commit({ attempts: [failed.record] });
-          attemptEnded();
-          await written;
-          const pending = this.pendingSpend.get(call.key) ?? {};
-          addAmounts(pending, result.spend);
-          this.pendingSpend.set(call.key, pending);
-          prior.push(failed.record);
-          continue;
-        }
-        if (failed.final) {
+        // An effect's perform that threw on its last attempt may have happened all the same
+        // (a lost response): its failed attempt is recorded like a retried one, and the
+        // loop's give-up asks reconcile (lastChance).
+        const reconcileLast = effect !== undefined && !isFatalFailure(failure, failed.record.error);
+        if (failed.final && !reconcileLast) {
           return this.recordError<T>(call, failed.record.error, result.startedAt, {
             attempts: [failed.record],
             attempt: plan.attempt,
@@ -1426,6 +1411,18 @@ export class Context {
     }
   }
 
+  /** Ends the count of an attempt `attempt` resolved with (liveAttempts, active), once,
+   *  however often it is called: each path hands its result on before it calls it. */
+  private attemptEndedOnce(): () => void {
+    let counted = true;
+    return () => {
+      if (!counted) return;
+      counted = false;
+      this.liveAttempts--;
+      this.workEnded();
+    };
+  }
+
   /** An effect out of attempts whose perform may have happened: reconcile, as one more
    *  attempt (abort, timeout and spend as any), says whether it did. Resolves with the
    *  call's outcome when it found a value (recorded as reconciled), else undefined (the
@@ -1439,13 +1436,7 @@ export class Context {
     // The engine closes: no new attempt starts; whoever takes the run over asks instead.
     if (this.draining) return never();
     const result = await this.attempt<T | undefined>(call, attemptNo, timeoutMs, () => check());
-    let counted = true;
-    const attemptEnded = () => {
-      if (!counted) return;
-      counted = false;
-      this.liveAttempts--;
-      this.workEnded();
-    };
+    const attemptEnded = this.attemptEndedOnce();
     try {
       if (this.halted) {
         await this.recordCutAttempt(call, attemptNo, result);
