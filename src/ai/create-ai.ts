@@ -47,6 +47,44 @@ export interface Ai {
   close(): Promise<void>;
 }
 
+const LIMIT_FIELDS: readonly string[] = ["requestsPerMinute", "tokensPerMinute"];
+const PRICE_FIELDS: readonly string[] = [
+  "input",
+  "output",
+  "cachedInput",
+  "cacheWrite",
+  "reasoning",
+];
+
+/** A price the kit can charge with. A price without `input` or `output` (or one that is
+ *  Infinity) made every call's usd NaN or Infinity: s.spend() refused it after the provider
+ *  had answered (and charged), so the call was made again on every attempt, and the run
+ *  failed with nothing recorded. A misspelt field (`outputs`) left `output` missing. */
+function checkPrice(key: string, p: unknown): void {
+  if (typeof p !== "object" || p === null) {
+    throw new TypeError(
+      `createAi(): prices["${key}"] must be { input, output, cachedInput?, cacheWrite?, reasoning? } (dollars per million tokens), not ${p === null ? "null" : typeof p}`,
+    );
+  }
+  for (const [name, v] of Object.entries(p)) {
+    if (!PRICE_FIELDS.includes(name)) {
+      throw new TypeError(
+        `createAi(): prices["${key}"].${name} is not a price; give input, output, cachedInput, cacheWrite or reasoning (dollars per million tokens)`,
+      );
+    }
+    if (v !== undefined && !(typeof v === "number" && Number.isFinite(v) && v >= 0)) {
+      throw new TypeError(`createAi(): prices["${key}"].${name} must be a finite number >= 0`);
+    }
+  }
+  for (const name of ["input", "output"]) {
+    if ((p as Record<string, unknown>)[name] === undefined) {
+      throw new TypeError(
+        `createAi(): prices["${key}"].${name} is missing; give dollars per million tokens (0 if free)`,
+      );
+    }
+  }
+}
+
 export function createAi(options: AiOptions = {}): Ai {
   const clock = options.clock ?? realClock;
   const log =
@@ -61,7 +99,18 @@ export function createAi(options: AiOptions = {}): Ai {
     );
   }
   for (const [key, l] of Object.entries(options.limits ?? {})) {
+    if (typeof l !== "object" || l === null) {
+      throw new TypeError(
+        `createAi(): limits["${key}"] must be { requestsPerMinute?, tokensPerMinute? }, not ${l === null ? "null" : typeof l}`,
+      );
+    }
     for (const [name, v] of Object.entries(l)) {
+      // A misspelt limit (requestPerMinute) was ignored: the model ran with no limit at all.
+      if (!LIMIT_FIELDS.includes(name)) {
+        throw new TypeError(
+          `createAi(): limits["${key}"].${name} is not a limit; give requestsPerMinute and/or tokensPerMinute`,
+        );
+      }
       if (v !== undefined && !(Number.isInteger(v) && v > 0)) {
         throw new TypeError(`createAi(): limits["${key}"].${name} must be a whole number > 0`);
       }
@@ -73,11 +122,7 @@ export function createAi(options: AiOptions = {}): Ai {
     throw new TypeError("createAi(): maxInProcessWaitMs must be a finite number >= 0");
   }
   for (const [key, p] of Object.entries(options.prices ?? {})) {
-    for (const [name, v] of Object.entries(p)) {
-      if (v !== undefined && !(typeof v === "number" && v >= 0)) {
-        throw new TypeError(`createAi(): prices["${key}"].${name} must be a number >= 0`);
-      }
-    }
+    checkPrice(key, p);
   }
   let opened: Promise<Store> | undefined;
   let closed = false;

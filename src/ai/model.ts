@@ -15,7 +15,7 @@
 // the SDK does not consider retryable. Retries are the step's, and every attempt is
 // recorded with its error and spend.
 
-import { randomUUID } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import { wrapLanguageModel } from "ai";
 import type { Store } from "../index.js";
 import {
@@ -28,6 +28,8 @@ import {
 } from "../index.js";
 import { failRunWith } from "../lib/fail-run.js";
 import { generationOf } from "../lib/run-generation.js";
+import { checkText } from "../lib/text.js";
+import { captureScope, reenterScope } from "../workflow/call-scope.js";
 import { callName } from "./call-names.js";
 import {
   addPart,
@@ -126,6 +128,7 @@ function prepareModel(
   const inner: LanguageModelV4 =
     model.specificationVersion === "v4" ? model : wrapLanguageModel({ model, middleware: [] });
   const id = { provider: inner.provider, modelId: inner.modelId };
+  if (options.name !== undefined) checkCallName(ctx, options.name);
   const name = options.name ?? callName("model", inner.modelId);
   const price = priceOf(rt, ctx, id);
   if (options.stream && !rt.store) {
@@ -154,6 +157,19 @@ function prepareModel(
   };
 }
 
+/** The name a step may have (ctx.step's own rule): a name it refuses failed only the first
+ *  call, inside the SDK, where streamText hid the reason behind "No output generated". */
+const STEP_NAME = /^[^@#\s][^#]{0,199}$/;
+
+function checkCallName(ctx: WorkflowContext, name: unknown): void {
+  if (typeof name !== "string" || !STEP_NAME.test(name)) {
+    throw new TypeError(
+      `ai.model() in run "${ctx.runId}": name ${typeof name === "string" ? JSON.stringify(name.slice(0, 80)) : String(name)} cannot name its calls; give 1-200 characters, without "#" (cairn numbers the calls name, name#2, ...), not starting with "@" or a space`,
+    );
+  }
+  checkText(name, `ai.model() in run "${ctx.runId}": name`);
+}
+
 /** The model's price; a model without one is refused when there is a price table, or a
  *  budget in dollars to charge. */
 function priceOf(
@@ -180,6 +196,8 @@ function priceOf(
 async function durableCall(m: DurableModel, mode: Mode, o: CallOptions): Promise<CallRecord> {
   const { ctx, name } = m;
   const digest = m.checkRequest ? requestDigest(o) : "";
+  const prefixes = promptPrefixes(o.prompt);
+  continueConversation(ctx, name, o.prompt, prefixes);
   for (;;) {
     const rec = await ctx.step<CallRecord>(
       name,
@@ -198,8 +216,113 @@ async function durableCall(m: DurableModel, mode: Mode, o: CallOptions): Promise
         ),
       );
     }
+    if (prefixes) answered(ctx, name, o.prompt.length, prefixes, rec);
     return rec;
   }
+}
+
+// ---- where a call stands in the run's call tree ----
+//
+// The SDK makes every model call of a tool loop (generateText, streamText, an agent) from
+// its own promise chain, which does not carry the workflow's place in its call tree: each
+// call reaches ctx.step at the root. The core accepts a name used again ("model:x", then
+// "model:x#2") only when it can tell the order is fixed: the calls are in one cascade, or the
+// later one continues from the earlier. So any timer or I/O of the workflow's in between (an
+// onStepFinish that writes a log, a prepareStep that reads one, smoothStream's pacing)
+// failed the run's FIRST execution with NonDeterminismError at the loop's second call.
+//
+// A call whose prompt is an earlier call's prompt followed by that call's answer (an
+// assistant message with the same tool call ids) can only be made once that answer was
+// delivered: it continues from that call, in every execution. It is made from that call's
+// place in the tree, so the core sees what the data says. Nothing is claimed when no
+// earlier call fits, or more than one fits equally (twin conversations): the core's own
+// rule then decides, as before. The core still checks that the name's previous call is
+// this place or above it: a call of another conversation in between still fails the run.
+
+interface Answered {
+  /** Messages in its prompt, and the digest of their JSON. */
+  length: number;
+  prefix: string;
+  /** The tool call ids of its answer, in order. */
+  toolCallIds: string[];
+  /** Its place in the run's call tree (call-scope.ts). */
+  scope: unknown;
+}
+
+const answeredCalls = new WeakMap<WorkflowContext, Map<string, Answered[]>>();
+
+/** Digests of the prompt's first n messages' JSON, for n = 0..length (undefined if the
+ *  prompt cannot be written as JSON). */
+function promptPrefixes(prompt: CallOptions["prompt"]): string[] | undefined {
+  try {
+    const h = createHash("sha256");
+    const out = [h.copy().digest("base64url")];
+    for (const message of prompt) {
+      h.update(JSON.stringify(message) ?? "null");
+      h.update("\n");
+      out.push(h.copy().digest("base64url"));
+    }
+    return out;
+  } catch {
+    return undefined;
+  }
+}
+
+function toolCallIdsOf(parts: ReadonlyArray<{ type: string }> | undefined): string[] {
+  const ids: string[] = [];
+  for (const p of parts ?? []) {
+    if (p.type === "tool-call") ids.push(String((p as { toolCallId?: unknown }).toolCallId));
+  }
+  return ids;
+}
+
+/** Makes the call from the place of the earlier call whose answer its prompt continues. */
+function continueConversation(
+  ctx: WorkflowContext,
+  name: string,
+  prompt: CallOptions["prompt"],
+  prefixes: string[] | undefined,
+): void {
+  const earlier = answeredCalls.get(ctx)?.get(name);
+  if (!prefixes || !earlier) return;
+  const fits = earlier.filter((a) => {
+    const answer = prompt[a.length];
+    if (a.length >= prompt.length || prefixes[a.length] !== a.prefix) return false;
+    if (answer?.role !== "assistant" || !Array.isArray(answer.content)) return false;
+    const ids = toolCallIdsOf(answer.content);
+    return ids.length === a.toolCallIds.length && ids.every((id, i) => id === a.toolCallIds[i]);
+  });
+  // The latest answer it continues (that call's own prompt held the earlier ones): one, or
+  // none is claimed (twin conversations, alike to the ids, cannot be told apart).
+  const longest = Math.max(...fits.map((a) => a.length));
+  const latest = fits.filter((a) => a.length === longest);
+  if (latest.length === 1) reenterScope(latest[0]!.scope);
+}
+
+/** Notes an answered call (its place: the scope the step's outcome resumed in). */
+function answered(
+  ctx: WorkflowContext,
+  name: string,
+  length: number,
+  prefixes: string[],
+  rec: CallRecord,
+): void {
+  let byName = answeredCalls.get(ctx);
+  if (!byName) {
+    byName = new Map();
+    answeredCalls.set(ctx, byName);
+  }
+  let list = byName.get(name);
+  if (!list) {
+    list = [];
+    byName.set(name, list);
+  }
+  list.push({
+    length,
+    prefix: prefixes[length]!,
+    toolCallIds: toolCallIdsOf(rec.generate?.content ?? rec.parts),
+    scope: captureScope(),
+  });
 }
 
 /** The usage the provider reported during one attempt (set as soon as it arrives). */
@@ -337,7 +460,7 @@ async function streamOnce(
 
 /** A call its caller aborted: final (FatalError), under the name the SDK and the caller
  *  know it by (AbortError, TimeoutError). */
-function callerAborted(err: unknown): FatalError {
+export function callerAborted(err: unknown): FatalError {
   const e = err as { name?: unknown; message?: unknown } | undefined;
   const fatal = new FatalError(
     typeof e?.message === "string" ? e.message : "the call was aborted by its caller",

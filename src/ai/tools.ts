@@ -20,6 +20,7 @@
 import type { FlexibleSchema, Tool, ToolExecutionOptions, ToolSet } from "ai";
 import type { StepContext, StepOptions, WorkflowContext, Workspace } from "../index.js";
 import { callName } from "./call-names.js";
+import { callerAborted } from "./model.js";
 
 export interface ToolsOptions extends StepOptions {
   /** Step options for single tools, by tool name (over the shared ones). */
@@ -154,15 +155,26 @@ export function durableTools<TOOLS extends ToolSet>(
       wrapped = (input, o) =>
         owner.step(
           callName("tool", toolName, o.toolCallId),
-          (s) =>
-            finalOutput(
-              run(input, {
-                ...o,
-                abortSignal: signalOf(s, o.abortSignal),
-                idempotencyKey: s.idempotencyKey,
-                attempt: s.attempt,
-              } as ToolExecutionOptions<unknown> & DurableToolOptions),
-            ),
+          async (s) => {
+            try {
+              return await finalOutput(
+                // Called on its tool, as the SDK calls it (tool.execute(...)): an execute
+                // that is a method (a class's, an object literal's) reads its `this`.
+                run.call(t, input, {
+                  ...o,
+                  abortSignal: signalOf(s, o.abortSignal),
+                  idempotencyKey: s.idempotencyKey,
+                  attempt: s.attempt,
+                } as ToolExecutionOptions<unknown> & DurableToolOptions),
+              );
+            } catch (err) {
+              // The caller gave up (the SDK's abortSignal, its tool timeout): final, as for
+              // a model call. Retried, every attempt ran the tool again with a signal
+              // already aborted: its work before the first abortable await done again.
+              if (o.abortSignal?.aborted && !s.signal.aborted) throw callerAborted(err);
+              throw err;
+            }
+          },
           stepOptions,
         );
     }
