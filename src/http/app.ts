@@ -81,16 +81,16 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
   const streams = new StreamTails({ engine: options.engine, pollMs, log });
 
   const app = new Hono<AppEnv>();
+  // Mounted in another Hono app (its route()), these middlewares are the other app's too:
+  // they leave its own routes, outside the base path, alone (no CSP, token or Host check
+  // of this app on them).
+  const owns = ownsRequest(basePath);
   app.use("*", async (c, next) => {
+    if (!owns(c)) return next();
     await next();
-    c.header("content-security-policy", CSP);
-    c.header("x-content-type-options", "nosniff");
-    c.header("referrer-policy", "no-referrer");
-    c.header("x-frame-options", "DENY");
-    c.header("cross-origin-opener-policy", "same-origin");
-    c.header("cross-origin-resource-policy", "same-origin");
+    securityHeaders(c);
   });
-  app.use("*", security.middleware);
+  app.use("*", (c, next) => (owns(c) ? security.middleware(c, next) : next()));
   mountApi(app, {
     basePath,
     log,
@@ -105,6 +105,7 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
   mountDashboard(app, { deps: uiDeps, security, assets });
 
   app.notFound((c) => {
+    securityHeaders(c);
     if (isApi(c)) {
       const what = `${c.req.method} ${quote(new URL(c.req.url).pathname, 120)}`;
       return apiError(c, new HttpError(404, "NOT_FOUND", `No API route ${what}`), log);
@@ -126,6 +127,29 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
       live.close();
       streams.close();
     },
+  };
+}
+
+function securityHeaders(c: Context): void {
+  c.header("content-security-policy", CSP);
+  c.header("x-content-type-options", "nosniff");
+  c.header("referrer-policy", "no-referrer");
+  c.header("x-frame-options", "DENY");
+  c.header("cross-origin-opener-policy", "same-origin");
+  c.header("cross-origin-resource-policy", "same-origin");
+}
+
+/** Whether a request is for this app: a path below its base path (every path when it is
+ *  mounted at the root), relative to where a Hono app that took its routes with route()
+ *  put them (the prefix of the middleware's own route, "/x/*" for route("/x", ...)). */
+function ownsRequest(basePath: string): (c: Context) => boolean {
+  return (c) => {
+    if (basePath === "") return true;
+    const mount = c.req.routePath.replace(/\/?\*$/, "");
+    const path = c.req.path;
+    if (!path.startsWith(mount)) return true;
+    const own = path.slice(mount.length);
+    return own === basePath || own.startsWith(`${basePath}/`);
   };
 }
 

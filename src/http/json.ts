@@ -13,61 +13,105 @@ export const UNDECODABLE_TEXT = "[undecodable value]";
  * objects (as [key, value] pairs when a key is not a string), Sets and typed arrays as
  * arrays, Errors as {name, message}, NaN and ±Infinity as strings, a value met again inside
  * itself as "[Circular]", an undecodable value as "[undecodable value]".
+ *
+ * Iterative, not recursive: a value nested as deep as the codec could store (a webhook's
+ * payload of a few thousand nested arrays) must not overflow the stack here, where it
+ * would be a 500 for the event just stored and for every later read of the run.
  */
 export function toJsonValue(value: unknown): unknown {
-  return convert(value, new Set());
+  const ancestors = new Set<object>();
+  const first = visit(value, ancestors);
+  if (!("frame" in first)) return first.value;
+  const stack: Frame[] = [first.frame];
+  ancestors.add(first.frame.source);
+  for (;;) {
+    const top = stack[stack.length - 1]!;
+    if (top.next < top.children.length) {
+      const [key, child] = top.children[top.next++]!;
+      const seen = visit(child, ancestors);
+      if ("frame" in seen) {
+        top.pending = key;
+        stack.push(seen.frame);
+        ancestors.add(seen.frame.source);
+      } else {
+        setChild(top.out, key, seen.value);
+      }
+      continue;
+    }
+    stack.pop();
+    ancestors.delete(top.source);
+    const parent = stack[stack.length - 1];
+    if (!parent) return top.out;
+    setChild(parent.out, parent.pending, top.out);
+  }
 }
 
-function convert(value: unknown, seen: Set<object>): unknown {
+/** A container being converted: its children, and the one being converted now. */
+interface Frame {
+  source: object;
+  out: unknown[] | Record<string, unknown>;
+  children: Array<[string | number, unknown]>;
+  next: number;
+  pending: string | number;
+}
+
+/** One value: its JSON form when it has no children, else the frame to fill. */
+function visit(value: unknown, ancestors: Set<object>): { value: unknown } | { frame: Frame } {
   switch (typeof value) {
     case "string":
     case "boolean":
-      return value;
+      return { value };
     case "number":
-      return Number.isFinite(value) ? (Object.is(value, -0) ? 0 : value) : String(value);
+      return { value: Number.isFinite(value) ? (Object.is(value, -0) ? 0 : value) : String(value) };
     case "bigint":
-      return value.toString();
+      return { value: value.toString() };
     case "undefined":
-      return null;
+      return { value: null };
     case "object":
       break;
     default:
-      return String(value);
+      return { value: String(value) };
   }
-  if (value === null) return null;
-  if (value instanceof UndecodableValue) return UNDECODABLE_TEXT;
-  if (value instanceof EncryptedValue) return value.toJSON();
-  if (value instanceof Date) return Number.isNaN(value.getTime()) ? null : value.toISOString();
-  if (value instanceof RegExp) return value.toString();
-  if (seen.has(value)) return "[Circular]";
-  seen.add(value);
-  try {
-    if (value instanceof Error) return { name: value.name, message: value.message };
-    if (ArrayBuffer.isView(value)) {
-      return Array.from(value as unknown as ArrayLike<number | bigint>, (n) =>
+  if (value === null) return { value: null };
+  if (value instanceof UndecodableValue) return { value: UNDECODABLE_TEXT };
+  if (value instanceof EncryptedValue) return { value: value.toJSON() };
+  if (value instanceof Date) {
+    return { value: Number.isNaN(value.getTime()) ? null : value.toISOString() };
+  }
+  if (value instanceof RegExp) return { value: value.toString() };
+  if (ancestors.has(value)) return { value: "[Circular]" };
+  if (value instanceof Error) return { value: { name: value.name, message: value.message } };
+  if (ArrayBuffer.isView(value)) {
+    return {
+      value: Array.from(value as unknown as ArrayLike<number | bigint>, (n) =>
         typeof n === "bigint" ? n.toString() : n,
-      );
-    }
-    if (value instanceof ArrayBuffer) return Array.from(new Uint8Array(value));
-    if (value instanceof Map) {
-      const entries = [...value.entries()];
-      if (entries.every(([k]) => typeof k === "string")) {
-        const out: Record<string, unknown> = {};
-        for (const [k, v] of entries) out[k as string] = convert(v, seen);
-        return out;
-      }
-      return entries.map(([k, v]) => [convert(k, seen), convert(v, seen)]);
-    }
-    if (value instanceof Set) return [...value].map((v) => convert(v, seen));
-    if (Array.isArray(value)) return value.map((v) => convert(v, seen));
-    const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) {
-      if (v !== undefined) out[k] = convert(v, seen);
-    }
-    return out;
-  } finally {
-    seen.delete(value);
+      ),
+    };
   }
+  if (value instanceof ArrayBuffer) return { value: Array.from(new Uint8Array(value)) };
+  const frame = (out: Frame["out"], children: Frame["children"]): { frame: Frame } => ({
+    frame: { source: value, out, children, next: 0, pending: 0 },
+  });
+  // Every index, holes of a sparse array too (as null, as JSON.stringify writes them).
+  const indexed = (items: unknown[]): Frame["children"] => Array.from(items, (v, i) => [i, v]);
+  if (value instanceof Map) {
+    const entries = [...value.entries()];
+    if (entries.every(([k]) => typeof k === "string")) {
+      return frame({}, entries as Array<[string, unknown]>);
+    }
+    // Each [key, value] pair is an array of its own, converted as one.
+    return frame([], indexed(entries));
+  }
+  if (value instanceof Set) return frame([], indexed([...value]));
+  if (Array.isArray(value)) return frame([], indexed(value));
+  return frame(
+    {},
+    Object.entries(value).filter(([, v]) => v !== undefined),
+  );
+}
+
+function setChild(out: Frame["out"], key: string | number, value: unknown): void {
+  (out as Record<string | number, unknown>)[key] = value;
 }
 
 const iso = (d: Date) => d.toISOString();

@@ -25,6 +25,7 @@ import { bodyLimit } from "hono/body-limit";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import type { Clock } from "../index.js";
 import { APPROVAL_LINK_API, APPROVAL_LINK_PAGE } from "./approval-link-paths.js";
+import { bearerProblem } from "./bearer.js";
 import { HttpError } from "./errors.js";
 import { clientOf, LoginLimiter } from "./login-limit.js";
 import { SESSION_MAX_AGE_MS, Sessions } from "./sessions.js";
@@ -192,6 +193,8 @@ function checkTokens(options: SecurityOptions): void {
     if (value !== undefined && (typeof value !== "string" || value.length < 8)) {
       throw new TypeError(`cairn http: ${name} must be a string of at least 8 characters`);
     }
+    const problem = value === undefined ? undefined : bearerProblem(value);
+    if (problem) throw new TypeError(`cairn http: ${name} ${problem}`);
   }
   if (
     options.token !== undefined &&

@@ -2,6 +2,7 @@
 // never executes runs; with --module it knows the module's workflows, so it can start
 // runs of them (a worker that has them executes them).
 
+import { bearerProblem } from "../../http/bearer.js";
 import { createEngine, type Engine } from "../../index.js";
 import { approvalKeysFromEnv } from "../approval-keys.js";
 import { type CliContext, CliError, defineCommand, UsageError } from "../command.js";
@@ -120,6 +121,8 @@ function listenSettings(
     if (t !== undefined && t.length < 8) {
       throw new UsageError(`${name} must be at least 8 characters (a long random string)`);
     }
+    const problem = t === undefined ? undefined : bearerProblem(t);
+    if (problem) throw new UsageError(`${name} ${problem}`);
   }
   if (token !== undefined && token === readToken) {
     throw new UsageError("--token and --read-token must differ");

@@ -3,7 +3,7 @@
 
 import type { Context } from "hono";
 import { runFeed, runsPageFeed, wholeFeed } from "../live/feeds.js";
-import type { Feed } from "../live/hub.js";
+import { ENGINE_CLOSED_PROBLEM, type Feed, isEngineClosed, type LiveEvent } from "../live/hub.js";
 import { s } from "../schema.js";
 import type { AppEnv } from "../security.js";
 import { type ApiDeps, type Route, route } from "./route.js";
@@ -25,17 +25,23 @@ function stream<S>(
   key: string,
   makeFeed: () => Feed<S>,
   lastEventId: string | undefined,
+  /** An event after which nothing more will come: the stream ends once it is written. */
+  isLast?: (e: LiveEvent) => boolean,
 ): Response {
   return sseResponse(c, deps, async (session) => {
     let unsubscribe: (() => void) | undefined;
     try {
       unsubscribe = await deps.live.subscribe(key, makeFeed, lastEventId, (e) => {
         void session.send(e);
+        const final = e.event === "problem" && (e.data as { final?: boolean }).final === true;
+        if (final || isLast?.(e)) session.end();
       });
-    } catch {
+    } catch (err) {
       void session.send({
         event: "problem",
-        data: { ok: false, message: "The store cannot be read" },
+        data: isEngineClosed(err)
+          ? ENGINE_CLOSED_PROBLEM
+          : { ok: false, message: "The store cannot be read" },
       });
       session.end();
     }
@@ -54,8 +60,9 @@ const liveRuns = route({
   description:
     'Takes the filters of GET /api/runs. Events: "snapshot" {runs}, then "run" {run} for a ' +
     'run new on the page or changed, "leave" {id} for one no longer on it; "problem" ' +
-    "{ok, message} when the store cannot be read (and {ok: true} when it can again). Event " +
-    "ids resume: reconnect with Last-Event-ID to get what was missed.",
+    "{ok, message} when the store cannot be read (and {ok: true} when it can again), " +
+    "{ok: false, final: true, message} when the server's engine has closed (the stream then " +
+    "ends). Event ids resume: reconnect with Last-Event-ID to get what was missed.",
   tag: "live",
   access: "read",
   query: RUN_LIST_QUERY,
@@ -85,7 +92,8 @@ const liveRun = route({
   description:
     'Events: "snapshot" {run, steps, events}, then "run" {run}, "step" {step} (a step that ' +
     'appeared or changed: an attempt, a retry, completion), "run-event" {event} (sent or ' +
-    'consumed), and "problem" as for /live/runs. Reconnect with Last-Event-ID to resume.',
+    'consumed), and "problem" as for /live/runs. Reconnect with Last-Event-ID to resume. ' +
+    'A run deleted meanwhile is sent as "run" {run: null}, and the stream ends.',
   tag: "live",
   access: "read",
   params: RUN_ID_PARAM,
@@ -101,6 +109,11 @@ const liveRun = route({
       `run:${id}`,
       () => runFeed(deps.engine, id),
       query["last-event-id"] as string | undefined,
+      // The run was deleted (retention): its stream ends rather than poll a run that is
+      // gone for as long as a page stays open (reconnecting, the client gets a 404). Only
+      // a change read now says so: a snapshot may be the reading of a watcher nobody
+      // listened to for a while (a run deleted, then started again under its id).
+      (e) => e.event === "run" && (e.data as { run?: unknown }).run === null,
     );
   },
 });

@@ -10,6 +10,7 @@ import type { Engine, StreamChunk } from "../../index.js";
 import { HttpError } from "../errors.js";
 import { toJsonValue } from "../json.js";
 import { MAX_REPLAY_BYTES } from "../live/backlog.js";
+import { ENGINE_CLOSED_PROBLEM } from "../live/hub.js";
 import type { StreamFollower } from "../live/stream-tail.js";
 import { s } from "../schema.js";
 import type { AppEnv } from "../security.js";
@@ -119,6 +120,10 @@ function streamChunks(c: Context<AppEnv>, deps: ApiDeps, id: string, start: numb
         const data = ok ? { ok } : { ok, message: "The store cannot be read; retrying" };
         void session.send({ event: "problem", data });
       },
+      engineClosed() {
+        void session.send({ event: "problem", data: ENGINE_CLOSED_PROBLEM });
+        session.end();
+      },
     };
     const unfollow = session.isOpen() ? deps.streams.follow(id, follower) : undefined;
     if (!unfollow) return session.end();
@@ -169,7 +174,8 @@ const liveStream = route({
   description:
     'Events: "chunk" (a StreamChunk; its event id is its offset), "end" {status, next} once ' +
     "the run has finished and every chunk was sent (the stream then closes: a client should " +
-    'not reconnect), "problem" {ok, message} while the store cannot be read. Reconnect with ' +
+    'not reconnect), "problem" {ok, message} while the store cannot be read ({ok: false, ' +
+    "final: true, message} when the server's engine has closed: the stream then ends). Reconnect with " +
     "Last-Event-ID (the last offset received) to get exactly the chunks after it.",
   tag: "live",
   access: "read",

@@ -175,7 +175,10 @@ export async function readInput(
   const query: Record<string, unknown> = {};
   for (const [name, spec] of Object.entries(r.query ?? {})) {
     const raw = c.req.query(name);
-    if (raw === undefined) {
+    // An empty value (a form's empty field: ?workflow=&q=) is no value, as the dashboard's
+    // pages read it (readQuery): one URL lists the same runs on the page, in the API and
+    // in its live stream.
+    if (raw === undefined || raw === "") {
       if (spec.required) {
         throw new HttpError(400, "VALIDATION", `query parameter ${quote(name)} is required`);
       }
@@ -189,7 +192,7 @@ export async function readInput(
   }
   let body: unknown;
   if (r.body) {
-    const text = await c.req.text();
+    const text = bodyText(new Uint8Array(await c.req.arrayBuffer()));
     if (text.trim() === "") {
       if (r.body.required) {
         throw new HttpError(400, "VALIDATION", "A JSON request body is required");
@@ -208,12 +211,85 @@ export async function readInput(
       } catch {
         throw new HttpError(400, "VALIDATION", "The request body is not valid JSON");
       }
+      checkJsonNumbers(text);
       const issues = validate(r.body.schema.json, body, resolveComponent);
       if (issues.length > 0) refuseIssues("body", issues);
       checkStrings(r.body.schema.json, body, "body");
     }
   }
   return { params, query, body };
+}
+
+/** A body's bytes as text: JSON is UTF-8 (a byte order mark is dropped). Bytes that are not
+ *  UTF-8 are refused: decoded leniently, each would be stored as U+FFFD, not as sent. */
+function bodyText(bytes: Uint8Array): string {
+  try {
+    return new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+  } catch {
+    throw new HttpError(
+      400,
+      "VALIDATION",
+      "The request body is not valid UTF-8; send JSON encoded as UTF-8. Nothing was done",
+    );
+  }
+}
+
+const JSON_NUMBER = /-?(?:0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?/y;
+
+/** An integer as JSON.stringify writes it, without an exponent ("1e+22" is
+ *  "10000000000000000000000"): what an integer literal reads back as. */
+function integerText(value: number): string {
+  const text = String(value);
+  const m = /^(-?)(\d)(?:\.(\d+))?e\+(\d+)$/.exec(text);
+  if (!m) return text;
+  const digits = `${m[2]}${m[3] ?? ""}`;
+  return `${m[1]}${digits.padEnd(Number(m[4]) + 1, "0")}`;
+}
+
+/** Refuses a number in JSON text that JSON.parse would turn into another one: an integer
+ *  beyond 2^53 that reads back as another integer (a 64-bit id rounded), a number out of
+ *  range made Infinity or 0. Recorded, it would be a value nobody sent. An integer that
+ *  reads back as written (12345678901234567000, what JSON.stringify writes for that double)
+ *  is kept, and numbers with a fraction or an exponent are read as the nearest double, as
+ *  JSON senders expect. `text` is valid JSON. */
+function checkJsonNumbers(text: string): void {
+  const n = text.length;
+  for (let i = 0; i < n; i++) {
+    const ch = text.charCodeAt(i);
+    if (ch === 0x22) {
+      // A string: skip to its closing quote (past escapes).
+      for (i++; i < n; i++) {
+        const d = text.charCodeAt(i);
+        if (d === 0x5c) i++;
+        else if (d === 0x22) break;
+      }
+      continue;
+    }
+    if (ch !== 0x2d && (ch < 0x30 || ch > 0x39)) continue;
+    JSON_NUMBER.lastIndex = i;
+    const m = JSON_NUMBER.exec(text);
+    if (!m) continue;
+    const literal = m[0];
+    i += literal.length - 1;
+    const value = Number(literal);
+    const mantissa = literal.split(/[eE]/)[0]!;
+    const changed = !Number.isFinite(value)
+      ? "it is out of range (it would become Infinity)"
+      : value === 0 && /[1-9]/.test(mantissa)
+        ? "it is too small (it would become 0)"
+        : m[1] === undefined && m[2] === undefined && !Number.isSafeInteger(value)
+          ? integerText(value) === literal
+            ? undefined
+            : `integers are exact only up to 2^53 - 1 (it would become ${integerText(value)})`
+          : undefined;
+    if (changed) {
+      throw new HttpError(
+        400,
+        "VALIDATION",
+        `The request body holds the number ${literal.length > 40 ? `${literal.slice(0, 40)}…` : literal}, which cannot be stored as sent: ${changed}; send it as a string. Nothing was done`,
+      );
+    }
+  }
 }
 
 export function json(c: Context, status: number, body: unknown): Response {

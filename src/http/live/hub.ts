@@ -17,6 +17,7 @@
 // after the last one leaves, so a reconnect finds its ring, then it is dropped.
 
 import { randomBytes } from "node:crypto";
+import { CairnError } from "../../index.js";
 import { MAX_REPLAY_BYTES } from "./backlog.js";
 
 export interface LiveMessage {
@@ -50,6 +51,22 @@ export interface HubOptions {
 }
 
 type Listener = (e: LiveEvent) => void;
+
+const STORE_FAILING = { ok: false, message: "The store cannot be read; retrying" };
+
+/** Whether `err` says the engine behind the app has closed: nothing can be read through it
+ *  again, so retrying is pointless (the API answers 503 ENGINE_CLOSED meanwhile). */
+export function isEngineClosed(err: unknown): boolean {
+  return err instanceof CairnError && err.code === "ENGINE_CLOSED";
+}
+
+/** The last event of a live stream whose engine has closed: the stream ends after it (a
+ *  client reconnects, to another instance if there is one). */
+export const ENGINE_CLOSED_PROBLEM = {
+  ok: false,
+  final: true,
+  message: "This server's engine has closed (it is shutting down): nothing more will come here",
+};
 
 class Watcher<S> {
   readonly instance = randomBytes(6).toString("base64url");
@@ -107,6 +124,9 @@ class Watcher<S> {
     } else {
       listener({ id: this.id(this.seq), ...this.feed.snapshot(this.state) });
     }
+    // A newcomer learns that the store cannot be read now, as those already here did: what
+    // it was just sent is the last reading, not the store's present.
+    if (this.failing) listener({ event: "problem", data: STORE_FAILING });
     this.listeners.add(listener);
     this.schedule();
     return () => this.leave(listener);
@@ -175,15 +195,19 @@ class Watcher<S> {
         this.notify(event);
       }
     } catch (err) {
+      if (isEngineClosed(err)) {
+        // Every stream is told, and ends (api/live.ts); this watcher stops polling.
+        this.notify({ event: "problem", data: ENGINE_CLOSED_PROBLEM });
+        this.close();
+        this.drop();
+        return;
+      }
       if (!this.failing) {
         this.failing = true;
         this.o.log(
           `live updates: reading the store failed: ${(err as Error)?.message ?? String(err)}`,
         );
-        this.notify({
-          event: "problem",
-          data: { ok: false, message: "The store cannot be read; retrying" },
-        });
+        this.notify({ event: "problem", data: STORE_FAILING });
       }
     } finally {
       this.polling = false;

@@ -12,6 +12,7 @@
 
 import { lookAtStream, type StreamSource } from "../../ai/run-stream.js";
 import { type Engine, RunNotFoundError, type StreamChunk } from "../../index.js";
+import { isEngineClosed } from "./hub.js";
 
 export interface StreamFollower {
   /** The next offset this follower needs (the tail moves it on as it hands chunks over). */
@@ -21,6 +22,9 @@ export interface StreamFollower {
   end(status: string, next: number): void;
   /** The store cannot be read (ok false), or can again (ok true). */
   problem(ok: boolean): void;
+  /** The engine has closed: nothing more will come (the follower is dropped). Without it,
+   *  the follower hears problem(false). */
+  engineClosed?(): void;
 }
 
 export interface StreamTailsOptions {
@@ -140,6 +144,13 @@ class Tail {
       if (err instanceof RunNotFoundError) {
         // Deleted meanwhile (retention): nothing more will come.
         this.end(from, "deleted");
+      } else if (isEngineClosed(err)) {
+        // Nothing can be read again: every follower is told and dropped, and the tail stops.
+        for (const f of [...this.followers]) {
+          this.followers.delete(f);
+          if (f.engineClosed) f.engineClosed();
+          else f.problem(false);
+        }
       } else if (!this.failing) {
         this.failing = true;
         this.o.log(
