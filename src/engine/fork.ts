@@ -26,6 +26,11 @@ export async function forkRun(
 ): Promise<RunHandle> {
   await ready(internals);
   const { store } = internals.config;
+  if (typeof options?.fromStep !== "string") {
+    throw new TypeError(
+      `fork(): fromStep must be the key of a step of run ${JSON.stringify(String(id).slice(0, 300))} to fork from, e.g. fork(id, { fromStep: "plan" }) (got ${options === null || typeof options !== "object" ? String(options) : JSON.stringify(String(options.fromStep).slice(0, 100))})`,
+    );
+  }
   if (options.id !== undefined) checkRunId(options.id, "fork()");
   if (options.version !== undefined && !isWorkflowName(options.version)) {
     // A fork pinned to a version no workflow can have would never be executed.

@@ -186,7 +186,7 @@ class CheckpointReader {
       const stranger = chunk.find((h) => !held.has(h));
       if (stranger !== undefined) {
         throw new WorkspaceNotFoundError(
-          `Run "${runId}" does not hold workspace object ${stranger.slice(0, 16)}… (a fork holds its source's checkpoints once it has run; a deleted run's are gone)`,
+          `Run "${runId}" does not hold workspace object ${stranger.slice(0, 16)}… (a checkpoint of another run; a deleted run's are gone)`,
         );
       }
       for (const obj of await this.store.getWorkspaceObjects(chunk)) {

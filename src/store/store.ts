@@ -465,8 +465,9 @@ export interface Store extends WorkspaceVerbs, ApprovalVerbs {
    *  and of every attempt of those keys (in the new run's generation); budgetSpent is their
    *  spend. A copy marked `unordered` gets issuedAfter null (handed over when its call is
    *  made: the source had it outside the delivery order, from a history a resume replaced)
-   *  and the generation `since`. The source is not touched. Fails with created=false if the
-   *  id exists. */
+   *  and the generation `since`. The new run also holds every workspace object the source
+   *  holds (its refs are copied), so deleting the source leaves the checkpoints the copies
+   *  name. The source is not touched. Fails with created=false if the id exists. */
   forkRun(p: {
     sourceId: string;
     run: NewRun;

@@ -211,6 +211,26 @@ export function describeFeatureContract(h: FeatureContractHelpers): void {
   });
 
   describe("deleteRun", () => {
+    it("a fork holds its source's workspace objects from its creation: deleting the source keeps them", async () => {
+      const store = h.store();
+      const src = await h.started();
+      const a = object("checkpointed by the source");
+      await store.putWorkspaceObjects({ runId: src.id, epoch: src.epoch, objects: [a], refs: [] });
+      await store.appendRecords([
+        { runId: src.id, epoch: src.epoch, steps: [h.step(src.id, "s", 0)] },
+      ]);
+      await h.release(src, { status: "completed", output: "1" });
+      const { run: fork } = await store.forkRun({
+        sourceId: src.id,
+        run: h.newRun({ id: "run_fork_refs" }),
+        copy: [{ key: "s", generation: 0 }],
+      });
+      expect(await store.heldWorkspaceObjects(fork.id, [a.hash])).toEqual([a.hash]);
+      expect(await store.deleteRun(src.id)).toMatchObject({ deleted: true, objects: 0 });
+      expect(await store.missingWorkspaceObjects([a.hash])).toEqual([]);
+      expect(await store.heldWorkspaceObjects(fork.id, [a.hash])).toEqual([a.hash]);
+    });
+
     it("refuses unknown and unfinished runs, changing nothing", async () => {
       const store = h.store();
       expect(await store.deleteRun("run_nope")).toEqual({ deleted: false, reason: "not-found" });

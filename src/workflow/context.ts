@@ -302,6 +302,8 @@ export class Context {
   private readonly chargedCrash = new Set<string>();
   /** Open workspaces by name (ctx.workspace); a name opens once per run. */
   private readonly workspaces = new Map<string, WorkspaceHandle | undefined>();
+  /** The directory of each workspace opened (or being opened), by name. */
+  private readonly workspaceDirs = new Map<string, string>();
   /** New calls made inside a cascade start once it is over (after the divergence check). */
   private afterCascade: Array<() => void> = [];
   /** New calls waiting for a stalled replay's verdict (beforeExecute). */
@@ -955,7 +957,21 @@ export class Context {
       );
     }
     this.workspaces.set(name, undefined);
-    const ws = new WorkspaceHandle(name, this.api, this.host.workspace, options);
+    let ws: WorkspaceHandle;
+    try {
+      ws = new WorkspaceHandle(name, this.api, this.host.workspace, options);
+      // Two workspaces on one directory would each restore it to their own checkpoint.
+      const other = [...this.workspaceDirs].find(([, dir]) => dir === ws.dir);
+      if (other) {
+        throw new TypeError(
+          `ctx.workspace("${name}") in run "${this.host.runId}": its directory "${ws.dir}" is the directory of workspace "${other[0]}" of this run; give each workspace a directory of its own`,
+        );
+      }
+    } catch (err) {
+      this.workspaces.delete(name);
+      throw err;
+    }
+    this.workspaceDirs.set(name, ws.dir);
     await ws.open();
     this.workspaces.set(name, ws);
     return ws;

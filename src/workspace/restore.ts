@@ -14,7 +14,7 @@ import { chmodSync, lstatSync, renameSync, rmSync, writeFileSync } from "node:fs
 import { chmod, mkdir, readFile, rm, rmdir, symlink, unlink } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import type { RuleSet } from "./ignore.js";
-import { type DiskEntry, type StatCache, walk } from "./scan.js";
+import { type DiskEntry, rootProblem, type StatCache, walk } from "./scan.js";
 import { type Entry, hashObject, type Snapshot } from "./tree.js";
 
 export interface RestoreOptions {
@@ -39,6 +39,8 @@ export async function restoreTo(
   target: Snapshot,
   o: RestoreOptions,
 ): Promise<{ written: number; deleted: number }> {
+  const bad = rootProblem(root);
+  if (bad) throw bad;
   await mkdir(root, { recursive: true });
   const gitignores = o.gitignore ? await checkpointGitignores(target, o.fetchBlobs) : undefined;
   const disk = walk(
@@ -139,7 +141,7 @@ async function makeDirs(site: Site, entries: Array<[string, Entry]>): Promise<vo
 }
 
 /** 3a. Creates missing symlinks, and lists the files to write: a file whose content
- *  already matches only gets its mode. */
+ *  already matches only gets its mode (unless it is hard-linked: then it is written). */
 async function filesAndSymlinks(
   site: Site,
   entries: Array<[string, Entry]>,
@@ -159,8 +161,13 @@ async function filesAndSymlinks(
         have.size === e.size &&
         (await sameContent(site.root, p, have, e.hash, site.cache))
       ) {
-        if (have.mode !== e.mode) await chmod(site.abs(p), e.mode);
-        continue;
+        if (have.mode === e.mode) continue;
+        // A mode belongs to the inode: through a hard link, chmod would change another path
+        // too (in the workspace or outside it). Such a file is written anew instead.
+        if (lstatSync(site.abs(p)).nlink <= 1) {
+          await chmod(site.abs(p), e.mode);
+          continue;
+        }
       }
       toWrite.push([p, e]);
     }

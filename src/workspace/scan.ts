@@ -7,7 +7,7 @@
 // "racy" one: changed so shortly before it was cached that a later write within the same
 // timestamp tick would be invisible (git's racy-clean problem); those are read again.
 
-import { lstatSync, readdirSync, readFileSync, readlinkSync } from "node:fs";
+import { lstatSync, readdirSync, readFileSync, readlinkSync, statSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { WorkspaceError } from "../errors.js";
@@ -69,16 +69,19 @@ export function walk(
     try {
       names = readdirSync(abs);
     } catch (err) {
-      if (dir === "" && (err as NodeJS.ErrnoException).code === "ENOENT") return;
+      if (dir !== "") throw err;
+      const bad = rootProblem(root);
+      if (bad) throw bad;
+      if ((err as NodeJS.ErrnoException).code === "ENOENT") return;
       throw err;
     }
-    // A name that is not UTF-8 reads back with U+FFFD in it: only then look at its bytes.
-    if (names.some((n) => n.includes("\uFFFD"))) checkNames(abs, dir);
     let here = sets;
     if (gitignoreIn) {
       const text = gitignoreIn(dir);
       if (text !== undefined) here = [...sets, parseIgnore(text, dir)];
     }
+    // A name that is not UTF-8 reads back with U+FFFD in it: only then look at its bytes.
+    if (names.some((n) => n.includes("\uFFFD"))) names = utf8Names(abs, dir, here);
     const subdirs: string[] = [];
     for (const name of names) {
       const path = dir === "" ? name : `${dir}/${name}`;
@@ -103,19 +106,55 @@ export function walk(
     }
     for (const d of subdirs) visit(d, here);
   };
-  const checkNames = (abs: string, dir: string): void => {
+  /** The names of a directory holding one that is not UTF-8: such a name is refused unless
+   *  it is ignored (judged by the name as read, U+FFFD in place of the bad bytes, and by
+   *  its type on disk, looked up by its bytes); an ignored one is left out. */
+  const utf8Names = (abs: string, dir: string, sets: RuleSet[]): string[] => {
+    const out: string[] = [];
     for (const raw of readdirSync(abs, { encoding: "buffer" })) {
       try {
-        utf8.decode(raw);
+        out.push(utf8.decode(raw));
       } catch {
+        const name = raw.toString("utf8");
+        const path = dir === "" ? name : `${dir}/${name}`;
+        const isDir = lstatSync(Buffer.concat([Buffer.from(`${abs}/`), raw])).isDirectory();
+        if (isIgnored(sets, path, isDir)) continue;
         throw new WorkspaceError(
           `Workspace "${root}": the name ${JSON.stringify(raw.toString("latin1"))} in "${dir || "."}" is not UTF-8; a workspace keeps only UTF-8 names (rename it, or ignore it)`,
         );
       }
     }
+    return out;
   };
   visit("", rules);
   return out;
+}
+
+/** Why `root` cannot be a workspace directory (a file, a dangling symlink or a symlink loop,
+ *  a path through a file), as a WorkspaceError naming it; undefined when it is a directory
+ *  or does not exist yet (a symlink to a directory is followed: only the root's is). */
+export function rootProblem(root: string): WorkspaceError | undefined {
+  const refuse = (what: string) =>
+    new WorkspaceError(
+      `Workspace directory "${root}" ${what}; a workspace needs a directory: give ctx.workspace another dir, or move what is there away`,
+    );
+  try {
+    if (statSync(root).isDirectory()) return undefined;
+    return refuse("is not a directory (a file or a device)");
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === "ELOOP") return refuse("is a symlink loop");
+    if (code === "ENOTDIR") return refuse("is below a file, not a directory");
+    if (code !== "ENOENT") return undefined;
+    try {
+      if (lstatSync(root).isSymbolicLink()) {
+        return refuse(`is a symlink to "${readlinkSync(root)}", which does not exist`);
+      }
+    } catch {
+      // Nothing there: a new workspace.
+    }
+    return undefined;
+  }
 }
 
 /** The .gitignore files of a directory on disk: regular files only, as a restore reads

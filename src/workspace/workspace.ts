@@ -112,6 +112,8 @@ export function checkWorkspaceName(name: unknown): asserts name is string {
 
 export class WorkspaceHandle implements Workspace {
   readonly dir: string;
+  /** No `dir` was given: the directory is cairn's, under the workspace root. */
+  private readonly managed: boolean;
   private readonly rules: RuleSet[];
   private readonly gitignore: boolean;
   private readonly limits: { maxFileBytes: number; maxCheckpointBytes: number };
@@ -134,8 +136,10 @@ export class WorkspaceHandle implements Workspace {
     private readonly host: WorkspaceHost | undefined,
     options: WorkspaceOptions,
   ) {
+    checkOptions(name, options);
     const dir = options.dir ?? join(host?.root ?? ".cairn/workspaces", runDirName(ctx.runId), name);
     this.dir = resolvePath(dir);
+    this.managed = options.dir === undefined;
     this.rules = baseRules(options);
     this.gitignore = options.gitignore !== false;
     this.limits = {
@@ -247,6 +251,17 @@ export class WorkspaceHandle implements Workspace {
 
   private async snapshotBase(): Promise<OpenValue> {
     const empty: Known = { snapshot: new Map(), holds: new Set() };
+    if (this.managed && this.host) {
+      // A directory of cairn's own starts empty in a new run: whatever is there was left by
+      // an earlier run under the same id (deleted by retention, then started again), or by
+      // an attempt of this opening that never got its record. Nothing is ignored here.
+      await restoreTo(this.dir, new Map(), {
+        rules: [],
+        gitignore: false,
+        cache: this.cache,
+        fetchBlobs: async () => new Map(),
+      });
+    }
     const { checkpoint, snapshot, fresh } = await this.take(empty, "when opened");
     this.disk = checkpoint;
     return { [MARK]: this.name, checkpoint, files: countFiles(snapshot), bytes: fresh };
@@ -459,6 +474,32 @@ function countFiles(s: Snapshot): number {
   let n = 0;
   for (const e of s.values()) if (e.type !== "dir") n++;
   return n;
+}
+
+/** Refuses options of the wrong type, naming the option: `ignore: "*.log"` would be spread
+ *  into one pattern per character ("*" ignores everything), and an empty `dir` would be the
+ *  process's working directory. */
+function checkOptions(name: string, o: WorkspaceOptions): void {
+  const refuse = (what: string, got: unknown) =>
+    new TypeError(
+      `ctx.workspace(${JSON.stringify(name)}): ${what} (got ${typeof got === "string" ? JSON.stringify(got.slice(0, 100)) : String(got).slice(0, 100)})`,
+    );
+  if (o === null || typeof o !== "object") throw refuse("options must be an object", o);
+  if (o.dir !== undefined && (typeof o.dir !== "string" || o.dir === "")) {
+    throw refuse("dir must be a non-empty path", o.dir);
+  }
+  if (o.ignore !== undefined) {
+    if (!Array.isArray(o.ignore)) {
+      throw refuse('ignore must be an array of patterns, e.g. ["dist", "*.log"]', o.ignore);
+    }
+    const bad = o.ignore.find((p) => typeof p !== "string");
+    if (bad !== undefined) throw refuse("ignore must hold only strings", bad);
+  }
+  for (const flag of ["defaultIgnore", "gitignore"] as const) {
+    if (o[flag] !== undefined && typeof o[flag] !== "boolean") {
+      throw refuse(`${flag} must be true or false`, o[flag]);
+    }
+  }
 }
 
 function positive(v: number | undefined, what: string, dflt: number): number {

@@ -28,6 +28,7 @@ import {
   TERMINAL_STATUSES,
 } from "../store.js";
 import { Rollback, type Tx } from "./connection.js";
+import { featureTables } from "./feature-tables.js";
 import { valueRefused } from "./journal-writes.js";
 import { type EventRow, type RunRow, toEvent, toRun } from "./rows.js";
 import { hintPayload, insertRunSql, nowSql, publish, type StoreContext } from "./sql.js";
@@ -325,8 +326,10 @@ export function forkRun(
 ): Promise<{ run: RunRecord; created: boolean }> {
   return ctx.db.transaction("forkRun", "before-commit", async (tx) => {
     const { t } = ctx;
+    // FOR SHARE: a deleteRuns of the source (FOR UPDATE) waits for the fork, and then sees
+    // the fork's refs to the source's workspace objects; or the fork finds the source gone.
     const src = await tx.query<{ generation: number }>(
-      `SELECT generation FROM ${t.runs} WHERE id = $1`,
+      `SELECT generation FROM ${t.runs} WHERE id = $1 FOR SHARE`,
       [p.sourceId],
     );
     if (!src.rows[0]) {
@@ -386,6 +389,15 @@ export function forkRun(
         WHERE a.run_id = $2 AND a.key = ANY($3::text[])
         RETURNING spend`,
       [p.run.id, p.sourceId, keys, created.generation],
+    );
+    // The fork holds the source's workspace objects from its creation: the checkpoints its
+    // copied records name stay stored (and readable through the fork) whatever happens to
+    // the source, even if retention deletes it before the fork first runs.
+    await tx.query(
+      `INSERT INTO ${featureTables(t).workspaceRefs} (run_id, hash)
+        SELECT $1, hash FROM ${featureTables(t).workspaceRefs} WHERE run_id = $2
+        ON CONFLICT DO NOTHING`,
+      [p.run.id, p.sourceId],
     );
     let spent: Amounts = {};
     for (const row of [...steps.rows, ...attempts.rows]) spent = addAmounts(spent, row.spend);

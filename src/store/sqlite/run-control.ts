@@ -296,6 +296,13 @@ export function forkRun(
       };
       insertRow(tx.prepare, "attempts", attemptToRow(copy));
     }
+    // The fork holds the source's workspace objects from its creation: the checkpoints its
+    // copied records name stay stored (and readable through the fork) whatever happens to
+    // the source, even if retention deletes it before the fork first runs.
+    tx.prepare(
+      `INSERT INTO workspace_refs (run_id, hash)
+       SELECT ?, hash FROM workspace_refs WHERE run_id = ? ON CONFLICT DO NOTHING`,
+    ).run(p.run.id, p.sourceId);
     tx.hint({ kind: "runnable", runId: p.run.id });
     return { run: forked, created: true };
   });
