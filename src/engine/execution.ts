@@ -10,7 +10,7 @@ import type { ClaimedRun, Journal, Release, RunRecord, RunStatus, Store } from "
 import { Context, type Outcome } from "../workflow/context.js";
 import type { Workflow } from "../workflow/define.js";
 import type { RetryPolicy } from "../workflow/retry.js";
-import { childOutcome } from "./child-result.js";
+import { canceledChildEvent, childOutcome } from "./child-result.js";
 import { type Committer, leaseTakenOver } from "./committer.js";
 import type { WorkerEventFields } from "./logger.js";
 import { releaseOf } from "./release-of.js";
@@ -105,6 +105,11 @@ export class Execution {
     this.ctx
       ?.refreshEvents()
       .catch((err) => this.deps.log(`reading events of run "${this.runId}"`, err));
+  }
+
+  /** Step attempts of this execution in flight (0 before its Context exists). */
+  get attemptsInFlight(): number {
+    return this.ctx?.attemptsInFlight ?? 0;
   }
 
   /** A wait of this execution is blocked on an event, which another process may send. */
@@ -202,6 +207,7 @@ export class Execution {
           status: "paused",
           reason,
           readyAt: null,
+          ...eventsIfCanceled(this.claim.run),
         })
         .then((res) => {
           this.letGo = res.ok;
@@ -217,7 +223,7 @@ export class Execution {
     });
     if (this.abandoned) return;
     this.releasing = true;
-    if (await handBackRun(this.deps.store, this.runId, this.epoch)) {
+    if (await handBackRun(this.deps.store, this.claim.run)) {
       this.letGo = true;
       this.report("released", { status: "pending" });
     }
@@ -282,7 +288,7 @@ export class Execution {
   private async handBackOnClose(): Promise<void> {
     await this.deps.committer.drain();
     this.releasing = true;
-    if (await handBackRun(this.deps.store, this.runId, this.epoch)) {
+    if (await handBackRun(this.deps.store, this.claim.run)) {
       this.letGo = true;
       this.report("released", { status: "pending" });
     }
@@ -328,16 +334,31 @@ export function payloadKeyError(err: unknown): PayloadKeyError | undefined {
   return undefined;
 }
 
+/** A release to pending (or paused) becomes canceled when a cancel was requested meanwhile
+ *  (the store decides, in the release's transaction): a child's parent must hear of it then,
+ *  or it waits for the child forever. */
+function eventsIfCanceled(
+  run: Pick<RunRecord, "id" | "parentId">,
+): Pick<Release, "eventsIfCanceled"> {
+  if (!run.parentId) return {};
+  const ev = canceledChildEvent(run.id, "the cancel came while it was being executed");
+  return { eventsIfCanceled: [{ runId: run.parentId, ...ev }] };
+}
+
 /** Releases a claimed run to pending, ready now, fenced by `epoch`: another worker (or this
  *  one) resumes it from its journal. If even that fails, the lease runs out instead. */
-export async function handBackRun(store: Store, runId: string, epoch: number): Promise<boolean> {
+export async function handBackRun(
+  store: Store,
+  run: Pick<RunRecord, "id" | "epoch" | "parentId">,
+): Promise<boolean> {
   try {
     const res = await store.releaseRun({
-      runId,
-      epoch,
+      runId: run.id,
+      epoch: run.epoch,
       status: "pending",
       readyAt: await store.now(),
       reason: null,
+      ...eventsIfCanceled(run),
     });
     return res.ok;
   } catch {

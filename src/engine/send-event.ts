@@ -5,6 +5,7 @@
 
 import { encode } from "../codec/codec.js";
 import { LimitError, RunConflictError, runNotFound, SerializationError } from "../errors.js";
+import { checkText } from "../lib/text.js";
 import type { SendEventOutcome } from "../store/store.js";
 import type { SendEventOptions, SentEvent } from "./engine.js";
 import { type EngineInternals, ready, runHasNews } from "./engine-internals.js";
@@ -55,6 +56,9 @@ function checkIdempotencyKey(key: unknown, runId: string): void {
       `sendEvent(): the idempotency key for run "${runId}" must be 1-256 characters without NUL`,
     );
   }
+  // A lone surrogate would be stored as U+FFFD (PostgreSQL) or as other text (SQLite): two
+  // keys would become one, and the second event be answered as a duplicate, never stored.
+  checkText(key, `sendEvent(): the idempotency key for run "${runId}"`);
 }
 
 /** Why the store did not store event `name` for run `id`, as the error sendEvent throws. */

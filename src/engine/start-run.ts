@@ -176,7 +176,7 @@ function disownIfClaimed(internals: EngineInternals, id: string): void {
   void (async () => {
     const run = await config.store.getRun(id);
     if (run?.status === "running" && run.leaseOwner === workerId && !worker?.active.has(id)) {
-      if (await handBackRun(config.store, id, run.epoch)) worker?.requestClaimRound();
+      if (await handBackRun(config.store, run)) worker?.requestClaimRound();
     }
   })().catch((err) => config.log(`run "${id}": reading back a failed create`, err));
 }

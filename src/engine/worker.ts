@@ -53,6 +53,8 @@ export class Worker {
   private roundSkippedWhileFull = false;
   /** Slots held for runs this engine is creating claimed (createRun with claimBy). */
   private reserved = 0;
+  /** close() waiting for the creates that hold those slots to answer. */
+  private readonly reservedSettled: Array<() => void> = [];
   private closed = false;
   /** Heartbeats go on through close()'s grace period, so leases outlive it. */
   private heartbeatsStopped = false;
@@ -73,14 +75,7 @@ export class Worker {
   async start(): Promise<void> {
     const { store } = this.options;
     const askedAt = this.options.clock.now();
-    await store.registerWorker({
-      id: this.options.id,
-      host: hostname(),
-      pid: process.pid,
-      pidNamespace: pidNamespace(),
-      workflows: [...this.options.workflows.keys()],
-      leaseMs: this.options.leaseMs,
-    });
+    await this.register();
     // Registering is this worker's first heartbeat (a start tried again may come long after
     // the constructor).
     this.lastRenewOk = askedAt;
@@ -108,6 +103,18 @@ export class Worker {
     );
     this.heartbeatTimer.unref?.();
     this.requestClaimRound();
+  }
+
+  /** Writes this worker's row (an upsert): who it is and what it serves. */
+  private register(): Promise<void> {
+    return this.options.store.registerWorker({
+      id: this.options.id,
+      host: hostname(),
+      pid: process.pid,
+      pidNamespace: pidNamespace(),
+      workflows: [...this.options.workflows.keys()],
+      leaseMs: this.options.leaseMs,
+    });
   }
 
   /** Asks for a claim round now (a run was started, an event sent, a slot freed). */
@@ -196,7 +203,7 @@ export class Worker {
           continue;
         }
         if ((run.leaseUntil ?? 0) > now) continue;
-        if (await handBackRun(store, runId, epoch)) {
+        if (await handBackRun(store, run)) {
           this.orphans.delete(runId);
           this.pollAgain = true;
           this.options.execution.lifecycle({
@@ -229,6 +236,12 @@ export class Worker {
   /** Gives back a slot reserveSlot() held (the create failed or found the id taken). */
   releaseSlot(): void {
     this.reserved--;
+    this.noteSlotSettled();
+  }
+
+  private noteSlotSettled(): void {
+    if (this.reserved > 0) return;
+    for (const resolve of this.reservedSettled.splice(0)) resolve();
   }
 
   /** Executes a run this worker created claimed, in the slot reserveSlot() held: at once,
@@ -237,6 +250,7 @@ export class Worker {
   adoptCreated(claim: ClaimedRun, claimedAt: number): void {
     this.reserved--;
     this.launch(claim, claimedAt, emptyJournal());
+    this.noteSlotSettled();
   }
 
   private launch(claim: ClaimedRun, claimedAt: number, journal?: Journal): void {
@@ -374,7 +388,15 @@ export class Worker {
       leaseMs,
     };
     const served = new Set<string>();
-    for (const w of await store.listWorkers()) {
+    const rows = await store.listWorkers();
+    // Our row is gone while we live: another worker judged us dead (a heartbeat held up past
+    // our lease: a step that blocked the event loop, a paused container). A heartbeat only
+    // updates the row, so we would stay invisible for good: starts by name would find no
+    // live worker for our workflows, and other workers would pause their runs as unserved.
+    if (!this.heartbeatsStopped && !rows.some((w) => w.id === this.options.id)) {
+      await this.register();
+    }
+    for (const w of rows) {
       if (isDeadLocalWorker(w, here)) {
         // Only a pid known dead (same PID namespace) frees its leases at once. A worker
         // judged by its heartbeat alone may have a longer lease (and heartbeat interval)
@@ -388,7 +410,7 @@ export class Worker {
   }
 
   private async handBack(claim: ClaimedRun): Promise<void> {
-    if (!(await handBackRun(this.options.store, claim.run.id, claim.run.epoch))) {
+    if (!(await handBackRun(this.options.store, claim.run))) {
       this.options.execution.log(
         `handing back run "${claim.run.id}" failed; its lease will expire`,
       );
@@ -404,10 +426,33 @@ export class Worker {
     // no attempt is cut unless it outlasts the grace.
     const running = [...this.active.values()];
     for (const ex of running) ex.drain();
-    // A claim round in flight may still commit: wait for it (bounded), so whatever it
-    // claimed is handed back before this worker's row goes.
-    if (this.polling !== undefined) await waitAtMost(this.polling, graceMs);
-    if (running.length > 0) await waitAtMost(Promise.all(running.map((e) => e.finished)), graceMs);
+    // A claim round in flight may still commit: wait for it (bounded, but never by less
+    // than the store's own grace: closeGraceMs may be 0), so whatever it claimed is handed
+    // back before this worker's row goes and the store closes. Otherwise the run stays
+    // leased to a worker that is gone, and its next claimer, taking it for a crash, charges
+    // its first call a lost attempt.
+    if (this.polling !== undefined) await waitAtMost(this.polling, Math.max(graceMs, 2_000));
+    // Likewise a start() whose create (claimed by this worker) is in flight: the run it
+    // makes is handed back below, not left leased to a worker that is gone (its next
+    // claimer would take it for a crash and charge its first call a lost attempt).
+    if (this.reserved > 0) {
+      await waitAtMost(
+        new Promise<void>((resolve) => this.reservedSettled.push(resolve)),
+        Math.max(graceMs, 2_000),
+      );
+    }
+    if (running.length > 0) {
+      await waitAtMost(Promise.all(running.map((e) => e.finished)), graceMs);
+      // The grace is for attempts in flight. An execution with none left is only finishing
+      // what close() asked of it (a record landing, the hand-back): it gets the store's
+      // grace (at least 2 s, closeGraceMs may be 0), or its run stays leased to this worker
+      // and the next claimer, taking it for a crash, charges a lost attempt to a call whose
+      // body had ended or never began (with maxAttempts 1, failing the run).
+      const settling = [...this.active.values()].filter((ex) => ex.attemptsInFlight === 0);
+      if (settling.length > 0) {
+        await waitAtMost(Promise.all(settling.map((e) => e.finished)), Math.max(graceMs, 2_000));
+      }
+    }
     for (const ex of this.active.values()) ex.stopWithoutWriting();
     this.heartbeatsStopped = true;
     if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);

@@ -402,6 +402,11 @@ export class Context {
     this.halt({ kind: "canceled", reason });
   }
 
+  /** How many step attempts (bodies, performs, reconciles) are in flight now. */
+  get attemptsInFlight(): number {
+    return this.liveAttempts;
+  }
+
   /** Another worker owns the run now (or this one stops without a word): write nothing. */
   stopWithoutWriting(): void {
     this.halt({ kind: "lease-lost" });
@@ -876,6 +881,13 @@ export class Context {
       // The child id is derived from (run, key), so starting it again after a crash is a
       // no-op: the child is created once.
       childId = childRunId(this.host.runId, call.key);
+      // Creating the child is the one write of a run that no epoch fences: a worker stopped
+      // past its lease (SIGSTOP, a long pause) may wake after another worker took the run
+      // over, and canceled or finished it; it must not start a child that then executes.
+      if (this.host.leaseFresh && !this.host.leaseFresh()) {
+        this.stopWithoutWriting();
+        return never<O>();
+      }
       const starting = this.host.startChild(childId, wf, input);
       // Until it has landed (or failed), the run is not released (halt): a finished parent
       // may be deleted, and a child created after that would be left behind.
@@ -1479,7 +1491,11 @@ export class Context {
     call: Call,
     options: StepOptions | undefined,
   ): { policy: RetryPolicy; timeoutMs: number | undefined } {
-    const policy = resolvePolicy(this.host.retry, options?.retry);
+    const policy = resolvePolicy(
+      `Step "${call.key}" of run "${this.host.runId}"`,
+      this.host.retry,
+      options?.retry,
+    );
     const timeoutMs =
       options?.timeout === undefined
         ? undefined
@@ -1526,9 +1542,21 @@ export class Context {
     failure: unknown,
     span: AttemptSpan | undefined,
   ): { final: boolean; record: AttemptRecord } {
-    const error = toErrorRecord(failure);
+    let error = toErrorRecord(failure);
     const endedAt = this.host.clock.now();
-    const verdict = judgeFailure(failure, error, attempt, policy, endedAt, Math.random);
+    let verdict: { final: boolean; retryAt: number | null };
+    try {
+      verdict = judgeFailure(failure, error, attempt, policy, endedAt, Math.random);
+    } catch (err) {
+      // A RateLimitError whose retryAfter is no Duration or Date: the attempt is recorded
+      // all the same (with its spend), and the call fails saying what was wrong.
+      verdict = { final: true, retryAt: null };
+      error = toErrorRecord(
+        new TypeError(
+          `Step "${call.key}" of run "${this.host.runId}" failed with a ${error.name} that cannot be retried: ${(err as Error).message}`,
+        ),
+      );
+    }
     span?.end({ outcome: verdict.final ? "error" : "retry", spend: result.spend, error });
     const record = attemptRecord(call, {
       attempt,
@@ -1729,13 +1757,11 @@ export class Context {
       const reserved = amountOf(this.reserved, name);
       const wanted = amountOf(estimate, name);
       if (spent >= limit) {
-        const whole = Number.isInteger(spent) && Number.isInteger(limit);
-        const f = (n: number) => (whole ? String(n) : n.toFixed(2));
+        const f = amountFormat([spent, limit]);
         return `budget: ${name} ${f(spent)} of ${f(limit)} spent`;
       }
       if (wanted > 0 && spent + reserved + wanted > limit) {
-        const whole = [spent, limit, reserved, wanted].every(Number.isInteger);
-        const f = (n: number) => (whole ? String(n) : n.toFixed(2));
+        const f = amountFormat([spent, limit, reserved, wanted]);
         const inFlight = reserved > 0 ? ` + ${f(reserved)} reserved by attempts in flight` : "";
         return `budget: ${name} ${f(spent)} of ${f(limit)} spent${inFlight}; the next attempt estimates ${f(wanted)}`;
       }
@@ -2258,4 +2284,17 @@ export class HaltedSignal extends Error {
     this.name = "HaltedSignal";
     Object.defineProperty(this, Symbol.for("cairn.halted"), { value: true });
   }
+}
+
+/** How the amounts of one budget reason are written: whole numbers as they are, others with
+ *  two decimals, or, for an amount under 0.01, as many as show two of its digits ("usd
+ *  0.0012 of 0.0010 spent" read "usd 0.00 of 0.00 spent"). */
+function amountFormat(values: number[]): (n: number) => string {
+  if (values.every(Number.isInteger)) return String;
+  let decimals = 2;
+  for (const v of values) {
+    if (v > 0 && v < 0.01) decimals = Math.max(decimals, Math.ceil(-Math.log10(v)) + 1);
+  }
+  const fixed = Math.min(decimals, 20);
+  return (n) => n.toFixed(fixed);
 }

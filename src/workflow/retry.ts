@@ -23,18 +23,33 @@ export const DEFAULT_RETRY: RetryPolicy = {
   jitter: true,
 };
 
-export function resolvePolicy(...layers: Array<Partial<RetryPolicy> | undefined>): RetryPolicy {
+/** The policy of a call: the defaults, then each layer's options over them. Every field is
+ *  checked here, before any attempt runs: a duration found unreadable only when an attempt
+ *  failed would fail the run with that attempt (and its spend) unrecorded. `where` prefixes
+ *  the errors (the call and run, say). */
+export function resolvePolicy(
+  ...layers: Array<Partial<RetryPolicy> | undefined | string>
+): RetryPolicy {
   const p: RetryPolicy = { ...DEFAULT_RETRY };
+  let where = "";
   for (const layer of layers) {
+    if (typeof layer === "string") {
+      where = `${layer}: `;
+      continue;
+    }
     if (!layer) continue;
     for (const [k, v] of Object.entries(layer)) {
       if (v !== undefined) (p as unknown as Record<string, unknown>)[k] = v;
     }
   }
   if (!Number.isInteger(p.maxAttempts) || p.maxAttempts < 1) {
-    throw new TypeError(`retry.maxAttempts must be an integer >= 1 (got ${p.maxAttempts})`);
+    throw new TypeError(`${where}retry.maxAttempts must be an integer >= 1 (got ${p.maxAttempts})`);
   }
-  if (!(p.factor >= 1)) throw new TypeError(`retry.factor must be >= 1 (got ${p.factor})`);
+  if (typeof p.factor !== "number" || !(p.factor >= 1)) {
+    throw new TypeError(`${where}retry.factor must be a number >= 1 (got ${String(p.factor)})`);
+  }
+  toMs(p.initialDelay, `${where}retry.initialDelay`);
+  toMs(p.maxDelay, `${where}retry.maxDelay`);
   return p;
 }
 
@@ -42,7 +57,10 @@ export function resolvePolicy(...layers: Array<Partial<RetryPolicy> | undefined>
 export function backoffMs(policy: RetryPolicy, attempt: number, random: () => number): number {
   const initial = toMs(policy.initialDelay, "retry.initialDelay");
   const max = toMs(policy.maxDelay, "retry.maxDelay");
-  const exp = Math.min(max, initial * policy.factor ** Math.max(0, attempt - 1));
+  // A factor that overflows (1e308 ** 2, Infinity) grows the delay to the cap, never to
+  // NaN: 0 * Infinity is NaN, and a NaN retry time cannot be recorded.
+  const grown = initial === 0 ? 0 : initial * policy.factor ** Math.max(0, attempt - 1);
+  const exp = Math.min(max, grown);
   return policy.jitter ? Math.floor(random() * exp) : exp;
 }
 
