@@ -228,16 +228,42 @@ export function toErrorRecord(err: unknown): {
   message: string;
   stack?: string | undefined;
 } {
+  // Every field as the text a store keeps: the record handed to the workflow on its first
+  // execution must be the one a replay reads back (an Error whose message was set to
+  // undefined was "" at first and "null" on replay; a BigInt one could not be stored at all,
+  // and the run was handed back for ever).
   if (err instanceof Error) {
-    const code = (err as { code?: unknown }).code;
+    const code = read(err, "code");
+    const stack = read(err, "stack");
     return {
-      name: err.name,
+      name: asText(read(err, "name"), "Error"),
       code: typeof code === "string" ? code : undefined,
-      message: err.message,
-      stack: err.stack,
+      message: asText(read(err, "message"), ""),
+      stack: typeof stack === "string" ? stack : undefined,
     };
   }
-  return { name: "Error", message: String(err) };
+  return { name: "Error", message: asText(err, String(err)) };
+}
+
+/** A property of a thrown value (a getter may throw: then undefined). */
+function read(v: object, key: string): unknown {
+  try {
+    return (v as Record<string, unknown>)[key];
+  } catch {
+    return undefined;
+  }
+}
+
+/** A thrown value's field as text: strings as they are, null and undefined as `fallback`,
+ *  anything else as String() makes it (or, when that throws, its tag). */
+function asText(v: unknown, fallback: string): string {
+  if (typeof v === "string") return v;
+  if (v === undefined || v === null) return fallback;
+  try {
+    return String(v);
+  } catch {
+    return Object.prototype.toString.call(v);
+  }
 }
 
 /** The engine was closed: it serves no more calls. Runs are not affected (they live in the

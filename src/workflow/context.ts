@@ -294,9 +294,10 @@ export class Context {
   private readonly drainAbort = new LazyAbort();
   private readonly totalSpent: Amounts;
   private readonly replaySpent: Amounts = {};
-  /** Spend of failed attempts this execution recorded, per key: counted in ctx.budget when
-   *  the call's outcome is handed over, as a replay counts it (countSpend). */
-  private readonly pendingSpend = new Map<string, Amounts>();
+  /** Spend of failed attempts this execution recorded, per key, one entry an attempt in
+   *  order: counted in ctx.budget when the call's outcome is handed over, as a replay counts
+   *  it (countSpend). */
+  private readonly pendingSpend = new Map<string, Amounts[]>();
   /** Estimates (StepOptions.estimate) of the attempts in flight: spend not yet known. */
   private readonly reserved: Amounts = {};
   private readonly chargedCrash = new Set<string>();
@@ -499,7 +500,26 @@ export class Context {
     } catch (err) {
       return Promise.reject(err);
     }
-    return outsideWorkflow(() => (call.record ? this.replayOutcome<T>(call) : execute(call)));
+    const outcome = outsideWorkflow(() =>
+      call.record ? this.replayOutcome<T>(call) : this.unlessKeyMissing(execute(call)),
+    );
+    // A call's failure is recorded and handed to whoever awaits it. A call not awaited yet
+    // when it fails (a prefetch awaited after other work, a call left dangling) must not be
+    // an unhandled rejection: Node would end the worker's process, with every run in it,
+    // and a replay hands the failure over at the same point again, in every worker.
+    outcome.catch(() => {});
+    return outcome;
+  }
+
+  /** A payload this worker cannot decrypt (an intent, an event: encrypted with a key it was
+   *  not given) is no outcome of the call: the execution stops and the worker pauses the run
+   *  naming the key (execution.ts), as it does for the run's input. */
+  private unlessKeyMissing<T>(p: Promise<T>): Promise<T> {
+    return p.catch((err: unknown) => {
+      if (!keyMissing(err)) throw err;
+      this.halt({ kind: "interrupted", error: err as Error });
+      return never<T>();
+    });
   }
 
   private step<T>(
@@ -676,7 +696,9 @@ export class Context {
           }
           payload = checked.value;
         }
-        return this.recordValue(call, { timedOut: false, payload }, startedAt, consume);
+        return this.recordValue(call, { timedOut: false, payload }, startedAt, consume, {
+          value: payload,
+        });
       }
       if (deadline !== null && this.host.clock.now() >= deadline) {
         if (!reloaded) {
@@ -788,7 +810,7 @@ export class Context {
           answer = checked.value;
         }
         const result = answeredApproval<A>(sent, answer, ev.createdAt);
-        return this.recordValue(call, result, startedAt, consume);
+        return this.recordValue(call, result, startedAt, consume, { value: answer });
       }
       if (deadline !== null && this.host.clock.now() >= deadline) {
         if (!reloaded) {
@@ -897,7 +919,20 @@ export class Context {
       );
       this.childStarts.add(landed);
       void landed.then(() => this.childStarts.delete(landed));
-      await this.active0(starting);
+      // A child refused for its input (its schema, a value that cannot be stored, an invalid
+      // id or workflow) is refused again on every execution: that is the call's outcome, recorded
+      // (catchable, replayed), not a store failure to hand the run back for (it would be
+      // claimed and refused again at once, for ever).
+      let refusal: unknown;
+      await this.active0(
+        starting.catch((err: unknown) => {
+          if (!childRefusal(err)) throw err;
+          refusal = err;
+        }),
+      );
+      if (refusal !== undefined) {
+        return this.recordError<O>(call, toErrorRecord(refusal), startedAt);
+      }
       await this.commit({ intents: [intentRecord(call, { childId }, startedAt)] });
     }
     const eventName = `${CHILD_EVENT_PREFIX}${childId}`;
@@ -907,7 +942,12 @@ export class Context {
       let res: ChildOutcome | undefined;
       if (ev) {
         const sent = decode<{ output?: unknown; error?: ErrorRecord }>(ev.payload);
-        res = sent.error ? { error: sent.error } : { output: encode(sent.output) };
+        // The child's output, within the limit its release was held to: encoded again as it
+        // was (not held to the codec's default limit, nor to this engine's), as the
+        // childOutcome path below records the child's stored output as it is.
+        res = sent.error
+          ? { error: sent.error }
+          : { output: encode(sent.output, Number.POSITIVE_INFINITY) };
       } else if (!askedChild) {
         // The child may have finished while this run could not receive its event (it was
         // failed, and is being resumed): its current outcome is the answer.
@@ -936,8 +976,20 @@ export class Context {
       );
     }
     const call = this.beginCall(label === undefined ? `@${kind}` : `@${kind}:${label}`, kind);
-    if (call.record) return decode<T>(call.record.result ?? "");
-    const value = produce();
+    if (call.record) {
+      try {
+        return decode<T>(call.record.result ?? "");
+      } catch (err) {
+        if (!keyMissing(err)) throw err;
+        this.halt({ kind: "interrupted", error: err as Error });
+        throw new HaltedSignal();
+      }
+    }
+    // Drawn outside the workflow's scope: randomUUID() refills its buffer of random bytes
+    // (an async resource) every 128 calls, which would count as the workflow's own I/O
+    // (late-work.ts): the run would not suspend for a second, and the cascades after it
+    // would be taken for ones that continue such work.
+    const value = outsideWorkflow(produce);
     const now = this.host.clock.now();
     const rec = outcomeRecord(call, {
       startedAt: now,
@@ -1135,14 +1187,18 @@ export class Context {
    *  outcome is handed over: the same point in the workflow's code on every execution. */
   private countSpend(key: string, spend: Amounts, attempts: readonly AttemptRecord[] = []): void {
     addAmounts(this.replaySpent, spend);
-    for (const a of attempts) addAmounts(this.replaySpent, a.spend);
+    // The attempts' spend is summed one attempt at a time, in the order a replay sums them
+    // from the journal (journal-index.ts: by generation, then attempt), and added at once:
+    // floating-point sums grouped otherwise differ in their last bits (0.3 + 0.2 + (0.1 +
+    // 0.7) is not 0.3 + ((0.1 + 0.7) + 0.2)), and the workflow reads them.
     const recorded = this.journal.attemptSpend.get(key);
-    if (recorded) addAmounts(this.replaySpent, recorded);
     const pending = this.pendingSpend.get(key);
-    if (pending) {
-      addAmounts(this.replaySpent, pending);
-      this.pendingSpend.delete(key);
-    }
+    if (!recorded && !pending && attempts.length === 0) return;
+    const total: Amounts = { ...recorded };
+    for (const s of pending ?? []) addAmounts(total, s);
+    for (const a of attempts) addAmounts(total, a.spend);
+    this.pendingSpend.delete(key);
+    addAmounts(this.replaySpent, total);
   }
 
   private remedy(): string {
@@ -1163,7 +1219,9 @@ export class Context {
         try {
           resolve(decode<T>(rec.result ?? ""));
         } catch (err) {
-          reject(err);
+          // Recorded as a value: a key this worker lacks is not the call's failure.
+          if (keyMissing(err)) this.halt({ kind: "interrupted", error: err as Error });
+          else reject(err);
         }
       };
       if (rec.delivery === null || this.journal.isFree(call.key)) {
@@ -1429,8 +1487,8 @@ export class Context {
         const written = this.commit({ attempts: [failed.record] });
         attemptEnded();
         await written;
-        const pending = this.pendingSpend.get(call.key) ?? {};
-        addAmounts(pending, result.spend);
+        const pending = this.pendingSpend.get(call.key) ?? [];
+        pending.push(result.spend);
         this.pendingSpend.set(call.key, pending);
         prior.push(failed.record);
       } finally {
@@ -1776,22 +1834,28 @@ export class Context {
 
   // ---- recording outcomes ----
 
+  /** Records a call's value. `payload`: the part of it that came from outside (an event's
+   *  payload, an approval's answer): it is held to maxPayloadBytes as sendEvent held it, and
+   *  the wrapper cairn puts around it is not (a payload accepted near the limit is still
+   *  delivered). A value that cannot be stored is the call's recorded error (in its turn,
+   *  its event consumed), never an unrecorded rejection a replay could hand over elsewhere. */
   private recordValue<T>(
     call: Call,
     value: T,
     startedAt: number,
     consume?: RunWrite["consume"],
+    payload?: { value: unknown },
   ): Promise<T> {
     let encoded: string;
     try {
-      encoded = encode(value, this.host.maxPayloadBytes);
+      if (payload) encode(payload.value, this.host.maxPayloadBytes);
+      encoded = encode(value, payload ? Number.POSITIVE_INFINITY : this.host.maxPayloadBytes);
     } catch (err) {
-      return Promise.reject(
-        new SerializationError(
-          `${call.kind} "${call.key}" of run "${this.host.runId}": the value ${(err as Error).message}`,
-          { cause: err },
-        ),
+      const e = new SerializationError(
+        `${call.kind} "${call.key}" of run "${this.host.runId}": the ${payload ? "payload" : "value"} ${(err as Error).message}; nothing of it was handed over`,
+        { cause: err },
       );
+      return this.recordError<T>(call, toErrorRecord(e), startedAt, consume ? { consume } : {});
     }
     return this.recordEncoded<T>(call, encoded, startedAt, consume);
   }
@@ -2239,6 +2303,23 @@ export class Context {
     if (this.afterCascade.length > 0) return;
     this.halt({ kind: "frontier", key: this.frontierKey });
   }
+}
+
+/** A payload this worker cannot decrypt, met while replaying or executing a call; not a
+ *  call's recorded outcome that happens to be a PayloadKeyError (it carries its key, and is
+ *  handed over as any outcome). */
+function keyMissing(err: unknown): boolean {
+  return err instanceof PayloadKeyError && failedCallKey(err) === null;
+}
+
+/** A child run that cannot be created whatever the store says: its input is refused by
+ *  its schema or cannot be stored, or its id or the workflow handed in is invalid. */
+function childRefusal(err: unknown): boolean {
+  return (
+    err instanceof InputValidationError ||
+    err instanceof SerializationError ||
+    err instanceof TypeError
+  );
 }
 
 /** A Standard Schema's issues in one line: "path: message; ...". */

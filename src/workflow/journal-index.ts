@@ -138,10 +138,17 @@ export class JournalIndex {
     }
     this.exactWindows = this.freeKeys.size === 0;
     this.cascadeCalls = cascade.sort((a, b) => (a.issuedAfter ?? 0) - (b.issuedAfter ?? 0));
-    for (const a of journal.attempts) {
+    // Spend is summed per key by generation, then attempt: the order the execution that
+    // recorded them summed it in (Context.countSpend), whatever order the store lists them in.
+    const ordered = [...journal.attempts].sort(
+      (x, y) => x.generation - y.generation || x.attempt - y.attempt,
+    );
+    for (const a of ordered) {
       const spend = this.attemptSpend.get(a.key) ?? {};
       addAmounts(spend, a.spend);
       this.attemptSpend.set(a.key, spend);
+    }
+    for (const a of journal.attempts) {
       if (a.generation !== generation) continue;
       const list = this.attempts.get(a.key) ?? [];
       list.push(a);
