@@ -458,4 +458,44 @@ describe.each(BACKENDS)("%s: a call awaited after other work", (backend) => {
       process.off("unhandledRejection", onUnhandled);
     }
   });
+
+  it("a replayed failure handed over before the workflow awaits it is no unhandled rejection either", async () => {
+    const h = harness();
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on("unhandledRejection", onUnhandled);
+    try {
+      const seen: string[][] = [];
+      const wf = workflow({ name: "prefetch-replayed", version: "1" }, async (ctx) => {
+        const log: string[] = [];
+        seen.push(log);
+        const prefetch = ctx.step("prefetch", () => {
+          throw new FatalError("prefetch failed");
+        });
+        // The workflow's own wait, outside any call: on replay the recorded failure is
+        // handed over at once, and stays unawaited for these 30 ms.
+        await delay(30);
+        try {
+          log.push(await prefetch);
+        } catch (err) {
+          log.push(`fallback after ${(err as Error).message}`);
+        }
+        await ctx.waitForEvent("go");
+        return log;
+      });
+      const e = h.engine([wf]);
+      const run = await e.start(wf, undefined);
+      await until(async () => (await e.getRun(run.id))?.status === "waiting", "the run waits");
+      await e.sendEvent(run.id, "go");
+      expect(await run.result()).toEqual(["fallback after prefetch failed"]);
+      expect(seen).toEqual([
+        ["fallback after prefetch failed"],
+        ["fallback after prefetch failed"],
+      ]);
+      await delay(10);
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off("unhandledRejection", onUnhandled);
+    }
+  });
 });
