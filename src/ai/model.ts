@@ -26,6 +26,7 @@ import {
   type StepOptions,
   type WorkflowContext,
 } from "../index.js";
+import { callIsLate } from "../lib/call-late.js";
 import { failRunWith } from "../lib/fail-run.js";
 import { generationOf } from "../lib/run-generation.js";
 import { checkText } from "../lib/text.js";
@@ -197,7 +198,24 @@ async function durableCall(m: DurableModel, mode: Mode, o: CallOptions): Promise
   const { ctx, name } = m;
   const digest = m.checkRequest ? requestDigest(o) : "";
   const prefixes = promptPrefixes(o.prompt);
-  continueConversation(ctx, name, o.prompt, prefixes);
+  const made = continueConversation(ctx, name, o.prompt, prefixes);
+  try {
+    return await durableLoop(m, mode, o, digest, prefixes, made);
+  } catch (err) {
+    if (made) made.failed = true;
+    throw err;
+  }
+}
+
+async function durableLoop(
+  m: DurableModel,
+  mode: Mode,
+  o: CallOptions,
+  digest: string,
+  prefixes: string[] | undefined,
+  made: Answered | undefined,
+): Promise<CallRecord> {
+  const { ctx, name } = m;
   for (;;) {
     const rec = await ctx.step<CallRecord>(
       name,
@@ -216,7 +234,10 @@ async function durableCall(m: DurableModel, mode: Mode, o: CallOptions): Promise
         ),
       );
     }
-    if (prefixes) answered(ctx, name, o.prompt.length, prefixes, rec);
+    if (prefixes && made) {
+      const twin = answered(ctx, name, made, rec);
+      if (twin) return diverged(ctx, twin);
+    }
     return rec;
   }
 }
@@ -243,10 +264,17 @@ interface Answered {
   /** Messages in its prompt, and the digest of their JSON. */
   length: number;
   prefix: string;
-  /** The tool call ids of its answer, in order. */
-  toolCallIds: string[];
-  /** Its place in the run's call tree (call-scope.ts). */
-  scope: unknown;
+  /** The tool call ids of its answer, in order (undefined while the call is in flight). */
+  toolCallIds?: string[];
+  /** Its place in the run's call tree (call-scope.ts), once answered. */
+  scope?: unknown;
+  /** Made after work of the workflow's own (a late call, context.ts). */
+  late: boolean;
+  /** The call failed: it has no answer to continue. */
+  failed?: boolean;
+  /** Calls with this one's prompt whose answer was continued while this one was in flight:
+   *  should this one answer with the same tool call ids, the claim was ambiguous (twins). */
+  claimedMeanwhile?: Answered[];
 }
 
 const answeredCalls = new WeakMap<WorkflowContext, Map<string, Answered[]>>();
@@ -276,37 +304,18 @@ function toolCallIdsOf(parts: ReadonlyArray<{ type: string }> | undefined): stri
   return ids;
 }
 
-/** Makes the call from the place of the earlier call whose answer its prompt continues. */
+const sameIds = (a: readonly string[], b: readonly string[]): boolean =>
+  a.length === b.length && a.every((id, i) => id === b[i]);
+
+/** Makes the call from the place of the earlier call whose answer its prompt continues, and
+ *  notes the call (in flight) for the calls after it. */
 function continueConversation(
   ctx: WorkflowContext,
   name: string,
   prompt: CallOptions["prompt"],
   prefixes: string[] | undefined,
-): void {
-  const earlier = answeredCalls.get(ctx)?.get(name);
-  if (!prefixes || !earlier) return;
-  const fits = earlier.filter((a) => {
-    const answer = prompt[a.length];
-    if (a.length >= prompt.length || prefixes[a.length] !== a.prefix) return false;
-    if (answer?.role !== "assistant" || !Array.isArray(answer.content)) return false;
-    const ids = toolCallIdsOf(answer.content);
-    return ids.length === a.toolCallIds.length && ids.every((id, i) => id === a.toolCallIds[i]);
-  });
-  // The latest answer it continues (that call's own prompt held the earlier ones): one, or
-  // none is claimed (twin conversations, alike to the ids, cannot be told apart).
-  const longest = Math.max(...fits.map((a) => a.length));
-  const latest = fits.filter((a) => a.length === longest);
-  if (latest.length === 1) reenterScope(latest[0]!.scope);
-}
-
-/** Notes an answered call (its place: the scope the step's outcome resumed in). */
-function answered(
-  ctx: WorkflowContext,
-  name: string,
-  length: number,
-  prefixes: string[],
-  rec: CallRecord,
-): void {
+): Answered | undefined {
+  if (!prefixes) return undefined;
   let byName = answeredCalls.get(ctx);
   if (!byName) {
     byName = new Map();
@@ -317,12 +326,58 @@ function answered(
     list = [];
     byName.set(name, list);
   }
-  list.push({
-    length,
-    prefix: prefixes[length]!,
-    toolCallIds: toolCallIdsOf(rec.generate?.content ?? rec.parts),
-    scope: captureScope(),
+  const fits = list.filter((a) => {
+    const answer = prompt[a.length];
+    if (a.toolCallIds === undefined) return false;
+    if (a.length >= prompt.length || prefixes[a.length] !== a.prefix) return false;
+    if (answer?.role !== "assistant" || !Array.isArray(answer.content)) return false;
+    return sameIds(toolCallIdsOf(answer.content), a.toolCallIds);
   });
+  // The latest answer it continues (that call's own prompt held the earlier ones): one, or
+  // none is claimed (twin conversations, alike to the ids, cannot be told apart).
+  const longest = Math.max(...fits.map((a) => a.length));
+  const latest = fits.filter((a) => a.length === longest);
+  const late = callIsLate(ctx);
+  if (latest.length === 1) {
+    const claimed = latest[0]!;
+    reenterScope(claimed.scope);
+    // A call with the same prompt still in flight may yet answer with the same ids: a twin
+    // not there to be seen now, that a replay may see (its answer is handed over in its
+    // turn, and a late call is made whenever the workflow's own I/O ends), and then claim
+    // nothing, and fail. When the claim decides (this call or the claimed one is late), that
+    // answer fails the run: every execution alike fails, none takes another way.
+    if (late || claimed.late) {
+      for (const a of list) {
+        const pending = a.toolCallIds === undefined && !a.failed;
+        if (pending && a.length === claimed.length && a.prefix === claimed.prefix) {
+          a.claimedMeanwhile = [...(a.claimedMeanwhile ?? []), claimed];
+        }
+      }
+    }
+  }
+  const made: Answered = { length: prompt.length, prefix: prefixes[prompt.length]!, late };
+  list.push(made);
+  return made;
+}
+
+/** Notes an answered call (its place: the scope the step's outcome resumed in); returns the
+ *  error failing the run when a call continued a twin of it while it was in flight. */
+function answered(
+  ctx: WorkflowContext,
+  name: string,
+  made: Answered,
+  rec: CallRecord,
+): NonDeterminismError | undefined {
+  made.toolCallIds = toolCallIdsOf(rec.generate?.content ?? rec.parts);
+  made.scope = captureScope();
+  const ids = made.toolCallIds;
+  if (made.claimedMeanwhile?.some((c) => sameIds(c.toolCallIds ?? [], ids))) {
+    return new NonDeterminismError(
+      `Run "${ctx.runId}": two calls of model "${name}" had the same prompt and answered with the same tool call ids, and a later call continuing one of them was made after work of the workflow's own (a timer, I/O): cairn cannot tell which it continues, and a replay could see them in another order. Give each conversation its own name (ai.model(ctx, model, { name: "..." })).`,
+    );
+  }
+  made.claimedMeanwhile = undefined;
+  return undefined;
 }
 
 /** The usage the provider reported during one attempt (set as soon as it arrives). */

@@ -55,7 +55,13 @@ export async function answerApproval(
     via,
     tokenId: source.tokenId ?? null,
     ...(source.asking !== undefined && { asking: source.asking }),
-    event: { name: `${APPROVAL_EVENT_PREFIX}${key}`, payload: encode(payload) },
+    // The answer in it was held to maxPayloadBytes above; the rest is bounded text (by,
+    // comment, via). Not held to the codec's default 2 MiB: an answer an engine with a larger
+    // limit accepts would fail here with a raw EncodeError, nothing recorded.
+    event: {
+      name: `${APPROVAL_EVENT_PREFIX}${key}`,
+      payload: encode(payload, Number.POSITIVE_INFINITY),
+    },
   });
   if (!res.ok) throw refusal(res, runId, key, source.tokenId);
   deps.answered(runId);

@@ -64,7 +64,9 @@ export interface EngineOptions {
    *  no lifecycle lines. */
   logger?: Logger;
   /** Where ctx.workspace() puts a workspace given no `dir`: <workspaceRoot>/<run id>/<name>.
-   *  Default ".cairn/workspaces". */
+   *  Default ".cairn/workspaces". Cairn's own: a run's first opening of such a workspace
+   *  empties its directory when cairn made the run's directory (it holds `.cairn-run`), so
+   *  keep nothing of yours in those. */
   workspaceRoot?: string;
   /** Keys that sign and verify approval links (approval-tokens.ts): the first signs, all
    *  verify. No default: without keys, links can be neither made nor accepted. */

@@ -11,6 +11,7 @@ import {
   UnknownWorkflowError,
 } from "../errors.js";
 import { newId } from "../lib/ids.js";
+import { asStoreFailure } from "../lib/store-failure.js";
 import type { RunRecord } from "../store/store.js";
 import { formatIssues } from "../workflow/context.js";
 import { type AnyWorkflow, isWorkflowName, type Workflow } from "../workflow/define.js";
@@ -157,7 +158,8 @@ async function createRun(
       worker?.releaseSlot();
       disownIfClaimed(internals, id);
     }
-    throw err;
+    // Whatever its type, a failure of the store (not a refusal of the input: ctx.child).
+    throw asStoreFailure(err);
   }
   const { run, created } = made;
   if (claimBy) {

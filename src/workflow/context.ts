@@ -47,12 +47,14 @@ import {
   WriteConflictError,
 } from "../errors.js";
 import { addAmounts, amountNameProblem, amountOf, subtractAmounts } from "../lib/amounts.js";
+import { CALL_IS_LATE } from "../lib/call-late.js";
 import type { Clock } from "../lib/clock.js";
 import { type Duration, MAX_DATE_MS, toMs } from "../lib/duration.js";
 import { FAIL_RUN } from "../lib/fail-run.js";
 import { childRunId, idempotencyKey } from "../lib/ids.js";
 import { LazyAbort } from "../lib/lazy-abort.js";
 import { RUN_GENERATION } from "../lib/run-generation.js";
+import { isStoreFailure } from "../lib/store-failure.js";
 import { checkText } from "../lib/text.js";
 import { setLongTimeout } from "../lib/timers.js";
 import type {
@@ -483,6 +485,8 @@ export class Context {
       },
       // cairn/ai numbers a call's streamed executions by (generation, attempt).
       [RUN_GENERATION]: this.host.generation,
+      // cairn/ai (model.ts) asks whether a model call made now would be late.
+      [CALL_IS_LATE]: (): boolean => !this.delivery.inCascade,
     } as WorkflowContext;
   }
 
@@ -2330,6 +2334,9 @@ function keyMissing(err: unknown): boolean {
 /** A child run that cannot be created whatever the store says: its input is refused by
  *  its schema or cannot be stored, or its id or the workflow handed in is invalid. */
 function childRefusal(err: unknown): boolean {
+  // A TypeError thrown by the store is no refusal of the input: a third-party store over
+  // HTTP meets a network failure as fetch's TypeError "fetch failed", a transient failure.
+  if (err instanceof TypeError && isStoreFailure(err)) return false;
   return (
     err instanceof InputValidationError ||
     err instanceof SerializationError ||

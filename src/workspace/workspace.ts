@@ -21,7 +21,8 @@
 // - Changes made to the directory outside workspace steps are not part of the state: the
 //   next restore undoes them (first run and resume alike).
 
-import { join, resolve as resolvePath } from "node:path";
+import { chmod, lstat, mkdir, readdir, rmdir, unlink, writeFile } from "node:fs/promises";
+import { dirname, join, resolve as resolvePath } from "node:path";
 import { NonDeterminismError, WorkspaceError } from "../errors.js";
 import { failRunWith } from "../lib/fail-run.js";
 import type { WorkspaceObject } from "../store/workspace-records.js";
@@ -254,13 +255,11 @@ export class WorkspaceHandle implements Workspace {
     if (this.managed && this.host) {
       // A directory of cairn's own starts empty in a new run: whatever is there was left by
       // an earlier run under the same id (deleted by retention, then started again), or by
-      // an attempt of this opening that never got its record. Nothing is ignored here.
-      await restoreTo(this.dir, new Map(), {
-        rules: [],
-        gitignore: false,
-        cache: this.cache,
-        fetchBlobs: async () => new Map(),
-      });
+      // an attempt of this opening that never got its record. Nothing is ignored here. Only
+      // a run directory cairn made (it holds RUN_DIR_MARK) is cairn's to empty: one that was
+      // there before (workspaceRoot set to a project of the user's, a run id they chose) is
+      // taken as the opening's base, as it always was.
+      await startManagedDir(this.dir);
     }
     const { checkpoint, snapshot, fresh } = await this.take(empty, "when opened");
     this.disk = checkpoint;
@@ -468,6 +467,69 @@ export class WorkspaceHandle implements Workspace {
 function runDirName(runId: string): string {
   const seg = encodeURIComponent(runId);
   return seg === "." ? "%2E" : seg === ".." ? "%2E%2E" : seg;
+}
+
+/** Written in a run's directory under the workspace root when cairn makes it: the mark
+ *  that its workspaces' directories are cairn's (a workspace name cannot start with "."). */
+const RUN_DIR_MARK = ".cairn-run";
+
+/** Before a default workspace's first opening: empties its directory when the run's
+ *  directory is one cairn made, and marks a run directory it makes now. */
+async function startManagedDir(dir: string): Promise<void> {
+  const runDir = dirname(dir);
+  const mark = join(runDir, RUN_DIR_MARK);
+  try {
+    if ((await lstat(mark)).isFile()) await emptyManagedDir(dir);
+    return;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT") return;
+  }
+  try {
+    await lstat(runDir);
+    return; // there before, and not marked: not cairn's
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT") return;
+  }
+  await mkdir(runDir, { recursive: true });
+  await writeFile(
+    mark,
+    "This directory holds the workspaces of one cairn run; cairn empties them when a new run under the same id opens them.\n",
+    { flag: "wx" },
+  ).catch((err: NodeJS.ErrnoException) => {
+    if (err.code !== "EEXIST") throw err;
+  });
+}
+
+/** Empties a directory of cairn's own before its first opening: deepest first, a symlink
+ *  removed (never followed), a name taken as bytes (one that is not UTF-8 goes too), a
+ *  directory without owner write permission made writable to be emptied. Left alone when
+ *  it, or the run's directory holding it, is a symlink: cairn makes neither, so someone
+ *  pointed it at a directory of theirs, whose files are not cairn's to delete (the opening
+ *  takes them as its base, as it did before such directories were emptied). */
+async function emptyManagedDir(dir: string): Promise<void> {
+  for (const p of [dirname(dir), dir]) {
+    try {
+      const st = await lstat(p);
+      if (!st.isDirectory()) return; // a symlink, or a file (the opening then names it)
+    } catch {
+      return; // nothing there yet
+    }
+  }
+  const slash = Buffer.from("/");
+  const empty = async (abs: Buffer): Promise<void> => {
+    for (const name of await readdir(abs, { encoding: "buffer" })) {
+      const p = Buffer.concat([abs, slash, name]);
+      const st = await lstat(p);
+      if (st.isDirectory()) {
+        if ((st.mode & 0o700) !== 0o700) await chmod(p, (st.mode & 0o777) | 0o700);
+        await empty(p);
+        await rmdir(p);
+      } else {
+        await unlink(p);
+      }
+    }
+  };
+  await empty(Buffer.from(dir));
 }
 
 function countFiles(s: Snapshot): number {

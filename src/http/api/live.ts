@@ -25,8 +25,9 @@ function stream<S>(
   key: string,
   makeFeed: () => Feed<S>,
   lastEventId: string | undefined,
-  /** An event after which nothing more will come: the stream ends once it is written. */
-  isLast?: (e: LiveEvent) => boolean,
+  /** An event after which nothing more will come: the stream ends once it is written (a
+   *  promise: once it says true). */
+  isLast?: (e: LiveEvent) => boolean | Promise<boolean>,
 ): Response {
   return sseResponse(c, deps, async (session) => {
     let unsubscribe: (() => void) | undefined;
@@ -34,7 +35,16 @@ function stream<S>(
       unsubscribe = await deps.live.subscribe(key, makeFeed, lastEventId, (e) => {
         void session.send(e);
         const final = e.event === "problem" && (e.data as { final?: boolean }).final === true;
-        if (final || isLast?.(e)) session.end();
+        const last = final || isLast?.(e);
+        if (last === true) session.end();
+        else if (last instanceof Promise) {
+          last.then(
+            (yes) => {
+              if (yes) session.end();
+            },
+            () => {},
+          );
+        }
       });
     } catch (err) {
       void session.send({
@@ -112,8 +122,14 @@ const liveRun = route({
       // The run was deleted (retention): its stream ends rather than poll a run that is
       // gone for as long as a page stays open (reconnecting, the client gets a 404). Only
       // a change read now says so: a snapshot may be the reading of a watcher nobody
-      // listened to for a while (a run deleted, then started again under its id).
-      (e) => e.event === "run" && (e.data as { run?: unknown }).run === null,
+      // listened to for a while (a run deleted, then started again under its id). And only
+      // once the store says the run is gone: the change may be replayed from the watcher's
+      // ring to a client reconnecting with an older Last-Event-ID, after the run was
+      // started again (a store that cannot be read keeps the stream open).
+      (e) =>
+        e.event === "run" &&
+        (e.data as { run?: unknown }).run === null &&
+        deps.engine.getRun(id).then((run) => run === undefined),
     );
   },
 });
