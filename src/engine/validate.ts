@@ -75,7 +75,9 @@ type NumericOption =
 /** What each numeric option must be, and what it is for (said in the error). */
 const NUMERIC: Record<NumericOption, { whole: boolean; min: number; what: string }> = {
   concurrency: { whole: true, min: 1, what: "how many runs this process executes at once" },
-  leaseMs: { whole: false, min: Number.MIN_VALUE, what: "how long a claim on a run lasts" },
+  // At least 1 ms: PostgreSQL keeps leases in whole milliseconds, and a lease below 0.5 ms
+  // rounded to none there (every claim expired at once).
+  leaseMs: { whole: false, min: 1, what: "how long a claim on a run lasts" },
   heartbeatMs: { whole: false, min: Number.MIN_VALUE, what: "how often leases are renewed" },
   pollIntervalMs: {
     whole: false,
@@ -109,9 +111,11 @@ export function checkEngineOptions(options: EngineOptions): void {
     if (!ok) {
       const must = rule.whole
         ? `a whole number >= ${rule.min}`
-        : rule.min > 0
-          ? "a finite number of milliseconds > 0, at most 100,000 years"
-          : "a finite number of milliseconds >= 0, at most 100,000 years";
+        : rule.min >= 1
+          ? `a finite number of milliseconds >= ${rule.min}, at most 100,000 years`
+          : rule.min > 0
+            ? "a finite number of milliseconds > 0, at most 100,000 years"
+            : "a finite number of milliseconds >= 0, at most 100,000 years";
       throw new TypeError(
         `createEngine(): ${name} must be ${must} (got ${typeof v === "string" ? JSON.stringify(v) : String(v)}); it is ${rule.what}`,
       );
