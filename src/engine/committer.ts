@@ -15,6 +15,8 @@ interface Pending {
 
 export class Committer {
   private queue: Pending[] = [];
+  /** The batch being written (flushing). */
+  private batch: Pending[] = [];
   private flushing: Promise<void> | undefined;
   private scheduled = false;
   /** Count of flushes and of writes, for metrics and benchmarks. */
@@ -29,6 +31,12 @@ export class Committer {
       this.queue.push({ write, resolve, reject });
       this.schedule();
     });
+  }
+
+  /** Whether a write of run `runId` is queued or being written (close() waits for it). */
+  writing(runId: string): boolean {
+    const of = (p: Pending) => p.write.runId === runId;
+    return this.queue.some(of) || this.batch.some(of);
   }
 
   /** Resolves once everything queued so far is flushed (successfully or not). */
@@ -55,8 +63,10 @@ export class Committer {
     }
     const batch = this.queue;
     this.queue = [];
+    this.batch = batch;
     this.flushing = this.flushBatch(batch).finally(() => {
       this.flushing = undefined;
+      this.batch = [];
       if (this.queue.length > 0) this.schedule();
     });
     return this.flushing;

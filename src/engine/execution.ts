@@ -53,6 +53,8 @@ export class Execution {
   /** Its release is on its way to the store: a renewal answered meanwhile may find the run
    *  no longer running (released by this very execution), which is not a lost lease. */
   releasing = false;
+  /** Its release (or hand-back, or pause) has begun: close() lets it finish writing. */
+  private ending = false;
   private draining = false;
   private leaseLostReported = false;
   private readonly trace: ExecutionTrace;
@@ -105,6 +107,11 @@ export class Execution {
     this.ctx
       ?.refreshEvents()
       .catch((err) => this.deps.log(`reading events of run "${this.runId}"`, err));
+  }
+
+  /** Whether it is writing: a record queued or being written, or its release. */
+  get writing(): boolean {
+    return this.ending || this.deps.committer.writing(this.runId);
   }
 
   /** Step attempts of this execution in flight (0 before its Context exists). */
@@ -248,6 +255,7 @@ export class Execution {
   /** Ends the execution as `outcome` says: releases the run with its new status, hands it
    *  back, or (lease lost, abandoned) writes nothing. */
   private async release(outcome: Outcome): Promise<void> {
+    this.ending = true;
     // "frontier" only happens in replay-only mode (the replay check), never here.
     if (outcome.kind === "lease-lost") this.leaseLost();
     if (outcome.kind === "lease-lost" || outcome.kind === "frontier" || this.abandoned) {

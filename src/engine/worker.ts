@@ -443,12 +443,16 @@ export class Worker {
     }
     if (running.length > 0) {
       await waitAtMost(Promise.all(running.map((e) => e.finished)), graceMs);
-      // The grace is for attempts in flight. An execution with none left is only finishing
-      // what close() asked of it (a record landing, the hand-back): it gets the store's
-      // grace (at least 2 s, closeGraceMs may be 0), or its run stays leased to this worker
-      // and the next claimer, taking it for a crash, charges a lost attempt to a call whose
-      // body had ended or never began (with maxAttempts 1, failing the run).
-      const settling = [...this.active.values()].filter((ex) => ex.attemptsInFlight === 0);
+      // The grace is for attempts in flight. An execution with none left that is writing
+      // (a record landing, its release or hand-back) is only finishing what close() asked
+      // of it: it gets the store's grace (at least 2 s, closeGraceMs may be 0), or its run
+      // stays leased to this worker and the next claimer, taking it for a crash, charges a
+      // lost attempt to a call whose body had ended or never began (with maxAttempts 1,
+      // failing the run). One that is not writing (a timer, the workflow's own I/O) is not
+      // waited for: it would hold close() for the whole bound.
+      const settling = [...this.active.values()].filter(
+        (ex) => ex.attemptsInFlight === 0 && ex.writing,
+      );
       if (settling.length > 0) {
         await waitAtMost(Promise.all(settling.map((e) => e.finished)), Math.max(graceMs, 2_000));
       }
