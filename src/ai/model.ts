@@ -31,6 +31,7 @@ import { failRunWith } from "../lib/fail-run.js";
 import { generationOf } from "../lib/run-generation.js";
 import { checkText } from "../lib/text.js";
 import { captureScope, reenterScope } from "../workflow/call-scope.js";
+import { isCallName } from "../workflow/context.js";
 import { callName } from "./call-names.js";
 import {
   addPart,
@@ -160,10 +161,8 @@ function prepareModel(
 
 /** The name a step may have (ctx.step's own rule): a name it refuses failed only the first
  *  call, inside the SDK, where streamText hid the reason behind "No output generated". */
-const STEP_NAME = /^[^@#\s][^#]{0,199}$/;
-
 function checkCallName(ctx: WorkflowContext, name: unknown): void {
-  if (typeof name !== "string" || !STEP_NAME.test(name)) {
+  if (!isCallName(name)) {
     throw new TypeError(
       `ai.model() in run "${ctx.runId}": name ${typeof name === "string" ? JSON.stringify(name.slice(0, 80)) : String(name)} cannot name its calls; give 1-200 characters, without "#" (cairn numbers the calls name, name#2, ...), not starting with "@" or a space`,
     );

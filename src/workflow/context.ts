@@ -246,6 +246,13 @@ export const APPROVAL_EVENT_PREFIX = "cairn.approval:";
 
 const NAME_RE = /^[^@#\s][^#]{0,199}$/;
 
+/** Whether `name` may name a call (ctx.step and the others, cairn/ai's model calls): 1-200
+ *  characters, no "#" (cairn numbers reused names name#2, ...), not starting with "@" or a
+ *  space. Text rules (NUL, lone surrogates) are checkText's. */
+export function isCallName(name: unknown): name is string {
+  return typeof name === "string" && NAME_RE.test(name);
+}
+
 /** Marks an error handed to the workflow as a call's outcome, with the call's key. */
 const CALL_KEY = Symbol.for("cairn.callKey");
 /** After the workflow code started I/O of its own (not a timer), it counts as busy this
@@ -975,7 +982,7 @@ export class Context {
     produce: () => T,
   ): T {
     if (this.halted) return produce();
-    if (label !== undefined && (typeof label !== "string" || !NAME_RE.test(label))) {
+    if (label !== undefined && !isCallName(label)) {
       throw new TypeError(
         `ctx.${kind}(${JSON.stringify(label)}) in run "${this.host.runId}": a label must be 1-200 characters, must not contain "#" and must not start with "@" or a space`,
       );
@@ -1088,7 +1095,7 @@ export class Context {
         typeof name === "string" &&
         name.startsWith("@") &&
         (kind === "now" || kind === "random" || kind === "uuid");
-      if (!internal && (typeof name !== "string" || !NAME_RE.test(name))) {
+      if (!internal && !isCallName(name)) {
         throw new TypeError(
           `ctx.${kind}(${JSON.stringify(name)}) in run "${this.host.runId}": a name must be 1-200 characters, must not contain "#" and must not start with "@" or a space`,
         );
@@ -1566,9 +1573,8 @@ export class Context {
     options: StepOptions | undefined,
   ): { policy: RetryPolicy; timeoutMs: number | undefined } {
     const policy = resolvePolicy(
-      `Step "${call.key}" of run "${this.host.runId}"`,
-      this.host.retry,
-      options?.retry,
+      [this.host.retry, options?.retry],
+      () => `Step "${call.key}" of run "${this.host.runId}"`,
     );
     const timeoutMs =
       options?.timeout === undefined
