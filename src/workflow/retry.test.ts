@@ -6,7 +6,7 @@ import { BudgetExceededError, FatalError, RateLimitError, toErrorRecord } from "
 import type { AttemptRecord } from "../store/store.js";
 import { judgeFailure, planNextAttempt, resolvePolicy } from "./retry.js";
 
-const policy = resolvePolicy({ maxAttempts: 3, initialDelay: 1000, jitter: false });
+const policy = resolvePolicy([{ maxAttempts: 3, initialDelay: 1000, jitter: false }]);
 const judge = (err: Error, attempt = 1) =>
   judgeFailure(err, toErrorRecord(err), attempt, policy, 10_000, () => 0.5);
 

@@ -28,28 +28,35 @@ export const DEFAULT_RETRY: RetryPolicy = {
  *  failed would fail the run with that attempt (and its spend) unrecorded. `where` prefixes
  *  the errors (the call and run, say). */
 export function resolvePolicy(
-  ...layers: Array<Partial<RetryPolicy> | undefined | string>
+  layers: ReadonlyArray<Partial<RetryPolicy> | undefined>,
+  where: () => string = () => "",
 ): RetryPolicy {
   const p: RetryPolicy = { ...DEFAULT_RETRY };
-  let where = "";
   for (const layer of layers) {
-    if (typeof layer === "string") {
-      where = `${layer}: `;
-      continue;
-    }
     if (!layer) continue;
     for (const [k, v] of Object.entries(layer)) {
       if (v !== undefined) (p as unknown as Record<string, unknown>)[k] = v;
     }
   }
+  // The prefix is built only for an error: this runs before every step.
+  const at = () => {
+    const w = where();
+    return w === "" ? "" : `${w}: `;
+  };
   if (!Number.isInteger(p.maxAttempts) || p.maxAttempts < 1) {
-    throw new TypeError(`${where}retry.maxAttempts must be an integer >= 1 (got ${p.maxAttempts})`);
+    throw new TypeError(`${at()}retry.maxAttempts must be an integer >= 1 (got ${p.maxAttempts})`);
   }
   if (typeof p.factor !== "number" || !(p.factor >= 1)) {
-    throw new TypeError(`${where}retry.factor must be a number >= 1 (got ${String(p.factor)})`);
+    throw new TypeError(`${at()}retry.factor must be a number >= 1 (got ${String(p.factor)})`);
   }
-  toMs(p.initialDelay, `${where}retry.initialDelay`);
-  toMs(p.maxDelay, `${where}retry.maxDelay`);
+  for (const field of ["initialDelay", "maxDelay"] as const) {
+    try {
+      toMs(p[field], `retry.${field}`);
+    } catch (err) {
+      if (!(err instanceof TypeError)) throw err;
+      throw new TypeError(`${at()}${err.message}`);
+    }
+  }
   return p;
 }
 
