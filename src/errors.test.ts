@@ -3,7 +3,7 @@
 // error of a step that kept killing its worker) is public for that.
 
 import { describe, expect, it } from "vitest";
-import { errorFromRecord, RunNotFoundError, runNotFound } from "./errors.js";
+import { errorFromRecord, RunNotFoundError, runNotFound, toErrorRecord } from "./errors.js";
 import { CairnError, WorkerLostError } from "./index.js";
 
 describe("errorFromRecord", () => {
@@ -34,5 +34,19 @@ describe("errors as data", () => {
     expect(err).not.toBeInstanceOf(CairnError);
     expect((err as { code?: string }).code).toBe("ECONNRESET");
     expect(err.message).toBe("socket hang up");
+  });
+});
+
+describe("toErrorRecord", () => {
+  it("records a thrown value that is not an Error, even one whose toString throws", () => {
+    const hostile = {
+      toString() {
+        throw new Error("no text");
+      },
+    };
+    expect(toErrorRecord(hostile)).toEqual({ name: "Error", message: "[object Object]" });
+    expect(toErrorRecord(undefined)).toEqual({ name: "Error", message: "undefined" });
+    expect(toErrorRecord(null)).toEqual({ name: "Error", message: "null" });
+    expect(toErrorRecord(10n)).toEqual({ name: "Error", message: "10" });
   });
 });

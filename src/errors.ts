@@ -242,7 +242,7 @@ export function toErrorRecord(err: unknown): {
       stack: typeof stack === "string" ? stack : undefined,
     };
   }
-  return { name: "Error", message: asText(err, String(err)) };
+  return { name: "Error", message: asText(err, err === null ? "null" : "undefined") };
 }
 
 /** A property of a thrown value (a getter may throw: then undefined). */
