@@ -10,10 +10,10 @@ import type { ClaimedRun, Journal, Release, RunRecord, RunStatus, Store } from "
 import { Context, type Outcome } from "../workflow/context.js";
 import type { Workflow } from "../workflow/define.js";
 import type { RetryPolicy } from "../workflow/retry.js";
-import { canceledChildEvent, childOutcome } from "./child-result.js";
+import { childOutcome } from "./child-result.js";
 import { type Committer, leaseTakenOver } from "./committer.js";
 import type { WorkerEventFields } from "./logger.js";
-import { releaseOf } from "./release-of.js";
+import { eventsIfCanceled, releaseOf } from "./release-of.js";
 import { ExecutionTrace } from "./tracing.js";
 
 export interface ExecutionDeps {
@@ -340,17 +340,6 @@ export function payloadKeyError(err: unknown): PayloadKeyError | undefined {
     if (e instanceof PayloadKeyError) return e;
   }
   return undefined;
-}
-
-/** A release to pending (or paused) becomes canceled when a cancel was requested meanwhile
- *  (the store decides, in the release's transaction): a child's parent must hear of it then,
- *  or it waits for the child forever. */
-function eventsIfCanceled(
-  run: Pick<RunRecord, "id" | "parentId">,
-): Pick<Release, "eventsIfCanceled"> {
-  if (!run.parentId) return {};
-  const ev = canceledChildEvent(run.id, "the cancel came while it was being executed");
-  return { eventsIfCanceled: [{ runId: run.parentId, ...ev }] };
 }
 
 /** Releases a claimed run to pending, ready now, fenced by `epoch`: another worker (or this

@@ -23,12 +23,19 @@ export function releaseOf(
   maxPayloadBytes: number,
 ): Release {
   const release = statusRelease(run, outcome, maxPayloadBytes);
-  if (run.parentId && !TERMINAL_STATUSES.has(release.status)) {
-    // A cancel requested meanwhile turns this release into canceled: the parent must hear.
-    const ev = canceledChildEvent(run.id, "the cancel came while it was being executed");
-    release.eventsIfCanceled = [{ runId: run.parentId, ...ev }];
-  }
+  if (!TERMINAL_STATUSES.has(release.status)) Object.assign(release, eventsIfCanceled(run));
   return release;
+}
+
+/** A release to pending, waiting or paused becomes canceled when a cancel was requested
+ *  meanwhile (the store decides, in the release's transaction): a child's parent must hear
+ *  of it then, or it waits for the child for ever. Also for a hand-back (execution.ts). */
+export function eventsIfCanceled(
+  run: Pick<RunRecord, "id" | "parentId">,
+): Pick<Release, "eventsIfCanceled"> {
+  if (!run.parentId) return {};
+  const ev = canceledChildEvent(run.id, "the cancel came while it was being executed");
+  return { eventsIfCanceled: [{ runId: run.parentId, ...ev }] };
 }
 
 function statusRelease(run: RunRecord, outcome: ReleasedOutcome, maxPayloadBytes: number): Release {
