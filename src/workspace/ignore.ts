@@ -25,7 +25,8 @@ export const DEFAULT_IGNORE = ["node_modules", ".git"];
 // A pattern is compiled to a sequence of tokens and matched by simulating the automaton over
 // the path, one character at a time: time linear in path x pattern, whatever the pattern.
 // (A regular expression backtracks: "*a*a*a*a*a*a*a*a*b" in a .gitignore of a cloned
-// repository took minutes against a 40-character name, with the worker's event loop held.)
+// repository took 1.8 s against a 42-character name, growing about as the 9th power of its
+// length, with the worker's event loop held.)
 type Token =
   | { k: "lit"; c: string }
   /** "?": one character but "/". */
