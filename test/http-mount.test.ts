@@ -114,3 +114,93 @@ describe("an app whose engine has closed", () => {
     db.cleanup();
   });
 });
+
+// Hono's own way to put an app under a path is route("/svc", app.hono): the app's routes
+// answer at /svc/<basePath>/..., which the app itself cannot know when it is made. Its
+// links, sign-in, cookie and API errors went to the paths without "/svc" (the login page
+// answered 401 to its own form).
+describe("taken into a Hono app under a prefix of its own (route('/svc', app.hono))", () => {
+  const db = tempDbPath();
+  let engine: Engine;
+  beforeAll(async () => {
+    engine = createEngine({ store: sqliteStore(db.path), workflows: [hello], pollIntervalMs: 10 });
+    await engine.start(hello, undefined, { id: "hello-1" });
+    await until(async () => (await engine.getRun("hello-1"))?.status === "completed", "done");
+  });
+  afterAll(async () => {
+    await engine.close();
+    db.cleanup();
+  });
+
+  for (const basePath of ["", "/ops/cairn"]) {
+    it(`signs in, links and answers below the prefix (basePath ${JSON.stringify(basePath)})`, async () => {
+      const app = createHttpApp({ engine, basePath, token: "mount-token-123" });
+      try {
+        const outer = new Hono();
+        outer.get("/health", (c) => c.text("ok"));
+        outer.route("/svc", app.hono);
+        const at = `/svc${basePath}`;
+        const ask = (path: string, init: RequestInit = {}) =>
+          outer.fetch(new Request(`http://localhost${path}`, { redirect: "manual", ...init }));
+
+        // Hono answers the root app's "/" at "/svc" only: "/svc/" leads there.
+        const home = basePath === "" ? at : `${at}/`;
+        if (basePath === "") {
+          const slash = await ask(`${at}/?status=running`);
+          expect([slash.status, slash.headers.get("location")]).toEqual([
+            308,
+            `${at}?status=running`,
+          ]);
+        }
+        const login = await ask(home);
+        expect(login.status).toBe(401);
+        const form = await login.text();
+        expect(form).toContain(`action="${at}/login"`);
+        expect(form).toContain(`name="next" value="${home}"`);
+
+        const signedIn = await ask(`${at}/login`, {
+          method: "POST",
+          headers: {
+            "content-type": "application/x-www-form-urlencoded",
+            origin: "http://localhost",
+          },
+          body: `token=mount-token-123&next=${encodeURIComponent(`${at}/`)}`,
+        });
+        expect(signedIn.status).toBe(303);
+        expect(signedIn.headers.get("location")).toBe(`${at}/`);
+        const cookie = signedIn.headers.get("set-cookie") ?? "";
+        expect(cookie).toContain(`Path=${at};`);
+
+        const session = { cookie: cookie.split(";")[0]! };
+        const page = await ask(home, { headers: session });
+        expect(page.status).toBe(200);
+        const html = await page.text();
+        expect(html).toContain(`href="${at}/runs/hello-1"`);
+        expect(html).toContain(`src="${at}/assets/app.js`);
+        expect((await ask(`${at}/assets/style.css`)).status).toBe(200);
+
+        // An API error is JSON, as it is at the root.
+        const missing = await ask(`${at}/api/runs/nope`, {
+          headers: { authorization: "Bearer mount-token-123" },
+        });
+        expect(missing.status).toBe(404);
+        expect(missing.headers.get("content-type")).toContain("application/json");
+        const doc = (await (
+          await ask(`${at}/api/openapi.json`, {
+            headers: { authorization: "Bearer mount-token-123" },
+          })
+        ).json()) as { servers: Array<{ url: string }> };
+        expect(doc.servers).toEqual([{ url: at }]);
+
+        // A link carrying ?token= signs in and stays below the prefix.
+        const link = await ask(`${at}/runs/hello-1?token=mount-token-123`);
+        expect(link.status).toBe(303);
+        expect(link.headers.get("location")).toBe(`${at}/runs/hello-1`);
+
+        expect(await (await ask("/health")).text()).toBe("ok");
+      } finally {
+        app.close();
+      }
+    });
+  }
+});

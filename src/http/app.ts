@@ -11,9 +11,10 @@ import { apiError, mountApi } from "./api/index.js";
 import { HttpError, quote } from "./errors.js";
 import { LiveHub } from "./live/hub.js";
 import { StreamTails } from "./live/stream-tail.js";
+import { mountPrefixOf, requestBase } from "./public-base.js";
 import { type AppEnv, createSecurity, type SecurityOptions } from "./security.js";
 import { loadAssets, mountDashboard, refusePage } from "./ui/index.js";
-import type { UiDeps } from "./ui/layout.js";
+import { depsFor, type UiDeps } from "./ui/layout.js";
 import { messagePage } from "./ui/pages.js";
 
 export interface HttpAppOptions extends SecurityOptions {
@@ -67,9 +68,10 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
     authRequired: options.token !== undefined || options.readToken !== undefined,
     assetVersion: version,
   };
-  const isApi = (c: Context) => new URL(c.req.url).pathname.startsWith(`${basePath}/api/`);
+  const isApi = (c: Context<AppEnv>) =>
+    new URL(c.req.url).pathname.startsWith(`${requestBase(c, basePath)}/api/`);
   const refuse = (c: Context<AppEnv>, err: HttpError) =>
-    isApi(c) ? apiError(c, err, log) : refusePage(uiDeps, c, err);
+    isApi(c) ? apiError(c, err, log) : refusePage(depsFor(uiDeps, c), c, err);
   const security = createSecurity(options, {
     basePath,
     clock: uiDeps.clock,
@@ -87,6 +89,13 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
   const owns = ownsRequest(basePath);
   app.use("*", async (c, next) => {
     if (!owns(c)) return next();
+    const mount = mountPrefixOf(c);
+    c.set("base", mount + basePath);
+    // Taken in with route("/svc", ...), an app at the root answers its runs page at "/svc"
+    // only (Hono joins "/svc" and "/" so), while its links say "/svc/", as they say "/".
+    if (basePath === "" && mount !== "" && c.req.path === `${mount}/` && c.req.method === "GET") {
+      return c.redirect(`${mount}${new URL(c.req.url).search}`, 308);
+    }
     await next();
     securityHeaders(c);
   });
@@ -110,12 +119,24 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
       const what = `${c.req.method} ${quote(new URL(c.req.url).pathname, 120)}`;
       return apiError(c, new HttpError(404, "NOT_FOUND", `No API route ${what}`), log);
     }
-    return messagePage(uiDeps, c, 404, "Not found", `Nothing here: ${quote(c.req.path, 120)}.`);
+    return messagePage(
+      depsFor(uiDeps, c),
+      c,
+      404,
+      "Not found",
+      `Nothing here: ${quote(c.req.path, 120)}.`,
+    );
   });
   app.onError((err, c) => {
     if (isApi(c)) return apiError(c, err, log);
     log(`unexpected error rendering a page: ${err.name}: ${err.message.slice(0, 500)}`);
-    return messagePage(uiDeps, c, 500, "Something went wrong", "The server's log has the details.");
+    return messagePage(
+      depsFor(uiDeps, c),
+      c,
+      500,
+      "Something went wrong",
+      "The server's log has the details.",
+    );
   });
 
   const fetch = (request: Request, env?: unknown) => Promise.resolve(app.fetch(request, env));
@@ -145,7 +166,7 @@ function securityHeaders(c: Context): void {
 function ownsRequest(basePath: string): (c: Context) => boolean {
   return (c) => {
     if (basePath === "") return true;
-    const mount = c.req.routePath.replace(/\/?\*$/, "");
+    const mount = mountPrefixOf(c);
     const path = c.req.path;
     if (!path.startsWith(mount)) return true;
     const own = path.slice(mount.length);

@@ -28,6 +28,7 @@ import { APPROVAL_LINK_API, APPROVAL_LINK_PAGE } from "./approval-link-paths.js"
 import { bearerProblem } from "./bearer.js";
 import { HttpError } from "./errors.js";
 import { clientOf, LoginLimiter } from "./login-limit.js";
+import { requestBase } from "./public-base.js";
 import { SESSION_MAX_AGE_MS, Sessions } from "./sessions.js";
 
 export type Role = "act" | "read";
@@ -38,6 +39,8 @@ export interface AppEnv {
     role: Role | undefined;
     /** The OpenAPI document (set by the API before its handler runs). */
     openapi: unknown;
+    /** Where this app's paths begin for this request (public-base.ts). */
+    base: string | undefined;
   };
 }
 
@@ -179,7 +182,7 @@ export function createSecurity(options: SecurityOptions, ctx: SecurityContext): 
     signOut(c) {
       const id = getCookie(c, SESSION_COOKIE);
       if (id !== undefined) signIn.sessions.end(id);
-      deleteCookie(c, SESSION_COOKIE, { path: signIn.cookiePath });
+      deleteCookie(c, SESSION_COOKIE, { path: signIn.cookiePath(c) });
     },
   };
 }
@@ -272,29 +275,39 @@ interface SignIn {
   roles: TokenRoles;
   sessions: Sessions;
   limiter: LoginLimiter;
-  cookiePath: string;
-  isApi(path: string): boolean;
+  /** The session cookie's path: the request's base (public-base.ts). */
+  cookiePath(c: Context): string;
+  isApi(c: Context, path: string): boolean;
   /** Paths anyone may open: the login page, assets, approval links. */
-  isOpen(path: string): boolean;
+  isOpen(c: Context, path: string): boolean;
   refuse: SecurityContext["refuse"];
 }
 
 function signInRules(ctx: SecurityContext, roles: TokenRoles): SignIn {
-  const base = ctx.basePath;
+  const baseOf = (c: Context) => requestBase(c as Context<AppEnv>, ctx.basePath);
   return {
     roles,
     sessions: new Sessions(ctx.clock),
     limiter: new LoginLimiter(ctx.clock),
-    cookiePath: base === "" ? "/" : base,
-    isApi: (path) => path.startsWith(`${base}/api/`) || path === `${base}/api`,
+    cookiePath: (c) => baseOf(c) || "/",
+    isApi: (c, path) => {
+      const base = baseOf(c);
+      return path.startsWith(`${base}/api/`) || path === `${base}/api`;
+    },
     // Approval links carry their own credential (a signed, single-use token in the path).
-    isOpen: (path) =>
-      path === `${base}/login` ||
-      path.startsWith(`${base}/assets/`) ||
-      path.startsWith(`${base}${APPROVAL_LINK_PAGE}/`) ||
-      path.startsWith(`${base}/api${APPROVAL_LINK_API}/`),
+    isOpen: (c, path) => isOpenPath(path, baseOf(c)),
     refuse: ctx.refuse,
   };
+}
+
+/** Paths anyone may open below `base`: the login page, assets, approval links. */
+function isOpenPath(path: string, base: string): boolean {
+  return (
+    path === `${base}/login` ||
+    path.startsWith(`${base}/assets/`) ||
+    path.startsWith(`${base}${APPROVAL_LINK_PAGE}/`) ||
+    path.startsWith(`${base}/api${APPROVAL_LINK_API}/`)
+  );
 }
 
 /** Signs a browser in with `token` (the login form, a link with ?token=): a session and
@@ -312,7 +325,7 @@ function startSession(c: Context, token: string, s: SignIn): SignInResult {
   // of its cookie must not outlive this one's logout.
   const previous = getCookie(c, SESSION_COOKIE);
   if (previous !== undefined) s.sessions.end(previous);
-  setSession(c, s.sessions.create(role), s.cookiePath, new URL(c.req.url).protocol === "https:");
+  setSession(c, s.sessions.create(role), s.cookiePath(c), new URL(c.req.url).protocol === "https:");
   return { ok: true, role };
 }
 
@@ -336,7 +349,7 @@ function authenticate(c: Context, url: URL, s: SignIn): Verdict {
   const dest = c.req.header("sec-fetch-dest");
   if (
     c.req.method === "GET" &&
-    !s.isApi(url.pathname) &&
+    !s.isApi(c, url.pathname) &&
     queryToken !== null &&
     (dest === undefined || dest === "document")
   ) {
@@ -354,7 +367,7 @@ function authenticate(c: Context, url: URL, s: SignIn): Verdict {
       return { answer: c.redirect(`${path}${url.search}`, 303) };
     }
   }
-  if (role === undefined && !s.isOpen(url.pathname)) {
+  if (role === undefined && !s.isOpen(c, url.pathname)) {
     const err = new HttpError(
       401,
       "UNAUTHORIZED",

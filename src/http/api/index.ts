@@ -24,7 +24,10 @@ const openapiRoute = route({
   access: "read",
   responses: { 200: { description: "The OpenAPI 3.1 document." } },
   handle({ c }) {
-    return json(c, 200, c.get("openapi"));
+    const doc = c.get("openapi") as { servers: Array<{ url: string }> };
+    // Taken into another Hono app under a prefix (public-base.ts), the API is reached there.
+    const url = c.get("base") || "/";
+    return json(c, 200, doc.servers[0]?.url === url ? doc : { ...doc, servers: [{ url }] });
   },
 });
 

@@ -7,9 +7,10 @@ import type { Context, Hono } from "hono";
 import { checkText } from "../api/route.js";
 import { APPROVAL_LINK_PAGE } from "../approval-link-paths.js";
 import { HttpError } from "../errors.js";
+import { requestBase } from "../public-base.js";
 import { type AppEnv, type Security, tooManyAttempts } from "../security.js";
 import { approvalLinkPage } from "./approval-page.js";
-import type { UiDeps } from "./layout.js";
+import { depsFor, type UiDeps } from "./layout.js";
 import { loginPage, messagePage, notFoundPage, safeNext, workersPage } from "./pages.js";
 import { runPage } from "./run-page.js";
 import { runsPage } from "./runs-page.js";
@@ -57,39 +58,42 @@ export function mountDashboard(
     });
   });
 
-  app.get(b === "" ? "/" : b, (c) => runsPage(deps, c));
-  if (b !== "") app.get(`${b}/`, (c) => runsPage(deps, c));
+  app.get(b === "" ? "/" : b, (c) => runsPage(depsFor(deps, c), c));
+  if (b !== "") app.get(`${b}/`, (c) => runsPage(depsFor(deps, c), c));
 
   app.get(`${b}/runs/:id`, (c) => {
     const id = c.req.param("id");
     try {
       checkText(id, "The run id", 256);
     } catch (err) {
-      if (err instanceof HttpError) return notFoundPage(deps, c, err.message);
+      if (err instanceof HttpError) return notFoundPage(depsFor(deps, c), c, err.message);
       throw err;
     }
-    return runPage(deps, c, id);
+    return runPage(depsFor(deps, c), c, id);
   });
 
-  app.get(`${b}/workers`, (c) => workersPage(deps, c));
+  app.get(`${b}/workers`, (c) => workersPage(depsFor(deps, c), c));
 
   // An approval link's page: open without sign-in (its token is the credential).
   app.get(`${b}${APPROVAL_LINK_PAGE}/:token`, (c) => {
     const token = c.req.param("token");
-    if (token.length > 2_000) return notFoundPage(deps, c, "This is not an approval link.");
-    return approvalLinkPage(deps, c, token);
+    if (token.length > 2_000)
+      return notFoundPage(depsFor(deps, c), c, "This is not an approval link.");
+    return approvalLinkPage(depsFor(deps, c), c, token);
   });
 
   app.get(`${b}/login`, (c) => {
-    if (!security.authRequired) return c.redirect(`${b}/`, 303);
-    return loginPage(deps, c, { status: 200, next: c.req.query("next") ?? `${b}/` });
+    const at = requestBase(c, b);
+    if (!security.authRequired) return c.redirect(`${at}/`, 303);
+    return loginPage(depsFor(deps, c), c, { status: 200, next: c.req.query("next") ?? `${at}/` });
   });
 
   app.post(`${b}/login`, async (c) => {
-    if (!security.authRequired) return c.redirect(`${b}/`, 303);
+    const at = requestBase(c, b);
+    if (!security.authRequired) return c.redirect(`${at}/`, 303);
     const form = await c.req.parseBody().catch(() => ({}) as Record<string, unknown>);
     const token = typeof form.token === "string" ? form.token : "";
-    const next = safeNext(typeof form.next === "string" ? form.next : `${b}/`, b);
+    const next = safeNext(typeof form.next === "string" ? form.next : `${at}/`, at);
     const signedIn = security.signIn(c, token);
     if (!signedIn.ok) {
       const message =
@@ -97,7 +101,7 @@ export function mountDashboard(
           ? `${tooManyAttempts(c, signedIn.retryAfterS).message}.`
           : "That token is not valid.";
       const status = signedIn.reason === "limited" ? 429 : 401;
-      return loginPage(deps, c, { status, message, next });
+      return loginPage(depsFor(deps, c), c, { status, message, next });
     }
     return c.redirect(next, 303);
   });
@@ -106,7 +110,8 @@ export function mountDashboard(
   // worthless from now on.
   app.post(`${b}/logout`, (c) => {
     security.signOut(c);
-    return c.redirect(security.authRequired ? `${b}/login` : `${b}/`, 303);
+    const at = requestBase(c, b);
+    return c.redirect(security.authRequired ? `${at}/login` : `${at}/`, 303);
   });
 }
 

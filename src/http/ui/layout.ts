@@ -10,6 +10,7 @@ import type { Context } from "hono";
 import { html } from "hono/html";
 import type { HtmlEscapedString } from "hono/utils/html";
 import type { Clock, Engine } from "../../index.js";
+import { requestBase } from "../public-base.js";
 import type { AppEnv } from "../security.js";
 
 export type Html = HtmlEscapedString | Promise<HtmlEscapedString>;
@@ -20,6 +21,14 @@ export interface UiDeps {
   clock: Clock;
   authRequired: boolean;
   assetVersion: string;
+}
+
+/** The pages' dependencies for one request: `basePath` is where the request found the app
+ *  (public-base.ts), which differs from the option when another Hono app took the routes
+ *  under a prefix of its own. */
+export function depsFor(deps: UiDeps, c: Context<AppEnv>): UiDeps {
+  const base = requestBase(c, deps.basePath);
+  return base === deps.basePath ? deps : { ...deps, basePath: base };
 }
 
 export function canAct(c: Context<AppEnv>): boolean {
