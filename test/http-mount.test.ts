@@ -132,6 +132,26 @@ describe("taken into a Hono app under a prefix of its own (route('/svc', app.hon
     db.cleanup();
   });
 
+  it("keeps every check under a prefix with parameters, and builds no link from the request's path", async () => {
+    const app = createHttpApp({ engine, basePath: "/ops/cairn", token: "mount-token-123" });
+    try {
+      const outer = new Hono();
+      outer.route("/t/:tenant", app.hono);
+      const ask = (path: string, init: RequestInit = {}) =>
+        outer.fetch(new Request(`http://localhost${path}`, { redirect: "manual", ...init }));
+      expect((await ask("/t/acme/ops/cairn/api/runs")).status).toBe(401);
+      const auth = { authorization: "Bearer mount-token-123" };
+      expect((await ask("/t/acme/ops/cairn/api/runs", { headers: auth })).status).toBe(200);
+      // A tenant segment is the request's own text: it reaches no cookie attribute.
+      const link = await ask("/t/x;Domain=evil.example/ops/cairn/?token=mount-token-123");
+      expect(link.status).toBe(303);
+      expect(link.headers.get("set-cookie")).toContain("Path=/ops/cairn;");
+      expect(link.headers.get("set-cookie")).not.toContain("evil");
+    } finally {
+      app.close();
+    }
+  });
+
   for (const basePath of ["", "/ops/cairn"]) {
     it(`signs in, links and answers below the prefix (basePath ${JSON.stringify(basePath)})`, async () => {
       const app = createHttpApp({ engine, basePath, token: "mount-token-123" });

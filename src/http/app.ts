@@ -11,7 +11,7 @@ import { apiError, mountApi } from "./api/index.js";
 import { HttpError, quote } from "./errors.js";
 import { LiveHub } from "./live/hub.js";
 import { StreamTails } from "./live/stream-tail.js";
-import { mountPrefixOf, requestBase } from "./public-base.js";
+import { mountPatternOf, mountPrefixOf, requestBase } from "./public-base.js";
 import { type AppEnv, createSecurity, type SecurityOptions } from "./security.js";
 import { loadAssets, mountDashboard, refusePage } from "./ui/index.js";
 import { depsFor, type UiDeps } from "./ui/layout.js";
@@ -166,7 +166,9 @@ function securityHeaders(c: Context): void {
 function ownsRequest(basePath: string): (c: Context) => boolean {
   return (c) => {
     if (basePath === "") return true;
-    const mount = mountPrefixOf(c);
+    // The pattern: under a prefix with parameters, no path starts with it, so every
+    // request is taken as this app's (checked), never as the owner's.
+    const mount = mountPatternOf(c);
     const path = c.req.path;
     if (!path.startsWith(mount)) return true;
     const own = path.slice(mount.length);
