@@ -107,10 +107,29 @@ function checkWorkflowCount(workflows: readonly unknown[], limits: Limits): void
 
 function retentionSchedule(retention: EngineOptions["retention"]): RetentionSchedule | undefined {
   if (!retention) return undefined;
+  const everyMs = toMs(retention.every ?? "1h", "createEngine(): retention.every");
+  // An `every` of 0 collected again as soon as a collection ended: the store read in a loop
+  // for as long as the worker ran.
+  if (everyMs <= 0) {
+    throw new TypeError(
+      `createEngine(): retention.every must be longer than 0 (got ${JSON.stringify(retention.every)}); it is how often finished runs are collected`,
+    );
+  }
+  // Checked here, as the other options are: a batchSize out of range was accepted, then
+  // every collection failed with a TypeError the log reported, and nothing was deleted.
+  const { batchSize } = retention;
+  if (
+    batchSize !== undefined &&
+    (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 1_000)
+  ) {
+    throw new TypeError(
+      `createEngine(): retention.batchSize must be a whole number 1-1000 (got ${String(batchSize)})`,
+    );
+  }
   return {
     olderThanMs: toMs(retention.finishedOlderThan, "createEngine(): retention.finishedOlderThan"),
-    everyMs: toMs(retention.every ?? "1h", "createEngine(): retention.every"),
-    ...(retention.batchSize !== undefined && { batchSize: retention.batchSize }),
+    everyMs,
+    ...(batchSize !== undefined && { batchSize }),
   };
 }
 

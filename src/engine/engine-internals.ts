@@ -3,7 +3,7 @@
 // inspection.ts, engine-lifecycle.ts): the config, the committer, the worker it owns, the
 // result() waiters, and whether it is open. No part keeps state of its own about the engine.
 
-import { EngineClosedError } from "../errors.js";
+import { EngineClosedError, StoreError } from "../errors.js";
 import { newId } from "../lib/ids.js";
 import { neverThrows } from "../lib/never-throws.js";
 import type { Workflow } from "../workflow/define.js";
@@ -29,6 +29,9 @@ export interface EngineInternals {
   readonly retention: RetentionLoop | undefined;
   /** Set by close(); from then on every verb refuses (see ready()). */
   closed: boolean;
+  /** gc() calls under way: close() stops them between batches (as it does retention) and
+   *  waits for the batch in flight before it closes the store. */
+  readonly collections: { readonly stop: AbortController; readonly running: Set<Promise<void>> };
   /** The close() under way or done: a later close() waits for it. */
   closing?: Promise<void>;
 }
@@ -88,6 +91,7 @@ export function createEngineInternals(
     opening,
     retention,
     closed: false,
+    collections: { stop: new AbortController(), running: new Set() },
   };
   return internals;
 }
@@ -101,6 +105,17 @@ export async function ready(internals: EngineInternals): Promise<void> {
     );
   }
   await internals.opening.whenOpen();
+}
+
+/** The error of a call that close() overtook: the store's "not open: call open() first",
+ *  which no user of an engine calls, becomes an EngineClosedError (the store's error its
+ *  cause); any other error is returned as it is. */
+export function closedUnder(internals: EngineInternals, call: string, err: unknown): unknown {
+  if (!internals.closed || !(err instanceof StoreError)) return err;
+  return new EngineClosedError(
+    `${call}: the engine was closed while this call was under way, and its store with it (${err.message}). What the call did before that is in the store: read it with a new engine (createEngine()).`,
+    { cause: err },
+  );
 }
 
 /** A run has something new to read (an event, an approval's answer): the execution of it in

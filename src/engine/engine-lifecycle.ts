@@ -26,6 +26,8 @@ async function closeOnce(internals: EngineInternals): Promise<void> {
   // Retention stops between batches, but a batch under way may take long (or hang on the
   // store): the worker must stop claiming meanwhile, so both stop together.
   const retentionStopped = internals.retention?.stop();
+  // gc() calls stop between batches too; the batch in flight is waited for below.
+  internals.collections.stop.abort();
   await internals.worker?.close(internals.config.closeGraceMs);
   if (retentionStopped !== undefined) {
     const ended = await settlesWithin(retentionStopped, internals.config.closeGraceMs);
@@ -33,6 +35,13 @@ async function closeOnce(internals: EngineInternals): Promise<void> {
       internals.config.log(
         "close(): a retention batch is still running; closing the store under it",
       );
+  }
+  const collecting = [...internals.collections.running];
+  if (
+    collecting.length > 0 &&
+    !(await settlesWithin(Promise.all(collecting), internals.config.closeGraceMs))
+  ) {
+    internals.config.log("close(): a gc() batch is still running; closing the store under it");
   }
   // The worker's close() has drained the records (or given up on a store that hangs, and
   // said so): waiting for them again would only add its bound to a close() in a partition.

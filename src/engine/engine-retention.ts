@@ -11,9 +11,14 @@ import type { Logger } from "./logger.js";
 import { collectFinishedRuns } from "./retention.js";
 
 /** engine.gc(): deletes (or with dryRun counts) the finished runs older than `olderThan`. */
-export function collectOnRequest(store: Store, options: GcOptions): Promise<GcResult> {
+export function collectOnRequest(
+  store: Store,
+  options: GcOptions,
+  signal?: AbortSignal,
+): Promise<GcResult> {
   return collectFinishedRuns(store, {
     olderThanMs: toMs(options?.olderThan, "gc(): olderThan"),
+    ...(signal && { signal }),
     ...(options.dryRun !== undefined && { dryRun: options.dryRun }),
     ...(options.batchSize !== undefined && { batchSize: options.batchSize }),
     ...(options.onBatch && { onBatch: options.onBatch }),

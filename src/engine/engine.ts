@@ -3,6 +3,7 @@
 // the Store; all time through the Clock. This file holds the Engine's types and composes
 // it; each verb lives in a module of its own (docs/ARCHITECTURE.md, "src/engine/").
 
+import { EngineClosedError } from "../errors.js";
 import type { Clock } from "../lib/clock.js";
 import type { Duration } from "../lib/duration.js";
 import type { Amounts, RunFilter, Store, StreamChunk } from "../store/store.js";
@@ -10,7 +11,13 @@ import type { AnyWorkflow, Workflow } from "../workflow/define.js";
 import type { ApprovalKey } from "./approval-tokens.js";
 import { type ApprovalsApi, createApprovalsApi } from "./approvals.js";
 import { resolveEngineConfig } from "./engine-config.js";
-import { createEngineInternals, ready, runHasNews } from "./engine-internals.js";
+import {
+  closedUnder,
+  createEngineInternals,
+  type EngineInternals,
+  ready,
+  runHasNews,
+} from "./engine-internals.js";
 import { closeEngine, engineMetrics } from "./engine-lifecycle.js";
 import { collectOnRequest } from "./engine-retention.js";
 import { forkRun } from "./fork.js";
@@ -179,7 +186,7 @@ export function createEngine(options: EngineOptions = {}): Engine {
   const config = resolveEngineConfig(options);
   const internals = createEngineInternals(config, startChildRun);
   const engineReady = () => ready(internals);
-  return {
+  return closedAware(internals, {
     ...createApprovalsApi({
       store: config.store,
       clock: config.clock,
@@ -208,8 +215,51 @@ export function createEngine(options: EngineOptions = {}): Engine {
     metrics: () => engineMetrics(internals),
     async gc(gcOptions) {
       await engineReady();
-      return collectOnRequest(config.store, gcOptions);
+      // close() stops a gc() between batches: it went on until the store closed under it,
+      // and failed with "the store is not open; call open() first".
+      const { stop, running } = internals.collections;
+      if (stop.signal.aborted) await ready(internals); // closed while it opened: refused
+      const collecting = collectOnRequest(config.store, gcOptions, stop.signal);
+      const settled = collecting.then(
+        () => {},
+        () => {},
+      );
+      running.add(settled);
+      let result: GcResult;
+      try {
+        result = await collecting;
+      } finally {
+        running.delete(settled);
+      }
+      if (stop.signal.aborted) {
+        throw new EngineClosedError(
+          `gc(): close() was called; it stopped between batches, having deleted ${result.runs} runs. Run it again on a new engine for the rest.`,
+        );
+      }
+      return result;
     },
     close: () => closeEngine(internals),
-  };
+  });
+}
+
+/** Members that never reach the store, or say themselves how close() ended them. */
+const NOT_CLOSED_AWARE = new Set<string>(["handle", "metrics", "close"]);
+
+/** A call under way when close() closed the store under it failed with the store's "not
+ *  open: call open() first", which no user of an engine calls: it now says the engine was
+ *  closed meanwhile (EngineClosedError), with the store's error as its cause. */
+function closedAware(internals: EngineInternals, engine: Engine): Engine {
+  const members = engine as unknown as Record<string, unknown>;
+  for (const [name, member] of Object.entries(members)) {
+    if (typeof member !== "function" || NOT_CLOSED_AWARE.has(name)) continue;
+    const fn = member as (...args: unknown[]) => Promise<unknown>;
+    members[name] = async (...args: unknown[]) => {
+      try {
+        return await fn(...args);
+      } catch (err) {
+        throw closedUnder(internals, `${name}()`, err);
+      }
+    };
+  }
+  return engine;
 }

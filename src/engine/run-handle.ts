@@ -7,7 +7,7 @@ import { EngineClosedError, errorFromRecord, RunCanceledError, runNotFound } fro
 import type { RunRecord } from "../store/store.js";
 import type { AnyWorkflow } from "../workflow/define.js";
 import type { RunHandle } from "./engine.js";
-import { type EngineInternals, ready } from "./engine-internals.js";
+import { closedUnder, type EngineInternals, ready } from "./engine-internals.js";
 import { getRunView } from "./inspection.js";
 
 /** engine.handle(id), or engine.handle(workflow, id) (the workflow only types the output). */
@@ -22,7 +22,10 @@ export function handleFor<O>(
 export function runHandle<O>(internals: EngineInternals, id: string): RunHandle<O> {
   return {
     id,
-    info: () => getRunView(internals, id),
+    info: () =>
+      getRunView(internals, id).catch((err: unknown) => {
+        throw closedUnder(internals, `handle("${id}").info()`, err);
+      }),
     result: () => awaitResult<O>(internals, id),
   };
 }

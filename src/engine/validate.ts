@@ -70,7 +70,9 @@ type NumericOption =
   | "pollIntervalMs"
   | "closeGraceMs"
   | "maxPayloadBytes"
-  | "inProcessRetryMs";
+  | "inProcessRetryMs"
+  | "abortGraceMs"
+  | "replayStallMs";
 
 /** What each numeric option must be, and what it is for (said in the error). */
 const NUMERIC: Record<NumericOption, { whole: boolean; min: number; what: string }> = {
@@ -90,6 +92,18 @@ const NUMERIC: Record<NumericOption, { whole: boolean; min: number; what: string
     whole: false,
     min: 0,
     what: "the longest retry backoff waited in process",
+  },
+  // Checked as the others: unchecked, "1s" or NaN made the grace about 1 ms and a negative
+  // replayStallMs judged every late call of a replay a divergence at once.
+  abortGraceMs: {
+    whole: false,
+    min: Number.MIN_VALUE,
+    what: "how long an aborted attempt may take to stop and report its spend",
+  },
+  replayStallMs: {
+    whole: false,
+    min: Number.MIN_VALUE,
+    what: "how long a replay waits for a call the first run made late",
   },
 };
 

@@ -6,6 +6,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { getRequestListener } from "@hono/node-server";
 import { type Context, Hono } from "hono";
 import { type Clock, type Engine, realClock } from "../index.js";
+import { MAX_DURATION_MS } from "../lib/duration.js";
 import { neverThrows } from "../lib/never-throws.js";
 import { apiError, mountApi } from "./api/index.js";
 import { HttpError, quote } from "./errors.js";
@@ -78,7 +79,7 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
     ...(options.boundHosts ? { boundHosts: options.boundHosts } : {}),
     refuse,
   });
-  const pollMs = options.pollIntervalMs ?? 1_000;
+  const pollMs = checkPollInterval(options.pollIntervalMs ?? 1_000);
   const live = new LiveHub({ pollMs, log });
   const streams = new StreamTails({ engine: options.engine, pollMs, log });
 
@@ -174,6 +175,17 @@ function ownsRequest(basePath: string): (c: Context) => boolean {
     const own = path.slice(mount.length);
     return own === basePath || own.startsWith(`${basePath}/`);
   };
+}
+
+/** Refused as createEngine's pollIntervalMs is: unchecked, NaN, 0, a negative value or one
+ *  past setTimeout's 2^31-1 ms made every live stream poll the store each millisecond. */
+function checkPollInterval(ms: unknown): number {
+  if (typeof ms !== "number" || !Number.isFinite(ms) || ms <= 0 || ms > MAX_DURATION_MS) {
+    throw new TypeError(
+      `cairn http: pollIntervalMs must be a finite number of milliseconds > 0, at most 100,000 years (got ${typeof ms === "string" ? JSON.stringify(ms) : String(ms)})`,
+    );
+  }
+  return ms;
 }
 
 function normalizeBase(base: string): string {

@@ -21,8 +21,21 @@ interface Timer {
   fire: () => void;
 }
 
+/** A finite time, else a TypeError: an invalid Date (NaN) made now() NaN for good, and no
+ *  timer fired again (NaN compares false with every due time); Infinity did the same after
+ *  firing every timer at once. */
+function timeOf(at: number | Date, what: string): number {
+  const ms = typeof at === "number" ? at : at.getTime();
+  if (!Number.isFinite(ms)) {
+    throw new TypeError(
+      `${what}: expected a valid Date or a finite number of ms, got ${String(at)}`,
+    );
+  }
+  return ms;
+}
+
 export function createVirtualClock(start: number | Date = Date.UTC(2026, 0, 1)): VirtualClock {
-  let now = typeof start === "number" ? start : start.getTime();
+  let now = timeOf(start, "createVirtualClock()");
   let nextId = 0;
   const timers = new Set<Timer>();
   const listeners = new Set<() => void>();
@@ -80,7 +93,13 @@ export function createVirtualClock(start: number | Date = Date.UTC(2026, 0, 1)):
       return moveTo(now + toMs(by, "clock.advance()"));
     },
     set(at: number | Date): Promise<void> {
-      return moveTo(typeof at === "number" ? at : at.getTime());
+      let target: number;
+      try {
+        target = timeOf(at, "clock.set()");
+      } catch (err) {
+        return Promise.reject(err);
+      }
+      return moveTo(target);
     },
     pendingTimers: () => timers.size,
   };

@@ -41,6 +41,18 @@ export async function waitForStatus(
   if (wanted.size === 0) throw new TypeError("waitForStatus: give at least one status");
   const read = () => (isHandle ? (target as RunHandle).info() : (target as Engine).getRun(runId));
   const timeoutMs = options.timeoutMs ?? 10_000;
+  // A number of ms, not a Duration: "10s" (or NaN) made the deadline NaN, and the wait never
+  // gave up (Date.now() > NaN is false).
+  for (const [name, v] of [
+    ["timeoutMs", timeoutMs],
+    ["intervalMs", options.intervalMs ?? 5],
+  ] as const) {
+    if (typeof v !== "number" || !Number.isFinite(v) || v < 0) {
+      throw new TypeError(
+        `waitForStatus: ${name} must be a finite number of milliseconds >= 0 (got ${typeof v === "string" ? JSON.stringify(v) : String(v)})`,
+      );
+    }
+  }
   const deadline = Date.now() + timeoutMs;
   let last: RunView | undefined;
   for (;;) {

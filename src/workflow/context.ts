@@ -326,7 +326,9 @@ export class Context {
   private active = 0;
   private suspendScheduled = false;
   private draining = false;
-  private stallTimer: NodeJS.Timeout | undefined;
+  /** Cancels the stall timer (a chain of timers: replayStallMs may be set past
+   *  setTimeout's 2^31-1 ms, which a plain setTimeout fires after 1 ms). */
+  private stallTimer: (() => void) | undefined;
   /** The stalled position and the hand-overs so far the stall timer is counting for. */
   private stallPosition: number | undefined;
   private stallReleased = -1;
@@ -1376,32 +1378,35 @@ export class Context {
     ) {
       return;
     }
-    if (this.stallTimer) clearTimeout(this.stallTimer);
+    this.stallTimer?.();
     this.stallTimer = undefined;
     this.stallPosition = position;
     this.stallReleased = released;
     if (position === undefined) return;
     this.stallTimer = outsideWorkflow(() =>
-      setTimeout(() => {
-        this.stallTimer = undefined;
-        if (
-          this.halted ||
-          this.delivery.stalledOn !== position ||
-          this.delivery.released !== released
-        ) {
-          this.watchStall();
-          return;
-        }
-        const rec = this.byPosition.get(position);
-        this.fail(
-          new NonDeterminismError(
-            `Run "${this.host.runId}" no longer matches its journal: its next recorded outcome is ${rec?.kind ?? "call"} "${rec?.name ?? "?"}" (key "${rec?.key ?? "?"}"), but the code has not called it for ${this.host.replayStallMs} ms. ${this.remedy()}`,
-            { runId: this.host.runId, ...(rec ? { key: rec.key } : {}) },
-          ),
-        );
-      }, this.host.replayStallMs),
+      setLongTimeout(
+        () => {
+          this.stallTimer = undefined;
+          if (
+            this.halted ||
+            this.delivery.stalledOn !== position ||
+            this.delivery.released !== released
+          ) {
+            this.watchStall();
+            return;
+          }
+          const rec = this.byPosition.get(position);
+          this.fail(
+            new NonDeterminismError(
+              `Run "${this.host.runId}" no longer matches its journal: its next recorded outcome is ${rec?.kind ?? "call"} "${rec?.name ?? "?"}" (key "${rec?.key ?? "?"}"), but the code has not called it for ${this.host.replayStallMs} ms. ${this.remedy()}`,
+              { runId: this.host.runId, ...(rec ? { key: rec.key } : {}) },
+            ),
+          );
+        },
+        this.host.replayStallMs,
+        { unref: true },
+      ),
     );
-    this.stallTimer.unref?.();
   }
 
   // ---- executing a call ----
@@ -2268,7 +2273,7 @@ export class Context {
     this.delivery.halt();
     this.wakeStallWaiters();
     this.stopLateWork();
-    if (this.stallTimer) clearTimeout(this.stallTimer);
+    this.stallTimer?.();
     if (this.windowRecheck) clearTimeout(this.windowRecheck);
     if (this.lateRecheck) clearTimeout(this.lateRecheck);
     for (const b of this.blocked) b.timer?.abort();

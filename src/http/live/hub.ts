@@ -18,6 +18,7 @@
 
 import { randomBytes } from "node:crypto";
 import { CairnError } from "../../index.js";
+import { timerMs } from "../../lib/timers.js";
 import { MAX_REPLAY_BYTES } from "./backlog.js";
 
 export interface LiveMessage {
@@ -170,7 +171,8 @@ class Watcher<S> {
     this.timer = setTimeout(() => {
       this.timer = undefined;
       void this.poll();
-    }, this.o.pollMs);
+      // Past 2^31-1 ms setTimeout fires after 1 ms: a poll may come early, never every ms.
+    }, timerMs(this.o.pollMs));
     this.timer.unref?.();
   }
 

@@ -12,6 +12,7 @@
 
 import { lookAtStream, type StreamSource } from "../../ai/run-stream.js";
 import { type Engine, RunNotFoundError, type StreamChunk } from "../../index.js";
+import { timerMs } from "../../lib/timers.js";
 import { isEngineClosed } from "./hub.js";
 
 export interface StreamFollower {
@@ -188,7 +189,8 @@ class Tail {
   private async pause(): Promise<void> {
     await new Promise<void>((resolve) => {
       this.wake = resolve;
-      const t = setTimeout(resolve, this.o.pollMs);
+      // timerMs: past 2^31-1 ms setTimeout fires after 1 ms (a poll every ms).
+      const t = setTimeout(resolve, timerMs(this.o.pollMs));
       t.unref?.();
     });
     this.wake = undefined;

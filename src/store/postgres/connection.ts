@@ -17,6 +17,7 @@
 
 import type pg from "pg";
 import { CairnError, StoreError } from "../../errors.js";
+import { waitAtMost } from "../../lib/timers.js";
 
 /** Per-connection guards: a stuck statement or a stalled process holding row locks in an
  *  open transaction must not block other workers forever. */
@@ -159,7 +160,31 @@ export class Database {
     return this.#run(verb, policy, !this.#autocommit, body);
   }
 
-  async #run<T>(
+  /** Resolves once the verbs under way have settled, or after `ms`: the store's close()
+   *  waits for them before it ends the pool. pg-pool never answers a connect() still queued
+   *  when end() is called (one finding an idle client is served on the next tick), so a
+   *  verb asked for just before close() never settled. */
+  async settled(ms: number): Promise<void> {
+    if (this.#inFlight.size === 0) return;
+    await waitAtMost(Promise.allSettled([...this.#inFlight]), ms);
+  }
+
+  readonly #inFlight = new Set<Promise<unknown>>();
+
+  #run<T>(
+    verb: string,
+    policy: RetryPolicy,
+    inTransaction: boolean,
+    body: (tx: Tx) => Promise<T>,
+  ): Promise<T> {
+    const running = this.#tries(verb, policy, inTransaction, body);
+    this.#inFlight.add(running);
+    const done = () => this.#inFlight.delete(running);
+    running.then(done, done);
+    return running;
+  }
+
+  async #tries<T>(
     verb: string,
     policy: RetryPolicy,
     inTransaction: boolean,

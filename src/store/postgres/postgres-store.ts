@@ -288,8 +288,11 @@ class PostgresStore implements Store {
     // At the same time as the pool: against a silent server each waits out its bound.
     const listenerClosed = listener?.close();
     const pool = this.#pool;
+    const db = this.#db;
     this.#pool = undefined;
     this.#db = undefined;
+    // Verbs asked for before the close get their answers first (connection.ts, settled()).
+    await db?.settled(POOL_END_WAIT_MS);
     await this.#endPool(pool);
     await listenerClosed;
   }

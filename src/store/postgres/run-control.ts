@@ -227,8 +227,11 @@ function releaseEntry(r: Release): Record<string, unknown> {
     paused_for: r.pausedFor ?? null,
     output: r.output ?? null,
     error: r.error == null ? null : errorJson(r.error),
-    ready_at: r.readyAt === null ? null : Math.round(r.readyAt),
-    wake_at: r.wakeAt == null ? null : Math.round(r.wakeAt),
+    // Rounded up, to PostgreSQL's whole milliseconds: a time rounded down (a sleep of 0.3 ms,
+    // a fractional backoff) made the run runnable before its time, so each claim found it
+    // not due and released it again, claimed over and over until the clock got there.
+    ready_at: r.readyAt === null ? null : Math.ceil(r.readyAt),
+    wake_at: r.wakeAt == null ? null : Math.ceil(r.wakeAt),
     waiting_for: r.waitingFor ?? [],
     failed_key: r.failedKey ?? null,
     finished_hint: hintPayload({ kind: "finished", runId: r.runId }),
