@@ -28,8 +28,9 @@ export async function answerApproval(
   source: AnswerSource,
 ): Promise<ApprovalView> {
   const { store } = deps;
-  const by = checkAnswerText(source.by ?? source.via ?? "engine", "The approver (by)", 200);
+  // via first: by defaults to it, and a bad via given alone must be named as via.
   const via = checkAnswerText(source.via ?? "engine", "via", 40);
+  const by = checkAnswerText(source.by ?? via, "The approver (by)", 200);
   const comment =
     source.comment === undefined ? null : checkAnswerText(source.comment, "The comment", 4_000);
   let answerText: string | null = null;

@@ -7,8 +7,8 @@
 // A failure before COMMIT is always retried: the server rolled the transaction back.
 // A failure during COMMIT (outcome unknown) is retried only where a repeat is harmless:
 // - reads (now, getRun, listRuns, loadJournal, listEvents, listWorkers): trivially.
-// - createRun: idempotent on id; a repeat of a create that did commit answers
-//   created=false with the run it made (the same run the caller asked for).
+// - createRun: idempotent on id; a repeat of a create that did commit finds the run by the
+//   token it wrote and answers created=true, as the lost try would have (runs.ts).
 // - claimRuns: a retry first looks for the runs its lost try claimed (by a token of the
 //   call) and returns those; otherwise they would stay leased to this worker, which never
 //   claims its own runs again (leases.ts).
@@ -20,7 +20,7 @@
 //   stored; a fork would answer created=false): a StoreError says the outcome is unknown.
 
 import pg from "pg";
-import { StoreError } from "../../errors.js";
+import { runNotFound, StoreError } from "../../errors.js";
 import type { Clock } from "../../lib/clock.js";
 import { describeArgument } from "../../lib/text.js";
 import { settlesWithin } from "../../lib/timers.js";
@@ -148,12 +148,19 @@ class PostgresStore implements Store {
   readonly #schema: string;
   readonly #poolSize: number;
   readonly #ctx: StoreContext;
+  /** The grouped writes' context: it may still reach the database while the last close()
+   *  sends what was asked for before it, when #ctx refuses (a verb asked for after close()
+   *  is refused, as on SQLite, however long the drain takes). */
+  readonly #drainCtx: StoreContext;
   #db: Database | undefined;
   #pool: pg.Pool | undefined;
   #clock: Clock | undefined;
   #opens = 0;
   #opening: Promise<void> | undefined;
   #listener: HintListener | undefined;
+  /** Every subscribe()r, open or not: the LISTEN connection (#listen) exists only while the
+   *  store is open, and a subscriber stays through a close and the next open. */
+  readonly #subscribers = new Set<(hint: StoreHint) => void>();
   /** The own pool's clients whose socket is open (close() drops those that stay open). */
   readonly #ownClients = new Set<pg.ClientBase>();
   /** The last close() is sending what was asked for before it (the pool is still open). */
@@ -162,26 +169,32 @@ class PostgresStore implements Store {
   #closing: Promise<void> | undefined;
   /** Creates asked for in one turn: one statement (createGroup). */
   readonly #creates = new TurnBatch<NewRun, { run: RunRecord; created: boolean }>((runs) =>
-    createGroup(this.#ctx, runs),
+    createGroup(this.#drainCtx, runs),
   );
   /** Releases without events asked for in one turn: one statement (releaseGroup). */
-  readonly #releases = new TurnBatch<Release, ReleaseOutcome>((rs) => releaseGroup(this.#ctx, rs));
+  readonly #releases = new TurnBatch<Release, ReleaseOutcome>((rs) =>
+    releaseGroup(this.#drainCtx, rs),
+  );
 
   constructor(source: string | pg.Pool, schema: string, poolSize: number) {
     this.#source = source;
     this.#schema = schema;
     this.#poolSize = poolSize;
     this.description = describe(source, schema);
-    const database = () => this.#database();
-    this.#ctx = {
-      get db() {
-        return database();
-      },
-      description: this.description,
-      t: tablesIn(schema),
-      clockParam: () => clockParamOf(this.#clock),
-      channel: channelFor(schema),
+    const context = (draining: boolean): StoreContext => {
+      const database = () => this.#database(draining);
+      return {
+        get db() {
+          return database();
+        },
+        description: this.description,
+        t: tablesIn(schema),
+        clockParam: () => clockParamOf(this.#clock),
+        channel: channelFor(schema),
+      };
     };
+    this.#ctx = context(false);
+    this.#drainCtx = context(true);
   }
 
   // ---- lifecycle ----
@@ -200,6 +213,7 @@ class PostgresStore implements Store {
       await this.close();
       throw err;
     }
+    if (this.#opens > 0) this.#listen();
   }
 
   async close(): Promise<void> {
@@ -323,8 +337,17 @@ class PostgresStore implements Store {
     }
   }
 
-  #database(): Database {
-    if (!this.#db || (this.#opens === 0 && !this.#draining)) {
+  /** The answer for a call keyed by text no row can hold (noSuchText), once the store is
+   *  open: a closed store refuses it as it refuses any verb. */
+  async #nothing<T>(answer: T): Promise<T> {
+    this.#database();
+    return answer;
+  }
+
+  /** `draining`: for the grouped writes asked for before the last close(), which it sends
+   *  before it ends the pool; any other call is refused once that close() has begun. */
+  #database(draining = false): Database {
+    if (!this.#db || (this.#opens === 0 && !(draining && this.#draining))) {
       throw new StoreError(
         `The PostgreSQL store (${this.description}) is not open: call open() before using it.`,
       );
@@ -351,10 +374,15 @@ class PostgresStore implements Store {
   }
 
   getRun(id: string): Promise<RunRecord | undefined> {
+    if (noSuchText(id)) return this.#nothing(undefined);
     return getRun(this.#ctx, id);
   }
 
   listRuns(filter: RunFilter = {}): Promise<RunRecord[]> {
+    const f = filter;
+    const statuses = f.status === undefined ? [] : [f.status].flat();
+    const texts = [f.workflow, f.version, f.parentId, f.idContains, f.waitingForEventPrefix];
+    if (noSuchText(...texts, ...statuses, f.before?.id)) return this.#nothing([]);
     return listRuns(this.#ctx, filter);
   }
 
@@ -389,20 +417,26 @@ class PostgresStore implements Store {
   }
 
   loadJournal(runId: string): Promise<Journal> {
+    if (noSuchText(runId)) {
+      return this.#nothing({ steps: [], attempts: [], intents: [], events: [] });
+    }
     return loadJournal(this.#ctx, runId);
   }
 
   pendingEvents(runId: string, options?: PendingEventsOptions): Promise<EventRecord[]> {
+    if (noSuchText(runId)) return this.#nothing([]);
     return pendingEvents(this.#ctx, runId, options?.settled === true);
   }
 
   // ---- events and control ----
 
   sendEvent(e: NewEvent): Promise<SendEventOutcome> {
+    if (noSuchText(e.runId)) return this.#nothing({ ok: false, reason: "not-found" });
     return sendEvent(this.#ctx, e);
   }
 
   listEvents(runId: string): Promise<EventRecord[]> {
+    if (noSuchText(runId)) return this.#nothing([]);
     return listEvents(this.#ctx, runId);
   }
 
@@ -411,10 +445,12 @@ class PostgresStore implements Store {
     reason: string,
     p?: { parentEvent?: { name: string; payload: string } },
   ): Promise<CancelOutcome> {
+    if (noSuchText(runId)) return this.#nothing({ state: "not-found" });
     return requestCancel(this.#ctx, runId, reason, p);
   }
 
   resumeRun(runId: string, p: { budgetLimit?: Amounts }): Promise<ResumeOutcome> {
+    if (noSuchText(runId)) return this.#nothing({ ok: false, reason: "not-found" });
     return resumeRun(this.#ctx, runId, p);
   }
 
@@ -423,6 +459,11 @@ class PostgresStore implements Store {
     run: NewRun;
     copy: Array<{ key: string; generation: number; unordered?: boolean; since?: number }>;
   }): Promise<{ run: RunRecord; created: boolean }> {
+    if (noSuchText(p.sourceId)) {
+      return this.#nothing(undefined).then(() => {
+        throw runNotFound(p.sourceId, "nothing to fork");
+      });
+    }
     return forkRun(this.#ctx, p);
   }
 
@@ -468,10 +509,12 @@ class PostgresStore implements Store {
   }
 
   appendStream(p: { runId: string; chunks: string[] }): Promise<AppendStreamOutcome> {
+    if (noSuchText(p.runId)) return this.#nothing({ ok: false, reason: "not-found" });
     return aiState.appendStream(this.#ctx, p);
   }
 
   readStream(p: { runId: string; from: number; limit?: number }): Promise<StreamChunk[]> {
+    if (noSuchText(p.runId)) return this.#nothing([]);
     return aiState.readStream(this.#ctx, p);
   }
 
@@ -492,16 +535,22 @@ class PostgresStore implements Store {
   }
 
   heldWorkspaceObjects(runId: string, hashes: string[]): Promise<string[]> {
+    if (noSuchText(runId)) return this.#nothing([]);
     return workspace.heldObjects(this.#ctx, runId, hashes);
   }
 
   deleteRun(runId: string): Promise<DeleteRunOutcome> {
+    if (noSuchText(runId)) return this.#nothing({ deleted: false, reason: "not-found" });
     return workspace.deleteRun(this.#ctx, runId);
   }
 
   async deleteRuns(runIds: string[]): Promise<DeleteRunsOutcome> {
     checkDeleteRunsIds(runIds);
-    return workspace.deleteRuns(this.#ctx, runIds);
+    // Ids no run can have are not among those deleted, as on SQLite.
+    return workspace.deleteRuns(
+      this.#ctx,
+      runIds.filter((id) => !noSuchText(id)),
+    );
   }
 
   // ---- approvals (approvals.ts) ----
@@ -515,25 +564,55 @@ class PostgresStore implements Store {
   answerApproval(
     p: Parameters<ApprovalVerbs["answerApproval"]>[0],
   ): Promise<AnswerApprovalOutcome> {
+    if (noSuchText(p.runId, p.key)) return this.#nothing({ ok: false, reason: "not-found" });
     return approvals.answerApproval(this.#ctx, p);
   }
 
   listApprovals(runId: string): Promise<ApprovalRecord[]> {
+    if (noSuchText(runId)) return this.#nothing([]);
     return approvals.listApprovals(this.#ctx, runId);
   }
 
   // ---- hints ----
 
   subscribe(listener: (hint: StoreHint) => void): () => void {
-    if (!this.#listener) {
-      const config: pg.ClientConfig =
-        typeof this.#source === "string"
-          ? { connectionString: this.#source, application_name: "cairn-listen" }
-          : { ...this.#source.options };
-      this.#listener = new HintListener(config, this.#ctx.channel);
-    }
-    return this.#listener.add(listener);
+    this.#subscribers.add(listener);
+    // Not while closed (or closing): a LISTEN connection made then was never closed, and it
+    // kept the process alive, reconnecting for ever. The next open() starts it.
+    if (this.#opens > 0) this.#listen();
+    return () => {
+      this.#subscribers.delete(listener);
+    };
   }
+
+  /** Starts the LISTEN connection if someone subscribed and there is none. */
+  #listen(): void {
+    if (this.#listener || this.#subscribers.size === 0) return;
+    const config: pg.ClientConfig =
+      typeof this.#source === "string"
+        ? { connectionString: this.#source, application_name: "cairn-listen" }
+        : { ...this.#source.options };
+    this.#listener = new HintListener(config, this.#ctx.channel);
+    this.#listener.add((hint) => {
+      for (const subscriber of [...this.#subscribers]) {
+        try {
+          subscriber(hint);
+        } catch {
+          // A subscriber's bug must not stop the others from hearing hints.
+        }
+      }
+    });
+  }
+}
+
+/**
+ * True when one of `texts` holds a NUL. PostgreSQL text cannot, so no stored id, name or
+ * key has one (createRun refuses it): a read or a transition keyed by such text finds
+ * nothing, as on SQLite, instead of failing as a store error ("cannot store a value given
+ * to getRun") for a run that simply does not exist.
+ */
+function noSuchText(...texts: Array<string | undefined | null>): boolean {
+  return texts.some((t) => typeof t === "string" && t.includes("\u0000"));
 }
 
 /** How long close() waits for the server to answer its clients' goodbye before it drops

@@ -424,10 +424,12 @@ export async function markUnserved(
   p: { served: string[]; graceMs: number },
 ): Promise<number> {
   const { t } = ctx;
-  const r = await ctx.db.statement(
-    "markUnserved",
-    "idempotent",
-    `WITH c AS (SELECT ${nowSql(1)} AS now),
+  // One transaction: a retry after a lost COMMIT finds the runs already paused or canceled
+  // and wakes no parent, so the wake must have committed with the cancel (as two autocommit
+  // statements, a parent waiting for a child canceled here could wait forever).
+  return ctx.db.transaction("markUnserved", "idempotent", async (tx) => {
+    const r = await tx.query(
+      `WITH c AS (SELECT ${nowSql(1)} AS now),
       l AS (
         SELECT r.id FROM ${t.runs} r, c
         WHERE r.ready_at <= c.now - $2::bigint
@@ -446,23 +448,22 @@ export async function markUnserved(
         lease_owner = NULL, lease_until = NULL, updated_at = c.now
       FROM l, c WHERE r.id = l.id
       RETURNING r.status, r.parent_id`,
-    [ctx.clockParam(), Math.round(p.graceMs), p.served],
-  );
-  // Parents waiting for a child canceled here wake and read its outcome (no event can be
-  // built here).
-  const parents = (r.rows as Array<{ status: string; parent_id: string | null }>)
-    .filter((row) => row.status === "canceled" && row.parent_id !== null)
-    .map((row) => row.parent_id as string);
-  if (parents.length > 0) {
-    await ctx.db.statement(
-      "markUnserved (wake parents)",
-      "idempotent",
-      `UPDATE ${t.runs} SET ready_at = ${nowSql(1)}, updated_at = ${nowSql(1)}
-        WHERE status = 'waiting' AND id = ANY($2::text[])`,
-      [ctx.clockParam(), parents],
+      [ctx.clockParam(), Math.round(p.graceMs), p.served],
     );
-  }
-  return r.rowCount ?? 0;
+    // Parents waiting for a child canceled here wake and read its outcome (no event can be
+    // built here).
+    const parents = (r.rows as Array<{ status: string; parent_id: string | null }>)
+      .filter((row) => row.status === "canceled" && row.parent_id !== null)
+      .map((row) => row.parent_id as string);
+    if (parents.length > 0) {
+      await tx.query(
+        `UPDATE ${t.runs} SET ready_at = ${nowSql(1)}, updated_at = ${nowSql(1)}
+        WHERE status = 'waiting' AND id = ANY($2::text[])`,
+        [ctx.clockParam(), parents],
+      );
+    }
+    return r.rowCount ?? 0;
+  });
 }
 
 function mustRow<T>(row: T | undefined): T {

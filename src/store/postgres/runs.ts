@@ -15,9 +15,10 @@ type Created = { run: RunRecord; created: boolean };
 /**
  * The creates asked for in one turn (TurnBatch in postgres-store.ts): one INSERT of all of
  * them, one commit. Idempotent on the id: a run the INSERT did not make is read back, and
- * answers created=false, unless it is this very call's own claimed create made by an
- * earlier try whose commit went unanswered (its claim token says so), so a run is never
- * left leased to a worker that does not execute it.
+ * answers created=false, unless it is this very call's own create made by an earlier try
+ * whose commit went unanswered (its token, in claim_token, says so): a claimed run is then
+ * never left leased to a worker that does not execute it, and an unclaimed one is not
+ * answered as someone else's (start() answered created=false for the run it had made).
  * - Without claimBy: inserted pending and ready now, as forkRun's insertRunSql inserts,
  *   with a "runnable" hint queued by the statement itself (sent iff the run was made, and
  *   only when that commits).
@@ -35,7 +36,8 @@ export function createGroup(
     runs,
     (run) => run.id,
     async (round) => {
-      const tokens = round.map((run) => (run.claimBy ? randomUUID() : null));
+      // Every create carries a token, claimed or not (see above).
+      const tokens = round.map(() => randomUUID());
       const made = await isolatingFailures(
         round.map((run, i) => ({ run, token: tokens[i]! })),
         (items) => insertTogether(ctx, items),
@@ -172,12 +174,12 @@ export async function listRuns(ctx: StoreContext, filter: RunFilter): Promise<Ru
   if (filter.parentId !== undefined) where.push(`parent_id = ${param(filter.parentId)}`);
   if (filter.finishedBefore !== undefined) {
     where.push(
-      `status IN (${TERMINAL_STATUS_LIST}) AND updated_at < ${param(Math.round(filter.finishedBefore))}::bigint`,
+      `status IN (${TERMINAL_STATUS_LIST}) AND updated_at < ${param(msParam(filter.finishedBefore))}::bigint`,
     );
   }
   if (filter.before !== undefined) {
     where.push(
-      `(created_at, id) < (${param(Math.round(filter.before.createdAt))}::bigint, ${param(filter.before.id)}::text)`,
+      `(created_at, id) < (${param(msParam(filter.before.createdAt))}::bigint, ${param(filter.before.id)}::text)`,
     );
   }
   let sql = `SELECT * FROM ${t.runs}`;
@@ -186,6 +188,13 @@ export async function listRuns(ctx: StoreContext, filter: RunFilter): Promise<Ru
   if (filter.limit !== undefined) sql += ` LIMIT ${param(Math.max(0, Math.floor(filter.limit)))}`;
   const r = await db.statement<RunRow>("listRuns", "idempotent", sql, params);
   return r.rows.map(toRun);
+}
+
+/** A time bound as bigint text. Every stored time is a Date's (within ±8.64e15 ms), so a
+ *  bound past ±2^53 compares as that: sent as is, 1e300 would be "1e+300", which bigint
+ *  refuses, where SQLite compares it as the number it is. */
+function msParam(ms: number): number {
+  return Math.max(-Number.MAX_SAFE_INTEGER, Math.min(Number.MAX_SAFE_INTEGER, Math.round(ms)));
 }
 
 export async function listEvents(ctx: StoreContext, runId: string): Promise<EventRecord[]> {

@@ -23,6 +23,15 @@ export const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 /** What is wrong with `schema` as the name of cairn's schema, or undefined if nothing is.
  *  One rule and one wording for postgresStore() and the store selection (CAIRN_PG_SCHEMA). */
 export function schemaNameProblem(schema: string): string | undefined {
+  // PostgreSQL's own schemas: pg_* cannot be created (the open failed with the server's
+  // "unacceptable schema name"), and information_schema exists, so a superuser's open
+  // created cairn's tables among the system views.
+  if (schema.startsWith("pg_") || schema === "information_schema") {
+    return (
+      `invalid PostgreSQL schema name ${JSON.stringify(schema)}: it is one of PostgreSQL's ` +
+      'own (pg_* and information_schema are reserved); use another name (e.g. "cairn")'
+    );
+  }
   if (SCHEMA_NAME.test(schema)) return undefined;
   return (
     `invalid PostgreSQL schema name ${JSON.stringify(schema.slice(0, 80))}; use lowercase ` +

@@ -174,17 +174,31 @@ export function deleteRuns(ctx: StoreContext, runIds: string[]): Promise<DeleteR
         candidates,
         children.rows.map((c) => ({ id: c.id, parentId: c.parent_id })),
       );
-      if (ids.length === 0) return { deleted: [], objects: 0, bytes: 0 };
+      // A lost commit of an earlier try deleted the ids asked for that are gone now (as
+      // deleteRun answers): without them a retry answered [] for runs it had deleted.
+      const gone = tx.mayHaveCommitted ? await absentIds(ctx, tx, runIds) : [];
+      if (ids.length === 0) return { deleted: gone, objects: 0, bytes: 0 };
+      const deleted = gone.length === 0 ? ids : [...gone, ...ids].sort();
       const held = await tx.query<{ hash: string }>(
         `DELETE FROM ${f.workspaceRefs} WHERE run_id = ANY($1::text[]) RETURNING hash`,
         [ids],
       );
       await deleteRunRows(ctx, tx, ids);
       const hashes = [...new Set(held.rows.map((r) => r.hash))];
-      if (hashes.length === 0) return { deleted: ids, objects: 0, bytes: 0 };
-      return { deleted: ids, ...(await deleteOrphans(tx, f, hashes)) };
+      if (hashes.length === 0) return { deleted, objects: 0, bytes: 0 };
+      return { deleted, ...(await deleteOrphans(tx, f, hashes)) };
     }),
   );
+}
+
+/** The ids among `runIds` that no run has (each once, sorted). */
+async function absentIds(ctx: StoreContext, tx: Tx, runIds: string[]): Promise<string[]> {
+  const present = await tx.query<{ id: string }>(
+    `SELECT id FROM ${ctx.t.runs} WHERE id = ANY($1::text[])`,
+    [runIds],
+  );
+  const there = new Set(present.rows.map((r) => r.id));
+  return [...new Set(runIds)].filter((id) => !there.has(id)).sort();
 }
 
 /** Deletes a finished run (its journal rows go with it: ON DELETE CASCADE) and the objects
