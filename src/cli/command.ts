@@ -129,23 +129,47 @@ export function defineCommand<
   };
 }
 
-/** parseArgs, strict, with the common options added; its errors become usage errors. */
+/** parseArgs, strict, with the common options added; its errors become usage errors, and
+ *  so does a value flag given twice. */
 function parseCommandLine(args: string[], options: OptionsConfig) {
+  const all: OptionsConfig = { ...COMMON_OPTIONS, ...options };
+  const parsed = parseStrict(args, all);
+  // parseArgs keeps the last of a value given twice, silently: "gc --older-than 30d
+  // --older-than 1h" (an alias plus a flag; --store before and after the command) would
+  // act on a value the user may not have meant. A value flag takes one value, or says so.
+  const seen = new Set<string>();
+  for (const token of parsed.tokens) {
+    if (token.kind !== "option" || token.value === undefined || all[token.name]?.multiple) {
+      continue;
+    }
+    if (seen.has(token.name)) {
+      throw new UsageError(`--${token.name} is given more than once; give it once`);
+    }
+    seen.add(token.name);
+  }
+  return parsed;
+}
+
+function parseStrict(args: string[], options: OptionsConfig) {
   try {
-    return parseArgs({
-      args,
-      options: { ...COMMON_OPTIONS, ...options },
-      allowPositionals: true,
-      strict: true,
-    });
+    return parseArgs({ args, options, allowPositionals: true, strict: true, tokens: true });
   } catch (err) {
     const code = (err as { code?: unknown }).code;
     if (typeof code === "string" && code.startsWith("ERR_PARSE_ARGS")) {
       // Node's first sentence names the option; the rest is advice about "--" that
-      // rarely applies.
+      // rarely applies: except to a negative number (a JSON payload of -5), the one value
+      // that would otherwise be refused with no way around it.
       const message = (err as Error).message;
+      const first = message.split(". ")[0]!;
+      const negative = /^Unknown option '-\d/.test(first)
+        ? args.find((a) => /^-\d/.test(a))
+        : undefined;
       throw new UsageError(
-        code === "ERR_PARSE_ARGS_UNKNOWN_OPTION" ? message.split(". ")[0]! : message,
+        code !== "ERR_PARSE_ARGS_UNKNOWN_OPTION"
+          ? message
+          : negative !== undefined
+            ? `${first}: a value that starts with "-" goes after "--" (e.g. -- ${negative})`
+            : first,
       );
     }
     throw err;

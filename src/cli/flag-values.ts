@@ -5,6 +5,7 @@
 
 import { readFileSync } from "node:fs";
 import type { Amounts } from "../index.js";
+import { amountNameProblem } from "../lib/amounts.js";
 import { toMs } from "../lib/duration.js";
 import { UsageError } from "./command.js";
 
@@ -47,6 +48,15 @@ export function parseBudget(texts: string[]): Amounts {
       throw new UsageError(
         `--budget expects name=amount pairs with amounts >= 0, e.g. usd=2,tokens=1000 (got ${JSON.stringify(part)})`,
       );
+    }
+    // budget["__proto__"] = 1 would set nothing: the limit the user asked for would be
+    // dropped without a word, and the run started without it.
+    const problem = amountNameProblem(name);
+    if (problem !== undefined) throw new UsageError(`--budget: ${problem}`);
+    // "usd=1,usd=100" (or --budget given twice) is two limits for one name: which one was
+    // meant is not for the CLI to guess.
+    if (Object.hasOwn(budget, name)) {
+      throw new UsageError(`--budget gives "${name}" more than once; give each name once`);
     }
     budget[name] = amount;
   }

@@ -3,14 +3,22 @@
 // Client commands refuse a SQLite file that does not exist yet: creating an empty store
 // because the command ran in the wrong directory would only hide the mistake.
 
-import { type ApprovalKey, createEngine, type Engine, type Store } from "../index.js";
+import {
+  type ApprovalKey,
+  createEngine,
+  EncryptedValue,
+  type Engine,
+  PayloadKeyError,
+  type RunView,
+  type Store,
+} from "../index.js";
 import {
   openStoreSpec,
   parseStoreSpec as parseSelection,
   type StoreSpec,
   withEnvironmentKeys,
 } from "../store/select.js";
-import { type CliContext, UsageError } from "./command.js";
+import { type CliContext, CliError, UsageError } from "./command.js";
 
 export { DEFAULT_STORE_SPEC, type StoreSpec } from "../store/select.js";
 
@@ -78,4 +86,41 @@ export async function ensureOpened(engine: Engine): Promise<void> {
     await engine.close();
     throw err;
   }
+}
+
+/** The run after a command acted on it (cancel, resume, send), for what is printed. The
+ *  action is done: a payload under a key this process was not given must not turn it into
+ *  a reported failure (the user would do it again: a second event). The run then comes as a
+ *  listing shows it, such payloads as [encrypted with key "id"]. */
+export async function runAfter(engine: Engine, id: string): Promise<RunView | undefined> {
+  try {
+    return await engine.getRun(id);
+  } catch (err) {
+    if (!(err instanceof PayloadKeyError)) throw err;
+  }
+  let before: { createdAt: number; id: string } | undefined;
+  for (;;) {
+    const page = await engine.listRuns({ idContains: id, limit: 200, ...(before && { before }) });
+    const run = page.find((r) => r.id === id);
+    const last = page[page.length - 1];
+    if (run || page.length < 200 || !last) return run;
+    before = { createdAt: last.createdAt.getTime(), id: last.id };
+  }
+}
+
+/** Refuses to store `what` for run `id` in plain text: without $CAIRN_ENCRYPTION_KEYS this
+ *  process writes plain text, and a run whose payloads are encrypted would keep it so (its
+ *  store encrypts everything else), with nothing said. Nothing is written when refused. */
+export async function refusePlainTextInto(
+  engine: Engine,
+  id: string,
+  env: NodeJS.ProcessEnv,
+  what: string,
+): Promise<void> {
+  if (env.CAIRN_ENCRYPTION_KEYS?.trim()) return;
+  const run = await engine.getRun(id);
+  if (!(run?.input instanceof EncryptedValue)) return;
+  throw new CliError(
+    `run ${JSON.stringify(id)} is encrypted (key "${run.input.keyId}") and $CAIRN_ENCRYPTION_KEYS is not set: ${what} would be stored in plain text. Set CAIRN_ENCRYPTION_KEYS as the workers have it; nothing was written`,
+  );
 }

@@ -45,6 +45,14 @@ export function encode(value: unknown, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES): st
   try {
     text = escapeLoneSurrogatesInJson(devalue.stringify(value, reducers));
   } catch (err) {
+    // The encoder recurses: a value nested thousands of levels deep exhausts the stack. The
+    // message then said "cannot store Maximum call stack size exceeded", not what to change.
+    if (err instanceof RangeError && /call stack/i.test(err.message)) {
+      throw new EncodeError(
+        "cannot store a value nested this deeply (the encoder ran out of stack); flatten it, or store it as text",
+        "(root)",
+      );
+    }
     const path = (err as { path?: string }).path || "(root)";
     const what = (err as Error).message.replace(/^Cannot stringify /, "");
     throw new EncodeError(`cannot store ${what} at ${path}`, path);

@@ -15,6 +15,7 @@ import {
 import type { ApprovalLinkInfo, ApprovalLinks, ApprovalsDeps, ApprovalView } from "./approvals.js";
 
 const DEFAULT_LINK_LIFETIME = "7d";
+const MIN_LINK_LIFETIME_MS = 1_000;
 
 /** A token that answers approval `name` of `runId` one way. */
 export async function approvalToken(
@@ -29,6 +30,13 @@ export async function approvalToken(
     throw new TypeError('approvalToken(): decision must be "approve" or "reject"');
   }
   const lifetime = toMs(options.expiresIn ?? DEFAULT_LINK_LIFETIME, "approval link expiresIn");
+  // A link that has expired by the time it is sent answers nothing: refused here by name, not
+  // handed out (approvalToken) or refused as "This approval link expired" (approvalLinks).
+  if (lifetime < MIN_LINK_LIFETIME_MS) {
+    throw new TypeError(
+      `approval link expiresIn must be at least 1s, e.g. "30m" or "2d" (got ${lifetime} ms)`,
+    );
+  }
   const key = await approvalKeyFor(deps.store, runId, name);
   const run = await deps.store.getRun(runId);
   return createApprovalToken(deps.approvalKeys, {

@@ -235,11 +235,15 @@ function runVerbs(inner: Store, c: Cipher) {
         ...p,
         ...(p?.parentEvent && { parentEvent: encEvent(c, p.parentEvent) }),
       });
-      return "run" in res ? { ...res, run: decRun(c, res.run) } : res;
+      // The cancel is committed: a payload of the run under a key this process lacks must
+      // not turn it into an error (the caller would think nothing happened). The run comes
+      // back as a listing shows it; the engine reads only its status.
+      return "run" in res ? { ...res, run: decListedRun(c, res.run) } : res;
     },
     async resumeRun(runId, p) {
       const res = await inner.resumeRun(runId, p);
-      return "run" in res ? { ...res, run: decRun(c, res.run) } : res;
+      // As for requestCancel: a resume that committed is not reported as a failure.
+      return "run" in res ? { ...res, run: decListedRun(c, res.run) } : res;
     },
     async forkRun(p) {
       const res = await inner.forkRun({

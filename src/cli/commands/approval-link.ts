@@ -5,6 +5,7 @@
 
 import { approvalKeysFromEnv } from "../approval-keys.js";
 import { defineCommand, UsageError } from "../command.js";
+import { parseDuration } from "../flag-values.js";
 import { iso, toJson } from "../format.js";
 import { withClient } from "../store-spec.js";
 
@@ -44,6 +45,9 @@ Options:
         "--base-url (or $CAIRN_UI_URL) is needed: where the dashboard is reached",
       );
     }
+    // Read here so that a bad value names the flag (the engine's message names expiresIn).
+    const expiresIn =
+      values.expires === undefined ? undefined : parseDuration(values.expires, "expires", 1_000);
     const approvalKeys = approvalKeysFromEnv(ctx.env, { required: true });
     const links = await withClient(
       values,
@@ -51,7 +55,7 @@ Options:
       (engine) =>
         engine.approvalLinks(id, name, {
           baseUrl,
-          ...(values.expires !== undefined ? { expiresIn: values.expires } : {}),
+          ...(expiresIn !== undefined ? { expiresIn } : {}),
           ...(values.by !== undefined ? { by: values.by } : {}),
         }),
       { approvalKeys },

@@ -7,7 +7,7 @@ import type { ApprovalView } from "../../index.js";
 import { type Command, defineCommand } from "../command.js";
 import { parseJson } from "../flag-values.js";
 import { iso, toJson } from "../format.js";
-import { withClient } from "../store-spec.js";
+import { refusePlainTextInto, withClient } from "../store-spec.js";
 
 function answerCommand(decision: "approve" | "reject"): Command {
   const verb = decision === "approve" ? "approved" : "rejected";
@@ -46,11 +46,14 @@ Options:
         ...(values.comment !== undefined ? { comment: values.comment } : {}),
         ...(answer !== undefined ? { answer } : {}),
       };
-      const view = await withClient(values, ctx, (engine) =>
-        decision === "approve"
+      const view = await withClient(values, ctx, async (engine) => {
+        if (values.comment !== undefined || answer !== undefined) {
+          await refusePlainTextInto(engine, id, ctx.env, "the comment or answer");
+        }
+        return decision === "approve"
           ? engine.approve(id, name, options)
-          : engine.reject(id, name, options),
-      );
+          : engine.reject(id, name, options);
+      });
       ctx.out(values.json ? toJson(view, 2) : describe(view));
       return 0;
     },

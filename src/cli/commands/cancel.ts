@@ -3,7 +3,7 @@
 
 import { defineCommand } from "../command.js";
 import { quoted, toJson } from "../format.js";
-import { withClient } from "../store-spec.js";
+import { refusePlainTextInto, runAfter, withClient } from "../store-spec.js";
 
 export const cancel = defineCommand({
   name: "cancel",
@@ -25,8 +25,11 @@ Options:
 
   async run({ values, positionals: [id] }, ctx) {
     const run = await withClient(values, ctx, async (engine) => {
+      if (values.reason !== undefined) {
+        await refusePlainTextInto(engine, id, ctx.env, "the reason");
+      }
       await engine.cancel(id, values.reason);
-      return engine.getRun(id);
+      return runAfter(engine, id);
     });
     if (values.json) ctx.out(toJson(run, 2));
     else if (run?.status === "canceled") ctx.out(`Canceled run ${quoted(id)}.`);

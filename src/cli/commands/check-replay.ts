@@ -6,7 +6,7 @@
 import { checkReplay } from "../../testing/replay-check.js";
 import { defineCommand } from "../command.js";
 import { parseWholeNumber } from "../flag-values.js";
-import { oneLine, table, toJson } from "../format.js";
+import { oneLine, quoted, table, toJson } from "../format.js";
 import { loadWorkflows } from "../load-workflows.js";
 import { openStore, parseStoreSpec } from "../store-spec.js";
 
@@ -35,14 +35,18 @@ Options:
   async run({ values, positionals: [module] }, ctx) {
     const limit = values.limit === undefined ? 1_000 : parseWholeNumber(values.limit, "limit", 1);
     const workflows = await loadWorkflows(module, ctx.cwd);
+    const asked = values.run && [...new Set(values.run)];
     const store = await openStore(parseStoreSpec(values, ctx), { mustExist: true, env: ctx.env });
     const results = await checkReplay({
       store,
       workflows,
       limit,
-      ...(values.run ? { runIds: values.run } : {}),
+      ...(asked ? { runIds: asked } : {}),
     });
     const bad = results.filter((r) => r.verdict !== "ok");
+    // A run asked for by --run that was not checked (a typo, a run deleted since, a run of
+    // another workflow or version) must not pass the check unseen: CI would stay green.
+    const unchecked = (asked ?? []).filter((id) => !results.some((r) => r.runId === id));
     if (values.json) {
       ctx.out(toJson(results, 2));
     } else {
@@ -64,6 +68,11 @@ Options:
           `${results.length - bad.length} ok, ${bad.length} not.`,
       );
     }
-    return bad.length > 0 ? 1 : 0;
+    if (unchecked.length > 0) {
+      ctx.err(
+        `cairn: --run ${unchecked.map(quoted).join(", ")} not checked: no such run in the store, or a run of a workflow version the module does not define (it defines ${workflows.map((w) => w.id).join(", ")})`,
+      );
+    }
+    return bad.length > 0 || unchecked.length > 0 ? 1 : 0;
   },
 });

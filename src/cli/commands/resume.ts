@@ -4,7 +4,7 @@
 import { defineCommand } from "../command.js";
 import { parseBudget } from "../flag-values.js";
 import { formatBudget, quoted, toJson } from "../format.js";
-import { withClient } from "../store-spec.js";
+import { runAfter, withClient } from "../store-spec.js";
 
 export const resume = defineCommand({
   name: "resume",
@@ -29,7 +29,7 @@ Options:
     const budget = values.budget === undefined ? undefined : parseBudget(values.budget);
     const run = await withClient(values, ctx, async (engine) => {
       await engine.resume(id, budget ? { budget } : {});
-      return engine.getRun(id);
+      return runAfter(engine, id);
     });
     if (values.json) ctx.out(toJson(run, 2));
     else {

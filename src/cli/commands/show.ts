@@ -211,6 +211,10 @@ function describeRequest(request: unknown): string[] {
     return [`    request   ${text(request)}`];
   }
   const lines = ["    request"];
-  for (const [k, v] of Object.entries(request)) lines.push(`      ${k.padEnd(10)}  ${text(v)}`);
+  // A field's name is one line (printable): only its text value (a diff) spans lines, each
+  // indented under it, so no name can print a line of its own ("    answer it ...").
+  for (const [k, v] of Object.entries(request)) {
+    lines.push(`      ${printable(k).padEnd(10)}  ${text(v)}`);
+  }
   return lines;
 }

@@ -288,6 +288,16 @@ export class Database {
       );
     }
     const code = errorCode(err);
+    if (code === "ERR_INVALID_URL") {
+      // pg's URL parser refused the connection string (Node's code, not a SQLSTATE): say
+      // so, and how to write one; the URL itself may hold a password and is not repeated.
+      return new StoreError(
+        `${where}: the connection URL is not a valid URL, so no connection was tried. ` +
+          "Write it as postgres://user:password@host:5432/database, with a port that is a " +
+          "number and @ : / ? # in the user or password percent-encoded (%40 for @).",
+        { cause: err },
+      );
+    }
     if (code === "22021" || code === "22P05") {
       return new StoreError(
         `${where} cannot store a value given to ${verb}: it contains a NUL character or ` +

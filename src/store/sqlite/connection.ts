@@ -115,9 +115,17 @@ export function openDatabase(
     }
     if (existsSync(path)) {
       // SQLite would report a directory as a disk I/O error.
-      if (statSync(path).isDirectory()) {
+      const stat = statSync(path);
+      if (stat.isDirectory()) {
         throw new StoreError(
           `SQLite store "${path}" is a directory; give the path of a database file, e.g. "${join(path, "cairn.db")}".`,
+        );
+      }
+      // Reading a FIFO's header blocks until something writes to it: the process hung for
+      // ever, its timers stopped with it. A device or a socket is no database either.
+      if (!stat.isFile()) {
+        throw new StoreError(
+          `SQLite store "${path}" is not a regular file (a FIFO, a socket or a device); give the path of a database file, e.g. ".cairn/cairn.db".`,
         );
       }
       checkExisting(path, options);
