@@ -12,8 +12,8 @@ import { apiError, mountApi } from "./api/index.js";
 import { HttpError, quote } from "./errors.js";
 import { LiveHub } from "./live/hub.js";
 import { StreamTails } from "./live/stream-tail.js";
-import { mountPatternOf, mountPrefixOf, requestBase } from "./public-base.js";
-import { type AppEnv, createSecurity, type SecurityOptions } from "./security.js";
+import { mountedPartOf, mountPrefixOf, pathBelowMount } from "./public-base.js";
+import { type AppEnv, createSecurity, isApiPath, type SecurityOptions } from "./security.js";
 import { loadAssets, mountDashboard, refusePage } from "./ui/index.js";
 import { depsFor, type UiDeps } from "./ui/layout.js";
 import { messagePage } from "./ui/pages.js";
@@ -70,7 +70,7 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
     assetVersion: version,
   };
   const isApi = (c: Context<AppEnv>) =>
-    new URL(c.req.url).pathname.startsWith(`${requestBase(c, basePath)}/api/`);
+    isApiPath(pathBelowMount(c, new URL(c.req.url).pathname), basePath);
   const refuse = (c: Context<AppEnv>, err: HttpError) =>
     isApi(c) ? apiError(c, err, log) : refusePage(depsFor(uiDeps, c), c, err);
   const security = createSecurity(options, {
@@ -89,6 +89,7 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
   // of this app on them).
   const owns = ownsRequest(basePath);
   app.use("*", async (c, next) => {
+    c.set("mounted", mountedPartOf(c, new URL(c.req.url).pathname));
     if (!owns(c)) return next();
     const mount = mountPrefixOf(c);
     c.set("base", mount + basePath);
@@ -98,6 +99,18 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
       return c.redirect(`${mount}${new URL(c.req.url).search}`, 308);
     }
     await next();
+    // Taken in with route(), an API path that no route of the app has was answered by the
+    // other app's notFound (Hono carries none over): its text, where API clients read a
+    // JSON error. Only middlewares (method "ALL") matched: nothing of the app answered.
+    const answered = c.res;
+    if (
+      answered.status === 404 &&
+      isApi(c) &&
+      !ownNotFound.has(answered) &&
+      c.req.matchedRoutes.every((r) => r.method === "ALL")
+    ) {
+      c.res = await notFound(c);
+    }
     securityHeaders(c);
   });
   app.use("*", (c, next) => (owns(c) ? security.middleware(c, next) : next()));
@@ -114,7 +127,14 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
   });
   mountDashboard(app, { deps: uiDeps, security, assets });
 
-  app.notFound((c) => {
+  // The app's own 404 answers (served on its own, its notFound runs itself).
+  const ownNotFound = new WeakSet<Response>();
+  const notFound = async (c: Context<AppEnv>) => {
+    const res = await notFoundAnswer(c);
+    ownNotFound.add(res);
+    return res;
+  };
+  const notFoundAnswer = (c: Context<AppEnv>) => {
     securityHeaders(c);
     if (isApi(c)) {
       const what = `${c.req.method} ${quote(new URL(c.req.url).pathname, 120)}`;
@@ -127,7 +147,8 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
       "Not found",
       `Nothing here: ${quote(c.req.path, 120)}.`,
     );
-  });
+  };
+  app.notFound(notFound);
   app.onError((err, c) => {
     if (isApi(c)) return apiError(c, err, log);
     log(`unexpected error rendering a page: ${err.name}: ${err.message.slice(0, 500)}`);
@@ -167,12 +188,12 @@ function securityHeaders(c: Context): void {
 function ownsRequest(basePath: string): (c: Context) => boolean {
   return (c) => {
     if (basePath === "") return true;
-    // The pattern: under a prefix with parameters, no path starts with it, so every
-    // request is taken as this app's (checked), never as the owner's.
-    const mount = mountPatternOf(c);
-    const path = c.req.path;
-    if (!path.startsWith(mount)) return true;
-    const own = path.slice(mount.length);
+    // The path as Hono routes it, below the prefix's segments (parameters included: the
+    // owner's own routes beside the app's under "/t/:tenant" are the owner's). A prefix
+    // whose extent is not known takes every request as this app's (checked).
+    const mounted = mountedPartOf(c, c.req.path);
+    if (mounted === undefined) return true;
+    const own = c.req.path.slice(mounted.length);
     return own === basePath || own.startsWith(`${basePath}/`);
   };
 }

@@ -28,7 +28,7 @@ import { APPROVAL_LINK_API, APPROVAL_LINK_PAGE } from "./approval-link-paths.js"
 import { bearerProblem } from "./bearer.js";
 import { HttpError } from "./errors.js";
 import { clientOf, LoginLimiter } from "./login-limit.js";
-import { requestBase } from "./public-base.js";
+import { pathBelowMount, requestBase } from "./public-base.js";
 import { SESSION_MAX_AGE_MS, Sessions } from "./sessions.js";
 
 export type Role = "act" | "read";
@@ -41,6 +41,9 @@ export interface AppEnv {
     openapi: unknown;
     /** Where this app's paths begin for this request (public-base.ts). */
     base: string | undefined;
+    /** The request's own text of the prefix another Hono app put the routes under
+     *  (public-base.ts mountedPartOf), to compare paths with; never output. */
+    mounted: string | undefined;
   };
 }
 
@@ -290,14 +293,21 @@ function signInRules(ctx: SecurityContext, roles: TokenRoles): SignIn {
     sessions: new Sessions(ctx.clock),
     limiter: new LoginLimiter(ctx.clock),
     cookiePath: (c) => baseOf(c) || "/",
-    isApi: (c, path) => {
-      const base = baseOf(c);
-      return path.startsWith(`${base}/api/`) || path === `${base}/api`;
-    },
+    // Compared below the mount's prefix, parameters and all (public-base.ts): compared with
+    // the base, a prefix's parameter could make any path of the app look open.
+    isApi: (c, path) => isApiPath(pathBelowMount(c as Context<AppEnv>, path), ctx.basePath),
     // Approval links carry their own credential (a signed, single-use token in the path).
-    isOpen: (c, path) => isOpenPath(path, baseOf(c)),
+    isOpen: (c, path) => {
+      const own = pathBelowMount(c as Context<AppEnv>, path);
+      return own !== undefined && isOpenPath(own, ctx.basePath);
+    },
     refuse: ctx.refuse,
   };
+}
+
+/** Whether `own` (a path below the mount's prefix) is one of the API's. */
+export function isApiPath(own: string | undefined, basePath: string): boolean {
+  return own !== undefined && (own.startsWith(`${basePath}/api/`) || own === `${basePath}/api`);
 }
 
 /** Paths anyone may open below `base`: the login page, assets, approval links. */

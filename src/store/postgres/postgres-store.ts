@@ -629,8 +629,11 @@ async function endOwnPool(pool: pg.Pool, clients: Set<pg.ClientBase>): Promise<v
   const closed = Promise.all(
     open.map((c) => new Promise<void>((resolve) => c.once("end", () => resolve()))),
   );
-  await pool.end().catch(() => {});
-  if (!(await settlesWithin(closed, POOL_END_WAIT_MS))) {
+  // Not awaited alone: end() resolves once every client is back, and one held by a verb
+  // under way (a row lock held elsewhere, a silent server) came back only at the statement
+  // timeout, holding close() 30 s past its bound.
+  const ended = pool.end().catch(() => {});
+  if (!(await settlesWithin(Promise.all([ended, closed]), POOL_END_WAIT_MS))) {
     for (const c of clients) dropSocket(c);
   }
 }
