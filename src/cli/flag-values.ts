@@ -25,12 +25,18 @@ export function parseDuration(text: string, name: string, minMs: number): number
   let ms: number;
   try {
     ms = toMs(/^\d+$/.test(text.trim()) ? Number(text) : text, `--${name}`);
-  } catch {
+  } catch (err) {
+    // Too long is not too short: toMs's message says so ("longer than 100,000 years").
+    if (/ is longer than /.test((err as Error).message)) {
+      throw new UsageError((err as Error).message);
+    }
     ms = Number.NaN;
   }
   if (!Number.isFinite(ms) || ms < minMs) {
+    // Only examples the flag accepts: "500ms" for --expires (at least 1s) would be refused.
+    const examples = ["30s", ...(minMs <= 500 ? ["500ms"] : []), "2m"].join(", ");
     throw new UsageError(
-      `--${name} must be a duration of at least ${minMs}ms, e.g. 30s, 500ms, 2m or a number of ms (got ${JSON.stringify(text)})`,
+      `--${name} must be a duration of at least ${minMs}ms, e.g. ${examples} or a number of ms (got ${JSON.stringify(text)})`,
     );
   }
   return ms;

@@ -119,8 +119,18 @@ export async function refusePlainTextInto(
 ): Promise<void> {
   if (env.CAIRN_ENCRYPTION_KEYS?.trim()) return;
   const run = await engine.getRun(id);
-  if (!(run?.input instanceof EncryptedValue)) return;
+  if (run === undefined) return;
+  // The input alone does not tell: a run started by a client with no keys (cairn start) has
+  // a plain input, and every record its workers wrote after it encrypted (steps, events,
+  // approval requests). Those are read only when the input is plain, the journal last.
+  const isEncrypted = (v: unknown): v is EncryptedValue => v instanceof EncryptedValue;
+  const encrypted =
+    [run.input, run.output].find(isEncrypted) ??
+    (await engine.listEvents(id)).map((e) => e.payload).find(isEncrypted) ??
+    (await engine.listApprovals(id)).map((a) => a.request).find(isEncrypted) ??
+    (await engine.getSteps(id)).map((s) => s.result).find(isEncrypted);
+  if (encrypted === undefined) return;
   throw new CliError(
-    `run ${JSON.stringify(id)} is encrypted (key "${run.input.keyId}") and $CAIRN_ENCRYPTION_KEYS is not set: ${what} would be stored in plain text. Set CAIRN_ENCRYPTION_KEYS as the workers have it; nothing was written`,
+    `run ${JSON.stringify(id)} is encrypted (key "${encrypted.keyId}") and $CAIRN_ENCRYPTION_KEYS is not set: ${what} would be stored in plain text. Set CAIRN_ENCRYPTION_KEYS as the workers have it; nothing was written`,
   );
 }

@@ -122,13 +122,11 @@ function describe(urlOrPool: string | pg.Pool, schema: string): string {
   let where = "database";
   try {
     if (typeof urlOrPool === "string") {
-      const u = new URL(urlOrPool);
-      where = `${u.host}${u.pathname}`;
+      where = describeUrl(new URL(urlOrPool));
     } else {
       const o = urlOrPool.options;
       if (o.connectionString) {
-        const u = new URL(o.connectionString);
-        where = `${u.host}${u.pathname}`;
+        where = describeUrl(new URL(o.connectionString));
       } else {
         where = `${o.host ?? "localhost"}:${o.port ?? 5432}/${o.database ?? ""}`;
       }
@@ -137,6 +135,14 @@ function describe(urlOrPool: string | pg.Pool, schema: string): string {
     // An unparsable URL: pg reports it on connect; keep the message generic here.
   }
   return `${where}, schema "${schema}"`;
+}
+
+/** host:port/database of a URL. A password with an unencoded "/" ("ann:1/pw@host/db")
+ *  makes the URL parse with host "ann" and the path "/pw@host/db": the path then holds the
+ *  password, and is not shown. */
+function describeUrl(u: URL): string {
+  if (!u.pathname.includes("@")) return `${u.host}${u.pathname}`;
+  return `${u.host}/... (the URL's path holds "@": a "/" in the password must be written %2F)`;
 }
 
 /** A query with no answer for this long is given up on by the client. */
