@@ -51,6 +51,17 @@ function capture(): { logger: Logger; lines: Line[]; events(runId?: string): str
   };
 }
 
+/** The lifecycle events of `runId` once there are `count` of them: a run's result() can
+ *  resolve (a hint, a poll) a moment before its execution logs how it ended. */
+async function eventsOnce(
+  log: ReturnType<typeof capture>,
+  runId: string,
+  count: number,
+): Promise<string[]> {
+  await until(() => log.events(runId).length >= count, `${count} lifecycle events of "${runId}"`);
+  return log.events(runId);
+}
+
 /** The pid of a process of ours that has exited (and been reaped): a dead worker's pid. */
 async function deadPid(): Promise<number> {
   const child = spawn(process.execPath, ["-e", ""], { stdio: "ignore" });
@@ -101,9 +112,14 @@ describe.each(BACKENDS)("worker lifecycle logs (%s)", (backend) => {
     await until(async () => (await e.getRun("canceled"))?.status === "waiting", "waits");
     await e.cancel("canceled");
 
-    expect(log.events("ok")).toEqual(["claimed", "completed"]);
-    expect(log.events("fails")).toEqual(["claimed", "failed"]);
-    expect(log.events("waits")).toEqual(["claimed", "released", "claimed", "completed"]);
+    expect(await eventsOnce(log, "ok", 2)).toEqual(["claimed", "completed"]);
+    expect(await eventsOnce(log, "fails", 2)).toEqual(["claimed", "failed"]);
+    expect(await eventsOnce(log, "waits", 4)).toEqual([
+      "claimed",
+      "released",
+      "claimed",
+      "completed",
+    ]);
     expect(log.events("spends")).toEqual(["claimed", "paused"]);
     expect(log.events("canceled")).toEqual(["claimed", "released"]);
     const failLine = log.lines.find(
@@ -164,7 +180,7 @@ describe.each(BACKENDS)("worker lifecycle logs (%s)", (backend) => {
     release();
     expect(await b.handle("slow").result()).toBe("done");
     expect(first.events("slow")).toEqual(["claimed", "lease-lost"]);
-    expect(second.events("slow")).toEqual(["recovered", "completed"]);
+    expect(await eventsOnce(second, "slow", 2)).toEqual(["recovered", "completed"]);
     down = false; // a's store comes back, so that a closes cleanly
   });
 
@@ -281,7 +297,7 @@ describe.each(BACKENDS)("worker lifecycle logs (%s)", (backend) => {
         workerId: e.workerId,
       });
       expect(takeovers[0]?.message).toBe('took over the runs of dead worker "wrk_dead"');
-      expect(log.events("orphan")).toEqual(["recovered", "completed"]);
+      expect(await eventsOnce(log, "orphan", 2)).toEqual(["recovered", "completed"]);
       // Reported before the run it freed was claimed.
       const recovered = log.lines.findIndex(
         (l) => l.fields.runId === "orphan" && l.fields.event === "recovered",
