@@ -292,8 +292,12 @@ describe.skipIf(!pgUrl)("approval answered at its deadline (postgres)", () => {
       const deadline = asked.deadline!.getTime();
       await clock.advance(deadline - 1 - clock.now());
       await locker.connect();
-      const waiters = async () =>
-        Number(
+      // The locker polls inside its own transaction, where PostgreSQL keeps the first
+      // snapshot of pg_stat_activity it took: cleared each time, or a waiter that arrived
+      // after the first poll (a loaded machine) was never seen.
+      const waiters = async () => {
+        await locker.query("SELECT pg_stat_clear_snapshot()");
+        return Number(
           (
             await locker.query(
               `SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1`,
@@ -301,6 +305,7 @@ describe.skipIf(!pgUrl)("approval answered at its deadline (postgres)", () => {
             )
           ).rows[0].n,
         );
+      };
       await locker.query("BEGIN");
       await locker.query(`SELECT 1 FROM "${schema}".runs WHERE id = 'race' FOR UPDATE`);
       // A person answers 1 ms before the deadline; the store reads its now, then waits for
@@ -356,18 +361,21 @@ describe("the last look for events waits for an event being written", () => {
         const look = store.pendingEvents("looked", { settled: true }).then((evs) => {
           seen = evs.map((ev) => ev.name);
         });
-        await until(
-          async () =>
-            Number(
-              (
-                await writer.query(
-                  "SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1",
-                  [`%${schema}%`],
-                )
-              ).rows[0].n,
-            ) >= 1 || seen !== undefined,
-          "the look waits for the row, or answers",
-        );
+        await until(async () => {
+          // Inside the writer's transaction PostgreSQL keeps its first snapshot of
+          // pg_stat_activity: cleared each time, or a look that began waiting after the
+          // first poll (a loaded machine) was never seen.
+          await writer.query("SELECT pg_stat_clear_snapshot()");
+          const waiting = Number(
+            (
+              await writer.query(
+                "SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1",
+                [`%${schema}%`],
+              )
+            ).rows[0].n,
+          );
+          return waiting >= 1 || seen !== undefined;
+        }, "the look waits for the row, or answers");
         // Before: it answered at once, from a snapshot without the event.
         expect(seen).toBeUndefined();
         await writer.query("COMMIT");
