@@ -162,25 +162,6 @@ export const greet = workflow({ name: "greet", version: "1" }, async (ctx) => ct
   });
 });
 
-describe("the retention option's batchSize and every", () => {
-  it("are refused by name at createEngine, not failed (and logged) at every collection", () => {
-    const store = sqliteStore();
-    for (const [retention, message] of [
-      [
-        { finishedOlderThan: "30d", batchSize: 5000 },
-        /retention.batchSize must be a whole number 1-1000 \(got 5000\)/,
-      ],
-      [
-        { finishedOlderThan: "30d", batchSize: 0 },
-        /retention.batchSize must be a whole number 1-1000/,
-      ],
-      [{ finishedOlderThan: "30d", every: "0s" }, /retention.every must be longer than 0/],
-    ] as const) {
-      expect(() => createEngine({ store, workflows: [], retention })).toThrow(message);
-    }
-  });
-});
-
 describe("an input nested thousands of levels deep", () => {
   it("is refused saying it is nested too deeply, not 'cannot store Maximum call stack size exceeded'", async () => {
     const wf = workflow({ name: "wf", version: "1" }, async (ctx) => ctx.step("a", () => 1));

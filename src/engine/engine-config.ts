@@ -14,6 +14,7 @@ import { type ApprovalKey, checkApprovalKeys } from "./approval-tokens.js";
 import type { EngineOptions } from "./engine.js";
 import { type Limits, resolveLimits } from "./limits.js";
 import { consoleLogger, type Logger } from "./logger.js";
+import { checkBatchSize } from "./retention.js";
 import { checkEngineOptions } from "./validate.js";
 
 /** The `retention` option in milliseconds; only for an engine that runs a worker. */
@@ -118,14 +119,7 @@ function retentionSchedule(retention: EngineOptions["retention"]): RetentionSche
   // Checked here, as the other options are: a batchSize out of range was accepted, then
   // every collection failed with a TypeError the log reported, and nothing was deleted.
   const { batchSize } = retention;
-  if (
-    batchSize !== undefined &&
-    (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 1_000)
-  ) {
-    throw new TypeError(
-      `createEngine(): retention.batchSize must be a whole number 1-1000 (got ${String(batchSize)})`,
-    );
-  }
+  if (batchSize !== undefined) checkBatchSize(batchSize, "createEngine(): retention.batchSize");
   return {
     olderThanMs: toMs(retention.finishedOlderThan, "createEngine(): retention.finishedOlderThan"),
     everyMs,

@@ -36,15 +36,20 @@ export interface CollectResult {
   finishedBefore: Date;
 }
 
+/** Refuses a batch size a collection cannot use (`what` names the option). */
+export function checkBatchSize(batchSize: unknown, what: string): void {
+  if (!Number.isInteger(batchSize) || (batchSize as number) < 1 || (batchSize as number) > 1_000) {
+    throw new TypeError(`${what} must be a whole number 1-1000 (got ${String(batchSize)})`);
+  }
+}
+
 /** Deletes (or counts) the finished runs older than `olderThanMs`; see the file header. */
 export async function collectFinishedRuns(
   store: Store,
   options: CollectOptions,
 ): Promise<CollectResult> {
   const batchSize = options.batchSize ?? DEFAULT_GC_BATCH;
-  if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 1_000) {
-    throw new TypeError(`retention: batchSize must be a whole number 1-1000 (got ${batchSize})`);
-  }
+  checkBatchSize(batchSize, "retention: batchSize");
   if (!Number.isFinite(options.olderThanMs) || options.olderThanMs < 0) {
     throw new TypeError(
       `retention: olderThan must be a non-negative duration (got ${options.olderThanMs} ms)`,
