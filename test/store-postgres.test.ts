@@ -668,7 +668,7 @@ describe.skipIf(!url)("PostgreSQL store", () => {
               status: i % 2 === 0 ? "completed" : "failed",
               output: i % 2 === 0 ? String(i) : null,
               error: i % 2 === 0 ? null : { name: "Error", message: `boom ${i}` },
-              failedKey: i % 2 === 0 ? null : `s${i}`,
+              failedKeys: i % 2 === 0 ? [] : [`s${i}`],
               readyAt: null,
             }),
           ),
@@ -687,6 +687,27 @@ describe.skipIf(!url)("PostgreSQL store", () => {
         expect((await store.getRun(runs[5]!.id))?.failedCalls).toEqual([
           { key: "s5", generation: 0 },
         ]);
+      });
+
+      it("takes a release from an older cairn, which names one failed call as failed_key", async () => {
+        const { store, schema } = await openStore();
+        const [run] = await claimedRuns(store, 1);
+        // A worker of cairn before migration 16, during a rolling deploy.
+        const older = {
+          run_id: run!.id,
+          epoch: run!.epoch,
+          status: "failed",
+          error: JSON.stringify(["Error", "boom", null, null]),
+          ready_at: null,
+          waiting_for: [],
+          failed_key: "s1",
+        };
+        await withClient(base, (c) =>
+          c.query(`SELECT id FROM "${schema}".release_runs(NULL, $1::jsonb, false, 'x')`, [
+            JSON.stringify([older]),
+          ]),
+        );
+        expect((await store.getRun(run!.id))?.failedCalls).toEqual([{ key: "s1", generation: 0 }]);
       });
 
       it("a release PostgreSQL cannot store fails alone; the others of its group land", async () => {
@@ -1311,7 +1332,7 @@ describe.skipIf(!url)("PostgreSQL store", () => {
         epoch: run.epoch,
         status: "failed",
         error: { name: "Error", message: "boom" },
-        failedKey: "s",
+        failedKeys: ["s"],
         readyAt: null,
       });
       // Applied twice, the failed call would be listed twice.

@@ -46,7 +46,7 @@ function statusRelease(run: RunRecord, outcome: ReleasedOutcome, maxPayloadBytes
     case "failed":
       return {
         ...failedRelease(run, outcome.error, maxPayloadBytes),
-        failedKey: outcome.failedKey,
+        failedKeys: outcome.failedKeys,
       };
     case "canceled": {
       const error = canceledRunError(run.id, outcome.reason);

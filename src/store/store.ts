@@ -266,9 +266,10 @@ export interface Release {
   /** Inserted instead, only when a cancel requested meanwhile turns this release into
    *  canceled (a child's "canceled" result for its parent). */
   eventsIfCanceled?: NewEvent[];
-  /** status failed: the key of the call whose error failed the run (appended, with the run's
-   *  generation, to failedCalls), or null when the workflow's own code threw. */
-  failedKey?: string | null;
+  /** status failed: the keys of the calls whose errors failed the run (each appended, with
+   *  the run's generation, to failedCalls): one, or several for Promise.any's AggregateError;
+   *  none when the workflow's own code threw. */
+  failedKeys?: string[];
 }
 
 export type ReleaseOutcome = { ok: true; run: RunRecord } | { ok: false; reason: "lease-lost" };

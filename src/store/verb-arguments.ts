@@ -38,7 +38,7 @@ export function releaseProblem(r: Release): StoreError | undefined {
       status: r.status,
       pausedFor: r.pausedFor,
       output: r.output,
-      failedKey: r.failedKey,
+      ...Object.fromEntries((r.failedKeys ?? []).map((key, i) => [`failedKeys[${i}]`, key])),
       ...Object.fromEntries((r.waitingFor ?? []).map((name, i) => [`waitingFor[${i}]`, name])),
     })
   );

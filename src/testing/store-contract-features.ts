@@ -561,7 +561,7 @@ export function describeFeatureContract(h: FeatureContractHelpers): void {
       await h.release(run, {
         status: "failed",
         error: { name: "Error", message: "refused answer" },
-        failedKey: "review",
+        failedKeys: ["review"],
       });
       expect(await store.resumeRun(run.id, {})).toMatchObject({ ok: true });
       const claimed = await store.claimRuns({

@@ -454,7 +454,7 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         const releases: Array<[string, Partial<Release>]> = [
           ["output", { status: "completed", output: `"x${cut}"` }],
           ["waitingFor\\[1\\]", { status: "waiting", waitingFor: ["go", `go${cut}`] }],
-          ["failedKey", { status: "failed", failedKey: `a${cut}` }],
+          ["failedKeys\\[1\\]", { status: "failed", failedKeys: ["a", `a${cut}`] }],
         ];
         for (const [field, r] of releases) {
           await expect(
@@ -1742,7 +1742,7 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         const failed = await release(run, {
           status: "failed",
           error: { name: "FatalError", code: "FATAL", message: "no" },
-          failedKey: "k#2",
+          failedKeys: ["k#2"],
         });
         expect(failed.failedCalls).toEqual([{ key: "k#2", generation: run.generation }]);
         const resumed = await store.resumeRun(run.id, {});
@@ -1753,7 +1753,7 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         const twice = await release(again, {
           status: "failed",
           error: { name: "Error", message: "thrown by the workflow" },
-          failedKey: null,
+          failedKeys: [],
         });
         expect(twice.failedCalls).toEqual(failed.failedCalls);
         const third = await store.resumeRun(run.id, {});
@@ -1762,11 +1762,13 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         const last = await release(claimed, {
           status: "failed",
           error: { name: "Error", message: "x" },
-          failedKey: "j",
+          failedKeys: ["j", "any-of#2"],
         });
+        // Several: Promise.any failed the run (every branch failed), in the order given.
         expect(last.failedCalls).toEqual([
           { key: "k#2", generation: run.generation },
           { key: "j", generation: run.generation + 2 },
+          { key: "any-of#2", generation: run.generation + 2 },
         ]);
       });
 
@@ -1917,7 +1919,7 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         await release(src, {
           status: "failed",
           error: { name: "Error", message: "x" },
-          failedKey: "k0",
+          failedKeys: ["k0"],
         });
         const resumed = await store.resumeRun(src.id, {});
         if (!resumed.ok) throw new Error("resume refused");

@@ -614,7 +614,7 @@ describe("failures as records", () => {
         throw Object.assign(new Error("no"), { code: "FATAL" });
       });
     });
-    expect(outcome).toMatchObject({ kind: "failed", failedKey: "boom" });
+    expect(outcome).toMatchObject({ kind: "failed", failedKeys: ["boom"] });
   });
 });
 
@@ -668,7 +668,7 @@ describe("retries: the recorded attempts propose, the policy decides", () => {
       journal,
     );
     expect(ran).toBe(0);
-    expect(outcome).toMatchObject({ kind: "failed", failedKey: "flaky" });
+    expect(outcome).toMatchObject({ kind: "failed", failedKeys: ["flaky"] });
     expect((outcome as { error: Error }).error.message).toBe("refused");
     expect(steps).toEqual([
       expect.objectContaining({

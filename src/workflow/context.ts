@@ -112,8 +112,8 @@ import { checkSchema } from "./schema-check.js";
 
 export type Outcome =
   | { kind: "completed"; output: unknown }
-  /** failedKey: the call whose error failed the run (null: the workflow's own code threw). */
-  | { kind: "failed"; error: Error; failedKey: string | null }
+  /** failedKeys: the calls whose errors failed the run (none: the workflow's own code threw). */
+  | { kind: "failed"; error: Error; failedKeys: string[] }
   | { kind: "suspended"; wakeAt: number | null; waitingFor: string[] }
   | { kind: "paused"; reason: string }
   | { kind: "canceled"; reason: string }
@@ -255,6 +255,8 @@ export function isCallName(name: unknown): name is string {
 
 /** Marks an error handed to the workflow as a call's outcome, with the call's key. */
 const CALL_KEY = Symbol.for("cairn.callKey");
+/** At most this many calls are named as failing one run (Promise.any of that many). */
+const MAX_FAILED_KEYS = 1_000;
 /** After the workflow code started I/O of its own (not a timer), it counts as busy this
  *  long (late-work.ts). */
 const LATE_WORK_GRACE_MS = 1_000;
@@ -272,6 +274,32 @@ function failedCallKey(err: unknown): string | null {
     e = e.cause;
   }
   return null;
+}
+
+/** The keys of the calls whose errors failed the run: the one failedCallKey finds, or, for
+ *  an AggregateError (Promise.any with every branch failed) that no call's error caused,
+ *  every call's in it (nested ones too), so that a resume executes each of them again;
+ *  repairing one alone would leave the others' recorded errors replayed for ever. */
+function failedCallKeys(err: unknown): string[] {
+  const keys = new Set<string>();
+  const visit = (err: unknown, depth: number): void => {
+    let e: unknown = err;
+    for (let link = 0; link < 8 && e instanceof Error; link++) {
+      const key = (e as unknown as Record<symbol, unknown>)[CALL_KEY];
+      if (typeof key === "string") {
+        keys.add(key);
+        return;
+      }
+      if (e instanceof AggregateError && Array.isArray(e.errors)) {
+        if (depth < 8)
+          for (const inner of e.errors.slice(0, MAX_FAILED_KEYS)) visit(inner, depth + 1);
+        return;
+      }
+      e = e.cause;
+    }
+  };
+  visit(err, 0);
+  return [...keys].slice(0, MAX_FAILED_KEYS);
 }
 
 export class Context {
@@ -397,7 +425,7 @@ export class Context {
           void this.finishWith({
             kind: "failed",
             error: err as Error,
-            failedKey: failedCallKey(err),
+            failedKeys: failedCallKeys(err),
           }),
       );
     });
@@ -2113,7 +2141,7 @@ export class Context {
   /** The workflow function settled: once the values it drew are durable, the run ends so. */
   private async finishWith(o: Outcome & { kind: "completed" | "failed" }): Promise<void> {
     if (this.halted) return;
-    if (o.kind === "completed" || o.failedKey !== null) {
+    if (o.kind === "completed" || o.failedKeys.length > 0) {
       const missing = await this.unreplayedAtEnd();
       if (this.halted) return;
       if (missing) {
@@ -2254,7 +2282,7 @@ export class Context {
   }
 
   private fail(error: Error): void {
-    this.halt({ kind: "failed", error, failedKey: null });
+    this.halt({ kind: "failed", error, failedKeys: [] });
   }
 
   private halt(o: Outcome): void {

@@ -233,7 +233,7 @@ function releaseEntry(r: Release): Record<string, unknown> {
     ready_at: r.readyAt === null ? null : Math.ceil(r.readyAt),
     wake_at: r.wakeAt == null ? null : Math.ceil(r.wakeAt),
     waiting_for: r.waitingFor ?? [],
-    failed_key: r.failedKey ?? null,
+    failed_keys: r.failedKeys ?? [],
     finished_hint: hintPayload({ kind: "finished", runId: r.runId }),
     runnable_hint: hintPayload({ kind: "runnable", runId: r.runId }),
   };

@@ -114,8 +114,8 @@ function releasedState(tx: WriteTx, r: Release, row: RunRow) {
     readyAt = readyAt === null ? tx.now : Math.min(readyAt, tx.now);
   }
   const failedCalls = JSON.parse(row.failed_calls) as RunRecord["failedCalls"];
-  if (status === "failed" && r.failedKey) {
-    failedCalls.push({ key: r.failedKey, generation: row.generation });
+  if (status === "failed") {
+    for (const key of r.failedKeys ?? []) failedCalls.push({ key, generation: row.generation });
   }
   return { status, reason, readyAt, wakeAt, waitingFor, pausedFor, failedCalls };
 }

@@ -20,6 +20,7 @@ import { migration as eventsByRun } from "./012-events-by-run.js";
 import { migration as groupedReleases } from "./013-grouped-releases.js";
 import { migration as stepsInsertedFirst } from "./014-steps-inserted-first.js";
 import { migration as workerLeasesAndEpochFloor } from "./015-worker-leases-and-epoch-floor.js";
+import { migration as severalFailedCalls } from "./016-several-failed-calls.js";
 
 export interface Migration {
   version: number;
@@ -44,6 +45,7 @@ export const MIGRATIONS: readonly Migration[] = [
   groupedReleases,
   stepsInsertedFirst,
   workerLeasesAndEpochFloor,
+  severalFailedCalls,
 ];
 
 /** The schema version this code writes and understands. */
