@@ -496,7 +496,9 @@ describe.runIf(pgUrl)("postgres: a worker whose clock runs ahead of the database
     });
     cleanups.push(() => w.close());
     cleanups.push(() => releaseStep());
-    const client = h.engine([], { worker: false });
+    // The client reads the system's clock too, so its store judges by the database's clock
+    // (a virtual clock would be a store time of its own, frozen).
+    const client = h.engine([], { worker: false, clock: realClock });
     const run = await w.start(wf, undefined, { id: "sk1" });
     await until(async () => (await client.listApprovals("sk1")).length === 1, "asked");
     await new Promise((r) => setTimeout(r, 3_000));

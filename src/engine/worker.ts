@@ -5,7 +5,7 @@
 // truth; store hints and virtual-clock jumps only make the next poll come sooner.
 
 import { hostname } from "node:os";
-import type { Clock } from "../lib/clock.js";
+import { type Clock, shiftedClock } from "../lib/clock.js";
 import { pidNamespace } from "../lib/process-identity.js";
 import { displayText } from "../lib/text.js";
 import { settlesWithin, timerMs, waitAtMost } from "../lib/timers.js";
@@ -270,8 +270,15 @@ export class Worker {
       version: claim.run.version,
       epoch: claim.run.epoch,
     });
+    // The run's timers and ctx.now() read the store's clock (the database's on PostgreSQL),
+    // by which the store decides when the run is due: a host clock behind it had a sleeping
+    // run claimed over and over before its end; ahead, a sleep lasted longer than asked.
+    const clock = shiftedClock(
+      this.options.execution.clock,
+      storeClockAhead(claim.run, this.options.leaseMs, claimedAt, this.options.clock.now()),
+    );
     const ex = new Execution(
-      { ...this.options.execution, leaseFresh: () => this.leaseFresh(claimedAt) },
+      { ...this.options.execution, clock, leaseFresh: () => this.leaseFresh(claimedAt) },
       claim,
       wf,
       journal,
@@ -483,4 +490,22 @@ export class Worker {
     else
       this.options.execution.log("close(): removing this worker's row timed out; the store hangs");
   }
+}
+
+/** How far the store's clock is ahead of this host's (negative: behind), as far as one claim
+ *  can tell: the store stamped the lease (its now + leaseMs) at some moment between
+ *  `askedAt` and `answeredAt` by this host's clock, so only a stamp outside that window is
+ *  skew, counted from the window's nearer edge. 0 when the store reads this host's clock
+ *  (SQLite, a virtual clock). */
+export function storeClockAhead(
+  run: Pick<RunRecord, "leaseUntil">,
+  leaseMs: number,
+  askedAt: number,
+  answeredAt: number,
+): number {
+  if (run.leaseUntil === null) return 0;
+  const storeNow = run.leaseUntil - leaseMs;
+  if (storeNow < askedAt) return storeNow - askedAt;
+  if (storeNow > answeredAt) return storeNow - answeredAt;
+  return 0;
 }

@@ -38,3 +38,15 @@ export const realClock: Clock = {
     });
   },
 };
+
+/** `clock` read `aheadMs` later (earlier when negative): the store's clock as this host
+ *  estimates it. Durations (sleep) are the same on both. */
+export function shiftedClock(clock: Clock, aheadMs: number): Clock {
+  if (aheadMs === 0) return clock;
+  return {
+    now: () => clock.now() + aheadMs,
+    sleep: (ms, signal) => clock.sleep(ms, signal),
+    ...(clock.onAdvance && { onAdvance: (fn: () => void) => clock.onAdvance!(fn) }),
+    ...(clock.system !== undefined && { system: clock.system }),
+  };
+}
