@@ -68,9 +68,10 @@ describe.runIf(pgUrl)("postgres: a worker whose host clock is off", () => {
     }
     expect(waiting?.status).toBe("waiting");
     // updatedAt is the database's time of the release; the wake is 60 s after the sleep
-    // began, by the same clock (3 s ahead, it was 63 s).
+    // began, by the same clock (3 s ahead, it was 63 s). The shift is measured from one
+    // claim's round trip, so it may be off by that much: a second is far more than enough.
     const due = waiting!.wakeAt!.getTime() - waiting!.updatedAt.getTime();
     expect(due).toBeGreaterThan(59_000);
-    expect(due).toBeLessThanOrEqual(60_000);
+    expect(due).toBeLessThan(61_000);
   }, 30_000);
 });
