@@ -5,6 +5,7 @@
 // (host ahead).
 
 import { afterEach, describe, expect, it } from "vitest";
+import { storeClockAhead } from "../src/engine/worker.js";
 import { createEngine, realClock, workflow } from "../src/index.js";
 import { postgresStore } from "../src/store/postgres/postgres-store.js";
 import { pgUrl } from "./helpers/engines.js";
@@ -26,6 +27,22 @@ function pgStore() {
   cleanups.push(drop);
   return postgresStore(pgUrl!, { schema });
 }
+
+describe("storeClockAhead: the store's clock against this host's, from one claim", () => {
+  const lease = { leaseMs: 30_000 };
+  const stamped = (storeNow: number) => ({ leaseUntil: storeNow + lease.leaseMs });
+  it("is 0 when the store stamped the lease while the host waited for it", () => {
+    expect(storeClockAhead(stamped(1_000), lease.leaseMs, 1_000, 1_000)).toBe(0);
+    expect(storeClockAhead(stamped(1_050), lease.leaseMs, 1_000, 1_200)).toBe(0);
+  });
+  it("counts skew from the window's nearer edge", () => {
+    expect(storeClockAhead(stamped(5_000), lease.leaseMs, 1_000, 1_200)).toBe(3_800);
+    expect(storeClockAhead(stamped(-2_000), lease.leaseMs, 1_000, 1_200)).toBe(-3_000);
+  });
+  it("is 0 for a run with no lease", () => {
+    expect(storeClockAhead({ leaseUntil: null }, lease.leaseMs, 1_000, 1_200)).toBe(0);
+  });
+});
 
 describe.runIf(pgUrl)("postgres: a worker whose host clock is off", () => {
   it("host 3 s behind: a 1 s sleep is claimed once for its end, not over and over", async () => {
