@@ -7,7 +7,7 @@
 // outcome from the child's run (childOutcome).
 
 import { encode } from "../codec/codec.js";
-import { toErrorRecord } from "../errors.js";
+import { SerializationError } from "../errors.js";
 import type { ErrorRecord, NewEvent, RunRecord, Store } from "../store/store.js";
 import { CHILD_EVENT_PREFIX, type ChildOutcome } from "../workflow/context.js";
 
@@ -36,8 +36,8 @@ export function canceledChildEvent(
 }
 
 /** The child-result event a release of `run` carries to its parent, if it has one: the
- *  output, or the error (name, code, message), within the payload limit; a result too big
- *  for it reaches the parent as the error that says so. */
+ *  output (held to the payload limit by the release), or the error (name, code, message)
+ *  within it; an error too big for it reaches the parent as a SerializationError that says so. */
 export function childResultEvents(
   run: RunRecord,
   result: { output?: unknown; error?: ErrorRecord },
@@ -46,9 +46,14 @@ export function childResultEvents(
   if (!run.parentId) return undefined;
   let payload: string;
   try {
-    payload = encode(result, maxPayloadBytes);
+    // An output was held to the limit as the run's own (its release stores it): the bytes
+    // the event's wrapper adds must not refuse here an output the child stored.
+    payload = encode(result, "output" in result ? Number.POSITIVE_INFINITY : maxPayloadBytes);
   } catch (err) {
-    payload = encode({ error: toErrorRecord(err) });
+    const e = new SerializationError(
+      `The result of child run "${run.id}" ${(err as Error).message}; it cannot be handed to its parent`,
+    );
+    payload = encode({ error: { name: e.name, code: e.code, message: e.message } });
   }
   return [{ runId: run.parentId, name: `${CHILD_EVENT_PREFIX}${run.id}`, payload }];
 }

@@ -45,7 +45,11 @@ export async function forkRun(
     source.generation,
     source.failedCalls,
   );
-  const copy = forkCopy(journal, options.fromStep);
+  const failedBy =
+    source.status === "failed"
+      ? source.failedCalls.filter((f) => f.generation === source.generation).map((f) => f.key)
+      : [];
+  const copy = forkCopy(journal, options.fromStep, failedBy);
   if (!copy) throw noSuchStep(id, options.fromStep, journal);
   const newRunId = options.id ?? newId("run");
   const version = options.version ?? source.version;
@@ -76,15 +80,21 @@ export async function forkRun(
 }
 
 /** The records a fork from `fromStep` reuses: every outcome handed over before that step's,
- *  and the values drawn (ctx.now/random/uuid) by then; undefined if the step has no record. */
+ *  and the values drawn (ctx.now/random/uuid) by then; undefined if the step has no record.
+ *  `failedBy`: the keys of the calls whose failure failed the source (its current generation). */
 function forkCopy(
   journal: JournalIndex,
   fromStep: string,
+  failedBy: string[] = [],
 ): Array<{ key: string; generation: number; unordered?: boolean; since?: number }> | undefined {
   const from = journal.outcomes.get(fromStep);
   if (!from && journal.unfinished.includes(fromStep)) {
     // A call begun but never finished (cut off in flight, or waiting): the fork keeps every
-    // outcome and executes that call afresh.
+    // outcome and executes that call afresh; but not the failure that failed the source (it
+    // is no caught failure: the fork would only fail again), nor what followed it: as a fork
+    // from the failing call does.
+    const failing = firstHandedOver(journal, failedBy);
+    if (failing) return forkCopy(journal, failing, failedBy);
     return [...journal.outcomes.values()]
       .filter((s) => !drawnInReplacedHistory(s, journal))
       .map((s) => recordRef(s, journal));
@@ -105,9 +115,26 @@ function forkCopy(
     if (s.delivery !== null) return s.delivery < fromDelivery;
     return s.issuedAfter <= handedBeforeFrom;
   };
+  // The failure that failed the source is no caught failure: the fork executes that call
+  // again (as a resume would), also when `fromStep` was recorded after it (in the grace).
   return [...journal.outcomes.values()]
-    .filter((s) => s.key !== fromStep && before(s) && !drawnInReplacedHistory(s, journal))
+    .filter(
+      (s) =>
+        s.key !== fromStep &&
+        !failedBy.includes(s.key) &&
+        before(s) &&
+        !drawnInReplacedHistory(s, journal),
+    )
     .map((s) => recordRef(s, journal));
+}
+
+/** Of `keys`, the one whose outcome was handed over first, if any holds one. */
+function firstHandedOver(journal: JournalIndex, keys: string[]): string | undefined {
+  const held = keys
+    .map((k) => journal.outcomes.get(k))
+    .filter((s): s is StepRecord => s !== undefined && s.outcome === "error");
+  held.sort((a, b) => (a.delivery ?? a.seq) - (b.delivery ?? b.seq));
+  return held[0]?.key;
 }
 
 /** A value (ctx.now/random/uuid) drawn in a history a resume replaced: the source's replay

@@ -235,6 +235,11 @@ function checkSameRun(
       `Run id "${id}" already belongs to workflow "${run.workflow}"; it cannot be started as "${target.name}". Choose another id.`,
     );
   }
+  // This parent's own child under this key, created by an earlier execution of the same
+  // call that crashed before recording it: it is that call's child whatever input the call
+  // computes now (an input schema's default drawn afresh, a random id or the time, would
+  // otherwise fail the parent where an uninterrupted run completes), as a recorded one is.
+  if (parentId !== null) return;
   if (run.input !== encoded) {
     // Starting an id again returns the run it names, but only for the same input: a
     // different one would silently be ignored.

@@ -952,7 +952,9 @@ export class Context {
         this.stopWithoutWriting();
         return never<O>();
       }
-      const starting = this.host.startChild(childId, wf, input);
+      const starting = isWorkflowObject(wf)
+        ? this.host.startChild(childId, wf, input)
+        : Promise.reject(notAWorkflow(call.name, this.host.runId, wf));
       // Until it has landed (or failed), the run is not released (halt): a finished parent
       // may be deleted, and a child created after that would be left behind.
       const landed = starting.then(
@@ -980,22 +982,22 @@ export class Context {
     const eventName = `${CHILD_EVENT_PREFIX}${childId}`;
     let askedChild = false;
     for (;;) {
-      const ev = this.takeEvent(eventName);
+      let ev = this.takeEvent(eventName);
       let res: ChildOutcome | undefined;
-      if (ev) {
-        const sent = decode<{ output?: unknown; error?: ErrorRecord }>(ev.payload);
-        // The child's output, within the limit its release was held to: encoded again as it
-        // was (not held to the codec's default limit, nor to this engine's), as the
-        // childOutcome path below records the child's stored output as it is.
-        res = sent.error
-          ? { error: sent.error }
-          : { output: encode(sent.output, Number.POSITIVE_INFINITY) };
-      } else if (!askedChild) {
+      if (!ev && !askedChild) {
         // The child may have finished while this run could not receive its event (it was
         // failed, and is being resumed): its current outcome is the answer.
         askedChild = true;
         res = await this.active0(this.host.childOutcome(childId));
+        if (res) {
+          // Its event lands with the child's end, so it may have come since this execution
+          // read the run's events: consumed with this outcome, or a resume that executes
+          // the call again would take it for the child's current outcome.
+          await this.reloadEvents();
+          ev = this.takeEvent(eventName);
+        }
       }
+      if (ev) res = childOutcomeOf(ev);
       if (res) {
         const consume = ev ? [{ eventSeq: ev.seq, key: call.key }] : undefined;
         if ("error" in res) return this.recordError<O>(call, res.error, startedAt, { consume });
@@ -1290,6 +1292,9 @@ export class Context {
   /** The error a call's failure outcome hands to the workflow, marked with its key. */
   private callError(key: string, rec: ErrorRecord): Error {
     const err = errorFromRecord(rec);
+    // A record without a stack (a child's failure, a refusal) would get one made here, naming
+    // the path that handed it over: not the same on the first execution and on a replay.
+    if (!rec.stack) err.stack = `${err.name}: ${err.message}`;
     Object.defineProperty(err, CALL_KEY, { value: key });
     return err;
   }
@@ -2368,6 +2373,37 @@ function ignoreRejection(): void {}
  *  handed over as any outcome). */
 function keyMissing(err: unknown): boolean {
   return err instanceof PayloadKeyError && failedCallKey(err) === null;
+}
+
+/** Whether `wf` is what workflow() makes (ctx.child's second argument). */
+function isWorkflowObject(wf: unknown): wf is Workflow<unknown, unknown> {
+  const w = wf as Partial<Workflow<unknown, unknown>> | null | undefined;
+  return (
+    typeof w?.name === "string" &&
+    typeof w.version === "string" &&
+    typeof w.fn === "function" &&
+    typeof w.options === "object" &&
+    w.options !== null
+  );
+}
+
+/** The refusal of a ctx.child call given something else than a workflow. */
+function notAWorkflow(name: string, runId: string, wf: unknown): TypeError {
+  const got = wf === null ? "null" : typeof wf === "function" ? "a function" : typeof wf;
+  return new TypeError(
+    `ctx.child(${JSON.stringify(name)}) in run "${runId}": the second argument must be a workflow made with workflow() (got ${got})`,
+  );
+}
+
+/** A child's outcome as its result event carries it. */
+function childOutcomeOf(ev: EventRecord): ChildOutcome {
+  const sent = decode<{ output?: unknown; error?: ErrorRecord }>(ev.payload);
+  // The child's output, within the limit its release was held to: encoded again as it was
+  // (not held to the codec's default limit, nor to this engine's), as the childOutcome path
+  // records the child's stored output as it is.
+  return sent.error
+    ? { error: sent.error }
+    : { output: encode(sent.output, Number.POSITIVE_INFINITY) };
 }
 
 /** A child run that cannot be created whatever the store says: its input is refused by
