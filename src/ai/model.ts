@@ -42,7 +42,7 @@ import {
 } from "./call-record.js";
 import type { ModelLimits, SharedLimiter } from "./limiter.js";
 import { estimateTokens, lookupModel, type ModelPrice, spendOf, usedTokens } from "./pricing.js";
-import { providerError } from "./provider-errors.js";
+import { providerError, streamPartError } from "./provider-errors.js";
 import { RunStreamWriter } from "./run-stream.js";
 import type { CallOptions, LanguageModelV4, ModelObject, StreamPart, Usage } from "./sdk-types.js";
 
@@ -58,7 +58,7 @@ export interface ModelOptions extends StepOptions {
 
 /** What a durable model needs from the kit that made it. */
 export interface ModelRuntime {
-  clock: { now(): number };
+  clock: { now(): number; sleep(ms: number, signal?: AbortSignal): Promise<void> };
   prices: Readonly<Record<string, ModelPrice>> | undefined;
   limits: Readonly<Record<string, ModelLimits>> | undefined;
   limiter: SharedLimiter | undefined;
@@ -412,9 +412,11 @@ async function attempt(
         : await streamOnce(m, s, call, digest, meter);
     // Only a tokens-per-minute window needs the estimate corrected.
     if (rt.limiter && m.limits.tokensPerMinute !== undefined) {
-      await rt.limiter.settle(limitKey, grantId, usedTokens(meter.usage)).catch((err: unknown) => {
-        rt.log(`limiter "${limitKey}": the tokens of a call were not settled`, err);
-      });
+      await sideWork(
+        rt,
+        rt.limiter.settle(limitKey, grantId, usedTokens(meter.usage)),
+        `limiter "${limitKey}": the tokens of a call were not settled`,
+      );
     }
     return rec;
   } catch (err) {
@@ -490,7 +492,7 @@ async function streamOnce(
     for (;;) {
       const { done, value } = await reader.read();
       if (done) break;
-      if (value.type === "error") throw value.error;
+      if (value.type === "error") throw streamPartError(value.error, m.id);
       if (value.type === "finish") meter.usage = value.usage;
       writer?.push(value);
       addPart(parts, value);
@@ -504,9 +506,10 @@ async function streamOnce(
     reader.releaseLock();
     // The provider has answered (and charged): a stream that could not be stored
     // must not make the call run again.
-    await writer?.close().catch((err: unknown) => {
-      rt.log(`run "${ctx.runId}": parts of call "${name}" were not forwarded to its stream`, err);
-    });
+    if (writer) {
+      const problem = `run "${ctx.runId}": parts of call "${name}" were not forwarded to its stream`;
+      await sideWork(rt, writer.close(), problem);
+    }
   }
   withResponseMetadata(parts, callMetadata(m, s));
   return { d: digest, parts };
@@ -529,11 +532,40 @@ export function callerAborted(err: unknown): FatalError {
 async function providerFailure(m: DurableModel, err: unknown): Promise<unknown> {
   const { error, retryAfterMs } = providerError(err, m.id, m.rt.clock.now());
   if (m.rt.limiter && error instanceof RateLimitError && retryAfterMs) {
-    await m.rt.limiter.block(m.limitKey, retryAfterMs).catch((e: unknown) => {
-      m.rt.log(`limiter "${m.limitKey}": a provider's 429 was not shared with other runs`, e);
-    });
+    await sideWork(
+      m.rt,
+      m.rt.limiter.block(m.limitKey, retryAfterMs),
+      `limiter "${m.limitKey}": a provider's 429 was not shared with other runs`,
+    );
   }
   return error;
+}
+
+/** How long a call the provider has answered waits for the kit's store (its stream's last
+ *  parts, the limiter's settle or block) before it is recorded without it. */
+const SIDE_WORK_WAIT_MS = 5_000;
+
+/** Waits for work on the kit's store that must not fail the call, nor hold it: a store that
+ *  does not answer (a stalled connection) held the answered call until its step timed out,
+ *  and the provider was called, and paid, again; without a timeout, for ever. */
+async function sideWork(rt: ModelRuntime, work: Promise<void>, problem: string): Promise<void> {
+  const done = work.then(
+    () => true,
+    (err: unknown) => {
+      rt.log(problem, err);
+      return true;
+    },
+  );
+  const stop = new AbortController();
+  const late = rt.clock.sleep(SIDE_WORK_WAIT_MS, stop.signal).then(
+    () => false,
+    () => true,
+  );
+  const finished = await Promise.race([done, late]);
+  stop.abort();
+  if (!finished) {
+    rt.log(`${problem}: the store did not answer within ${SIDE_WORK_WAIT_MS / 1000} s`);
+  }
 }
 
 /** Fails the run with a divergence through the engine (lib/fail-run.ts): thrown into the

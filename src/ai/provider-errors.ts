@@ -66,6 +66,34 @@ export function providerError(
   return { error: err, retryAfterMs: undefined };
 }
 
+/** The error of a provider stream's error part, as an error to record: providers put their
+ *  event's error object there ({ type: "overloaded_error", message: "Overloaded" }), which
+ *  was recorded as the text String() makes of it, "[object Object]". */
+export function streamPartError(
+  err: unknown,
+  model: { provider: string; modelId: string },
+): unknown {
+  if (err instanceof Error || shapeOf(err)) return err;
+  return new Error(
+    `Provider "${model.provider}" (model "${model.modelId}") reported an error in its stream: ${describe(err)}`,
+    { cause: err },
+  );
+}
+
+/** A thrown value that is not an Error, as text: its message and type when it has them. */
+function describe(err: unknown): string {
+  if (typeof err === "string") return err;
+  const o = (typeof err === "object" && err !== null ? err : {}) as Record<string, unknown>;
+  const message = typeof o.message === "string" ? o.message : undefined;
+  const type = typeof o.type === "string" ? o.type : typeof o.code === "string" ? o.code : "";
+  if (message !== undefined) return type ? `${message} (${type})` : message;
+  try {
+    return JSON.stringify(err) ?? String(err);
+  } catch {
+    return Object.prototype.toString.call(err);
+  }
+}
+
 /** How long a response asks to wait, in ms: retry-after-ms, Retry-After (seconds or an
  *  HTTP date), else the latest of the provider's reset headers. */
 export function retryAfterFrom(

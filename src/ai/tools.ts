@@ -122,6 +122,7 @@ export function durableTools<TOOLS extends ToolSet>(
       `ai.tools() in run "${ctx.runId}": \`workspace\` must be a workspace the run opened (await ctx.workspace(name)), not ${ws === null ? "null" : typeof ws}`,
     );
   }
+  checkByTool(ctx, tools, options.byTool);
   const out: Record<string, unknown> = {};
   for (const [toolName, t] of Object.entries(tools)) {
     const stepOptions = optionsFor(options, toolName);
@@ -137,13 +138,21 @@ export function durableTools<TOOLS extends ToolSet>(
         ctx.effect(
           callName("tool", toolName, o.toolCallId),
           {
-            perform: (key, s) =>
-              effect.perform(input, {
-                idempotencyKey: key,
-                attempt: s.attempt,
-                toolCallId: o.toolCallId,
-                abortSignal: signalOf(s, o.abortSignal),
-              }),
+            perform: async (key, s) => {
+              try {
+                return await effect.perform(input, {
+                  idempotencyKey: key,
+                  attempt: s.attempt,
+                  toolCallId: o.toolCallId,
+                  abortSignal: signalOf(s, o.abortSignal),
+                });
+              } catch (err) {
+                // As for a plain tool (below): retried, the effect was reconciled and
+                // performed again with the caller's signal already aborted.
+                if (o.abortSignal?.aborted && !s.signal.aborted) throw callerAborted(err);
+                throw err;
+              }
+            },
             reconcile: (key) =>
               effect.reconcile(input, { idempotencyKey: key, toolCallId: o.toolCallId }),
           },
@@ -183,6 +192,19 @@ export function durableTools<TOOLS extends ToolSet>(
     out[toolName] = d;
   }
   return out as TOOLS;
+}
+
+/** A `byTool` entry must name a tool of the set: a misspelt one (`sendEmial`) was ignored,
+ *  and its tool ran with the shared options (a `maxAttempts: 1` meant for a tool that must
+ *  not run twice gave way to the default 3 attempts). */
+function checkByTool(ctx: WorkflowContext, tools: ToolSet, byTool: ToolsOptions["byTool"]): void {
+  for (const name of Object.keys(byTool ?? {})) {
+    if (!Object.hasOwn(tools, name)) {
+      throw new TypeError(
+        `ai.tools() in run "${ctx.runId}": byTool["${name}"] names no tool of this set (${Object.keys(tools).join(", ") || "none"}); check its spelling`,
+      );
+    }
+  }
 }
 
 function optionsFor(options: ToolsOptions, toolName: string): StepOptions {

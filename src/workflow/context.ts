@@ -1292,8 +1292,9 @@ export class Context {
   /** The error a call's failure outcome hands to the workflow, marked with its key. */
   private callError(key: string, rec: ErrorRecord): Error {
     const err = errorFromRecord(rec);
-    // A record without a stack (a child's failure, a refusal) would get one made here, naming
-    // the path that handed it over: not the same on the first execution and on a replay.
+    // A record without a stack (a child's failure, a refusal, a thrown value that was no
+    // Error) would get one made here, naming the frames that rebuilt it: not the same on the
+    // first execution and on a replay.
     if (!rec.stack) err.stack = `${err.name}: ${err.message}`;
     Object.defineProperty(err, CALL_KEY, { value: key });
     return err;
