@@ -6,6 +6,7 @@
 import { amountNameProblem } from "../lib/amounts.js";
 import { MAX_DURATION_MS } from "../lib/duration.js";
 import { checkText } from "../lib/text.js";
+import { isCallName } from "../workflow/context.js";
 import type { EngineOptions } from "./engine.js";
 
 const RUN_ID = /^\S.{0,255}$/s;
@@ -53,6 +54,13 @@ export function checkEventName(name: unknown, runId: string): asserts name is st
     );
   }
   checkText(name, `sendEvent(): event name for run "${runId}"`);
+  // A wait's name is a call name: an event no wait can be named for would be stored,
+  // count against maxPendingEventsPerRun, and never be delivered.
+  if (!isCallName(name)) {
+    throw new TypeError(
+      `sendEvent(): event name ${JSON.stringify(name)} for run "${runId}" is one no wait can have, so it would never be delivered; names have no "#" and do not start with "@" or a space`,
+    );
+  }
 }
 
 /** A cancel reason: text a person reads, stored with the run. */

@@ -1,7 +1,7 @@
 // Acting on a run: send it an event, cancel it, resume it (with a raised budget), fork it
 // from a step. Each needs the "act" role.
 
-import { checkBudget } from "../../engine/validate.js";
+import { checkBudget, checkEventName } from "../../engine/validate.js";
 import { isWorkflowName } from "../../workflow/define.js";
 import { HttpError, quote } from "../errors.js";
 import { eventJson, runJson } from "../json.js";
@@ -52,6 +52,7 @@ const sendEvent = route({
     if (name.startsWith("cairn.")) {
       throw new HttpError(400, "VALIDATION", 'Event names starting with "cairn." are reserved');
     }
+    engineCheck(() => checkEventName(name, params.id!));
     const key = query["idempotency-key"] as string | undefined;
     const sent = await deps.engine.sendEvent(
       params.id!,

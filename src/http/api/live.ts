@@ -103,7 +103,7 @@ const liveRun = route({
     'Events: "snapshot" {run, steps, events}, then "run" {run}, "step" {step} (a step that ' +
     'appeared or changed: an attempt, a retry, completion), "run-event" {event} (sent or ' +
     'consumed), and "problem" as for /live/runs. Reconnect with Last-Event-ID to resume. ' +
-    'A run deleted meanwhile is sent as "run" {run: null}, and the stream ends.',
+    'A run deleted meanwhile is sent as "run" {run: null} (or a "snapshot" whose run is null), and the stream ends.',
   tag: "live",
   access: "read",
   params: RUN_ID_PARAM,
@@ -120,14 +120,15 @@ const liveRun = route({
       () => runFeed(deps.engine, id),
       query["last-event-id"] as string | undefined,
       // The run was deleted (retention): its stream ends rather than poll a run that is
-      // gone for as long as a page stays open (reconnecting, the client gets a 404). Only
-      // a change read now says so: a snapshot may be the reading of a watcher nobody
-      // listened to for a while (a run deleted, then started again under its id). And only
-      // once the store says the run is gone: the change may be replayed from the watcher's
-      // ring to a client reconnecting with an older Last-Event-ID, after the run was
-      // started again (a store that cannot be read keeps the stream open).
+      // gone for as long as a page stays open (reconnecting, the client gets a 404). Said
+      // by a change, or by a snapshot (a run deleted between the check above and the
+      // watcher's first read never changes again), but only once the store says the run
+      // is gone: the snapshot may be the reading of a watcher nobody listened to for a
+      // while, and a change may be replayed from its ring to a client reconnecting with an
+      // older Last-Event-ID, after the run was started again under its id (a store that
+      // cannot be read keeps the stream open).
       (e) =>
-        e.event === "run" &&
+        (e.event === "run" || e.event === "snapshot") &&
         (e.data as { run?: unknown }).run === null &&
         deps.engine.getRun(id).then((run) => run === undefined),
     );

@@ -130,6 +130,54 @@ function checkStrings(schema: JsonSchema, value: unknown, where: string): void {
   }
 }
 
+/** The first run of percent-escapes in `raw` that is not UTF-8 (a cut emoji "%F0%9F", a
+ *  Latin-1 "%E9", a lone surrogate "%ED%A0%80"): Hono hands such a run over undecoded,
+ *  as its literal text, which would be stored as a name nobody sent. */
+function undecodable(raw: string): string | undefined {
+  for (const run of raw.match(/(?:%[0-9A-Fa-f]{2})+/g) ?? []) {
+    try {
+      decodeURIComponent(run);
+    } catch {
+      return run;
+    }
+  }
+  return undefined;
+}
+
+function notUtf8(where: string, run: string): HttpError {
+  return new HttpError(
+    400,
+    "VALIDATION",
+    `${where} holds percent-encoded bytes that are not UTF-8 (${quote(run, 40)}): invalid Unicode; percent-encode the text's UTF-8 bytes. Nothing was done`,
+  );
+}
+
+/** Refuses a path whose percent-encoding does not decode, naming the parameter it is in. */
+function checkPathEncoding(c: Context, names: string[]): void {
+  const run = undecodable(new URL(c.req.url).pathname);
+  if (run === undefined) return;
+  const name = names.find((n) => c.req.param(n)?.includes(run));
+  throw notUtf8(name === undefined ? "The URL path" : `path parameter ${quote(name)}`, run);
+}
+
+/** Refuses a value of one of the query parameters `names` whose percent-encoding does not
+ *  decode (c.req.query would hand it over undecoded). */
+function checkQueryEncoding(c: Context, names: string[]): void {
+  const search = new URL(c.req.url).search.slice(1);
+  for (const pair of search.split("&")) {
+    const eq = pair.indexOf("=");
+    const run = eq < 0 ? undefined : undecodable(pair.slice(eq + 1));
+    if (run === undefined) continue;
+    let name = pair.slice(0, eq).replace(/\+/g, " ");
+    try {
+      name = decodeURIComponent(name);
+    } catch {
+      // a name that does not decode names no parameter of ours
+    }
+    if (names.includes(name)) throw notUtf8(`query parameter ${quote(name)}`, run);
+  }
+}
+
 function parseParam(name: string, raw: string, spec: ParamSpec, where: string): unknown {
   const schema = spec.schema.json;
   checkText(raw, `${where} ${quote(name)}`, (schema.maxLength as number | undefined) ?? 1_000);
@@ -154,6 +202,7 @@ function parseParam(name: string, raw: string, spec: ParamSpec, where: string): 
 
 /** Parses the query parameters `specs` describes (the dashboard's pages use the API's). */
 export function readQuery(c: Context, specs: Record<string, ParamSpec>): Record<string, unknown> {
+  checkQueryEncoding(c, Object.keys(specs));
   const query: Record<string, unknown> = {};
   for (const [name, spec] of Object.entries(specs)) {
     const raw = c.req.query(name);
@@ -167,6 +216,8 @@ export async function readInput(
   r: Route,
   c: Context<AppEnv>,
 ): Promise<Omit<RouteInput<unknown>, "deps" | "c">> {
+  checkPathEncoding(c, Object.keys(r.params ?? {}));
+  checkQueryEncoding(c, Object.keys(r.query ?? {}));
   const params: Record<string, string> = {};
   for (const [name, spec] of Object.entries(r.params ?? {})) {
     const raw = c.req.param(name) ?? "";

@@ -81,6 +81,8 @@ class Watcher<S> {
   private polling = false;
   private failing = false;
   private closed = false;
+  /** The error that said the engine has closed (a poll found it). */
+  private closedBy: unknown;
 
   constructor(
     private readonly feed: Feed<S>,
@@ -90,6 +92,10 @@ class Watcher<S> {
 
   /** Sends `listener` what it missed (or a snapshot), then every new event. */
   async subscribe(lastEventId: string | undefined, listener: Listener): Promise<() => void> {
+    // A lingering watcher holds what it read before everyone left, maybe long ago: it polls
+    // once first (its changes go to the ring, as any poll's), so a newcomer's snapshot is
+    // not older than the page it came from, and a returning client gets what it missed.
+    const stale = this.lingerTimer !== undefined && this.state !== undefined;
     if (this.lingerTimer) clearTimeout(this.lingerTimer);
     this.lingerTimer = undefined;
     // Counted at once, so the watcher is not dropped while the first reading is made.
@@ -104,6 +110,9 @@ class Watcher<S> {
         } finally {
           if (this.loading === loading) this.loading = undefined;
         }
+      } else if (stale && !this.polling) {
+        await this.poll();
+        if (this.closedBy !== undefined) throw this.closedBy;
       }
     } catch (err) {
       this.leave(placeholder);
@@ -199,6 +208,7 @@ class Watcher<S> {
     } catch (err) {
       if (isEngineClosed(err)) {
         // Every stream is told, and ends (api/live.ts); this watcher stops polling.
+        this.closedBy = err;
         this.notify({ event: "problem", data: ENGINE_CLOSED_PROBLEM });
         this.close();
         this.drop();
