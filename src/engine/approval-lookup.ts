@@ -21,8 +21,8 @@ export async function loadApprovals(
   return { records, views: records.map((r) => toApprovalView(r, run?.status, now)) };
 }
 
-/** The approval `name` names: its key, or the pending approval of that name (else the
- *  latest of that name). */
+/** The approval `name` names: the pending one whose key or name it is, else the one whose
+ *  key it is, else the latest of that name. */
 export async function findApproval(
   store: Store,
   runId: string,
@@ -30,7 +30,9 @@ export async function findApproval(
 ): Promise<ApprovalRecord> {
   const { records } = await loadApprovals(store, runId);
   const exact = records.find((r) => r.key === name);
-  if (exact) return exact;
+  if (exact?.status === "pending") return exact;
+  // The first asking's key is its name: in a loop ("merge", then "merge#2"), the name means
+  // the asking that waits, not the first one, long answered.
   const named = records.filter((r) => r.name === name);
   const pending = named.filter((r) => r.status === "pending");
   if (pending.length > 1) {
@@ -38,7 +40,7 @@ export async function findApproval(
       `Run "${runId}" has ${pending.length} pending approvals named "${name}" (${pending.map((r) => `"${r.key}"`).join(", ")}); give the key`,
     );
   }
-  const found = pending[0] ?? named.at(-1);
+  const found = pending[0] ?? exact ?? named.at(-1);
   if (!found) {
     const known = records.map((r) => `"${r.key}"`).join(", ");
     throw new ApprovalNotFoundError(

@@ -194,6 +194,7 @@ export class Execution {
       requestApproval: async (p) => {
         const res = await store.requestApproval({ ...p, runId: run.id, epoch: run.epoch });
         if (!res.ok) throw leaseTakenOver(run.id, run.epoch);
+        return { deadline: res.approval.deadline };
       },
     };
   }

@@ -67,7 +67,8 @@ export interface ApprovalVerbs {
     onTimeout: "approve" | "reject";
     /** The call executes again after a resume replaced the failure it ended with (an answer
      *  its schema refused): a decided approval whose answer was consumed is asked again
-     *  (pending, its answer cleared). Without it, a decided approval stays as it is. */
+     *  (pending, its answer cleared, with this request's requestedAt and deadline). Without
+     *  it, a decided approval stays as it is. */
     reopen?: boolean;
   }): Promise<RequestApprovalOutcome>;
 

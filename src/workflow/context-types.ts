@@ -50,7 +50,7 @@ export interface ApprovalOptions<R = unknown, A = unknown> {
    *  shown by `cairn show`, the dashboard and the approval link's page. */
   request: R;
   /** How long to wait for an answer (default: no limit). Counted from when the approval
-   *  was first requested, on any replay. */
+   *  was first requested, on any replay (an asking a resume reopens: from the resume). */
   timeout?: Duration;
   /** The decision taken when the timeout passes (default "reject"). */
   onTimeout?: "approve" | "reject";

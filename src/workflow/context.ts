@@ -69,7 +69,12 @@ import type {
   StepRecord,
 } from "../store/store.js";
 import type { Workspace, WorkspaceOptions } from "../workspace/types.js";
-import { checkWorkspaceName, WorkspaceHandle, type WorkspaceHost } from "../workspace/workspace.js";
+import {
+  checkWorkspaceName,
+  WorkspaceHandle,
+  type WorkspaceHost,
+  workspaceOverlap,
+} from "../workspace/workspace.js";
 import { type ApprovalAnswer, answeredApproval, timedOutApproval } from "./approval-outcome.js";
 import {
   type CallNode,
@@ -208,7 +213,7 @@ export interface ContextHost {
     deadline: number | null;
     onTimeout: "approve" | "reject";
     reopen?: boolean;
-  }): Promise<void>;
+  }): Promise<{ deadline: number | null } | undefined>;
 }
 
 /** One call this execution made: where it stands, and its recorded outcome if any. */
@@ -340,8 +345,8 @@ export class Context {
   private readonly chargedCrash = new Set<string>();
   /** Open workspaces by name (ctx.workspace); a name opens once per run. */
   private readonly workspaces = new Map<string, WorkspaceHandle | undefined>();
-  /** The directory of each workspace opened (or being opened), by name. */
-  private readonly workspaceDirs = new Map<string, string>();
+  /** Each workspace opened (or being opened), by name: their directories must not overlap. */
+  private readonly workspaceDirs = new Map<string, WorkspaceHandle>();
   /** New calls made inside a cascade start once it is over (after the divergence check). */
   private afterCascade: Array<() => void> = [];
   /** New calls waiting for a stalled replay's verdict (beforeExecute). */
@@ -816,18 +821,25 @@ export class Context {
     const encoded = this.encodeApprovalRequest(call, request);
     if (typeof encoded !== "string") return this.recordError(call, encoded, startedAt);
     const extra = { event: eventName, onTimeout };
-    const { deadline, fresh } = this.waitDeadline(call, intent, startedAt, timeoutMs, extra);
-    if (fresh) await this.commit({ intents: [fresh] });
+    const waited = this.waitDeadline(call, intent, startedAt, timeoutMs, extra);
+    if (waited.fresh) await this.commit({ intents: [waited.fresh] });
+    // A resume asks an asking its answer failed anew, with a deadline of its own from now
+    // (the first one may be long past: the run would take onTimeout, asking nobody). The
+    // store keeps the one the first execution of this asking wrote, and says which it is.
+    const reopen = this.journal.replacedFailures.has(call.key);
+    const anew = reopen && timeoutMs !== undefined;
+    const askedAt = anew ? this.host.clock.now() : startedAt;
     // Idempotent: after a crash between the intent and this, the next execution asks again.
-    await this.storeApproval({
+    const stored = await this.storeApproval({
       key: call.key,
       name,
       request: encoded,
-      requestedAt: startedAt,
-      deadline,
+      requestedAt: askedAt,
+      deadline: anew ? askedAt + (timeoutMs as number) : waited.deadline,
       onTimeout,
-      ...(this.journal.replacedFailures.has(call.key) && { reopen: true }),
+      ...(reopen && { reopen: true }),
     });
+    const deadline = reopen && stored ? stored.deadline : waited.deadline;
     let reloaded = false;
     for (;;) {
       // As in waitForEvent: past the deadline, only an answer stored by then counts, and the
@@ -844,7 +856,7 @@ export class Context {
           }
           if (!checked.ok) {
             const err = new InputValidationError(
-              `The answer to approval "${call.key}" of run "${this.host.runId}" (${sent.decision} by ${sent.by}) is invalid: ${checked.detail}`,
+              `The answer to approval "${call.key}" of run "${this.host.runId}" (${sent.decision} by ${sent.by}) is invalid: ${checked.detail}. It must be answered again: a run this error fails asks anew once resumed (cairn resume ${JSON.stringify(this.host.runId)})`,
               checked.issues,
             );
             return this.recordError(call, toErrorRecord(err), startedAt, { consume });
@@ -921,9 +933,9 @@ export class Context {
 
   private async storeApproval(
     p: Parameters<NonNullable<ContextHost["requestApproval"]>>[0],
-  ): Promise<void> {
-    if (!this.host.requestApproval) return;
-    await this.active0(this.host.requestApproval(p));
+  ): Promise<{ deadline: number | null } | undefined> {
+    if (!this.host.requestApproval) return undefined;
+    return this.active0(this.host.requestApproval(p));
   }
 
   private child<O>(name: string, wf: Workflow<unknown, unknown>, input: unknown): Promise<O> {
@@ -1067,19 +1079,28 @@ export class Context {
     this.workspaces.set(name, undefined);
     let ws: WorkspaceHandle;
     try {
-      ws = new WorkspaceHandle(name, this.api, this.host.workspace, options);
-      // Two workspaces on one directory would each restore it to their own checkpoint.
-      const other = [...this.workspaceDirs].find(([, dir]) => dir === ws.dir);
-      if (other) {
-        throw new TypeError(
-          `ctx.workspace("${name}") in run "${this.host.runId}": its directory "${ws.dir}" is the directory of workspace "${other[0]}" of this run; give each workspace a directory of its own`,
-        );
+      ws = new WorkspaceHandle(
+        name,
+        this.api,
+        this.host.workspace,
+        options,
+        () => currentScope(this).bodyOf !== undefined,
+      );
+      // Two workspaces on one directory (or one inside the other's) would each restore it
+      // to their own checkpoint.
+      for (const other of this.workspaceDirs.values()) {
+        const why = workspaceOverlap(other, ws);
+        if (why) {
+          throw new TypeError(
+            `ctx.workspace("${name}") in run "${this.host.runId}": ${why}; give each workspace a directory of its own`,
+          );
+        }
       }
     } catch (err) {
       this.workspaces.delete(name);
       throw err;
     }
-    this.workspaceDirs.set(name, ws.dir);
+    this.workspaceDirs.set(name, ws);
     await ws.open();
     this.workspaces.set(name, ws);
     return ws;

@@ -22,6 +22,12 @@ export interface RuleSet {
 
 export const DEFAULT_IGNORE = ["node_modules", ".git"];
 
+/** cairn's own state (the default SQLite store .cairn/cairn.db, workspaces under
+ *  .cairn/workspaces), ignored even with defaultIgnore: false. A workspace on a project's
+ *  directory held its store: a restore rewrote the database files under the open
+ *  connection, and the store was damaged. */
+export const CAIRN_IGNORE = [".cairn"];
+
 // A pattern is compiled to a sequence of tokens and matched by simulating the automaton over
 // the path, one character at a time: time linear in path x pattern, whatever the pattern.
 // (A regular expression backtracks: "*a*a*a*a*a*a*a*a*b" in a .gitignore of a cloned
@@ -72,22 +78,66 @@ function globTokens(glob: string): Token[] {
     } else if (c === "?") {
       out.push({ k: "one" });
     } else if (c === "[") {
-      const close = glob.indexOf("]", i + 2);
-      if (close < 0) {
+      const cls = classToken(glob, i);
+      if (!cls) {
         out.push({ k: "lit", c: "[" });
         continue;
       }
-      let cls = glob.slice(i + 1, close);
-      const negated = cls.startsWith("!") || cls.startsWith("^");
-      if (negated) cls = cls.slice(1);
-      cls = cls.replace(/\\/g, "\\\\").replace(/\]/g, "\\]");
-      out.push({ k: "cls", re: new RegExp(`^[${negated ? "^" : ""}${cls}]$`, "s") });
-      i = close;
+      out.push(cls.token);
+      i = cls.end;
     } else {
       out.push({ k: "lit", c });
     }
   }
   return out;
+}
+
+/** The POSIX classes git's wildmatch knows ("[[:digit:]]"), as regular expression ranges. */
+const POSIX_CLASSES: Record<string, string> = {
+  alnum: "A-Za-z0-9",
+  alpha: "A-Za-z",
+  blank: " \\t",
+  cntrl: "\\x00-\\x1f\\x7f",
+  digit: "0-9",
+  graph: "\\x21-\\x7e",
+  lower: "a-z",
+  print: "\\x20-\\x7e",
+  punct: "!-\\/:-@\\[-`{-~",
+  space: " \\t\\n\\r\\f\\v",
+  upper: "A-Z",
+  xdigit: "0-9A-Fa-f",
+};
+
+/** The "[...]" class opening at glob[i], as git reads it: "!" or "^" negates, a "]" first is
+ *  a member, "\\x" is x, "[:digit:]" a POSIX class; and the index of its "]". Undefined
+ *  when it never closes (the "[" is then a literal). Throws on an invalid range. */
+function classToken(glob: string, i: number): { token: Token; end: number } | undefined {
+  let j = i + 1;
+  const negated = glob[j] === "!" || glob[j] === "^";
+  if (negated) j++;
+  const member = (ch: string) => (/[\\\][^-]/.test(ch) ? `\\${ch}` : ch);
+  let src = "";
+  for (const first = j; j < glob.length; ) {
+    const c = glob[j]!;
+    if (c === "]" && j > first) {
+      return {
+        token: { k: "cls", re: new RegExp(`^[${negated ? "^" : ""}${src}]$`, "s") },
+        end: j,
+      };
+    }
+    const posix = c === "[" && glob[j + 1] === ":" ? /^\[:([a-z]+):\]/.exec(glob.slice(j)) : null;
+    if (posix && POSIX_CLASSES[posix[1]!] !== undefined) {
+      src += POSIX_CLASSES[posix[1]!];
+      j += posix[0].length;
+    } else if (c === "\\" && j + 1 < glob.length) {
+      src += member(glob[j + 1]!);
+      j += 2;
+    } else {
+      src += c === "-" ? "-" : member(c);
+      j++;
+    }
+  }
+  return undefined;
 }
 
 /** A matcher of whole paths for `tokens` (code unit by code unit, as a regular expression
@@ -148,7 +198,8 @@ function matcher(tokens: Token[]): (path: string) => boolean {
             if (c !== "/") nlen = close(next, nlen, 2 * (i + 1));
             break;
           case "cls":
-            if (t.re.test(c)) nlen = close(next, nlen, 2 * (i + 1));
+            // As "?" and "*", a class never matches the separator (git's FNM_PATHNAME).
+            if (c !== "/" && t.re.test(c)) nlen = close(next, nlen, 2 * (i + 1));
             break;
           case "star":
             if (c !== "/") nlen = close(next, nlen, 2 * i);
@@ -174,8 +225,8 @@ function matcher(tokens: Token[]): (path: string) => boolean {
 export function parseIgnore(text: string, base = ""): RuleSet {
   const rules: Rule[] = [];
   for (const raw of text.split(/\r?\n/)) {
-    // Trailing spaces are dropped unless escaped.
-    let line = raw.replace(/(?<!\\)\s+$/, "");
+    // Trailing spaces are dropped unless escaped (spaces only: git keeps a trailing tab).
+    let line = raw.replace(/(?<!\\) +$/, "");
     if (line === "" || line.startsWith("#")) continue;
     let negate = false;
     if (line.startsWith("!")) {

@@ -11,7 +11,7 @@ import { lstatSync, readdirSync, readFileSync, readlinkSync, statSync } from "no
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { WorkspaceError } from "../errors.js";
-import { DEFAULT_IGNORE, isIgnored, parseIgnore, type RuleSet } from "./ignore.js";
+import { CAIRN_IGNORE, DEFAULT_IGNORE, isIgnored, parseIgnore, type RuleSet } from "./ignore.js";
 import { type Entry, hashObject, type Snapshot } from "./tree.js";
 
 export interface DiskEntry {
@@ -34,9 +34,11 @@ export interface IgnoreOptions {
   gitignore?: boolean;
 }
 
-/** The workspace's own rule set: defaults and option patterns, below every .gitignore. */
+/** The workspace's own rule set: cairn's state, defaults and option patterns, below every
+ *  .gitignore. */
 export function baseRules(o: IgnoreOptions): RuleSet[] {
-  const lines = [...(o.defaultIgnore === false ? [] : DEFAULT_IGNORE), ...(o.ignore ?? [])];
+  const defaults = o.defaultIgnore === false ? [] : DEFAULT_IGNORE;
+  const lines = [...CAIRN_IGNORE, ...defaults, ...(o.ignore ?? [])];
   return [parseIgnore(lines.join("\n"))];
 }
 

@@ -168,6 +168,12 @@ export async function readTrees(
           cause: err,
         });
       }
+      const bad = badTreeEntry(entries);
+      if (bad) {
+        throw new WorkspaceError(
+          `Workspace object ${hash} is not a directory listing cairn writes (${bad}): the stored checkpoint ${root} is damaged or forged, and is not restored`,
+        );
+      }
       for (const e of entries) {
         const p = path === "" ? e[0] : `${path}/${e[0]}`;
         if (e[1] === "f") {
@@ -185,6 +191,35 @@ export async function readTrees(
     level = next;
   }
   return { snapshot, holds };
+}
+
+/** Why a parsed tree is not one buildTrees makes, if it is not. Its hash only proves it is
+ *  what was stored: a restore joins each name to a path and sets each mode, so a name that
+ *  is not one path segment ("..", "a/b") would write outside the workspace, and a mode
+ *  beyond the permission bits would set setuid. */
+function badTreeEntry(entries: unknown): string | undefined {
+  if (!Array.isArray(entries)) return "not a list";
+  const seen = new Set<string>();
+  for (const e of entries as unknown[]) {
+    if (!Array.isArray(e) || typeof e[0] !== "string") return "an entry without a name";
+    const [name, type] = e as [string, unknown];
+    if (name === "" || name === "." || name === ".." || /[/\0]/.test(name)) {
+      return `the entry name ${JSON.stringify(name)}`;
+    }
+    if (seen.has(name)) return `the name ${JSON.stringify(name)} twice`;
+    seen.add(name);
+    const modeOk = (m: unknown) =>
+      Number.isInteger(m) && (m as number) >= 0 && (m as number) <= 0o777;
+    const ok =
+      type === "l"
+        ? typeof e[2] === "string"
+        : (type === "f" || type === "d") &&
+          modeOk(e[2]) &&
+          typeof e[3] === "string" &&
+          (type === "d" || (Number.isSafeInteger(e[4]) && (e[4] as number) >= 0));
+    if (!ok) return `the entry ${JSON.stringify(name)} of type ${JSON.stringify(type)}`;
+  }
+  return undefined;
 }
 
 /** A file or symlink that differs between two snapshots. */

@@ -9,7 +9,8 @@ export interface WorkspaceOptions {
   /** Patterns to ignore (.gitignore syntax, relative to the directory), besides the
    *  defaults and the directory's own .gitignore files. */
   ignore?: readonly string[];
-  /** Ignore node_modules and .git wherever they are (default true). */
+  /** Ignore node_modules and .git wherever they are (default true). `.cairn` (cairn's own
+   *  store and workspaces) is ignored either way. */
   defaultIgnore?: boolean;
   /** Honour .gitignore files in the directory (default true). */
   gitignore?: boolean;

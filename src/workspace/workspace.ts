@@ -21,13 +21,22 @@
 // - Changes made to the directory outside workspace steps are not part of the state: the
 //   next restore undoes them (first run and resume alike).
 
+import { realpathSync } from "node:fs";
 import { chmod, lstat, mkdir, readdir, rmdir, unlink, writeFile } from "node:fs/promises";
-import { dirname, join, resolve as resolvePath } from "node:path";
+import {
+  basename,
+  dirname,
+  isAbsolute,
+  join,
+  relative,
+  resolve as resolvePath,
+  sep,
+} from "node:path";
 import { NonDeterminismError, WorkspaceError } from "../errors.js";
 import { failRunWith } from "../lib/fail-run.js";
 import type { WorkspaceObject } from "../store/workspace-records.js";
 import type { StepContext, StepOptions, WorkflowContext } from "../workflow/context-types.js";
-import type { RuleSet } from "./ignore.js";
+import { isIgnored, type RuleSet } from "./ignore.js";
 import { restoreTo } from "./restore.js";
 import { baseRules, StatCache, scanForCheckpoint } from "./scan.js";
 import {
@@ -136,6 +145,8 @@ export class WorkspaceHandle implements Workspace {
     private readonly ctx: WorkflowContext,
     private readonly host: WorkspaceHost | undefined,
     options: WorkspaceOptions,
+    /** Whether the caller is inside a step's body (where calls do not nest). */
+    private readonly inStepBody: () => boolean = () => false,
   ) {
     checkOptions(name, options);
     const dir = options.dir ?? join(host?.root ?? ".cairn/workspaces", runDirName(ctx.runId), name);
@@ -183,6 +194,9 @@ export class WorkspaceHandle implements Workspace {
       this.current = v.checkpoint;
       return v.value;
     };
+    // Inside a step's body, waiting for the steps before it would wait for that body (a
+    // ws.step in a ws.step hung for ever): ctx.step refuses the nesting at once instead.
+    if (this.inStepBody()) return run();
     const mine = this.pending === 0 ? run() : this.tail.then(run);
     this.pending++;
     const settled = mine.then(
@@ -193,6 +207,14 @@ export class WorkspaceHandle implements Workspace {
       this.pending--;
     });
     return mine;
+  }
+
+  /** Whether the directory at `rel` (relative to this one's, "/"-separated, not "") is part
+   *  of its state: no ancestor of it, up to this directory, is ignored by the workspace's
+   *  own patterns (options and defaults: .gitignore files are content a step may change). */
+  keeps(rel: string): boolean {
+    const parts = rel.split("/");
+    return parts.every((_, i) => !isIgnored(this.rules, parts.slice(0, i + 1).join("/"), true));
   }
 
   /** The frontier check of the context: restore before another call executes? */
@@ -530,6 +552,41 @@ async function emptyManagedDir(dir: string): Promise<void> {
     }
   };
   await empty(Buffer.from(dir));
+}
+
+/** Why workspace `b` cannot be opened next to `a` in one run, if it cannot: the same
+ *  directory, or one inside the other that the outer one keeps (does not ignore). Each
+ *  would restore the shared part to its own checkpoint, undoing the other's steps. */
+export function workspaceOverlap(a: WorkspaceHandle, b: WorkspaceHandle): string | undefined {
+  // Compared as the restore writes them: a symlinked directory (or ancestor) is followed.
+  const [ra, rb] = [realDir(a.dir), realDir(b.dir)];
+  if (ra === rb) return `its directory "${b.dir}" is the directory of workspace "${a.name}"`;
+  const inA = below(ra, rb);
+  if (inA !== undefined && a.keeps(inA)) {
+    return `its directory "${b.dir}" is inside the directory of workspace "${a.name}" ("${a.dir}"), which does not ignore it (ignore: ["${inA}"] in workspace "${a.name}" leaves it to "${b.name}")`;
+  }
+  const inB = below(rb, ra);
+  if (inB !== undefined && b.keeps(inB)) {
+    return `the directory of workspace "${a.name}" ("${a.dir}") is inside its directory "${b.dir}", which does not ignore it (ignore: ["${inB}"] in workspace "${b.name}" leaves it to "${a.name}")`;
+  }
+  return undefined;
+}
+
+/** `inner` relative to `outer` ("/"-separated) when it is strictly inside it. */
+function below(outer: string, inner: string): string | undefined {
+  const rel = relative(outer, inner);
+  if (rel === "" || rel === ".." || rel.startsWith(`..${sep}`) || isAbsolute(rel)) return undefined;
+  return rel.split(sep).join("/");
+}
+
+/** An absolute directory with the symlinks of its longest existing ancestor resolved. */
+function realDir(dir: string): string {
+  try {
+    return realpathSync(dir);
+  } catch {
+    const parent = dirname(dir);
+    return parent === dir ? dir : join(realDir(parent), basename(dir));
+  }
 }
 
 function countFiles(s: Snapshot): number {

@@ -52,12 +52,13 @@ export function requestApproval(
       // Asked again only once its answer was consumed (see the SQLite store).
       const reopened = await tx.query<ApprovalRow>(
         `UPDATE ${f.approvals} SET status = 'pending', answered_at = NULL, answered_by = NULL,
-            comment = NULL, answer = NULL, via = NULL, token_id = NULL
+            comment = NULL, answer = NULL, via = NULL, token_id = NULL, requested_at = $4,
+            deadline = $5
           WHERE run_id = $1 AND key = $2 AND status <> 'pending'
             AND NOT EXISTS (SELECT 1 FROM ${ctx.t.events} WHERE run_id = $1 AND name = $3
                               AND consumed_by IS NULL)
           RETURNING ${COLUMNS}`,
-        [p.runId, p.key, `cairn.approval:${p.key}`],
+        [p.runId, p.key, `cairn.approval:${p.key}`, p.requestedAt, p.deadline],
       );
       const row = reopened.rows[0];
       if (row) return { ok: true, approval: approvalFromRow(row), created: false };

@@ -36,13 +36,15 @@ export function requestApproval(
     if (p.reopen && inserted.changes === 0) {
       // Asked again only once its answer was consumed: an answer given since (its event
       // still unconsumed) is not wiped by a repeat of this request after a crash.
+      // The new asking's time and deadline are the ones its first request gives.
       prepare(
         `UPDATE approvals SET status = 'pending', answered_at = NULL, answered_by = NULL,
-           comment = NULL, answer = NULL, via = NULL, token_id = NULL
+           comment = NULL, answer = NULL, via = NULL, token_id = NULL, requested_at = ?,
+           deadline = ?
          WHERE run_id = ? AND key = ? AND status <> 'pending'
            AND NOT EXISTS (SELECT 1 FROM events WHERE run_id = ? AND name = ?
                              AND consumed_by IS NULL)`,
-      ).run(p.runId, p.key, p.runId, `cairn.approval:${p.key}`);
+      ).run(p.requestedAt, p.deadline, p.runId, p.key, p.runId, `cairn.approval:${p.key}`);
     }
     const row = find(prepare, p.runId, p.key);
     if (!row) throw new Error(`approval "${p.key}" of run "${p.runId}" vanished mid-write`);
