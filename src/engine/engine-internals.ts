@@ -7,6 +7,7 @@ import { EngineClosedError, StoreError } from "../errors.js";
 import { newId } from "../lib/ids.js";
 import { neverThrows } from "../lib/never-throws.js";
 import type { Workflow } from "../workflow/define.js";
+import { cancelChildren } from "./cancel-children.js";
 import { Committer } from "./committer.js";
 import type { EngineConfig } from "./engine-config.js";
 import { EngineOpening } from "./engine-open.js";
@@ -63,6 +64,10 @@ export function createEngineInternals(
           ...executionDeps(config, committer, workerId),
           startChild: (parentId, childId, wf, input) =>
             startChildRun(internals!, parentId, childId, wf, input),
+          cancelChildren: (runId, reason) =>
+            cancelChildren(config.store, runId, reason, (child, why) =>
+              internals?.worker?.active.get(child)?.cancel(why),
+            ),
         },
         // Wakes result() with the run as the release left it (durable): no read needed.
         (runId, run) => waiters.wake(runId, run),

@@ -38,6 +38,9 @@ export interface ExecutionDeps {
   workspaceRoot: string;
   /** False once the worker has gone a whole lease without renewing (see Worker). */
   leaseFresh?(): boolean;
+  /** A run released canceled: its unfinished children are canceled with it (a child it
+   *  started after engine.cancel had canceled the others). */
+  cancelChildren?(runId: string, reason: string): Promise<void>;
 }
 
 export class Execution {
@@ -290,6 +293,11 @@ export class Execution {
     this.released = res.run;
     this.reportRelease(res.run.status, release);
     this.trace.end(res.run.status, res.run.status === "failed" ? release.error : null);
+    if (res.run.status === "canceled" && this.deps.cancelChildren) {
+      await this.deps.cancelChildren(res.run.id, res.run.reason ?? "").catch((err: unknown) => {
+        this.deps.log(`run "${this.runId}": canceling its children failed`, err);
+      });
+    }
   }
 
   /** The engine closes and nothing is in flight: the ctx.now/random/uuid records land

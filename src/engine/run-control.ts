@@ -4,6 +4,7 @@
 
 import { RunConflictError, runNotFound } from "../errors.js";
 import type { Amounts } from "../store/store.js";
+import { cancelChildren } from "./cancel-children.js";
 import { canceledChildEvent } from "./child-result.js";
 import type { RunHandle } from "./engine.js";
 import { type EngineInternals, ready } from "./engine-internals.js";
@@ -26,6 +27,10 @@ export async function cancelRun(
   }
   if (res.state === "requested") internals.worker?.active.get(id)?.cancel(reason);
   internals.waiters.wake(id);
+  // The first reason given is the one the run ends with (and its children cite).
+  await cancelChildren(internals.config.store, id, res.run.reason ?? reason, (child, why) =>
+    internals.worker?.active.get(child)?.cancel(why),
+  );
 }
 
 export async function resumeRun(

@@ -1,0 +1,40 @@
+// A canceled run's unfinished children are canceled with it, and theirs: the canceled parent
+// no longer awaits them, so they would go on working (and spending) for nobody. Temporal's
+// default parent-close policy and Restate's cancellation do the same. Each child is canceled
+// in a transaction of its own (as engine.cancel does: the child's row, then its parent's
+// event), so a cascade never holds a parent's lock while it takes a child's.
+
+import type { RunStatus, Store } from "../store/store.js";
+import { canceledChildEvent } from "./child-result.js";
+
+const UNFINISHED: RunStatus[] = ["pending", "running", "waiting", "paused"];
+
+/** The reason a child canceled with its parent ends with. */
+export function parentCanceledReason(parentId: string, reason: string): string {
+  return `its parent run "${parentId}" was canceled: ${reason}`;
+}
+
+/**
+ * Cancels every unfinished child of run `parentId` (canceled for `reason`) and, depth first,
+ * theirs. A child executing somewhere stops within a heartbeat, as after engine.cancel;
+ * `executing(id, reason)` tells this process's own execution at once. A child that finished
+ * meanwhile is left as it is.
+ */
+export async function cancelChildren(
+  store: Store,
+  parentId: string,
+  reason: string,
+  executing?: (runId: string, reason: string) => void,
+): Promise<void> {
+  const children = await store.listRuns({ parentId, status: UNFINISHED });
+  for (const child of children) {
+    const why = parentCanceledReason(parentId, reason);
+    const res = await store.requestCancel(child.id, why, {
+      parentEvent: canceledChildEvent(child.id, why),
+    });
+    if (res.state === "requested") executing?.(child.id, why);
+    if (res.state === "canceled" || res.state === "requested") {
+      await cancelChildren(store, child.id, res.run.reason ?? why, executing);
+    }
+  }
+}
