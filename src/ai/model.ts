@@ -27,6 +27,7 @@ import {
   type WorkflowContext,
 } from "../index.js";
 import { callIsLate } from "../lib/call-late.js";
+import { toMs } from "../lib/duration.js";
 import { failRunWith } from "../lib/fail-run.js";
 import { generationOf } from "../lib/run-generation.js";
 import { checkText } from "../lib/text.js";
@@ -393,6 +394,7 @@ async function attempt(
   digest: string,
 ): Promise<CallRecord> {
   const { rt, limitKey } = m;
+  const deadline = deadlineOf(m);
   // Unique to this execution of the attempt: attempt numbers start again at 1 when a failed
   // run is resumed, and a grant found under the same id is taken as already granted (the
   // store's idempotency, for its own retries), bypassing the window and any block.
@@ -409,20 +411,21 @@ async function attempt(
     const rec =
       mode === "generate"
         ? await generateOnce(m, s, call, digest, meter)
-        : await streamOnce(m, s, call, digest, meter);
+        : await streamOnce(m, s, call, digest, meter, deadline);
     // Only a tokens-per-minute window needs the estimate corrected.
     if (rt.limiter && m.limits.tokensPerMinute !== undefined) {
       await sideWork(
         rt,
         rt.limiter.settle(limitKey, grantId, usedTokens(meter.usage)),
         `limiter "${limitKey}": the tokens of a call were not settled`,
+        deadline,
       );
     }
     return rec;
   } catch (err) {
     // The caller gave up (the SDK's abortSignal): not a failure to retry.
     if (o.abortSignal?.aborted && !s.signal.aborted) throw callerAborted(err);
-    throw await providerFailure(m, err);
+    throw await providerFailure(m, err, deadline);
   } finally {
     // What the provider reported is spent with this attempt, whether it then succeeded
     // or not (a stream can fail after its usage arrived).
@@ -473,6 +476,7 @@ async function streamOnce(
   call: CallOptions,
   digest: string,
   meter: Meter,
+  deadline: number | undefined,
 ): Promise<CallRecord> {
   const { rt, ctx, name } = m;
   const parts: StreamPart[] = [];
@@ -508,7 +512,7 @@ async function streamOnce(
     // must not make the call run again.
     if (writer) {
       const problem = `run "${ctx.runId}": parts of call "${name}" were not forwarded to its stream`;
-      await sideWork(rt, writer.close(), problem);
+      await sideWork(rt, writer.close(), problem, deadline);
     }
   }
   withResponseMetadata(parts, callMetadata(m, s));
@@ -529,13 +533,18 @@ export function callerAborted(err: unknown): FatalError {
 
 /** What cairn's retry policy should see for a provider's failure; a 429 also blocks the
  *  shared limiter for everyone, for the provider's Retry-After. */
-async function providerFailure(m: DurableModel, err: unknown): Promise<unknown> {
+async function providerFailure(
+  m: DurableModel,
+  err: unknown,
+  deadline: number | undefined,
+): Promise<unknown> {
   const { error, retryAfterMs } = providerError(err, m.id, m.rt.clock.now());
   if (m.rt.limiter && error instanceof RateLimitError && retryAfterMs) {
     await sideWork(
       m.rt,
       m.rt.limiter.block(m.limitKey, retryAfterMs),
       `limiter "${m.limitKey}": a provider's 429 was not shared with other runs`,
+      deadline,
     );
   }
   return error;
@@ -545,10 +554,23 @@ async function providerFailure(m: DurableModel, err: unknown): Promise<unknown> 
  *  parts, the limiter's settle or block) before it is recorded without it. */
 const SIDE_WORK_WAIT_MS = 5_000;
 
+/** When the attempt's step times out (the kit clock's ms), if it has a timeout. */
+function deadlineOf(m: DurableModel): number | undefined {
+  const timeout = m.stepOptions.timeout;
+  return timeout === undefined ? undefined : m.rt.clock.now() + toMs(timeout);
+}
+
 /** Waits for work on the kit's store that must not fail the call, nor hold it: a store that
  *  does not answer (a stalled connection) held the answered call until its step timed out,
- *  and the provider was called, and paid, again; without a timeout, for ever. */
-async function sideWork(rt: ModelRuntime, work: Promise<void>, problem: string): Promise<void> {
+ *  and the provider was called, and paid, again; without a timeout, for ever. So it waits
+ *  5 s at most, and at most half the time left before the step's timeout (waiting longer,
+ *  the timeout would fire first: the answer lost, the call made again). */
+async function sideWork(
+  rt: ModelRuntime,
+  work: Promise<void>,
+  problem: string,
+  deadline: number | undefined,
+): Promise<void> {
   const done = work.then(
     () => true,
     (err: unknown) => {
@@ -556,16 +578,19 @@ async function sideWork(rt: ModelRuntime, work: Promise<void>, problem: string):
       return true;
     },
   );
+  const waitMs =
+    deadline === undefined
+      ? SIDE_WORK_WAIT_MS
+      : Math.max(0, Math.min(SIDE_WORK_WAIT_MS, (deadline - rt.clock.now()) / 2));
   const stop = new AbortController();
-  const late = rt.clock.sleep(SIDE_WORK_WAIT_MS, stop.signal).then(
+  const late = rt.clock.sleep(waitMs, stop.signal).then(
     () => false,
     () => true,
   );
   const finished = await Promise.race([done, late]);
   stop.abort();
-  if (!finished) {
-    rt.log(`${problem}: the store did not answer within ${SIDE_WORK_WAIT_MS / 1000} s`);
-  }
+  if (!finished)
+    rt.log(`${problem}: the store did not answer within ${Math.round(waitMs) / 1000} s`);
 }
 
 /** Fails the run with a divergence through the engine (lib/fail-run.ts): thrown into the

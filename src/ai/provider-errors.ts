@@ -68,12 +68,13 @@ export function providerError(
 
 /** The error of a provider stream's error part, as an error to record: providers put their
  *  event's error object there ({ type: "overloaded_error", message: "Overloaded" }), which
- *  was recorded as the text String() makes of it, "[object Object]". */
+ *  was recorded as the text String() makes of it, "[object Object]". One with a status code
+ *  is wrapped too (a 500 was recorded so): providerError reads the code from its cause. */
 export function streamPartError(
   err: unknown,
   model: { provider: string; modelId: string },
 ): unknown {
-  if (err instanceof Error || shapeOf(err)) return err;
+  if (err instanceof Error) return err;
   return new Error(
     `Provider "${model.provider}" (model "${model.modelId}") reported an error in its stream: ${describe(err)}`,
     { cause: err },

@@ -152,8 +152,9 @@ function notUtf8(where: string, run: string): HttpError {
   );
 }
 
-/** Refuses a path whose percent-encoding does not decode, naming the parameter it is in. */
-function checkPathEncoding(c: Context, names: string[]): void {
+/** Refuses a path whose percent-encoding does not decode, naming the parameter it is in
+ *  (the dashboard's pages check theirs with it too). */
+export function checkPathEncoding(c: Context, names: string[]): void {
   const run = undecodable(new URL(c.req.url).pathname);
   if (run === undefined) return;
   const name = names.find((n) => c.req.param(n)?.includes(run));

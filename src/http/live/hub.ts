@@ -78,7 +78,8 @@ class Watcher<S> {
   private readonly listeners = new Set<Listener>();
   private timer: NodeJS.Timeout | undefined;
   private lingerTimer: NodeJS.Timeout | undefined;
-  private polling = false;
+  /** The poll in flight, if any. */
+  private polling: Promise<void> | undefined;
   private failing = false;
   private closed = false;
   /** The error that said the engine has closed (a poll found it). */
@@ -110,7 +111,9 @@ class Watcher<S> {
         } finally {
           if (this.loading === loading) this.loading = undefined;
         }
-      } else if (stale && !this.polling) {
+      } else if (stale || this.polling !== undefined) {
+        // A poll in flight may be the one made for an earlier newcomer: what the watcher
+        // holds until it ends is the reading from before everyone left.
         await this.poll();
         if (this.closedBy !== undefined) throw this.closedBy;
       }
@@ -176,7 +179,8 @@ class Watcher<S> {
   }
 
   private schedule(): void {
-    if (this.timer || this.polling || this.closed || this.listeners.size === 0) return;
+    if (this.timer || this.polling !== undefined || this.closed || this.listeners.size === 0)
+      return;
     this.timer = setTimeout(() => {
       this.timer = undefined;
       void this.poll();
@@ -185,8 +189,16 @@ class Watcher<S> {
     this.timer.unref?.();
   }
 
-  private async poll(): Promise<void> {
-    this.polling = true;
+  /** Reads the store once, or joins the reading in flight. */
+  private poll(): Promise<void> {
+    this.polling ??= this.readChanges().finally(() => {
+      this.polling = undefined;
+      this.schedule();
+    });
+    return this.polling;
+  }
+
+  private async readChanges(): Promise<void> {
     try {
       const next = await this.feed.read();
       if (this.closed) return;
@@ -221,9 +233,6 @@ class Watcher<S> {
         );
         this.notify({ event: "problem", data: STORE_FAILING });
       }
-    } finally {
-      this.polling = false;
-      this.schedule();
     }
   }
 

@@ -4,7 +4,7 @@
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import type { Context, Hono } from "hono";
-import { checkText } from "../api/route.js";
+import { checkPathEncoding, checkText } from "../api/route.js";
 import { APPROVAL_LINK_PAGE } from "../approval-link-paths.js";
 import { HttpError } from "../errors.js";
 import { requestBase } from "../public-base.js";
@@ -64,6 +64,9 @@ export function mountDashboard(
   app.get(`${b}/runs/:id`, (c) => {
     const id = c.req.param("id");
     try {
+      // As GET /api/runs/{id}: escapes that are not UTF-8 name no run (Hono hands them over
+      // as their literal text, the id of another run).
+      checkPathEncoding(c, ["id"]);
       checkText(id, "The run id", 256);
     } catch (err) {
       if (err instanceof HttpError) return notFoundPage(depsFor(deps, c), c, err.message);
