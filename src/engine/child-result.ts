@@ -59,14 +59,16 @@ export function childResultEvents(
 }
 
 /** A child run's outcome, if it has finished. A child that no longer exists (retention
- *  deleted it: a parent asks only for a child it started) can never send its result: the
- *  parent gets an error that says so instead of waiting forever. */
+ *  deleted it: a parent asks only for a child it started; its id may since name another
+ *  run) can never send its result: the parent gets an error that says so instead of
+ *  waiting forever. */
 export async function childOutcome(
   store: Store,
   childId: string,
+  parentId: string,
 ): Promise<ChildOutcome | undefined> {
   const child = await store.getRun(childId);
-  if (!child) {
+  if (!child || child.parentId !== parentId) {
     return {
       error: {
         name: "RunNotFoundError",

@@ -40,16 +40,19 @@ export async function forkRun(
   }
   const source = await store.getRun(id);
   if (!source) throw runNotFound(id, "nothing to fork");
-  const journal = new JournalIndex(
-    await store.loadJournal(id),
-    source.generation,
-    source.failedCalls,
-  );
+  const recorded = await store.loadJournal(id);
+  const journal = new JournalIndex(recorded, source.generation, source.failedCalls);
   const failedBy =
     source.status === "failed"
       ? source.failedCalls.filter((f) => f.generation === source.generation).map((f) => f.key)
       : [];
-  const copy = forkCopy(journal, options.fromStep, failedBy);
+  // The source as a resume would read it: its failure replaced, and what followed that
+  // failure handed over when called (a handler's calls), not required of the fork.
+  const resumed =
+    failedBy.length > 0
+      ? new JournalIndex(recorded, source.generation + 1, source.failedCalls)
+      : journal;
+  const copy = forkCopy(journal, options.fromStep, failedBy, resumed);
   if (!copy) throw noSuchStep(id, options.fromStep, journal);
   const newRunId = options.id ?? newId("run");
   const version = options.version ?? source.version;
@@ -86,6 +89,7 @@ function forkCopy(
   journal: JournalIndex,
   fromStep: string,
   failedBy: string[] = [],
+  resumed: JournalIndex = journal,
 ): Array<{ key: string; generation: number; unordered?: boolean; since?: number }> | undefined {
   const from = journal.outcomes.get(fromStep);
   if (!from && journal.unfinished.includes(fromStep)) {
@@ -94,7 +98,7 @@ function forkCopy(
     // is no caught failure: the fork would only fail again), nor what followed it: as a fork
     // from the failing call does.
     const failing = firstHandedOver(journal, failedBy);
-    if (failing) return forkCopy(journal, failing, failedBy);
+    if (failing) return forkCopy(journal, failing, failedBy, resumed);
     return [...journal.outcomes.values()]
       .filter((s) => !drawnInReplacedHistory(s, journal))
       .map((s) => recordRef(s, journal));
@@ -116,16 +120,34 @@ function forkCopy(
     return s.issuedAfter <= handedBeforeFrom;
   };
   // The failure that failed the source is no caught failure: the fork executes that call
-  // again (as a resume would), also when `fromStep` was recorded after it (in the grace).
+  // again (as a resume would), also when `fromStep` was recorded after it (in the grace);
+  // what followed that failure is read as the resume reads it.
+  const follows = followsFailure(journal, failedBy);
+  const view = (s: StepRecord) => (follows(s) ? resumed : journal);
   return [...journal.outcomes.values()]
     .filter(
       (s) =>
         s.key !== fromStep &&
         !failedBy.includes(s.key) &&
         before(s) &&
-        !drawnInReplacedHistory(s, journal),
+        !drawnInReplacedHistory(s, view(s)),
     )
-    .map((s) => recordRef(s, journal));
+    .map((s) => recordRef(s, view(s)));
+}
+
+/** Whether a record came after the first of `failedBy`'s failures was handed over: handed
+ *  over later, or drawn in a window after it. */
+function followsFailure(journal: JournalIndex, failedBy: string[]): (s: StepRecord) => boolean {
+  const failing = firstHandedOver(journal, failedBy);
+  const at = failing === undefined ? null : (journal.outcomes.get(failing)?.delivery ?? null);
+  if (at === null) return () => false;
+  const handedThrough = [...journal.outcomes.values()].filter(
+    (s) => s.delivery !== null && s.delivery <= at,
+  ).length;
+  return (s) =>
+    s.delivery !== null
+      ? s.delivery > at
+      : s.issuedAfter !== null && s.issuedAfter >= handedThrough;
 }
 
 /** Of `keys`, the one whose outcome was handed over first, if any holds one. */

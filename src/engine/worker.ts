@@ -273,10 +273,12 @@ export class Worker {
     // The run's timers and ctx.now() read the store's clock (the database's on PostgreSQL),
     // by which the store decides when the run is due: a host clock behind it had a sleeping
     // run claimed over and over before its end; ahead, a sleep lasted longer than asked.
-    const clock = shiftedClock(
-      this.options.execution.clock,
-      storeClockAhead(claim.run, this.options.leaseMs, claimedAt, this.options.clock.now()),
-    );
+    // Any other clock's reading is the store's time (passed into SQL, there rounded to whole
+    // ms: a virtual clock at a fraction of one was taken for a store ahead of it).
+    const ahead = this.options.clock.system
+      ? storeClockAhead(claim.run, this.options.leaseMs, claimedAt, this.options.clock.now())
+      : 0;
+    const clock = shiftedClock(this.options.execution.clock, ahead);
     const ex = new Execution(
       { ...this.options.execution, clock, leaseFresh: () => this.leaseFresh(claimedAt) },
       claim,

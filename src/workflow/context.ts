@@ -295,7 +295,13 @@ function failedCallKeys(err: unknown): string[] {
         keys.add(key);
         return;
       }
-      if (e instanceof AggregateError && Array.isArray(e.errors)) {
+      // An AggregateError a call's error caused (its cause chain) names that call, as any
+      // error does: only one that no call caused stands for the errors it holds.
+      if (
+        e instanceof AggregateError &&
+        Array.isArray(e.errors) &&
+        failedCallKey(e.cause) === null
+      ) {
         if (depth < 8)
           for (const inner of e.errors.slice(0, MAX_FAILED_KEYS)) visit(inner, depth + 1);
         return;
