@@ -28,13 +28,15 @@ export async function findApproval(
   runId: string,
   name: string,
 ): Promise<ApprovalRecord> {
-  const { records } = await loadApprovals(store, runId);
+  const { records, views } = await loadApprovals(store, runId);
+  // Waiting as the views say: a timed-out asking stays "pending" in the store.
+  const waits = new Set(records.filter((_, i) => views[i]!.status === "pending"));
   const exact = records.find((r) => r.key === name);
-  if (exact?.status === "pending") return exact;
+  if (exact && waits.has(exact)) return exact;
   // The first asking's key is its name: in a loop ("merge", then "merge#2"), the name means
-  // the asking that waits, not the first one, long answered.
+  // the asking that waits, not the first one, long answered or timed out.
   const named = records.filter((r) => r.name === name);
-  const pending = named.filter((r) => r.status === "pending");
+  const pending = named.filter((r) => waits.has(r));
   if (pending.length > 1) {
     throw new RunConflictError(
       `Run "${runId}" has ${pending.length} pending approvals named "${name}" (${pending.map((r) => `"${r.key}"`).join(", ")}); give the key`,

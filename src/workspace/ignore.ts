@@ -28,6 +28,12 @@ export const DEFAULT_IGNORE = ["node_modules", ".git"];
  *  connection, and the store was damaged. */
 export const CAIRN_IGNORE = [".cairn"];
 
+/** Whether `path` ("/"-separated) is cairn's state or inside it, at any depth. Not a
+ *  pattern: no .gitignore or option pattern ("!.cairn", "!*\/") can re-include it. */
+export function isCairnState(path: string): boolean {
+  return path.split("/").some((name) => CAIRN_IGNORE.includes(name));
+}
+
 // A pattern is compiled to a sequence of tokens and matched by simulating the automaton over
 // the path, one character at a time: time linear in path x pattern, whatever the pattern.
 // (A regular expression backtracks: "*a*a*a*a*a*a*a*a*b" in a .gitignore of a cloned
@@ -37,8 +43,8 @@ type Token =
   | { k: "lit"; c: string }
   /** "?": one character but "/". */
   | { k: "one" }
-  /** "[...]": one character of the class (a one-character regular expression). */
-  | { k: "cls"; re: RegExp }
+  /** "[...]": one character of the class. */
+  | { k: "cls"; has: (c: string) => boolean }
   /** "*": any run of characters but "/". */
   | { k: "star" }
   /** "/**" at the end: anything. */
@@ -46,13 +52,15 @@ type Token =
   /** "**\/" at the start or after "/": nothing, or anything that ends with "/". */
   | { k: "dirs" };
 
-/** One glob (without "!", trailing "/" or leading "/") as tokens. Throws on a class that is
- *  not a valid expression. */
+/** One glob (without "!", trailing "/" or leading "/") as tokens. Throws on one git's
+ *  wildmatch matches nothing with (see classToken). */
 function globTokens(glob: string): Token[] {
   const out: Token[] = [];
   for (let i = 0; i < glob.length; i++) {
     const c = glob[i]!;
-    if (c === "\\" && i + 1 < glob.length) {
+    if (c === "\\") {
+      // A trailing "\\" escapes nothing: git's wildmatch matches nothing with it.
+      if (i + 1 === glob.length) throw new SyntaxError("trailing backslash");
       out.push({ k: "lit", c: glob[++i]! });
     } else if (c === "*") {
       if (glob[i + 1] === "*") {
@@ -79,10 +87,6 @@ function globTokens(glob: string): Token[] {
       out.push({ k: "one" });
     } else if (c === "[") {
       const cls = classToken(glob, i);
-      if (!cls) {
-        out.push({ k: "lit", c: "[" });
-        continue;
-      }
       out.push(cls.token);
       i = cls.end;
     } else {
@@ -92,52 +96,74 @@ function globTokens(glob: string): Token[] {
   return out;
 }
 
-/** The POSIX classes git's wildmatch knows ("[[:digit:]]"), as regular expression ranges. */
-const POSIX_CLASSES: Record<string, string> = {
-  alnum: "A-Za-z0-9",
-  alpha: "A-Za-z",
-  blank: " \\t",
-  cntrl: "\\x00-\\x1f\\x7f",
-  digit: "0-9",
-  graph: "\\x21-\\x7e",
-  lower: "a-z",
-  print: "\\x20-\\x7e",
-  punct: "!-\\/:-@\\[-`{-~",
-  space: " \\t\\n\\r\\f\\v",
-  upper: "A-Z",
-  xdigit: "0-9A-Fa-f",
+/** The POSIX classes git's wildmatch knows ("[[:digit:]]"), as tests of a character code
+ *  (ASCII, with git's own isspace: no \f or \v). */
+const within = (c: number, lo: string, hi: string) =>
+  c >= lo.charCodeAt(0) && c <= hi.charCodeAt(0);
+const isAlpha = (c: number) => within(c, "A", "Z") || within(c, "a", "z");
+const isDigit = (c: number) => within(c, "0", "9");
+const isGraph = (c: number) => c >= 0x21 && c <= 0x7e;
+const POSIX_CLASSES: Record<string, (c: number) => boolean> = {
+  alnum: (c) => isAlpha(c) || isDigit(c),
+  alpha: isAlpha,
+  blank: (c) => c === 0x20 || c === 0x09,
+  cntrl: (c) => c <= 0x1f || c === 0x7f,
+  digit: isDigit,
+  graph: isGraph,
+  lower: (c) => within(c, "a", "z"),
+  print: (c) => c === 0x20 || isGraph(c),
+  punct: (c) => isGraph(c) && !isAlpha(c) && !isDigit(c),
+  space: (c) => c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d,
+  upper: (c) => within(c, "A", "Z"),
+  xdigit: (c) => isDigit(c) || within(c, "A", "F") || within(c, "a", "f"),
 };
 
-/** The "[...]" class opening at glob[i], as git reads it: "!" or "^" negates, a "]" first is
- *  a member, "\\x" is x, "[:digit:]" a POSIX class; and the index of its "]". Undefined
- *  when it never closes (the "[" is then a literal). Throws on an invalid range. */
-function classToken(glob: string, i: number): { token: Token; end: number } | undefined {
-  let j = i + 1;
-  const negated = glob[j] === "!" || glob[j] === "^";
-  if (negated) j++;
-  const member = (ch: string) => (/[\\\][^-]/.test(ch) ? `\\${ch}` : ch);
-  let src = "";
-  for (const first = j; j < glob.length; ) {
-    const c = glob[j]!;
-    if (c === "]" && j > first) {
-      return {
-        token: { k: "cls", re: new RegExp(`^[${negated ? "^" : ""}${src}]$`, "s") },
-        end: j,
-      };
+/** The "[...]" class opening at glob[i], as git's wildmatch reads it: "!" or "^" negates, a
+ *  "]" first is a member, "\\x" is x, "a-z" a range (one whose end is below its start
+ *  matches nothing; the rest of the class still counts), "[:digit:]" a POSIX class; and the
+ *  index of its "]". Throws where wildmatch gives up on the whole pattern (a class that
+ *  never closes, an unknown "[:name:]"): the pattern then matches nothing, as in git. */
+function classToken(glob: string, i: number): { token: Token; end: number } {
+  let p = i + 1;
+  const negated = glob[p] === "!" || glob[p] === "^";
+  if (negated) p++;
+  const tests: Array<(c: number) => boolean> = [];
+  const unclosed = () => new SyntaxError(`the class at ${i} never closes`);
+  const at = (k: number): string => {
+    const c = glob[k];
+    if (c === undefined) throw unclosed();
+    return c;
+  };
+  let prev = -1; // the member a "-" makes the start of a range (-1: none)
+  do {
+    let c = at(p);
+    if (c === "\\") c = at(++p);
+    else if (c === "-" && prev >= 0 && glob[p + 1] !== undefined && glob[p + 1] !== "]") {
+      let hi = at(++p);
+      if (hi === "\\") hi = at(++p);
+      const [lo, top] = [prev, hi.charCodeAt(0)];
+      tests.push((x) => x >= lo && x <= top);
+      prev = -1;
+      continue;
+    } else if (c === "[" && glob[p + 1] === ":") {
+      const close = glob.indexOf("]", p + 2);
+      if (close < 0) throw unclosed();
+      if (close > p + 2 && glob[close - 1] === ":") {
+        const posix = POSIX_CLASSES[glob.slice(p + 2, close - 1)];
+        if (!posix) throw new SyntaxError(`unknown class ${glob.slice(p, close + 1)}`);
+        tests.push(posix);
+        p = close;
+        prev = -1;
+        continue;
+      }
+      // No ":]": the "[" is a member like any other.
     }
-    const posix = c === "[" && glob[j + 1] === ":" ? /^\[:([a-z]+):\]/.exec(glob.slice(j)) : null;
-    if (posix && POSIX_CLASSES[posix[1]!] !== undefined) {
-      src += POSIX_CLASSES[posix[1]!];
-      j += posix[0].length;
-    } else if (c === "\\" && j + 1 < glob.length) {
-      src += member(glob[j + 1]!);
-      j += 2;
-    } else {
-      src += c === "-" ? "-" : member(c);
-      j++;
-    }
-  }
-  return undefined;
+    const code = c.charCodeAt(0);
+    tests.push((x) => x === code);
+    prev = code;
+  } while (at(++p) !== "]");
+  const has = (ch: string) => tests.some((t) => t(ch.charCodeAt(0))) !== negated;
+  return { token: { k: "cls", has }, end: p };
 }
 
 /** A matcher of whole paths for `tokens` (code unit by code unit, as a regular expression
@@ -199,7 +225,7 @@ function matcher(tokens: Token[]): (path: string) => boolean {
             break;
           case "cls":
             // As "?" and "*", a class never matches the separator (git's FNM_PATHNAME).
-            if (c !== "/" && t.re.test(c)) nlen = close(next, nlen, 2 * (i + 1));
+            if (c !== "/" && t.has(c)) nlen = close(next, nlen, 2 * (i + 1));
             break;
           case "star":
             if (c !== "/") nlen = close(next, nlen, 2 * i);
@@ -221,12 +247,35 @@ function matcher(tokens: Token[]): (path: string) => boolean {
   };
 }
 
+/** `s` with one code unit per UTF-8 byte: git matches bytes, so "?" or "[!a]" is one byte,
+ *  never the two of "é" (matched as one character, "caf?" ignored "café", which git keeps). */
+function utf8Units(s: string): string {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: ASCII is its own UTF-8
+  return /^[\x00-\x7f]*$/.test(s) ? s : Buffer.from(s, "utf8").toString("latin1");
+}
+
+/** A line without its trailing spaces, as git trims them: spaces only (a tab is kept), and
+ *  not an escaped one ("\\ "); "\\\\ " is an escaped backslash, then a space that goes. */
+function trimTrailingSpaces(line: string): string {
+  let lastSpace = -1;
+  for (let i = 0; i < line.length; i++) {
+    if (line[i] === " ") {
+      if (lastSpace < 0) lastSpace = i;
+    } else {
+      if (line[i] === "\\" && ++i === line.length) return line;
+      lastSpace = -1;
+    }
+  }
+  return lastSpace < 0 ? line : line.slice(0, lastSpace);
+}
+
 /** Parses patterns (lines of a .gitignore file). Invalid ones are skipped, as git does. */
 export function parseIgnore(text: string, base = ""): RuleSet {
   const rules: Rule[] = [];
-  for (const raw of text.split(/\r?\n/)) {
-    // Trailing spaces are dropped unless escaped (spaces only: git keeps a trailing tab).
-    let line = raw.replace(/(?<!\\) +$/, "");
+  // A byte order mark (a Windows editor's) is not part of the first pattern, as in git.
+  const lines = (text.startsWith("\uFEFF") ? text.slice(1) : text).split(/\r?\n/);
+  for (const raw of lines) {
+    let line = trimTrailingSpaces(raw);
     if (line === "" || line.startsWith("#")) continue;
     let negate = false;
     if (line.startsWith("!")) {
@@ -235,15 +284,16 @@ export function parseIgnore(text: string, base = ""): RuleSet {
     }
     let dirOnly = false;
     if (line.endsWith("/") && !line.endsWith("\\/")) {
+      // One "/" only, as git: "foo//" is the pattern "foo/", which no name matches.
       dirOnly = true;
-      line = line.replace(/\/+$/, "");
+      line = line.slice(0, -1);
     }
     if (line === "") continue;
     const anchored = line.includes("/");
     if (line.startsWith("/")) line = line.slice(1);
     if (line === "") continue;
     try {
-      const tokens = globTokens(line);
+      const tokens = globTokens(utf8Units(line));
       // Unanchored: the pattern may match below any directory.
       rules.push({
         negate,
@@ -251,7 +301,7 @@ export function parseIgnore(text: string, base = ""): RuleSet {
         matches: matcher(anchored ? tokens : [{ k: "dirs" }, ...tokens]),
       });
     } catch {
-      // A pattern that is not a valid expression matches nothing.
+      // A pattern git's wildmatch gives up on matches nothing.
     }
   }
   return { base, rules };
@@ -269,6 +319,7 @@ function verdict(sets: readonly RuleSet[], path: string, isDir: boolean): boolea
     if (set.base === "") rel = path;
     else if (path.startsWith(`${set.base}/`)) rel = path.slice(set.base.length + 1);
     else continue;
+    rel = utf8Units(rel);
     for (const r of set.rules) {
       if (r.dirOnly && !isDir) continue;
       if (r.matches(rel)) ignored = !r.negate;

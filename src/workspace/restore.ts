@@ -13,7 +13,7 @@ import { randomBytes } from "node:crypto";
 import { chmodSync, lstatSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { chmod, mkdir, readFile, rm, rmdir, symlink, unlink } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import type { RuleSet } from "./ignore.js";
+import { isCairnState, type RuleSet } from "./ignore.js";
 import { type DiskEntry, rootProblem, type StatCache, walk } from "./scan.js";
 import { type Entry, hashObject, type Snapshot } from "./tree.js";
 
@@ -36,9 +36,10 @@ function differs(disk: DiskEntry, want: Entry): boolean {
 
 export async function restoreTo(
   root: string,
-  target: Snapshot,
+  checkpoint: Snapshot,
   o: RestoreOptions,
 ): Promise<{ written: number; deleted: number }> {
+  const target = withoutCairnState(checkpoint);
   const bad = rootProblem(root);
   if (bad) throw bad;
   await mkdir(root, { recursive: true });
@@ -60,6 +61,14 @@ export async function restoreTo(
 }
 
 type FileEntry = Extract<Entry, { type: "file" }>;
+
+/** The checkpoint without cairn's own state (.cairn), which the walk never sees. A checkpoint
+ *  taken before .cairn was always ignored (defaultIgnore: false) may hold it: restored, the
+ *  live store (not there to the walk) was replaced with the recorded copy. */
+function withoutCairnState(target: Snapshot): Snapshot {
+  if (![...target.keys()].some(isCairnState)) return target;
+  return new Map([...target].filter(([p]) => !isCairnState(p)));
+}
 
 /** The text of each .gitignore file the checkpoint holds, by path: they decide what is
  *  ignored (they are what the checkpoint was taken with). */

@@ -11,7 +11,7 @@ import { lstatSync, readdirSync, readFileSync, readlinkSync, statSync } from "no
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { WorkspaceError } from "../errors.js";
-import { CAIRN_IGNORE, DEFAULT_IGNORE, isIgnored, parseIgnore, type RuleSet } from "./ignore.js";
+import { DEFAULT_IGNORE, isCairnState, isIgnored, parseIgnore, type RuleSet } from "./ignore.js";
 import { type Entry, hashObject, type Snapshot } from "./tree.js";
 
 export interface DiskEntry {
@@ -34,11 +34,11 @@ export interface IgnoreOptions {
   gitignore?: boolean;
 }
 
-/** The workspace's own rule set: cairn's state, defaults and option patterns, below every
- *  .gitignore. */
+/** The workspace's own rule set: defaults and option patterns, below every .gitignore
+ *  (cairn's state is left out apart: isCairnState). */
 export function baseRules(o: IgnoreOptions): RuleSet[] {
   const defaults = o.defaultIgnore === false ? [] : DEFAULT_IGNORE;
-  const lines = [...CAIRN_IGNORE, ...defaults, ...(o.ignore ?? [])];
+  const lines = [...defaults, ...(o.ignore ?? [])];
   return [parseIgnore(lines.join("\n"))];
 }
 
@@ -87,6 +87,7 @@ export function walk(
     const subdirs: string[] = [];
     for (const name of names) {
       const path = dir === "" ? name : `${dir}/${name}`;
+      if (isCairnState(name)) continue;
       const st = lstatSync(join(root, path));
       const type = kindOf(st);
       // A .gitignore file whose rules this walk applies is always kept, even when a pattern

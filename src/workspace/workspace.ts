@@ -36,7 +36,7 @@ import { NonDeterminismError, WorkspaceError } from "../errors.js";
 import { failRunWith } from "../lib/fail-run.js";
 import type { WorkspaceObject } from "../store/workspace-records.js";
 import type { StepContext, StepOptions, WorkflowContext } from "../workflow/context-types.js";
-import { isIgnored, type RuleSet } from "./ignore.js";
+import { isCairnState, isIgnored, type RuleSet } from "./ignore.js";
 import { restoreTo } from "./restore.js";
 import { baseRules, StatCache, scanForCheckpoint } from "./scan.js";
 import {
@@ -211,8 +211,10 @@ export class WorkspaceHandle implements Workspace {
 
   /** Whether the directory at `rel` (relative to this one's, "/"-separated, not "") is part
    *  of its state: no ancestor of it, up to this directory, is ignored by the workspace's
-   *  own patterns (options and defaults: .gitignore files are content a step may change). */
+   *  own patterns (options and defaults: .gitignore files are content a step may change),
+   *  and it is not in cairn's state (.cairn), which no pattern re-includes. */
   keeps(rel: string): boolean {
+    if (isCairnState(rel)) return false;
     const parts = rel.split("/");
     return parts.every((_, i) => !isIgnored(this.rules, parts.slice(0, i + 1).join("/"), true));
   }
