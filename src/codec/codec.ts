@@ -24,6 +24,15 @@ export class EncodeError extends Error {
   }
 }
 
+/** Stored text the codec cannot read back: damaged, or written by a cairn that knows a type
+ *  this one does not. A run holding it cannot go on (execution.ts pauses it). */
+export class UndecodableError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "UndecodableError";
+  }
+}
+
 const reducers = {
   Error: (v: unknown) =>
     v instanceof Error && [v.name, v.message, v.stack ?? "", (v as { code?: unknown }).code],
@@ -53,8 +62,17 @@ export function encode(value: unknown, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES): st
         "(root)",
       );
     }
-    const path = (err as { path?: string }).path || "(root)";
-    const what = (err as Error).message.replace(/^Cannot stringify /, "");
+    if (!(err instanceof devalue.DevalueError)) {
+      // Not the encoder's verdict: a getter of the value threw while it was read, and what
+      // it threw may be anything (null, a string). Reading a path off it threw a TypeError
+      // of cairn's own instead, which named nothing and escaped a step as its failure.
+      throw new EncodeError(
+        `cannot be stored: reading it threw ${thrownText(err)} (a getter or a proxy)`,
+        "(root)",
+      );
+    }
+    const path = err.path || "(root)";
+    const what = err.message.replace(/^Cannot stringify /, "");
     throw new EncodeError(`cannot store ${what} at ${path}`, path);
   }
   // Byte length only matters near the limit; text.length is a lower bound of UTF-8 bytes.
@@ -71,6 +89,15 @@ export function encode(value: unknown, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES): st
   return text;
 }
 
+/** What a getter threw, as text (it may be anything, and String() itself may throw). */
+function thrownText(err: unknown): string {
+  try {
+    return err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+  } catch {
+    return Object.prototype.toString.call(err);
+  }
+}
+
 export function decode<T = unknown>(text: string): T {
   // Encoded text never begins with a letter: this is a payload of an encrypted store read
   // through a store given no keys. It is refused naming the key (a worker pauses the run),
@@ -82,5 +109,11 @@ export function decode<T = unknown>(text: string): T {
       { keyId },
     );
   }
-  return devalue.parse(text, revivers) as T;
+  try {
+    return devalue.parse(text, revivers) as T;
+  } catch (err) {
+    // Not the parser's message: it quotes the text, and a reason or log line never shows a
+    // payload.
+    throw new UndecodableError("cannot be decoded", { cause: err });
+  }
 }

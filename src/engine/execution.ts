@@ -1,7 +1,7 @@
 // One execution of one claimed run: read the journal (one query), replay/execute through a
 // Context, then release the run with the outcome — all writes fenced by the claim's epoch.
 
-import { decode } from "../codec/codec.js";
+import { decode, UndecodableError } from "../codec/codec.js";
 import { PayloadKeyError } from "../errors.js";
 import type { Clock } from "../lib/clock.js";
 import { nextTurn } from "../lib/timers.js";
@@ -140,7 +140,7 @@ export class Execution {
     if (this.abandoned) ctx.stopWithoutWriting();
     if (this.draining) ctx.drain();
     const outcome = await this.trace.within(() =>
-      ctx.start(this.wf.fn as never, decode(run.input)),
+      ctx.start(this.wf.fn as never, decodeInput(run.input)),
     );
     await this.release(outcome);
   }
@@ -203,12 +203,12 @@ export class Execution {
   }
 
   /** The store failed under this execution (connection lost, disk full): hand the run back
-   *  so it resumes from its journal. A store problem never fails a run. */
+   *  so it resumes from its journal. A store problem never fails a run. A payload no worker
+   *  can read as it is (a missing key, text it cannot decode) pauses it instead. */
   private async interruptedByStore(err: unknown): Promise<void> {
-    const keyError = payloadKeyError(err);
-    if (keyError) {
+    const reason = stuckReason(this.runId, err);
+    if (reason !== undefined) {
       // Handing it back would have it claimed again at once, and fail again: pause it.
-      const reason = unreadablePayloadReason(this.runId, keyError);
       this.deps.log(reason);
       if (this.abandoned) return;
       await this.deps.store
@@ -349,6 +349,26 @@ export function payloadKeyError(err: unknown): PayloadKeyError | undefined {
     if (e instanceof PayloadKeyError) return e;
   }
   return undefined;
+}
+
+/** The run's input; text the codec cannot read says it is the input. */
+function decodeInput(text: string): unknown {
+  try {
+    return decode(text);
+  } catch (err) {
+    if (!(err instanceof UndecodableError)) throw err;
+    throw new UndecodableError(`its input ${err.message}`, { cause: err });
+  }
+}
+
+/** Why no worker can go on with the run until someone acts: a stored payload it cannot
+ *  decrypt (the key) or decode (damaged, or written by a cairn that knows more types). */
+function stuckReason(runId: string, err: unknown): string | undefined {
+  const keyError = payloadKeyError(err);
+  if (keyError) return unreadablePayloadReason(runId, keyError);
+  if (!(err instanceof UndecodableError)) return undefined;
+  const what = err.message.startsWith("cannot") ? `a stored value ${err.message}` : err.message;
+  return `run "${runId}": ${what}; it was damaged or written by another version of cairn: repair it and resume the run, or cancel it`;
 }
 
 /** Releases a claimed run to pending, ready now, fenced by `epoch`: another worker (or this

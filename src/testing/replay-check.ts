@@ -3,7 +3,7 @@
 // writing anything, and reports which runs would hit non-determinism. Run it in CI or
 // before a deploy (`cairn check-replay <module>`), the way Temporal's Replayer is used.
 
-import { decode, encode } from "../codec/codec.js";
+import { decode, encode, UndecodableError } from "../codec/codec.js";
 import { realClock } from "../lib/clock.js";
 import type { RunRecord, RunStatus, Store } from "../store/store.js";
 import { Context, type ContextHost, type Outcome } from "../workflow/context.js";
@@ -72,9 +72,17 @@ async function checkOne(
   timeoutMs: number,
 ): Promise<ReplayCheckResult> {
   const base = { runId: run.id, workflow: `${run.workflow}@${run.version}`, status: run.status };
+  let input: unknown;
+  try {
+    input = decode(run.input);
+  } catch (err) {
+    // One run this code cannot read says nothing of the others: report it, check on.
+    if (!(err instanceof UndecodableError)) throw err;
+    return { ...base, verdict: "error", replayed: 0, detail: `its input ${err.message}` };
+  }
   const journal = await store.loadJournal(run.id);
   const ctx = new Context(replayOnlyHost(run, wf, timeoutMs), journal);
-  const { outcome, replayed } = await replayWithin(ctx, wf, run, timeoutMs);
+  const { outcome, replayed } = await replayWithin(ctx, wf, input, timeoutMs);
   const { verdict, detail } = judgeReplay(run, outcome, timeoutMs);
   return { ...base, verdict, replayed, detail };
 }
@@ -109,14 +117,14 @@ function replayOnlyHost(run: RunRecord, wf: AnyWorkflow, timeoutMs: number): Con
 async function replayWithin(
   ctx: Context,
   wf: AnyWorkflow,
-  run: RunRecord,
+  input: unknown,
   timeoutMs: number,
 ): Promise<{ outcome: Outcome | "timeout"; replayed: number }> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<"timeout">((r) => {
     timer = setTimeout(() => r("timeout"), timeoutMs);
   });
-  const outcome = await Promise.race([ctx.start(wf.fn, decode(run.input)), timeout]);
+  const outcome = await Promise.race([ctx.start(wf.fn, input), timeout]);
   clearTimeout(timer);
   const replayed = ctx.replayed;
   if (outcome === "timeout") ctx.cancel("replay check timed out");
@@ -175,6 +183,10 @@ function judgeReplay(
     case "suspended":
     case "paused":
       return { verdict: "ok", detail: "matches its journal; it is waiting" };
+    case "interrupted":
+      // A recorded value it could not read (undecodable, or a key it was not given): the
+      // replay stopped there, so it cannot tell whether the code matches.
+      return { verdict: "error", detail: `${outcome.error.name}: ${outcome.error.message}` };
     default:
       return { verdict: "ok", detail: outcome.kind };
   }

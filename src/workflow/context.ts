@@ -30,7 +30,7 @@
 // an approval hands the workflow (approval-outcome.ts).
 
 import { randomUUID } from "node:crypto";
-import { decode, EncodeError, encode } from "../codec/codec.js";
+import { decode, EncodeError, encode, UndecodableError } from "../codec/codec.js";
 import {
   errorFromRecord,
   InputValidationError,
@@ -569,7 +569,7 @@ export class Context {
    *  naming the key (execution.ts), as it does for the run's input. */
   private unlessKeyMissing<T>(p: Promise<T>): Promise<T> {
     return p.catch((err: unknown) => {
-      if (!keyMissing(err)) throw err;
+      if (!unreadable(err)) throw err;
       this.halt({ kind: "interrupted", error: err as Error });
       return never<T>();
     });
@@ -1042,8 +1042,8 @@ export class Context {
       try {
         return decode<T>(call.record.result ?? "");
       } catch (err) {
-        if (!keyMissing(err)) throw err;
-        this.halt({ kind: "interrupted", error: err as Error });
+        if (!unreadable(err)) throw err;
+        this.halt({ kind: "interrupted", error: undecodableCall(call, err) });
         throw new HaltedSignal();
       }
     }
@@ -1299,8 +1299,11 @@ export class Context {
         try {
           resolve(decode<T>(rec.result ?? ""));
         } catch (err) {
-          // Recorded as a value: a key this worker lacks is not the call's failure.
-          if (keyMissing(err)) this.halt({ kind: "interrupted", error: err as Error });
+          // Recorded as a value: a key this worker lacks, or text it cannot decode, is not
+          // the call's failure (the first run got a value: handing over an error would let
+          // the workflow take another path). The worker pauses the run instead.
+          if (unreadable(err))
+            this.halt({ kind: "interrupted", error: undecodableCall(call, err) });
           else reject(err);
         }
       };
@@ -1546,7 +1549,8 @@ export class Context {
           return never();
         }
         // Each write below begins (counted in active) before the attempt stops counting.
-        const encoded = result.ok ? this.encodeStepValue(call, result.value) : undefined;
+        const by = describe?.().reconciled ? "reconcile" : "perform";
+        const encoded = result.ok ? this.encodeStepValue(call, result.value, by) : undefined;
         if (typeof encoded === "string") {
           span?.end({ outcome: "ok", spend: result.spend });
           return this.recordEncoded<T>(call, encoded, result.startedAt, undefined, {
@@ -1618,7 +1622,7 @@ export class Context {
         return never();
       }
       if (!result.ok || result.value === undefined) return undefined;
-      const encoded = this.encodeStepValue(call, result.value);
+      const encoded = this.encodeStepValue(call, result.value, "reconcile");
       if (typeof encoded !== "string") return undefined;
       // The write begins (counted in active) before the attempt stops counting.
       const outcome = this.recordEncoded<T>(call, encoded, result.startedAt, undefined, {
@@ -1667,13 +1671,23 @@ export class Context {
   }
 
   /** A completed attempt's value as stored, or why it cannot be (the attempt's failure). */
-  private encodeStepValue(call: Call, value: unknown): string | SerializationError {
+  private encodeStepValue(
+    call: Call,
+    value: unknown,
+    by: "perform" | "reconcile" = "perform",
+  ): string | SerializationError {
     try {
       return encode(value, this.host.maxPayloadBytes);
     } catch (err) {
       if (!(err instanceof EncodeError)) throw err;
+      // An effect's value comes from its perform or its reconcile: say which (the side
+      // effect happened either way).
+      const who =
+        call.kind === "effect"
+          ? `Effect "${call.key}" of run "${this.host.runId}": its ${by}`
+          : `Step "${call.key}" of run "${this.host.runId}"`;
       return new SerializationError(
-        `Step "${call.key}" of run "${this.host.runId}" returned a value that ${err.message}; step results must be serializable (plain data, Date, Map, Set, BigInt, Uint8Array, Error) and within the payload limit`,
+        `${who} returned a value that ${err.message}; ${call.kind === "effect" ? "effect" : "step"} results must be serializable (plain data, Date, Map, Set, BigInt, Uint8Array, Error) and within the payload limit`,
         { cause: err },
       );
     }
@@ -2401,6 +2415,19 @@ function ignoreRejection(): void {}
  *  handed over as any outcome). */
 function keyMissing(err: unknown): boolean {
   return err instanceof PayloadKeyError && failedCallKey(err) === null;
+}
+
+/** A stored payload this worker cannot use: encrypted with a key it lacks, or undecodable. */
+function unreadable(err: unknown): boolean {
+  return keyMissing(err) || err instanceof UndecodableError;
+}
+
+/** An undecodable record's error, naming the call it belongs to. */
+function undecodableCall(call: Call, err: unknown): Error {
+  if (!(err instanceof UndecodableError)) return err as Error;
+  return new UndecodableError(`the recorded result of ${call.kind} "${call.key}" ${err.message}`, {
+    cause: err,
+  });
 }
 
 /** Whether `wf` is what workflow() makes (ctx.child's second argument). */
