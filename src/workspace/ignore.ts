@@ -18,9 +18,16 @@ export interface RuleSet {
   /** Directory the patterns are relative to ("" = the workspace root). */
   base: string;
   rules: Rule[];
+  /** Matched after every other set, so no pattern there re-includes what it ignores. */
+  final?: boolean;
 }
 
 export const DEFAULT_IGNORE = ["node_modules", ".git"];
+
+/** The defaults no .gitignore pattern re-includes: git never looks in .git, but "!*\/" (of
+ *  a whitelist: "*", "!*\/", "!*.py") re-included it, and a restore then rewrote the packs
+ *  of another machine's repository. */
+export const FINAL_DEFAULT_IGNORE = [".git"];
 
 /** cairn's own state (the default SQLite store .cairn/cairn.db, workspaces under
  *  .cairn/workspaces), ignored even with defaultIgnore: false. A workspace on a project's
@@ -47,7 +54,7 @@ type Token =
   | { k: "cls"; has: (c: string) => boolean }
   /** "*": any run of characters but "/". */
   | { k: "star" }
-  /** "/**" at the end: anything. */
+  /** "**" at the end (or before an escaped "/"), at the start or after "/": anything. */
   | { k: "all" }
   /** "**\/" at the start or after "/": nothing, or anything that ends with "/". */
   | { k: "dirs" };
@@ -63,26 +70,7 @@ function globTokens(glob: string): Token[] {
       if (i + 1 === glob.length) throw new SyntaxError("trailing backslash");
       out.push({ k: "lit", c: glob[++i]! });
     } else if (c === "*") {
-      if (glob[i + 1] === "*") {
-        const atStart = i === 0;
-        const afterSlash = glob[i - 1] === "/";
-        const beforeSlash = glob[i + 2] === "/";
-        const atEnd = i + 2 === glob.length;
-        if ((atStart || afterSlash) && beforeSlash) {
-          out.push({ k: "dirs" });
-          i += 2;
-          continue;
-        }
-        if (afterSlash && atEnd) {
-          out.push({ k: "all" });
-          i += 1;
-          continue;
-        }
-        out.push({ k: "star" });
-        i += 1;
-        continue;
-      }
-      out.push({ k: "star" });
+      i = starToken(glob, i, out);
     } else if (c === "?") {
       out.push({ k: "one" });
     } else if (c === "[") {
@@ -94,6 +82,28 @@ function globTokens(glob: string): Token[] {
     }
   }
   return out;
+}
+
+/** The star or run of stars at glob[i], as git's wildmatch reads it: a run ("***" too) is
+ *  "**", which crosses "/" when it is at the start or after a "/", and ends the glob or comes
+ *  before a "/" (an escaped one too, "\/", though "**" then never matches nothing, as it
+ *  does before a plain "/").
+ *  Pushes its token; returns the index of its last character. */
+function starToken(glob: string, i: number, out: Token[]): number {
+  let end = i;
+  while (glob[end + 1] === "*") end++;
+  const boundedBefore = i === 0 || glob[i - 1] === "/";
+  if (end === i || !boundedBefore) {
+    out.push({ k: "star" });
+  } else if (glob[end + 1] === "/") {
+    out.push({ k: "dirs" });
+    return end + 1;
+  } else if (end + 1 === glob.length || glob.startsWith("\\/", end + 1)) {
+    out.push({ k: "all" });
+  } else {
+    out.push({ k: "star" });
+  }
+  return end;
 }
 
 /** The POSIX classes git's wildmatch knows ("[[:digit:]]"), as tests of a character code
@@ -273,9 +283,10 @@ function trimTrailingSpaces(line: string): string {
 export function parseIgnore(text: string, base = ""): RuleSet {
   const rules: Rule[] = [];
   // A byte order mark (a Windows editor's) is not part of the first pattern, as in git.
-  const lines = (text.startsWith("\uFEFF") ? text.slice(1) : text).split(/\r?\n/);
+  const lines = (text.startsWith("\uFEFF") ? text.slice(1) : text).split("\n");
   for (const raw of lines) {
-    let line = trimTrailingSpaces(raw);
+    // git ends the last line with a "\n" if it has none, then drops the "\r" of each "\r\n".
+    let line = trimTrailingSpaces(raw.endsWith("\r") ? raw.slice(0, -1) : raw);
     if (line === "" || line.startsWith("#")) continue;
     let negate = false;
     if (line.startsWith("!")) {
@@ -283,8 +294,9 @@ export function parseIgnore(text: string, base = ""): RuleSet {
       line = line.slice(1);
     }
     let dirOnly = false;
-    if (line.endsWith("/") && !line.endsWith("\\/")) {
-      // One "/" only, as git: "foo//" is the pattern "foo/", which no name matches.
+    if (line.endsWith("/")) {
+      // One "/" only, as git: "foo//" is the pattern "foo/", which no name matches. Escaped
+      // or not: "foo\\/" is the directory "foo\" (and "foo\/" the pattern "foo\": nothing).
       dirOnly = true;
       line = line.slice(0, -1);
     }
@@ -310,20 +322,27 @@ export function parseIgnore(text: string, base = ""): RuleSet {
 /**
  * Decides, for a path relative to the workspace root, whether it is ignored, given the rule
  * sets that apply (outermost first: the workspace's patterns, then .gitignore files from
- * the root down). Returns undefined when no pattern matches.
+ * the root down; a final set after them all). Returns undefined when no pattern matches.
  */
 function verdict(sets: readonly RuleSet[], path: string, isDir: boolean): boolean | undefined {
   let ignored: boolean | undefined;
-  for (const set of sets) {
-    let rel: string;
-    if (set.base === "") rel = path;
-    else if (path.startsWith(`${set.base}/`)) rel = path.slice(set.base.length + 1);
-    else continue;
-    rel = utf8Units(rel);
-    for (const r of set.rules) {
-      if (r.dirOnly && !isDir) continue;
-      if (r.matches(rel)) ignored = !r.negate;
-    }
+  for (const set of sets) if (!set.final) ignored = setVerdict(set, path, isDir) ?? ignored;
+  for (const set of sets) if (set.final) ignored = setVerdict(set, path, isDir) ?? ignored;
+  return ignored;
+}
+
+/** What the last pattern of `set` that matches says (undefined: none matches). */
+function setVerdict(set: RuleSet, path: string, isDir: boolean): boolean | undefined {
+  let rel: string;
+  if (set.base === "") rel = path;
+  else if (path.startsWith(`${set.base}/`)) rel = path.slice(set.base.length + 1);
+  else return undefined;
+  rel = utf8Units(rel);
+  let ignored: boolean | undefined;
+  for (let i = set.rules.length - 1; i >= 0 && ignored === undefined; i--) {
+    const r = set.rules[i]!;
+    if (r.dirOnly && !isDir) continue;
+    if (r.matches(rel)) ignored = !r.negate;
   }
   return ignored;
 }

@@ -13,7 +13,7 @@ import { randomBytes } from "node:crypto";
 import { chmodSync, lstatSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { chmod, mkdir, readFile, rm, rmdir, symlink, unlink } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import { isCairnState, type RuleSet } from "./ignore.js";
+import { isCairnState, isIgnored, type RuleSet } from "./ignore.js";
 import { type DiskEntry, rootProblem, type StatCache, walk } from "./scan.js";
 import { type Entry, hashObject, type Snapshot } from "./tree.js";
 
@@ -39,7 +39,7 @@ export async function restoreTo(
   checkpoint: Snapshot,
   o: RestoreOptions,
 ): Promise<{ written: number; deleted: number }> {
-  const target = withoutCairnState(checkpoint);
+  const target = withoutUnwalked(checkpoint, o.rules);
   const bad = rootProblem(root);
   if (bad) throw bad;
   await mkdir(root, { recursive: true });
@@ -62,12 +62,22 @@ export async function restoreTo(
 
 type FileEntry = Extract<Entry, { type: "file" }>;
 
-/** The checkpoint without cairn's own state (.cairn), which the walk never sees. A checkpoint
- *  taken before .cairn was always ignored (defaultIgnore: false) may hold it: restored, the
- *  live store (not there to the walk) was replaced with the recorded copy. */
-function withoutCairnState(target: Snapshot): Snapshot {
-  if (![...target.keys()].some(isCairnState)) return target;
-  return new Map([...target].filter(([p]) => !isCairnState(p)));
+/** The checkpoint without what the walk never enters: cairn's own state (.cairn) and what
+ *  a final rule set ignores (.git). A checkpoint taken before they were always ignored
+ *  (.cairn with defaultIgnore: false, .git re-included by a whitelist's "!*\/") may hold
+ *  them: restored, the live store or repository (not there to the walk) was replaced with
+ *  the recorded copy. */
+function withoutUnwalked(target: Snapshot, rules: RuleSet[]): Snapshot {
+  const finals = rules.filter((s) => s.final);
+  const unwalked = (p: string, e: Entry) =>
+    isCairnState(p) ||
+    (finals.length > 0 &&
+      p.split("/").some((_, i, parts) => {
+        const isDir = i < parts.length - 1 || e.type === "dir";
+        return isIgnored(finals, parts.slice(0, i + 1).join("/"), isDir);
+      }));
+  if (![...target].some(([p, e]) => unwalked(p, e))) return target;
+  return new Map([...target].filter(([p, e]) => !unwalked(p, e)));
 }
 
 /** The text of each .gitignore file the checkpoint holds, by path: they decide what is

@@ -11,7 +11,14 @@ import { lstatSync, readdirSync, readFileSync, readlinkSync, statSync } from "no
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { WorkspaceError } from "../errors.js";
-import { DEFAULT_IGNORE, isCairnState, isIgnored, parseIgnore, type RuleSet } from "./ignore.js";
+import {
+  DEFAULT_IGNORE,
+  FINAL_DEFAULT_IGNORE,
+  isCairnState,
+  isIgnored,
+  parseIgnore,
+  type RuleSet,
+} from "./ignore.js";
 import { type Entry, hashObject, type Snapshot } from "./tree.js";
 
 export interface DiskEntry {
@@ -34,12 +41,14 @@ export interface IgnoreOptions {
   gitignore?: boolean;
 }
 
-/** The workspace's own rule set: defaults and option patterns, below every .gitignore
- *  (cairn's state is left out apart: isCairnState). */
+/** The workspace's own rule sets: defaults and option patterns, below every .gitignore, and
+ *  .git (a default) above them all (cairn's state is left out apart: isCairnState). */
 export function baseRules(o: IgnoreOptions): RuleSet[] {
   const defaults = o.defaultIgnore === false ? [] : DEFAULT_IGNORE;
   const lines = [...defaults, ...(o.ignore ?? [])];
-  return [parseIgnore(lines.join("\n"))];
+  const sets = [parseIgnore(lines.join("\n"))];
+  if (o.defaultIgnore === false) return sets;
+  return [...sets, { ...parseIgnore(FINAL_DEFAULT_IGNORE.join("\n")), final: true }];
 }
 
 const utf8 = new TextDecoder("utf-8", { fatal: true });
