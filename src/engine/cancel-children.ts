@@ -16,9 +16,9 @@ export function parentCanceledReason(parentId: string, reason: string): string {
 
 /**
  * Cancels every unfinished child of run `parentId` (canceled for `reason`) and, depth first,
- * theirs. A child executing somewhere stops within a heartbeat, as after engine.cancel;
- * `executing(id, reason)` tells this process's own execution at once. A child that finished
- * meanwhile is left as it is.
+ * theirs. A child executing somewhere stops within a heartbeat, as after engine.cancel, and
+ * cancels its own children when released canceled; `executing(id, reason)` tells this
+ * process's own execution at once. A child that finished meanwhile is left as it is.
  */
 export async function cancelChildren(
   store: Store,
@@ -32,9 +32,11 @@ export async function cancelChildren(
     const res = await store.requestCancel(child.id, why, {
       parentEvent: canceledChildEvent(child.id, why),
     });
-    if (res.state === "requested") executing?.(child.id, why);
-    if (res.state === "canceled" || res.state === "requested") {
-      await cancelChildren(store, child.id, res.run.reason ?? why, executing);
-    }
+    if (res.state === "not-found") continue; // deleted meanwhile
+    // A child canceled before keeps its first reason; one still executing cancels its own
+    // children when it is released canceled.
+    const kept = res.run.reason ?? why;
+    if (res.state === "requested") executing?.(child.id, kept);
+    if (res.state === "canceled") await cancelChildren(store, child.id, kept, executing);
   }
 }

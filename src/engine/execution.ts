@@ -234,10 +234,26 @@ export class Execution {
     });
     if (this.abandoned) return;
     this.releasing = true;
-    if (await handBackRun(this.deps.store, this.claim.run)) {
+    if (await this.handBack()) {
       this.letGo = true;
       this.report("released", { status: "pending" });
     }
+  }
+
+  /** Hands the run back; a cancel requested meanwhile makes it canceled (the store's
+   *  release), and its children go with it. */
+  private async handBack(): Promise<boolean> {
+    const run = await handBackRun(this.deps.store, this.claim.run);
+    if (run?.status === "canceled") await this.cancelChildren(run);
+    return run !== undefined;
+  }
+
+  /** A run released canceled: its unfinished children are canceled with it (a child it
+   *  started after engine.cancel, or any, when it was executing then). */
+  private async cancelChildren(run: RunRecord): Promise<void> {
+    await this.deps.cancelChildren?.(run.id, run.reason ?? "").catch((err: unknown) => {
+      this.deps.log(`run "${this.runId}": canceling its children failed`, err);
+    });
   }
 
   /** One lifecycle line for this run. */
@@ -293,11 +309,7 @@ export class Execution {
     this.released = res.run;
     this.reportRelease(res.run.status, release);
     this.trace.end(res.run.status, res.run.status === "failed" ? release.error : null);
-    if (res.run.status === "canceled" && this.deps.cancelChildren) {
-      await this.deps.cancelChildren(res.run.id, res.run.reason ?? "").catch((err: unknown) => {
-        this.deps.log(`run "${this.runId}": canceling its children failed`, err);
-      });
-    }
+    if (res.run.status === "canceled") await this.cancelChildren(res.run);
   }
 
   /** The engine closes and nothing is in flight: the ctx.now/random/uuid records land
@@ -305,7 +317,7 @@ export class Execution {
   private async handBackOnClose(): Promise<void> {
     await this.deps.committer.drain();
     this.releasing = true;
-    if (await handBackRun(this.deps.store, this.claim.run)) {
+    if (await this.handBack()) {
       this.letGo = true;
       this.report("released", { status: "pending" });
     }
@@ -372,11 +384,12 @@ function stuckReason(runId: string, err: unknown): string | undefined {
 }
 
 /** Releases a claimed run to pending, ready now, fenced by `epoch`: another worker (or this
- *  one) resumes it from its journal. If even that fails, the lease runs out instead. */
+ *  one) resumes it from its journal. If even that fails, the lease runs out instead.
+ *  Returns the run as released (canceled if a cancel was requested), if it was. */
 export async function handBackRun(
   store: Store,
   run: Pick<RunRecord, "id" | "epoch" | "parentId">,
-): Promise<boolean> {
+): Promise<RunRecord | undefined> {
   try {
     const res = await store.releaseRun({
       runId: run.id,
@@ -386,8 +399,8 @@ export async function handBackRun(
       reason: null,
       ...eventsIfCanceled(run),
     });
-    return res.ok;
+    return res.ok ? res.run : undefined;
   } catch {
-    return false;
+    return undefined;
   }
 }

@@ -25,10 +25,16 @@ export async function cancelRun(
   if (res.state === "finished") {
     throw new RunConflictError(`Run "${id}" is already ${res.run.status}; it cannot be canceled`);
   }
-  if (res.state === "requested") internals.worker?.active.get(id)?.cancel(reason);
+  // The first reason given is the one the run ends with (and its children cite): this
+  // process's execution stops with the one the store kept, or its release writes ours over it.
+  const kept = res.run.reason ?? reason;
+  if (res.state === "requested") internals.worker?.active.get(id)?.cancel(kept);
   internals.waiters.wake(id);
-  // The first reason given is the one the run ends with (and its children cite).
-  await cancelChildren(internals.config.store, id, res.run.reason ?? reason, (child, why) =>
+  // A run still executing cancels its children when it is released canceled (Execution):
+  // canceled now, they would fail a parent that has not heard of its cancel yet, and the
+  // children of a parent that ends completed or failed instead must go on.
+  if (res.state !== "canceled") return;
+  await cancelChildren(internals.config.store, id, kept, (child, why) =>
     internals.worker?.active.get(child)?.cancel(why),
   );
 }

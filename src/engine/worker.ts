@@ -203,7 +203,9 @@ export class Worker {
           continue;
         }
         if ((run.leaseUntil ?? 0) > now) continue;
-        if (await handBackRun(store, run)) {
+        const released = await handBackRun(store, run);
+        if (released) {
+          if (released.status === "canceled") this.cancelChildrenOf([runId]);
           this.orphans.delete(runId);
           this.pollAgain = true;
           this.options.execution.lifecycle({
@@ -415,15 +417,34 @@ export class Worker {
       } else if (workerLive(w, now, leaseMs)) for (const wf of w.workflows) served.add(wf);
     }
     for (const wf of this.options.workflows.keys()) served.add(wf);
-    await store.markUnserved({ served: [...served], graceMs: Math.min(leaseMs, 5_000) });
+    await store.markUnserved({
+      served: [...served],
+      graceMs: Math.min(leaseMs, 5_000),
+      canceled: (ids) => this.cancelChildrenOf(ids),
+    });
+  }
+
+  /** Runs canceled as unserved (their worker gone with a cancel requested) were released
+   *  by no execution: their children are canceled here, off the heartbeat's path. */
+  private cancelChildrenOf(runIds: string[]): void {
+    const { cancelChildren, log } = this.options.execution;
+    if (!cancelChildren) return;
+    void (async () => {
+      for (const id of runIds) {
+        const run = await this.options.store.getRun(id);
+        if (run?.status !== "canceled") continue;
+        await cancelChildren(id, run.reason ?? "");
+      }
+    })().catch((err: unknown) => log("canceling the children of canceled runs failed", err));
   }
 
   private async handBack(claim: ClaimedRun): Promise<void> {
-    if (!(await handBackRun(this.options.store, claim.run))) {
+    const released = await handBackRun(this.options.store, claim.run);
+    if (!released) {
       this.options.execution.log(
         `handing back run "${claim.run.id}" failed; its lease will expire`,
       );
-    }
+    } else if (released.status === "canceled") this.cancelChildrenOf([claim.run.id]);
   }
 
   async close(graceMs: number): Promise<void> {

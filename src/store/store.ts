@@ -484,8 +484,13 @@ export interface Store extends WorkspaceVerbs, ApprovalVerbs {
   /** Marks runs that are ready (readyAt <= now - graceMs) but whose "workflow@version" is
    *  not in `served` as paused (pausedFor "version", reason naming it), or canceled if a
    *  cancel was requested (then a waiting parent becomes ready: it reads its child's
-   *  outcome). Returns how many. */
-  markUnserved(p: { served: string[]; graceMs: number }): Promise<number>;
+   *  outcome). Returns how many; `canceled` is told the ids of the runs it canceled once
+   *  that has committed (their children are canceled with them). */
+  markUnserved(p: {
+    served: string[];
+    graceMs: number;
+    canceled?(runIds: string[]): void;
+  }): Promise<number>;
 
   // ---- workers ----
   /** Inserts or replaces a worker row (heartbeatAt = now). */

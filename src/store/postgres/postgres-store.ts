@@ -473,7 +473,7 @@ class PostgresStore implements Store {
     return forkRun(this.#ctx, p);
   }
 
-  markUnserved(p: { served: string[]; graceMs: number }): Promise<number> {
+  markUnserved(p: Parameters<Store["markUnserved"]>[0]): Promise<number> {
     return markUnserved(this.#ctx, p);
   }
 

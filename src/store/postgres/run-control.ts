@@ -421,13 +421,14 @@ export function forkRun(
  */
 export async function markUnserved(
   ctx: StoreContext,
-  p: { served: string[]; graceMs: number },
+  p: { served: string[]; graceMs: number; canceled?(runIds: string[]): void },
 ): Promise<number> {
   const { t } = ctx;
+  let canceled: string[] = [];
   // One transaction: a retry after a lost COMMIT finds the runs already paused or canceled
   // and wakes no parent, so the wake must have committed with the cancel (as two autocommit
   // statements, a parent waiting for a child canceled here could wait forever).
-  return ctx.db.transaction("markUnserved", "idempotent", async (tx) => {
+  const marked = await ctx.db.transaction("markUnserved", "idempotent", async (tx) => {
     const r = await tx.query(
       `WITH c AS (SELECT ${nowSql(1)} AS now),
       l AS (
@@ -447,12 +448,14 @@ export async function markUnserved(
         epoch = CASE WHEN r.status = 'running' THEN r.epoch + 1 ELSE r.epoch END,
         lease_owner = NULL, lease_until = NULL, updated_at = c.now
       FROM l, c WHERE r.id = l.id
-      RETURNING r.status, r.parent_id`,
+      RETURNING r.id, r.status, r.parent_id`,
       [ctx.clockParam(), Math.round(p.graceMs), p.served],
     );
     // Parents waiting for a child canceled here wake and read its outcome (no event can be
     // built here).
-    const parents = (r.rows as Array<{ status: string; parent_id: string | null }>)
+    const rows = r.rows as Array<{ id: string; status: string; parent_id: string | null }>;
+    canceled = rows.filter((row) => row.status === "canceled").map((row) => row.id);
+    const parents = rows
       .filter((row) => row.status === "canceled" && row.parent_id !== null)
       .map((row) => row.parent_id as string);
     if (parents.length > 0) {
@@ -464,6 +467,8 @@ export async function markUnserved(
     }
     return r.rowCount ?? 0;
   });
+  if (canceled.length > 0) p.canceled?.(canceled);
+  return marked;
 }
 
 function mustRow<T>(row: T | undefined): T {

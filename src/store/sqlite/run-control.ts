@@ -313,11 +313,13 @@ export function forkRun(
  * (its worker died) is included: its epoch moves on, so a worker that was only slow can
  * write nothing more, and a pending cancel request takes effect instead of the pause.
  */
-export function markUnserved(
+export async function markUnserved(
   ctx: StoreContext,
-  p: { served: string[]; graceMs: number },
+  p: { served: string[]; graceMs: number; canceled?(runIds: string[]): void },
 ): Promise<number> {
-  return ctx.write("markUnserved", (tx) => {
+  let canceled: string[] = [];
+  const marked = await ctx.write("markUnserved", (tx) => {
+    canceled = [];
     const served = new Set(p.served);
     // A running run is ready here only when its lease expired (readyAt = leaseUntil):
     // its worker is gone, and no live worker can take it over.
@@ -336,12 +338,16 @@ export function markUnserved(
     for (const r of ready) {
       const ref = `${r.workflow}@${r.version}`;
       if (served.has(ref)) continue;
-      if (r.cancel_requested) cancelUnserved(tx, r.id);
-      else pauseUnserved(tx, r.id, ref);
+      if (r.cancel_requested) {
+        cancelUnserved(tx, r.id);
+        canceled.push(r.id);
+      } else pauseUnserved(tx, r.id, ref);
       marked += 1;
     }
     return marked;
   });
+  if (canceled.length > 0) p.canceled?.(canceled);
+  return marked;
 }
 
 function cancelUnserved(tx: WriteTx, runId: string): void {

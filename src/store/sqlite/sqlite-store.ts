@@ -225,7 +225,7 @@ class SqliteStoreImpl implements SqliteStore {
     return forkRun(this.#ctx, p);
   }
 
-  async markUnserved(p: { served: string[]; graceMs: number }): Promise<number> {
+  async markUnserved(p: Parameters<Store["markUnserved"]>[0]): Promise<number> {
     return markUnserved(this.#ctx, p);
   }
 
