@@ -286,14 +286,15 @@ describe("bad stores and shutdown", () => {
     const a = createEngine({
       store: sqliteStore(db.path),
       workflows: [wf],
-      leaseMs: 60_000,
+      leaseMs: 1_000,
       closeGraceMs: 50,
       pollIntervalMs: 10,
     });
     const run = await a.start(wf, undefined);
     await until(() => calls === 1, "step running");
     await a.close();
-    // The lease is 60 s, but close() released it: another worker takes over at once.
+    // The attempt outlasted the grace and still runs in this process: the run stays leased
+    // until its lease ends; then another worker takes over, charging that attempt as lost.
     const b = createEngine({
       store: sqliteStore(db.path),
       workflows: [wf],

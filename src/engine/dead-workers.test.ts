@@ -31,9 +31,13 @@ const dead = () => false;
 const alive = () => true;
 
 describe("isDeadLocalWorker", () => {
-  it("same namespace: the pid decides", () => {
+  it("same namespace: a dead pid decides; a live one (perhaps reused) until the row is silent past a lease", () => {
     expect(isDeadLocalWorker(row({}), here, dead)).toBe(true);
     expect(isDeadLocalWorker(row({}), here, alive)).toBe(false);
+    expect(isDeadLocalWorker(row({ heartbeatAt: here.now - 30_001 }), here, alive)).toBe(true);
+    expect(isDeadLocalWorker(row({ pid: 100, heartbeatAt: here.now - 30_001 }), here, dead)).toBe(
+      true,
+    );
   });
 
   it("another namespace (a container on host networking): a dead-looking pid proves nothing", () => {

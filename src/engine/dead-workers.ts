@@ -29,12 +29,21 @@ export function isDeadLocalWorker(
   alive: (pid: number) => boolean = pidAlive,
 ): boolean {
   if (w.id === here.workerId || w.host !== here.host) return false;
-  if (pidMeansSameProcess(w, here)) {
-    // Same PID namespace: the pid means the same process here. Our own pid is another
-    // engine in this very process.
-    return w.pid !== here.pid && !alive(w.pid);
-  }
+  if (pidKnownDead(w, here, alive)) return true;
+  // A live pid is no proof of life: after a crash the pid may be reused by an unrelated
+  // process (or by this very worker), and the row would stay for good. Silence past a lease
+  // says the worker is gone, here as in another namespace.
   return !workerLive(w, here.now, here.leaseMs);
+}
+
+/** True when `w`'s pid means the same process here and that process is gone: only then may
+ *  its leases be ended at once. Our own pid is another engine in this very process. */
+export function pidKnownDead(
+  w: WorkerRecord,
+  here: ThisProcess,
+  alive: (pid: number) => boolean = pidAlive,
+): boolean {
+  return pidMeansSameProcess(w, here) && w.pid !== here.pid && !alive(w.pid);
 }
 
 /** Whether `w`'s pid names the same process here: its PID namespace is ours (both unknown:

@@ -11,7 +11,7 @@ import { displayText } from "../lib/text.js";
 import { settlesWithin, timerMs, waitAtMost } from "../lib/timers.js";
 import type { ClaimedRun, Journal, RunRecord, Store } from "../store/store.js";
 import type { Workflow } from "../workflow/define.js";
-import { isDeadLocalWorker, pidMeansSameProcess, workerLive } from "./dead-workers.js";
+import { isDeadLocalWorker, pidKnownDead, workerLive } from "./dead-workers.js";
 import { Execution, type ExecutionDeps, handBackRun, payloadKeyError } from "./execution.js";
 
 export interface WorkerOptions {
@@ -412,7 +412,7 @@ export class Worker {
         // Only a pid known dead (same PID namespace) frees its leases at once. A worker
         // judged by its heartbeat alone may have a longer lease (and heartbeat interval)
         // than ours: its runs are taken when their own leases end.
-        await store.removeWorker(w.id, { expireLeases: pidMeansSameProcess(w, here) });
+        await store.removeWorker(w.id, { expireLeases: pidKnownDead(w, here) });
         this.options.execution.lifecycle({ event: "takeover", deadWorkerId: w.id });
       } else if (workerLive(w, now, leaseMs)) for (const wf of w.workflows) served.add(wf);
     }
@@ -487,6 +487,10 @@ export class Worker {
         await waitAtMost(Promise.all(settling.map((e) => e.finished)), Math.max(graceMs, 2_000));
       }
     }
+    // An attempt that outlasted the grace may still be running in this process: its run
+    // stays leased until the lease ends, or another worker would start the same call while
+    // it runs. Only the row goes then (below). Read before the executions stop.
+    const bodyRunning = [...this.active.values()].some((ex) => ex.attemptsInFlight > 0);
     for (const ex of this.active.values()) ex.stopWithoutWriting();
     this.heartbeatsStopped = true;
     if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
@@ -507,7 +511,9 @@ export class Worker {
       this.options.execution.log("close(): queued records not written in time; the store hangs");
       return;
     }
-    const removed = this.options.store.removeWorker(this.options.id);
+    const removed = this.options.store.removeWorker(this.options.id, {
+      expireLeases: !bodyRunning,
+    });
     if (await settlesWithin(removed, bound))
       await removed; // its error, if any, is close()'s
     else

@@ -5,7 +5,7 @@
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { createEngine } from "../../index.js";
+import { createEngine, type Logger } from "../../index.js";
 import { CliError, defineCommand, UsageError } from "../command.js";
 import { parseDuration, parseWholeNumber } from "../flag-values.js";
 import { loadWorkflows } from "../load-workflows.js";
@@ -25,7 +25,9 @@ export const worker = defineCommand({
 Imports <module> (relative to the current directory), registers every workflow it exports
 (and those in exported arrays, e.g. \`export const workflows = [...]\`), and executes their
 runs until SIGINT (Ctrl+C) or SIGTERM. Then it stops taking work, lets running steps finish
-(up to 10 s) and releases its leases. A second signal exits at once.
+(up to 10 s) and releases its leases (exit 0). A second signal exits at once (exit 130).
+A rejection nobody awaited in workflow code is reported and the worker goes on; an
+uncaught exception is reported and the worker stops the same graceful way (exit 1).
 It prints a banner with its worker id and pid, then one line per event of its runs:
 claimed, recovered (taken from an expired lease), takeover (a dead worker's runs),
 completed, failed, canceled, paused, released (pending or waiting), lease-lost.
@@ -37,7 +39,8 @@ modules need none.
 Taking over from a dead worker: a run whose worker died is taken over when its lease ends
 (--lease after the last renewal). A dead worker on this machine is found sooner: every
 worker checks the pids of this host's workers every lease/3, and takes their runs over at
-once. A worker stopped with Ctrl+C or SIGTERM hands its runs back at once.
+once. A worker stopped with Ctrl+C or SIGTERM hands its runs back at once (a run whose
+step still runs after the 10 s stays leased until its lease ends).
 
 Options:
   --import <module> import this module first, e.g. a loader (tsx); repeatable;
@@ -64,10 +67,11 @@ Options:
   async run({ values, positionals: [module] }, ctx) {
     const { mode, ...settings } = workerSettings(values);
     const spec = parseStoreSpec(values, ctx);
+    const logger = workerLogger(ctx, mode);
+    const stray = watchStrayErrors(logger);
     for (const specifier of values.import ?? []) await importFirst(specifier, ctx.cwd);
     const workflows = await loadWorkflows(module, ctx.cwd);
     const store = await openStore(spec, { mustExist: false, env: ctx.env });
-    const logger = workerLogger(ctx, mode);
     const engine = createEngine({ store, workflows, ...settings, logger });
     await ensureOpened(engine);
 
@@ -86,13 +90,46 @@ Options:
         "Running; stop with Ctrl+C or SIGTERM.",
       ],
     });
-    const signal = await waitForStopSignal(ctx, "leases expire on their own");
-    announce("stopping", `Received ${signal}: finishing running steps, then releasing leases...`);
+    const stop = await Promise.race([
+      waitForStopSignal(ctx, "leases expire on their own").then((signal) => `Received ${signal}`),
+      stray.fatal.then((what) => `Stopping after ${what}`),
+    ]);
+    announce("stopping", `${stop}: finishing running steps, then releasing leases...`);
     await engine.close();
     announce("stopped", "Worker stopped.");
-    return 0;
+    return stray.failed ? 1 : 0;
   },
 });
+
+/** Errors user code lets escape (a promise nobody awaited that rejects, a throw in a timer)
+ *  would by Node's default end the process at once: a stack trace, and every run of this
+ *  worker left leased until its lease ends. A rejection concerns one call of one run: it is
+ *  reported and the worker goes on. After an uncaught exception the process may be in any
+ *  state: it is reported, and the worker stops gracefully (`fatal`), exiting 1. */
+function watchStrayErrors(logger: Logger): { fatal: Promise<string>; readonly failed: boolean } {
+  let failed = false;
+  let fail: (what: string) => void = () => {};
+  const fatal = new Promise<string>((resolve) => {
+    fail = resolve;
+  });
+  process.on("unhandledRejection", (err) =>
+    logger.error(
+      { err },
+      "unhandled rejection of a promise nobody awaited (in workflow code?); the worker goes on",
+    ),
+  );
+  process.on("uncaughtException", (err) => {
+    logger.error({ err }, "uncaught exception (in workflow code?); stopping the worker");
+    failed = true;
+    fail("an uncaught exception");
+  });
+  return {
+    fatal,
+    get failed() {
+      return failed;
+    },
+  };
+}
 
 /** The engine's settings and the log mode, from the flags. */
 function workerSettings(values: {
