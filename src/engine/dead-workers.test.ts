@@ -35,8 +35,9 @@ describe("isDeadLocalWorker", () => {
     expect(isDeadLocalWorker(row({}), here, dead)).toBe(true);
     expect(isDeadLocalWorker(row({}), here, alive)).toBe(false);
     expect(isDeadLocalWorker(row({ heartbeatAt: here.now - 30_001 }), here, alive)).toBe(true);
+    // Our own pid: another engine in this very process.
     expect(isDeadLocalWorker(row({ pid: 100, heartbeatAt: here.now - 30_001 }), here, dead)).toBe(
-      true,
+      false,
     );
   });
 

@@ -30,6 +30,9 @@ export function isDeadLocalWorker(
 ): boolean {
   if (w.id === here.workerId || w.host !== here.host) return false;
   if (pidKnownDead(w, here, alive)) return true;
+  // Our own pid is another engine in this very process: alive while we are (one cut off from
+  // the store stays listed, not live, as a worker on another host does).
+  if (pidMeansSameProcess(w, here) && w.pid === here.pid) return false;
   // A live pid is no proof of life: after a crash the pid may be reused by an unrelated
   // process (or by this very worker), and the row would stay for good. Silence past a lease
   // says the worker is gone, here as in another namespace.
