@@ -71,4 +71,30 @@ describe.each(BACKENDS)("resume of a run Promise.any failed on %s", (backend) =>
     expect(await engine.handle("caught").result()).toBe("fallback");
     expect(ran).toEqual(["after"]);
   });
+
+  it("names a call once however often an AggregateError holds it, even itself, at every level", async () => {
+    const h = harness();
+    let broken = true;
+    const wf = workflow({ name: "tangled", version: "1" }, async (ctx) => {
+      try {
+        await ctx.step("flaky", () => {
+          if (broken) throw new FatalError("flaky is down");
+          return "ok";
+        });
+      } catch (err) {
+        // 200 references at each of 8 levels: 200^8 visits without a memory of the seen.
+        const tangled = new AggregateError([], "gave up");
+        tangled.errors.push(...Array.from({ length: 200 }, () => tangled), err);
+        throw tangled;
+      }
+      return "done";
+    });
+    const engine = h.engine([wf]);
+    await expect((await engine.start(wf, undefined, { id: "tangled" })).result()).rejects.toThrow(
+      "gave up",
+    );
+    broken = false;
+    await engine.resume("tangled");
+    expect(await engine.handle("tangled").result()).toBe("done");
+  });
 });

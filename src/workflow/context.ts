@@ -287,9 +287,13 @@ function failedCallKey(err: unknown): string | null {
  *  repairing one alone would leave the others' recorded errors replayed for ever. */
 function failedCallKeys(err: unknown): string[] {
   const keys = new Set<string>();
+  // Each error once: an AggregateError that holds one error many times (or itself) at
+  // every level was visited a number of times exponential in its depth, hanging the worker.
+  const seen = new Set<unknown>();
   const visit = (err: unknown, depth: number): void => {
     let e: unknown = err;
-    for (let link = 0; link < 8 && e instanceof Error; link++) {
+    for (let link = 0; link < 8 && e instanceof Error && !seen.has(e); link++) {
+      seen.add(e);
       const key = (e as unknown as Record<symbol, unknown>)[CALL_KEY];
       if (typeof key === "string") {
         keys.add(key);
