@@ -1,6 +1,8 @@
 // Every public error class of cairn. Each carries a stable string `code` so callers can
 // branch on it across processes (a recorded error is rebuilt from name/code/message).
 
+import { fromStoredText, toStoredText } from "./codec/stored-text.js";
+
 /** Every code a cairn error carries (docs/API.md "Errors" says when each is thrown). */
 export type ErrorCode =
   | "NON_DETERMINISM"
@@ -238,11 +240,14 @@ export function toErrorRecord(err: unknown): {
     return {
       name: asText(read(err, "name"), "Error"),
       code: typeof code === "string" ? code : undefined,
-      message: asText(read(err, "message"), ""),
-      stack: typeof stack === "string" ? stack : undefined,
+      message: toStoredText(asText(read(err, "message"), "")),
+      stack: typeof stack === "string" ? toStoredText(stack) : undefined,
     };
   }
-  return { name: "Error", message: asText(err, err === null ? "null" : "undefined") };
+  return {
+    name: "Error",
+    message: toStoredText(asText(err, err === null ? "null" : "undefined")),
+  };
 }
 
 /** A property of a thrown value (a getter may throw: then undefined). */
@@ -286,18 +291,19 @@ export function errorFromRecord(rec: {
   stack?: string | undefined;
 }): Error {
   const make = rec.code ? ERROR_BY_CODE[rec.code as ErrorCode] : undefined;
+  const message = fromStoredText(rec.message);
   let err: Error;
   if (make) {
-    err = make(rec.message);
+    err = make(message);
   } else if (rec.code) {
     // Not one of cairn's (a Node error's ECONNRESET, a provider's code): a plain Error that
     // keeps its code, not a CairnError it never was.
-    err = Object.assign(new Error(rec.message), { code: rec.code });
+    err = Object.assign(new Error(message), { code: rec.code });
   } else {
-    err = new Error(rec.message);
+    err = new Error(message);
   }
   err.name = rec.name;
-  if (rec.stack) err.stack = rec.stack;
+  if (rec.stack) err.stack = fromStoredText(rec.stack);
   return err;
 }
 

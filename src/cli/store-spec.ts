@@ -3,15 +3,8 @@
 // Client commands refuse a SQLite file that does not exist yet: creating an empty store
 // because the command ran in the wrong directory would only hide the mistake.
 
-import {
-  type ApprovalKey,
-  createEngine,
-  EncryptedValue,
-  type Engine,
-  PayloadKeyError,
-  type RunView,
-  type Store,
-} from "../index.js";
+import { unreadablePayloadOf, unreadableRecentPayload } from "../engine/unreadable-payloads.js";
+import { type ApprovalKey, createEngine, type Engine, type Store } from "../index.js";
 import {
   openStoreSpec,
   parseStoreSpec as parseSelection,
@@ -20,6 +13,7 @@ import {
 } from "../store/select.js";
 import { type CliContext, CliError, UsageError } from "./command.js";
 
+export { runAfter } from "../engine/run-after.js";
 export { DEFAULT_STORE_SPEC, type StoreSpec } from "../store/select.js";
 
 /** --store / --schema, else CAIRN_STORE / CAIRN_PG_SCHEMA (selectStore's rules); a spec
@@ -88,26 +82,6 @@ export async function ensureOpened(engine: Engine): Promise<void> {
   }
 }
 
-/** The run after a command acted on it (cancel, resume, send), for what is printed. The
- *  action is done: a payload under a key this process was not given must not turn it into
- *  a reported failure (the user would do it again: a second event). The run then comes as a
- *  listing shows it, such payloads as [encrypted with key "id"]. */
-export async function runAfter(engine: Engine, id: string): Promise<RunView | undefined> {
-  try {
-    return await engine.getRun(id);
-  } catch (err) {
-    if (!(err instanceof PayloadKeyError)) throw err;
-  }
-  let before: { createdAt: number; id: string } | undefined;
-  for (;;) {
-    const page = await engine.listRuns({ idContains: id, limit: 200, ...(before && { before }) });
-    const run = page.find((r) => r.id === id);
-    const last = page[page.length - 1];
-    if (run || page.length < 200 || !last) return run;
-    before = { createdAt: last.createdAt.getTime(), id: last.id };
-  }
-}
-
 /** Refuses to store `what` for run `id` in plain text: without $CAIRN_ENCRYPTION_KEYS this
  *  process writes plain text, and a run whose payloads are encrypted would keep it so (its
  *  store encrypts everything else), with nothing said. Nothing is written when refused. */
@@ -118,19 +92,20 @@ export async function refusePlainTextInto(
   what: string,
 ): Promise<void> {
   if (env.CAIRN_ENCRYPTION_KEYS?.trim()) return;
-  const run = await engine.getRun(id);
-  if (run === undefined) return;
-  // The input alone does not tell: a run started by a client with no keys (cairn start) has
-  // a plain input, and every record its workers wrote after it encrypted (steps, events,
-  // approval requests). Those are read only when the input is plain, the journal last.
-  const isEncrypted = (v: unknown): v is EncryptedValue => v instanceof EncryptedValue;
-  const encrypted =
-    [run.input, run.output].find(isEncrypted) ??
-    (await engine.listEvents(id)).map((e) => e.payload).find(isEncrypted) ??
-    (await engine.listApprovals(id)).map((a) => a.request).find(isEncrypted) ??
-    (await engine.getSteps(id)).map((s) => s.result).find(isEncrypted);
+  const encrypted = await unreadablePayloadOf(engine, id);
   if (encrypted === undefined) return;
   throw new CliError(
     `run ${JSON.stringify(id)} is encrypted (key "${encrypted.keyId}") and $CAIRN_ENCRYPTION_KEYS is not set: ${what} would be stored in plain text. Set CAIRN_ENCRYPTION_KEYS as the workers have it; nothing was written`,
+  );
+}
+
+/** As refusePlainTextInto, for a new run's input: refused when the store's newest runs are
+ *  encrypted (its workers encrypt) and this process has no keys. */
+export async function refusePlainTextStart(engine: Engine, env: NodeJS.ProcessEnv): Promise<void> {
+  if (env.CAIRN_ENCRYPTION_KEYS?.trim()) return;
+  const found = await unreadableRecentPayload(engine);
+  if (found === undefined) return;
+  throw new CliError(
+    `this store is encrypted (run ${JSON.stringify(found.runId)} is, with key "${found.value.keyId}") and $CAIRN_ENCRYPTION_KEYS is not set: the input would be stored in plain text. Set CAIRN_ENCRYPTION_KEYS as the workers have it; nothing was started`,
   );
 }

@@ -15,6 +15,7 @@
 import { createCipheriv, createDecipheriv, createHmac, hkdfSync } from "node:crypto";
 import { PayloadKeyError } from "../errors.js";
 import { isWellFormed } from "../lib/text.js";
+import { ENVELOPE, PLAIN } from "./stored-text.js";
 
 export interface EncryptionKey {
   /** Names the key inside every payload it encrypts: 1-64 of A-Z a-z 0-9 . _ - */
@@ -23,7 +24,7 @@ export interface EncryptionKey {
   key: Uint8Array | string;
 }
 
-const TEXT_PREFIX = "cairn:enc:1:";
+const TEXT_PREFIX = `${ENVELOPE}1:`;
 const BYTES_MAGIC = Buffer.from("CAIRNENC1", "latin1");
 const KEY_ID = /^[A-Za-z0-9._-]{1,64}$/;
 const IV_BYTES = 12;
@@ -35,11 +36,26 @@ interface KeyMaterial {
   iv: Buffer;
 }
 
-/** The key id of an encrypted text payload, or undefined for a plain one. */
-export function encryptedTextKeyId(text: string): string | undefined {
-  if (!text.startsWith(TEXT_PREFIX)) return undefined;
+/**
+ * The key id of an encrypted text payload, or undefined for a plain one. Plain text never
+ * begins "cairn:enc:" unless escaped as version 0 (codec/stored-text.ts), so text that begins
+ * so and is no envelope cairn can read (a byte of its header flipped: a colon, the version)
+ * is a PayloadKeyError saying it is damaged, never passed through as plain text: an error
+ * message read so would hand a replay other text than the first run had.
+ */
+export function encryptedTextKeyId(text: string, what = "A payload"): string | undefined {
+  if (!text.startsWith(ENVELOPE)) return undefined;
+  // Escaped plain text is always PLAIN + ENVELOPE + ...: version 1 flipped to 0 is not.
+  if (text.startsWith(PLAIN) && text.startsWith(ENVELOPE, PLAIN.length)) return undefined;
   const end = text.indexOf(":", TEXT_PREFIX.length);
-  return end < 0 ? undefined : text.slice(TEXT_PREFIX.length, end);
+  const keyId = text.startsWith(TEXT_PREFIX) && end >= 0 ? text.slice(TEXT_PREFIX.length, end) : "";
+  if (!KEY_ID.test(keyId)) {
+    throw new PayloadKeyError(
+      `${what} is not an encrypted payload that can be read: it begins with the marker of one, but its header (version, key id) is damaged or of a newer cairn, so the stored value is damaged`,
+      { keyId: "unknown" },
+    );
+  }
+  return keyId;
 }
 
 /**
@@ -114,7 +130,7 @@ export class PayloadCipher {
 
   /** Plain text passes through (a store written before encryption was turned on). */
   decryptText(text: string, what: string): string {
-    const keyId = encryptedTextKeyId(text);
+    const keyId = encryptedTextKeyId(text, what);
     if (keyId === undefined) return text;
     const k = this.#key(keyId, what);
     const header = `${TEXT_PREFIX}${keyId}:`;

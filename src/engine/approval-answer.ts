@@ -4,6 +4,7 @@
 // with nothing changed, which the error explains.
 
 import { encode } from "../codec/codec.js";
+import { looksLikeEnvelope } from "../codec/stored-text.js";
 import {
   ApprovalNotFoundError,
   ApprovalTokenError,
@@ -31,8 +32,7 @@ export async function answerApproval(
   // via first: by defaults to it, and a bad via given alone must be named as via.
   const via = checkAnswerText(source.via ?? "engine", "via", 40);
   const by = checkAnswerText(source.by ?? via, "The approver (by)", 200);
-  const comment =
-    source.comment === undefined ? null : checkAnswerText(source.comment, "The comment", 4_000);
+  const comment = source.comment === undefined ? null : checkComment(source.comment, runId, key);
   let answerText: string | null = null;
   const payload: ApprovalAnswer = { decision, by, comment, via };
   if (source.answer !== undefined) {
@@ -68,6 +68,17 @@ export async function answerApproval(
   deps.answered(runId);
   const run = await store.getRun(runId);
   return toApprovalView(res.approval, run?.status, await store.now());
+}
+
+/** An answer's comment: free text that must not read back as an encrypted payload. */
+export function checkComment(value: unknown, runId: string, key: string): string {
+  const comment = checkAnswerText(value, "The comment", 4_000);
+  if (looksLikeEnvelope(comment)) {
+    throw new TypeError(
+      `The comment on approval "${key}" of run "${runId}" begins with "cairn:enc:", which marks an encrypted payload in the store (it would be read back as one); reword it`,
+    );
+  }
+  return comment;
 }
 
 /** Text of an answer (who, via, comment): 1-`max` characters that cairn can store exactly

@@ -6,6 +6,7 @@
 import { EngineClosedError } from "../errors.js";
 import type { Clock } from "../lib/clock.js";
 import type { Duration } from "../lib/duration.js";
+import { encrypts } from "../store/encrypted-store.js";
 import type { Amounts, RunFilter, Store, StreamChunk } from "../store/store.js";
 import type { AnyWorkflow, Workflow } from "../workflow/define.js";
 import type { ApprovalKey } from "./approval-tokens.js";
@@ -29,6 +30,7 @@ import { cancelRun, resumeRun } from "./run-control.js";
 import { handleFor, runHandle } from "./run-handle.js";
 import { sendEvent } from "./send-event.js";
 import { startChildRun, startRun } from "./start-run.js";
+import { markEncrypting } from "./unreadable-payloads.js";
 import type { EventView, RunView, StepView, WorkerView } from "./views.js";
 import { createWorkspaceViews, type WorkspaceViewsApi } from "./workspace-views.js";
 
@@ -186,7 +188,7 @@ export function createEngine(options: EngineOptions = {}): Engine {
   const config = resolveEngineConfig(options);
   const internals = createEngineInternals(config, startChildRun);
   const engineReady = () => ready(internals);
-  return closedAware(internals, {
+  const engine = closedAware(internals, {
     ...createApprovalsApi({
       store: config.store,
       clock: config.clock,
@@ -240,6 +242,8 @@ export function createEngine(options: EngineOptions = {}): Engine {
     },
     close: () => closeEngine(internals),
   });
+  if (encrypts(config.store)) markEncrypting(engine);
+  return engine;
 }
 
 /** Members that never reach the store, or say themselves how close() ended them. */

@@ -4,6 +4,7 @@
 // decides when to release and reports what the store made of it.
 
 import { encode } from "../codec/codec.js";
+import { fromStoredText, toStoredText } from "../codec/stored-text.js";
 import { SerializationError, toErrorRecord } from "../errors.js";
 import { type Release, type RunRecord, TERMINAL_STATUSES } from "../store/store.js";
 import type { Outcome } from "../workflow/context.js";
@@ -109,7 +110,8 @@ function failedRelease(run: RunRecord, err: Error, maxPayloadBytes: number): Rel
     epoch: run.epoch,
     status: "failed",
     error,
-    reason: `${error.name}: ${error.message}`,
+    // The name may begin like an encrypted payload too (codec/stored-text.ts).
+    reason: toStoredText(`${error.name}: ${fromStoredText(error.message)}`),
     readyAt: null,
     events: childResultEvents(
       run,

@@ -3,6 +3,7 @@
 // cancel reasons, and the numeric engine options. Each throws a TypeError naming the call
 // and the field; nothing is recorded.
 
+import { looksLikeEnvelope } from "../codec/stored-text.js";
 import { amountNameProblem } from "../lib/amounts.js";
 import { MAX_DURATION_MS } from "../lib/duration.js";
 import { checkText } from "../lib/text.js";
@@ -69,6 +70,11 @@ export function checkCancelReason(reason: unknown, runId: string): asserts reaso
     throw new TypeError(`cancel(): the reason for run "${runId}" must be a string`);
   }
   checkText(reason, `cancel(): the reason for run "${runId}"`);
+  if (looksLikeEnvelope(reason)) {
+    throw new TypeError(
+      `cancel(): the reason for run "${runId}" begins with "cairn:enc:", which marks an encrypted payload in the store (it would be read back as one); reword it`,
+    );
+  }
 }
 
 type NumericOption =

@@ -4,6 +4,7 @@
 
 import { decode } from "../codec/codec.js";
 import { encryptedTextKeyId } from "../codec/encryption.js";
+import { fromStoredText } from "../codec/stored-text.js";
 import type {
   Amounts,
   ErrorRecord,
@@ -101,10 +102,16 @@ function encryptedText(keyId: string): string {
   return `[encrypted with key "${keyId}"]`;
 }
 
-/** Stored text as shown: itself, or what key it is encrypted with. */
+/** Stored text as shown: what it holds (codec/stored-text.ts), or what key it is encrypted
+ *  with. */
 export function shownText(text: string): string {
-  const keyId = encryptedTextKeyId(text);
-  return keyId === undefined ? text : encryptedText(keyId);
+  let keyId: string | undefined;
+  try {
+    keyId = encryptedTextKeyId(text);
+  } catch {
+    return UNDECODABLE.toJSON(); // an envelope whose header is damaged
+  }
+  return keyId === undefined ? fromStoredText(text) : encryptedText(keyId);
 }
 
 /** A stored error as shown: its message and stack as shownText shows them. */
@@ -118,9 +125,9 @@ export function shownError(e: ErrorRecord): ErrorRecord {
  *  encrypted with, or an UndecodableValue; undefined for none. */
 export function decodeForView(text: string | null): unknown {
   if (text === null) return undefined;
-  const keyId = encryptedTextKeyId(text);
-  if (keyId !== undefined) return new EncryptedValue(keyId);
   try {
+    const keyId = encryptedTextKeyId(text);
+    if (keyId !== undefined) return new EncryptedValue(keyId);
     return decode(text);
   } catch {
     return UNDECODABLE;

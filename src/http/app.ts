@@ -8,6 +8,7 @@ import { type Context, Hono } from "hono";
 import { type Clock, type Engine, realClock } from "../index.js";
 import { MAX_DURATION_MS } from "../lib/duration.js";
 import { neverThrows } from "../lib/never-throws.js";
+import { dotSegmentRefusal } from "./api/dot-segments.js";
 import { apiError, mountApi } from "./api/index.js";
 import { HttpError, quote } from "./errors.js";
 import { LiveHub } from "./live/hub.js";
@@ -137,7 +138,11 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
   const notFoundAnswer = (c: Context<AppEnv>) => {
     securityHeaders(c);
     if (isApi(c)) {
-      const what = `${c.req.method} ${quote(new URL(c.req.url).pathname, 120)}`;
+      const pathname = new URL(c.req.url).pathname;
+      const own = pathBelowMount(c, pathname) ?? "";
+      const dots = dotSegmentRefusal(c.req.method, own.slice(`${basePath}/api`.length));
+      if (dots) return apiError(c, dots, log);
+      const what = `${c.req.method} ${quote(pathname, 120)}`;
       return apiError(c, new HttpError(404, "NOT_FOUND", `No API route ${what}`), log);
     }
     return messagePage(

@@ -153,7 +153,20 @@ function decObject(c: Cipher, o: WorkspaceObject): WorkspaceObject {
 
 /** The reason a run whose payload cannot be read here is paused with. */
 export function unreadablePayloadReason(runId: string, err: PayloadKeyError): string {
+  // No key id could be read: no key would open it (codec/encryption.ts).
+  if (err.keyId === "unknown") {
+    return `run "${runId}" has an encrypted payload whose header is damaged, so no key can read it; restore the damaged record from a backup and resume the run, or fork it from a step before the damage`;
+  }
   return `run "${runId}" has a payload encrypted with key "${err.keyId}", which this worker cannot read; give the worker that key and resume the run`;
+}
+
+/** The stores encryptedStore made (encrypts). */
+const encrypting = new WeakSet<Store>();
+
+/** True for a store made by encryptedStore: what it is given to write is encrypted. (A
+ *  decorator over one hides it: then false, and callers fall back to reading.) */
+export function encrypts(store: Store): boolean {
+  return encrypting.has(store);
 }
 
 export function encryptedStore(inner: Store, options: EncryptionOptions): Store {
@@ -169,6 +182,7 @@ export function encryptedStore(inner: Store, options: EncryptionOptions): Store 
     ...sideChannelVerbs(inner, c),
     ...approvalVerbs(inner, c),
   };
+  encrypting.add(store);
   return store;
 }
 

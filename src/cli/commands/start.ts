@@ -6,7 +6,7 @@
 import { defineCommand, UsageError } from "../command.js";
 import { parseBudget, parseJson, readStdin } from "../flag-values.js";
 import { formatBudget, printable, quoted, shellArg, toJson } from "../format.js";
-import { withClient } from "../store-spec.js";
+import { refusePlainTextStart, withClient } from "../store-spec.js";
 
 export const start = defineCommand({
   name: "start",
@@ -55,6 +55,7 @@ Options:
           );
     const budget = values.budget === undefined ? undefined : parseBudget(values.budget);
     const { started, run } = await withClient(values, ctx, async (engine) => {
+      if (input !== undefined) await refusePlainTextStart(engine, ctx.env);
       const started = await engine.start(ref, input, {
         ...(values.id !== undefined ? { id: values.id } : {}),
         ...(budget ? { budget } : {}),

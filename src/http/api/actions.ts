@@ -1,12 +1,16 @@
 // Acting on a run: send it an event, cancel it, resume it (with a raised budget), fork it
 // from a step. Each needs the "act" role.
 
-import { checkBudget, checkEventName } from "../../engine/validate.js";
+import { runAfter } from "../../engine/run-after.js";
+import { checkBudget, checkCancelReason, checkEventName } from "../../engine/validate.js";
+import { runNotFound } from "../../errors.js";
+import type { Engine } from "../../index.js";
 import { isWorkflowName } from "../../workflow/define.js";
 import { HttpError, quote } from "../errors.js";
 import { eventJson, runJson } from "../json.js";
 import { s } from "../schema.js";
 import { ref } from "./models.js";
+import { refusePlainTextInto } from "./plain-text.js";
 import { engineCheck, json, type Route, route } from "./route.js";
 import { checkHttpRunId, mustGetRun, RUN_ID_PARAM } from "./runs.js";
 
@@ -54,6 +58,9 @@ const sendEvent = route({
     }
     engineCheck(() => checkEventName(name, params.id!));
     const key = query["idempotency-key"] as string | undefined;
+    if (body !== undefined) {
+      await refusePlainTextInto(deps.engine, params.id!, `the payload of event ${quote(name)}`);
+    }
     const sent = await deps.engine.sendEvent(
       params.id!,
       name,
@@ -94,8 +101,12 @@ const cancelRun = route({
     },
   },
   async handle({ c, params, body, deps }) {
+    if (body?.reason !== undefined) {
+      engineCheck(() => checkCancelReason(body.reason, params.id!));
+      await refusePlainTextInto(deps.engine, params.id!, "the reason");
+    }
     await deps.engine.cancel(params.id!, body?.reason);
-    const run = await mustGetRun(deps.engine, params.id!);
+    const run = await mustGetRunAfter(deps.engine, params.id!);
     return json(c, 200, {
       run: runJson(run),
       state: run.status === "canceled" ? "canceled" : "requested",
@@ -128,9 +139,17 @@ const resumeRun = route({
   async handle({ c, params, body, deps }) {
     engineCheck(() => checkBudget(body?.budget, "resume()"));
     await deps.engine.resume(params.id!, body?.budget ? { budget: body.budget } : {});
-    return json(c, 200, { run: runJson(await mustGetRun(deps.engine, params.id!)) });
+    return json(c, 200, { run: runJson(await mustGetRunAfter(deps.engine, params.id!)) });
   },
 });
+
+/** The run after acting on it (engine/run-after.ts: a payload under a key this server lacks
+ *  must not answer 503 for a cancel or resume that was done), or a 404 naming the id. */
+async function mustGetRunAfter(engine: Engine, id: string) {
+  const run = await runAfter(engine, id);
+  if (!run) throw runNotFound(id);
+  return run;
+}
 
 const forkRun = route({
   method: "post",

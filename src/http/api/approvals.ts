@@ -3,12 +3,14 @@
 // approval one way without any other credential (security.ts lets these paths through).
 // A forged, altered, expired or replayed token is refused and nothing changes.
 
+import { checkComment } from "../../engine/approval-answer.js";
 import type { ApprovalView } from "../../index.js";
 import { APPROVAL_LINK_API } from "../approval-link-paths.js";
 import { toJsonValue } from "../json.js";
 import { s } from "../schema.js";
 import { ref } from "./models.js";
-import { json, type Route, route } from "./route.js";
+import { refusePlainTextInto } from "./plain-text.js";
+import { engineCheck, json, type Route, route } from "./route.js";
 import { RUN_ID_PARAM } from "./runs.js";
 
 export function approvalJson(a: ApprovalView): Record<string, unknown> {
@@ -99,6 +101,12 @@ function answerRoute(decision: "approve" | "reject"): Route {
         ...(b.comment !== undefined ? { comment: b.comment } : {}),
         ...(b.answer !== undefined ? { answer: b.answer } : {}),
       };
+      if (b.comment !== undefined) {
+        engineCheck(() => checkComment(b.comment, params.id!, params.name!));
+      }
+      if (b.comment !== undefined || b.answer !== undefined) {
+        await refusePlainTextInto(deps.engine, params.id!, "the comment or answer");
+      }
       const view =
         decision === "approve"
           ? await deps.engine.approve(params.id!, params.name!, options)
@@ -163,6 +171,11 @@ const answerLink = route({
   errors: [404, 409],
   responses: { 200: { description: "The approval, answered.", ...approvalAnswer } },
   async handle({ c, params, body, deps }) {
+    if (body?.comment !== undefined) {
+      const { approval } = await deps.engine.inspectApprovalLink(params.token!);
+      engineCheck(() => checkComment(body.comment, approval.runId, approval.key));
+      await refusePlainTextInto(deps.engine, approval.runId, "the comment");
+    }
     const view = await deps.engine.answerApprovalLink(
       params.token!,
       body?.comment !== undefined ? { comment: body.comment } : {},

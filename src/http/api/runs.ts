@@ -7,6 +7,7 @@ import { HttpError, quote } from "../errors.js";
 import { eventJson, runJson, stepJson } from "../json.js";
 import { s } from "../schema.js";
 import { ref } from "./models.js";
+import { refusePlainTextStart } from "./plain-text.js";
 import { engineCheck, json, type ParamSpec, type Route, route } from "./route.js";
 import { listRunPage, RUN_LIST_QUERY, type RunListQuery } from "./run-list.js";
 
@@ -204,6 +205,7 @@ const startRun = route({
       if (b.id !== undefined) checkHttpRunId(b.id, "start()");
       checkBudget(b.budget, "start()");
     });
+    if (b.input !== undefined) await refusePlainTextStart(deps.engine);
     const handle = await deps.engine.start(wf, b.input, {
       ...(b.id !== undefined ? { id: b.id } : {}),
       ...(b.budget !== undefined ? { budget: b.budget } : {}),

@@ -5,8 +5,9 @@
 
 import type { Context } from "hono";
 import { html } from "hono/html";
+import { EncryptedValue, UndecodableValue } from "../../index.js";
 import { amountOf } from "../../lib/amounts.js";
-import { eventJson, runJson, stepJson, UNDECODABLE_TEXT } from "../json.js";
+import { eventJson, runJson, stepJson } from "../json.js";
 import type { AppEnv } from "../security.js";
 import { amounts, cut, duration, isFinished, number, pretty } from "./format.js";
 import {
@@ -44,8 +45,18 @@ export async function runPage(deps: UiDeps, c: Context<AppEnv>, id: string): Pro
     c.req.header("x-cairn-refresh") === "1" ? undefined : modelStreamPanel(deps, view),
   ]);
   const run = runJson(view);
-  const steps = stepViews.map(stepJson);
-  const events = eventViews.map(eventJson);
+  if ("input" in run) run.input = pageValue(view.input, run.input);
+  if ("output" in run) run.output = pageValue(view.output, run.output);
+  const steps = stepViews.map((s) => {
+    const json = stepJson(s);
+    if ("result" in json) json.result = pageValue(s.result, json.result);
+    return json;
+  });
+  const events = eventViews.map((e) => {
+    const json = eventJson(e);
+    json.payload = pageValue(e.payload, json.payload);
+    return json;
+  });
   const now = deps.clock.now();
   const b = deps.basePath;
   const live = `${b}/api/live/runs/${encodeURIComponent(id)}`;
@@ -142,12 +153,33 @@ ${free.length > 0 ? html`<div class="spent-free"><span class="name">Spent</span>
 </div>`;
 }
 
-export function valueBlock(value: unknown): Html {
-  if (value === UNDECODABLE_TEXT) {
-    return html`<span class="tag warn" title="The stored value cannot be decoded; it is not shown">undecodable value</span>`;
+/** A stored value the page does not show: the codec cannot decode it, or it is encrypted
+ *  with a key this server was not given. Told apart by the view's own value, not by its JSON
+ *  text: a user's string "[undecodable value]" is shown as the string it is. */
+class Withheld {
+  constructor(
+    readonly title: string,
+    readonly label: string,
+  ) {}
+}
+
+/** A value of the page: `json`, or a Withheld for what `view` could not show. */
+function pageValue(view: unknown, json: unknown): unknown {
+  if (view instanceof UndecodableValue) {
+    return new Withheld("The stored value cannot be decoded; it is not shown", "undecodable value");
   }
-  if (typeof value === "string" && /^\[encrypted with key "[^"]*"\]$/.test(value)) {
-    return html`<span class="tag warn" title="This server is not given the key; the value is not shown">${value.slice(1, -1)}</span>`;
+  if (view instanceof EncryptedValue) {
+    return new Withheld(
+      "This server is not given the key; the value is not shown",
+      `encrypted with key "${view.keyId}"`,
+    );
+  }
+  return json;
+}
+
+export function valueBlock(value: unknown): Html {
+  if (value instanceof Withheld) {
+    return html`<span class="tag warn" title="${value.title}">${value.label}</span>`;
   }
   const text = pretty(value);
   const shown =

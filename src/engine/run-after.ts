@@ -1,0 +1,25 @@
+// The run after a client acted on it (cancel, resume, an event), for what the client shows.
+// The action is done: a payload under a key this process was not given must not turn it
+// into a reported failure (the user would do it again: a second event, a second cancel).
+// The run then comes as a listing shows it, such payloads as EncryptedValue.
+
+import { PayloadKeyError } from "../errors.js";
+import type { Engine } from "./engine.js";
+import type { RunView } from "./views.js";
+
+/** Run `id` as getRun shows it, or as a listing does when getRun refuses a payload's key. */
+export async function runAfter(engine: Engine, id: string): Promise<RunView | undefined> {
+  try {
+    return await engine.getRun(id);
+  } catch (err) {
+    if (!(err instanceof PayloadKeyError)) throw err;
+  }
+  let before: { createdAt: number; id: string } | undefined;
+  for (;;) {
+    const page = await engine.listRuns({ idContains: id, limit: 200, ...(before && { before }) });
+    const run = page.find((r) => r.id === id);
+    const last = page[page.length - 1];
+    if (run || page.length < 200 || !last) return run;
+    before = { createdAt: last.createdAt.getTime(), id: last.id };
+  }
+}

@@ -1,0 +1,79 @@
+// Whether a process may write a payload into a run, or into the store, as it is: a process
+// given no encryption keys stores plain text where the workers encrypt everything else. A
+// client door (the CLI, the HTTP API) asks these before it writes a payload, and refuses
+// instead of leaving a secret in plain text beside ciphertext with nothing said.
+
+import { PayloadKeyError } from "../errors.js";
+import type { Engine } from "./engine.js";
+import { EncryptedValue } from "./views.js";
+
+const isEncrypted = (v: unknown): v is EncryptedValue => v instanceof EncryptedValue;
+
+/** Engines whose store encrypts what they write (createEngine marks them). */
+const encrypting = new WeakSet<Engine>();
+
+export function markEncrypting(engine: Engine): void {
+  encrypting.add(engine);
+}
+
+/** True when `engine` writes payloads encrypted: it never stores plain text, so a door need
+ *  not ask the questions below (whose answer would be wrong for it: it may lack a retired
+ *  key a run was written with, and still write encrypted). */
+export function writesEncrypted(engine: Engine): boolean {
+  return encrypting.has(engine);
+}
+
+/** A payload of run `id` that `engine` cannot decrypt, or undefined (no such run too).
+ *  `quick` (a door that writes often: the HTTP API's webhook path) reads the run's events and
+ *  journal only when the store's newest runs hold such payloads: where nothing is
+ *  encrypted, a send costs three small reads, not a read of the whole journal. */
+export async function unreadablePayloadOf(
+  engine: Engine,
+  id: string,
+  options: { quick?: boolean } = {},
+): Promise<EncryptedValue | undefined> {
+  try {
+    return await findUnreadable(engine, id, options);
+  } catch (err) {
+    // An encrypted store that lacks the run's key refuses the read: that is the answer.
+    if (err instanceof PayloadKeyError) return new EncryptedValue(err.keyId);
+    throw err;
+  }
+}
+
+async function findUnreadable(
+  engine: Engine,
+  id: string,
+  options: { quick?: boolean },
+): Promise<EncryptedValue | undefined> {
+  const run = await engine.getRun(id);
+  if (run === undefined) return undefined;
+  // The input alone does not tell: a run started by a client with no keys has a plain
+  // input, and every record its workers wrote after it encrypted (steps, events, approval
+  // requests). Those are read only when the input is plain, the journal last.
+  const own =
+    [run.input, run.output].find(isEncrypted) ??
+    (await engine.listApprovals(id)).map((a) => a.request).find(isEncrypted);
+  if (own) return own;
+  if (options.quick && (await unreadableRecentPayload(engine)) === undefined) return undefined;
+  return (
+    (await engine.listEvents(id)).map((e) => e.payload).find(isEncrypted) ??
+    (await engine.getSteps(id)).map((s) => s.result).find(isEncrypted)
+  );
+}
+
+/** How many of the newest runs a new run's start looks at (a store is encrypted as a whole:
+ *  what its newest runs hold is what its workers write). */
+const RECENT_RUNS = 20;
+
+/** A payload of one of the store's newest runs that `engine` cannot decrypt, or undefined:
+ *  a run started now by this engine would keep its input in plain text among them. */
+export async function unreadableRecentPayload(
+  engine: Engine,
+): Promise<{ runId: string; value: EncryptedValue } | undefined> {
+  for (const run of await engine.listRuns({ limit: RECENT_RUNS })) {
+    const value = [run.input, run.output].find(isEncrypted);
+    if (value) return { runId: run.id, value };
+  }
+  return undefined;
+}
