@@ -1,5 +1,5 @@
 // The end of an engine's life, and its counters. close() refuses new calls at once, then
-// stops in order: retention between batches, the worker (its executions drained and
+// stops in order: an open under way (waited for within a bound), retention between batches, the worker (its executions drained and
 // handed back within closeGraceMs), the records still queued, the store subscription and
 // the result() waiters (which then throw EngineClosedError), and last the store.
 
@@ -17,8 +17,25 @@ export function closeEngine(internals: EngineInternals): Promise<void> {
 }
 
 async function closeOnce(internals: EngineInternals): Promise<void> {
-  // No open is tried after this; one under way is waited for.
-  await internals.opening.stop();
+  // No open is tried after this; one under way is waited for, but not on a store that does
+  // not answer (a silent network holds PostgreSQL's open for a minute and more): past the
+  // bound, what that open starts is closed once it settles, and close() does not wait.
+  const stopped = internals.opening.stop();
+  const bound = Math.max(internals.config.closeGraceMs, 2_000);
+  if (!(await settlesWithin(stopped, bound))) {
+    internals.config.log(
+      "close(): the store is still opening (it does not answer); it is closed once that open ends",
+    );
+    void stopped
+      .then(() => closeStarted(internals))
+      .catch((err: unknown) => internals.config.log("close(): closing after a late open", err));
+    return;
+  }
+  await closeStarted(internals);
+}
+
+/** close() once no open is under way. */
+async function closeStarted(internals: EngineInternals): Promise<void> {
   if (!internals.opening.isOpen()) {
     await closeAfterFailedOpen(internals);
     return;

@@ -91,6 +91,19 @@ export class Execution {
     this.ctx?.stopWithoutWriting();
   }
 
+  /** close(), past its grace, stopped this execution (after stopWithoutWriting) with no
+   *  attempt of it in flight (it was reading the store, restoring a workspace): nothing
+   *  of it runs here any more, so its run goes back to pending at once rather than stay
+   *  leased to a worker that is gone (and be taken for a crash when the lease ends). */
+  async handBackStopped(): Promise<void> {
+    if (this.letGo || this.ending || this.releasing || this.attemptsInFlight > 0) return;
+    this.releasing = true;
+    if (await this.handBack()) {
+      this.letGo = true;
+      this.report("released", { status: "pending" });
+    }
+  }
+
   /** The heartbeat learned that another worker holds the run (after stopWithoutWriting). */
   leaseLost(): void {
     if (this.leaseLostReported) return;

@@ -13,6 +13,7 @@ import type { ClaimedRun, Journal, RunRecord, Store } from "../store/store.js";
 import type { Workflow } from "../workflow/define.js";
 import { isDeadLocalWorker, pidKnownDead, workerLive } from "./dead-workers.js";
 import { Execution, type ExecutionDeps, handBackRun, payloadKeyError } from "./execution.js";
+import { runsLeasedTo } from "./runs-leased-to.js";
 
 export interface WorkerOptions {
   id: string;
@@ -48,6 +49,10 @@ export class Worker {
    *  no other worker they would sit forever. Once such a lease has expired, as another
    *  worker would take the run over, this worker hands it back (claimRound). */
   private readonly orphans = new Map<string, number>();
+  /** A claim failed without an answer: on PostgreSQL it may have committed (its answer
+   *  lost, every retry failed), leasing runs to this worker that it never learned of and
+   *  that claimRuns will never give it. The next claim round looks for them (orphans). */
+  private claimMayHaveLeased = false;
   private pollAgain = false;
   /** A claim round (or a start) found no free slot: the next freed slot asks for a round. */
   private roundSkippedWhileFull = false;
@@ -62,6 +67,8 @@ export class Worker {
   /** The heartbeat in flight, if any: close() waits for it before the store closes. */
   private heartbeating: Promise<void> | undefined;
   private heartbeatAgain = false;
+  /** The sweep of the worker table in flight, if any (sweepAside). */
+  private sweeping: Promise<void> | undefined;
   private unsubscribe: Array<() => void> = [];
   readonly stats = { claimed: 0, executions: 0 };
 
@@ -176,6 +183,7 @@ export class Worker {
         }
       }
     } catch (err) {
+      this.claimMayHaveLeased = true;
       this.options.execution.log("claiming runs failed; retrying at the next poll", err);
     }
   }
@@ -183,12 +191,25 @@ export class Worker {
   /** Hands back each orphan whose lease expired and is still ours (see `orphans`); forgets
    *  those another worker took or that changed since. A store error leaves them for the
    *  next round. */
-  private async handBackOrphans(): Promise<void> {
+  private async handBackOrphans({
+    expiredOnly = true,
+    keep = new Set<string>(),
+  }: {
+    expiredOnly?: boolean;
+    keep?: ReadonlySet<string>;
+  } = {}): Promise<void> {
+    if (this.claimMayHaveLeased) await this.findUnknownClaims();
     if (this.orphans.size === 0) return;
     const { store, id: workerId } = this.options;
     try {
       const now = await store.now();
       for (const [runId, epoch] of this.orphans) {
+        // Never a run executing here (a run created claimed while the claims were looked
+        // for), nor one whose attempt close() left running: its lease is this worker's.
+        if (this.active.has(runId) || keep.has(runId)) {
+          this.orphans.delete(runId);
+          continue;
+        }
         // One run this process cannot read (a payload under a key it was not given) must
         // not keep the others from being handed back: it is left for the next round.
         const run = await store.getRun(runId).catch((err: unknown) => {
@@ -202,7 +223,7 @@ export class Worker {
           this.orphans.delete(runId);
           continue;
         }
-        if ((run.leaseUntil ?? 0) > now) continue;
+        if (expiredOnly && (run.leaseUntil ?? 0) > now) continue;
         const released = await handBackRun(store, run);
         if (released) {
           if (released.status === "canceled") this.cancelChildrenOf([runId]);
@@ -220,6 +241,21 @@ export class Worker {
       }
     } catch {
       // The store is away (the claim that follows reports it); the next round tries again.
+    }
+  }
+
+  /** After a claim that failed (claimMayHaveLeased): the running runs leased to this worker
+   *  that it does not execute become orphans, handed back once their leases expire. A
+   *  store error leaves the search for the next round. */
+  private async findUnknownClaims(): Promise<void> {
+    try {
+      const leased = await runsLeasedTo(this.options.store, this.options.id);
+      for (const [runId, epoch] of leased) {
+        if (!this.active.has(runId) && !this.orphans.has(runId)) this.orphans.set(runId, epoch);
+      }
+      this.claimMayHaveLeased = false;
+    } catch {
+      // The store is away: the next round looks again.
     }
   }
 
@@ -369,7 +405,7 @@ export class Worker {
       }
       await store.heartbeatWorker(this.options.id);
       this.lastRenewOk = askedAt;
-      await this.sweepWorkers();
+      this.sweepAside();
     } catch (err) {
       this.options.execution.log("renewing leases failed", err);
       // Past our own lease we may no longer own anything: stop rather than act as a zombie.
@@ -380,6 +416,18 @@ export class Worker {
         }
       }
     }
+  }
+
+  /** Sweeps the worker table beside the heartbeat, one sweep at a time: a slow one (a lock
+   *  wait, a scan of a large backlog) must not hold up the renewals of the next heartbeats,
+   *  or the leases of running runs would run out under them. */
+  private sweepAside(): void {
+    if (this.sweeping !== undefined || this.heartbeatsStopped) return;
+    this.sweeping = this.sweepWorkers()
+      .catch((err: unknown) => this.options.execution.log("sweeping the worker table failed", err))
+      .finally(() => {
+        this.sweeping = undefined;
+      });
   }
 
   /** Takes over the runs of dead workers on this host (removing a row makes the runs it
@@ -489,9 +537,12 @@ export class Worker {
     }
     // An attempt that outlasted the grace may still be running in this process: its run
     // stays leased until the lease ends, or another worker would start the same call while
-    // it runs. Only the row goes then (below). Read before the executions stop.
-    const bodyRunning = [...this.active.values()].some((ex) => ex.attemptsInFlight > 0);
-    for (const ex of this.active.values()) ex.stopWithoutWriting();
+    // it runs. Every other run goes back (below). Read before the executions stop.
+    const stopped = [...this.active.values()];
+    const bodyRunning = new Set(
+      stopped.filter((ex) => ex.attemptsInFlight > 0).map((ex) => ex.runId),
+    );
+    for (const ex of stopped) ex.stopWithoutWriting();
     this.heartbeatsStopped = true;
     if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
     // Let a heartbeat in flight finish before the store closes, but never wait on a store
@@ -499,6 +550,7 @@ export class Worker {
     if (this.heartbeating !== undefined) {
       await waitAtMost(this.heartbeating, Math.min(graceMs, 2_000));
     }
+    if (this.sweeping !== undefined) await waitAtMost(this.sweeping, Math.min(graceMs, 2_000));
     await Promise.all(this.handingBack);
     // Records of attempts that finished are durable before any run of ours is claimable:
     // removing the worker row first would let another worker take a run whose record is
@@ -511,8 +563,17 @@ export class Worker {
       this.options.execution.log("close(): queued records not written in time; the store hangs");
       return;
     }
+    // Every run held here whose attempt does not still run here goes back now (pending, so
+    // its next claimer charges nothing): only those that do stay leased (below).
+    const handedBack = Promise.all([
+      ...stopped.filter((ex) => !bodyRunning.has(ex.runId)).map((ex) => ex.handBackStopped()),
+      this.handBackOrphans({ expiredOnly: false, keep: bodyRunning }),
+    ]);
+    if (!(await settlesWithin(handedBack, bound))) {
+      this.options.execution.log("close(): handing back runs timed out; the store hangs");
+    }
     const removed = this.options.store.removeWorker(this.options.id, {
-      expireLeases: !bodyRunning,
+      expireLeases: bodyRunning.size === 0,
     });
     if (await settlesWithin(removed, bound))
       await removed; // its error, if any, is close()'s

@@ -26,6 +26,8 @@ Imports <module> (relative to the current directory), registers every workflow i
 (and those in exported arrays, e.g. \`export const workflows = [...]\`), and executes their
 runs until SIGINT (Ctrl+C) or SIGTERM. Then it stops taking work, lets running steps finish
 (up to 10 s) and releases its leases (exit 0). A second signal exits at once (exit 130).
+A signal while it starts (the store not answering yet) stops it as cleanly, once the
+store's open has settled or 10 s have passed.
 A rejection nobody awaited in workflow code is reported and the worker goes on; an
 uncaught exception is reported and the worker stops the same graceful way (exit 1).
 It prints a banner with its worker id and pid, then one line per event of its runs:
@@ -69,11 +71,31 @@ Options:
     const spec = parseStoreSpec(values, ctx);
     const logger = workerLogger(ctx, mode);
     const stray = watchStrayErrors(logger);
+    // Heard from the start: a stop asked while the module loads or the store opens (a
+    // database that does not answer yet) ends the start-up cleanly, not by the signal's
+    // default (which would leave whatever the start had leased until the leases end).
+    const stopAsked = Promise.race([
+      waitForStopSignal(ctx, "leases expire on their own").then((signal) => `Received ${signal}`),
+      stray.fatal.then((what) => `Stopping after ${what}`),
+    ]);
+    let stopEarly: string | undefined;
+    void stopAsked.then((why) => {
+      stopEarly = why;
+    });
     for (const specifier of values.import ?? []) await importFirst(specifier, ctx.cwd);
     const workflows = await loadWorkflows(module, ctx.cwd);
+    if (stopEarly !== undefined) return stoppedEarly(ctx, mode, stopEarly, stray.failed);
     const store = await openStore(spec, { mustExist: false, env: ctx.env });
     const engine = createEngine({ store, workflows, ...settings, logger });
-    await ensureOpened(engine);
+    const opened = ensureOpened(engine);
+    const first = await Promise.race([opened.then(() => undefined), stopAsked]);
+    if (first !== undefined) {
+      // Asked to stop while the store opens: close() waits for that open only so long,
+      // and closes whatever it started (the worker's row, a claim) once it settles.
+      opened.catch(() => {});
+      await engine.close();
+      return stoppedEarly(ctx, mode, first, stray.failed);
+    }
 
     const { workerId } = engine;
     const announce = workerAnnouncer(ctx, mode, workerId);
@@ -90,16 +112,24 @@ Options:
         "Running; stop with Ctrl+C or SIGTERM.",
       ],
     });
-    const stop = await Promise.race([
-      waitForStopSignal(ctx, "leases expire on their own").then((signal) => `Received ${signal}`),
-      stray.fatal.then((what) => `Stopping after ${what}`),
-    ]);
+    const stop = await stopAsked;
     announce("stopping", `${stop}: finishing running steps, then releasing leases...`);
     await engine.close();
     announce("stopped", "Worker stopped.");
     return stray.failed ? 1 : 0;
   },
 });
+
+/** A stop asked before the worker had started: it says so and exits as a stop does. */
+function stoppedEarly(
+  ctx: Parameters<typeof workerAnnouncer>[0],
+  mode: WorkerLogMode,
+  why: string,
+  failed: boolean,
+): number {
+  workerAnnouncer(ctx, mode, "")("stopped", `${why} while starting: worker stopped.`);
+  return failed ? 1 : 0;
+}
 
 /** Errors user code lets escape (a promise nobody awaited that rejects, a throw in a timer)
  *  would by Node's default end the process at once: a stack trace, and every run of this

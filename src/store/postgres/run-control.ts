@@ -425,10 +425,15 @@ export async function markUnserved(
 ): Promise<number> {
   const { t } = ctx;
   let canceled: string[] = [];
+  // The runs an earlier try canceled: when its COMMIT's answer was lost it may have
+  // committed, and the retry finds them canceled already (not in its RETURNING).
+  let canceledBefore: string[] = [];
   // One transaction: a retry after a lost COMMIT finds the runs already paused or canceled
   // and wakes no parent, so the wake must have committed with the cancel (as two autocommit
   // statements, a parent waiting for a child canceled here could wait forever).
   const marked = await ctx.db.transaction("markUnserved", "idempotent", async (tx) => {
+    canceledBefore = [...new Set([...canceledBefore, ...canceled])];
+    canceled = [];
     const r = await tx.query(
       `WITH c AS (SELECT ${nowSql(1)} AS now),
       l AS (
@@ -455,6 +460,15 @@ export async function markUnserved(
     // built here).
     const rows = r.rows as Array<{ id: string; status: string; parent_id: string | null }>;
     canceled = rows.filter((row) => row.status === "canceled").map((row) => row.id);
+    if (tx.mayHaveCommitted && canceledBefore.length > 0) {
+      // Reported again (the cascade is idempotent) rather than never: their children would
+      // be left running.
+      const done = await tx.query<{ id: string }>(
+        `SELECT id FROM ${t.runs} WHERE status = 'canceled' AND id = ANY($1::text[])`,
+        [canceledBefore],
+      );
+      for (const row of done.rows) if (!canceled.includes(row.id)) canceled.push(row.id);
+    }
     const parents = rows
       .filter((row) => row.status === "canceled" && row.parent_id !== null)
       .map((row) => row.parent_id as string);
