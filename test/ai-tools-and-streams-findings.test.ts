@@ -93,7 +93,8 @@ describe("cairn/ai: a tool that throws what is not an Error (sqlite)", () => {
     const engine = h.engine([wf]);
     const run = await engine.start(wf, null);
     const out = await run.result();
-    expect((out.error as Error).message).toBe("[object Object]");
+    // As the SDK shows the model a thrown value that is not an Error: its JSON.
+    expect((out.error as Error).message).toBe('{"reason":"not found"}');
     const [checked] = await checkReplay({ store: h.store(), workflows: [wf], runIds: [run.id] });
     expect(checked?.detail).toBe("replayed to completion");
     expect(checked?.verdict).toBe("ok");

@@ -11,12 +11,16 @@
 // - nothing of the raw HTTP exchange (request body, response body and headers, raw usage):
 //   providers repeat the whole prompt in the request body.
 
-import { createHash } from "node:crypto";
+import { readRequest } from "./request-text.js";
 import type { CallOptions, GenerateResult, StreamPart } from "./sdk-types.js";
 
 export interface CallRecord {
   /** Digest of the request (base64url, 16 characters). */
   d: string;
+  /** 1: the digest's form: the prompt's URL parts as URLs (their files are downloaded
+   *  inside the call: prompt-urls.ts), a file's bytes as bytes (request-text.ts). Older
+   *  records digested the files the SDK had downloaded, and bytes as JSON text. */
+  u?: 1;
   /** The shared limiter asked to wait until then (clock ms): no call was made. */
   throttledUntil?: number;
   /** A doGenerate response. */
@@ -27,18 +31,7 @@ export interface CallRecord {
 
 /** The request's identity: what the model was asked, not how (headers, signal). */
 export function requestDigest(options: CallOptions): string {
-  let text: string;
-  try {
-    text = JSON.stringify([
-      options.prompt,
-      options.tools?.map((t) => ("name" in t ? t.name : "")),
-      options.toolChoice,
-      options.responseFormat,
-    ]);
-  } catch {
-    return "";
-  }
-  return createHash("sha256").update(text).digest("base64url").slice(0, 16);
+  return readRequest(options, true).digest;
 }
 
 /** The response as recorded: without the raw exchange, and without undefined fields. */

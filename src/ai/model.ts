@@ -15,8 +15,8 @@
 // the SDK does not consider retryable. Retries are the step's, and every attempt is
 // recorded with its error and spend.
 
-import { createHash, randomUUID } from "node:crypto";
-import { wrapLanguageModel } from "ai";
+import { randomUUID } from "node:crypto";
+import { type Experimental_DownloadFunction as DownloadFunction, wrapLanguageModel } from "ai";
 import type { Store } from "../index.js";
 import {
   FatalError,
@@ -34,18 +34,15 @@ import { checkText } from "../lib/text.js";
 import { captureScope, reenterScope } from "../workflow/call-scope.js";
 import { isCallName } from "../workflow/context.js";
 import { callName } from "./call-names.js";
-import {
-  addPart,
-  type CallRecord,
-  compactGenerate,
-  requestDigest,
-  streamOf,
-} from "./call-record.js";
+import { addPart, type CallRecord, compactGenerate, streamOf } from "./call-record.js";
 import type { ModelLimits, SharedLimiter } from "./limiter.js";
 import { estimateTokens, lookupModel, type ModelPrice, spendOf, usedTokens } from "./pricing.js";
+import { downloadUrlParts, EVERY_URL, hasUrlParts } from "./prompt-urls.js";
 import { providerError, streamPartError } from "./provider-errors.js";
+import { legacyDigest, readRequest } from "./request-text.js";
 import { RunStreamWriter } from "./run-stream.js";
 import type { CallOptions, LanguageModelV4, ModelObject, StreamPart, Usage } from "./sdk-types.js";
+import { noteToolSource, retireToolSource, type ToolSource, toolKey } from "./tool-order.js";
 
 export interface ModelOptions extends StepOptions {
   /** The name of this model's calls. Default "model:<modelId>"; turns share it. */
@@ -55,6 +52,10 @@ export interface ModelOptions extends StepOptions {
   /** On replay, check that the code sends each recorded call the same request (prompt,
    *  tools, tool choice, response format). Default true. */
   checkRequest?: boolean;
+  /** Downloads the files the prompt gives by URL that the model does not take as URLs
+   *  (the SDK's `experimental_download` shape). Default: the SDK's own download. They are
+   *  downloaded inside the call's step, never on replay (prompt-urls.ts). */
+  download?: DownloadFunction;
 }
 
 /** What a durable model needs from the kit that made it. */
@@ -86,6 +87,7 @@ interface DurableModel {
   limits: ModelLimits;
   stream: boolean;
   checkRequest: boolean;
+  download: DownloadFunction | undefined;
   stepOptions: StepOptions;
 }
 
@@ -100,9 +102,9 @@ export function durableModel(
     specificationVersion: "v4",
     provider: m.inner.provider,
     modelId: m.inner.modelId,
-    get supportedUrls() {
-      return m.inner.supportedUrls;
-    },
+    // Every URL: the SDK downloads nothing, and a call that runs downloads what its model
+    // does not take (prompt-urls.ts), a replayed one nothing.
+    supportedUrls: EVERY_URL,
     async doGenerate(o) {
       const rec = await durableCall(m, "generate", o);
       if (!rec.generate) return diverged(ctx, wrongMode(ctx, m.name, "doGenerate"));
@@ -139,6 +141,11 @@ function prepareModel(
       `ai.model() in run "${ctx.runId}": { stream: true } forwards parts to the run's stream, which lives in a store; give createAi({ store }) the store your workers use`,
     );
   }
+  if (options.download !== undefined && typeof options.download !== "function") {
+    throw new TypeError(
+      `ai.model() in run "${ctx.runId}": \`download\` must be a download function (as the AI SDK's experimental_download, e.g. createDownload()), not ${options.download === null ? "null" : typeof options.download}`,
+    );
+  }
   const limit = lookupModel(rt.limits, id);
   const stepOptions: StepOptions = {};
   if (options.retry !== undefined) stepOptions.retry = options.retry;
@@ -156,6 +163,7 @@ function prepareModel(
     limits: limit?.value ?? {},
     stream: Boolean(options.stream),
     checkRequest: options.checkRequest !== false,
+    download: options.download,
     stepOptions,
   };
 }
@@ -196,37 +204,42 @@ function priceOf(
  *  on replay the check that the recorded response answers this request. */
 async function durableCall(m: DurableModel, mode: Mode, o: CallOptions): Promise<CallRecord> {
   const { ctx, name } = m;
-  const digest = m.checkRequest ? requestDigest(o) : "";
-  const prefixes = promptPrefixes(o.prompt);
+  // The request's text, read once (request-text.ts: a file's bytes make it costly).
+  const { digest, prefixes, promptChars, hasBytes } = readRequest(o, m.checkRequest);
   const made = continueConversation(ctx, name, o.prompt, prefixes);
   try {
-    return await durableLoop(m, mode, o, digest, prefixes, made);
+    return await durableLoop(m, mode, { o, digest, promptChars, hasBytes }, prefixes, made);
   } catch (err) {
     if (made) made.failed = true;
     throw err;
   }
 }
 
+/** A call's request, and what cairn read of it once (request-text.ts). */
+interface Asked {
+  o: CallOptions;
+  digest: string;
+  promptChars: number;
+  hasBytes: boolean;
+}
+
 async function durableLoop(
   m: DurableModel,
   mode: Mode,
-  o: CallOptions,
-  digest: string,
+  asked: Asked,
   prefixes: string[] | undefined,
   made: Answered | undefined,
 ): Promise<CallRecord> {
   const { ctx, name } = m;
+  const { digest } = asked;
   for (;;) {
-    const rec = await ctx.step<CallRecord>(
-      name,
-      (s) => attempt(m, s, mode, o, digest),
-      m.stepOptions,
-    );
+    const rec = await ctx.step<CallRecord>(name, (s) => attempt(m, s, mode, asked), m.stepOptions);
     if (rec.throttledUntil !== undefined) {
       await ctx.sleepUntil(m.throttleName, rec.throttledUntil);
       continue;
     }
-    if (digest !== "" && rec.d !== "" && rec.d !== digest) {
+    const differs = digest !== "" && rec.d !== "" && rec.d !== digest;
+    if (differs && !olderRecordMatches(rec, asked)) {
       return diverged(
         ctx,
         new NonDeterminismError(
@@ -240,6 +253,16 @@ async function durableLoop(
     }
     return rec;
   }
+}
+
+/** Whether a record written before `u` (call-record.ts) answers this request: its digest
+ *  is of the whole JSON text, a file's bytes as JSON (request-text.ts), and of the files
+ *  its URL parts gave, downloaded by the SDK: those cannot be checked against the URLs
+ *  (nor downloaded again to check them). */
+function olderRecordMatches(rec: CallRecord, asked: Asked): boolean {
+  if (rec.u !== undefined) return false;
+  if (hasUrlParts(asked.o.prompt)) return true;
+  return asked.hasBytes && legacyDigest(asked.o) === rec.d;
 }
 
 // ---- where a call stands in the run's call tree ----
@@ -275,26 +298,15 @@ interface Answered {
   /** Calls with this one's prompt whose answer was continued while this one was in flight:
    *  should this one answer with the same tool call ids, the claim was ambiguous (twins). */
   claimedMeanwhile?: Answered[];
+  /** The earlier call whose answer this one's prompt continues (the claim), if any. */
+  continued?: Answered;
+  /** The tool calls whose results follow that answer in this call's prompt (toolKey). */
+  resultsInPrompt?: Set<string>;
+  /** Its answer, for the tool calls made from it (tool-order.ts), once answered. */
+  source?: ToolSource;
 }
 
 const answeredCalls = new WeakMap<WorkflowContext, Map<string, Answered[]>>();
-
-/** Digests of the prompt's first n messages' JSON, for n = 0..length (undefined if the
- *  prompt cannot be written as JSON). */
-function promptPrefixes(prompt: CallOptions["prompt"]): string[] | undefined {
-  try {
-    const h = createHash("sha256");
-    const out = [h.copy().digest("base64url")];
-    for (const message of prompt) {
-      h.update(JSON.stringify(message) ?? "null");
-      h.update("\n");
-      out.push(h.copy().digest("base64url"));
-    }
-    return out;
-  } catch {
-    return undefined;
-  }
-}
 
 function toolCallIdsOf(parts: ReadonlyArray<{ type: string }> | undefined): string[] {
   const ids: string[] = [];
@@ -356,8 +368,38 @@ function continueConversation(
     }
   }
   const made: Answered = { length: prompt.length, prefix: prefixes[prompt.length]!, late };
+  if (latest.length === 1) {
+    made.continued = latest[0]!;
+    made.resultsInPrompt = toolResultsAfter(prompt, latest[0]!.length + 1);
+    if (latest[0]!.source) retireToolSource(ctx, latest[0]!.source);
+  }
   list.push(made);
   return made;
+}
+
+/** The tool results (toolKey) in the prompt's messages from `from` on. */
+function toolResultsAfter(prompt: CallOptions["prompt"], from: number): Set<string> {
+  const keys = new Set<string>();
+  for (const message of prompt.slice(from)) {
+    if (message.role !== "tool") continue;
+    for (const p of message.content) {
+      if (p.type === "tool-result") keys.add(toolKey(p.toolName, p.toolCallId));
+    }
+  }
+  return keys;
+}
+
+/** The answer's tool calls the SDK executes here (not a provider's own), by toolKey. */
+function toolCallsOf(parts: ReadonlyArray<{ type: string }> | undefined): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const p of parts ?? []) {
+    if (p.type !== "tool-call") continue;
+    const c = p as { toolName?: unknown; toolCallId?: unknown; providerExecuted?: unknown };
+    if (c.providerExecuted === true) continue;
+    const key = toolKey(String(c.toolName), String(c.toolCallId));
+    counts.set(key, (counts.get(key) ?? 0) + 1);
+  }
+  return counts;
 }
 
 /** Notes an answered call (its place: the scope the step's outcome resumed in); returns the
@@ -368,8 +410,16 @@ function answered(
   made: Answered,
   rec: CallRecord,
 ): NonDeterminismError | undefined {
-  made.toolCallIds = toolCallIdsOf(rec.generate?.content ?? rec.parts);
+  const content = rec.generate?.content ?? rec.parts;
+  made.toolCallIds = toolCallIdsOf(content);
   made.scope = captureScope();
+  made.source = {
+    continued: made.continued?.source,
+    resultsInPrompt: made.resultsInPrompt ?? new Set(),
+    untaken: toolCallsOf(content),
+    executed: new Map(),
+  };
+  noteToolSource(ctx, made.source);
   const ids = made.toolCallIds;
   if (made.claimedMeanwhile?.some((c) => sameIds(c.toolCallIds ?? [], ids))) {
     return new NonDeterminismError(
@@ -390,22 +440,36 @@ async function attempt(
   m: DurableModel,
   s: StepContext,
   mode: Mode,
-  o: CallOptions,
-  digest: string,
+  asked: Asked,
 ): Promise<CallRecord> {
   const { rt, limitKey } = m;
+  const { o, digest } = asked;
   const deadline = deadlineOf(m);
   // Unique to this execution of the attempt: attempt numbers start again at 1 when a failed
   // run is resumed, and a grant found under the same id is taken as already granted (the
   // store's idempotency, for its own retries), bypassing the window and any block.
   const grantId = `${s.idempotencyKey}:${s.attempt}:${randomUUID()}`;
-  if (rt.limiter) {
-    const tokens = estimateTokens(o.prompt, o.maxOutputTokens);
-    const a = await rt.limiter.admit(limitKey, m.limits, tokens, grantId, s.signal);
-    if (!a.granted) return { d: digest, throttledUntil: a.until };
-  }
   const signal = o.abortSignal ? AbortSignal.any([s.signal, o.abortSignal]) : s.signal;
-  const call = { ...o, abortSignal: signal };
+  let prompt: CallOptions["prompt"];
+  try {
+    if (rt.limiter) {
+      // The caller's signal too: an abort during a wait for the window is the call's end,
+      // not a wait recorded as "throttled" (and slept durably) with the abort forgotten.
+      const tokens = estimateTokens(asked.promptChars, o.maxOutputTokens);
+      const a = await rt.limiter.admit(limitKey, m.limits, tokens, grantId, signal);
+      if (!a.granted) {
+        if (o.abortSignal?.aborted) throw o.abortSignal.reason;
+        return { d: digest, u: 1, throttledUntil: a.until };
+      }
+    }
+    prompt = await downloadUrlParts(o.prompt, m.inner, m.download, signal);
+  } catch (err) {
+    // Named as the abort's error (a download wraps it in its own). Not the provider's
+    // failure either way: the limiter is not blocked for a file server's 429.
+    if (o.abortSignal?.aborted && !s.signal.aborted) throw callerAborted(o.abortSignal.reason);
+    throw err;
+  }
+  const call = { ...o, prompt, abortSignal: signal };
   const meter: Meter = {};
   try {
     const rec =
@@ -449,7 +513,7 @@ async function generateOnce(
     id: generate.response?.id ?? meta.id,
     timestamp: generate.response?.timestamp ?? meta.timestamp,
   };
-  return { d: digest, generate };
+  return { d: digest, u: 1, generate };
 }
 
 /** What the SDK makes up when a provider does not say (a random id, the current time) is
@@ -516,7 +580,7 @@ async function streamOnce(
     }
   }
   withResponseMetadata(parts, callMetadata(m, s));
-  return { d: digest, parts };
+  return { d: digest, u: 1, parts };
 }
 
 /** A call its caller aborted: final (FatalError), under the name the SDK and the caller

@@ -82,14 +82,8 @@ function count(n: number | undefined): number {
 
 /** Tokens a call may take, before it is made (the limiter's estimate): about four
  *  characters a token for the prompt, plus the output it may produce. */
-export function estimateTokens(prompt: unknown, maxOutputTokens: number | undefined): number {
-  let chars = 0;
-  try {
-    chars = JSON.stringify(prompt)?.length ?? 0;
-  } catch {
-    chars = 0;
-  }
-  return Math.ceil(chars / 4) + (maxOutputTokens ?? 0);
+export function estimateTokens(promptChars: number, maxOutputTokens: number | undefined): number {
+  return Math.ceil(promptChars / 4) + (maxOutputTokens ?? 0);
 }
 
 /** Tokens a call took, by its recorded usage. */

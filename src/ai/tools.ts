@@ -19,10 +19,17 @@
 
 import type { FlexibleSchema, Tool, ToolExecutionOptions, ToolSet } from "ai";
 import type { StepContext, StepOptions, WorkflowContext, Workspace } from "../index.js";
+import { checkText } from "../lib/text.js";
+import { isCallName } from "../workflow/context.js";
 import { callName } from "./call-names.js";
 import { callerAborted } from "./model.js";
+import { placeToolCall } from "./tool-order.js";
 
 export interface ToolsOptions extends StepOptions {
+  /** The first part of its calls' names: "<name>:<toolName>:<toolCallId>". Default "tool".
+   *  Conversations of one run whose provider numbers tool call ids alike (call_0 on every
+   *  answer) and whose callbacks await I/O each need their own (see tool-order.ts). */
+  name?: string;
   /** Step options for single tools, by tool name (over the shared ones). */
   byTool?: Readonly<Record<string, StepOptions>>;
   /** Run each tool call as a step of this workspace (ws.step): what the tool changes in its
@@ -123,6 +130,7 @@ export function durableTools<TOOLS extends ToolSet>(
     );
   }
   checkByTool(ctx, tools, options.byTool);
+  const prefix = namePrefix(ctx, options.name);
   const out: Record<string, unknown> = {};
   for (const [toolName, t] of Object.entries(tools)) {
     const stepOptions = optionsFor(options, toolName);
@@ -132,11 +140,11 @@ export function durableTools<TOOLS extends ToolSet>(
       out[toolName] = t; // already durable, or not executed here (client or provider tools)
       continue;
     }
-    let wrapped: (input: unknown, o: ToolExecutionOptions<unknown>) => Promise<unknown>;
+    let call: (input: unknown, o: ToolExecutionOptions<unknown>) => Promise<unknown>;
     if (effect) {
-      wrapped = (input, o) =>
+      call = (input, o) =>
         ctx.effect(
-          callName("tool", toolName, o.toolCallId),
+          callName(prefix, toolName, o.toolCallId),
           {
             perform: async (key, s) => {
               try {
@@ -150,7 +158,7 @@ export function durableTools<TOOLS extends ToolSet>(
                 // As for a plain tool (below): retried, the effect was reconciled and
                 // performed again with the caller's signal already aborted.
                 if (o.abortSignal?.aborted && !s.signal.aborted) throw callerAborted(err);
-                throw err;
+                throw asError(err);
               }
             },
             reconcile: (key) =>
@@ -161,9 +169,9 @@ export function durableTools<TOOLS extends ToolSet>(
     } else {
       const run = execute as (input: unknown, o: ToolExecutionOptions<unknown>) => unknown;
       const owner = options.workspace ?? ctx; // whose step each call is
-      wrapped = (input, o) =>
+      call = (input, o) =>
         owner.step(
-          callName("tool", toolName, o.toolCallId),
+          callName(prefix, toolName, o.toolCallId),
           async (s) => {
             try {
               return await finalOutput(
@@ -181,17 +189,63 @@ export function durableTools<TOOLS extends ToolSet>(
               // a model call. Retried, every attempt ran the tool again with a signal
               // already aborted: its work before the first abortable await done again.
               if (o.abortSignal?.aborted && !s.signal.aborted) throw callerAborted(err);
-              throw err;
+              throw asError(err);
             }
           },
           stepOptions,
         );
     }
+    // Made from the place of the earlier call with this tool and id it follows, if any
+    // (tool-order.ts): synchronously, right before the call.
+    const wrapped = async (input: unknown, o: ToolExecutionOptions<unknown>) => {
+      const placed = placeToolCall(ctx, toolName, o.toolCallId);
+      try {
+        return await call(input, o);
+      } finally {
+        placed();
+      }
+    };
     const d = { ...t, execute: wrapped };
     Object.defineProperty(d, DURABLE, { value: true });
     out[toolName] = d;
   }
   return out as TOOLS;
+}
+
+/** What a tool threw, as an Error whose message is the text the SDK gives the model for it
+ *  (a string as it is, null or undefined "unknown error", anything else its JSON): cairn
+ *  records a thrown value that is not an Error as String() makes it, so a tool that threw
+ *  `{ code: 7, reason: "quota" }` reached the model as "[object Object]", and the model
+ *  lost what went wrong (without cairn it reads the JSON). */
+function asError(thrown: unknown): unknown {
+  if (thrown instanceof Error) return thrown;
+  let text: string | undefined;
+  if (thrown === null || thrown === undefined) text = "unknown error";
+  else if (typeof thrown === "string") text = thrown;
+  else {
+    try {
+      text = JSON.stringify(thrown);
+    } catch {
+      // A cycle, a BigInt: the text cairn would have recorded anyway.
+    }
+  }
+  if (text === undefined) return thrown;
+  const err = new Error(text, { cause: thrown });
+  // Its frames would be cairn's, not where the value was thrown (it had no stack).
+  err.stack = `Error: ${text}`;
+  return err;
+}
+
+/** The names' first part: a name a step may have (ctx.step's own rule). */
+function namePrefix(ctx: WorkflowContext, name: unknown): string {
+  if (name === undefined) return "tool";
+  if (!isCallName(name)) {
+    throw new TypeError(
+      `ai.tools() in run "${ctx.runId}": name ${typeof name === "string" ? JSON.stringify(name.slice(0, 80)) : String(name)} cannot name its calls; give 1-200 characters, without "#", not starting with "@" or a space`,
+    );
+  }
+  checkText(name, `ai.tools() in run "${ctx.runId}": name`);
+  return name;
 }
 
 /** A `byTool` entry must name a tool of the set: a misspelt one (`sendEmial`) was ignored,
