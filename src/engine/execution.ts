@@ -58,6 +58,8 @@ export class Execution {
   releasing = false;
   /** Its release (or hand-back, or pause) has begun: close() lets it finish writing. */
   private ending = false;
+  /** It ended writing nothing (stopped, or its lease lost): see handBackStopped. */
+  private endedUnwritten = false;
   private draining = false;
   private leaseLostReported = false;
   private readonly trace: ExecutionTrace;
@@ -96,7 +98,11 @@ export class Execution {
    *  of it runs here any more, so its run goes back to pending at once rather than stay
    *  leased to a worker that is gone (and be taken for a crash when the lease ends). */
   async handBackStopped(): Promise<void> {
-    if (this.letGo || this.ending || this.releasing || this.attemptsInFlight > 0) return;
+    if (this.letGo || this.releasing || this.attemptsInFlight > 0) return;
+    // An execution that ended on close()'s stop (its workflow was awaiting its own I/O or a
+    // timer) wrote nothing: its run still goes back (the release is fenced by epoch, so a
+    // run whose lease another worker took is left alone). One ending otherwise is releasing.
+    if (this.ending && !this.endedUnwritten) return;
     this.releasing = true;
     if (await this.handBack()) {
       this.letGo = true;
@@ -292,6 +298,7 @@ export class Execution {
     // "frontier" only happens in replay-only mode (the replay check), never here.
     if (outcome.kind === "lease-lost") this.leaseLost();
     if (outcome.kind === "lease-lost" || outcome.kind === "frontier" || this.abandoned) {
+      this.endedUnwritten = true;
       this.trace.end(this.abandoned ? "abandoned" : outcome.kind);
       return;
     }

@@ -12,6 +12,10 @@
 // or let `crashBefore` / `crashAfter` pick a store call: before it runs (it never happens)
 // or after it committed (the engine never learns it did).
 //
+// A write on the wire at the crash lands (or fails) a little later, as a killed process's
+// last COMMIT may: `settled()` waits for that, so whoever inspects the storage after a crash
+// (a harness noting what the crash left) sees it as the next engine will.
+//
 // What it cannot do: stop the dead engine's JavaScript. Workflow code and step bodies of the
 // dead engine keep running in memory, unable to record anything; a harness that counts side
 // effects must ignore what happens after the crash (e.g. by checking a flag it sets together
@@ -42,6 +46,10 @@ export interface CrashableStore extends Store {
   readonly crashed: boolean;
   /** Store calls made so far (every verb except subscribe). */
   readonly calls: number;
+  /** After `crash()`: resolves once every call that reached the inner store before the crash
+   *  has settled there (committed or failed) and the inner store is closed: from then on the
+   *  storage is as the crash left it. Before `crash()`: rejects (the engine still writes). */
+  settled(): Promise<void>;
 }
 
 function never<T>(): Promise<T> {
@@ -52,6 +60,9 @@ export function crashableStore(inner: Store, options: CrashableStoreOptions = {}
   let crashed = false;
   let calls = 0;
   let opened: Promise<unknown> | undefined;
+  let closed: Promise<void> | undefined;
+  /** Calls under way in the inner store (their outcome ignored once crashed). */
+  const inFlight = new Set<Promise<unknown>>();
   const unsubscribers = new Set<() => void>();
 
   function crash(): void {
@@ -62,7 +73,7 @@ export function crashableStore(inner: Store, options: CrashableStoreOptions = {}
     options.onCrash?.();
     // Free the connection (file handle or pool) once any open in flight has settled. The
     // engine never sees this: its calls all hang.
-    void (async () => {
+    closed = (async () => {
       if (!opened) return;
       try {
         await opened;
@@ -73,9 +84,17 @@ export function crashableStore(inner: Store, options: CrashableStoreOptions = {}
     })();
   }
 
+  async function settled(): Promise<void> {
+    if (!crashed) throw new Error("crashableStore: settled() is for after crash()");
+    // A call never started after the crash, so the set only shrinks.
+    while (inFlight.size > 0) await Promise.allSettled([...inFlight]);
+    await closed;
+  }
+
   const handler: ProxyHandler<Store> = {
     get(target, prop, receiver) {
       if (prop === "crash") return crash;
+      if (prop === "settled") return settled;
       if (prop === "crashed") return crashed;
       if (prop === "calls") return calls;
       const value = Reflect.get(target, prop, receiver);
@@ -104,6 +123,9 @@ export function crashableStore(inner: Store, options: CrashableStoreOptions = {}
         }
         const p = Promise.resolve((value as (...a: unknown[]) => unknown).apply(target, args));
         if (verb === "open") opened = p;
+        inFlight.add(p);
+        const done = () => inFlight.delete(p);
+        p.then(done, done);
         return p.then(
           (result) => {
             if (!crashed && options.crashAfter?.(call, result)) crash();

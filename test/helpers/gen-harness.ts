@@ -9,12 +9,14 @@
 // (the ledger lets the step succeed) and resumed, in both runs.
 //
 // What happened is collected for gen-judge.ts: the runs and journals of the store, the ledger,
-// and at every kill which step bodies were in flight.
+// and at every kill which step bodies were in flight (read once the writes the dead worker
+// had on the wire have landed: the next worker finds them, and so must the judge).
 
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { createEngine, type RunStatus, realClock, type Store } from "../../src/index.js";
 import { idempotencyKey } from "../../src/lib/ids.js";
+import { settlesWithin } from "../../src/lib/timers.js";
 import type { Journal, RunRecord } from "../../src/store/store.js";
 import { createVirtualClock, type VirtualClock } from "../../src/testing/index.js";
 import { type Profile, type Trigger, triggerFor } from "./gen-crash-points.js";
@@ -175,6 +177,11 @@ export async function runProgram(
       if (cur.killed) {
         progressAt = Date.now();
         if (kills.length === 0) storeCallsFirst = cur.storeCalls();
+        // What the dead worker had on the wire lands first: an outcome recorded by then is
+        // one the recovery builds on (it charges the calls made after it, not before).
+        if (!(await settlesWithin(cur.settled(), STUCK_MS))) {
+          logs.push(`worker ${cur.no}: its store calls in flight at its kill did not settle`);
+        }
         kills.push(await snapshot(inspect, ledger, cur.no));
         await host.afterKill();
         cur = await host.start(incarnations++, triggerAt(kills.length));

@@ -10,6 +10,7 @@ import { spawn } from "node:child_process";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import pg from "pg";
 import { createEngine, type Engine, type Store, sqliteStore } from "../../src/index.js";
 import { postgresStore } from "../../src/postgres.js";
 import type { RunRecord } from "../../src/store/store.js";
@@ -62,6 +63,11 @@ export interface LiveWorker {
   describe(): string;
   /** Ends the worker after the run finished (gracefully; stragglers are silenced). */
   stop(): Promise<void>;
+  /** After its kill: resolves once what the worker had sent to the storage before it died
+   *  has landed or failed, so the storage is as the kill left it (what the next worker
+   *  finds). A record still on the wire at the kill may commit a moment later; read before
+   *  that, a kill snapshot misses an outcome the recovery then builds on. */
+  settled(): Promise<void>;
 }
 
 export interface WorkerHost {
@@ -143,6 +149,7 @@ export class InProcessHost implements WorkerHost {
         return killed;
       },
       storeCalls: () => preds.count(),
+      settled: () => store.settled(),
       describe: () => `${JSON.stringify(engine?.metrics())}, store calls ${store.calls}`,
       stop: async () => {
         if (timer) clearTimeout(timer);
@@ -284,6 +291,32 @@ async function waitForOutput(w: ProcessWorker, text: string): Promise<void> {
   }
 }
 
+function withApplicationName(url: string, name: string): string {
+  const u = new URL(url);
+  u.searchParams.set("application_name", name);
+  return u.toString();
+}
+
+/** Waits until the server has no session named `name` left: a killed client's sessions end
+ *  once the server is done with what they had sent (it then reads the closed socket). */
+async function sessionsGone(url: string, name: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  const deadline = Date.now() + 30_000;
+  try {
+    while (Date.now() < deadline) {
+      const r = await client.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1",
+        [name],
+      );
+      if (r.rows[0]?.n === 0) return;
+      await realDelay(5);
+    }
+  } finally {
+    await client.end();
+  }
+}
+
 /** Worker processes (test/fixtures/gen-worker.ts) taken from the warm pool, one per
  *  incarnation of the run. */
 export class ProcessHost implements WorkerHost {
@@ -295,10 +328,16 @@ export class ProcessHost implements WorkerHost {
   async start(no: number, trigger: Trigger | undefined): Promise<LiveWorker> {
     const w = await takeWorker();
     await waitForOutput(w, "loaded");
+    // On PostgreSQL the worker's sessions carry its pid, so that once it is killed the test
+    // can wait for the server to be done with them (settled()).
+    const session = `cairn-gen-worker-${w.child.pid}`;
+    const spec = this.st.spec;
+    const store =
+      spec.kind === "postgres" ? { ...spec, url: withApplicationName(spec.url, session) } : spec;
     const orders = {
       no,
       trigger: trigger?.kind === "time" ? undefined : trigger,
-      store: this.st.spec,
+      store,
       ledger: this.ledger.path,
     };
     w.child.stdin?.write(`${JSON.stringify(orders)}\n`);
@@ -319,6 +358,11 @@ export class ProcessHost implements WorkerHost {
         return w.exited;
       },
       storeCalls: () => 0,
+      settled: async () => {
+        await w.done;
+        // A COMMIT the process had sent before the kill is still carried out by the server.
+        if (spec.kind === "postgres") await sessionsGone(spec.url, session);
+      },
       describe: () => `pid ${w.child.pid}, stderr ${w.stderr.slice(-300)}`,
       stop: async () => {
         if (timer) clearTimeout(timer);
