@@ -36,8 +36,8 @@ export function canceledChildEvent(
 }
 
 /** The child-result event a release of `run` carries to its parent, if it has one: the
- *  output (held to the payload limit by the release), or the error (name, code, message)
- *  within it; an error too big for it reaches the parent as a SerializationError that says so. */
+ *  output (held to the payload limit by the release), or the error as errorForParent
+ *  hands it over. */
 export function childResultEvents(
   run: RunRecord,
   result: { output?: unknown; error?: ErrorRecord },
@@ -48,14 +48,37 @@ export function childResultEvents(
   try {
     // An output was held to the limit as the run's own (its release stores it): the bytes
     // the event's wrapper adds must not refuse here an output the child stored.
-    payload = encode(result, "output" in result ? Number.POSITIVE_INFINITY : maxPayloadBytes);
-  } catch (err) {
-    const e = new SerializationError(
-      `The result of child run "${run.id}" ${(err as Error).message}; it cannot be handed to its parent`,
+    payload = encode(
+      result.error ? { error: errorForParent(run.id, result.error, maxPayloadBytes) } : result,
+      Number.POSITIVE_INFINITY,
     );
-    payload = encode({ error: { name: e.name, code: e.code, message: e.message } });
+  } catch (err) {
+    payload = encode({ error: notHandedOver(run.id, err) });
   }
   return [{ runId: run.parentId, name: `${CHILD_EVENT_PREFIX}${run.id}`, payload }];
+}
+
+/** A child's error as its parent gets it: name, code and message, within the payload
+ *  limit; one too big for it is a SerializationError that says so. The same on both paths
+ *  (the result event, and childOutcome reading the child's run), or what the parent sees
+ *  would depend on whether it could receive the event when the child ended. */
+function errorForParent(childId: string, error: ErrorRecord, maxPayloadBytes: number): ErrorRecord {
+  const handed: ErrorRecord = { name: error.name, code: error.code, message: error.message };
+  // A cancel's error is handed over whatever its reason's length (canceledChildEvent).
+  if (error.code === "RUN_CANCELED") return handed;
+  try {
+    encode({ error: handed }, maxPayloadBytes);
+    return handed;
+  } catch (err) {
+    return notHandedOver(childId, err);
+  }
+}
+
+function notHandedOver(childId: string, err: unknown): ErrorRecord {
+  const e = new SerializationError(
+    `The result of child run "${childId}" ${(err as Error).message}; it cannot be handed to its parent`,
+  );
+  return { name: e.name, code: e.code, message: e.message };
 }
 
 /** A child run's outcome, if it has finished. A child that no longer exists (retention
@@ -66,6 +89,7 @@ export async function childOutcome(
   store: Store,
   childId: string,
   parentId: string,
+  maxPayloadBytes: number,
 ): Promise<ChildOutcome | undefined> {
   const child = await store.getRun(childId);
   if (!child || child.parentId !== parentId) {
@@ -84,7 +108,7 @@ export async function childOutcome(
       (child.status === "canceled"
         ? canceledRunError(childId, child.reason ?? "no reason given")
         : { name: "Error", message: child.reason ?? "failed" });
-    return { error: { name: error.name, code: error.code, message: error.message } };
+    return { error: errorForParent(childId, error, maxPayloadBytes) };
   }
   return undefined;
 }

@@ -189,7 +189,7 @@ export class Execution {
       retry: this.wf.options.retry as Partial<RetryPolicy> | undefined,
       commit: (w) => committer.write({ ...w, runId: run.id, epoch: run.epoch }),
       startChild: (childId, wf, input) => this.deps.startChild(run.id, childId, wf, input),
-      childOutcome: (childId) => childOutcome(store, childId, run.id),
+      childOutcome: (childId) => childOutcome(store, childId, run.id, this.deps.maxPayloadBytes),
       loadEvents: (settled) =>
         settled ? store.pendingEvents(run.id, { settled: true }) : store.pendingEvents(run.id),
       storeNow: () => store.now(),

@@ -124,11 +124,12 @@ function forkCopy(
   // what followed that failure is read as the resume reads it.
   const follows = followsFailure(journal, failedBy);
   const view = (s: StepRecord) => (follows(s) ? resumed : journal);
+  const failed = new Set(failedBy);
   return [...journal.outcomes.values()]
     .filter(
       (s) =>
         s.key !== fromStep &&
-        !failedBy.includes(s.key) &&
+        !failed.has(s.key) &&
         before(s) &&
         !drawnInReplacedHistory(s, view(s)),
     )

@@ -8,6 +8,7 @@ import {
   InputValidationError,
   RunConflictError,
   SerializationError,
+  toErrorRecord,
   UnknownWorkflowError,
 } from "../errors.js";
 import { newId } from "../lib/ids.js";
@@ -195,7 +196,20 @@ async function encodedInput(
   let value = input;
   const schema = target.wf?.options.input;
   if (schema) {
-    const res = await schema["~standard"].validate(input);
+    let res: Awaited<ReturnType<(typeof schema)["~standard"]["validate"]>>;
+    try {
+      res = await schema["~standard"].validate(input);
+    } catch (err) {
+      // A validator that throws (or rejects) refuses the input as an issue would: thrown
+      // as it is from ctx.child, it was taken for a store failure, and the parent handed
+      // back, claimed and refused again for ever.
+      const e = toErrorRecord(err);
+      throw new InputValidationError(
+        `Input for workflow "${ref}" (run "${id}") could not be checked: its input schema threw ${e.name}: ${e.message}. Nothing was recorded.`,
+        [],
+        { cause: err },
+      );
+    }
     if (res.issues) {
       throw new InputValidationError(
         `Input for workflow "${ref}" (run "${id}") is invalid: ${formatIssues(res.issues)}. Nothing was recorded.`,

@@ -6,7 +6,7 @@
 import { looksLikeEnvelope } from "../codec/stored-text.js";
 import { amountNameProblem } from "../lib/amounts.js";
 import { MAX_DURATION_MS } from "../lib/duration.js";
-import { checkText } from "../lib/text.js";
+import { checkText, quoteGiven } from "../lib/text.js";
 import { isCallName } from "../workflow/context.js";
 import type { EngineOptions } from "./engine.js";
 
@@ -51,7 +51,7 @@ export function checkEventName(name: unknown, runId: string): asserts name is st
     name.startsWith("cairn.")
   ) {
     throw new TypeError(
-      `sendEvent(): event name ${JSON.stringify(name)} for run "${runId}" is invalid; use 1-200 characters not starting with "cairn."`,
+      `sendEvent(): event name ${quoteGiven(name)} for run "${runId}" is invalid; use 1-200 characters not starting with "cairn."`,
     );
   }
   checkText(name, `sendEvent(): event name for run "${runId}"`);
@@ -59,7 +59,7 @@ export function checkEventName(name: unknown, runId: string): asserts name is st
   // count against maxPendingEventsPerRun, and never be delivered.
   if (!isCallName(name)) {
     throw new TypeError(
-      `sendEvent(): event name ${JSON.stringify(name)} for run "${runId}" is one no wait can have, so it would never be delivered; names have no "#" and do not start with "@" or a space`,
+      `sendEvent(): event name ${quoteGiven(name)} for run "${runId}" is one no wait can have, so it would never be delivered; names have no "#" and do not start with "@" or a space`,
     );
   }
 }

@@ -75,3 +75,21 @@ export function describeArgument(value: unknown): string {
   }
   return `a ${typeof value} (${String(value).slice(0, 40)})`;
 }
+
+/** A name a caller gave, quoted for the message refusing it: at most 300 characters of a
+ *  string (a name refused for its length may be megabytes long, and the message of an error
+ *  that fails a run is stored with it, twice), and the type of anything else (JSON.stringify
+ *  throws on a BigInt or a cycle, and says nothing of a symbol or a function). */
+export function quoteGiven(value: unknown): string {
+  if (typeof value !== "string") {
+    const plain =
+      value === null || value === undefined || ["number", "boolean"].includes(typeof value);
+    return plain ? String(value) : `(a ${typeof value})`;
+  }
+  if (value.length <= 300) return JSON.stringify(value);
+  // Whole code points: JSON.stringify escapes a lone half, but the cut must not make one.
+  let cut = 300;
+  const last = value.charCodeAt(cut - 1);
+  if (last >= 0xd800 && last <= 0xdbff) cut--;
+  return `${JSON.stringify(value.slice(0, cut))}… (${value.length} characters)`;
+}

@@ -206,9 +206,11 @@ export interface NewEvent {
   /** Makes the send idempotent: a second event with the same key for the same run is not
    *  stored (sendEvent answers with the first one). */
   idempotencyKey?: string | null;
-  /** Refuse the event ("limit") if the run already has this many events, consumed or not. */
+  /** Refuse the event ("limit") if the run already has this many events, consumed or not.
+   *  Events whose name starts with "cairn." (a child's result, sent by cairn) are not counted. */
   maxEvents?: number;
-  /** Refuse the event ("limit") if the run already has this many unconsumed events. */
+  /** Refuse the event ("limit") if the run already has this many unconsumed events (not
+   *  counting "cairn." ones either). */
   maxPending?: number;
 }
 
@@ -463,8 +465,9 @@ export interface Store extends WorkspaceVerbs, ApprovalVerbs {
 
   /** Creates `run` (as createRun) at the source's generation, with copies of the source
    *  run's step records named in `copy` (by key and generation; each keeps its generation)
-   *  and of every attempt of those keys (in the new run's generation); budgetSpent is their
-   *  spend. A copy marked `unordered` gets issuedAfter null (handed over when its call is
+   *  and of every attempt of those keys (in the new run's generation), and the intent of
+   *  each copied record of kind "child" (what the call recorded of its child, which a replay
+   *  checks the call against); budgetSpent is their spend. A copy marked `unordered` gets issuedAfter null (handed over when its call is
    *  made: the source had it outside the delivery order, from a history a resume replaced)
    *  and the generation `since`. The new run also holds every workspace object the source
    *  holds (its refs are copied), so deleting the source leaves the checkpoints the copies

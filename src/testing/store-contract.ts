@@ -1886,6 +1886,38 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect(await store.loadJournal(src.id)).toEqual(srcJournal);
       });
 
+      it("copies the intent of each copied child record, and no other intent", async () => {
+        const src = await started();
+        const child = (key: string, seq: number) =>
+          step(src.id, key, seq, { kind: "child", name: key });
+        const childIntent = (key: string) =>
+          intent(src.id, key, { kind: "child", name: key, data: `{"childId":"${key}"}` });
+        await store.appendRecords([
+          {
+            runId: src.id,
+            epoch: src.epoch,
+            // c0 copied with its intent; c1 not copied; e0 an effect's intent; c2 unfinished.
+            steps: [child("c0", 0), child("c1", 1), step(src.id, "e0", 2, { kind: "effect" })],
+            intents: [
+              childIntent("c0"),
+              childIntent("c1"),
+              intent(src.id, "e0"),
+              childIntent("c2"),
+            ],
+          },
+        ]);
+        await store.forkRun({
+          sourceId: src.id,
+          run: newRun({ id: "run_fork_child" }),
+          copy: [
+            { key: "c0", generation: 0 },
+            { key: "e0", generation: 0 },
+          ],
+        });
+        const j = await store.loadJournal("run_fork_child");
+        expect(j.intents).toEqual([{ ...childIntent("c0"), runId: "run_fork_child" }]);
+      });
+
       it("a copy marked unordered gets issuedAfter null and the generation since; the others keep theirs", async () => {
         const src = await started();
         const steps = [0, 1].map((i) => step(src.id, `k${i}`, i));

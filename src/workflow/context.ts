@@ -55,7 +55,7 @@ import { childRunId, idempotencyKey } from "../lib/ids.js";
 import { LazyAbort } from "../lib/lazy-abort.js";
 import { RUN_GENERATION } from "../lib/run-generation.js";
 import { isStoreFailure } from "../lib/store-failure.js";
-import { checkText } from "../lib/text.js";
+import { checkText, quoteGiven } from "../lib/text.js";
 import { setLongTimeout } from "../lib/timers.js";
 import type {
   Amounts,
@@ -85,6 +85,12 @@ import {
   runAtRoot,
   runInBody,
 } from "./call-scope.js";
+import {
+  type ChildCallIdentity,
+  type ChildIntent,
+  childInputDigest,
+  childMismatch,
+} from "./child-identity.js";
 import type {
   ApprovalOptions,
   ApprovalResult,
@@ -95,7 +101,7 @@ import type {
   WaitResult,
   WorkflowContext,
 } from "./context-types.js";
-import type { Workflow } from "./define.js";
+import { isWorkflowName, type Workflow } from "./define.js";
 import { DeliveryQueue } from "./delivery.js";
 import { JournalIndex } from "./journal-index.js";
 import { type LateWork, trackLateWork } from "./late-work.js";
@@ -260,8 +266,6 @@ export function isCallName(name: unknown): name is string {
 
 /** Marks an error handed to the workflow as a call's outcome, with the call's key. */
 const CALL_KEY = Symbol.for("cairn.callKey");
-/** At most this many calls are named as failing one run (Promise.any of that many). */
-const MAX_FAILED_KEYS = 1_000;
 /** After the workflow code started I/O of its own (not a timer), it counts as busy this
  *  long (late-work.ts). */
 const LATE_WORK_GRACE_MS = 1_000;
@@ -306,15 +310,17 @@ function failedCallKeys(err: unknown): string[] {
         Array.isArray(e.errors) &&
         failedCallKey(e.cause) === null
       ) {
-        if (depth < 8)
-          for (const inner of e.errors.slice(0, MAX_FAILED_KEYS)) visit(inner, depth + 1);
+        // Every error it holds: a resume must execute again each call of a Promise.any over
+        // any number of branches (a cap left the calls past it replaying their errors for
+        // ever). The keys are calls of this run, no more than it made (maxStepsPerRun).
+        if (depth < 8) for (const inner of e.errors) visit(inner, depth + 1);
         return;
       }
       e = e.cause;
     }
   };
   visit(err, 0);
-  return [...keys].slice(0, MAX_FAILED_KEYS);
+  return [...keys];
 }
 
 export class Context {
@@ -389,6 +395,16 @@ export class Context {
   private halted: Outcome | undefined;
   /** The workflow function has settled: start nothing new (settleInFlight). */
   private finishing = false;
+  /** The workflow function has returned or thrown (set at once, before finishWith). */
+  private functionSettled = false;
+  /** Calls whose failure this execution handed over once the function had settled, or
+   *  had not handed over yet when it settled: no code of the workflow could act
+   *  on it (a Promise.all's other rejections). A failed run names them with the calls its
+   *  error names, so one resume executes them all again instead of replaying them (a
+   *  resume per failed branch of a Promise.all otherwise). */
+  private readonly unheardFailures = new Set<string>();
+  /** Failures (recorded by this execution, or replayed) not handed over yet. */
+  private readonly failuresInQueue = new Set<string>();
   /** Replay-only mode: the first new call the code made (reachFrontier). */
   private frontierKey: string | undefined;
   private resolveDone!: (o: Outcome) => void;
@@ -435,13 +451,18 @@ export class Context {
         result = Promise.reject(err);
       }
       result.then(
-        (output) => void this.finishWith({ kind: "completed", output }),
-        (err: unknown) =>
+        (output) => {
+          this.functionSettled = true;
+          void this.finishWith({ kind: "completed", output });
+        },
+        (err: unknown) => {
+          this.functionSettled = true;
           void this.finishWith({
             kind: "failed",
             error: err as Error,
             failedKeys: failedCallKeys(err),
-          }),
+          });
+        },
       );
     });
     return this.done;
@@ -549,10 +570,14 @@ export class Context {
     name: string,
     kind: StepKind,
     execute: (call: Call) => Promise<T>,
+    /** Checks what the call was given against what its journal recorded (throws once the
+     *  run failed), before a recorded outcome is handed over or the call goes on. */
+    match?: (call: Call) => void,
   ): Promise<T> {
     let call: Call;
     try {
       call = this.beginCall(name, kind);
+      match?.(call);
     } catch (err) {
       return Promise.reject(err);
     }
@@ -949,20 +974,55 @@ export class Context {
   }
 
   private child<O>(name: string, wf: Workflow<unknown, unknown>, input: unknown): Promise<O> {
-    return this.makeCall(name, "child", (call) => this.childCall<O>(call, wf, input));
+    // Taken when the call is made: the workflow may change the input object afterwards.
+    const identity: ChildCallIdentity = {
+      workflow: isWorkflowObject(wf) ? wf.name : undefined,
+      input: childInputDigest(input),
+    };
+    return this.makeCall(
+      name,
+      "child",
+      (call) => this.childCall<O>(call, wf, input, identity),
+      (call) => this.matchChild(call, identity),
+    );
+  }
+
+  /** A child call with an intent started a child: it must still be the call that started
+   *  it, or the parent would be handed another child's result (child-identity.ts). */
+  private matchChild(call: Call, identity: ChildCallIdentity): void {
+    const intent = this.journal.intents.get(call.key);
+    if (!intent) return;
+    let recorded: ChildIntent;
+    try {
+      recorded = decode<ChildIntent>(intent.data);
+    } catch (err) {
+      // An intent this worker cannot read: the call's own path stops on it (unlessKeyMissing).
+      if (unreadable(err)) return;
+      throw err;
+    }
+    const why = childMismatch(recorded, identity);
+    if (!why) return;
+    this.fail(
+      new NonDeterminismError(
+        `Run "${this.host.runId}" no longer matches its journal at key "${call.key}": ${why}. ${this.remedy()}`,
+        { runId: this.host.runId, key: call.key },
+      ),
+    );
+    throw new HaltedSignal();
   }
 
   private async childCall<O>(
     call: Call,
     wf: Workflow<unknown, unknown>,
     input: unknown,
+    identity: ChildCallIdentity,
   ): Promise<O> {
     await this.beforeExecute(call);
     const intent = this.journal.intents.get(call.key);
     const startedAt = intent?.createdAt ?? this.host.clock.now();
     let childId: string;
     if (intent) {
-      childId = decode<{ childId: string }>(intent.data).childId;
+      childId = decode<ChildIntent>(intent.data).childId;
     } else {
       // The child id is derived from (run, key), so starting it again after a crash is a
       // no-op: the child is created once.
@@ -974,9 +1034,10 @@ export class Context {
         this.stopWithoutWriting();
         return never<O>();
       }
-      const starting = isWorkflowObject(wf)
-        ? this.host.startChild(childId, wf, input)
-        : Promise.reject(notAWorkflow(call.name, this.host.runId, wf));
+      const starting =
+        isWorkflowObject(wf) && isWorkflowName(wf.name) && isWorkflowName(wf.version)
+          ? this.host.startChild(childId, wf, input)
+          : Promise.reject(notAWorkflow(call.name, this.host.runId, wf));
       // Until it has landed (or failed), the run is not released (halt): a finished parent
       // may be deleted, and a child created after that would be left behind.
       const landed = starting.then(
@@ -999,7 +1060,9 @@ export class Context {
       if (refusal !== undefined) {
         return this.recordError<O>(call, toErrorRecord(refusal), startedAt);
       }
-      await this.commit({ intents: [intentRecord(call, { childId }, startedAt)] });
+      const data: ChildIntent = { childId, workflow: identity.workflow };
+      if (identity.input !== undefined) data.input = identity.input;
+      await this.commit({ intents: [intentRecord(call, data, startedAt)] });
     }
     const eventName = `${CHILD_EVENT_PREFIX}${childId}`;
     let askedChild = false;
@@ -1038,7 +1101,7 @@ export class Context {
     if (this.halted) return produce();
     if (label !== undefined && !isCallName(label)) {
       throw new TypeError(
-        `ctx.${kind}(${JSON.stringify(label)}) in run "${this.host.runId}": a label must be 1-200 characters, must not contain "#" and must not start with "@" or a space`,
+        `ctx.${kind}(${quoteGiven(label)}) in run "${this.host.runId}": a label must be 1-200 characters, must not contain "#" and must not start with "@" or a space`,
       );
     }
     const call = this.beginCall(label === undefined ? `@${kind}` : `@${kind}:${label}`, kind);
@@ -1160,7 +1223,7 @@ export class Context {
         (kind === "now" || kind === "random" || kind === "uuid");
       if (!internal && !isCallName(name)) {
         throw new TypeError(
-          `ctx.${kind}(${JSON.stringify(name)}) in run "${this.host.runId}": a name must be 1-200 characters, must not contain "#" and must not start with "@" or a space`,
+          `ctx.${kind}(${quoteGiven(name)}) in run "${this.host.runId}": a name must be 1-200 characters, must not contain "#" and must not start with "@" or a space`,
         );
       }
       checkText(name, `ctx.${kind}() name in run "${this.host.runId}":`);
@@ -1228,8 +1291,27 @@ export class Context {
       throw new HaltedSignal();
     }
     if (call.record) this.matchRecord(call, call.record);
-    else if (!late) this.lastNewCall = call;
+    else {
+      this.matchIntent(call);
+      if (!late) this.lastNewCall = call;
+    }
     return call;
+  }
+
+  /** A call begun durably (its intent: a child started, an effect about to perform, a wait
+   *  or sleep begun) and not finished is checked as a record is: another kind of call at its
+   *  key would go on as if nothing had begun there (a step executed while the child it
+   *  replaced runs on, unawaited). */
+  private matchIntent(call: Call): void {
+    const intent = this.journal.intents.get(call.key);
+    if (!intent || (intent.kind === call.kind && intent.name === call.name)) return;
+    this.fail(
+      new NonDeterminismError(
+        `Run "${this.host.runId}" no longer matches its journal at key "${call.key}": the journal recorded ${intent.kind} "${intent.name}" begun there, the code now calls ${call.kind} "${call.name}". ${this.remedy()}`,
+        { runId: this.host.runId, key: call.key },
+      ),
+    );
+    throw new HaltedSignal();
   }
 
   private matchRecord(call: Call, rec: StepRecord): void {
@@ -1283,6 +1365,7 @@ export class Context {
   /** A recorded outcome, handed over in its recorded turn. */
   private replayOutcome<T>(call: Call): Promise<T> {
     const rec = call.record!;
+    if (rec.outcome === "error") this.failuresInQueue.add(call.key);
     // Set once the promise exists; settle may run before (a delivery due at once).
     let outcome: Promise<T> | undefined;
     let failed = false;
@@ -1297,6 +1380,11 @@ export class Context {
         if (this.halted) return;
         this.countSpend(call.key, rec.spend);
         if (rec.outcome === "error") {
+          // As for a new failure (record): ordered delivery hands it over on the same side
+          // of the function's end as when it was recorded, so an execution cut off before
+          // its release (a crash, a store error) and the one replaying it name the same.
+          this.failuresInQueue.delete(call.key);
+          if (this.functionSettled) this.unheardFailures.add(call.key);
           reject(this.callError(call.key, rec.error ?? { name: "Error", message: "failed" }));
           return;
         }
@@ -2022,11 +2110,15 @@ export class Context {
     if (this.host.replayOnly) return this.reachFrontier(build(-1).key);
     const rec = build(this.delivery.allocate());
     await this.commit({ ...write, steps: [rec] });
+    // It may not be handed over before the run ends (its turn comes after the function settled).
+    if (rec.outcome === "error") this.failuresInQueue.add(rec.key);
     return new Promise<T>((resolve, reject) => {
       this.delivery.durable(rec.delivery!, () => {
         if (this.halted) return;
         this.countSpend(rec.key, rec.spend, write.attempts);
         if (rec.outcome === "error") {
+          this.failuresInQueue.delete(rec.key);
+          if (this.functionSettled) this.unheardFailures.add(rec.key);
           reject(this.callError(rec.key, rec.error ?? { name: "Error", message: "failed" }));
           return;
         }
@@ -2208,6 +2300,11 @@ export class Context {
     await this.settleInFlight(o.kind === "completed");
     if (this.halted) return;
     await this.syncWrites;
+    const unheard = [...this.unheardFailures, ...this.failuresInQueue];
+    if (o.kind === "failed" && unheard.length > 0) {
+      this.halt({ ...o, failedKeys: [...new Set([...o.failedKeys, ...unheard])] });
+      return;
+    }
     this.halt(o);
   }
 
@@ -2448,6 +2545,14 @@ function isWorkflowObject(wf: unknown): wf is Workflow<unknown, unknown> {
 
 /** The refusal of a ctx.child call given something else than a workflow. */
 function notAWorkflow(name: string, runId: string, wf: unknown): TypeError {
+  if (isWorkflowObject(wf)) {
+    // Shaped like one, but named as workflow() never names one (NUL, a lone surrogate, a
+    // megabyte): no store could keep the child exactly, and a failing create was taken
+    // for the store's trouble, the parent handed back for ever.
+    return new TypeError(
+      `ctx.child(${JSON.stringify(name)}) in run "${runId}": the workflow handed in is named ${quoteGiven(wf.name)}, version ${quoteGiven(wf.version)}, which workflow() refuses (1-128 letters, digits and . _ : / -); pass a workflow made with workflow()`,
+    );
+  }
   const got = wf === null ? "null" : typeof wf === "function" ? "a function" : typeof wf;
   return new TypeError(
     `ctx.child(${JSON.stringify(name)}) in run "${runId}": the second argument must be a workflow made with workflow() (got ${got})`,

@@ -3,6 +3,7 @@
 // in-flight runs on the code they started with.
 
 import type { StandardSchemaV1 } from "@standard-schema/spec";
+import { quoteGiven } from "../lib/text.js";
 import type { Amounts } from "../store/store.js";
 import type { WorkflowContext } from "./context-types.js";
 import type { RetryPolicy } from "./retry.js";
@@ -40,7 +41,7 @@ export function workflow<I, O>(
 ): Workflow<I, O> {
   if (typeof options?.name !== "string" || !NAME_RE.test(options.name)) {
     throw new TypeError(
-      `workflow(): name ${JSON.stringify(options?.name)} is invalid; use 1-128 characters of letters, digits and . _ : / - (not starting with a symbol)`,
+      `workflow(): name ${quoteGiven(options?.name)} is invalid; use 1-128 characters of letters, digits and . _ : / - (not starting with a symbol)`,
     );
   }
   if (typeof options.version !== "string" || !NAME_RE.test(options.version)) {

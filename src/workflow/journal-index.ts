@@ -68,11 +68,19 @@ export class JournalIndex {
     // record of an older generation, replayed then (a caught failure rethrown): the record
     // the key held in that generation is the one that failed the run.
     const failedIn = new Map<StepRecord, number>();
+    // Records by key: a Promise.any over thousands of calls names each of them as failing
+    // the run, and a scan of the journal per name was quadratic.
+    const recordsOf = new Map<string, StepRecord[]>();
+    for (const s of journal.steps) {
+      const list = recordsOf.get(s.key);
+      if (list) list.push(s);
+      else recordsOf.set(s.key, [s]);
+    }
     for (const f of failedCalls) {
       if (f.generation >= generation) continue;
       let held: StepRecord | undefined;
-      for (const s of journal.steps) {
-        if (s.key !== f.key || s.generation > f.generation) continue;
+      for (const s of recordsOf.get(f.key) ?? []) {
+        if (s.generation > f.generation) continue;
         if (!held || s.generation > held.generation) held = s;
       }
       if (held?.outcome === "error") {

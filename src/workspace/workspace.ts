@@ -34,6 +34,7 @@ import {
 } from "node:path";
 import { NonDeterminismError, WorkspaceError } from "../errors.js";
 import { failRunWith } from "../lib/fail-run.js";
+import { quoteGiven } from "../lib/text.js";
 import type { WorkspaceObject } from "../store/workspace-records.js";
 import type { StepContext, StepOptions, WorkflowContext } from "../workflow/context-types.js";
 import { isCairnState, isIgnored, type RuleSet } from "./ignore.js";
@@ -115,7 +116,7 @@ class Lock {
 export function checkWorkspaceName(name: unknown): asserts name is string {
   if (typeof name !== "string" || !NAME_RE.test(name)) {
     throw new TypeError(
-      `ctx.workspace(${JSON.stringify(name)}): a workspace name is 1-64 letters, digits, ".", "_" or "-", starting with a letter or digit`,
+      `ctx.workspace(${quoteGiven(name)}): a workspace name is 1-64 letters, digits, ".", "_" or "-", starting with a letter or digit`,
     );
   }
 }

@@ -70,10 +70,12 @@ async function insertEvent(
   const status = run.status as RunStatus;
   if (TERMINAL_STATUSES.has(status)) return { ok: false, reason: "finished", status };
   if (e.maxEvents !== undefined || e.maxPending !== undefined) {
-    // Under the run's row lock: concurrent senders are counted one after the other.
+    // Under the run's row lock: concurrent senders are counted one after the other. Events
+    // cairn sends itself ("cairn." names: a child's result) are not counted: a parent with
+    // many children must not be refused its own events because of them.
     const c = await tx.query<{ total: string; pending: string }>(
       `SELECT count(*) AS total, count(*) FILTER (WHERE consumed_by IS NULL) AS pending
-         FROM ${t.events} WHERE run_id = $1`,
+         FROM ${t.events} WHERE run_id = $1 AND substr(name, 1, 6) <> 'cairn.'`,
       [e.runId],
     );
     const total = Number(c.rows[0]?.total ?? 0);
@@ -365,7 +367,7 @@ export function forkRun(
     const generations = p.copy.map((c) => c.generation);
     const unordered = p.copy.map((c) => c.unordered === true);
     const since = p.copy.map((c) => (c.unordered ? (c.since ?? null) : null));
-    const steps = await tx.query<{ spend: Amounts }>(
+    const steps = await tx.query<{ key: string; spend: Amounts }>(
       `INSERT INTO ${t.steps} (run_id, key, generation, seq, name, kind, outcome, result, error,
           spend, attempt, started_at, completed_at, delivery, issued_after, issued_late, reconciled)
         SELECT $1, s.key,
@@ -377,8 +379,18 @@ export function forkRun(
             AS c(key, generation, unordered, since)
             ON c.key = s.key AND c.generation = s.generation
         WHERE s.run_id = $2
-        RETURNING spend`,
+        RETURNING key, spend`,
       [p.run.id, p.sourceId, keys, generations, created.generation, unordered, since],
+    );
+    // The intents of copied child calls: what they record of the child that produced the
+    // copied result (its workflow, its input's digest) is what a replay checks the call
+    // against. No other intent: one without a copied outcome would make the fork take up
+    // the source's call (re-await its child) instead of executing the call anew.
+    await tx.query(
+      `INSERT INTO ${t.intents} (run_id, key, kind, name, data, created_at)
+        SELECT $1, i.key, i.kind, i.name, i.data, i.created_at FROM ${t.intents} i
+        WHERE i.run_id = $2 AND i.kind = 'child' AND i.key = ANY($3::text[])`,
+      [p.run.id, p.sourceId, steps.rows.map((r) => r.key)],
     );
     // Attempts of every generation of the copied keys land in the fork's one generation,
     // renumbered in order.

@@ -151,10 +151,12 @@ export function sendEvent(ctx: StoreContext, e: NewEvent): Promise<SendEventOutc
       return { ok: false, reason: "finished", status: row.status };
     }
     if (e.maxEvents !== undefined || e.maxPending !== undefined) {
+      // Events cairn sends itself ("cairn." names: a child's result) are not counted: a
+      // parent with many children must not be refused its own events because of them.
       const counts = tx
         .prepare(
           `SELECT count(*) AS total, count(*) FILTER (WHERE consumed_by IS NULL) AS pending
-             FROM events WHERE run_id = ?`,
+             FROM events WHERE run_id = ? AND substr(name, 1, 6) <> 'cairn.'`,
         )
         .get(e.runId) as { total: number; pending: number };
       if (e.maxEvents !== undefined && counts.total >= e.maxEvents) {
@@ -283,6 +285,16 @@ export function forkRun(
       }
       insertRow(tx.prepare, "steps", stepToRow(copy));
     }
+    // The intents of copied child calls: what they record of the child that produced the
+    // copied result (its workflow, its input's digest) is what a replay checks the call
+    // against. No other intent: one without a copied outcome would make the fork take up
+    // the source's call (re-await its child) instead of executing the call anew.
+    tx.prepare(
+      `INSERT INTO intents (run_id, key, kind, name, data, created_at)
+       SELECT ?, key, kind, name, data, created_at FROM intents
+        WHERE run_id = ? AND kind = 'child' AND key IN (SELECT value FROM json_each(?))
+        ORDER BY id`,
+    ).run(p.run.id, p.sourceId, JSON.stringify([...keys]));
     // Attempts of every generation land in the fork's one generation, renumbered in order.
     const numbered = new Map<string, number>();
     for (const a of attempts) {

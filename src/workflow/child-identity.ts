@@ -1,0 +1,53 @@
+// What a ctx.child call's intent records of the child it started: the child's id, the
+// workflow's name and a digest of the input the code handed in. A replay hands the parent
+// the recorded child's result, so it must be the same child: a call that now names another
+// workflow, or hands another input, would silently take a result that is not its own. The
+// digest, not the input, is kept: the child run stores the input already, and a parent's
+// journal must not double a large payload. Intents written before cairn recorded these
+// fields hold only the child id: nothing is compared for them.
+
+import { createHash } from "node:crypto";
+import { encode } from "../codec/codec.js";
+
+/** A child call's intent data. `workflow` and `input` are absent from older records. */
+export interface ChildIntent {
+  childId: string;
+  /** The child workflow's name. */
+  workflow?: string;
+  /** A digest of the input as the code handed it in (before the child's input schema). */
+  input?: string;
+}
+
+/** What a child call is now: its workflow's name (undefined: not a workflow) and the
+ *  digest of its input (undefined: the input cannot be encoded). */
+export interface ChildCallIdentity {
+  workflow: string | undefined;
+  input: string | undefined;
+}
+
+/** The digest of a child's input. The value as handed in, not as its schema makes it: a
+ *  schema's default drawn afresh (a request id, the time) is no change of the call. */
+export function childInputDigest(input: unknown): string | undefined {
+  let text: string;
+  try {
+    text = encode(input, Number.POSITIVE_INFINITY);
+  } catch {
+    // Refused when the child is created (SerializationError): the refusal is the outcome.
+    return undefined;
+  }
+  return createHash("sha256").update(text).digest("base64url");
+}
+
+/** How the call differs from the recorded one, in words that quote no payload; undefined
+ *  when it matches, or the record does not say. */
+export function childMismatch(recorded: ChildIntent, now: ChildCallIdentity): string | undefined {
+  if (recorded.workflow !== undefined && recorded.workflow !== now.workflow) {
+    const code =
+      now.workflow === undefined ? "something that is not a workflow" : `"${now.workflow}"`;
+    return `the journal recorded a child run of workflow "${recorded.workflow}", the code now starts ${code}`;
+  }
+  if (recorded.input !== undefined && recorded.input !== now.input) {
+    return `the journal recorded a child run of workflow "${recorded.workflow ?? "?"}" started with another input than the code now hands it (the recorded child's result belongs to that input)`;
+  }
+  return undefined;
+}
