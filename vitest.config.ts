@@ -24,6 +24,10 @@ export default defineConfig({
     testTimeout: 120_000,
     hookTimeout: 60_000,
     pool: "forks",
+    // Two test files at once even on a 2-core machine (vitest's default there is one): most
+    // files wait on fsync, timers, PostgreSQL or child processes rather than on the CPU, and
+    // no test judges by wall-clock time.
+    maxWorkers: 2,
     projects: [
       {
         extends: true,
