@@ -98,7 +98,11 @@ export class Execution {
    *  of it runs here any more, so its run goes back to pending at once rather than stay
    *  leased to a worker that is gone (and be taken for a crash when the lease ends). */
   async handBackStopped(): Promise<void> {
+    // A child being created may land after the hand-back: handed back canceled (a cancel
+    // asked meanwhile), the run's cascade would miss that child, which then executes for a
+    // canceled parent. Such a run stays leased, as one with an attempt in flight does.
     if (this.letGo || this.releasing || this.attemptsInFlight > 0) return;
+    if (this.childStartsInFlight > 0) return;
     // An execution that ended on close()'s stop (its workflow was awaiting its own I/O or a
     // timer) wrote nothing: its run still goes back (the release is fenced by epoch, so a
     // run whose lease another worker took is left alone). One ending otherwise is releasing.
@@ -139,6 +143,12 @@ export class Execution {
   /** Step attempts of this execution in flight (0 before its Context exists). */
   get attemptsInFlight(): number {
     return this.ctx?.attemptsInFlight ?? 0;
+  }
+
+  /** Child runs it is creating (ctx.child) whose create has not answered: the one write of
+   *  a run no epoch fences, so it may land after the run was handed back (close()). */
+  get childStartsInFlight(): number {
+    return this.ctx?.childStartsInFlight ?? 0;
   }
 
   /** A wait of this execution is blocked on an event, which another process may send. */
@@ -230,6 +240,10 @@ export class Execution {
       // Handing it back would have it claimed again at once, and fail again: pause it.
       this.deps.log(reason);
       if (this.abandoned) return;
+      // Its pause is a release: close() lets it land (writing) rather than hand the run
+      // back under it, and a renewal answered meanwhile is no lost lease.
+      this.ending = true;
+      this.releasing = true;
       await this.deps.store
         .releaseRun({
           runId: this.runId,

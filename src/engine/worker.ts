@@ -528,8 +528,9 @@ export class Worker {
       // lost attempt to a call whose body had ended or never began (with maxAttempts 1,
       // failing the run). One that is not writing (a timer, the workflow's own I/O) is not
       // waited for: it would hold close() for the whole bound.
+      // A child run being created (ctx.child) is such a write too: it lands on its own.
       const settling = [...this.active.values()].filter(
-        (ex) => ex.attemptsInFlight === 0 && ex.writing,
+        (ex) => ex.attemptsInFlight === 0 && (ex.writing || ex.childStartsInFlight > 0),
       );
       if (settling.length > 0) {
         await waitAtMost(Promise.all(settling.map((e) => e.finished)), Math.max(graceMs, 2_000));
@@ -537,10 +538,14 @@ export class Worker {
     }
     // An attempt that outlasted the grace may still be running in this process: its run
     // stays leased until the lease ends, or another worker would start the same call while
-    // it runs. Every other run goes back (below). Read before the executions stop.
+    // it runs. So does a run whose child's create is still unanswered: handed back (and
+    // canceled, if a cancel was asked), its cancel cascade could miss a child that lands
+    // after. Every other run goes back (below). Read before the executions stop.
     const stopped = [...this.active.values()];
     const bodyRunning = new Set(
-      stopped.filter((ex) => ex.attemptsInFlight > 0).map((ex) => ex.runId),
+      stopped
+        .filter((ex) => ex.attemptsInFlight > 0 || ex.childStartsInFlight > 0)
+        .map((ex) => ex.runId),
     );
     for (const ex of stopped) ex.stopWithoutWriting();
     this.heartbeatsStopped = true;

@@ -421,7 +421,9 @@ export interface Store extends WorkspaceVerbs, ApprovalVerbs {
    *  same transaction. */
   appendRecords(writes: RunWrite[]): Promise<WriteOutcome[]>;
 
-  /** Ends an execution: sets the status and clears the lease, fenced by epoch. A release
+  /** Ends an execution: sets the status and clears the lease, fenced by epoch; a run no
+   *  longer running (released already under that epoch) is "lease-lost", never rewritten
+   *  (a retry of a release whose commit's answer was lost finds its own release). A release
    *  to waiting for which an unconsumed event with a name in waitingFor exists becomes
    *  ready now. A release to pending/waiting/paused of a run with cancelRequested becomes
    *  canceled (reason kept from the request). */

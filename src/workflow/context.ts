@@ -483,6 +483,11 @@ export class Context {
     return this.liveAttempts;
   }
 
+  /** How many child runs this execution is creating now (their create not yet answered). */
+  get childStartsInFlight(): number {
+    return this.childStarts.size;
+  }
+
   /** Another worker owns the run now (or this one stops without a word): write nothing. */
   stopWithoutWriting(): void {
     this.halt({ kind: "lease-lost" });

@@ -126,7 +126,7 @@ export function sendEvent(ctx: StoreContext, e: NewEvent): Promise<SendEventOutc
  * A release with events (a child's result for its parent), as one transaction: the run is
  * released by release_runs, deciding as for a group (releaseGroup, below), then its events
  * are stored in the same transaction.
- * Fenced by epoch. Idempotent in effect: if an earlier try of this call may have committed
+ * Fenced by epoch, and only while the run is running. Idempotent in effect: if an earlier try of this call may have committed
  * (connection lost during COMMIT) and the run is no longer running at our epoch, that try
  * did the release; it is not applied twice (its events would be stored twice). The run is
  * locked first to see that: release_runs would answer such a run as found, which looks the
@@ -139,6 +139,11 @@ export function releaseRun(ctx: StoreContext, r: Release): Promise<ReleaseOutcom
       throw new Rollback<ReleaseOutcome>({ ok: false, reason: "lease-lost" });
     }
     if (tx.mayHaveCommitted && cur.status !== "running") return { ok: true, run: toRun(cur) };
+    // Released already under this epoch (a hand-back after the release that ended it): a
+    // finished run is never rewritten, as release_runs (migration 17) refuses it too.
+    if (cur.status !== "running") {
+      throw new Rollback<ReleaseOutcome>({ ok: false, reason: "lease-lost" });
+    }
     const [released] = await releaseRows(tx, ctx, [r], false);
     if (!released?.ok) throw new Error("release_runs fenced out a run whose lock it shares");
     const hints: StoreHint[] = [];

@@ -21,6 +21,7 @@ import { migration as groupedReleases } from "./013-grouped-releases.js";
 import { migration as stepsInsertedFirst } from "./014-steps-inserted-first.js";
 import { migration as workerLeasesAndEpochFloor } from "./015-worker-leases-and-epoch-floor.js";
 import { migration as severalFailedCalls } from "./016-several-failed-calls.js";
+import { migration as releaseOnlyRunning } from "./017-release-only-running.js";
 
 export interface Migration {
   version: number;
@@ -46,6 +47,7 @@ export const MIGRATIONS: readonly Migration[] = [
   stepsInsertedFirst,
   workerLeasesAndEpochFloor,
   severalFailedCalls,
+  releaseOnlyRunning,
 ];
 
 /** The schema version this code writes and understands. */
