@@ -89,6 +89,50 @@ export function encode(value: unknown, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES): st
   return text;
 }
 
+/** Text that identifies a value as the code builds it, for a digest (a child call's input):
+ *  encode's text, except that
+ *  - an Error counts by its name, message and code. Its stack names the files, lines and
+ *    callers of the code that made it: the same code deployed at another path, or rebuilt,
+ *    would be taken for another value;
+ *  - a typed array or DataView showing part of its buffer counts by the bytes it shows.
+ *    encode keeps the whole buffer, and the rest of it may be anything (a view of a small
+ *    Buffer's bytes shows part of Node's shared pool, which holds whatever the process
+ *    made lately).
+ *  Throws as encode does. */
+export function encodeIdentity(value: unknown): string {
+  try {
+    return escapeLoneSurrogatesInJson(devalue.stringify(value, identityReducers));
+  } catch {
+    // encode's verdict, with its message (the same value is refused the same way).
+    return encode(value, Number.POSITIVE_INFINITY);
+  }
+}
+
+const identityReducers = {
+  Error: (v: unknown) => v instanceof Error && [v.name, v.message, (v as { code?: unknown }).code],
+  PartView: (v: unknown) =>
+    ArrayBuffer.isView(v) &&
+    v.byteLength !== v.buffer.byteLength && [
+      Object.prototype.toString.call(v),
+      Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString("base64"),
+    ],
+};
+
+/** A copy of a value as the codec keeps it, for a call that keeps what it was handed until
+ *  its turn comes (a child's input, an approval's request): the workflow may change the
+ *  object meanwhile (one object filled in anew on each turn of a loop), and each call must
+ *  go on with what it was given. A value the codec refuses is returned as it is: the call
+ *  refuses it when its turn comes, naming the path. */
+export function copyAsStored(value: unknown): unknown {
+  let text: string;
+  try {
+    text = encode(value, Number.POSITIVE_INFINITY);
+  } catch {
+    return value;
+  }
+  return decode(text);
+}
+
 /** What a getter threw, as text (it may be anything, and String() itself may throw). */
 function thrownText(err: unknown): string {
   try {

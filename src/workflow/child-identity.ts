@@ -7,7 +7,7 @@
 // fields hold only the child id: nothing is compared for them.
 
 import { createHash } from "node:crypto";
-import { encode } from "../codec/codec.js";
+import { encodeIdentity } from "../codec/codec.js";
 
 /** A child call's intent data. `workflow` and `input` are absent from older records. */
 export interface ChildIntent {
@@ -26,11 +26,14 @@ export interface ChildCallIdentity {
 }
 
 /** The digest of a child's input. The value as handed in, not as its schema makes it: a
- *  schema's default drawn afresh (a request id, the time) is no change of the call. */
+ *  schema's default drawn afresh (a request id, the time) is no change of the call. An
+ *  Error in it counts without its stack, a typed array by the bytes it shows (encodeIdentity):
+ *  the frames of the code that made an Error, or the bytes around a view, are no part of
+ *  what the child is handed to do. */
 export function childInputDigest(input: unknown): string | undefined {
   let text: string;
   try {
-    text = encode(input, Number.POSITIVE_INFINITY);
+    text = encodeIdentity(input);
   } catch {
     // Refused when the child is created (SerializationError): the refusal is the outcome.
     return undefined;

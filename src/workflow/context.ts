@@ -30,7 +30,7 @@
 // an approval hands the workflow (approval-outcome.ts).
 
 import { randomUUID } from "node:crypto";
-import { decode, EncodeError, encode, UndecodableError } from "../codec/codec.js";
+import { copyAsStored, decode, EncodeError, encode, UndecodableError } from "../codec/codec.js";
 import {
   errorFromRecord,
   InputValidationError,
@@ -576,7 +576,8 @@ export class Context {
     kind: StepKind,
     execute: (call: Call) => Promise<T>,
     /** Checks what the call was given against what its journal recorded (throws once the
-     *  run failed), before a recorded outcome is handed over or the call goes on. */
+     *  run failed), before a recorded outcome is handed over or the call goes on; a call that
+     *  goes on may take its copy of what it was given here (copyAsStored). */
     match?: (call: Call) => void,
   ): Promise<T> {
     let call: Call;
@@ -828,8 +829,16 @@ export class Context {
     } catch (err) {
       return Promise.reject(err);
     }
-    return this.makeCall(name, "approval", (call) =>
-      this.approvalCall<R, A>(call, name, options, onTimeout, timeoutMs),
+    let request: unknown = options.request;
+    return this.makeCall(
+      name,
+      "approval",
+      (call) => this.approvalCall<R, A>(call, name, options, request, onTimeout, timeoutMs),
+      (call) => {
+        // An asking that may be stored (anew after a crash, or asked again by a resume): its
+        // request as it is now (copyAsStored).
+        if (!call.record) request = copyAsStored(options.request);
+      },
     );
   }
 
@@ -837,6 +846,8 @@ export class Context {
     call: Call,
     name: string,
     options: ApprovalOptions<R, A>,
+    /** options.request as it was when the call was made. */
+    given: unknown,
     onTimeout: "approve" | "reject",
     timeoutMs: number | undefined,
   ): Promise<ApprovalResult<A>> {
@@ -844,7 +855,7 @@ export class Context {
     const eventName = `${APPROVAL_EVENT_PREFIX}${call.key}`;
     const intent = this.journal.intents.get(call.key);
     const startedAt = intent?.createdAt ?? this.host.clock.now();
-    let request: unknown = options.request;
+    let request: unknown = given;
     if (!intent && options.schema?.request) {
       const checked = await this.checkOrThrown(options.schema.request, request);
       if ("thrown" in checked)
@@ -984,11 +995,16 @@ export class Context {
       workflow: isWorkflowObject(wf) ? wf.name : undefined,
       input: childInputDigest(input),
     };
+    let handed = input;
     return this.makeCall(
       name,
       "child",
-      (call) => this.childCall<O>(call, wf, input, identity),
-      (call) => this.matchChild(call, identity),
+      (call) => this.childCall<O>(call, wf, handed, identity),
+      (call) => {
+        this.matchChild(call, identity);
+        // A call that will start its child: the input as it is now (copyAsStored).
+        if (!call.record && !this.journal.intents.has(call.key)) handed = copyAsStored(input);
+      },
     );
   }
 
