@@ -597,6 +597,7 @@ describe("the request's text, read once", () => {
       prefixes: undefined,
       promptChars: 0,
       hasBytes: false,
+      hasBuffer: false,
     });
   });
 });

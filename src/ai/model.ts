@@ -39,10 +39,16 @@ import type { ModelLimits, SharedLimiter } from "./limiter.js";
 import { estimateTokens, lookupModel, type ModelPrice, spendOf, usedTokens } from "./pricing.js";
 import { downloadUrlParts, EVERY_URL, hasUrlParts } from "./prompt-urls.js";
 import { providerError, streamPartError } from "./provider-errors.js";
-import { legacyDigest, readRequest } from "./request-text.js";
+import { bufferJsonDigest, legacyDigest, readRequest } from "./request-text.js";
 import { RunStreamWriter } from "./run-stream.js";
 import type { CallOptions, LanguageModelV4, ModelObject, StreamPart, Usage } from "./sdk-types.js";
-import { noteToolSource, retireToolSource, type ToolSource, toolKey } from "./tool-order.js";
+import {
+  inputText,
+  noteToolSource,
+  retireToolSource,
+  type ToolSource,
+  toolKey,
+} from "./tool-order.js";
 
 export interface ModelOptions extends StepOptions {
   /** The name of this model's calls. Default "model:<modelId>"; turns share it. */
@@ -205,10 +211,16 @@ function priceOf(
 async function durableCall(m: DurableModel, mode: Mode, o: CallOptions): Promise<CallRecord> {
   const { ctx, name } = m;
   // The request's text, read once (request-text.ts: a file's bytes make it costly).
-  const { digest, prefixes, promptChars, hasBytes } = readRequest(o, m.checkRequest);
+  const { digest, prefixes, promptChars, hasBytes, hasBuffer } = readRequest(o, m.checkRequest);
   const made = continueConversation(ctx, name, o.prompt, prefixes);
   try {
-    return await durableLoop(m, mode, { o, digest, promptChars, hasBytes }, prefixes, made);
+    return await durableLoop(
+      m,
+      mode,
+      { o, digest, promptChars, hasBytes, hasBuffer },
+      prefixes,
+      made,
+    );
   } catch (err) {
     if (made) made.failed = true;
     throw err;
@@ -221,6 +233,7 @@ interface Asked {
   digest: string;
   promptChars: number;
   hasBytes: boolean;
+  hasBuffer: boolean;
 }
 
 async function durableLoop(
@@ -258,9 +271,11 @@ async function durableLoop(
 /** Whether a record written before `u` (call-record.ts) answers this request: its digest
  *  is of the whole JSON text, a file's bytes as JSON (request-text.ts), and of the files
  *  its URL parts gave, downloaded by the SDK: those cannot be checked against the URLs
- *  (nor downloaded again to check them). */
+ *  (nor downloaded again to check them). Or a record with `u` written while a Buffer in
+ *  the prompt was still hashed as its JSON text (bufferJsonDigest). */
 function olderRecordMatches(rec: CallRecord, asked: Asked): boolean {
-  if (rec.u !== undefined) return false;
+  // Written before a Buffer in the prompt was hashed as its bytes (request-text.ts).
+  if (rec.u !== undefined) return asked.hasBuffer && bufferJsonDigest(asked.o) === rec.d;
   if (hasUrlParts(asked.o.prompt)) return true;
   return asked.hasBytes && legacyDigest(asked.o) === rec.d;
 }
@@ -389,17 +404,28 @@ function toolResultsAfter(prompt: CallOptions["prompt"], from: number): Set<stri
   return keys;
 }
 
-/** The answer's tool calls the SDK executes here (not a provider's own), by toolKey. */
-function toolCallsOf(parts: ReadonlyArray<{ type: string }> | undefined): Map<string, number> {
-  const counts = new Map<string, number>();
+/** The answer's tool calls the SDK executes here (not a provider's own), by toolKey: how
+ *  many of each, and the input of each (tool-order.ts: which answer a call comes from). */
+function toolCallsOf(parts: ReadonlyArray<{ type: string }> | undefined): {
+  untaken: Map<string, number>;
+  inputs: Map<string, string | undefined>;
+} {
+  const untaken = new Map<string, number>();
+  const inputs = new Map<string, string | undefined>();
   for (const p of parts ?? []) {
     if (p.type !== "tool-call") continue;
-    const c = p as { toolName?: unknown; toolCallId?: unknown; providerExecuted?: unknown };
+    const c = p as {
+      toolName?: unknown;
+      toolCallId?: unknown;
+      providerExecuted?: unknown;
+      input?: unknown;
+    };
     if (c.providerExecuted === true) continue;
     const key = toolKey(String(c.toolName), String(c.toolCallId));
-    counts.set(key, (counts.get(key) ?? 0) + 1);
+    untaken.set(key, (untaken.get(key) ?? 0) + 1);
+    inputs.set(key, typeof c.input === "string" ? inputText(c.input) : undefined);
   }
-  return counts;
+  return { untaken, inputs };
 }
 
 /** Notes an answered call (its place: the scope the step's outcome resumed in); returns the
@@ -416,7 +442,7 @@ function answered(
   made.source = {
     continued: made.continued?.source,
     resultsInPrompt: made.resultsInPrompt ?? new Set(),
-    untaken: toolCallsOf(content),
+    ...toolCallsOf(content),
     executed: new Map(),
   };
   noteToolSource(ctx, made.source);
@@ -451,6 +477,7 @@ async function attempt(
   const grantId = `${s.idempotencyKey}:${s.attempt}:${randomUUID()}`;
   const signal = o.abortSignal ? AbortSignal.any([s.signal, o.abortSignal]) : s.signal;
   let prompt: CallOptions["prompt"];
+  let admitted = false;
   try {
     if (rt.limiter) {
       // The caller's signal too: an abort during a wait for the window is the call's end,
@@ -461,9 +488,20 @@ async function attempt(
         if (o.abortSignal?.aborted) throw o.abortSignal.reason;
         return { d: digest, u: 1, throttledUntil: a.until };
       }
+      admitted = true;
     }
     prompt = await downloadUrlParts(o.prompt, m.inner, m.download, signal);
   } catch (err) {
+    // A download that failed sent the provider nothing: the estimate the window took for
+    // this attempt is given back (left, a file server's outage held the fleet's tokens).
+    if (admitted && rt.limiter && m.limits.tokensPerMinute !== undefined) {
+      await sideWork(
+        rt,
+        rt.limiter.settle(limitKey, grantId, 0),
+        `limiter "${limitKey}": the estimate of a call whose files failed to download was not given back`,
+        deadline,
+      );
+    }
     // Named as the abort's error (a download wraps it in its own). Not the provider's
     // failure either way: the limiter is not blocked for a file server's 429.
     if (o.abortSignal?.aborted && !s.signal.aborted) throw callerAborted(o.abortSignal.reason);

@@ -27,10 +27,15 @@ export interface RequestText {
   promptChars: number;
   /** The prompt holds a file's bytes (a typed array): its digest is not the older form. */
   hasBytes: boolean;
+  /** The prompt holds a Node.js Buffer: records of cairn 3126d97 digested it as JSON. */
+  hasBuffer: boolean;
 }
 
-/** How a typed array is written: its bytes (digests now), or its JSON text (older). */
-type BytesAs = "bytes" | "json";
+/** How a typed array is written: its bytes (digests now), its JSON text (records without
+ *  `u`), or its bytes but a Buffer as its JSON text (records with `u` written before a
+ *  Buffer was read as the bytes it is: JSON.stringify calls its toJSON,
+ *  `{"type":"Buffer","data":[...]}`, which hid it from the check for typed arrays). */
+type BytesAs = "bytes" | "json" | "bytes-buffer-json";
 
 /** Reads the request's text once. `digest` only when asked for (`withDigest`). */
 export function readRequest(options: CallOptions, withDigest: boolean): RequestText {
@@ -40,6 +45,7 @@ export function readRequest(options: CallOptions, withDigest: boolean): RequestT
   const prefixes = [prefix.copy().digest("base64url")];
   let promptChars = 2;
   let hasBytes = false;
+  let hasBuffer = false;
   try {
     // The digest's text is JSON.stringify([prompt, toolNames, toolChoice, responseFormat]).
     write(sinks, "[[");
@@ -51,26 +57,41 @@ export function readRequest(options: CallOptions, withDigest: boolean): RequestT
       prefixes.push(prefix.copy().digest("base64url"));
       promptChars += (n?.chars ?? 4) + (i > 0 ? 1 : 0);
       hasBytes ||= n?.hasBytes === true;
+      hasBuffer ||= n?.hasBuffer === true;
     });
     write(sinks, "]");
   } catch {
     // No JSON text (a cycle, a BigInt): no check, no continuation, no estimate, as before.
-    return { digest: "", prefixes: undefined, promptChars: 0, hasBytes: false };
+    return { digest: "", prefixes: undefined, promptChars: 0, hasBytes: false, hasBuffer: false };
   }
   const digest = withDigest ? restOfDigest(options, whole, "bytes") : "";
-  return { digest, prefixes, promptChars, hasBytes };
+  return { digest, prefixes, promptChars, hasBytes, hasBuffer };
 }
 
 /** The digest records written before `u` hold: of JSON.stringify's whole text. */
 export function legacyDigest(options: CallOptions): string {
+  return wholeDigest(options, "json");
+}
+
+/** The digest records with `u` written before a Buffer was read as bytes hold: a Buffer as
+ *  its JSON text, every other typed array as bytes. */
+export function bufferJsonDigest(options: CallOptions): string {
+  return wholeDigest(options, "bytes-buffer-json");
+}
+
+function wholeDigest(options: CallOptions, bytesAs: BytesAs): string {
   const whole = createHash("sha256");
   try {
-    whole.update("[");
-    if (writeJson(options.prompt, [whole], "json") === undefined) whole.update("null");
+    whole.update("[[");
+    options.prompt.forEach((message, i) => {
+      if (i > 0) whole.update(",");
+      if (writeJson(message, [whole], bytesAs) === undefined) whole.update("null");
+    });
+    whole.update("]");
   } catch {
     return "";
   }
-  return restOfDigest(options, whole, "json");
+  return restOfDigest(options, whole, bytesAs);
 }
 
 /** The digest, once the prompt's text is in `whole`; "" when the rest has no JSON text. */
@@ -113,19 +134,29 @@ function writeJson(
   value: unknown,
   sinks: Hash[],
   bytesAs: BytesAs,
-): { chars: number; hasBytes: boolean } | undefined {
+): { chars: number; hasBytes: boolean; hasBuffer: boolean } | undefined {
   const arrays: NumberArray[] = [];
+  let hasBuffer = false;
   // A marker no value can hold (a NUL and a fresh random id) stands for each typed array.
   const mark = `\u0000${randomUUID()}:`;
-  const text = JSON.stringify(value, (_key, v: unknown) => {
-    if (!isNumberArray(v)) return v;
-    arrays.push(v);
+  const text = JSON.stringify(value, function (this: unknown, key: string, v: unknown) {
+    // The value before its toJSON: a Buffer (fs.readFile's) reaches a replacer as
+    // `{"type":"Buffer","data":[...]}`, some 4 characters a byte, and hashed so it made
+    // the same bytes a Uint8Array gives another digest, and counted 3 times their base64.
+    const held = (this as Record<string, unknown>)[key];
+    let bytes: unknown = v;
+    if (Buffer.isBuffer(held)) {
+      hasBuffer = true;
+      if (bytesAs === "bytes") bytes = held;
+    }
+    if (!isNumberArray(bytes)) return v;
+    arrays.push(bytes);
     return `${mark}${arrays.length - 1}`;
   });
   if (text === undefined) return undefined;
   if (arrays.length === 0) {
     write(sinks, text);
-    return { chars: text.length, hasBytes: false };
+    return { chars: text.length, hasBytes: false, hasBuffer };
   }
   const quoted = JSON.stringify(mark).slice(0, -1); // as the text holds it: `"\u0000<id>:`
   let chars = 0;
@@ -142,13 +173,15 @@ function writeJson(
     from = end + 1;
   }
   write(sinks, text.slice(from));
-  return { chars: chars + text.length - from, hasBytes: true };
+  return { chars: chars + text.length - from, hasBytes: true, hasBuffer };
 }
 
 /** A typed array as its kind, length and bytes, after a raw NUL: JSON text escapes every
  *  control character, so no text can be hashed the same. */
 function writeBytes(sinks: Hash[], a: NumberArray): void {
-  write(sinks, `\u0000${a.constructor.name}:${a.byteLength}:`);
+  // A Buffer is a Uint8Array: the same bytes, the same digest.
+  const kind = Buffer.isBuffer(a) ? "Uint8Array" : a.constructor.name;
+  write(sinks, `\u0000${kind}:${a.byteLength}:`);
   write(sinks, new Uint8Array(a.buffer, a.byteOffset, a.byteLength));
 }
 

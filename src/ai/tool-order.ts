@@ -11,10 +11,13 @@
 // whose prompt continued turn 1's answer (model.ts's claim) and holds the result of turn
 // 1's call with the same tool and id. So the call is made from the place that earlier tool
 // call's outcome resumed in, and the core sees what the data says. Nothing is claimed when
-// the model call the tool call comes from cannot be told (two answers alike in the tool
-// and id, neither executed yet, or one answer holding the id twice): the core decides.
-// Nor between conversations (two generateText calls, each answered call_0): nothing in the
-// data orders one's call_0 after the other's, so each needs its own tools `name`.
+// the model call the tool call comes from cannot be told (two answers alike in the tool,
+// id and input, neither executed yet, or one answer holding the id twice): the core
+// decides. Nor between conversations (two generateText calls, each answered call_0):
+// nothing in the data orders one's call_0 after the other's, so each needs its own tools
+// `name`, and a call is made only from the place of an earlier one of the same name
+// (side by side, the call's input tells which of two answers alike in tool and id it
+// comes from).
 
 import type { WorkflowContext } from "../index.js";
 import { captureScope, reenterScope } from "../workflow/call-scope.js";
@@ -27,8 +30,11 @@ export interface ToolSource {
   resultsInPrompt: ReadonlySet<string>;
   /** Tool calls of this answer not yet executed here, by toolKey: how many of each. */
   untaken: Map<string, number>;
-  /** Where each executed tool call's outcome resumed, by toolKey (once answered). */
-  executed: Map<string, unknown>;
+  /** The input of each tool call of this answer (inputText of its JSON), by toolKey. */
+  inputs: ReadonlyMap<string, string | undefined>;
+  /** Where each executed tool call's outcome resumed, and the tools name (ai.tools'
+   *  `name`) it was made through, by toolKey (once answered). */
+  executed: Map<string, { scope: unknown; via: string }>;
 }
 
 const sources = new WeakMap<WorkflowContext, ToolSource[]>();
@@ -62,21 +68,60 @@ export function retireToolSource(ctx: WorkflowContext, source: ToolSource): void
  *  outcome is handed over. */
 export function placeToolCall(
   ctx: WorkflowContext,
+  via: string,
   toolName: string,
   toolCallId: string,
+  input: unknown,
 ): () => void {
   const key = toolKey(toolName, toolCallId);
   const list = sources.get(ctx) ?? [];
-  const fits = list.filter((s) => (s.untaken.get(key) ?? 0) > 0);
+  let fits = list.filter((s) => (s.untaken.get(key) ?? 0) > 0);
+  if (fits.length > 1) {
+    // Conversations side by side, each with its own tools name, whose answers both hold
+    // this tool and id: the call's input tells which answer it comes from when only one
+    // holds that input. A call is only ever made from the place of an earlier call made
+    // through the same tools name (below): one conversation's call is never placed after
+    // the other's, whatever answer its input picked.
+    const text = valueText(input);
+    fits = text === undefined ? [] : fits.filter((s) => s.inputs.get(key) === text);
+  }
   if (fits.length !== 1 || fits[0]!.untaken.get(key) !== 1) return () => {};
   const source = fits[0]!;
   source.untaken.delete(key);
   if (source.untaken.size === 0) list.splice(list.indexOf(source), 1);
   const earlier = source.continued;
-  if (earlier && source.resultsInPrompt.has(key) && earlier.executed.has(key)) {
-    reenterScope(earlier.executed.get(key));
+  const before = earlier?.executed.get(key);
+  if (before && before.via === via && source.resultsInPrompt.has(key)) {
+    reenterScope(before.scope);
   }
   return () => {
-    source.executed.set(key, captureScope());
+    source.executed.set(key, { scope: captureScope(), via });
   };
+}
+
+/** A tool call's input as the answer holds it (JSON text), as canonical text: keys sorted,
+ *  so the input the SDK parsed (its schema's key order) compares equal; undefined when it
+ *  is not JSON. */
+export function inputText(json: string): string | undefined {
+  try {
+    return valueText(JSON.parse(json));
+  } catch {
+    return undefined;
+  }
+}
+
+function valueText(value: unknown): string | undefined {
+  try {
+    return JSON.stringify(value, (_key, v: unknown) =>
+      v !== null && typeof v === "object" && !Array.isArray(v)
+        ? Object.fromEntries(
+            Object.keys(v)
+              .sort()
+              .map((k) => [k, (v as Record<string, unknown>)[k]]),
+          )
+        : v,
+    );
+  } catch {
+    return undefined;
+  }
 }

@@ -198,7 +198,7 @@ export function durableTools<TOOLS extends ToolSet>(
     // Made from the place of the earlier call with this tool and id it follows, if any
     // (tool-order.ts): synchronously, right before the call.
     const wrapped = async (input: unknown, o: ToolExecutionOptions<unknown>) => {
-      const placed = placeToolCall(ctx, toolName, o.toolCallId);
+      const placed = placeToolCall(ctx, prefix, toolName, o.toolCallId, input);
       try {
         return await call(input, o);
       } finally {

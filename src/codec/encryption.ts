@@ -15,7 +15,7 @@
 import { createCipheriv, createDecipheriv, createHmac, hkdfSync } from "node:crypto";
 import { PayloadKeyError } from "../errors.js";
 import { isWellFormed } from "../lib/text.js";
-import { ENVELOPE, PLAIN } from "./stored-text.js";
+import { ENVELOPE, isEscaped } from "./stored-text.js";
 
 export interface EncryptionKey {
   /** Names the key inside every payload it encrypts: 1-64 of A-Z a-z 0-9 . _ - */
@@ -46,7 +46,7 @@ interface KeyMaterial {
 export function encryptedTextKeyId(text: string, what = "A payload"): string | undefined {
   if (!text.startsWith(ENVELOPE)) return undefined;
   // Escaped plain text is always PLAIN + ENVELOPE + ...: version 1 flipped to 0 is not.
-  if (text.startsWith(PLAIN) && text.startsWith(ENVELOPE, PLAIN.length)) return undefined;
+  if (isEscaped(text)) return undefined;
   const end = text.indexOf(":", TEXT_PREFIX.length);
   const keyId = text.startsWith(TEXT_PREFIX) && end >= 0 ? text.slice(TEXT_PREFIX.length, end) : "";
   if (!KEY_ID.test(keyId)) {

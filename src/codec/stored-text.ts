@@ -23,7 +23,15 @@ export function toStoredText(text: string): string {
   return looksLikeEnvelope(text) ? PLAIN + text : text;
 }
 
-/** The text `stored` holds (what toStoredText was given). */
+/** The text `stored` holds (what toStoredText was given). Only PLAIN followed by the
+ *  marker again is an escape (toStoredText writes no other): text stored as it was by a
+ *  cairn before the escape ("cairn:enc:0:hello", an error of a run recorded then) is
+ *  itself, never "hello", or a replay of that run would be handed other text. */
 export function fromStoredText(stored: string): string {
-  return stored.startsWith(PLAIN) ? stored.slice(PLAIN.length) : stored;
+  return isEscaped(stored) ? stored.slice(PLAIN.length) : stored;
+}
+
+/** True for text toStoredText escaped: PLAIN, then the marker again. */
+export function isEscaped(stored: string): boolean {
+  return stored.startsWith(PLAIN) && stored.startsWith(ENVELOPE, PLAIN.length);
 }
