@@ -17,7 +17,11 @@
 // nothing in the data orders one's call_0 after the other's, so each needs its own tools
 // `name`, and a call is made only from the place of an earlier one of the same name
 // (side by side, the call's input tells which of two answers alike in tool and id it
-// comes from).
+// comes from; alike in input too, the answer whose prompt holds the result of that tools
+// name's earlier call with the id does; twin answers still alike then, as two
+// conversations asked the same thing are, give the same place and share what was executed
+// from them: a call of either is placed, where before none was and an awaiting
+// onToolExecutionStart failed the run's first execution with NonDeterminismError).
 
 import type { WorkflowContext } from "../index.js";
 import { captureScope, reenterScope } from "../workflow/call-scope.js";
@@ -33,8 +37,14 @@ export interface ToolSource {
   /** The input of each tool call of this answer (inputText of its JSON), by toolKey. */
   inputs: ReadonlyMap<string, string | undefined>;
   /** Where each executed tool call's outcome resumed, and the tools name (ai.tools'
-   *  `name`) it was made through, by toolKey (once answered). */
-  executed: Map<string, { scope: unknown; via: string }>;
+   *  `name`) it was made through, by toolKey (once answered). Twin answers (alike in the
+   *  tool, id, input and place of a call made from one of them) share this map. */
+  executed: Map<string, Executed[]>;
+}
+
+interface Executed {
+  scope: unknown;
+  via: string;
 }
 
 const sources = new WeakMap<WorkflowContext, ToolSource[]>();
@@ -63,6 +73,14 @@ export function retireToolSource(ctx: WorkflowContext, source: ToolSource): void
   if (i >= 0) list!.splice(i, 1);
 }
 
+/** Where `via`'s earlier call with this tool and id resumed, when `source`'s prompt holds
+ *  its result after the answer it continued; undefined when the data does not say. */
+function placeOf(source: ToolSource, key: string, via: string): Executed | undefined {
+  if (!source.resultsInPrompt.has(key)) return undefined;
+  const mine = source.continued?.executed.get(key)?.filter((e) => e.via === via) ?? [];
+  return mine.length === 1 ? mine[0] : undefined;
+}
+
 /** Called synchronously before a tool call's step: makes the call from the place of the
  *  earlier call it follows (if the data says which), and returns what to call once its
  *  outcome is handed over. */
@@ -79,23 +97,41 @@ export function placeToolCall(
   if (fits.length > 1) {
     // Conversations side by side, each with its own tools name, whose answers both hold
     // this tool and id: the call's input tells which answer it comes from when only one
-    // holds that input. A call is only ever made from the place of an earlier call made
-    // through the same tools name (below): one conversation's call is never placed after
-    // the other's, whatever answer its input picked.
+    // holds that input.
     const text = valueText(input);
-    fits = text === undefined ? [] : fits.filter((s) => s.inputs.get(key) === text);
+    const same = text === undefined ? [] : fits.filter((s) => s.inputs.get(key) === text);
+    if (same.length > 0) fits = same;
   }
-  if (fits.length !== 1 || fits[0]!.untaken.get(key) !== 1) return () => {};
+  if (fits.length > 1) {
+    // Alike in input too (or an input the tool's schema changed): an answer whose prompt
+    // holds the result of this tools name's earlier call with this id continues this
+    // conversation (each has its own tools name). Answers still alike then (twins, the
+    // same to the input and the place) are one: the call is made from that place, and
+    // what it executed is noted on all of them (they share it), whichever it came from.
+    const placed = fits.filter((s) => placeOf(s, key, via) !== undefined);
+    if (placed.length > 0) fits = placed;
+    const place = placeOf(fits[0]!, key, via);
+    if (fits.some((s) => placeOf(s, key, via) !== place)) return () => {};
+  }
+  if (fits.length === 0 || fits.some((s) => s.untaken.get(key) !== 1)) return () => {};
   const source = fits[0]!;
+  if (fits.length > 1) {
+    const shared = source.executed;
+    for (const twin of fits.slice(1)) {
+      const own = twin.executed;
+      if (own === shared) continue; // shared since an earlier call
+      for (const [k, entries] of own) shared.set(k, [...(shared.get(k) ?? []), ...entries]);
+      for (const s of list) if (s.executed === own) s.executed = shared;
+      twin.executed = shared;
+    }
+  }
   source.untaken.delete(key);
   if (source.untaken.size === 0) list.splice(list.indexOf(source), 1);
-  const earlier = source.continued;
-  const before = earlier?.executed.get(key);
-  if (before && before.via === via && source.resultsInPrompt.has(key)) {
-    reenterScope(before.scope);
-  }
+  const before = placeOf(source, key, via);
+  if (before) reenterScope(before.scope);
   return () => {
-    source.executed.set(key, { scope: captureScope(), via });
+    const entries = source.executed.get(key) ?? [];
+    source.executed.set(key, [...entries, { scope: captureScope(), via }]);
   };
 }
 

@@ -103,7 +103,7 @@ export async function refusePlainTextInto(
  *  encrypted (its workers encrypt) and this process has no keys. */
 export async function refusePlainTextStart(engine: Engine, env: NodeJS.ProcessEnv): Promise<void> {
   if (env.CAIRN_ENCRYPTION_KEYS?.trim()) return;
-  const found = await unreadableRecentPayload(engine);
+  const found = await unreadableRecentPayload(engine, { forStart: true });
   if (found === undefined) return;
   throw new CliError(
     `this store is encrypted (run ${JSON.stringify(found.runId)} is, with key "${found.value.keyId}") and $CAIRN_ENCRYPTION_KEYS is not set: the input would be stored in plain text. Set CAIRN_ENCRYPTION_KEYS as the workers have it; nothing was started`,

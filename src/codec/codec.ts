@@ -99,9 +99,11 @@ export function encode(value: unknown, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES): st
  *    Buffer's bytes shows part of Node's shared pool, which holds whatever the process
  *    made lately).
  *  Throws as encode does. */
-export function encodeIdentity(value: unknown): string {
+export function encodeIdentity(value: unknown, noted?: { differs: boolean }): string {
   try {
-    return escapeLoneSurrogatesInJson(devalue.stringify(value, identityReducers));
+    return escapeLoneSurrogatesInJson(
+      devalue.stringify(value, noted ? notingReducers(noted) : identityReducers),
+    );
   } catch {
     // encode's verdict, with its message (the same value is refused the same way).
     return encode(value, Number.POSITIVE_INFINITY);
@@ -118,20 +120,47 @@ const identityReducers = {
     ],
 };
 
+/** identityReducers that set `noted.differs` when one of them took a value: then the text
+ *  differs from encode's (an Error, a view showing part of its buffer). */
+function notingReducers(noted: { differs: boolean }) {
+  return {
+    Error: (v: unknown) => {
+      const r = identityReducers.Error(v);
+      if (r) noted.differs = true;
+      return r;
+    },
+    PartView: (v: unknown) => {
+      const r = identityReducers.PartView(v);
+      if (r) noted.differs = true;
+      return r;
+    },
+  };
+}
+
 /** A copy of a value as the codec keeps it, for a call that keeps what it was handed until
  *  its turn comes (a child's input, an approval's request): the workflow may change the
  *  object meanwhile (one object filled in anew on each turn of a loop), and each call must
  *  go on with what it was given. A value the codec refuses is returned as it is: the call
  *  refuses it when its turn comes, naming the path. */
-export function copyAsStored(value: unknown): unknown {
+export function copyAsStored(value: unknown, copies?: StoredCopies): unknown {
   let text: string;
   try {
     text = encode(value, Number.POSITIVE_INFINITY);
   } catch {
     return value;
   }
-  return decode(text);
+  // One object handed to many calls unchanged (a shared context for 1,000 children) gets
+  // one copy: a copy each held until its call's turn came multiplied its memory by the calls.
+  const key = typeof value === "object" && value !== null ? value : undefined;
+  const known = key && copies?.get(key);
+  if (known && known.text === text) return known.copy;
+  const copy = decode(text);
+  if (key) copies?.set(key, { text, copy });
+  return copy;
 }
+
+/** The last copy copyAsStored took of each object, with the text it was taken from. */
+export type StoredCopies = WeakMap<object, { text: string; copy: unknown }>;
 
 /** What a getter threw, as text (it may be anything, and String() itself may throw). */
 function thrownText(err: unknown): string {

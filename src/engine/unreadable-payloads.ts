@@ -67,13 +67,20 @@ async function findUnreadable(
 const RECENT_RUNS = 20;
 
 /** A payload of one of the store's newest runs that `engine` cannot decrypt, or undefined:
- *  a run started now by this engine would keep its input in plain text among them. */
+ *  a run started now by this engine would keep its input in plain text among them.
+ *  `forStart` (a new run's start) looks only at the runs newer than the newest whose output
+ *  is plain: an output is written by a worker, so a plain one says the workers write plain
+ *  text now (a store that turned encryption off), and the encrypted runs before it are old.
+ *  (Without it, the CLI and the API refused every start until 20 runs had been started by
+ *  other means.) A plain input says nothing: a client with no keys writes one. */
 export async function unreadableRecentPayload(
   engine: Engine,
+  options: { forStart?: boolean } = {},
 ): Promise<{ runId: string; value: EncryptedValue } | undefined> {
   for (const run of await engine.listRuns({ limit: RECENT_RUNS })) {
     const value = [run.input, run.output].find(isEncrypted);
     if (value) return { runId: run.id, value };
+    if (options.forStart && run.output !== undefined) return undefined;
   }
   return undefined;
 }

@@ -160,13 +160,22 @@ export function unreadablePayloadReason(runId: string, err: PayloadKeyError): st
   return `run "${runId}" has a payload encrypted with key "${err.keyId}", which this worker cannot read; give the worker that key and resume the run`;
 }
 
-/** The stores encryptedStore made (encrypts). */
-const encrypting = new WeakSet<Store>();
+/** The mark of a store encryptedStore made (encrypts). A symbol-keyed property, not a
+ *  WeakSet of the stores: a decorator over one (a Proxy such as faultyStore, an object
+ *  spread of its verbs) passes the mark on, as it passes its writes through it, encrypted.
+ *  (A WeakSet missed it: an engine on faultyStore(encryptedStore(...)) lacking a retired
+ *  key was refused as if it wrote plain text.) */
+const ENCRYPTS = Symbol.for("cairn.encryptedStore");
 
-/** True for a store made by encryptedStore: what it is given to write is encrypted. (A
- *  decorator over one hides it: then false, and callers fall back to reading.) */
+/** True for a store made by encryptedStore, or a decorator that passes its properties on:
+ *  what it is given to write is encrypted. (A decorator that does not hides it: then false,
+ *  and callers fall back to reading.) */
 export function encrypts(store: Store): boolean {
-  return encrypting.has(store);
+  try {
+    return (store as unknown as Record<symbol, unknown>)[ENCRYPTS] === true;
+  } catch {
+    return false; // a Proxy whose get throws for names it does not know
+  }
 }
 
 export function encryptedStore(inner: Store, options: EncryptionOptions): Store {
@@ -182,7 +191,7 @@ export function encryptedStore(inner: Store, options: EncryptionOptions): Store 
     ...sideChannelVerbs(inner, c),
     ...approvalVerbs(inner, c),
   };
-  encrypting.add(store);
+  Object.defineProperty(store, ENCRYPTS, { value: true, enumerable: true });
   return store;
 }
 

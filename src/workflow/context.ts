@@ -30,7 +30,14 @@
 // an approval hands the workflow (approval-outcome.ts).
 
 import { randomUUID } from "node:crypto";
-import { copyAsStored, decode, EncodeError, encode, UndecodableError } from "../codec/codec.js";
+import {
+  copyAsStored,
+  decode,
+  EncodeError,
+  encode,
+  type StoredCopies,
+  UndecodableError,
+} from "../codec/codec.js";
 import {
   errorFromRecord,
   InputValidationError,
@@ -88,7 +95,7 @@ import {
 import {
   type ChildCallIdentity,
   type ChildIntent,
-  childInputDigest,
+  childInputDigests,
   childMismatch,
 } from "./child-identity.js";
 import type {
@@ -341,6 +348,9 @@ export class Context {
   private readonly blocked = new Set<Blocked>();
   /** Child runs being created (each also counts in `active`). */
   private readonly childStarts = new Set<Promise<void>>();
+  /** The copies taken of what child and approval calls were handed (copyAsStored): one
+   *  object handed to many calls unchanged is copied once. */
+  private readonly storedCopies: StoredCopies = new WeakMap();
   /** How many attempts are in flight (each also counts in `active`). */
   private liveAttempts = 0;
   /** Who waits for the work in flight to end (inFlightEnded); undefined while no one does,
@@ -837,7 +847,7 @@ export class Context {
       (call) => {
         // An asking that may be stored (anew after a crash, or asked again by a resume): its
         // request as it is now (copyAsStored).
-        if (!call.record) request = copyAsStored(options.request);
+        if (!call.record) request = copyAsStored(options.request, this.storedCopies);
       },
     );
   }
@@ -993,7 +1003,7 @@ export class Context {
     // Taken when the call is made: the workflow may change the input object afterwards.
     const identity: ChildCallIdentity = {
       workflow: isWorkflowObject(wf) ? wf.name : undefined,
-      input: childInputDigest(input),
+      ...childInputDigests(input),
     };
     let handed = input;
     return this.makeCall(
@@ -1003,7 +1013,8 @@ export class Context {
       (call) => {
         this.matchChild(call, identity);
         // A call that will start its child: the input as it is now (copyAsStored).
-        if (!call.record && !this.journal.intents.has(call.key)) handed = copyAsStored(input);
+        if (!call.record && !this.journal.intents.has(call.key))
+          handed = copyAsStored(input, this.storedCopies);
       },
     );
   }

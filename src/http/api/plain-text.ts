@@ -32,7 +32,7 @@ export async function refusePlainTextInto(engine: Engine, id: string, what: stri
  *  and the store's newest runs are encrypted. */
 export async function refusePlainTextStart(engine: Engine): Promise<void> {
   if (writesEncrypted(engine)) return;
-  const found = await unreadableRecentPayload(engine);
+  const found = await unreadableRecentPayload(engine, { forStart: true });
   if (found === undefined) return;
   throw new HttpError(
     409,
