@@ -52,6 +52,11 @@ export async function resumeRun(
   );
   if (!res.ok) {
     if (res.reason === "not-found") throw runNotFound(id);
+    if (res.reason === "parent-canceled") {
+      throw new RunConflictError(
+        `Run "${id}" cannot be resumed: its parent run "${res.run.parentId}" was canceled, so it would work for nobody. Start the work as a new run instead (or fork the parent).`,
+      );
+    }
     throw new RunConflictError(
       `Run "${id}" is ${res.run.status}; only paused or failed runs can be resumed`,
     );

@@ -342,7 +342,10 @@ export type CancelOutcome =
 export type ResumeOutcome =
   | { ok: true; run: RunRecord }
   | { ok: false; reason: "not-found" }
-  | { ok: false; reason: "status"; run: RunRecord };
+  | { ok: false; reason: "status"; run: RunRecord }
+  /** A paused or failed child whose parent run (`run.parentId`) was canceled: resumed, it
+   *  would work (and spend) for nobody, and no cancel cascade would reach it again. */
+  | { ok: false; reason: "parent-canceled"; run: RunRecord };
 
 // ---- shared rate limits and run streams (used by cairn/ai) ----
 

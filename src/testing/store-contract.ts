@@ -1832,6 +1832,27 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         }
         expect(await store.resumeRun("run_nope", {})).toEqual({ ok: false, reason: "not-found" });
       });
+
+      it("refuses a failed child whose parent was canceled; a failed parent's child resumes", async () => {
+        const parent = await started();
+        await release(parent, { status: "waiting", readyAt: null, waitingFor: ["x"] });
+        const child = await started({ parentId: parent.id });
+        await release(child, { status: "failed", error: { name: "Error", message: "no" } });
+        await store.requestCancel(parent.id, "stop");
+        const before = await mustGet(child.id);
+        expect(await store.resumeRun(child.id, {})).toEqual({
+          ok: false,
+          reason: "parent-canceled",
+          run: before,
+        });
+        expect(await store.getRun(child.id)).toEqual(before);
+
+        const failedParent = await started();
+        await release(failedParent, { status: "failed", error: { name: "Error", message: "no" } });
+        const kid = await started({ parentId: failedParent.id });
+        await release(kid, { status: "failed", error: { name: "Error", message: "no" } });
+        expect(await store.resumeRun(kid.id, {})).toMatchObject({ ok: true });
+      });
     });
 
     describe("forkRun", () => {

@@ -12,7 +12,8 @@ export const resume = defineCommand({
   help: `Usage: cairn resume <id> [--budget name=amount,...] [--json]
 
 Continues a paused (budget) or failed run from its first unfinished step; a failed step
-gets fresh attempts. A worker that has the run's workflow@version executes it.
+gets fresh attempts. A worker that has the run's workflow@version executes it. A child
+whose parent run was canceled is not resumed (exit code 1): it would work for nobody.
 
 Options:
   --budget <b>      raise (or set) named limits, e.g. usd=2,tokens=100000;

@@ -119,6 +119,9 @@ const resumeRun = route({
   path: "/runs/{id}/resume",
   operationId: "resumeRun",
   summary: "Resume a paused or failed run, optionally with raised budget limits",
+  description:
+    "Only a paused or failed run resumes (else 409), and not a child whose parent run was " +
+    "canceled (409 naming the parent: it would work for nobody).",
   tag: "actions",
   access: "act",
   params: RUN_ID_PARAM,

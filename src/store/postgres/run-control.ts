@@ -305,6 +305,17 @@ export function resumeRun(
     if (cur.status !== "paused" && cur.status !== "failed") {
       return { ok: false, reason: "status", run: toRun(cur) } as const;
     }
+    if (cur.parent_id !== null) {
+      // FOR SHARE: a cancel of the parent under way is waited for, so its cascade either
+      // finds this child resumed (and cancels it) or this resume finds the parent canceled.
+      const parent = await tx.query<{ status: string }>(
+        `SELECT status FROM ${ctx.t.runs} WHERE id = $1 FOR SHARE`,
+        [cur.parent_id],
+      );
+      if (parent.rows[0]?.status === "canceled") {
+        return { ok: false, reason: "parent-canceled", run: toRun(cur) } as const;
+      }
+    }
     const failed = cur.status === "failed";
     const u = await tx.query<RunRow>(
       `UPDATE ${ctx.t.runs} r SET status = 'pending', reason = NULL, paused_for = NULL,

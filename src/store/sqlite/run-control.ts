@@ -217,6 +217,9 @@ export function resumeRun(
     if (row.status !== "paused" && row.status !== "failed") {
       return { ok: false, reason: "status", run: runFromRow(row) };
     }
+    if (row.parent_id !== null && findRow(tx, row.parent_id)?.status === "canceled") {
+      return { ok: false, reason: "parent-canceled", run: runFromRow(row) };
+    }
     const limit = { ...parseAmounts(row.budget_limit), ...(p.budgetLimit ?? {}) };
     tx.prepare(
       `UPDATE runs SET status = 'pending', reason = NULL, paused_for = NULL, error = NULL,
