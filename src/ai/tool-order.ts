@@ -76,9 +76,18 @@ export function retireToolSource(ctx: WorkflowContext, source: ToolSource): void
 /** Where `via`'s earlier call with this tool and id resumed, when `source`'s prompt holds
  *  its result after the answer it continued; undefined when the data does not say. */
 function placeOf(source: ToolSource, key: string, via: string): Executed | undefined {
-  if (!source.resultsInPrompt.has(key)) return undefined;
-  const mine = source.continued?.executed.get(key)?.filter((e) => e.via === via) ?? [];
-  return mine.length === 1 ? mine[0] : undefined;
+  // The id may last have been used turns before (call_1, then call_2, then call_1 again):
+  // each answer continued extends the prompt of the one it continued, so the prompt holds
+  // the result of the nearest earlier answer that held this tool and id.
+  for (let s: ToolSource | undefined = source; s; s = s.continued) {
+    if (s.resultsInPrompt.has(key)) {
+      const mine = s.continued?.executed.get(key)?.filter((e) => e.via === via) ?? [];
+      return mine.length === 1 ? mine[0] : undefined;
+    }
+    // The answer continued held it, but its result is not in the prompt: nothing to say.
+    if (s.continued?.inputs.has(key)) return undefined;
+  }
+  return undefined;
 }
 
 /** Called synchronously before a tool call's step: makes the call from the place of the

@@ -140,27 +140,36 @@ function notingReducers(noted: { differs: boolean }) {
 /** A copy of a value as the codec keeps it, for a call that keeps what it was handed until
  *  its turn comes (a child's input, an approval's request): the workflow may change the
  *  object meanwhile (one object filled in anew on each turn of a loop), and each call must
- *  go on with what it was given. A value the codec refuses is returned as it is: the call
- *  refuses it when its turn comes, naming the path. */
-export function copyAsStored(value: unknown, copies?: StoredCopies): unknown {
+ *  go on with what it was given. Taken as the stored text, decoded afresh at the call's turn
+ *  (takeCopy): what a call's turn does with its copy (a schema that fills defaults in place)
+ *  reaches no other call handed the same object. A value the codec refuses is kept as it is:
+ *  the call refuses it when its turn comes, naming the path. */
+export function copyAsStored(value: unknown, texts?: StoredTexts): StoredCopy {
   let text: string;
   try {
     text = encode(value, Number.POSITIVE_INFINITY);
   } catch {
-    return value;
+    return { value };
   }
-  // One object handed to many calls unchanged (a shared context for 1,000 children) gets
-  // one copy: a copy each held until its call's turn came multiplied its memory by the calls.
+  // One object handed to many calls unchanged (a shared context for 1,000 children) holds
+  // one text until the calls' turns: a copy each multiplied its memory by the calls.
   const key = typeof value === "object" && value !== null ? value : undefined;
-  const known = key && copies?.get(key);
-  if (known && known.text === text) return known.copy;
-  const copy = decode(text);
-  if (key) copies?.set(key, { text, copy });
-  return copy;
+  const known = key && texts?.get(key);
+  if (known !== undefined && known === text) return { text: known };
+  if (key) texts?.set(key, text);
+  return { text };
 }
 
-/** The last copy copyAsStored took of each object, with the text it was taken from. */
-export type StoredCopies = WeakMap<object, { text: string; copy: unknown }>;
+/** What copyAsStored took, as a copy of its own (each call's turn gets a fresh one). */
+export function takeCopy(copy: StoredCopy): unknown {
+  return "text" in copy ? decode(copy.text) : copy.value;
+}
+
+/** What copyAsStored took of a value: its stored text, or the value the codec refuses. */
+export type StoredCopy = { text: string } | { value: unknown };
+
+/** The last text copyAsStored took of each object. */
+export type StoredTexts = WeakMap<object, string>;
 
 /** What a getter threw, as text (it may be anything, and String() itself may throw). */
 function thrownText(err: unknown): string {

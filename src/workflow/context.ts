@@ -35,7 +35,9 @@ import {
   decode,
   EncodeError,
   encode,
-  type StoredCopies,
+  type StoredCopy,
+  type StoredTexts,
+  takeCopy,
   UndecodableError,
 } from "../codec/codec.js";
 import {
@@ -348,9 +350,9 @@ export class Context {
   private readonly blocked = new Set<Blocked>();
   /** Child runs being created (each also counts in `active`). */
   private readonly childStarts = new Set<Promise<void>>();
-  /** The copies taken of what child and approval calls were handed (copyAsStored): one
-   *  object handed to many calls unchanged is copied once. */
-  private readonly storedCopies: StoredCopies = new WeakMap();
+  /** The texts taken of what child and approval calls were handed (copyAsStored): one
+   *  object handed to many calls unchanged holds one text until their turns. */
+  private readonly storedTexts: StoredTexts = new WeakMap();
   /** How many attempts are in flight (each also counts in `active`). */
   private liveAttempts = 0;
   /** Who waits for the work in flight to end (inFlightEnded); undefined while no one does,
@@ -839,7 +841,7 @@ export class Context {
     } catch (err) {
       return Promise.reject(err);
     }
-    let request: unknown = options.request;
+    let request: StoredCopy = { value: options.request };
     return this.makeCall(
       name,
       "approval",
@@ -847,7 +849,7 @@ export class Context {
       (call) => {
         // An asking that may be stored (anew after a crash, or asked again by a resume): its
         // request as it is now (copyAsStored).
-        if (!call.record) request = copyAsStored(options.request, this.storedCopies);
+        if (!call.record) request = copyAsStored(options.request, this.storedTexts);
       },
     );
   }
@@ -857,7 +859,7 @@ export class Context {
     name: string,
     options: ApprovalOptions<R, A>,
     /** options.request as it was when the call was made. */
-    given: unknown,
+    given: StoredCopy,
     onTimeout: "approve" | "reject",
     timeoutMs: number | undefined,
   ): Promise<ApprovalResult<A>> {
@@ -865,7 +867,8 @@ export class Context {
     const eventName = `${APPROVAL_EVENT_PREFIX}${call.key}`;
     const intent = this.journal.intents.get(call.key);
     const startedAt = intent?.createdAt ?? this.host.clock.now();
-    let request: unknown = given;
+    // A copy of its own: what the schema does with it in place reaches no other call.
+    let request: unknown = takeCopy(given);
     if (!intent && options.schema?.request) {
       const checked = await this.checkOrThrown(options.schema.request, request);
       if ("thrown" in checked)
@@ -1005,7 +1008,7 @@ export class Context {
       workflow: isWorkflowObject(wf) ? wf.name : undefined,
       ...childInputDigests(input),
     };
-    let handed = input;
+    let handed: StoredCopy = { value: input };
     return this.makeCall(
       name,
       "child",
@@ -1014,7 +1017,7 @@ export class Context {
         this.matchChild(call, identity);
         // A call that will start its child: the input as it is now (copyAsStored).
         if (!call.record && !this.journal.intents.has(call.key))
-          handed = copyAsStored(input, this.storedCopies);
+          handed = copyAsStored(input, this.storedTexts);
       },
     );
   }
@@ -1046,7 +1049,8 @@ export class Context {
   private async childCall<O>(
     call: Call,
     wf: Workflow<unknown, unknown>,
-    input: unknown,
+    /** The input as it was when the call was made (copyAsStored). */
+    input: StoredCopy,
     identity: ChildCallIdentity,
   ): Promise<O> {
     await this.beforeExecute(call);
@@ -1068,7 +1072,8 @@ export class Context {
       }
       const starting =
         isWorkflowObject(wf) && isWorkflowName(wf.name) && isWorkflowName(wf.version)
-          ? this.host.startChild(childId, wf, input)
+          ? // A copy of its own: what its schema does with it in place reaches no other call.
+            this.host.startChild(childId, wf, takeCopy(input))
           : Promise.reject(notAWorkflow(call.name, this.host.runId, wf));
       // Until it has landed (or failed), the run is not released (halt): a finished parent
       // may be deleted, and a child created after that would be left behind.
