@@ -99,11 +99,9 @@ export function encode(value: unknown, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES): st
  *    Buffer's bytes shows part of Node's shared pool, which holds whatever the process
  *    made lately).
  *  Throws as encode does. */
-export function encodeIdentity(value: unknown, noted?: { differs: boolean }): string {
+export function encodeIdentity(value: unknown): string {
   try {
-    return escapeLoneSurrogatesInJson(
-      devalue.stringify(value, noted ? notingReducers(noted) : identityReducers),
-    );
+    return escapeLoneSurrogatesInJson(devalue.stringify(value, identityReducers));
   } catch {
     // encode's verdict, with its message (the same value is refused the same way).
     return encode(value, Number.POSITIVE_INFINITY);
@@ -119,23 +117,6 @@ const identityReducers = {
       Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString("base64"),
     ],
 };
-
-/** identityReducers that set `noted.differs` when one of them took a value: then the text
- *  differs from encode's (an Error, a view showing part of its buffer). */
-function notingReducers(noted: { differs: boolean }) {
-  return {
-    Error: (v: unknown) => {
-      const r = identityReducers.Error(v);
-      if (r) noted.differs = true;
-      return r;
-    },
-    PartView: (v: unknown) => {
-      const r = identityReducers.PartView(v);
-      if (r) noted.differs = true;
-      return r;
-    },
-  };
-}
 
 /** A copy of a value as the codec keeps it, for a call that keeps what it was handed until
  *  its turn comes (a child's input, an approval's request): the workflow may change the

@@ -7,7 +7,7 @@
 // fields hold only the child id: nothing is compared for them.
 
 import { createHash } from "node:crypto";
-import { encode, encodeIdentity } from "../codec/codec.js";
+import { encodeIdentity } from "../codec/codec.js";
 
 /** A child call's intent data. `workflow` and `input` are absent from older records. */
 export interface ChildIntent {
@@ -23,38 +23,20 @@ export interface ChildIntent {
 export interface ChildCallIdentity {
   workflow: string | undefined;
   input: string | undefined;
-  /** The digest cairn recorded before it digested by encodeIdentity (80e9162): of encode's
-   *  text, an Error with its stack, a view with its whole buffer. Set only when it differs
-   *  from `input`: a record of that cairn still replays on unchanged code. */
-  inputAsEncoded?: string | undefined;
 }
 
 /** The digest of a child's input. The value as handed in, not as its schema makes it: a
  *  schema's default drawn afresh (a request id, the time) is no change of the call. An
  *  Error in it counts without its stack, a typed array by the bytes it shows (encodeIdentity):
  *  the frames of the code that made an Error, or the bytes around a view, are no part of
- *  what the child is handed to do. With it, when it differs, the digest cairn recorded before
- *  (inputAsEncoded): both taken when the call is made. */
-export function childInputDigests(
-  input: unknown,
-): Pick<ChildCallIdentity, "input" | "inputAsEncoded"> {
-  const noted = { differs: false };
-  let text: string;
+ *  what the child is handed to do. Undefined for an input the codec refuses (refused when the
+ *  child is created: the refusal is the outcome). */
+export function childInputDigest(input: unknown): string | undefined {
   try {
-    text = encodeIdentity(input, noted);
+    return digest(encodeIdentity(input));
   } catch {
-    // Refused when the child is created (SerializationError): the refusal is the outcome.
-    return { input: undefined };
+    return undefined;
   }
-  const digests: Pick<ChildCallIdentity, "input" | "inputAsEncoded"> = { input: digest(text) };
-  if (noted.differs) {
-    try {
-      digests.inputAsEncoded = digest(encode(input, Number.POSITIVE_INFINITY));
-    } catch {
-      // encode refuses what encodeIdentity took (a DataView): that cairn recorded no digest.
-    }
-  }
-  return digests;
 }
 
 function digest(text: string): string {
@@ -69,11 +51,7 @@ export function childMismatch(recorded: ChildIntent, now: ChildCallIdentity): st
       now.workflow === undefined ? "something that is not a workflow" : `"${now.workflow}"`;
     return `the journal recorded a child run of workflow "${recorded.workflow}", the code now starts ${code}`;
   }
-  if (
-    recorded.input !== undefined &&
-    recorded.input !== now.input &&
-    (now.inputAsEncoded === undefined || recorded.input !== now.inputAsEncoded)
-  ) {
+  if (recorded.input !== undefined && recorded.input !== now.input) {
     return `the journal recorded a child run of workflow "${recorded.workflow ?? "?"}" started with another input than the code now hands it (the recorded child's result belongs to that input)`;
   }
   return undefined;

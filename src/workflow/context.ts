@@ -97,7 +97,7 @@ import {
 import {
   type ChildCallIdentity,
   type ChildIntent,
-  childInputDigests,
+  childInputDigest,
   childMismatch,
 } from "./child-identity.js";
 import type {
@@ -1006,7 +1006,7 @@ export class Context {
     // Taken when the call is made: the workflow may change the input object afterwards.
     const identity: ChildCallIdentity = {
       workflow: isWorkflowObject(wf) ? wf.name : undefined,
-      ...childInputDigests(input),
+      input: childInputDigest(input),
     };
     let handed: StoredCopy = { value: input };
     return this.makeCall(
