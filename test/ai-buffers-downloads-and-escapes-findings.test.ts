@@ -221,14 +221,14 @@ describe("a file given as a Node.js Buffer (fs.readFile's)", () => {
         return infos.every((i) => i?.status === "waiting");
       }, "both runs wait");
       expect(calls).toBe(2);
-      runs.forEach((run, i) => {
+      runs.forEach((run) => {
         const row = raw
           .prepare("SELECT result FROM steps WHERE run_id = ? AND key = ?")
           .get(run.id, "model:mock-model-id") as { result: string };
         const rec = decode<Record<string, unknown>>(row.result);
         expect(rec.u).toBe(1);
-        // The digest of the JSON text, a Buffer as its toJSON gives it: what cairn wrote at
-        // 3126d97 (with u), and before it (without u).
+        // The digest of the JSON text, a Buffer as its toJSON gives it: what cairn wrote
+        // before it hashed a file's bytes as bytes (records without u).
         const o = asked!;
         const text = JSON.stringify([
           o.prompt,
@@ -238,7 +238,7 @@ describe("a file given as a Node.js Buffer (fs.readFile's)", () => {
         ]);
         expect(text).toContain('"type":"Buffer"');
         rec.d = createHash("sha256").update(text).digest("base64url").slice(0, 16);
-        if (i === 1) delete rec.u;
+        delete rec.u;
         raw
           .prepare("UPDATE steps SET result = ? WHERE run_id = ? AND key = ?")
           .run(encode(rec), run.id, "model:mock-model-id");

@@ -597,7 +597,6 @@ describe("the request's text, read once", () => {
       prefixes: undefined,
       promptChars: 0,
       hasBytes: false,
-      hasBuffer: false,
     });
   });
 });

@@ -39,7 +39,7 @@ import type { ModelLimits, SharedLimiter } from "./limiter.js";
 import { estimateTokens, lookupModel, type ModelPrice, spendOf, usedTokens } from "./pricing.js";
 import { downloadUrlParts, EVERY_URL, hasUrlParts } from "./prompt-urls.js";
 import { providerError, streamPartError } from "./provider-errors.js";
-import { bufferJsonDigest, legacyDigest, readRequest } from "./request-text.js";
+import { legacyDigest, readRequest } from "./request-text.js";
 import { RunStreamWriter } from "./run-stream.js";
 import type { CallOptions, LanguageModelV4, ModelObject, StreamPart, Usage } from "./sdk-types.js";
 import {
@@ -211,13 +211,13 @@ function priceOf(
 async function durableCall(m: DurableModel, mode: Mode, o: CallOptions): Promise<CallRecord> {
   const { ctx, name } = m;
   // The request's text, read once (request-text.ts: a file's bytes make it costly).
-  const { digest, prefixes, promptChars, hasBytes, hasBuffer } = readRequest(o, m.checkRequest);
+  const { digest, prefixes, promptChars, hasBytes } = readRequest(o, m.checkRequest);
   const made = continueConversation(ctx, name, o.prompt, prefixes);
   try {
     return await durableLoop(
       m,
       mode,
-      { o, digest, promptChars, hasBytes, hasBuffer },
+      { o, digest, promptChars, hasBytes },
       prefixes,
       made,
     );
@@ -233,7 +233,6 @@ interface Asked {
   digest: string;
   promptChars: number;
   hasBytes: boolean;
-  hasBuffer: boolean;
 }
 
 async function durableLoop(
@@ -271,11 +270,9 @@ async function durableLoop(
 /** Whether a record written before `u` (call-record.ts) answers this request: its digest
  *  is of the whole JSON text, a file's bytes as JSON (request-text.ts), and of the files
  *  its URL parts gave, downloaded by the SDK: those cannot be checked against the URLs
- *  (nor downloaded again to check them). Or a record with `u` written while a Buffer in
- *  the prompt was still hashed as its JSON text (bufferJsonDigest). */
+ *  (nor downloaded again to check them). */
 function olderRecordMatches(rec: CallRecord, asked: Asked): boolean {
-  // Written before a Buffer in the prompt was hashed as its bytes (request-text.ts).
-  if (rec.u !== undefined) return asked.hasBuffer && bufferJsonDigest(asked.o) === rec.d;
+  if (rec.u !== undefined) return false;
   if (hasUrlParts(asked.o.prompt)) return true;
   return asked.hasBytes && legacyDigest(asked.o) === rec.d;
 }

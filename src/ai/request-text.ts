@@ -27,15 +27,11 @@ export interface RequestText {
   promptChars: number;
   /** The prompt holds a file's bytes (a typed array): its digest is not the older form. */
   hasBytes: boolean;
-  /** The prompt holds a Node.js Buffer: records of cairn 3126d97 digested it as JSON. */
-  hasBuffer: boolean;
 }
 
-/** How a typed array is written: its bytes (digests now), its JSON text (records without
- *  `u`), or its bytes but a Buffer as its JSON text (records with `u` written before a
- *  Buffer was read as the bytes it is: JSON.stringify calls its toJSON,
- *  `{"type":"Buffer","data":[...]}`, which hid it from the check for typed arrays). */
-type BytesAs = "bytes" | "json" | "bytes-buffer-json";
+/** How a typed array is written: its bytes (digests now), or its JSON text (records
+ *  without `u`, a Buffer as its toJSON's `{"type":"Buffer","data":[...]}`). */
+type BytesAs = "bytes" | "json";
 
 /** Reads the request's text once. `digest` only when asked for (`withDigest`). */
 export function readRequest(options: CallOptions, withDigest: boolean): RequestText {
@@ -45,7 +41,6 @@ export function readRequest(options: CallOptions, withDigest: boolean): RequestT
   const prefixes = [prefix.copy().digest("base64url")];
   let promptChars = 2;
   let hasBytes = false;
-  let hasBuffer = false;
   try {
     // The digest's text is JSON.stringify([prompt, toolNames, toolChoice, responseFormat]).
     write(sinks, "[[");
@@ -57,26 +52,19 @@ export function readRequest(options: CallOptions, withDigest: boolean): RequestT
       prefixes.push(prefix.copy().digest("base64url"));
       promptChars += (n?.chars ?? 4) + (i > 0 ? 1 : 0);
       hasBytes ||= n?.hasBytes === true;
-      hasBuffer ||= n?.hasBuffer === true;
     });
     write(sinks, "]");
   } catch {
     // No JSON text (a cycle, a BigInt): no check, no continuation, no estimate, as before.
-    return { digest: "", prefixes: undefined, promptChars: 0, hasBytes: false, hasBuffer: false };
+    return { digest: "", prefixes: undefined, promptChars: 0, hasBytes: false };
   }
   const digest = withDigest ? restOfDigest(options, whole, "bytes") : "";
-  return { digest, prefixes, promptChars, hasBytes, hasBuffer };
+  return { digest, prefixes, promptChars, hasBytes };
 }
 
 /** The digest records written before `u` hold: of JSON.stringify's whole text. */
 export function legacyDigest(options: CallOptions): string {
   return wholeDigest(options, "json");
-}
-
-/** The digest records with `u` written before a Buffer was read as bytes hold: a Buffer as
- *  its JSON text, every other typed array as bytes. */
-export function bufferJsonDigest(options: CallOptions): string {
-  return wholeDigest(options, "bytes-buffer-json");
 }
 
 function wholeDigest(options: CallOptions, bytesAs: BytesAs): string {
@@ -134,9 +122,8 @@ function writeJson(
   value: unknown,
   sinks: Hash[],
   bytesAs: BytesAs,
-): { chars: number; hasBytes: boolean; hasBuffer: boolean } | undefined {
+): { chars: number; hasBytes: boolean } | undefined {
   const arrays: NumberArray[] = [];
-  let hasBuffer = false;
   // A marker no value can hold (a NUL and a fresh random id) stands for each typed array.
   const mark = `\u0000${randomUUID()}:`;
   const text = JSON.stringify(value, function (this: unknown, key: string, v: unknown) {
@@ -144,11 +131,7 @@ function writeJson(
     // `{"type":"Buffer","data":[...]}`, some 4 characters a byte, and hashed so it made
     // the same bytes a Uint8Array gives another digest, and counted 3 times their base64.
     const held = (this as Record<string, unknown>)[key];
-    let bytes: unknown = v;
-    if (Buffer.isBuffer(held)) {
-      hasBuffer = true;
-      if (bytesAs === "bytes") bytes = held;
-    }
+    const bytes = bytesAs === "bytes" && Buffer.isBuffer(held) ? held : v;
     if (!isNumberArray(bytes)) return v;
     arrays.push(bytes);
     return `${mark}${arrays.length - 1}`;
@@ -156,7 +139,7 @@ function writeJson(
   if (text === undefined) return undefined;
   if (arrays.length === 0) {
     write(sinks, text);
-    return { chars: text.length, hasBytes: false, hasBuffer };
+    return { chars: text.length, hasBytes: false };
   }
   const quoted = JSON.stringify(mark).slice(0, -1); // as the text holds it: `"\u0000<id>:`
   let chars = 0;
@@ -173,7 +156,7 @@ function writeJson(
     from = end + 1;
   }
   write(sinks, text.slice(from));
-  return { chars: chars + text.length - from, hasBytes: true, hasBuffer };
+  return { chars: chars + text.length - from, hasBytes: true };
 }
 
 /** A typed array as its kind, length and bytes, after a raw NUL: JSON text escapes every
