@@ -409,14 +409,12 @@ export class Context {
   private finishing = false;
   /** The workflow function has returned or thrown (set at once, before finishWith). */
   private functionSettled = false;
-  /** Calls whose failure this execution handed over once the function had settled, or
-   *  had not handed over yet when it settled: no code of the workflow could act
-   *  on it (a Promise.all's other rejections). A failed run names them with the calls its
-   *  error names, so one resume executes them all again instead of replaying them (a
-   *  resume per failed branch of a Promise.all otherwise). */
+  /** Calls whose failure (recorded by this execution, or replayed) was not handed over
+   *  while the workflow function ran: handed over once it had settled, or never. No code of
+   *  the workflow could act on it (a Promise.all's other rejections). A failed run names
+   *  them with the calls its error names, so one resume executes them all again instead of
+   *  replaying them (a resume per failed branch of a Promise.all otherwise). */
   private readonly unheardFailures = new Set<string>();
-  /** Failures (recorded by this execution, or replayed) not handed over yet. */
-  private readonly failuresInQueue = new Set<string>();
   /** Replay-only mode: the first new call the code made (reachFrontier). */
   private frontierKey: string | undefined;
   private resolveDone!: (o: Outcome) => void;
@@ -1402,7 +1400,7 @@ export class Context {
   /** A recorded outcome, handed over in its recorded turn. */
   private replayOutcome<T>(call: Call): Promise<T> {
     const rec = call.record!;
-    if (rec.outcome === "error") this.failuresInQueue.add(call.key);
+    if (rec.outcome === "error") this.unheardFailures.add(call.key);
     // Set once the promise exists; settle may run before (a delivery due at once).
     let outcome: Promise<T> | undefined;
     let failed = false;
@@ -1420,8 +1418,7 @@ export class Context {
           // As for a new failure (record): ordered delivery hands it over on the same side
           // of the function's end as when it was recorded, so an execution cut off before
           // its release (a crash, a store error) and the one replaying it name the same.
-          this.failuresInQueue.delete(call.key);
-          if (this.functionSettled) this.unheardFailures.add(call.key);
+          if (!this.functionSettled) this.unheardFailures.delete(call.key);
           reject(this.callError(call.key, rec.error ?? { name: "Error", message: "failed" }));
           return;
         }
@@ -2148,14 +2145,13 @@ export class Context {
     const rec = build(this.delivery.allocate());
     await this.commit({ ...write, steps: [rec] });
     // It may not be handed over before the run ends (its turn comes after the function settled).
-    if (rec.outcome === "error") this.failuresInQueue.add(rec.key);
+    if (rec.outcome === "error") this.unheardFailures.add(rec.key);
     return new Promise<T>((resolve, reject) => {
       this.delivery.durable(rec.delivery!, () => {
         if (this.halted) return;
         this.countSpend(rec.key, rec.spend, write.attempts);
         if (rec.outcome === "error") {
-          this.failuresInQueue.delete(rec.key);
-          if (this.functionSettled) this.unheardFailures.add(rec.key);
+          if (!this.functionSettled) this.unheardFailures.delete(rec.key);
           reject(this.callError(rec.key, rec.error ?? { name: "Error", message: "failed" }));
           return;
         }
@@ -2337,9 +2333,8 @@ export class Context {
     await this.settleInFlight(o.kind === "completed");
     if (this.halted) return;
     await this.syncWrites;
-    const unheard = [...this.unheardFailures, ...this.failuresInQueue];
-    if (o.kind === "failed" && unheard.length > 0) {
-      this.halt({ ...o, failedKeys: [...new Set([...o.failedKeys, ...unheard])] });
+    if (o.kind === "failed" && this.unheardFailures.size > 0) {
+      this.halt({ ...o, failedKeys: [...new Set([...o.failedKeys, ...this.unheardFailures])] });
       return;
     }
     this.halt(o);
