@@ -5,6 +5,8 @@
 // ("tool:search:call_8f2..."), unique per call, so parallel tool calls replay exactly.
 
 import { createHash } from "node:crypto";
+import { checkText } from "../lib/text.js";
+import { isCallName } from "../workflow/context.js";
 
 const MAX_NAME = 200;
 
@@ -35,4 +37,16 @@ export function callName(...parts: string[]): string {
   const last = name.charCodeAt(end - 1);
   if (last >= 0xd800 && last <= 0xdbff) end--;
   return `${name.slice(0, end)}:~${h}`;
+}
+
+/** Refuses a name given to `who` ("ai.model()", "ai.tools()") that a step could not have
+ *  (ctx.step's own rule): refused only at the first call, inside the SDK, streamText hid
+ *  the reason behind "No output generated". */
+export function checkGivenName(runId: string, who: string, name: unknown): asserts name is string {
+  if (!isCallName(name)) {
+    throw new TypeError(
+      `${who} in run "${runId}": name ${typeof name === "string" ? JSON.stringify(name.slice(0, 80)) : String(name)} cannot name its calls; give 1-200 characters, without "#" (cairn numbers the calls name, name#2, ...), not starting with "@" or a space`,
+    );
+  }
+  checkText(name, `${who} in run "${runId}": name`);
 }

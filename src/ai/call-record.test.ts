@@ -3,7 +3,11 @@
 
 import { describe, expect, it } from "vitest";
 import { callName } from "./call-names.js";
-import { addPart, compactGenerate, requestDigest } from "./call-record.js";
+import { addPart, compactGenerate } from "./call-record.js";
+import { readRequest } from "./request-text.js";
+
+const requestDigest = (o: Parameters<typeof readRequest>[0]) => readRequest(o, true).digest;
+
 import type { CallOptions, GenerateResult, StreamPart } from "./sdk-types.js";
 
 const usage = {

@@ -11,8 +11,7 @@
 // - nothing of the raw HTTP exchange (request body, response body and headers, raw usage):
 //   providers repeat the whole prompt in the request body.
 
-import { readRequest } from "./request-text.js";
-import type { CallOptions, GenerateResult, StreamPart } from "./sdk-types.js";
+import type { GenerateResult, StreamPart } from "./sdk-types.js";
 
 export interface CallRecord {
   /** Digest of the request (base64url, 16 characters). */
@@ -27,11 +26,6 @@ export interface CallRecord {
   generate?: GenerateResult;
   /** A doStream response: its parts, deltas of one block joined. */
   parts?: StreamPart[];
-}
-
-/** The request's identity: what the model was asked, not how (headers, signal). */
-export function requestDigest(options: CallOptions): string {
-  return readRequest(options, true).digest;
 }
 
 /** The response as recorded: without the raw exchange, and without undefined fields. */

@@ -30,10 +30,8 @@ import { callIsLate } from "../lib/call-late.js";
 import { toMs } from "../lib/duration.js";
 import { failRunWith } from "../lib/fail-run.js";
 import { generationOf } from "../lib/run-generation.js";
-import { checkText } from "../lib/text.js";
 import { captureScope, reenterScope } from "../workflow/call-scope.js";
-import { isCallName } from "../workflow/context.js";
-import { callName } from "./call-names.js";
+import { callName, checkGivenName } from "./call-names.js";
 import { addPart, type CallRecord, compactGenerate, streamOf } from "./call-record.js";
 import type { ModelLimits, SharedLimiter } from "./limiter.js";
 import { estimateTokens, lookupModel, type ModelPrice, spendOf, usedTokens } from "./pricing.js";
@@ -139,7 +137,7 @@ function prepareModel(
   const inner: LanguageModelV4 =
     model.specificationVersion === "v4" ? model : wrapLanguageModel({ model, middleware: [] });
   const id = { provider: inner.provider, modelId: inner.modelId };
-  if (options.name !== undefined) checkCallName(ctx, options.name);
+  if (options.name !== undefined) checkGivenName(ctx.runId, "ai.model()", options.name);
   const name = options.name ?? callName("model", inner.modelId);
   const price = priceOf(rt, ctx, id);
   if (options.stream && !rt.store) {
@@ -174,17 +172,6 @@ function prepareModel(
   };
 }
 
-/** The name a step may have (ctx.step's own rule): a name it refuses failed only the first
- *  call, inside the SDK, where streamText hid the reason behind "No output generated". */
-function checkCallName(ctx: WorkflowContext, name: unknown): void {
-  if (!isCallName(name)) {
-    throw new TypeError(
-      `ai.model() in run "${ctx.runId}": name ${typeof name === "string" ? JSON.stringify(name.slice(0, 80)) : String(name)} cannot name its calls; give 1-200 characters, without "#" (cairn numbers the calls name, name#2, ...), not starting with "@" or a space`,
-    );
-  }
-  checkText(name, `ai.model() in run "${ctx.runId}": name`);
-}
-
 /** The model's price; a model without one is refused when there is a price table, or a
  *  budget in dollars to charge. */
 function priceOf(
@@ -214,13 +201,7 @@ async function durableCall(m: DurableModel, mode: Mode, o: CallOptions): Promise
   const { digest, prefixes, promptChars, hasBytes } = readRequest(o, m.checkRequest);
   const made = continueConversation(ctx, name, o.prompt, prefixes);
   try {
-    return await durableLoop(
-      m,
-      mode,
-      { o, digest, promptChars, hasBytes },
-      prefixes,
-      made,
-    );
+    return await durableLoop(m, mode, { o, digest, promptChars, hasBytes }, prefixes, made);
   } catch (err) {
     if (made) made.failed = true;
     throw err;

@@ -19,9 +19,7 @@
 
 import type { FlexibleSchema, Tool, ToolExecutionOptions, ToolSet } from "ai";
 import type { StepContext, StepOptions, WorkflowContext, Workspace } from "../index.js";
-import { checkText } from "../lib/text.js";
-import { isCallName } from "../workflow/context.js";
-import { callName } from "./call-names.js";
+import { callName, checkGivenName } from "./call-names.js";
 import { callerAborted } from "./model.js";
 import { placeToolCall } from "./tool-order.js";
 
@@ -239,12 +237,7 @@ function asError(thrown: unknown): unknown {
 /** The names' first part: a name a step may have (ctx.step's own rule). */
 function namePrefix(ctx: WorkflowContext, name: unknown): string {
   if (name === undefined) return "tool";
-  if (!isCallName(name)) {
-    throw new TypeError(
-      `ai.tools() in run "${ctx.runId}": name ${typeof name === "string" ? JSON.stringify(name.slice(0, 80)) : String(name)} cannot name its calls; give 1-200 characters, without "#", not starting with "@" or a space`,
-    );
-  }
-  checkText(name, `ai.tools() in run "${ctx.runId}": name`);
+  checkGivenName(ctx.runId, "ai.tools()", name);
   return name;
 }
 
