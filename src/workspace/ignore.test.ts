@@ -1,5 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { DEFAULT_IGNORE, isIgnored, parseIgnore, type RuleSet } from "./ignore.js";
+import {
+  DEFAULT_IGNORE,
+  FINAL_DEFAULT_IGNORE,
+  isIgnored,
+  parseIgnore,
+  type RuleSet,
+} from "./ignore.js";
 
 const at = (text: string, base = ""): RuleSet[] => [parseIgnore(text, base)];
 
@@ -70,8 +76,8 @@ describe(".gitignore patterns", () => {
     expect(isIgnored(sets, "pkgx/local", false)).toBe(false);
   });
 
-  it("the defaults are node_modules and .git, file or directory, anywhere", () => {
-    const sets = at(DEFAULT_IGNORE.join("\n"));
+  it("the defaults are node_modules and (in a final set) .git, file or directory, anywhere", () => {
+    const sets = [...at(DEFAULT_IGNORE.join("\n")), ...at(FINAL_DEFAULT_IGNORE.join("\n"))];
     expect(isIgnored(sets, "node_modules", true)).toBe(true);
     expect(isIgnored(sets, "a/node_modules", true)).toBe(true);
     expect(isIgnored(sets, ".git", true)).toBe(true);

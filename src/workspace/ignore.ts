@@ -22,7 +22,8 @@ export interface RuleSet {
   final?: boolean;
 }
 
-export const DEFAULT_IGNORE = ["node_modules", ".git"];
+/** The defaults a .gitignore may re-include ("!node_modules/"). */
+export const DEFAULT_IGNORE = ["node_modules"];
 
 /** The defaults no .gitignore pattern re-includes: git never looks in .git, but "!*\/" (of
  *  a whitelist: "*", "!*\/", "!*.py") re-included it, and a restore then rewrote the packs
@@ -349,4 +350,13 @@ function setVerdict(set: RuleSet, path: string, isDir: boolean): boolean | undef
 
 export function isIgnored(sets: readonly RuleSet[], path: string, isDir: boolean): boolean {
   return verdict(sets, path, isDir) === true;
+}
+
+/** Whether `path` or a directory above it is ignored (`isDir`: what `path` itself is): a
+ *  walk never enters an ignored directory, so nothing under it is there to it. */
+export function isIgnoredOrUnder(sets: readonly RuleSet[], path: string, isDir: boolean): boolean {
+  const parts = path.split("/");
+  return parts.some((_, i) =>
+    isIgnored(sets, parts.slice(0, i + 1).join("/"), i < parts.length - 1 || isDir),
+  );
 }

@@ -13,7 +13,7 @@ import { randomBytes } from "node:crypto";
 import { chmodSync, lstatSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { chmod, mkdir, readFile, rm, rmdir, symlink, unlink } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import { isCairnState, isIgnored, type RuleSet } from "./ignore.js";
+import { isCairnState, isIgnoredOrUnder, type RuleSet } from "./ignore.js";
 import { type DiskEntry, rootProblem, type StatCache, walk } from "./scan.js";
 import { type Entry, hashObject, type Snapshot } from "./tree.js";
 
@@ -70,12 +70,7 @@ type FileEntry = Extract<Entry, { type: "file" }>;
 function withoutUnwalked(target: Snapshot, rules: RuleSet[]): Snapshot {
   const finals = rules.filter((s) => s.final);
   const unwalked = (p: string, e: Entry) =>
-    isCairnState(p) ||
-    (finals.length > 0 &&
-      p.split("/").some((_, i, parts) => {
-        const isDir = i < parts.length - 1 || e.type === "dir";
-        return isIgnored(finals, parts.slice(0, i + 1).join("/"), isDir);
-      }));
+    isCairnState(p) || (finals.length > 0 && isIgnoredOrUnder(finals, p, e.type === "dir"));
   if (![...target].some(([p, e]) => unwalked(p, e))) return target;
   return new Map([...target].filter(([p, e]) => !unwalked(p, e)));
 }

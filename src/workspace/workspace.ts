@@ -37,7 +37,7 @@ import { failRunWith } from "../lib/fail-run.js";
 import { quoteGiven } from "../lib/text.js";
 import type { WorkspaceObject } from "../store/workspace-records.js";
 import type { StepContext, StepOptions, WorkflowContext } from "../workflow/context-types.js";
-import { isCairnState, isIgnored, type RuleSet } from "./ignore.js";
+import { isCairnState, isIgnoredOrUnder, type RuleSet } from "./ignore.js";
 import { restoreTo } from "./restore.js";
 import { baseRules, StatCache, scanForCheckpoint } from "./scan.js";
 import {
@@ -215,9 +215,7 @@ export class WorkspaceHandle implements Workspace {
    *  own patterns (options and defaults: .gitignore files are content a step may change),
    *  and it is not in cairn's state (.cairn), which no pattern re-includes. */
   keeps(rel: string): boolean {
-    if (isCairnState(rel)) return false;
-    const parts = rel.split("/");
-    return parts.every((_, i) => !isIgnored(this.rules, parts.slice(0, i + 1).join("/"), true));
+    return !isCairnState(rel) && !isIgnoredOrUnder(this.rules, rel, true);
   }
 
   /** The frontier check of the context: restore before another call executes? */
