@@ -40,13 +40,7 @@ import { providerError, streamPartError } from "./provider-errors.js";
 import { legacyDigest, readRequest } from "./request-text.js";
 import { RunStreamWriter } from "./run-stream.js";
 import type { CallOptions, LanguageModelV4, ModelObject, StreamPart, Usage } from "./sdk-types.js";
-import {
-  inputText,
-  noteToolSource,
-  retireToolSource,
-  type ToolSource,
-  toolKey,
-} from "./tool-order.js";
+import { noteToolSource, retireToolSource, type ToolSource, toolKey } from "./tool-order.js";
 
 export interface ModelOptions extends StepOptions {
   /** The name of this model's calls. Default "model:<modelId>"; turns share it. */
@@ -383,7 +377,8 @@ function toolResultsAfter(prompt: CallOptions["prompt"], from: number): Set<stri
 }
 
 /** The answer's tool calls the SDK executes here (not a provider's own), by toolKey: how
- *  many of each, and the input of each (tool-order.ts: which answer a call comes from). */
+ *  many of each, and the input of each as the answer holds it (tool-order.ts: which answer
+ *  a call comes from, read only when several answers fit). */
 function toolCallsOf(parts: ReadonlyArray<{ type: string }> | undefined): {
   untaken: Map<string, number>;
   inputs: Map<string, string | undefined>;
@@ -401,7 +396,7 @@ function toolCallsOf(parts: ReadonlyArray<{ type: string }> | undefined): {
     if (c.providerExecuted === true) continue;
     const key = toolKey(String(c.toolName), String(c.toolCallId));
     untaken.set(key, (untaken.get(key) ?? 0) + 1);
-    inputs.set(key, typeof c.input === "string" ? inputText(c.input) : undefined);
+    inputs.set(key, typeof c.input === "string" ? c.input : undefined);
   }
   return { untaken, inputs };
 }

@@ -34,7 +34,8 @@ export interface ToolSource {
   resultsInPrompt: ReadonlySet<string>;
   /** Tool calls of this answer not yet executed here, by toolKey: how many of each. */
   untaken: Map<string, number>;
-  /** The input of each tool call of this answer (inputText of its JSON), by toolKey. */
+  /** The input of each tool call of this answer (its JSON text, as the answer holds it),
+   *  by toolKey. */
   inputs: ReadonlyMap<string, string | undefined>;
   /** Where each executed tool call's outcome resumed, and the tools name (ai.tools'
    *  `name`) it was made through, by toolKey (once answered). Twin answers (alike in the
@@ -108,7 +109,8 @@ export function placeToolCall(
     // this tool and id: the call's input tells which answer it comes from when only one
     // holds that input.
     const text = valueText(input);
-    const same = text === undefined ? [] : fits.filter((s) => s.inputs.get(key) === text);
+    const same =
+      text === undefined ? [] : fits.filter((s) => inputText(s.inputs.get(key)) === text);
     if (same.length > 0) fits = same;
   }
   if (fits.length > 1) {
@@ -117,10 +119,11 @@ export function placeToolCall(
     // conversation (each has its own tools name). Answers still alike then (twins, the
     // same to the input and the place) are one: the call is made from that place, and
     // what it executed is noted on all of them (they share it), whichever it came from.
-    const placed = fits.filter((s) => placeOf(s, key, via) !== undefined);
+    const places = new Map(fits.map((s) => [s, placeOf(s, key, via)]));
+    const placed = fits.filter((s) => places.get(s) !== undefined);
     if (placed.length > 0) fits = placed;
-    const place = placeOf(fits[0]!, key, via);
-    if (fits.some((s) => placeOf(s, key, via) !== place)) return () => {};
+    const place = places.get(fits[0]!);
+    if (fits.some((s) => places.get(s) !== place)) return () => {};
   }
   if (fits.length === 0 || fits.some((s) => s.untaken.get(key) !== 1)) return () => {};
   const source = fits[0]!;
@@ -147,7 +150,8 @@ export function placeToolCall(
 /** A tool call's input as the answer holds it (JSON text), as canonical text: keys sorted,
  *  so the input the SDK parsed (its schema's key order) compares equal; undefined when it
  *  is not JSON. */
-export function inputText(json: string): string | undefined {
+function inputText(json: string | undefined): string | undefined {
+  if (json === undefined) return undefined;
   try {
     return valueText(JSON.parse(json));
   } catch {
