@@ -107,11 +107,7 @@ export class Execution {
     // timer) wrote nothing: its run still goes back (the release is fenced by epoch, so a
     // run whose lease another worker took is left alone). One ending otherwise is releasing.
     if (this.ending && !this.endedUnwritten) return;
-    this.releasing = true;
-    if (await this.handBack()) {
-      this.letGo = true;
-      this.report("released", { status: "pending" });
-    }
+    await this.handBackPending();
   }
 
   /** The heartbeat learned that another worker holds the run (after stopWithoutWriting). */
@@ -266,6 +262,11 @@ export class Execution {
       message: "",
     });
     if (this.abandoned) return;
+    await this.handBackPending();
+  }
+
+  /** Hands the run back to pending (releasing: close() lets it land), and says so. */
+  private async handBackPending(): Promise<void> {
     this.releasing = true;
     if (await this.handBack()) {
       this.letGo = true;
@@ -350,11 +351,7 @@ export class Execution {
    *  first, then the run goes back to pending. */
   private async handBackOnClose(): Promise<void> {
     await this.deps.committer.drain();
-    this.releasing = true;
-    if (await this.handBack()) {
-      this.letGo = true;
-      this.report("released", { status: "pending" });
-    }
+    await this.handBackPending();
     this.trace.end("handed-back");
   }
 
