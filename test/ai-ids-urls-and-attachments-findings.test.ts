@@ -2,7 +2,7 @@
 
 import { createHash } from "node:crypto";
 import { generateText, stepCountIs, streamText, tool } from "ai";
-import { convertArrayToReadableStream, MockLanguageModelV4 } from "ai/test";
+import { MockLanguageModelV4 } from "ai/test";
 import Database from "better-sqlite3";
 import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
 import { z } from "zod";
@@ -14,30 +14,20 @@ import { createEngine, NonDeterminismError, sqliteStore, workflow } from "../src
 import { crashSweep, createSideEffectCounter, createVirtualClock } from "../src/testing/index.js";
 import { USAGE } from "./fixtures/ai-agent.js";
 import { kitFor } from "./helpers/ai.js";
+import {
+  answeringModel,
+  type MockAnswer,
+  type MockPrompt,
+  textAnswer,
+  toolCallsAnswer,
+  toolResultsOf,
+  turnOf,
+} from "./helpers/ai-mock.js";
 import { advanceUntil, BACKENDS, useHarness } from "./helpers/engines.js";
 import { tempDbPath, until } from "./helpers/sqlite.js";
 
 const db = tempDbPath();
 afterAll(() => db.cleanup());
-
-type Mock = MockLanguageModelV4;
-type Prompt = Parameters<Mock["doGenerate"]>[0]["prompt"];
-type GenerateResult = Awaited<ReturnType<Mock["doGenerate"]>>;
-type StreamPart =
-  Awaited<ReturnType<Mock["doStream"]>>["stream"] extends ReadableStream<infer P> ? P : never;
-
-/** The tool results in a prompt, in order, as "id=value". */
-function resultsOf(prompt: Prompt): string[] {
-  const out: string[] = [];
-  for (const m of prompt) {
-    if (m.role !== "tool") continue;
-    for (const p of m.content) {
-      if (p.type === "tool-result" && p.output.type === "json")
-        out.push(`${p.toolCallId}=${JSON.stringify(p.output.value)}`);
-    }
-  }
-  return out;
-}
 
 const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -45,51 +35,17 @@ describe("tool call ids reused on every turn", () => {
   for (const stream of [false, true]) {
     it(`${stream ? "streamText" : "generateText"}: a multi-turn agent with parallel calls, ids call_0..call_2 every turn and an awaiting onToolExecutionStart replays exactly after a crash at every boundary`, async () => {
       const fx = createSideEffectCounter();
-      const answer = (o: { prompt: Prompt }): GenerateResult => {
-        const turn = o.prompt.filter((m) => m.role === "assistant").length;
+      const answer = (prompt: MockPrompt): MockAnswer => {
+        const turn = turnOf(prompt);
         if (turn < 3) {
-          return {
-            content: [0, 1, 2].map((i) => ({
-              type: "tool-call" as const,
-              toolCallId: `call_${i}`,
-              toolName: "work",
-              input: JSON.stringify({ n: turn * 10 + i }),
-            })),
-            finishReason: { unified: "tool-calls", raw: undefined },
-            usage: USAGE,
-            warnings: [],
-          };
+          return toolCallsAnswer(
+            "work",
+            [0, 1, 2].map((i) => ({ id: `call_${i}`, input: { n: turn * 10 + i } })),
+          );
         }
-        return {
-          content: [{ type: "text", text: resultsOf(o.prompt).join(" ") }],
-          finishReason: { unified: "stop", raw: undefined },
-          usage: USAGE,
-          warnings: [],
-        };
+        return textAnswer(toolResultsOf(prompt).join(" "));
       };
-      const model = new MockLanguageModelV4({
-        doGenerate: async (o) => answer(o),
-        doStream: async (o) => {
-          const a = answer(o);
-          return {
-            stream: convertArrayToReadableStream<StreamPart>([
-              { type: "stream-start", warnings: [] },
-              ...a.content.flatMap((c): StreamPart[] =>
-                c.type === "text"
-                  ? [
-                      { type: "text-start", id: "t" },
-                      { type: "text-delta", id: "t", delta: c.text },
-                      { type: "text-end", id: "t" },
-                    ]
-                  : c.type === "tool-call"
-                    ? [c]
-                    : [],
-              ),
-              { type: "finish", finishReason: a.finishReason, usage: a.usage },
-            ]),
-          };
-        },
-      });
+      const model = answeringModel(answer);
       const work = tool({
         inputSchema: z.object({ n: z.number() }),
         execute: async ({ n }, options) => {
@@ -164,7 +120,7 @@ describe("a tool call id reused after a call the SDK did not execute", () => {
               warnings: [],
             }
           : {
-              content: [{ type: "text", text: resultsOf(o.prompt).join(" ") }],
+              content: [{ type: "text", text: toolResultsOf(o.prompt).join(" ") }],
               finishReason: { unified: "stop", raw: undefined },
               usage: USAGE,
               warnings: [],
@@ -414,7 +370,7 @@ describe("a file's bytes in a prompt", () => {
     const db = tempDbPath();
     const clock = createVirtualClock();
     const bytes = new Uint8Array(1024 * 1024).map((_, i) => (i * 7) % 256);
-    let asked: Parameters<Mock["doGenerate"]>[0] | undefined;
+    let asked: Parameters<MockLanguageModelV4["doGenerate"]>[0] | undefined;
     let calls = 0;
     const model = new MockLanguageModelV4({
       doGenerate: async (o) => {
@@ -745,7 +701,7 @@ describe("conversations of one run whose provider numbers tool call ids alike", 
           content:
             turn === 0
               ? [{ type: "tool-call", toolCallId: "call_0", toolName: "work", input: "{}" }]
-              : [{ type: "text", text: resultsOf(o.prompt).join(" ") }],
+              : [{ type: "text", text: toolResultsOf(o.prompt).join(" ") }],
           finishReason: { unified: turn === 0 ? "tool-calls" : "stop", raw: undefined },
           usage: USAGE,
           warnings: [],

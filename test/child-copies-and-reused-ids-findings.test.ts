@@ -1,13 +1,20 @@
 // Findings on one object handed to many child calls (copied once) and on tool call ids used again turns later: each test failed before its mend.
 
 import { generateText, stepCountIs, streamText, tool } from "ai";
-import { convertArrayToReadableStream, MockLanguageModelV4 } from "ai/test";
 import { afterAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createAi, idempotencyKeyOf } from "../src/ai/index.js";
 import { sqliteStore, workflow } from "../src/index.js";
 import { crashSweep, createSideEffectCounter } from "../src/testing/index.js";
-import { USAGE } from "./fixtures/ai-agent.js";
+import {
+  answeringModel,
+  type MockAnswer,
+  type MockPrompt,
+  textAnswer,
+  toolCallsAnswer,
+  toolResultsOf,
+  turnOf,
+} from "./helpers/ai-mock.js";
 import { BACKENDS, useHarness } from "./helpers/engines.js";
 import { tempDbPath } from "./helpers/sqlite.js";
 
@@ -61,63 +68,23 @@ describe("a tool call id used again turns later (call_1, then call_2, then call_
   for (const stream of [false, true]) {
     it(`${stream ? "streamText" : "generateText"}: replay exactly after a crash at every boundary`, async () => {
       const fx = createSideEffectCounter();
-      type Prompt = Parameters<MockLanguageModelV4["doGenerate"]>[0]["prompt"];
-      type Answer = Awaited<ReturnType<MockLanguageModelV4["doGenerate"]>>;
-      const answer = (prompt: Prompt): Answer => {
-        const turn = prompt.filter((m) => m.role === "assistant").length;
+      const answer = (prompt: MockPrompt): MockAnswer => {
+        const turn = turnOf(prompt);
         const who = JSON.stringify(prompt.find((m) => m.role === "user"));
         const last = who.includes("gamma") ? 1 : 3;
         const base = 1000; // the same inputs in both conversations
         if (turn < last) {
-          return {
-            content: (turn === 1 ? [2] : turn === 2 ? [1, 0] : [0, 1]).map((i) => ({
-              type: "tool-call" as const,
-              toolCallId: `call_${i}`,
-              toolName: "work",
-              input: JSON.stringify({ n: base + turn * 10 + i }),
+          return toolCallsAnswer(
+            "work",
+            (turn === 1 ? [2] : turn === 2 ? [1, 0] : [0, 1]).map((i) => ({
+              id: `call_${i}`,
+              input: { n: base + turn * 10 + i },
             })),
-            finishReason: { unified: "tool-calls", raw: undefined },
-            usage: USAGE,
-            warnings: [],
-          };
+          );
         }
-        const results: string[] = [];
-        for (const m of prompt) {
-          if (m.role !== "tool") continue;
-          for (const p of m.content) {
-            if (p.type === "tool-result" && p.output.type === "json")
-              results.push(`${p.toolCallId}=${JSON.stringify(p.output.value)}`);
-          }
-        }
-        return {
-          content: [{ type: "text", text: results.join(" ") }],
-          finishReason: { unified: "stop", raw: undefined },
-          usage: USAGE,
-          warnings: [],
-        };
+        return textAnswer(toolResultsOf(prompt).join(" "));
       };
-      const model = new MockLanguageModelV4({
-        doGenerate: async (o) => answer(o.prompt),
-        doStream: async (o) => {
-          const a = answer(o.prompt);
-          type Part =
-            Awaited<ReturnType<MockLanguageModelV4["doStream"]>>["stream"] extends ReadableStream<
-              infer P
-            >
-              ? P
-              : never;
-          const parts: Part[] = [{ type: "stream-start", warnings: [] }];
-          for (const c of a.content) {
-            if (c.type === "text") {
-              parts.push({ type: "text-start", id: "t" });
-              parts.push({ type: "text-delta", id: "t", delta: c.text });
-              parts.push({ type: "text-end", id: "t" });
-            } else if (c.type === "tool-call") parts.push(c);
-          }
-          parts.push({ type: "finish", finishReason: a.finishReason, usage: a.usage });
-          return { stream: convertArrayToReadableStream(parts) };
-        },
-      });
+      const model = answeringModel(answer);
       const work = tool({
         inputSchema: z.object({ n: z.number() }),
         execute: async ({ n }, options) => {
