@@ -36,7 +36,7 @@ import { addPart, type CallRecord, compactGenerate, streamOf } from "./call-reco
 import type { ModelLimits, SharedLimiter } from "./limiter.js";
 import { estimateTokens, lookupModel, type ModelPrice, spendOf, usedTokens } from "./pricing.js";
 import { downloadUrlParts, EVERY_URL, hasUrlParts } from "./prompt-urls.js";
-import { providerError, streamPartError } from "./provider-errors.js";
+import { providerError, streamCutError, streamPartError } from "./provider-errors.js";
 import { legacyDigest, readRequest } from "./request-text.js";
 import { RunStreamWriter } from "./run-stream.js";
 import type { CallOptions, LanguageModelV4, ModelObject, StreamPart, Usage } from "./sdk-types.js";
@@ -567,12 +567,16 @@ async function streamOnce(
   const r = await m.inner.doStream(call);
   const reader = r.stream.getReader();
   let readToEnd = false;
+  let finished = false;
   try {
     for (;;) {
       const { done, value } = await reader.read();
       if (done) break;
       if (value.type === "error") throw streamPartError(value.error, m.id);
-      if (value.type === "finish") meter.usage = value.usage;
+      if (value.type === "finish") {
+        meter.usage = value.usage;
+        finished = true;
+      }
       writer?.push(value);
       addPart(parts, value);
     }
@@ -590,6 +594,9 @@ async function streamOnce(
       await sideWork(rt, writer.close(), problem, deadline);
     }
   }
+  // A stream that just ends (a connection closed cleanly mid-answer) holds part of an
+  // answer: recorded, every replay would hand the part back as the whole.
+  if (!finished) throw streamCutError(m.id);
   withResponseMetadata(parts, callMetadata(m, s));
   return { d: digest, u: 1, parts };
 }

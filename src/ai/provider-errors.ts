@@ -81,6 +81,14 @@ export function streamPartError(
   );
 }
 
+/** A provider stream that ended without its finish part: the answer is cut, so the attempt
+ *  fails (retried by the step's policy) rather than record the part it got as the answer. */
+export function streamCutError(model: { provider: string; modelId: string }): Error {
+  return new Error(
+    `Provider "${model.provider}" (model "${model.modelId}") ended its stream without a finish part: the answer is incomplete (a connection closed mid-answer), so it was not recorded; the call is tried again as its step's retry policy allows`,
+  );
+}
+
 /** A thrown value that is not an Error, as text: its message and type when it has them. */
 function describe(err: unknown): string {
   if (typeof err === "string") return err;
