@@ -1,10 +1,12 @@
 // Found by an adversarial review of cairn/ai (h3): each test fails on the code before its
 // mend.
 
-import { streamText } from "ai";
+import { generateText, stepCountIs, streamText, tool } from "ai";
 import { MockLanguageModelV4 } from "ai/test";
 import { describe, expect, it } from "vitest";
+import { z } from "zod";
 import { workflow } from "../src/index.js";
+import { waitForStatus } from "../src/testing/index.js";
 import { USAGE } from "./fixtures/ai-agent.js";
 import { kitFor } from "./helpers/ai.js";
 import { advanceUntil, useHarness } from "./helpers/engines.js";
@@ -32,6 +34,26 @@ function textParts(text: string, cut: boolean): StreamPart[] {
     { type: "finish", finishReason: { unified: "stop", raw: "stop" }, usage: USAGE },
   );
   return parts;
+}
+
+/** Turn 1: one call of `lookup` (id "c1"); turn 2: the tool's result, as text. */
+function oneToolModel() {
+  let calls = 0;
+  const model = new MockLanguageModelV4({
+    doGenerate: async (o) => {
+      calls++;
+      const toolTurn = o.prompt.some((m) => m.role === "tool");
+      return {
+        content: toolTurn
+          ? [{ type: "text", text: "the answer" }]
+          : [{ type: "tool-call", toolCallId: "c1", toolName: "lookup", input: "{}" }],
+        finishReason: { unified: toolTurn ? "stop" : "tool-calls", raw: "x" },
+        usage: USAGE,
+        warnings: [],
+      };
+    },
+  });
+  return { model, calls: () => calls };
 }
 
 function arrayStream(parts: StreamPart[]): ReadableStream<StreamPart> {
@@ -107,5 +129,58 @@ describe("cairn/ai: a provider stream that ends without its finish part (sqlite)
     expect(step?.result).toBeUndefined();
     expect(step?.error?.message).toMatch(/ended its stream without a finish part/);
     expect((await run.info())?.status).toBe("failed");
+  });
+});
+
+describe("cairn/ai: the caller's abort between two model calls of a tool loop (sqlite)", () => {
+  const harness = useHarness("sqlite");
+
+  // The SDK checks the caller's signal before each model call of its loop after the first,
+  // and throws its reason without calling the model: no cairn code runs, nothing is
+  // recorded. The first execution stops there; a replay, whose signal has not fired (a
+  // timeout's timer, a user's stop that came while a tool ran: the tool is not run again),
+  // goes past it and makes the next model call, paid, and the run completes with another
+  // output than its first execution had. NOT MENDED (a design decision: see the h3 report);
+  // `it.fails` keeps the repro: it turns red once a mend makes the replay stop too.
+  it.fails("a replay stops where the first execution stopped, with the same error", async () => {
+    const h = harness();
+    const { model, calls } = oneToolModel();
+    let executions = 0;
+    const wf = workflow({ name: "abort-between-steps", version: "1" }, async (ctx) => {
+      executions++;
+      const caller = new AbortController();
+      const lookup = tool({
+        inputSchema: z.object({}),
+        execute: async (): Promise<string> => {
+          caller.abort(); // the user's stop lands while the tool runs (first execution only)
+          return "found";
+        },
+      });
+      let outcome: string;
+      try {
+        const r = await generateText({
+          model: ai.model(ctx, model),
+          tools: ai.tools(ctx, { lookup }),
+          stopWhen: stepCountIs(3),
+          prompt: "go",
+          abortSignal: caller.signal,
+        });
+        outcome = `answered: ${r.text}`;
+      } catch (err) {
+        outcome = `stopped: ${(err as Error).name}`;
+      }
+      await ctx.waitForEvent("go-on");
+      return outcome;
+    });
+    const ai = kitFor(h);
+    const engine = h.engine([wf]);
+    const run = await engine.start(wf, null);
+    await waitForStatus(run, "waiting");
+    await engine.sendEvent(run.id, "go-on", null);
+    const r = await advanceUntil(h.clock, settle(run.result()), 1_000, 100);
+    expect(executions).toBe(2); // the wait released the run: the event's execution replays
+    expect(r.error).toBeUndefined();
+    expect(r.value).toBe("stopped: AbortError");
+    expect(calls()).toBe(1); // the model was not called past the abort, nor paid
   });
 });
