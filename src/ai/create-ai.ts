@@ -7,7 +7,8 @@
 import type { ToolSet } from "ai";
 import { type Clock, realClock, type Store, type WorkflowContext } from "../index.js";
 import { type ModelLimits, SharedLimiter } from "./limiter.js";
-import { durableModel, type ModelOptions, type ModelRuntime } from "./model.js";
+import { durableModel } from "./model.js";
+import type { ModelOptions, ModelRuntime } from "./model-setup.js";
 import type { ModelPrice } from "./pricing.js";
 import { type ReadStreamOptions, type RunStreamChunk, readRunStream } from "./run-stream.js";
 import type { LanguageModelV4, ModelObject } from "./sdk-types.js";

@@ -3,7 +3,7 @@
 
 export { type Ai, type AiOptions, createAi } from "./create-ai.js";
 export type { ModelLimits } from "./limiter.js";
-export type { ModelOptions } from "./model.js";
+export type { ModelOptions } from "./model-setup.js";
 export type { ModelPrice } from "./pricing.js";
 export {
   isLaterExecution,

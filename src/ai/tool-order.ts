@@ -8,7 +8,7 @@
 // FIRST execution with NonDeterminismError at turn 2's tool call.
 //
 // The data fixes that order: turn 2's tool call comes from the answer of a model call
-// whose prompt continued turn 1's answer (model.ts's claim) and holds the result of turn
+// whose prompt continued turn 1's answer (conversation.ts's claim) and holds the result of turn
 // 1's call with the same tool and id. So the call is made from the place that earlier tool
 // call's outcome resumed in, and the core sees what the data says. Nothing is claimed when
 // the model call the tool call comes from cannot be told (two answers alike in the tool,
@@ -28,7 +28,7 @@ import { captureScope, reenterScope } from "../workflow/call-scope.js";
 
 /** A model call's answer, as the tool calls made from it need to know it. */
 export interface ToolSource {
-  /** The answer whose conversation this call's prompt continued (model.ts), if claimed. */
+  /** The answer whose conversation this call's prompt continued (conversation.ts), if claimed. */
   continued: ToolSource | undefined;
   /** Tool calls (toolKey) whose results follow the continued answer in this call's prompt. */
   resultsInPrompt: ReadonlySet<string>;

@@ -20,7 +20,7 @@
 import type { FlexibleSchema, Tool, ToolExecutionOptions, ToolSet } from "ai";
 import type { StepContext, StepOptions, WorkflowContext, Workspace } from "../index.js";
 import { callName, checkGivenName } from "./call-names.js";
-import { callerAborted } from "./model.js";
+import { callerAborted } from "./caller-abort.js";
 import { placeToolCall } from "./tool-order.js";
 
 export interface ToolsOptions extends StepOptions {

@@ -1,6 +1,6 @@
 // Whether a call made now is "late" (made outside any delivery's cascade, after work of the
 // workflow's own: a timer, I/O), for cairn's own layers above the context: an internal
-// member keyed by a registered symbol, like FAIL_RUN (fail-run.ts). cairn/ai (model.ts)
+// member keyed by a registered symbol, like FAIL_RUN (fail-run.ts). cairn/ai (conversation.ts)
 // asks it when a call continues an earlier answer: only then does the place it claims
 // decide whether the core accepts the call.
 

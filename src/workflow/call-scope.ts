@@ -92,7 +92,7 @@ export function isAncestor(ancestor: CallNode, node: CallNode | undefined): bool
 /** The calling flow's scope as an opaque value, for `reenterScope`. Test support: the
  *  generative test interprets a program's inline blocks with nested async functions, and
  *  re-enters the scope each block ended in, as the inline code's own `await` would. And
- *  cairn/ai (ai/model.ts): a model call whose prompt continues an earlier call's answer is
+ *  cairn/ai (ai/conversation.ts): a model call whose prompt continues an earlier call's answer is
  *  made from that call's scope, which the AI SDK's own promise chain does not carry. */
 export function captureScope(): unknown {
   return scopes.getStore();

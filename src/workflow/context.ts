@@ -573,7 +573,7 @@ export class Context {
       },
       // cairn/ai numbers a call's streamed executions by (generation, attempt).
       [RUN_GENERATION]: this.host.generation,
-      // cairn/ai (model.ts) asks whether a model call made now would be late.
+      // cairn/ai (ai/conversation.ts) asks whether a model call made now would be late.
       [CALL_IS_LATE]: (): boolean => !this.delivery.inCascade,
     } as WorkflowContext;
   }
