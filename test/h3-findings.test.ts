@@ -6,7 +6,7 @@ import { MockLanguageModelV4 } from "ai/test";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { workflow } from "../src/index.js";
-import { waitForStatus } from "../src/testing/index.js";
+import { checkReplay, waitForStatus } from "../src/testing/index.js";
 import { USAGE } from "./fixtures/ai-agent.js";
 import { kitFor } from "./helpers/ai.js";
 import { advanceUntil, useHarness } from "./helpers/engines.js";
@@ -182,5 +182,49 @@ describe("cairn/ai: the caller's abort between two model calls of a tool loop (s
     expect(r.error).toBeUndefined();
     expect(r.value).toBe("stopped: AbortError");
     expect(calls()).toBe(1); // the model was not called past the abort, nor paid
+  });
+});
+
+describe("ctx.budget.spent, first run and replay (sqlite)", () => {
+  const harness = useHarness("sqlite");
+
+  // The first execution summed spend in the order cairn/ai reports it (tokens, inputTokens,
+  // ..., usd); a replay, in the order the store hands the records back. The same amounts in
+  // another key order: an agent that told the model what it had spent sent a replay another
+  // prompt, and the run failed with NonDeterminismError; checkReplay called the unchanged
+  // code "diverged".
+  it("has the same keys in the same order: a prompt made from it replays", async () => {
+    const h = harness();
+    let calls = 0;
+    const model = new MockLanguageModelV4({
+      doGenerate: async () => {
+        calls++;
+        return {
+          content: [{ type: "text", text: `answer ${calls}` }],
+          finishReason: { unified: "stop", raw: "stop" },
+          usage: USAGE,
+          warnings: [],
+        };
+      },
+    });
+    const ai = kitFor(h);
+    const wf = workflow({ name: "spent-in-prompt", version: "1" }, async (ctx) => {
+      const m = ai.model(ctx, model);
+      await generateText({ model: m, prompt: "first" });
+      const spent = JSON.stringify(ctx.budget.spent);
+      const r = await generateText({ model: m, prompt: `you have spent ${spent}` });
+      await ctx.waitForEvent("go-on");
+      return { text: r.text, spent };
+    });
+    const engine = h.engine([wf]);
+    const run = await engine.start(wf, null);
+    await waitForStatus(run, "waiting");
+    await engine.sendEvent(run.id, "go-on", null);
+    const r = await advanceUntil(h.clock, settle(run.result()), 1_000, 100);
+    expect(r.error).toBeUndefined();
+    expect(r.value?.text).toBe("answer 2");
+    expect(calls).toBe(2);
+    const [checked] = await checkReplay({ store: h.store(), workflows: [wf], runIds: [run.id] });
+    expect(checked?.verdict).toBe("ok");
   });
 });

@@ -28,6 +28,15 @@ export function subtractAmounts(
   return into;
 }
 
+/** A copy of `amounts` with its names in one order (sorted): a sum's key order is the order
+ *  it was summed in, which differs between a first execution (spend as reported) and a
+ *  replay (as the store hands records back, jsonb's order on PostgreSQL). */
+export function sortedAmounts(amounts: Record<string, number>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const k of Object.keys(amounts).sort()) out[k] = amounts[k] as number;
+  return out;
+}
+
 /** The amount under `name`, 0 when there is none (never an inherited property). */
 export function amountOf(amounts: Record<string, number>, name: string): number {
   return Object.hasOwn(amounts, name) ? (amounts[name] as number) : 0;

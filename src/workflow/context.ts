@@ -55,7 +55,13 @@ import {
   WorkspaceError,
   WriteConflictError,
 } from "../errors.js";
-import { addAmounts, amountNameProblem, amountOf, subtractAmounts } from "../lib/amounts.js";
+import {
+  addAmounts,
+  amountNameProblem,
+  amountOf,
+  sortedAmounts,
+  subtractAmounts,
+} from "../lib/amounts.js";
 import { CALL_IS_LATE } from "../lib/call-late.js";
 import type { Clock } from "../lib/clock.js";
 import { type Duration, MAX_DATE_MS, toMs } from "../lib/duration.js";
@@ -551,7 +557,10 @@ export class Context {
         return self.runAbort.signal;
       },
       get budget() {
-        return { limit: { ...self.host.budgetLimit }, spent: { ...self.replaySpent } };
+        // Sorted: the same amounts in another key order would make a replay's
+        // JSON.stringify(ctx.budget.spent) differ from the first execution's.
+        const limit = sortedAmounts(self.host.budgetLimit);
+        return { limit, spent: sortedAmounts(self.replaySpent) };
       },
       step: (name, fn, options) => this.step(name, fn, options),
       effect: (name, effect, options) => this.effect(name, effect, options),
