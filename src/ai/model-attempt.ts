@@ -196,8 +196,9 @@ async function streamOnce(
     }
   }
   // A stream that just ends (a connection closed cleanly mid-answer) holds part of an
-  // answer: recorded, every replay would hand the part back as the whole.
-  if (!finished) throw streamCutError(m.id);
+  // answer: recorded, every replay would hand the part back as the whole. One that ended
+  // because its signal fired (some streams close then) ends as that abort.
+  if (!finished) throw call.abortSignal?.aborted ? call.abortSignal.reason : streamCutError(m.id);
   withResponseMetadata(parts, callMetadata(m, s));
   return { d: digest, u: 1, parts };
 }
