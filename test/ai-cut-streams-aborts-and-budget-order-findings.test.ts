@@ -1,4 +1,4 @@
-// Found by an adversarial review of cairn/ai (h3): each test fails on the code before its
+// Found by an adversarial review of cairn/ai: each test fails on the code before its
 // mend.
 
 import { generateText, stepCountIs, streamText, tool } from "ai";
