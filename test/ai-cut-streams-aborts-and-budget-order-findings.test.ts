@@ -140,7 +140,7 @@ describe("cairn/ai: the caller's abort between two model calls of a tool loop (s
   // recorded. The first execution stops there; a replay, whose signal has not fired (a
   // timeout's timer, a user's stop that came while a tool ran: the tool is not run again),
   // goes past it and makes the next model call, paid, and the run completes with another
-  // output than its first execution had. NOT MENDED (a design decision: see the h3 report);
+  // output than its first execution had. NOT MENDED (a design decision: see docs/API.md, "Aborted by the caller");
   // `it.fails` keeps the repro: it turns red once a mend makes the replay stop too.
   it.fails("a replay stops where the first execution stopped, with the same error", async () => {
     const h = harness();
