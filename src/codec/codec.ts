@@ -48,11 +48,34 @@ const revivers = {
   },
 };
 
+/** A typed array or DataView showing part of its buffer is stored as the bytes it shows,
+ *  in a buffer of their own (decoded: byteOffset 0, a buffer its own length). The whole
+ *  buffer was stored, and the rest of it may be anything: a view of a small Buffer's bytes
+ *  shows part of Node's shared 8 KiB pool, which holds whatever the process made lately
+ *  (another request's token). Two such views of one buffer decode as two buffers. Text
+ *  written the old way (the whole buffer and an offset) decodes as it always did. */
+const storedViews: devalue.StringifyOptions = {
+  operations: {
+    viewInfo: (view: ArrayBufferView & { length?: number }) => {
+      const { buffer, byteOffset, byteLength } = view;
+      // A view of a SharedArrayBuffer is refused as the buffer is (flattened whole).
+      const part = byteLength !== buffer.byteLength && !(buffer instanceof SharedArrayBuffer);
+      return {
+        buffer: part ? buffer.slice(byteOffset, byteOffset + byteLength) : buffer,
+        byteOffset: part ? 0 : byteOffset,
+        byteLength,
+        length: view.length ?? byteLength,
+        bufferByteLength: part ? byteLength : buffer.byteLength,
+      };
+    },
+  },
+};
+
 /** Encodes a value; throws EncodeError naming the offending path or the size. */
 export function encode(value: unknown, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES): string {
   let text: string;
   try {
-    text = escapeLoneSurrogatesInJson(devalue.stringify(value, reducers));
+    text = escapeLoneSurrogatesInJson(devalue.stringify(value, reducers, storedViews));
   } catch (err) {
     // The encoder recurses: a value nested thousands of levels deep exhausts the stack. The
     // message then said "cannot store Maximum call stack size exceeded", not what to change.

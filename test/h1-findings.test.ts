@@ -1,0 +1,149 @@
+// Findings on the codec and on values handed across steps and to children: what is stored
+// of a value, and that the first run and every replay hand back the same value.
+
+import { describe, expect, it } from "vitest";
+import { decode, encode } from "../src/codec/codec.js";
+import { workflow } from "../src/index.js";
+import { useHarness } from "./helpers/engines.js";
+import { until } from "./helpers/sqlite.js";
+
+const harness = useHarness("sqlite");
+
+/** What a caller can see of a typed array or DataView. */
+function shape(v: unknown) {
+  if (!ArrayBuffer.isView(v)) return { type: typeof v };
+  return {
+    type: Object.prototype.toString.call(v),
+    bytes: [...new Uint8Array(v.buffer, v.byteOffset, v.byteLength)],
+    byteOffset: v.byteOffset,
+    bufferBytes: v.buffer.byteLength,
+  };
+}
+
+describe("codec: a typed array showing part of its buffer", () => {
+  it("is stored with the bytes it shows, not its whole buffer", () => {
+    const secret = Buffer.from("secret-token-0123456789");
+    const shown = Buffer.from("hi!");
+    // A zero-copy view of a small Buffer: its buffer is Node's shared pool.
+    const view = new Uint8Array(shown.buffer, shown.byteOffset, shown.byteLength);
+    const text = encode({ view });
+    expect(text).not.toContain(Buffer.from(secret).toString("base64").slice(0, 8));
+    const back = decode<{ view: Uint8Array }>(text);
+    expect(shape(back.view)).toEqual({
+      type: "[object Uint8Array]",
+      bytes: [...Buffer.from("hi!")],
+      byteOffset: 0,
+      bufferBytes: 3,
+    });
+    // The pool is 8 KiB; the record is the size of the value.
+    expect(text.length).toBeLessThan(100);
+  });
+
+  it("keeps each kind's values and length (subarrays of every typed array, DataView)", () => {
+    const backing = new ArrayBuffer(64);
+    new Uint8Array(backing).forEach((_, i, a) => {
+      a[i] = i * 3;
+    });
+    const kinds = [
+      new Int8Array(backing, 8, 4),
+      new Uint8Array(backing, 8, 4),
+      new Uint8ClampedArray(backing, 8, 4),
+      new Int16Array(backing, 8, 4),
+      new Uint16Array(backing, 8, 4),
+      new Int32Array(backing, 8, 4),
+      new Uint32Array(backing, 8, 4),
+      new Float32Array(backing, 8, 4),
+      new Float64Array(backing, 8, 4),
+      new BigInt64Array(backing, 8, 4),
+      new BigUint64Array(backing, 8, 4),
+      new DataView(backing, 8, 5),
+    ];
+    for (const view of kinds) {
+      const back = decode<ArrayBufferView>(encode(view));
+      const s = shape(view);
+      expect(shape(back)).toEqual({ ...s, byteOffset: 0, bufferBytes: view.byteLength });
+      if (!(view instanceof DataView)) {
+        expect([...(back as unknown as ArrayLike<unknown> & Iterable<unknown>)]).toEqual([
+          ...(view as unknown as Iterable<unknown>),
+        ]);
+      }
+    }
+  });
+
+  it("a record written the old way (the whole buffer and an offset) decodes exactly as before", () => {
+    // Stored text written by cairn before this change, for
+    // { bytes: "secrethi!".subarray(6, 9), dv: DataView(buffer, 1, 2), words: Uint16Array(copy of 8 bytes, 2, 2) }
+    const old =
+      '[{"bytes":1,"dv":3,"words":4},["Uint8Array",2,6,3],["ArrayBuffer","c2VjcmV0aGkh"],["DataView",2,1,2],["Uint16Array",5,2,2],["ArrayBuffer","c2VjcmV0aGk="]]';
+    const v = decode<{ bytes: Uint8Array; dv: DataView; words: Uint16Array }>(old);
+    expect(shape(v.bytes)).toEqual({
+      type: "[object Uint8Array]",
+      bytes: [...Buffer.from("hi!")],
+      byteOffset: 6,
+      bufferBytes: 9,
+    });
+    expect(shape(v.dv)).toEqual({
+      type: "[object DataView]",
+      bytes: [...Buffer.from("ec")],
+      byteOffset: 1,
+      bufferBytes: 9,
+    });
+    expect(v.dv.buffer).toBe(v.bytes.buffer);
+    expect(shape(v.words)).toMatchObject({ bytes: [...Buffer.from("cret")], byteOffset: 2 });
+    expect(v.words.buffer.byteLength).toBe(8);
+    // Two views of one buffer, written the old way: still one buffer.
+    const aliased = decode<{ a: Uint8Array; b: Uint8Array }>(
+      '[{"a":1,"b":3},["Uint8Array",2,0,4],["ArrayBuffer","AAECAwQFBgc="],["Uint8Array",2,2,4]]',
+    );
+    expect(aliased.a.buffer).toBe(aliased.b.buffer);
+    expect([...aliased.b]).toEqual([2, 3, 4, 5]);
+  });
+
+  it("two views of one buffer in one value decode alike on every decode", () => {
+    const whole = new Uint8Array(8).map((_, i) => i);
+    const value = { a: whole.subarray(0, 4), b: whole.subarray(2, 6), all: whole };
+    const text = encode(value);
+    const one = decode<typeof value>(text);
+    const two = decode<typeof value>(text);
+    for (const v of [one, two]) {
+      expect([...v.a]).toEqual([0, 1, 2, 3]);
+      expect([...v.b]).toEqual([2, 3, 4, 5]);
+      expect([...v.all]).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+    }
+    // Each part view is a copy of its own bytes: aliasing of part views is not kept.
+    expect(one.a.buffer).not.toBe(one.b.buffer);
+    // The same view object twice is one value.
+    const same = decode<{ x: Uint8Array; y: Uint8Array }>(encode({ x: value.a, y: value.a }));
+    expect(same.x).toBe(same.y);
+  });
+
+  it("a step's result: the first run and a replay in a new engine hand back the same view", async () => {
+    const h = harness();
+    const seen: unknown[] = [];
+    const wf = workflow({ name: "h1-view-step", version: "1" }, async (ctx) => {
+      const v = await ctx.step("bytes", async () => {
+        const b = Buffer.from("pooled");
+        return new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
+      });
+      seen.push(shape(v));
+      await ctx.waitForEvent("go");
+      return shape(v);
+    });
+    const first = h.engine([wf]);
+    await first.start(wf, undefined, { id: "view-step" });
+    await until(async () => (await first.getRun("view-step"))?.status === "waiting", "waiting");
+    await first.close();
+    const second = h.engine([wf]);
+    await second.sendEvent("view-step", "go", null);
+    const out = await second.handle("view-step").result();
+    expect(seen).toHaveLength(2);
+    expect(seen[1]).toEqual(seen[0]);
+    expect(out).toEqual(seen[0]);
+    expect(seen[0]).toEqual({
+      type: "[object Uint8Array]",
+      bytes: [...Buffer.from("pooled")],
+      byteOffset: 0,
+      bufferBytes: 6,
+    });
+  });
+});
