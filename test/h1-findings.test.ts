@@ -20,6 +20,20 @@ function shape(v: unknown) {
   };
 }
 
+/** A standard schema that notes each value it is handed and passes it on. */
+function noting<T>(seen: unknown[]) {
+  return {
+    "~standard": {
+      version: 1 as const,
+      vendor: "h1",
+      validate: (value: unknown) => {
+        seen.push(value);
+        return { value: value as T };
+      },
+    },
+  };
+}
+
 describe("codec: a typed array showing part of its buffer", () => {
   it("is stored with the bytes it shows, not its whole buffer", () => {
     const secret = Buffer.from("secret-token-0123456789");
@@ -145,5 +159,34 @@ describe("codec: a typed array showing part of its buffer", () => {
       byteOffset: 0,
       bufferBytes: 6,
     });
+  });
+});
+
+describe("a child's input at its input schema", () => {
+  it("a Buffer in the input reaches the schema as engine.start's does, and the body alike", async () => {
+    const h = harness();
+    const atSchema: unknown[] = [];
+    const inBody: unknown[] = [];
+    const kid = workflow(
+      { name: "h1-buf-kid", version: "1", input: noting<{ b: Uint8Array }>(atSchema) },
+      async (_ctx, i: { b: Uint8Array }) => {
+        inBody.push(shape(i.b));
+        return Buffer.isBuffer(i.b);
+      },
+    );
+    const parent = workflow({ name: "h1-buf-parent", version: "1" }, async (ctx) =>
+      ctx.child("kid", kid, { b: Buffer.from("xyz") }),
+    );
+    const e = h.engine([parent, kid]);
+    const started = await e.start(kid, { b: Buffer.from("xyz") }, { id: "direct" });
+    const byChild = await e.start(parent, undefined, { id: "parent" });
+    expect(await started.result()).toBe(await byChild.result());
+    expect(atSchema).toHaveLength(2);
+    const [direct, child] = atSchema.map((v) => (v as { b: unknown }).b);
+    expect(shape(direct)).toEqual(shape(child));
+    expect(Buffer.isBuffer(direct)).toBe(Buffer.isBuffer(child));
+    // What the schema sees is what the run's function gets.
+    expect(inBody[0]).toEqual(shape(direct));
+    expect(inBody[1]).toEqual(shape(child));
   });
 });

@@ -3,7 +3,7 @@
 // by the workflow's schema when this engine has the code, and stored under a cairn.start
 // span. Starting an id again is idempotent only for the same workflow, input and parent.
 
-import { encode } from "../codec/codec.js";
+import { copyAsStored, encode, takeCopy } from "../codec/codec.js";
 import {
   InputValidationError,
   RunConflictError,
@@ -43,7 +43,11 @@ export async function startRun(
     typeof wfOrName === "string"
       ? await resolveTarget(internals, wfOrName)
       : { name: wfOrName.name, version: wfOrName.version, wf: wfOrName };
-  return createRun(internals, target, input, options, null);
+  // The input schema checks the input as it is stored, what the run's function gets (a
+  // Buffer as a Uint8Array), as a child's does (ctx.child hands over the codec's copy): the
+  // same workflow's schema saw a Buffer when started here and a Uint8Array as a child.
+  const handed = target.wf?.options.input ? takeCopy(copyAsStored(input)) : input;
+  return createRun(internals, target, handed, options, null);
 }
 
 /** ctx.child: the child run `childId` of run `parentId`, on the code the parent handed in. */
