@@ -1,11 +1,13 @@
 // Findings on the codec and on values handed across steps and to children: what is stored
 // of a value, and that the first run and every replay hand back the same value.
 
+import Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
 import { decode, encode } from "../src/codec/codec.js";
-import { workflow } from "../src/index.js";
+import { createEngine, sqliteStore, workflow } from "../src/index.js";
+import { checkReplay } from "../src/testing/index.js";
 import { useHarness } from "./helpers/engines.js";
-import { until } from "./helpers/sqlite.js";
+import { tempDbPath, until } from "./helpers/sqlite.js";
 
 const harness = useHarness("sqlite");
 
@@ -188,5 +190,63 @@ describe("a child's input at its input schema", () => {
     // What the schema sees is what the run's function gets.
     expect(inBody[0]).toEqual(shape(direct));
     expect(inBody[1]).toEqual(shape(child));
+  });
+});
+
+describe("checkReplay: the output of unchanged code", () => {
+  it("an Error the workflow makes in its output is the same output (its stack names the caller)", async () => {
+    const h = harness();
+    const wf = workflow({ name: "h1-err-out", version: "1" }, async (ctx) => {
+      const n = await ctx.step("n", async () => 1);
+      return { n, note: new Error("why") };
+    });
+    const e = h.engine([wf]);
+    await (await e.start(wf, undefined, { id: "err-out" })).result();
+    const [res] = await checkReplay({ store: h.store(), workflows: [wf], runIds: ["err-out"] });
+    expect(res?.verdict).toBe("ok");
+    expect(res?.detail).toBe("replayed to completion");
+  });
+
+  it("a run recorded when a part view was stored with its whole buffer is the same output", async () => {
+    const db = tempDbPath();
+    try {
+      const wf = workflow({ name: "h1-old-view", version: "1" }, async (ctx) => {
+        const got = await ctx.step("bytes", async () =>
+          Uint8Array.from(Buffer.from("secrethi!")).subarray(6, 9),
+        );
+        return { got };
+      });
+      const e = createEngine({ store: sqliteStore(db.path), workflows: [wf] });
+      await (await e.start(wf, undefined, { id: "old-view" })).result();
+      await e.close();
+      // The records as a cairn before the change wrote them (the whole buffer, an offset).
+      const raw = new Database(db.path);
+      raw
+        .prepare("UPDATE steps SET result = ? WHERE run_id = ? AND key = ?")
+        .run('[["Uint8Array",1,6,3],["ArrayBuffer","c2VjcmV0aGkh"]]', "old-view", "bytes");
+      raw
+        .prepare("UPDATE runs SET output = ? WHERE id = ?")
+        .run('[{"got":1},["Uint8Array",2,6,3],["ArrayBuffer","c2VjcmV0aGkh"]]', "old-view");
+      raw.close();
+      const [res] = await checkReplay({
+        store: sqliteStore(db.path),
+        workflows: [wf],
+        runIds: ["old-view"],
+      });
+      expect(res?.verdict).toBe("ok");
+      // A different output is still told apart.
+      const other = workflow({ name: "h1-old-view", version: "1" }, async (ctx) => {
+        const got = await ctx.step("bytes", async () => new Uint8Array(0));
+        return { got: got.subarray(0, 2) };
+      });
+      const [diff] = await checkReplay({
+        store: sqliteStore(db.path),
+        workflows: [other],
+        runIds: ["old-view"],
+      });
+      expect(diff?.verdict).toBe("diverged");
+    } finally {
+      db.cleanup();
+    }
   });
 });
