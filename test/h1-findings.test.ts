@@ -250,3 +250,26 @@ describe("checkReplay: the output of unchanged code", () => {
     }
   });
 });
+
+describe("engine.start again with the same id and the same bytes", () => {
+  it("a view of a small Buffer's bytes is the same input (the pool around it was compared too)", async () => {
+    const h = harness();
+    const wf = workflow(
+      { name: "h1-restart-view", version: "1" },
+      async (_ctx, i: { b: Uint8Array }) => Buffer.from(i.b).toString(),
+    );
+    const view = (text: string) => {
+      const b = Buffer.from(text);
+      return new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
+    };
+    const e = h.engine([wf]);
+    const first = await e.start(wf, { b: view("same") }, { id: "restart" });
+    expect(await first.result()).toBe("same");
+    Buffer.from("the process made other bytes since");
+    const again = await e.start(wf, { b: view("same") }, { id: "restart" });
+    expect(again.id).toBe("restart");
+    await expect(e.start(wf, { b: view("other") }, { id: "restart" })).rejects.toThrow(
+      /already exists with a different input/,
+    );
+  });
+});
