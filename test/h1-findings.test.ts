@@ -273,3 +273,50 @@ describe("engine.start again with the same id and the same bytes", () => {
     );
   });
 });
+
+describe("a value the codec refuses, in words a user acts on", () => {
+  it("a class instance, a SharedArrayBuffer and a detached ArrayBuffer are named as such, with the step key", async () => {
+    const h = harness();
+    class Client {
+      host = "db";
+    }
+    const detached = () => {
+      const ab = new ArrayBuffer(4);
+      structuredClone(ab, { transfer: [ab] });
+      return ab;
+    };
+    const refused: Record<string, () => unknown> = {
+      client: () => ({ conn: { client: new Client() } }),
+      shared: () => ({ bytes: new Uint8Array(new SharedArrayBuffer(4)) }),
+      detached: () => ({ bytes: detached() }),
+    };
+    const wf = workflow({ name: "h1-refused", version: "1" }, async (ctx) => {
+      const out: Record<string, string> = {};
+      for (const [key, value] of Object.entries(refused)) {
+        try {
+          await ctx.step(key, async () => value());
+        } catch (err) {
+          out[key] = `${(err as Error).name}: ${(err as Error).message}`;
+        }
+      }
+      return out;
+    });
+    const e = h.engine([wf]);
+    const out = (await (await e.start(wf, undefined, { id: "refused" })).result()) as Record<
+      string,
+      string
+    >;
+    expect(out.client).toMatch(
+      /^SerializationError: Step "client" of run "refused" returned a value that cannot store an instance of class Client \(store its data as a plain object\) at \.conn\.client;/,
+    );
+    expect(out.shared).toMatch(
+      /^SerializationError: Step "shared" of run "refused" returned a value that cannot store a SharedArrayBuffer \(copy its bytes into a Uint8Array\) at \.bytes;/,
+    );
+    expect(out.detached).toMatch(
+      /^SerializationError: Step "detached" of run "refused" returned a value that cannot be stored: it holds a detached ArrayBuffer \(its memory was transferred\)/,
+    );
+    for (const text of Object.values(out)) {
+      expect(text).not.toMatch(/POJO|a getter or a proxy/);
+    }
+  });
+});

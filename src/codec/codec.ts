@@ -85,6 +85,13 @@ export function encode(value: unknown, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES): st
         "(root)",
       );
     }
+    if (err instanceof TypeError && /detached/i.test(err.message)) {
+      // Read as any buffer is, it threw: taken for a getter's failure, it said "a proxy".
+      throw new EncodeError(
+        "cannot be stored: it holds a detached ArrayBuffer (its memory was transferred); copy its bytes before it is transferred",
+        "(root)",
+      );
+    }
     if (!(err instanceof devalue.DevalueError)) {
       // Not the encoder's verdict: a getter of the value threw while it was read, and what
       // it threw may be anything (null, a string). Reading a path off it threw a TypeError
@@ -95,7 +102,9 @@ export function encode(value: unknown, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES): st
       );
     }
     const path = err.path || "(root)";
-    const what = err.message.replace(/^Cannot stringify /, "");
+    const what = /non-POJOs/.test(err.message)
+      ? notPlainData(err.value)
+      : err.message.replace(/^Cannot stringify /, "");
     throw new EncodeError(`cannot store ${what} at ${path}`, path);
   }
   // Byte length only matters near the limit; text.length is a lower bound of UTF-8 bytes.
@@ -174,6 +183,21 @@ export type StoredCopy = { text: string } | { value: unknown };
 
 /** The last text copyAsStored took of each object. */
 export type StoredTexts = WeakMap<object, string>;
+
+/** A value the encoder calls an "arbitrary non-POJO", as a user knows it: its class's
+ *  name (code, never a payload) and what to store instead. */
+function notPlainData(value: unknown): string {
+  let name: unknown;
+  try {
+    name = Object.getPrototypeOf(value)?.constructor?.name;
+  } catch {
+    // a proxy whose trap throws: nameless
+  }
+  if (name === "SharedArrayBuffer") return "a SharedArrayBuffer (copy its bytes into a Uint8Array)";
+  if (typeof name !== "string" || !/^[\w$]{1,100}$/.test(name))
+    return "a value that is not plain data";
+  return `an instance of class ${name} (store its data as a plain object)`;
+}
 
 /** What a getter threw, as text (it may be anything, and String() itself may throw). */
 function thrownText(err: unknown): string {
