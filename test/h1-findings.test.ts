@@ -1,6 +1,7 @@
 // Findings on the codec and on values handed across steps and to children: what is stored
 // of a value, and that the first run and every replay hand back the same value.
 
+import { runInNewContext } from "node:vm";
 import Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
 import { decode, encode } from "../src/codec/codec.js";
@@ -318,5 +319,34 @@ describe("a value the codec refuses, in words a user acts on", () => {
     for (const text of Object.values(out)) {
       expect(text).not.toMatch(/POJO|a getter or a proxy/);
     }
+  });
+});
+
+describe("codec: an Error made in another realm (node:vm, a sandbox an agent's code runs in)", () => {
+  it("is stored as an Error is, as its Date and Map beside it are", async () => {
+    const h = harness();
+    const seen: unknown[] = [];
+    const wf = workflow({ name: "h1-realm-error", version: "1" }, async (ctx) => {
+      const v = await ctx.step("sandboxed", async () =>
+        runInNewContext(
+          '({ when: new Date(0), err: new TypeError("sandboxed"), tags: new Map([[1, 2]]) })',
+        ),
+      );
+      const { err } = v as { err: Error };
+      seen.push([err instanceof Error, err.name, err.message]);
+      await ctx.waitForEvent("go");
+      return seen.length;
+    });
+    const e = h.engine([wf]);
+    const run = await e.start(wf, undefined, { id: "realm" });
+    const settled = await until(async () => {
+      const status = (await e.getRun("realm"))?.status;
+      return status === "waiting" || status === "failed" ? status : undefined;
+    }, "waiting or failed");
+    expect(settled).toBe("waiting");
+    await e.sendEvent("realm", "go", null);
+    expect(await run.result()).toBe(2);
+    expect(seen[0]).toEqual([true, "TypeError", "sandboxed"]);
+    expect(seen[1]).toEqual(seen[0]);
   });
 });

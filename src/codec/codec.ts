@@ -6,6 +6,7 @@
 // surrogates (an LLM reply cut mid-emoji) are escaped here, so no backend's driver turns
 // them into U+FFFD and the first run and every replay decode the same string.
 
+import { isNativeError } from "node:util/types";
 import * as devalue from "devalue";
 import { PayloadKeyError } from "../errors.js";
 import { escapeLoneSurrogatesInJson } from "../lib/text.js";
@@ -33,9 +34,15 @@ export class UndecodableError extends Error {
   }
 }
 
+/** An Error of this realm or another (node:vm, a sandbox): instanceof knows only this
+ *  realm's, and another's was refused as a class instance, where its Date and Map are kept. */
+function isError(v: unknown): v is Error {
+  return v instanceof Error || isNativeError(v);
+}
+
 const reducers = {
   Error: (v: unknown) =>
-    v instanceof Error && [v.name, v.message, v.stack ?? "", (v as { code?: unknown }).code],
+    isError(v) && [v.name, v.message, v.stack ?? "", (v as { code?: unknown }).code],
 };
 
 const revivers = {
@@ -141,7 +148,7 @@ export function encodeIdentity(value: unknown): string {
 }
 
 const identityReducers = {
-  Error: (v: unknown) => v instanceof Error && [v.name, v.message, (v as { code?: unknown }).code],
+  Error: (v: unknown) => isError(v) && [v.name, v.message, (v as { code?: unknown }).code],
   PartView: (v: unknown) =>
     ArrayBuffer.isView(v) &&
     v.byteLength !== v.buffer.byteLength && [
