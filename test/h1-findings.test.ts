@@ -322,6 +322,28 @@ describe("a value the codec refuses, in words a user acts on", () => {
   });
 });
 
+describe("codec: devalue's words for a refusal are not handed on", () => {
+  it("a promise says to await it, an object with symbol keys says so", () => {
+    const refusal = (value: unknown) => {
+      try {
+        encode(value);
+      } catch (err) {
+        return (err as Error).message;
+      }
+      return "stored";
+    };
+    expect(refusal({ pending: Promise.resolve(1) })).toBe(
+      "cannot store a Promise or thenable (await it, and store what it resolves to) at .pending",
+    );
+    expect(refusal({ tagged: { [Symbol("id")]: 1 } })).toBe(
+      "cannot store an object with symbol keys (symbols cannot be stored: use string keys) at .tagged",
+    );
+    for (const value of [{ p: Promise.resolve() }, { [Symbol("s")]: 1 }, new (class A {})()]) {
+      expect(refusal(value)).not.toMatch(/POJO|stringifyAsync/);
+    }
+  });
+});
+
 describe("codec: an Error made in another realm (node:vm, a sandbox an agent's code runs in)", () => {
   it("is stored as an Error is, as its Date and Map beside it are", async () => {
     const h = harness();

@@ -109,10 +109,7 @@ export function encode(value: unknown, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES): st
       );
     }
     const path = err.path || "(root)";
-    const what = /non-POJOs/.test(err.message)
-      ? notPlainData(err.value)
-      : err.message.replace(/^Cannot stringify /, "");
-    throw new EncodeError(`cannot store ${what} at ${path}`, path);
+    throw new EncodeError(`cannot store ${refusedWhat(err)} at ${path}`, path);
   }
   // Byte length only matters near the limit; text.length is a lower bound of UTF-8 bytes.
   if (text.length * 3 > maxBytes) {
@@ -190,6 +187,20 @@ export type StoredCopy = { text: string } | { value: unknown };
 
 /** The last text copyAsStored took of each object. */
 export type StoredTexts = WeakMap<object, string>;
+
+/** What the encoder refused, in a user's words: its own say "non-POJOs", or advise its
+ *  stringifyAsync, which cairn does not call. */
+function refusedWhat(err: devalue.DevalueError): string {
+  const said = err.message;
+  if (/non-POJOs/.test(said)) return notPlainData(err.value);
+  if (/symbolic keys/.test(said)) {
+    return "an object with symbol keys (symbols cannot be stored: use string keys)";
+  }
+  if (/Promise or thenable/.test(said)) {
+    return "a Promise or thenable (await it, and store what it resolves to)";
+  }
+  return said.replace(/^Cannot stringify /, "");
+}
 
 /** A value the encoder calls an "arbitrary non-POJO", as a user knows it: its class's
  *  name (code, never a payload) and what to store instead. */
