@@ -275,6 +275,28 @@ describe("engine.start again with the same id and the same bytes", () => {
   });
 });
 
+describe("sendEvent again under the same idempotency key with the same bytes", () => {
+  it("a view of a small Buffer's bytes is the same event, not a key reused for another", async () => {
+    const h = harness();
+    const wf = workflow({ name: "h1-resend-view", version: "1" }, async (ctx) => {
+      const got = await ctx.waitForEvent("bytes");
+      return got.timedOut ? "" : Buffer.from(got.payload as Uint8Array).toString();
+    });
+    const view = (text: string) => {
+      const b = Buffer.from(text);
+      return new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
+    };
+    const e = h.engine([wf]);
+    const run = await e.start(wf, undefined, { id: "resend" });
+    const first = await e.sendEvent("resend", "bytes", view("same"), { idempotencyKey: "k1" });
+    Buffer.from("the process made other bytes since");
+    const again = await e.sendEvent("resend", "bytes", view("same"), { idempotencyKey: "k1" });
+    expect(first.duplicate).toBe(false);
+    expect(again.duplicate).toBe(true);
+    expect(await run.result()).toBe("same");
+  });
+});
+
 describe("a value the codec refuses, in words a user acts on", () => {
   it("a class instance, a SharedArrayBuffer and a detached ArrayBuffer are named as such, with the step key", async () => {
     const h = harness();
