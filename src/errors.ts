@@ -1,6 +1,7 @@
 // Every public error class of cairn. Each carries a stable string `code` so callers can
 // branch on it across processes (a recorded error is rebuilt from name/code/message).
 
+import { isNativeError } from "node:util/types";
 import { fromStoredText, toStoredText } from "./codec/stored-text.js";
 
 /** Every code a cairn error carries (docs/API.md "Errors" says when each is thrown). */
@@ -233,8 +234,9 @@ export function toErrorRecord(err: unknown): {
   // Every field as the text a store keeps: the record handed to the workflow on its first
   // execution must be the one a replay reads back (an Error whose message was set to
   // undefined was "" at first and "null" on replay; a BigInt one could not be stored at all,
-  // and the run was handed back for ever).
-  if (err instanceof Error) {
+  // and the run was handed back for ever). An Error of another realm (node:vm, a sandbox)
+  // is one too: instanceof knows only this realm's, and its name and code were lost.
+  if (err instanceof Error || isNativeError(err)) {
     const code = read(err, "code");
     const stack = read(err, "stack");
     return {

@@ -393,4 +393,32 @@ describe("codec: an Error made in another realm (node:vm, a sandbox an agent's c
     expect(seen[0]).toEqual([true, "TypeError", "sandboxed"]);
     expect(seen[1]).toEqual(seen[0]);
   });
+
+  it("thrown by a step, is recorded with its name, message and code, as this realm's", async () => {
+    const h = harness();
+    const seen: unknown[] = [];
+    const wf = workflow({ name: "h1-realm-throw", version: "1" }, async (ctx) => {
+      try {
+        await ctx.step(
+          "sandboxed",
+          async () => {
+            throw runInNewContext('Object.assign(new TypeError("sandboxed"), { code: "E_BOX" })');
+          },
+          { retry: { maxAttempts: 1 } },
+        );
+      } catch (err) {
+        const e = err as Error & { code?: unknown };
+        seen.push([e.name, e.message, e.code]);
+      }
+      await ctx.waitForEvent("go");
+      return seen.length;
+    });
+    const e = h.engine([wf]);
+    const run = await e.start(wf, undefined, { id: "realm-throw" });
+    await until(async () => (await e.getRun("realm-throw"))?.status === "waiting", "waiting");
+    await e.sendEvent("realm-throw", "go", null);
+    expect(await run.result()).toBe(2);
+    expect(seen[0]).toEqual(["TypeError", "sandboxed", "E_BOX"]);
+    expect(seen[1]).toEqual(seen[0]);
+  });
 });
