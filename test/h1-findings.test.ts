@@ -4,7 +4,7 @@
 import { runInNewContext } from "node:vm";
 import Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
-import { decode, encode } from "../src/codec/codec.js";
+import { decode, type EncodeError, encode } from "../src/codec/codec.js";
 import { createEngine, sqliteStore, workflow } from "../src/index.js";
 import { checkReplay } from "../src/testing/index.js";
 import { useHarness } from "./helpers/engines.js";
@@ -363,6 +363,47 @@ describe("codec: devalue's words for a refusal are not handed on", () => {
     for (const value of [{ p: Promise.resolve() }, { [Symbol("s")]: 1 }, new (class A {})()]) {
       expect(refusal(value)).not.toMatch(/POJO|stringifyAsync/);
     }
+  });
+});
+
+describe("codec: a read that throws names where it is", () => {
+  it("a getter or a proxy's trap deep in a value is named by its path", () => {
+    const refusal = (value: unknown) => {
+      try {
+        encode(value);
+      } catch (err) {
+        return [(err as EncodeError).message, (err as EncodeError).path];
+      }
+      return ["stored"];
+    };
+    const expired = {
+      get token(): string {
+        throw new Error("expired");
+      },
+    };
+    expect(refusal({ config: { retries: 3, auth: expired } })).toEqual([
+      "cannot be stored: reading .config.auth.token threw Error: expired (a getter or a proxy)",
+      ".config.auth.token",
+    ]);
+    expect(refusal({ list: [1, expired] })[1]).toBe(".list[1].token");
+    expect(refusal(new Map([["k", expired]]))[1]).toBe('.get("k").token');
+    const trap = new Proxy(
+      {},
+      {
+        ownKeys() {
+          throw null;
+        },
+      },
+    );
+    expect(refusal({ a: { b: trap } })).toEqual([
+      "cannot be stored: reading .a.b threw null (a getter or a proxy)",
+      ".a.b",
+    ]);
+    // At the top: "it", as before.
+    expect(refusal(trap)).toEqual([
+      "cannot be stored: reading it threw null (a getter or a proxy)",
+      "(root)",
+    ]);
   });
 });
 

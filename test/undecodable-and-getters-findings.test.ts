@@ -160,7 +160,7 @@ describe.each(BACKENDS)("values that cannot be stored (%s)", (backend) => {
     const r = await e.start(wf, undefined, { id: "g" });
     const out = await advanceUntil(h.clock, r.result(), 1000, 100);
     expect(out).toBe(
-      'SerializationError: Step "s" of run "g" returned a value that cannot be stored: reading it threw null (a getter or a proxy); step results must be serializable (plain data, Date, Map, Set, BigInt, Uint8Array, Error) and within the payload limit',
+      'SerializationError: Step "s" of run "g" returned a value that cannot be stored: reading .x threw null (a getter or a proxy); step results must be serializable (plain data, Date, Map, Set, BigInt, Uint8Array, Error) and within the payload limit',
     );
     expect(new Set(seen)).toEqual(new Set([out]));
     const [step] = await e.getSteps("g");
@@ -170,10 +170,10 @@ describe.each(BACKENDS)("values that cannot be stored (%s)", (backend) => {
       error: { name: "SerializationError" },
     });
     await expect(e.sendEvent("g", "x", poisoned())).rejects.toThrow(
-      'Event "x" for run "g": the payload cannot be stored: reading it threw null (a getter or a proxy); nothing was recorded',
+      'Event "x" for run "g": the payload cannot be stored: reading .x threw null (a getter or a proxy); nothing was recorded',
     );
     await expect(e.start(wf, poisoned(), { id: "in" })).rejects.toThrow(
-      'Input for workflow "getter@1" (run "in") cannot be stored: reading it threw null',
+      'Input for workflow "getter@1" (run "in") cannot be stored: reading .x threw null',
     );
   });
 

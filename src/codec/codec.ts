@@ -11,6 +11,7 @@ import * as devalue from "devalue";
 import { PayloadKeyError } from "../errors.js";
 import { escapeLoneSurrogatesInJson } from "../lib/text.js";
 import { encryptedTextKeyId } from "./encryption.js";
+import { throwingReadPath } from "./throwing-read.js";
 
 export const DEFAULT_MAX_PAYLOAD_BYTES = 2 * 1024 * 1024;
 
@@ -103,9 +104,11 @@ export function encode(value: unknown, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES): st
       // Not the encoder's verdict: a getter of the value threw while it was read, and what
       // it threw may be anything (null, a string). Reading a path off it threw a TypeError
       // of cairn's own instead, which named nothing and escaped a step as its failure.
+      const path = throwingReadPath(value) || "(root)";
+      const where = path === "(root)" ? "it" : path;
       throw new EncodeError(
-        `cannot be stored: reading it threw ${thrownText(err)} (a getter or a proxy)`,
-        "(root)",
+        `cannot be stored: reading ${where} threw ${thrownText(err)} (a getter or a proxy)`,
+        path,
       );
     }
     const path = err.path || "(root)";
