@@ -87,6 +87,13 @@ describe("codec: a typed array showing part of its buffer", () => {
     }
   });
 
+  it("a view's own properties that say otherwise change nothing of the bytes stored", () => {
+    const bytes = Uint8Array.from([1, 2, 3]);
+    Object.defineProperty(bytes, "byteLength", { value: 1 });
+    Object.defineProperty(bytes, "buffer", { value: new ArrayBuffer(100) });
+    expect([...decode<Uint8Array>(encode(bytes))]).toEqual([1, 2, 3]);
+  });
+
   it("a record written the old way (the whole buffer and an offset) decodes exactly as before", () => {
     // Stored text written by cairn before this change, for
     // { bytes: "secrethi!".subarray(6, 9), dv: DataView(buffer, 1, 2), words: Uint16Array(copy of 8 bytes, 2, 2) }
@@ -404,6 +411,106 @@ describe("codec: a read that throws names where it is", () => {
       "cannot be stored: reading it threw null (a getter or a proxy)",
       "(root)",
     ]);
+  });
+});
+
+describe("codec: a value that only says it is a built-in (Symbol.toStringTag)", () => {
+  // @js-temporal/polyfill's values say "Temporal.PlainDate" and so on: the codec stored them
+  // as Temporal values, which only a global Temporal decodes. The step was recorded as
+  // completed with a result no replay could read, and the run paused for good.
+  it("a polyfill's Temporal value is refused naming the step, never recorded undecodable", async () => {
+    const h = harness();
+    class PlainDate {
+      get [Symbol.toStringTag]() {
+        return "Temporal.PlainDate";
+      }
+      toString() {
+        return "2026-12-06";
+      }
+    }
+    const seen: string[] = [];
+    const wf = workflow({ name: "h1-temporal", version: "1" }, async (ctx) => {
+      try {
+        await ctx.step("due", async () => ({ due: new PlainDate() }));
+      } catch (err) {
+        seen.push(`${(err as Error).name}: ${(err as Error).message}`);
+      }
+      await ctx.waitForEvent("go");
+      return seen.length;
+    });
+    const e = h.engine([wf]);
+    const run = await e.start(wf, undefined, { id: "temporal" });
+    const settled = await until(async () => {
+      const status = (await e.getRun("temporal"))?.status;
+      return status === "waiting" || status === "paused" || status === "failed"
+        ? status
+        : undefined;
+    }, "settled");
+    expect(settled).toBe("waiting");
+    await e.sendEvent("temporal", "go", null);
+    expect(await run.result()).toBe(2);
+    expect(seen[0]).toMatch(
+      /^SerializationError: Step "due" of run "temporal" returned a value that cannot store a Temporal\.PlainDate .*toString\(\).* at \.due;/,
+    );
+    expect(seen[1]).toBe(seen[0]);
+  });
+
+  it("a forged tag is not taken for the built-in; genuine built-ins are stored as before", () => {
+    const kinds = [
+      "Number",
+      "String",
+      "Boolean",
+      "BigInt",
+      "Date",
+      "URL",
+      "URLSearchParams",
+      "RegExp",
+      "Array",
+      "Set",
+      "Map",
+      "Uint8Array",
+      "Float64Array",
+      "DataView",
+      "ArrayBuffer",
+      "Temporal.Instant",
+    ];
+    for (const kind of kinds) {
+      class Pretender {
+        buffer = new ArrayBuffer(2);
+        byteLength = 2;
+        get [Symbol.toStringTag]() {
+          return kind;
+        }
+        valueOf() {
+          return this;
+        }
+      }
+      let stored: string | undefined;
+      try {
+        stored = encode({ v: new Pretender() });
+      } catch (err) {
+        expect((err as Error).message, kind).toMatch(
+          /^cannot store (an instance of class Pretender|a Temporal)/,
+        );
+      }
+      expect(stored, kind).toBeUndefined();
+    }
+    const genuine = {
+      n: [Object(1), Object("s"), Object(true), Object(1n)],
+      d: new Date(0),
+      u: new URL("https://x.y/z"),
+      q: new URLSearchParams("a=1"),
+      r: /a+/g,
+      s: new Set([1]),
+      m: new Map([[1, 2]]),
+      t: new Uint16Array([1, 2]),
+      v: new DataView(new ArrayBuffer(2)),
+      b: new ArrayBuffer(1),
+      a: [1],
+    };
+    expect(encode(genuine)).toBe(
+      '[{"n":1,"d":10,"u":11,"q":12,"r":13,"s":14,"m":15,"t":17,"v":19,"b":21,"a":22},[2,4,6,8],["Object",3],1,["Object",5],"s",["Object",7],true,["Object",9],["BigInt","1"],["Date","1970-01-01T00:00:00.000Z"],["URL","https://x.y/z"],["URLSearchParams","a=1"],["RegExp","a+","g"],["Set",3],["Map",3,16],2,["Uint16Array",18],["ArrayBuffer","AQACAA=="],["DataView",20],["ArrayBuffer","AAA="],["ArrayBuffer","AA=="],[3]]',
+    );
   });
 });
 

@@ -10,6 +10,7 @@ import { isNativeError } from "node:util/types";
 import * as devalue from "devalue";
 import { PayloadKeyError } from "../errors.js";
 import { escapeLoneSurrogatesInJson } from "../lib/text.js";
+import { encoderReads } from "./encoder-reads.js";
 import { encryptedTextKeyId } from "./encryption.js";
 import { throwingReadPath } from "./throwing-read.js";
 
@@ -56,34 +57,11 @@ const revivers = {
   },
 };
 
-/** A typed array or DataView showing part of its buffer is stored as the bytes it shows,
- *  in a buffer of their own (decoded: byteOffset 0, a buffer its own length). The whole
- *  buffer was stored, and the rest of it may be anything: a view of a small Buffer's bytes
- *  shows part of Node's shared 8 KiB pool, which holds whatever the process made lately
- *  (another request's token). Two such views of one buffer decode as two buffers. Text
- *  written the old way (the whole buffer and an offset) decodes as it always did. */
-const storedViews: devalue.StringifyOptions = {
-  operations: {
-    viewInfo: (view: ArrayBufferView & { length?: number }) => {
-      const { buffer, byteOffset, byteLength } = view;
-      // A view of a SharedArrayBuffer is refused as the buffer is (flattened whole).
-      const part = byteLength !== buffer.byteLength && !(buffer instanceof SharedArrayBuffer);
-      return {
-        buffer: part ? buffer.slice(byteOffset, byteOffset + byteLength) : buffer,
-        byteOffset: part ? 0 : byteOffset,
-        byteLength,
-        length: view.length ?? byteLength,
-        bufferByteLength: part ? byteLength : buffer.byteLength,
-      };
-    },
-  },
-};
-
 /** Encodes a value; throws EncodeError naming the offending path or the size. */
 export function encode(value: unknown, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES): string {
   let text: string;
   try {
-    text = escapeLoneSurrogatesInJson(devalue.stringify(value, reducers, storedViews));
+    text = escapeLoneSurrogatesInJson(devalue.stringify(value, reducers, encoderReads));
   } catch (err) {
     // The encoder recurses: a value nested thousands of levels deep exhausts the stack. The
     // message then said "cannot store Maximum call stack size exceeded", not what to change.
@@ -209,10 +187,16 @@ function refusedWhat(err: devalue.DevalueError): string {
  *  name (code, never a payload) and what to store instead. */
 function notPlainData(value: unknown): string {
   let name: unknown;
+  let tag = "";
   try {
     name = Object.getPrototypeOf(value)?.constructor?.name;
+    tag = Object.prototype.toString.call(value).slice(8, -1);
   } catch {
     // a proxy whose trap throws: nameless
+  }
+  if (/^Temporal\.\w{1,40}$/.test(tag)) {
+    // A polyfill's (encoder-reads.ts): stored as one, only a global Temporal decodes it.
+    return `a ${tag} not made by a global Temporal (store its toString() text)`;
   }
   if (name === "SharedArrayBuffer") return "a SharedArrayBuffer (copy its bytes into a Uint8Array)";
   if (typeof name !== "string" || !/^[\w$]{1,100}$/.test(name))

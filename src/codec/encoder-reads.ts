@@ -1,0 +1,110 @@
+// How the encoder (devalue) reads built-in values. devalue picks how to store an object by
+// the tag Object.prototype.toString gives, which any object can set for itself with
+// Symbol.toStringTag: a Temporal polyfill's values say "Temporal.PlainDate", and were stored
+// as Temporal values, which only a global Temporal decodes. The step was recorded as
+// completed with a result that no execution could read back, and the run paused for good.
+// So a tag counts only when the value has the built-in's internal slots; other values are
+// judged as objects (plain data is stored, a class instance refused, naming its class).
+//
+// A typed array or DataView showing part of its buffer is stored as the bytes it shows, in
+// a buffer of their own (decoded: byteOffset 0, a buffer its own length). The whole buffer
+// was stored, and the rest of it may be anything: a view of a small Buffer's bytes shows
+// part of Node's shared 8 KiB pool, which holds whatever the process made lately (another
+// request's token). Two such views of one buffer decode as two buffers. Text written the
+// old way (the whole buffer and an offset) decodes as it always did.
+
+import { types } from "node:util";
+import type { StringifyOptions } from "devalue";
+
+type View = ArrayBufferView & { length?: number };
+
+/** The built-in getters, which read a view's internal slots: never an own property that
+ *  says otherwise (a forged `byteLength` stored other bytes than the view holds). */
+const typedArrayProto = Object.getPrototypeOf(Uint8Array.prototype) as object;
+const getter = (proto: object, key: PropertyKey) =>
+  Object.getOwnPropertyDescriptor(proto, key)?.get as (this: unknown) => unknown;
+const typedArrayKind = getter(typedArrayProto, Symbol.toStringTag) as (
+  this: unknown,
+) => string | undefined;
+const typedArray = {
+  buffer: getter(typedArrayProto, "buffer"),
+  byteOffset: getter(typedArrayProto, "byteOffset"),
+  byteLength: getter(typedArrayProto, "byteLength"),
+  length: getter(typedArrayProto, "length"),
+};
+const dataView = {
+  buffer: getter(DataView.prototype, "buffer"),
+  byteOffset: getter(DataView.prototype, "byteOffset"),
+  byteLength: getter(DataView.prototype, "byteLength"),
+};
+
+function viewInfo(view: View) {
+  const isDataView = types.isDataView(view);
+  const slots = isDataView ? dataView : typedArray;
+  const buffer = slots.buffer.call(view) as ArrayBufferLike;
+  const byteOffset = slots.byteOffset.call(view) as number;
+  const byteLength = slots.byteLength.call(view) as number;
+  const length = isDataView ? byteLength : (typedArray.length.call(view) as number);
+  // A view of a SharedArrayBuffer is refused as the buffer is (flattened whole).
+  const part = byteLength !== buffer.byteLength && !types.isSharedArrayBuffer(buffer);
+  return {
+    buffer: part ? buffer.slice(byteOffset, byteOffset + byteLength) : buffer,
+    byteOffset: part ? 0 : byteOffset,
+    byteLength,
+    length,
+    bufferByteLength: part ? byteLength : buffer.byteLength,
+  };
+}
+
+/** Whether `value` has the internal slots of the built-in devalue stores under `tag`. Tags
+ *  devalue does not store specially are its own to judge (plain data, or refused). */
+function isBuiltIn(value: object, tag: string): boolean {
+  switch (tag) {
+    case "Number":
+      return types.isNumberObject(value);
+    case "String":
+      return types.isStringObject(value);
+    case "Boolean":
+      return types.isBooleanObject(value);
+    case "BigInt":
+      return types.isBigIntObject(value);
+    case "Date":
+      return types.isDate(value);
+    case "RegExp":
+      return types.isRegExp(value);
+    case "Array":
+      return Array.isArray(value);
+    case "Set":
+      return types.isSet(value);
+    case "Map":
+      return types.isMap(value);
+    case "ArrayBuffer":
+      return types.isArrayBuffer(value);
+    case "DataView":
+      return types.isDataView(value);
+    // Stored as their text, and decoded from it: a URL of another implementation whose
+    // text is a URL is stored as one (as before), what merely says "URL" is not.
+    case "URL":
+      return value instanceof URL || URL.canParse(String(value));
+    case "URLSearchParams":
+      return value instanceof URLSearchParams;
+  }
+  if (tag.startsWith("Temporal.")) {
+    // Decoded by the global Temporal: stored only where there is one, and it made the value.
+    const Temporal = (globalThis as { Temporal?: Record<string, unknown> }).Temporal;
+    const made = Temporal?.[tag.slice("Temporal.".length)];
+    return typeof made === "function" && value instanceof made;
+  }
+  if (typedArrayKind.call(value) !== undefined || tag.endsWith("Array")) {
+    return typedArrayKind.call(value) === tag;
+  }
+  return true;
+}
+
+function tagOf(value: object): string {
+  const tag = Object.prototype.toString.call(value).slice(8, -1);
+  return tag === "Object" || isBuiltIn(value, tag) ? tag : "Object";
+}
+
+/** The operations encode hands devalue (codec.ts). */
+export const encoderReads: StringifyOptions = { operations: { viewInfo, tagOf } };
