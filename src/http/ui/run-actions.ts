@@ -12,11 +12,21 @@ import type { Html, UiDeps } from "./layout.js";
 
 type Json = Record<string, unknown>;
 
+/** What the page read besides the run and its steps, for actions the API refuses on more
+ *  than the run's own status. */
+export interface RunFacts {
+  /** The status of the run's parent run (a child run of a failed or paused run only). */
+  parentStatus?: string;
+}
+
 export interface RunAction {
   /** The dialog is "dialog-<id>". */
   id: string;
   label: string;
   applies(run: Json, steps: Json[]): boolean;
+  /** Why the API would refuse the action although `applies` holds: the button is shown
+   *  disabled with this reason, and no dialog is offered. */
+  refusal?(run: Json, facts: RunFacts): string | undefined;
   style?(run: Json): "primary" | "danger" | "";
   dialog(o: { deps: UiDeps; run: Json; steps: Json[]; api: string }): Html;
 }
@@ -66,6 +76,11 @@ const resume: RunAction = {
   label: "Resume",
   applies: (run) => run.status === "paused" || run.status === "failed",
   style: (run) => (run.status === "paused" ? "primary" : ""),
+  // As the engine's resume(): a child of a canceled parent would work for nobody.
+  refusal: (run, facts) =>
+    facts.parentStatus === "canceled"
+      ? `Cannot be resumed: its parent run "${cut(run.parentId as string, 80)}" was canceled, so it would work for nobody. Start the work as a new run, or fork the parent.`
+      : undefined,
   dialog({ run, api }) {
     const limit = (run.budget as { limit: Record<string, number> }).limit;
     const names = Object.keys(limit).sort();
@@ -170,10 +185,23 @@ export const RUN_ACTIONS: readonly RunAction[] = [
   cancel,
 ];
 
-export function actionDialogs(deps: UiDeps, run: Json, steps: Json[]): Html {
+/** The actions the run's page offers, each with the reason it is refused, if it is. */
+export function offeredActions(
+  run: Json,
+  steps: Json[],
+  facts: RunFacts,
+): Array<{ action: RunAction; refusal: string | undefined }> {
+  return RUN_ACTIONS.filter((a) => a.applies(run, steps)).map((action) => ({
+    action,
+    refusal: action.refusal?.(run, facts),
+  }));
+}
+
+export function actionDialogs(deps: UiDeps, run: Json, steps: Json[], facts: RunFacts): Html {
   const api = `${deps.basePath}/api/runs/${encodeURIComponent(run.id as string)}`;
-  return html`${RUN_ACTIONS.filter((a) => a.applies(run, steps)).map(
-    (a) =>
+  const usable = offeredActions(run, steps, facts).filter((o) => o.refusal === undefined);
+  return html`${usable.map(
+    ({ action: a }) =>
       html`<dialog id="dialog-${a.id}" class="form-dialog">${a.dialog({ deps, run, steps, api })}</dialog>`,
   )}`;
 }

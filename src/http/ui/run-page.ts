@@ -22,7 +22,7 @@ import {
 } from "./layout.js";
 import { modelStreamPanel } from "./model-stream-panel.js";
 import { notFoundPage } from "./pages.js";
-import { actionDialogs, RUN_ACTIONS } from "./run-actions.js";
+import { actionDialogs, offeredActions, type RunFacts } from "./run-actions.js";
 import { reasonCell } from "./runs-page.js";
 import { timeline } from "./timeline.js";
 import { workspacePanel } from "./workspace-panel.js";
@@ -61,10 +61,11 @@ export async function runPage(deps: UiDeps, c: Context<AppEnv>, id: string): Pro
   const b = deps.basePath;
   const live = `${b}/api/live/runs/${encodeURIComponent(id)}`;
   const act = canAct(c);
+  const facts = act ? await runFacts(deps, view) : {};
 
   const body = html`
 <nav class="crumbs"><a href="${b}/">Runs</a> <span aria-hidden="true">/</span> <span class="id">${cut(id, 120)}</span></nav>
-<section data-region="head" id="region-head">${head(deps, run, steps, act, now)}</section>
+<section data-region="head" id="region-head">${head(deps, run, steps, act, facts, now)}</section>
 <section class="panel">
   <h2>Timeline</h2>
   <div data-region="timeline" id="region-timeline">${timeline(run, steps, events, now)}</div>
@@ -92,22 +93,43 @@ ${
     <div data-region="events" id="region-events">${eventList(events, now)}</div>
   </section>
 </div>
-<div data-region="dialogs" id="region-dialogs">${act ? actionDialogs(deps, run, steps) : ""}</div>`;
+<div data-region="dialogs" id="region-dialogs">${act ? actionDialogs(deps, run, steps, facts) : ""}</div>`;
   return c.html(layout(deps, c, { title: `Run ${cut(id, 40)}`, nav: "runs", live, body }));
 }
 
-function head(deps: UiDeps, run: Json, steps: Json[], act: boolean, now: number): Html {
+/** What the actions need to know besides the run: a failed or paused child's parent's
+ *  status (a child of a canceled parent is not resumed). */
+async function runFacts(
+  deps: UiDeps,
+  view: { parentId?: string | undefined; status: string },
+): Promise<RunFacts> {
+  if (view.parentId === undefined || (view.status !== "failed" && view.status !== "paused")) {
+    return {};
+  }
+  const parent = await deps.engine.getRun(view.parentId);
+  return parent ? { parentStatus: parent.status } : {};
+}
+
+function head(
+  deps: UiDeps,
+  run: Json,
+  steps: Json[],
+  act: boolean,
+  facts: RunFacts,
+  now: number,
+): Html {
   const status = run.status as string;
   const terminal = isFinished(status);
   const budget = run.budget as { limit: Record<string, number>; spent: Record<string, number> };
   const created = Date.parse(run.createdAt as string);
   const updated = Date.parse(run.updatedAt as string);
-  const actions = act
-    ? RUN_ACTIONS.filter((a) => a.applies(run, steps)).map(
-        (a) =>
-          html`<button type="button" class="${a.style?.(run) ?? ""}" data-open="dialog-${a.id}">${a.label}</button>`,
-      )
-    : [];
+  const offered = act ? offeredActions(run, steps, facts) : [];
+  const actions = offered.map(({ action: a, refusal }) =>
+    refusal === undefined
+      ? html`<button type="button" class="${a.style?.(run) ?? ""}" data-open="dialog-${a.id}">${a.label}</button>`
+      : html`<button type="button" disabled title="${refusal}">${a.label}</button>`,
+  );
+  const refusals = offered.flatMap((o) => (o.refusal === undefined ? [] : [o.refusal]));
   const error = run.error as { name: string; code?: string; message: string } | undefined;
   return html`<div class="run-head">
   <div class="title">
@@ -116,6 +138,7 @@ function head(deps: UiDeps, run: Json, steps: Json[], act: boolean, now: number)
   </div>
   <div class="actions">${actions}${!act ? html`<span class="muted">read-only access</span>` : ""}</div>
 </div>
+${refusals.map((r) => html`<p class="muted action-refusal">${r}</p>`)}
 ${status !== "failed" && (status === "waiting" || status === "paused" || run.reason) ? html`<p class="why s-${status}">${reasonCell(run, now)}${status === "paused" && run.pausedFor === "version" ? html` · <a href="${deps.basePath}/workers">workers</a>` : ""}</p>` : ""}
 ${error ? html`<p class="why s-failed"><strong>${error.name}${error.code ? ` [${error.code}]` : ""}:</strong> ${cut(error.message, 1000)}</p>` : ""}
 <dl class="meta">
