@@ -1,14 +1,24 @@
 // Seeing and steering runs over HTTP and in the dashboard, as an operator (and an adversary)
 // would: each test failed before its mend.
 
+import { randomBytes } from "node:crypto";
+import { join } from "node:path";
 import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createHttpApp, type HttpServer, serveHttp } from "../src/http/index.js";
-import { type Engine, FatalError, workflow } from "../src/index.js";
+import {
+  createEngine,
+  type Engine,
+  encryptedStore,
+  FatalError,
+  sqliteStore,
+  workflow,
+} from "../src/index.js";
 import { hasChromium, launchBrowser } from "./helpers/browser.js";
+import { cairn } from "./helpers/cli.js";
 import { useHarness } from "./helpers/engines.js";
 import { call } from "./helpers/http.js";
-import { until } from "./helpers/sqlite.js";
+import { tempDir, until } from "./helpers/sqlite.js";
 
 const TOKEN = "h4-token-h4-token-h4-token-0123";
 const auth = { authorization: `Bearer ${TOKEN}` };
@@ -102,5 +112,76 @@ describe.runIf(hasChromium())("run page actions in Chromium", () => {
     expect(await alert.textContent()).toMatch(/parent run "race1" was canceled/);
     expect((await e.getRun(kid))?.status).toBe("failed");
     await page.close();
+  });
+});
+
+describe("a withheld value and a user's string with its text", () => {
+  const ENCRYPTED_TEXT = '[encrypted with key "k1"]';
+  const echo = workflow({ name: "h4-echo", version: "1" }, async (ctx, input: unknown) => {
+    await ctx.step("echo", () => input);
+    return ctx.waitForEvent("done");
+  });
+
+  it("are told apart in the HTTP API's JSON and in the CLI's --json (withheld names the fields)", async () => {
+    const t = tempDir("cairn-withheld-");
+    const path = join(t.dir, "cairn.db");
+    const k1 = { id: "k1", key: randomBytes(32).toString("base64") };
+    const workers = createEngine({
+      store: encryptedStore(sqliteStore(path), { keys: [k1] }),
+      workflows: [echo],
+      pollIntervalMs: 10,
+    });
+    // A client without keys starts one run: its input is the user's own string, in plain text.
+    const keyless = createEngine({ store: sqliteStore(path), worker: false });
+    try {
+      await workers.start(echo, { secret: "s" }, { id: "enc" });
+      await keyless.start(echo, ENCRYPTED_TEXT, { id: "plain" });
+      for (const id of ["enc", "plain"]) {
+        await until(async () => (await workers.getRun(id))?.status === "waiting", `${id} waits`);
+      }
+      await workers.sendEvent("enc", "note", { card: "4111" });
+      const app = createHttpApp({ engine: keyless, token: TOKEN });
+      const get = (url: string) => call(app.fetch, "GET", url, { headers: auth });
+      const enc = (await get("/api/runs/enc")).body.run as Record<string, unknown>;
+      const plain = (await get("/api/runs/plain")).body.run as Record<string, unknown>;
+      expect(enc.input).toBe(ENCRYPTED_TEXT);
+      expect(plain.input).toBe(ENCRYPTED_TEXT);
+      expect(enc.withheld).toEqual({ input: { reason: "encrypted", keyId: "k1" } });
+      expect(plain.withheld).toBeUndefined();
+      const steps = (await get("/api/runs/enc/steps")).body.steps as Array<Record<string, unknown>>;
+      expect(steps.find((s) => s.key === "echo")?.withheld).toEqual({
+        result: { reason: "encrypted", keyId: "k1" },
+      });
+      const events = (await get("/api/runs/enc/events")).body.events as Array<
+        Record<string, unknown>
+      >;
+      expect(events[0]?.withheld).toEqual({ payload: { reason: "encrypted", keyId: "k1" } });
+      const listed = (await get("/api/runs")).body.runs as Array<Record<string, unknown>>;
+      expect(listed.every((r) => r.withheld === undefined)).toBe(true);
+
+      // The CLI's --json says the same.
+      const env = { CAIRN_STORE: `sqlite:${path}` };
+      const shown = async (id: string) => {
+        const res = await cairn(["show", id, "--json"], env);
+        expect(res.code, res.stderr).toBe(0);
+        return JSON.parse(res.stdout) as {
+          run: Record<string, unknown>;
+          steps: Array<Record<string, unknown>>;
+        };
+      };
+      const encShown = await shown("enc");
+      const plainShown = await shown("plain");
+      expect(encShown.run.input).toBe(ENCRYPTED_TEXT);
+      expect(plainShown.run.input).toBe(ENCRYPTED_TEXT);
+      expect(encShown.run.withheld).toEqual({ input: { reason: "encrypted", keyId: "k1" } });
+      expect(plainShown.run.withheld).toBeUndefined();
+      expect(encShown.steps.find((s) => s.key === "echo")?.withheld).toEqual({
+        result: { reason: "encrypted", keyId: "k1" },
+      });
+    } finally {
+      await keyless.close();
+      await workers.close();
+      t.cleanup();
+    }
   });
 });

@@ -1,6 +1,7 @@
 // Human and machine output: aligned tables, ISO dates, durations, amounts, and JSON that
 // survives the values the codec stores (bigint, Map, Set) instead of throwing on them.
 
+import { type Withheld, withheldOf } from "../engine/views.js";
 import { type Amounts, EncryptedValue, UndecodableValue } from "../index.js";
 import { amountOf } from "../lib/amounts.js";
 
@@ -81,11 +82,30 @@ export function table(headers: string[], given: string[][], indent = ""): string
 
 function jsonReplacer(_key: string, value: unknown): unknown {
   if (typeof value === "bigint") return value.toString();
+  if (isPlainObject(value)) return withWithheld(value);
   if (value instanceof Map) return Object.fromEntries(value);
   if (value instanceof Set) return [...value];
   if (value instanceof RegExp) return value.toString();
   if (value instanceof Error) return { name: value.name, message: value.message };
   return value;
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (typeof value !== "object" || value === null) return false;
+  const proto = Object.getPrototypeOf(value);
+  return proto === Object.prototype || proto === null;
+}
+
+/** A record (a run, a step, an event, an approval) with `withheld: { field: why }` naming
+ *  its values that are placeholders: their JSON text (`[encrypted with key "k1"]`) could be
+ *  a user's string. Only inspection's records hold such values, never a decoded one. */
+function withWithheld(record: Record<string, unknown>): Record<string, unknown> {
+  const withheld: Record<string, Withheld> = {};
+  for (const [field, v] of Object.entries(record)) {
+    const why = withheldOf(v);
+    if (why) withheld[field] = why;
+  }
+  return Object.keys(withheld).length > 0 ? { ...record, withheld } : record;
 }
 
 /** JSON for anything a run may hold: Dates as ISO strings, bigints as strings, Maps as

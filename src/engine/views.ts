@@ -98,6 +98,16 @@ export class EncryptedValue {
   }
 }
 
+/** Why a value inspection shows is withheld, as the JSON of the CLI and the HTTP API says it
+ *  (a record's `withheld` field): its placeholder text alone could be a user's string. */
+export type Withheld = { reason: "encrypted"; keyId: string } | { reason: "undecodable" };
+
+export function withheldOf(value: unknown): Withheld | undefined {
+  if (value instanceof EncryptedValue) return { reason: "encrypted", keyId: value.keyId };
+  if (value instanceof UndecodableValue) return { reason: "undecodable" };
+  return undefined;
+}
+
 function encryptedText(keyId: string): string {
   return `[encrypted with key "${keyId}"]`;
 }

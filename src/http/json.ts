@@ -3,6 +3,7 @@
 // payloads) in a JSON form that never throws on what the codec can store — bigints, Maps,
 // Sets, bytes, cycles, NaN — and never shows a value the codec could not decode.
 
+import { type Withheld, withheldOf } from "../engine/views.js";
 import type { AttemptView, EventView, RunView, StepView, WorkerView, Workflow } from "../index.js";
 import { EncryptedValue, UndecodableValue } from "../index.js";
 
@@ -116,6 +117,18 @@ function setChild(out: Frame["out"], key: string | number, value: unknown): void
 
 const iso = (d: Date) => d.toISOString();
 
+/** Sets `withheld: { field: why }` on `out` for each of `values` that is withheld: such a
+ *  value's JSON is its placeholder text, which a user's string may hold too; the record's
+ *  `withheld` field, which only cairn sets, tells them apart. */
+function putWithheld(out: Record<string, unknown>, values: Record<string, unknown>): void {
+  const withheld: Record<string, Withheld> = {};
+  for (const [field, value] of Object.entries(values)) {
+    const why = withheldOf(value);
+    if (why) withheld[field] = why;
+  }
+  if (Object.keys(withheld).length > 0) out.withheld = withheld;
+}
+
 /** Sets `key` only when the value is defined: absent fields stay absent in JSON. */
 function put<T extends object>(into: T, key: string, value: unknown): void {
   if (value !== undefined) (into as Record<string, unknown>)[key] = value;
@@ -145,6 +158,10 @@ export function runJson(run: RunView): Record<string, unknown> {
   const out = runSummaryJson(run);
   put(out, "input", run.input === undefined ? undefined : toJsonValue(run.input));
   if (run.status === "completed") out.output = toJsonValue(run.output);
+  putWithheld(out, {
+    input: run.input,
+    ...(run.status === "completed" ? { output: run.output } : {}),
+  });
   return out;
 }
 
@@ -186,6 +203,7 @@ export function stepJson(step: StepView): Record<string, unknown> {
   put(out, "error", step.error && errorJson(step.error));
   put(out, "completedAt", step.completedAt && iso(step.completedAt));
   put(out, "intentAt", step.intentAt && iso(step.intentAt));
+  if (step.status === "completed") putWithheld(out, { result: step.result });
   return out;
 }
 
@@ -198,7 +216,16 @@ export function eventJson(e: EventView): Record<string, unknown> {
   };
   put(out, "consumedBy", e.consumedBy);
   put(out, "idempotencyKey", e.idempotencyKey);
+  putWithheld(out, { payload: e.payload });
   return out;
+}
+
+/** `withheld` for an approval's request and answer (approvals.ts builds the rest). */
+export function putApprovalWithheld(
+  out: Record<string, unknown>,
+  a: { request: unknown; answer?: unknown },
+): void {
+  putWithheld(out, { request: a.request, answer: a.answer });
 }
 
 export function workerJson(w: WorkerView): Record<string, unknown> {

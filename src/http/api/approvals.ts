@@ -6,7 +6,7 @@
 import { checkComment } from "../../engine/approval-answer.js";
 import type { ApprovalView } from "../../index.js";
 import { APPROVAL_LINK_API } from "../approval-link-paths.js";
-import { toJsonValue } from "../json.js";
+import { putApprovalWithheld, toJsonValue } from "../json.js";
 import { s } from "../schema.js";
 import { ref } from "./models.js";
 import { refusePlainTextInto } from "./plain-text.js";
@@ -30,6 +30,7 @@ export function approvalJson(a: ApprovalView): Record<string, unknown> {
   if (a.answer !== undefined) out.answer = toJsonValue(a.answer);
   if (a.via !== undefined) out.via = a.via;
   if (a.linkId !== undefined) out.linkId = a.linkId;
+  putApprovalWithheld(out, a);
   return out;
 }
 

@@ -36,8 +36,31 @@ const Value = s.any({
     "A stored value as JSON: Dates as ISO strings, bigints as decimal strings, Maps as objects " +
     "(or [key, value] pairs), Sets and typed arrays as arrays, Errors as {name, message}, " +
     'NaN and ±Infinity as strings, a repeated reference as "[Circular]", and a value the ' +
-    'codec cannot decode as "[undecodable value]" (never its stored text).',
+    'codec cannot decode as "[undecodable value]" (never its stored text); the record\'s ' +
+    "`withheld` field names such a value (and one encrypted with a key the server lacks).",
 });
+
+/** The `withheld` field of a record holding stored values: which of them are not shown. */
+function withheldOf(fields: string[]) {
+  const why = s.ref("Withheld");
+  return s.object(Object.fromEntries(fields.map((f) => [f, why])), [], {
+    description:
+      "The values of this record that are not shown, and why: their JSON is a placeholder " +
+      'text (`"[encrypted with key "<id>"]"`, `"[undecodable value]"`) that a stored string ' +
+      "may hold too; only a field named here is withheld.",
+  });
+}
+
+const Withheld = s.object(
+  {
+    reason: s.enum(["encrypted", "undecodable"] as const, {
+      description:
+        "encrypted: with a key this server was not given; undecodable: the codec cannot read it.",
+    }),
+    keyId: s.string({ description: "The key it is encrypted with (reason encrypted)." }),
+  },
+  ["reason"],
+);
 
 const runFields = {
   id: s.string(),
@@ -70,7 +93,15 @@ const RunSummary = s.object(runFields, runRequired, {
   description: "A run without its input and output (lists).",
 });
 
-const Run = s.object({ ...runFields, input: s.ref("Value"), output: s.ref("Value") }, runRequired);
+const Run = s.object(
+  {
+    ...runFields,
+    input: s.ref("Value"),
+    output: s.ref("Value"),
+    withheld: withheldOf(["input", "output"]),
+  },
+  runRequired,
+);
 
 const Attempt = s.object(
   {
@@ -107,6 +138,7 @@ const Step = s.object(
     startedAt: dateTime("When the first attempt (or the wait) started."),
     completedAt: dateTime("When the call completed."),
     intentAt: dateTime("When the call was begun durably (effects, sleeps, waits, children)."),
+    withheld: withheldOf(["result"]),
   },
   ["key", "name", "kind", "status", "attempts", "spend", "startedAt"],
 );
@@ -119,6 +151,7 @@ const Event = s.object(
     sentAt: dateTime("When it was stored."),
     consumedBy: s.string({ description: "The key of the wait that consumed it." }),
     idempotencyKey: s.string(),
+    withheld: withheldOf(["payload"]),
   },
   ["seq", "name", "payload", "sentAt"],
 );
@@ -168,6 +201,7 @@ const Approval = s.object(
     answer: s.ref("Value"),
     via: s.string({ description: '"cli", "api", "dashboard", "link", "engine".' }),
     linkId: s.string({ description: "The id of the approval link that answered it." }),
+    withheld: withheldOf(["request", "answer"]),
   },
   ["runId", "key", "name", "request", "requestedAt", "onTimeout", "status"],
 );
@@ -307,6 +341,7 @@ export const COMPONENTS: Record<string, Schema<unknown>> = {
   Amounts,
   ErrorRecord,
   Value,
+  Withheld,
   RunSummary,
   Run,
   Attempt,
