@@ -11,6 +11,7 @@ import {
   type Engine,
   encryptedStore,
   FatalError,
+  type Store,
   sqliteStore,
   workflow,
 } from "../src/index.js";
@@ -183,5 +184,53 @@ describe("a withheld value and a user's string with its text", () => {
       await workers.close();
       t.cleanup();
     }
+  });
+});
+
+/** `store`, counting the calls of its read verbs in `reads` while `counting.on`. */
+function countingStore(store: Store, reads: Map<string, number>, counting: { on: boolean }): Store {
+  const verbs = new Set(["getRun", "listRuns", "listApprovals", "listEvents", "loadJournal"]);
+  return new Proxy(store, {
+    get(target, prop, receiver) {
+      const value = Reflect.get(target, prop, receiver);
+      if (typeof value !== "function") return value;
+      return (...args: unknown[]) => {
+        if (counting.on && typeof prop === "string" && verbs.has(prop)) {
+          reads.set(prop, (reads.get(prop) ?? 0) + 1);
+        }
+        return value.apply(target, args);
+      };
+    },
+  });
+}
+
+describe("the event route of a server without encryption keys", () => {
+  const harness = useHarness("sqlite");
+
+  it("checks the run for encrypted payloads without reading the run twice (the newest runs hold it), its approvals read alongside", async () => {
+    const h = harness();
+    const waits = workflow({ name: "h4-waits", version: "1" }, async (ctx) =>
+      ctx.waitForEvent("hook"),
+    );
+    const worker = h.engine([waits]);
+    await worker.start(waits, undefined, { id: "w1" });
+    await until(async () => (await worker.getRun("w1"))?.status === "waiting", "w1 waits");
+    const reads = new Map<string, number>();
+    const counting = { on: false };
+    const client = h.engine([], {
+      store: countingStore(h.store(), reads, counting),
+      worker: false,
+    });
+    const app = createHttpApp({ engine: client, token: TOKEN });
+    await client.getRun("w1"); // opened
+    counting.on = true;
+    const sent = await call(app.fetch, "POST", "/api/runs/w1/events/hook", {
+      body: { n: 1 },
+      headers: auth,
+    });
+    counting.on = false;
+    expect(sent.status).toBe(201);
+    // listApprovals reads the run too, for its approvals' status: that is the one getRun.
+    expect(Object.fromEntries(reads)).toEqual({ listRuns: 1, listApprovals: 1, getRun: 1 });
   });
 });
