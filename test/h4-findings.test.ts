@@ -234,3 +234,64 @@ describe("the event route of a server without encryption keys", () => {
     expect(Object.fromEntries(reads)).toEqual({ listRuns: 1, listApprovals: 1, getRun: 1 });
   });
 });
+
+describe.runIf(hasChromium())('runs "." and ".." in the dashboard and the API', () => {
+  const harness = useHarness("sqlite");
+  let browser: Awaited<ReturnType<typeof launchBrowser>>;
+  beforeAll(async () => {
+    browser = await launchBrowser();
+  }, 120_000);
+  afterAll(async () => {
+    await browser?.close();
+  });
+
+  it("are reached from the runs list by a click, live, and canceled from their page; the API names them %20. and %20..", async () => {
+    const h = harness();
+    const waits = workflow({ name: "h4-dots", version: "1" }, async (ctx) => {
+      await ctx.step("first", () => 1);
+      await ctx.waitForEvent("go");
+    });
+    const e = h.engine([waits]);
+    const server = await serveHttp({ engine: e, port: 0, token: TOKEN, pollIntervalMs: 50 });
+    try {
+      await e.start(waits, undefined, { id: "." });
+      // Started over HTTP too (this was refused: no URL could name it).
+      const started = await call(fetch, "POST", `${server.url}/api/runs`, {
+        body: { workflow: "h4-dots", id: ".." },
+        headers: auth,
+      });
+      expect(started.status).toBe(201);
+      for (const id of [".", ".."]) {
+        await until(async () => (await e.getRun(id))?.status === "waiting", `${id} waits`);
+        const read = await call(fetch, "GET", `${server.url}/api/runs/%20${id}`, { headers: auth });
+        expect([id, read.status, (read.body.run as { id: string }).id]).toEqual([id, 200, id]);
+      }
+      const sent = await call(fetch, "POST", `${server.url}/api/runs/%20../events/go`, {
+        headers: auth,
+      });
+      expect(sent.status).toBe(201);
+      await until(async () => (await e.getRun(".."))?.status === "completed", ".. completes");
+
+      const page = await browser.context.newPage();
+      await page.goto(`${server.url}/?token=${TOKEN}`);
+      await page.locator("table.runs a", { hasText: /^\.$/ }).click();
+      await page.waitForURL(/\/runs\/%20\.$/);
+      expect(await page.locator("h1.id").textContent()).toBe(".");
+      await page.locator("#live-status[data-state=live]").waitFor();
+      await page.getByRole("button", { name: "Cancel run" }).click();
+      await page.locator("#dialog-cancel").getByRole("button", { name: "Cancel run" }).click();
+      await page
+        .locator("#region-head .badge")
+        .filter({ hasText: "canceled" })
+        .waitFor({ timeout: 20_000 });
+      expect((await e.getRun("."))?.status).toBe("canceled");
+      await page.goto(`${server.url}/`);
+      await page.locator("table.runs a", { hasText: /^\.\.$/ }).click();
+      await page.waitForURL(/\/runs\/%20\.\.$/);
+      expect(await page.locator("h1.id").textContent()).toBe("..");
+      await page.close();
+    } finally {
+      await server.close();
+    }
+  });
+});

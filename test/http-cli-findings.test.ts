@@ -296,20 +296,22 @@ describe("run ids no URL can name", () => {
     dir.cleanup();
   });
 
-  it('a run started (or forked) over HTTP as "." or ".." is refused: it could never be read, signaled or canceled there', async () => {
+  it('a run started (or forked) over HTTP as "." or ".." is reachable there, named "%20." and "%20.."', async () => {
     const app = createHttpApp({ engine });
     try {
+      const started = await call<Json>(app.fetch, "POST", "/api/runs", {
+        body: { workflow: "attack-dots", id: "." },
+      });
+      const forked = await call<Json>(app.fetch, "POST", "/api/runs/d1/fork", {
+        body: { fromStep: "first", id: ".." },
+      });
+      expect([started.status, forked.status]).toEqual([201, 201]);
       for (const id of [".", ".."]) {
-        const started = await call<Json>(app.fetch, "POST", "/api/runs", {
-          body: { workflow: "attack-dots", id },
-        });
-        const forked = await call<Json>(app.fetch, "POST", "/api/runs/d1/fork", {
-          body: { fromStep: "first", id },
-        });
-        // Had it been created, nothing could reach it again: the URL of the run is another one.
-        const read = await call<Json>(app.fetch, "GET", `/api/runs/${encodeURIComponent(id)}`);
-        expect([id, started.status, forked.status, read.status]).toEqual([id, 400, 400, 404]);
-        expect(await engine.getRun(id)).toBeUndefined();
+        // As itself, the segment is resolved away: the URL is another one's.
+        const asItself = await call<Json>(app.fetch, "GET", `/api/runs/${id}`);
+        expect(asItself.status).toBe(404);
+        const read = await call<Json>(app.fetch, "GET", `/api/runs/%20${id}`);
+        expect([id, read.status, (read.body.run as Json).id]).toEqual([id, 200, id]);
       }
     } finally {
       app.close();

@@ -2,7 +2,12 @@
 // from a step. Each needs the "act" role.
 
 import { runAfter } from "../../engine/run-after.js";
-import { checkBudget, checkCancelReason, checkEventName } from "../../engine/validate.js";
+import {
+  checkBudget,
+  checkCancelReason,
+  checkEventName,
+  checkRunId,
+} from "../../engine/validate.js";
 import { runNotFound } from "../../errors.js";
 import type { Engine } from "../../index.js";
 import { isWorkflowName } from "../../workflow/define.js";
@@ -12,7 +17,7 @@ import { s } from "../schema.js";
 import { ref } from "./models.js";
 import { refusePlainTextInto } from "./plain-text.js";
 import { engineCheck, json, type Route, route } from "./route.js";
-import { checkHttpRunId, mustGetRun, RUN_ID_PARAM } from "./runs.js";
+import { mustGetRun, RUN_ID_PARAM } from "./runs.js";
 
 const sendEvent = route({
   method: "post",
@@ -188,7 +193,7 @@ const forkRun = route({
   async handle({ c, params, body, deps }) {
     const b = body!;
     engineCheck(() => {
-      if (b.id !== undefined) checkHttpRunId(b.id, "fork()");
+      if (b.id !== undefined) checkRunId(b.id, "fork()");
       if (b.version !== undefined && !isWorkflowName(b.version)) {
         throw new TypeError(
           `fork(): version ${quote(b.version)} is invalid; versions are 1-128 letters, digits and . _ : / - (not starting with a symbol)`,

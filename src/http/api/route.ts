@@ -16,6 +16,9 @@ export interface ParamSpec {
   schema: Schema<unknown>;
   description: string;
   required?: boolean;
+  /** A path parameter's value from its decoded segment, before it is checked (a run id's
+   *  escape: run-id-segment.ts). */
+  fromSegment?(segment: string): string;
 }
 
 export interface ResponseSpec {
@@ -221,7 +224,8 @@ export async function readInput(
   checkQueryEncoding(c, Object.keys(r.query ?? {}));
   const params: Record<string, string> = {};
   for (const [name, spec] of Object.entries(r.params ?? {})) {
-    const raw = c.req.param(name) ?? "";
+    const segment = c.req.param(name) ?? "";
+    const raw = spec.fromSegment ? spec.fromSegment(segment) : segment;
     params[name] = parseParam(name, raw, spec, "path parameter") as string;
   }
   const query: Record<string, unknown> = {};

@@ -5,6 +5,7 @@ import { runNotFound } from "../../errors.js";
 import { type Engine, UnknownWorkflowError } from "../../index.js";
 import { HttpError, quote } from "../errors.js";
 import { eventJson, runJson, stepJson } from "../json.js";
+import { runIdFromSegment } from "../run-id-segment.js";
 import { s } from "../schema.js";
 import { ref } from "./models.js";
 import { refusePlainTextStart } from "./plain-text.js";
@@ -12,20 +13,14 @@ import { engineCheck, json, type ParamSpec, type Route, route } from "./route.js
 import { listRunPage, RUN_LIST_QUERY, type RunListQuery } from "./run-list.js";
 
 export const RUN_ID_PARAM: Record<string, ParamSpec> = {
-  id: { schema: s.string({ minLength: 1, maxLength: 256 }), description: "The run's id." },
+  id: {
+    schema: s.string({ minLength: 1, maxLength: 256 }),
+    description:
+      'The run\'s id, percent-encoded. Runs "." and ".." are named with a space before the id ' +
+      '("%20.", "%20.."): clients resolve "." and ".." segments away. No run id starts with a space.',
+    fromSegment: runIdFromSegment,
+  },
 };
-
-/** A run id for a run started over HTTP: the engine's rule, and not "." or "..", which no
- *  URL can name (every client resolves them, "%2e%2e" too, as dot segments): such a run
- *  could never be read, sent an event, canceled or opened in the dashboard. */
-export function checkHttpRunId(id: string, verb: string): void {
-  checkRunId(id, verb);
-  if (id === "." || id === "..") {
-    throw new TypeError(
-      `${verb}: run id ${JSON.stringify(id)} cannot be used over HTTP: no URL can name it; choose another id`,
-    );
-  }
-}
 
 /** The run, or a 404 naming the id. */
 export async function mustGetRun(engine: Engine, id: string) {
@@ -202,7 +197,7 @@ const startRun = route({
       );
     }
     engineCheck(() => {
-      if (b.id !== undefined) checkHttpRunId(b.id, "start()");
+      if (b.id !== undefined) checkRunId(b.id, "start()");
       checkBudget(b.budget, "start()");
     });
     if (b.input !== undefined) await refusePlainTextStart(deps.engine);

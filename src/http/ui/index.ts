@@ -8,6 +8,7 @@ import { checkPathEncoding, checkText } from "../api/route.js";
 import { APPROVAL_LINK_PAGE } from "../approval-link-paths.js";
 import { HttpError } from "../errors.js";
 import { requestBase } from "../public-base.js";
+import { runIdFromSegment } from "../run-id-segment.js";
 import { type AppEnv, type Security, tooManyAttempts } from "../security.js";
 import { approvalLinkPage } from "./approval-page.js";
 import { depsFor, type UiDeps } from "./layout.js";
@@ -62,7 +63,7 @@ export function mountDashboard(
   if (b !== "") app.get(`${b}/`, (c) => runsPage(depsFor(deps, c), c));
 
   app.get(`${b}/runs/:id`, (c) => {
-    const id = c.req.param("id");
+    const id = runIdFromSegment(c.req.param("id"));
     try {
       // As GET /api/runs/{id}: escapes that are not UTF-8 name no run (Hono hands them over
       // as their literal text, the id of another run).

@@ -11,6 +11,7 @@ import { html } from "hono/html";
 import type { HtmlEscapedString } from "hono/utils/html";
 import type { Clock, Engine } from "../../index.js";
 import { requestBase } from "../public-base.js";
+import { runIdSegment } from "../run-id-segment.js";
 import type { AppEnv } from "../security.js";
 
 export type Html = HtmlEscapedString | Promise<HtmlEscapedString>;
@@ -36,7 +37,7 @@ export function canAct(c: Context<AppEnv>): boolean {
 }
 
 export function runUrl(deps: UiDeps, id: string): string {
-  return `${deps.basePath}/runs/${encodeURIComponent(id)}`;
+  return `${deps.basePath}/runs/${runIdSegment(id)}`;
 }
 
 export function layout(

@@ -8,6 +8,7 @@
 import { html } from "hono/html";
 import { isLaterExecution } from "../../ai/run-stream.js";
 import { chunkJson } from "../api/model-stream.js";
+import { runIdSegment } from "../run-id-segment.js";
 import { cut, isFinished } from "./format.js";
 import type { Html, UiDeps } from "./layout.js";
 
@@ -69,7 +70,7 @@ export async function modelStreamPanel(
   }
   const live = !isFinished(run.status);
   if (blocks.size === 0 && !live) return undefined;
-  const api = `${deps.basePath}/api/live/runs/${encodeURIComponent(run.id)}/stream`;
+  const api = `${deps.basePath}/api/live/runs/${runIdSegment(run.id)}/stream`;
   return html`<section class="panel" id="model-stream"${blocks.size === 0 ? html` hidden` : ""}${live && !cutShort ? html` data-stream="${api}" data-from="${String(from)}"` : ""}>
   <h2>Model stream ${live ? html`<span class="tag" data-stream-state>live</span>` : ""}</h2>
   <div class="mcalls">${[...blocks.values()].map(callBlock)}</div>

@@ -6,6 +6,7 @@
 import { html } from "hono/html";
 import { APPROVAL_EVENT_PREFIX } from "../../index.js";
 import { approvalJson } from "../api/approvals.js";
+import { runIdSegment } from "../run-id-segment.js";
 import { approvalBlock } from "./approval-page.js";
 import { cut, isFinished } from "./format.js";
 import type { Html, UiDeps } from "./layout.js";
@@ -198,7 +199,7 @@ export function offeredActions(
 }
 
 export function actionDialogs(deps: UiDeps, run: Json, steps: Json[], facts: RunFacts): Html {
-  const api = `${deps.basePath}/api/runs/${encodeURIComponent(run.id as string)}`;
+  const api = `${deps.basePath}/api/runs/${runIdSegment(run.id as string)}`;
   const usable = offeredActions(run, steps, facts).filter((o) => o.refusal === undefined);
   return html`${usable.map(
     ({ action: a }) =>

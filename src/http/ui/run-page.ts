@@ -8,6 +8,7 @@ import { html } from "hono/html";
 import { EncryptedValue, UndecodableValue } from "../../index.js";
 import { amountOf } from "../../lib/amounts.js";
 import { eventJson, runJson, stepJson } from "../json.js";
+import { runIdSegment } from "../run-id-segment.js";
 import type { AppEnv } from "../security.js";
 import { amounts, cut, duration, isFinished, number, pretty } from "./format.js";
 import {
@@ -59,7 +60,7 @@ export async function runPage(deps: UiDeps, c: Context<AppEnv>, id: string): Pro
   });
   const now = deps.clock.now();
   const b = deps.basePath;
-  const live = `${b}/api/live/runs/${encodeURIComponent(id)}`;
+  const live = `${b}/api/live/runs/${runIdSegment(id)}`;
   const act = canAct(c);
   const facts = act ? await runFacts(deps, view) : {};
 

@@ -244,6 +244,11 @@
 
   // ---- forms ----
 
+  /** As run-id-segment.ts: runs "." and ".." are named "%20." and "%20.." in a URL. */
+  function runIdSegment(id) {
+    return id === "." || id === ".." ? `%20${id}` : encodeURIComponent(id);
+  }
+
   function parseAmounts(text, into) {
     for (const part of text.split(",")) {
       if (part.trim() === "") continue;
@@ -356,7 +361,7 @@
       form.closest("dialog")?.close();
       form.reset();
       if (form.dataset.then === "open-run" && data.run) {
-        location.href = `${body.dataset.base}/runs/${encodeURIComponent(data.run.id)}`;
+        location.href = `${body.dataset.base}/runs/${runIdSegment(data.run.id)}`;
         return;
       }
       toast(data.duplicate ? "Already sent (same idempotency key)" : "Done");
