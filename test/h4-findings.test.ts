@@ -295,3 +295,28 @@ describe.runIf(hasChromium())('runs "." and ".." in the dashboard and the API', 
     }
   });
 });
+
+describe("the dashboard over a closed engine", () => {
+  const harness = useHarness("sqlite");
+
+  it("answers its pages 503 saying the engine is closed, as the API does, not 500 logged as unexpected", async () => {
+    const h = harness();
+    const one = workflow({ name: "h4-closed", version: "1" }, async (ctx) =>
+      ctx.step("a", () => 1),
+    );
+    const e = h.engine([one]);
+    const logged: string[] = [];
+    const app = createHttpApp({ engine: e, log: (m) => logged.push(m) });
+    await (await e.start(one, undefined, { id: "c1" })).result();
+    await e.close();
+    const api = await call(app.fetch, "GET", "/api/runs/c1");
+    expect(api.status).toBe(503);
+    for (const path of ["/", "/runs/c1", "/workers"]) {
+      const page = await call(app.fetch, "GET", path);
+      expect([path, page.status]).toEqual([path, 503]);
+      expect(page.body as unknown as string).toContain("This engine is closed");
+    }
+    expect(logged.filter((m) => /unexpected/.test(m))).toEqual([]);
+    app.close();
+  });
+});

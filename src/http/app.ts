@@ -10,7 +10,7 @@ import { MAX_DURATION_MS } from "../lib/duration.js";
 import { neverThrows } from "../lib/never-throws.js";
 import { dotSegmentRefusal } from "./api/dot-segments.js";
 import { apiError, mountApi } from "./api/index.js";
-import { HttpError, quote } from "./errors.js";
+import { errorAnswer, HttpError, quote } from "./errors.js";
 import { LiveHub } from "./live/hub.js";
 import { StreamTails } from "./live/stream-tail.js";
 import { mountedPartOf, mountPrefixOf, pathBelowMount } from "./public-base.js";
@@ -156,13 +156,17 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
   app.notFound(notFound);
   app.onError((err, c) => {
     if (isApi(c)) return apiError(c, err, log);
-    log(`unexpected error rendering a page: ${err.name}: ${err.message.slice(0, 500)}`);
+    // A page fails as the API answers the same error: the engine closing or the store down
+    // is a 503 saying so (its message names no payload); only what the API calls INTERNAL
+    // is an unexpected error, logged, its message kept from the page.
+    const { status, body } = errorAnswer(err, log);
+    const internal = status >= 500 && status !== 503;
     return messagePage(
       depsFor(uiDeps, c),
       c,
-      500,
-      "Something went wrong",
-      "The server's log has the details.",
+      status,
+      status === 503 ? "Unavailable" : "Something went wrong",
+      internal ? "The server's log has the details." : body.error.message,
     );
   });
 
