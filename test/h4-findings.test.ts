@@ -320,3 +320,29 @@ describe("the dashboard over a closed engine", () => {
     app.close();
   });
 });
+
+describe("text cut to fit the dashboard", () => {
+  const harness = useHarness("sqlite");
+
+  it("is never cut between the two halves of an emoji (a U+FFFD on the page)", async () => {
+    const h = harness();
+    const emoji = "\u{1F600}";
+    const wf = workflow({ name: "h4-emoji", version: "1" }, async (ctx) => {
+      await ctx.step(emoji.repeat(100), () => emoji.repeat(300_000));
+      return ctx.waitForEvent("go");
+    });
+    const e = h.engine([wf], { maxPayloadBytes: 4 * 1024 * 1024 });
+    const id = emoji.repeat(128);
+    await e.start(wf, undefined, { id });
+    await until(async () => (await e.getRun(id))?.status === "waiting", "it waits");
+    const app = createHttpApp({ engine: e });
+    for (const path of ["/", `/runs/${encodeURIComponent(id)}`]) {
+      const page = await call(app.fetch, "GET", path);
+      expect(page.status).toBe(200);
+      const text = page.body as unknown as string;
+      expect(text).toContain(emoji);
+      expect([path, text.includes("\uFFFD")]).toEqual([path, false]);
+    }
+    app.close();
+  });
+});

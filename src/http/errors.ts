@@ -4,6 +4,7 @@
 // about the failure (the log has its name and message — never a payload).
 
 import { CairnError, type ErrorCode, InputValidationError } from "../index.js";
+import { leadingText } from "../lib/text.js";
 import type { Issue } from "./schema.js";
 
 export class HttpError extends Error {
@@ -107,5 +108,5 @@ function isClientGone(err: unknown): boolean {
 
 /** An id or name for a message: quoted, and cut when it is long. */
 export function quote(text: string, max = 80): string {
-  return JSON.stringify(text.length > max ? `${text.slice(0, max)}…` : text);
+  return JSON.stringify(text.length > max ? `${leadingText(text, max)}…` : text);
 }

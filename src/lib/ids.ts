@@ -1,7 +1,7 @@
 // Identifiers: prefixed, random, URL-safe. Every message that mentions one quotes it.
 
 import { createHash, randomFillSync } from "node:crypto";
-import { checkText } from "./text.js";
+import { checkText, leadingText } from "./text.js";
 
 const ID_BYTES = 12;
 /** Random bytes for ids, drawn 256 ids at a time: one randomBytes(12) per id cost tens of
@@ -53,12 +53,5 @@ export function childRunId(parentId: string, key: string): string {
     .update(key)
     .digest("base64url");
   const room = MAX_RUN_ID_LENGTH - hash.length - HASHED.length - 1;
-  return `${leading(parentId, room)}/${HASHED}${hash}`;
-}
-
-/** The first `n` code units of `s`, never ending in half a surrogate pair. */
-function leading(s: string, n: number): string {
-  const cut = s.slice(0, n);
-  const last = cut.charCodeAt(cut.length - 1);
-  return last >= 0xd800 && last <= 0xdbff ? cut.slice(0, -1) : cut;
+  return `${leadingText(parentId, room)}/${HASHED}${hash}`;
 }

@@ -14,6 +14,14 @@ const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[
 const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
 
 /** True when `s` has no lone surrogate (String.prototype.isWellFormed where it exists). */
+/** The first `n` code units of `s`, never ending in half a surrogate pair (what `slice`
+ *  leaves when it cuts an emoji in two: a lone surrogate, shown as U+FFFD). */
+export function leadingText(s: string, n: number): string {
+  const cut = s.slice(0, n);
+  const last = cut.charCodeAt(cut.length - 1);
+  return last >= 0xd800 && last <= 0xdbff ? cut.slice(0, -1) : cut;
+}
+
 export function isWellFormed(s: string): boolean {
   const native = (s as { isWellFormed?: () => boolean }).isWellFormed;
   if (native) return native.call(s);

@@ -2,6 +2,7 @@
 // Everything here returns plain text; the html`` tag escapes it where it is used.
 
 import type { Amounts, RunStatus } from "../../index.js";
+import { leadingText } from "../../lib/text.js";
 import { TERMINAL_STATUSES } from "../../store-api.js";
 
 /** Whether a run's status is final: completed, failed or canceled. */
@@ -40,5 +41,5 @@ export function pretty(value: unknown): string {
 
 /** Cuts text for a table cell. */
 export function cut(text: string, max: number): string {
-  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+  return text.length > max ? `${leadingText(text, max - 1)}…` : text;
 }

@@ -7,6 +7,7 @@ import type { Context } from "hono";
 import { html } from "hono/html";
 import { EncryptedValue, UndecodableValue } from "../../index.js";
 import { amountOf } from "../../lib/amounts.js";
+import { leadingText } from "../../lib/text.js";
 import { eventJson, runJson, stepJson } from "../json.js";
 import { runIdSegment } from "../run-id-segment.js";
 import type { AppEnv } from "../security.js";
@@ -208,7 +209,7 @@ export function valueBlock(value: unknown): Html {
   const text = pretty(value);
   const shown =
     text.length > SHOW_CHARS
-      ? `${text.slice(0, SHOW_CHARS)}\n… (cut; the API has all of it)`
+      ? `${leadingText(text, SHOW_CHARS)}\n… (cut; the API has all of it)`
       : text;
   if (text.length <= FOLD_CHARS) return html`<pre class="value">${shown}</pre>`;
   const kb = (new TextEncoder().encode(text).length / 1024).toFixed(1);
