@@ -346,3 +346,32 @@ describe("text cut to fit the dashboard", () => {
     app.close();
   });
 });
+
+describe("a run page of many large values", () => {
+  const harness = useHarness("sqlite");
+
+  it("stays bounded: past 1 MB of shown values the rest are summarized and left to the API; the input first", async () => {
+    const h = harness();
+    const big = (c: string) => c.repeat(200_000);
+    const wf = workflow({ name: "h4-big", version: "1" }, async (ctx, _input: string) => {
+      for (let i = 0; i < 12; i++) await ctx.step(`s${i}`, () => big(String(i % 10)));
+      return ctx.waitForEvent("go");
+    });
+    const e = h.engine([wf]);
+    await e.start(wf, `${big("I")}INPUT-END`, { id: "big" });
+    await until(async () => (await e.getRun("big"))?.status === "waiting", "big waits");
+    for (let i = 0; i < 5; i++) await e.sendEvent("big", `ev${i}`, big("e"));
+    const app = createHttpApp({ engine: e });
+    const page = await call(app.fetch, "GET", "/runs/big");
+    expect(page.status).toBe(200);
+    const html = page.body as unknown as string;
+    // 17 values of 200 KB: each would show 100 KB, 1.7 MB together.
+    expect(html.length).toBeLessThan(1_300_000);
+    expect(html).toContain("not shown here");
+    // The input is shown before the steps spend the page's room.
+    expect(html).toContain(`&quot;${"I".repeat(1000)}`);
+    const steps = await call(app.fetch, "GET", "/api/runs/big/steps");
+    expect((steps.body.steps as Array<{ result: string }>)[11]?.result).toBe(big("1"));
+    app.close();
+  });
+});

@@ -35,6 +35,15 @@ type Json = Record<string, unknown>;
 const FOLD_CHARS = 400;
 /** Values longer than this are cut in the page (the API has them whole). */
 const SHOW_CHARS = 100_000;
+/** What the page shows of all its values together: past it, a value is summarized (its
+ *  start and size) and left to the API, so a run of thousands of large results or events
+ *  still makes a page of bounded size (the live refresh fetches it again on each change). */
+const PAGE_SHOW_CHARS = 1_000_000;
+
+/** The room left on the page for values, spent in the order they are drawn. */
+interface ShowRoom {
+  chars: number;
+}
 
 export async function runPage(deps: UiDeps, c: Context<AppEnv>, id: string): Promise<Response> {
   const view = await deps.engine.getRun(id);
@@ -63,6 +72,11 @@ export async function runPage(deps: UiDeps, c: Context<AppEnv>, id: string): Pro
   const b = deps.basePath;
   const live = `${b}/api/live/runs/${runIdSegment(id)}`;
   const act = canAct(c);
+  // The input and output first: they are what a look at a run is most often for.
+  const room: ShowRoom = { chars: PAGE_SHOW_CHARS };
+  const ioHtml = io(run, room);
+  const stepsHtml = stepList(steps, now, room);
+  const eventsHtml = eventList(events, now, room);
   const facts = act ? await runFacts(deps, view) : {};
 
   const body = html`
@@ -75,7 +89,7 @@ export async function runPage(deps: UiDeps, c: Context<AppEnv>, id: string): Pro
 ${stream ?? ""}
 <section class="panel">
   <h2>Steps</h2>
-  <div data-region="steps" id="region-steps">${stepList(steps, now)}</div>
+  <div data-region="steps" id="region-steps">${stepsHtml}</div>
 </section>
 ${
   workspace
@@ -88,11 +102,11 @@ ${
 <div class="two">
   <section class="panel">
     <h2>Input and output</h2>
-    <div data-region="io" id="region-io">${io(run)}</div>
+    <div data-region="io" id="region-io">${ioHtml}</div>
   </section>
   <section class="panel">
     <h2>Events</h2>
-    <div data-region="events" id="region-events">${eventList(events, now)}</div>
+    <div data-region="events" id="region-events">${eventsHtml}</div>
   </section>
 </div>
 <div data-region="dialogs" id="region-dialogs">${act ? actionDialogs(deps, run, steps, facts) : ""}</div>`;
@@ -202,21 +216,27 @@ function pageValue(view: unknown, json: unknown): unknown {
   return json;
 }
 
-export function valueBlock(value: unknown): Html {
+function valueBlock(value: unknown, room: ShowRoom): Html {
   if (value instanceof Withheld) {
     return html`<span class="tag warn" title="${value.title}">${value.label}</span>`;
   }
   const text = pretty(value);
+  const limit = Math.min(SHOW_CHARS, room.chars);
+  room.chars = Math.max(0, room.chars - Math.min(text.length, limit));
+  if (text.length <= FOLD_CHARS && text.length <= limit) {
+    return html`<pre class="value">${text}</pre>`;
+  }
+  const kb = (Buffer.byteLength(text) / 1024).toFixed(1);
+  const summary = html`<summary><code>${cut(text.replace(/\s+/g, " "), 120)}</code> <span class="muted">${kb} KB</span></summary>`;
+  if (limit < FOLD_CHARS) {
+    return html`<details class="value">${summary}<p class="muted">The page has shown as much as it holds of values, so this one is not shown here; the API has it.</p></details>`;
+  }
   const shown =
-    text.length > SHOW_CHARS
-      ? `${leadingText(text, SHOW_CHARS)}\n… (cut; the API has all of it)`
-      : text;
-  if (text.length <= FOLD_CHARS) return html`<pre class="value">${shown}</pre>`;
-  const kb = (new TextEncoder().encode(text).length / 1024).toFixed(1);
-  return html`<details class="value"><summary><code>${cut(text.replace(/\s+/g, " "), 120)}</code> <span class="muted">${kb} KB</span></summary><pre class="value">${shown}</pre></details>`;
+    text.length > limit ? `${leadingText(text, limit)}\n… (cut; the API has all of it)` : text;
+  return html`<details class="value">${summary}<pre class="value">${shown}</pre></details>`;
 }
 
-function stepList(steps: Json[], now: number): Html {
+function stepList(steps: Json[], now: number, room: ShowRoom): Html {
   if (steps.length === 0) return html`<p class="empty">No steps recorded yet.</p>`;
   return html`<ol class="steps">${steps.map((s, index) => {
     const attempts = s.attempts as Array<Json & { error?: Json }>;
@@ -246,7 +266,7 @@ function stepList(steps: Json[], now: number): Html {
   </summary>
   <div class="step-body">
     ${error ? html`<div class="error-block"><strong>${error.name}${error.code ? ` [${error.code}]` : ""}:</strong> ${cut(error.message, 2000)}${error.stack ? html`<details><summary>stack</summary><pre>${cut(error.stack, 8000)}</pre></details>` : ""}</div>` : ""}
-    ${s.status === "completed" ? html`<div class="label">Result</div>${valueBlock(s.result)}` : ""}
+    ${s.status === "completed" ? html`<div class="label">Result</div>${valueBlock(s.result, room)}` : ""}
     ${
       attempts.length > 0
         ? html`<table class="attempts"><thead><tr><th>#</th><th>Started</th><th>Took</th><th>Outcome</th><th>Spend</th></tr></thead><tbody>${attempts.map(
@@ -271,22 +291,22 @@ function stepList(steps: Json[], now: number): Html {
   })}</ol>`;
 }
 
-function io(run: Json): Html {
+function io(run: Json, room: ShowRoom): Html {
   const status = run.status as string;
   return html`<div class="label">Input</div>
-${run.input === undefined ? html`<p class="muted">none</p>` : valueBlock(run.input)}
+${run.input === undefined ? html`<p class="muted">none</p>` : valueBlock(run.input, room)}
 <div class="label">Output</div>
-${status === "completed" ? valueBlock(run.output) : html`<p class="muted">${status === "failed" ? "none: the run failed" : `none yet (${STATUS_LABEL[status] ?? status})`}</p>`}`;
+${status === "completed" ? valueBlock(run.output, room) : html`<p class="muted">${status === "failed" ? "none: the run failed" : `none yet (${STATUS_LABEL[status] ?? status})`}</p>`}`;
 }
 
-function eventList(events: Json[], now: number): Html {
+function eventList(events: Json[], now: number, room: ShowRoom): Html {
   if (events.length === 0) return html`<p class="empty">No events sent to this run.</p>`;
   return html`<ul class="events">${events.map(
     (e) => html`<li>
   <div class="ev-head"><code>${cut(e.name as string, 80)}</code> ${ageTag(e.sentAt as string, now)}
   ${e.consumedBy ? html`<span class="tag ok">consumed by ${cut(e.consumedBy as string, 60)}</span>` : html`<span class="tag">not consumed yet</span>`}
   ${e.idempotencyKey ? html`<span class="muted" title="idempotency key">key ${cut(e.idempotencyKey as string, 40)}</span>` : ""}</div>
-  ${valueBlock(e.payload)}
+  ${valueBlock(e.payload, room)}
 </li>`,
   )}</ul>`;
 }
