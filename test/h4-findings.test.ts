@@ -79,6 +79,37 @@ describe("run page actions match what the API accepts", () => {
   });
 });
 
+describe("run page approval actions", () => {
+  const harness = useHarness("sqlite");
+
+  it("an approval whose deadline passed while no worker woke the run is not offered (the API refuses it); the reason says so", async () => {
+    const h = harness();
+    const asks = workflow({ name: "h4-asks", version: "1" }, async (ctx) =>
+      ctx.approval("merge", { request: "+fix", timeout: "1m", onTimeout: "reject" }),
+    );
+    const worker = h.engine([asks]);
+    await worker.start(asks, undefined, { id: "a1" });
+    await until(async () => (await worker.listApprovals("a1")).length === 1, "a1 asks");
+    await worker.close(); // no worker wakes the run when its deadline passes
+    const client = h.engine([], { worker: false });
+    await h.clock.advance("2m");
+    expect((await client.getRun("a1"))?.status).toBe("waiting");
+    const app = createHttpApp({ engine: client, token: TOKEN });
+    const page = await call(app.fetch, "GET", "/runs/a1", { headers: auth });
+    const html = page.body as unknown as string;
+    expect(headButtons(html)).toEqual(
+      expect.arrayContaining(["Approve disabled", "Reject disabled"]),
+    );
+    expect(html).toContain("deadline passed");
+    expect(html).not.toContain('id="dialog-approve"');
+    const approved = await call(app.fetch, "POST", "/api/runs/a1/approvals/merge/approve", {
+      headers: auth,
+    });
+    expect(approved.status).toBe(409);
+    app.close();
+  });
+});
+
 describe.runIf(hasChromium())("run page actions in Chromium", () => {
   const harness = useHarness("sqlite");
   let browser: Awaited<ReturnType<typeof launchBrowser>>;

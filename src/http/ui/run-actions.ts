@@ -18,6 +18,8 @@ type Json = Record<string, unknown>;
 export interface RunFacts {
   /** The status of the run's parent run (a child run of a failed or paused run only). */
   parentStatus?: string;
+  /** How many of its approvals can be answered now (a run waiting for an approval only). */
+  pendingApprovals?: number;
 }
 
 export interface RunAction {
@@ -141,7 +143,7 @@ const cancel: RunAction = {
   },
 };
 
-const waitsForApproval = (run: Json) =>
+export const waitsForApproval = (run: Json) =>
   ((run.waitingFor as string[] | undefined) ?? []).some((n) => n.startsWith(APPROVAL_EVENT_PREFIX));
 
 /** Approve or reject an approval the run waits for (ctx.approval), showing its request. */
@@ -152,6 +154,12 @@ function approvalAction(decision: "approve" | "reject"): RunAction {
     label: approve ? "Approve" : "Reject",
     applies: waitsForApproval,
     style: () => (approve ? "primary" : "danger"),
+    // The run still waits, but no asking can be answered: its deadline passed while no
+    // worker woke the run (the API answers 409).
+    refusal: (_run, facts) =>
+      facts.pendingApprovals === 0
+        ? "No approval can be answered now: its deadline passed, and the run takes its onTimeout answer when a worker wakes it."
+        : undefined,
     async dialog({ deps, run, api }) {
       const pending = (await deps.engine.listApprovals(run.id as string))
         .filter((a) => a.status === "pending")

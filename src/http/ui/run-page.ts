@@ -24,7 +24,7 @@ import {
 } from "./layout.js";
 import { modelStreamPanel } from "./model-stream-panel.js";
 import { notFoundPage } from "./pages.js";
-import { actionDialogs, offeredActions, type RunFacts } from "./run-actions.js";
+import { actionDialogs, offeredActions, type RunFacts, waitsForApproval } from "./run-actions.js";
 import { reasonCell } from "./runs-page.js";
 import { timeline } from "./timeline.js";
 import { workspacePanel } from "./workspace-panel.js";
@@ -77,7 +77,7 @@ export async function runPage(deps: UiDeps, c: Context<AppEnv>, id: string): Pro
   const ioHtml = io(run, room);
   const stepsHtml = stepList(steps, now, room);
   const eventsHtml = eventList(events, now, room);
-  const facts = act ? await runFacts(deps, view) : {};
+  const facts = act ? await runFacts(deps, run, view) : {};
 
   const body = html`
 <nav class="crumbs"><a href="${b}/">Runs</a> <span aria-hidden="true">/</span> <span class="id">${cut(id, 120)}</span></nav>
@@ -114,16 +114,23 @@ ${
 }
 
 /** What the actions need to know besides the run: a failed or paused child's parent's
- *  status (a child of a canceled parent is not resumed). */
+ *  status (a child of a canceled parent is not resumed), and whether any approval the run
+ *  waits for can still be answered. */
 async function runFacts(
   deps: UiDeps,
-  view: { parentId?: string | undefined; status: string },
+  run: Json,
+  view: { id: string; parentId?: string | undefined; status: string },
 ): Promise<RunFacts> {
-  if (view.parentId === undefined || (view.status !== "failed" && view.status !== "paused")) {
-    return {};
+  const facts: RunFacts = {};
+  if (view.parentId !== undefined && (view.status === "failed" || view.status === "paused")) {
+    const parent = await deps.engine.getRun(view.parentId);
+    if (parent) facts.parentStatus = parent.status;
   }
-  const parent = await deps.engine.getRun(view.parentId);
-  return parent ? { parentStatus: parent.status } : {};
+  if (waitsForApproval(run)) {
+    const approvals = await deps.engine.listApprovals(view.id);
+    facts.pendingApprovals = approvals.filter((a) => a.status === "pending").length;
+  }
+  return facts;
 }
 
 function head(
