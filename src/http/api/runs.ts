@@ -17,7 +17,7 @@ export const RUN_ID_PARAM: Record<string, ParamSpec> = {
     schema: s.string({ minLength: 1, maxLength: 256 }),
     description:
       'The run\'s id, percent-encoded. Runs "." and ".." are named with a space before the id ' +
-      '("%20.", "%20.."): clients resolve "." and ".." segments away. No run id starts with a space.',
+      '("%20.", "%20.."): clients resolve "." and ".." segments away, and no run id starts with a space.',
     fromSegment: runIdFromSegment,
   },
 };
