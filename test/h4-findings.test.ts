@@ -110,6 +110,36 @@ describe("run page approval actions", () => {
   });
 });
 
+describe("an Idempotency-Key header that is not ASCII", () => {
+  const harness = useHarness("sqlite");
+
+  it("is a 400 naming the header, nothing stored: its bytes' text encoding is the sender's guess (UTF-8 bytes read as Latin-1 would be another key)", async () => {
+    const h = harness();
+    const waits = workflow({ name: "h4-keyed", version: "1" }, async (ctx) =>
+      ctx.waitForEvent("hook"),
+    );
+    const e = h.engine([waits]);
+    await e.start(waits, undefined, { id: "k1" });
+    const app = createHttpApp({ engine: e, token: TOKEN });
+    // What `curl -H 'Idempotency-Key: clé'` from a UTF-8 terminal arrives as.
+    const utf8AsLatin1 = Buffer.from("clé", "utf8").toString("latin1");
+    const sent = await call<{ error: { code: string; message: string } }>(
+      app.fetch,
+      "POST",
+      "/api/runs/k1/events/hook",
+      { headers: { ...auth, "idempotency-key": utf8AsLatin1 } },
+    );
+    expect(sent.status).toBe(400);
+    expect(sent.body.error.message).toMatch(/header "idempotency-key" .*ASCII/);
+    expect(await e.listEvents("k1")).toEqual([]);
+    const ascii = await call(app.fetch, "POST", "/api/runs/k1/events/hook", {
+      headers: { ...auth, "idempotency-key": "delivery-42" },
+    });
+    expect(ascii.status).toBe(201);
+    app.close();
+  });
+});
+
 describe.runIf(hasChromium())("run page actions in Chromium", () => {
   const harness = useHarness("sqlite");
   let browser: Awaited<ReturnType<typeof launchBrowser>>;
@@ -129,6 +159,25 @@ describe.runIf(hasChromium())("run page actions in Chromium", () => {
     await page.goto(`${server.url}${path}?token=${TOKEN}`);
     return page;
   }
+
+  it("a Send event with a key that is not ASCII says so in the dialog, not that the server is unreachable", async () => {
+    const waits = workflow({ name: "h4-keyed-ui", version: "1" }, async (ctx) =>
+      ctx.waitForEvent("hook"),
+    );
+    const e = harness().engine([waits]);
+    await e.start(waits, undefined, { id: "ku" });
+    await until(async () => (await e.getRun("ku"))?.status === "waiting", "ku waits");
+    const page = await open(e, "/runs/ku");
+    await page.getByRole("button", { name: "Send event" }).click();
+    const dialog = page.locator("#dialog-event");
+    await dialog.locator('input[name="header.idempotency-key"]').fill("clé-\u{1F600}");
+    await dialog.getByRole("button", { name: "Send" }).click();
+    const alert = dialog.locator(".form-error");
+    await alert.waitFor({ state: "visible" });
+    expect(await alert.textContent()).toMatch(/Idempotency key.*ASCII/);
+    expect(await e.listEvents("ku")).toEqual([]);
+    await page.close();
+  });
 
   it("a Resume pressed after the parent was canceled shows the API's 409 message in the dialog", async () => {
     const e = harness().engine([PARENT, KID]);

@@ -41,7 +41,8 @@ const sendEvent = route({
   headers: {
     "idempotency-key": {
       schema: s.string({ minLength: 1, maxLength: 256 }),
-      description: "Makes the send idempotent, e.g. a webhook's delivery id.",
+      description:
+        "Makes the send idempotent, e.g. a webhook's delivery id. Printable ASCII (else 400).",
     },
   },
   body: { schema: s.any(), required: false, description: "The payload (any JSON)." },

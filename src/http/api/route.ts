@@ -94,6 +94,18 @@ export function checkText(value: string, where: string, max: number): void {
   }
 }
 
+/** Refuses a header value that is not printable ASCII. A header travels as bytes whose
+ *  text encoding the server cannot know: Node reads them as Latin-1, so "clé" sent as UTF-8
+ *  would be stored as "clÃ©", a key no other door (the engine, the CLI) would match. */
+function checkHeaderText(name: string, value: string): void {
+  if (/^[\x20-\x7e]*$/.test(value)) return;
+  throw new HttpError(
+    400,
+    "VALIDATION",
+    `header ${quote(name)} holds characters outside printable ASCII: a header's bytes do not say their text encoding, so the value could be read as another one than sent; use ASCII (a UUID, a hex digest). Nothing was done`,
+  );
+}
+
 /** Runs one of the engine's own checks of what a request asks for (a run id, a budget, a
  *  version) before the engine is called: what it refuses, with a TypeError naming the
  *  problem, is the client's error (400 VALIDATION), not an internal one. */
@@ -244,7 +256,9 @@ export async function readInput(
   }
   for (const [name, spec] of Object.entries(r.headers ?? {})) {
     const raw = c.req.header(name);
-    if (raw !== undefined) query[name] = parseParam(name, raw, spec, "header");
+    if (raw === undefined) continue;
+    checkHeaderText(name, raw);
+    query[name] = parseParam(name, raw, spec, "header");
   }
   let body: unknown;
   if (r.body) {

@@ -294,6 +294,13 @@
       if (where === "path") {
         url = url.replace(`{${prop}}`, encodeURIComponent(raw));
       } else if (where === "header") {
+        // As the API's rule: a header's text must be printable ASCII (fetch would refuse
+        // most of the rest as "could not reach the server").
+        if (!/^[\x20-\x7e]*$/.test(raw)) {
+          throw new Error(
+            `${el.closest("label")?.firstChild?.textContent?.trim() || prop}: use printable ASCII characters (it travels in an HTTP header)`,
+          );
+        }
         headers[prop] = raw;
       } else if (el.name === "body") {
         bodyValue = value;
