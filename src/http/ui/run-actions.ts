@@ -4,7 +4,7 @@
 // here; the page shows its button and dialog to callers who may act.
 
 import { html } from "hono/html";
-import { APPROVAL_EVENT_PREFIX } from "../../index.js";
+import { APPROVAL_EVENT_PREFIX, type ApprovalView } from "../../index.js";
 import { approvalJson } from "../api/approvals.js";
 import { runIdSegment } from "../run-id-segment.js";
 import { approvalBlock } from "./approval-page.js";
@@ -18,8 +18,8 @@ type Json = Record<string, unknown>;
 export interface RunFacts {
   /** The status of the run's parent run (a child run of a failed or paused run only). */
   parentStatus?: string;
-  /** How many of its approvals can be answered now (a run waiting for an approval only). */
-  pendingApprovals?: number;
+  /** Its approvals that can be answered now (a run waiting for an approval only). */
+  pendingApprovals?: ApprovalView[];
 }
 
 export interface RunAction {
@@ -31,7 +31,7 @@ export interface RunAction {
    *  disabled with this reason, and no dialog is offered. */
   refusal?(run: Json, facts: RunFacts): string | undefined;
   style?(run: Json): "primary" | "danger" | "";
-  dialog(o: { deps: UiDeps; run: Json; steps: Json[]; api: string }): Html;
+  dialog(o: { deps: UiDeps; run: Json; steps: Json[]; facts: RunFacts; api: string }): Html;
 }
 
 const live = (run: Json) => !isFinished(run.status);
@@ -146,6 +146,17 @@ const cancel: RunAction = {
 export const waitsForApproval = (run: Json) =>
   ((run.waitingFor as string[] | undefined) ?? []).some((n) => n.startsWith(APPROVAL_EVENT_PREFIX));
 
+/** The run's approvals that can be answered now, as the page read them. */
+export async function pendingApprovals(
+  deps: UiDeps,
+  run: Json,
+  facts: RunFacts,
+): Promise<ApprovalView[]> {
+  if (facts.pendingApprovals) return facts.pendingApprovals;
+  const all = await deps.engine.listApprovals(run.id as string);
+  return all.filter((a) => a.status === "pending");
+}
+
 /** Approve or reject an approval the run waits for (ctx.approval), showing its request. */
 function approvalAction(decision: "approve" | "reject"): RunAction {
   const approve = decision === "approve";
@@ -157,13 +168,11 @@ function approvalAction(decision: "approve" | "reject"): RunAction {
     // The run still waits, but no asking can be answered: its deadline passed while no
     // worker woke the run (the API answers 409).
     refusal: (_run, facts) =>
-      facts.pendingApprovals === 0
+      facts.pendingApprovals?.length === 0
         ? "No approval can be answered now: its deadline passed, and the run takes its onTimeout answer when a worker wakes it."
         : undefined,
-    async dialog({ deps, run, api }) {
-      const pending = (await deps.engine.listApprovals(run.id as string))
-        .filter((a) => a.status === "pending")
-        .map(approvalJson);
+    async dialog({ deps, run, facts, api }) {
+      const pending = (await pendingApprovals(deps, run, facts)).map(approvalJson);
       const now = deps.clock.now();
       const only = pending.length === 1 ? pending[0] : undefined;
       return html`<form data-api="${api}/approvals/{name}/${decision}" data-then="reload">
@@ -211,6 +220,6 @@ export function actionDialogs(deps: UiDeps, run: Json, steps: Json[], facts: Run
   const usable = offeredActions(run, steps, facts).filter((o) => o.refusal === undefined);
   return html`${usable.map(
     ({ action: a }) =>
-      html`<dialog id="dialog-${a.id}" class="form-dialog">${a.dialog({ deps, run, steps, api })}</dialog>`,
+      html`<dialog id="dialog-${a.id}" class="form-dialog">${a.dialog({ deps, run, steps, facts, api })}</dialog>`,
   )}`;
 }

@@ -24,7 +24,13 @@ import {
 } from "./layout.js";
 import { modelStreamPanel } from "./model-stream-panel.js";
 import { notFoundPage } from "./pages.js";
-import { actionDialogs, offeredActions, type RunFacts, waitsForApproval } from "./run-actions.js";
+import {
+  actionDialogs,
+  offeredActions,
+  pendingApprovals,
+  type RunFacts,
+  waitsForApproval,
+} from "./run-actions.js";
 import { reasonCell } from "./runs-page.js";
 import { timeline } from "./timeline.js";
 import { workspacePanel } from "./workspace-panel.js";
@@ -127,8 +133,7 @@ async function runFacts(
     if (parent) facts.parentStatus = parent.status;
   }
   if (waitsForApproval(run)) {
-    const approvals = await deps.engine.listApprovals(view.id);
-    facts.pendingApprovals = approvals.filter((a) => a.status === "pending").length;
+    facts.pendingApprovals = await pendingApprovals(deps, run, {});
   }
   return facts;
 }
