@@ -46,6 +46,7 @@ async function closeStarted(internals: EngineInternals): Promise<void> {
   // gc() calls stop between batches too; the batch in flight is waited for below.
   internals.collections.stop.abort();
   await internals.worker?.close(internals.config.closeGraceMs);
+  const handingBackLate = internals.worker?.afterClose();
   if (retentionStopped !== undefined) {
     const ended = await settlesWithin(retentionStopped, internals.config.closeGraceMs);
     if (!ended)
@@ -73,6 +74,15 @@ async function closeStarted(internals: EngineInternals): Promise<void> {
   }
   internals.opening.unsubscribe();
   internals.waiters.wakeAll();
+  if (handingBackLate !== undefined) {
+    // A claim or a create still unanswered when the worker's bound ended: the runs it
+    // leases are handed back as it answers, which needs the store, so the store closes
+    // after that, and close() does not wait (as for an open that outlasts its bound).
+    void handingBackLate
+      .then(() => internals.config.store.close())
+      .catch((err: unknown) => internals.config.log("close(): closing after late hand-backs", err));
+    return;
+  }
   await internals.config.store.close();
 }
 

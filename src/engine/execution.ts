@@ -147,6 +147,11 @@ export class Execution {
     return this.ctx?.childStartsInFlight ?? 0;
   }
 
+  /** Settles once every child run it is creating has been created (or failed to be). */
+  childStartsLanded(): Promise<void> {
+    return this.ctx?.childStartsLanded() ?? Promise.resolve();
+  }
+
   /** A wait of this execution is blocked on an event, which another process may send. */
   get awaitsEvent(): boolean {
     return this.ctx?.awaitsEvent ?? false;

@@ -43,6 +43,10 @@ export class Worker {
   private polling: Promise<void> | undefined;
   /** Releases of runs claimed after close() began. */
   private readonly handingBack = new Set<Promise<void>>();
+  /** Work close() stopped waiting for when its bound ended (a claim round, a create claimed
+   *  by this worker, a child's create) that hands runs back once it answers: the store
+   *  stays open until it has (afterClose). */
+  private readonly late: Promise<void>[] = [];
   /** Runs whose execution here ended without letting them go (it stopped without writing: a
    *  lease judged stale, a store error on the hand-back), by the epoch it held. The store may
    *  still lease them to this worker, and claimRuns never gives a worker its own runs: with
@@ -495,6 +499,18 @@ export class Worker {
     } else if (released.status === "canceled") this.cancelChildrenOf([claim.run.id]);
   }
 
+  /** The hand-backs of runs claimed or kept leased by work close() stopped waiting for:
+   *  settles once they are done (the store must stay open until then); undefined when
+   *  close() left no such work. */
+  afterClose(): Promise<void> | undefined {
+    if (this.late.length === 0) return undefined;
+    return Promise.all(this.late).then(() => {});
+  }
+
+  private async handedBack(): Promise<void> {
+    await Promise.all(this.handingBack);
+  }
+
   async close(graceMs: number): Promise<void> {
     this.closed = true;
     if (this.pollTimer) clearTimeout(this.pollTimer);
@@ -509,15 +525,21 @@ export class Worker {
     // back before this worker's row goes and the store closes. Otherwise the run stays
     // leased to a worker that is gone, and its next claimer, taking it for a crash, charges
     // its first call a lost attempt.
-    if (this.polling !== undefined) await waitAtMost(this.polling, Math.max(graceMs, 2_000));
+    const bound = Math.max(graceMs, 2_000);
+    if (this.polling !== undefined && !(await settlesWithin(this.polling, bound))) {
+      // Still unanswered: as it answers, launch() hands back what it claimed, on a store
+      // kept open for that (afterClose).
+      const polling = this.polling;
+      this.late.push(polling.then(() => this.handedBack()));
+    }
     // Likewise a start() whose create (claimed by this worker) is in flight: the run it
     // makes is handed back below, not left leased to a worker that is gone (its next
     // claimer would take it for a crash and charge its first call a lost attempt).
     if (this.reserved > 0) {
-      await waitAtMost(
-        new Promise<void>((resolve) => this.reservedSettled.push(resolve)),
-        Math.max(graceMs, 2_000),
-      );
+      const created = new Promise<void>((resolve) => this.reservedSettled.push(resolve));
+      if (!(await settlesWithin(created, bound))) {
+        this.late.push(created.then(() => this.handedBack()));
+      }
     }
     if (running.length > 0) {
       await waitAtMost(Promise.all(running.map((e) => e.finished)), graceMs);
@@ -533,7 +555,7 @@ export class Worker {
         (ex) => ex.attemptsInFlight === 0 && (ex.writing || ex.childStartsInFlight > 0),
       );
       if (settling.length > 0) {
-        await waitAtMost(Promise.all(settling.map((e) => e.finished)), Math.max(graceMs, 2_000));
+        await waitAtMost(Promise.all(settling.map((e) => e.finished)), bound);
       }
     }
     // An attempt that outlasted the grace may still be running in this process: its run
@@ -548,6 +570,14 @@ export class Worker {
         .map((ex) => ex.runId),
     );
     for (const ex of stopped) ex.stopWithoutWriting();
+    // A run kept leased for a child's create alone (no attempt of it runs here) goes back
+    // once that create answers: left leased, its next claimer would take it for a crash and
+    // charge a lost attempt to a call that never began.
+    for (const ex of stopped) {
+      if (ex.attemptsInFlight === 0 && ex.childStartsInFlight > 0) {
+        this.late.push(ex.childStartsLanded().then(() => ex.handBackStopped()));
+      }
+    }
     this.heartbeatsStopped = true;
     if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
     // Let a heartbeat in flight finish before the store closes, but never wait on a store
@@ -563,7 +593,6 @@ export class Worker {
     // Neither may hang close() on a store that hangs (a silent network: pg has no client-side
     // query timeout): a record not written is redone from the journal, a worker row left
     // behind is judged dead by its stale heartbeat.
-    const bound = Math.max(graceMs, 2_000);
     if (!(await settlesWithin(this.options.execution.committer.drain(), bound))) {
       this.options.execution.log("close(): queued records not written in time; the store hangs");
       return;

@@ -2517,7 +2517,7 @@ export class Context {
   }
 
   /** Once every child run being created has been (or failed to be). */
-  private async childStartsLanded(): Promise<void> {
+  async childStartsLanded(): Promise<void> {
     while (this.childStarts.size > 0) await Promise.all([...this.childStarts]);
   }
 

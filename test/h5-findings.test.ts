@@ -1,0 +1,263 @@
+// Findings of a review of the worker's lifecycle (close(), hand-backs, the accounting of
+// lost attempts). Each test failed on the code it was written against, and stays as the
+// regression test of its mend.
+
+import { afterEach, describe, expect, it } from "vitest";
+import { createEngine, type Store, sqliteStore, workflow } from "../src/index.js";
+import { realClock } from "../src/lib/clock.js";
+import { createVirtualClock } from "../src/testing/index.js";
+import { advanceUntil } from "./helpers/engines.js";
+import { tempDbPath, until } from "./helpers/sqlite.js";
+
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+function dbPath(): string {
+  const { path, cleanup } = tempDbPath();
+  cleanups.push(cleanup);
+  return path;
+}
+
+/** `inner`, with some verbs replaced: each replacement gets the inner verb to call. */
+function around(
+  inner: Store,
+  verbs: Partial<Record<keyof Store, (call: (...args: unknown[]) => Promise<unknown>, ...args: unknown[]) => Promise<unknown>>>,
+): Store {
+  return new Proxy(inner, {
+    get(target, prop, receiver) {
+      const value = Reflect.get(target, prop, receiver);
+      if (typeof value !== "function") return value;
+      const replaced = verbs[prop as keyof Store];
+      if (!replaced) return value.bind(target);
+      return (...args: unknown[]) =>
+        replaced((...a: unknown[]) => value.apply(target, a) as Promise<unknown>, ...args);
+    },
+  }) as Store;
+}
+
+/** A promise and the function that settles it. */
+function gate(): { opened: Promise<void>; open: () => void } {
+  let open!: () => void;
+  const opened = new Promise<void>((r) => {
+    open = r;
+  });
+  return { opened, open };
+}
+
+/** Every attempt of run `runId` charged as lost with a worker, by step key. */
+async function lostAttempts(path: string, runId: string): Promise<string[]> {
+  const look = sqliteStore(path);
+  await look.open({ clock: realClock });
+  try {
+    const journal = await look.loadJournal(runId);
+    return journal.attempts.filter((a) => a.error?.code === "WORKER_LOST").map((a) => a.key);
+  } finally {
+    await look.close();
+  }
+}
+
+describe("close(): work still in flight when its bound ends", () => {
+  // Before: close() waited for a claim round in flight at most its bound (at least 2 s),
+  // then closed the store. A claim answered after that was handed back on a closed store,
+  // which failed: the run stayed leased to a worker that was gone until its lease ended,
+  // and its next claimer, taking it for a crash, charged its first call a lost attempt
+  // (with maxAttempts 1 the run failed without its step ever running).
+  it("a claim answered after close() returned hands its run back (pending)", async () => {
+    const path = dbPath();
+    const clock = createVirtualClock();
+    let bodies = 0;
+    const once = workflow(
+      { name: "once", version: "1", retry: { maxAttempts: 1 } },
+      async (ctx, n: number) =>
+        ctx.step("s", () => {
+          bodies++;
+          return n;
+        }),
+    );
+    let hold = false;
+    let claimHeld = false;
+    const answer = gate();
+    const store = around(sqliteStore(path), {
+      claimRuns: async (call, ...args) => {
+        const claimed = (await call(...args)) as unknown[];
+        if (hold && claimed.length > 0) {
+          claimHeld = true;
+          await answer.opened;
+        }
+        return claimed;
+      },
+    });
+    const logged: string[] = [];
+    const engine = createEngine({
+      store,
+      workflows: [once],
+      clock,
+      pollIntervalMs: 10,
+      closeGraceMs: 0,
+      log: (m) => logged.push(m),
+    });
+    await engine.listRuns();
+    const client = createEngine({ store: sqliteStore(path), worker: false, clock });
+    cleanups.push(() => client.close());
+    hold = true;
+    await client.start("once@1", 5, { id: "late" });
+    await until(() => claimHeld, "the claim committed, its answer held");
+    await engine.close();
+    answer.open();
+    await until(
+      async () => (await client.getRun("late"))?.status === "pending",
+      "the late claim's run handed back",
+      5_000,
+    );
+    expect(logged.filter((m) => m.includes("handing back"))).toEqual([]);
+    const next = createEngine({
+      store: sqliteStore(path),
+      workflows: [once],
+      clock,
+      pollIntervalMs: 10,
+    });
+    cleanups.push(() => next.close());
+    await expect(advanceUntil(clock, next.handle("late").result(), 1_000, 200)).resolves.toBe(5);
+    expect(bodies).toBe(1);
+    expect(await lostAttempts(path, "late")).toEqual([]);
+  });
+
+  // Before: a child's create that had not answered when close()'s bound ended kept its
+  // parent leased to the gone worker until the lease ended; its next claimer took it for
+  // a crash and charged a lost attempt to a parallel step that close() had kept from
+  // starting (with maxAttempts 1 the run failed, the step never run).
+  it("a child create answered after close() returned hands its parent back; no step is charged", async () => {
+    const path = dbPath();
+    const clock = createVirtualClock();
+    let sBodies = 0;
+    let aStarted = false;
+    const aGate = gate();
+    const createGate = gate();
+    let createHeld = false;
+    const kid = workflow({ name: "kid", version: "1" }, async (ctx) => ctx.step("work", () => 1));
+    const parent = workflow(
+      { name: "parent", version: "1", retry: { maxAttempts: 1 } },
+      async (ctx) => {
+        const [c, s] = await Promise.all([
+          ctx.child("c", kid, undefined),
+          (async () => {
+            await ctx.step("a", async () => {
+              aStarted = true;
+              await aGate.opened;
+              return 0;
+            });
+            return ctx.step("s", () => {
+              sBodies++;
+              return 2;
+            });
+          })(),
+        ]);
+        return c + s;
+      },
+    );
+    const store = around(sqliteStore(path), {
+      createRun: async (call, ...args) => {
+        if ((args[0] as { id: string }).id === "p/c") {
+          createHeld = true;
+          await createGate.opened;
+        }
+        return call(...args);
+      },
+    });
+    const engine = createEngine({
+      store,
+      workflows: [parent, kid],
+      clock,
+      pollIntervalMs: 10,
+      closeGraceMs: 200,
+      log: () => {},
+    });
+    await engine.start(parent, undefined, { id: "p" });
+    await until(() => aStarted && createHeld, "step a runs, the child's create is held");
+    const closing = engine.close();
+    // Step a ends within the grace; s is then kept from starting (the engine drains).
+    await new Promise((r) => setImmediate(r));
+    aGate.open();
+    await closing;
+    createGate.open();
+    const client = createEngine({ store: sqliteStore(path), worker: false, clock });
+    cleanups.push(() => client.close());
+    await until(
+      async () => (await client.getRun("p"))?.status === "pending",
+      "the parent handed back once its child's create answered",
+      5_000,
+    );
+    const next = createEngine({
+      store: sqliteStore(path),
+      workflows: [parent, kid],
+      clock,
+      pollIntervalMs: 10,
+    });
+    cleanups.push(() => next.close());
+    await expect(advanceUntil(clock, next.handle("p").result(), 1_000, 200)).resolves.toBe(3);
+    expect(sBodies).toBe(1);
+    expect(await lostAttempts(path, "p")).toEqual([]);
+  });
+});
+
+describe("close() with closeGraceMs 0 and a sweep in flight", () => {
+  // Before: a sweep of the worker table that found this worker's row gone (another worker
+  // judged it dead) wrote the row again; close() did not wait for that write (its wait for
+  // the sweep is bounded by the grace: 0), removed the row, and the write landed after: a
+  // worker row left behind by a worker that closed cleanly (live for a lease, so starts by
+  // name and the version check take its workflows as served).
+  it("the row is not written again after close() removed it", async () => {
+    const path = dbPath();
+    const clock = createVirtualClock();
+    const wf = workflow({ name: "w", version: "1" }, async () => 1);
+    let hideSelf = false;
+    let registers = 0;
+    const registerGate = gate();
+    let registerAsked = false;
+    let registerLanded: Promise<unknown> = Promise.resolve();
+    let id = "";
+    const store = around(sqliteStore(path), {
+      listWorkers: async (call) => {
+        const rows = (await call()) as Array<{ id: string }>;
+        return hideSelf ? rows.filter((r) => r.id !== id) : rows;
+      },
+      registerWorker: async (call, ...args) => {
+        if (++registers === 1) return call(...args);
+        registerAsked = true;
+        // The write reaches the database late (a slow network): it still lands.
+        registerLanded = registerGate.opened.then(() => call(...args));
+        return registerLanded;
+      },
+      // The store stays open for that late write (as a PostgreSQL server would take it).
+      close: async (call) => {
+        await registerLanded.catch(() => {});
+        return call();
+      },
+    });
+    const engine = createEngine({
+      store,
+      workflows: [wf],
+      clock,
+      pollIntervalMs: 10,
+      closeGraceMs: 0,
+    });
+    id = engine.workerId;
+    await engine.listRuns();
+    hideSelf = true;
+    await advanceUntil(
+      clock,
+      until(() => registerAsked, "the sweep writing the row again"),
+      1_000,
+      100,
+    );
+    const closing = engine.close();
+    setTimeout(registerGate.open, 300);
+    await closing;
+    await registerLanded;
+    const look = sqliteStore(path);
+    await look.open({ clock: realClock });
+    cleanups.push(() => look.close());
+    expect((await look.listWorkers()).map((w) => w.id)).toEqual([]);
+  });
+});
