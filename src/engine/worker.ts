@@ -71,6 +71,8 @@ export class Worker {
   /** The heartbeat in flight, if any: close() waits for it before the store closes. */
   private heartbeating: Promise<void> | undefined;
   private heartbeatAgain = false;
+  /** The write of this worker's row in flight, if any: close() removes the row after it. */
+  private registering: Promise<void> | undefined;
   /** The sweep of the worker table in flight, if any (sweepAside). */
   private sweeping: Promise<void> | undefined;
   private unsubscribe: Array<() => void> = [];
@@ -118,7 +120,7 @@ export class Worker {
 
   /** Writes this worker's row (an upsert): who it is and what it serves. */
   private register(): Promise<void> {
-    return this.options.store.registerWorker({
+    const writing = this.options.store.registerWorker({
       id: this.options.id,
       host: hostname(),
       pid: process.pid,
@@ -126,6 +128,12 @@ export class Worker {
       workflows: [...this.options.workflows.keys()],
       leaseMs: this.options.leaseMs,
     });
+    this.registering = writing;
+    const done = () => {
+      if (this.registering === writing) this.registering = undefined;
+    };
+    writing.then(done, done);
+    return writing;
   }
 
   /** Asks for a claim round now (a run was started, an event sent, a slot freed). */
@@ -456,7 +464,9 @@ export class Worker {
     // our lease: a step that blocked the event loop, a paused container). A heartbeat only
     // updates the row, so we would stay invisible for good: starts by name would find no
     // live worker for our workflows, and other workers would pause their runs as unserved.
-    if (!this.heartbeatsStopped && !rows.some((w) => w.id === this.options.id)) {
+    // Not once close() began: the row is about to go, and a write landing after its removal
+    // would leave it behind.
+    if (!this.closed && !rows.some((w) => w.id === this.options.id)) {
       await this.register();
     }
     for (const w of rows) {
@@ -605,6 +615,11 @@ export class Worker {
     ]);
     if (!(await settlesWithin(handedBack, bound))) {
       this.options.execution.log("close(): handing back runs timed out; the store hangs");
+    }
+    // A write of the row in flight (a sweep found it gone) lands first, or it would outlive
+    // this worker.
+    if (this.registering !== undefined && !(await settlesWithin(this.registering, bound))) {
+      this.options.execution.log("close(): writing this worker's row timed out; the store hangs");
     }
     const removed = this.options.store.removeWorker(this.options.id, {
       expireLeases: bodyRunning.size === 0,
