@@ -5,6 +5,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { createEngine, type Store, sqliteStore, workflow } from "../src/index.js";
 import { realClock } from "../src/lib/clock.js";
+import { crashableStore } from "../src/testing/crashable-store.js";
 import { createVirtualClock } from "../src/testing/index.js";
 import { advanceUntil } from "./helpers/engines.js";
 import { tempDbPath, until } from "./helpers/sqlite.js";
@@ -22,7 +23,12 @@ function dbPath(): string {
 /** `inner`, with some verbs replaced: each replacement gets the inner verb to call. */
 function around(
   inner: Store,
-  verbs: Partial<Record<keyof Store, (call: (...args: unknown[]) => Promise<unknown>, ...args: unknown[]) => Promise<unknown>>>,
+  verbs: Partial<
+    Record<
+      keyof Store,
+      (call: (...args: unknown[]) => Promise<unknown>, ...args: unknown[]) => Promise<unknown>
+    >
+  >,
 ): Store {
   return new Proxy(inner, {
     get(target, prop, receiver) {
@@ -259,5 +265,167 @@ describe("close() with closeGraceMs 0 and a sweep in flight", () => {
     await look.open({ clock: realClock });
     cleanups.push(() => look.close());
     expect((await look.listWorkers()).map((w) => w.id)).toEqual([]);
+  });
+});
+
+describe("close() of a worker that took over a crashed run", () => {
+  // Before: a run taken from a crashed worker that close() handed back (pending) before its
+  // replay reached the call the crash cut was claimed next as an ordinary run: that call's
+  // lost attempt was never charged, so crash after crash (each followed by a graceful
+  // restart) ran the step more often than maxAttempts allows.
+  it("leaves the crash to be charged by the next claimer", async () => {
+    const path = dbPath();
+    const clock = createVirtualClock();
+    let bodies = 0;
+    const hang = gate();
+    const wf = workflow({ name: "crashy", version: "1", retry: { maxAttempts: 1 } }, async (ctx) =>
+      ctx.step("s", async () => {
+        bodies++;
+        if (bodies === 1) {
+          crashing.crash();
+          await hang.opened;
+        }
+        return "ran";
+      }),
+    );
+    const crashing = crashableStore(sqliteStore(path));
+    const a = createEngine({
+      store: crashing,
+      workflows: [wf],
+      clock,
+      pollIntervalMs: 10,
+      closeGraceMs: 0,
+      log: () => {},
+    });
+    // The dead engine's step body is let go before its close (which gives up on its store).
+    cleanups.push(() => a.close().catch(() => {}));
+    cleanups.push(hang.open);
+    await a.start(wf, undefined, { id: "r" });
+    await until(() => crashing.crashed, "the worker crashed in the step");
+    await crashing.settled();
+    await clock.advance(60_000); // past the lease
+    // The next worker takes the run over, but closes while it still reads the journal.
+    const reading = gate();
+    let readAsked = false;
+    const b = createEngine({
+      store: around(sqliteStore(path), {
+        loadJournal: async (call, ...args) => {
+          readAsked = true;
+          await reading.opened;
+          return call(...args);
+        },
+      }),
+      workflows: [wf],
+      clock,
+      pollIntervalMs: 10,
+      closeGraceMs: 0,
+      log: () => {},
+    });
+    await until(() => readAsked, "the takeover reading the journal");
+    await b.close();
+    reading.open();
+    const c = createEngine({
+      store: sqliteStore(path),
+      workflows: [wf],
+      clock,
+      pollIntervalMs: 10,
+    });
+    cleanups.push(() => c.close());
+    const outcome = await advanceUntil(
+      clock,
+      c
+        .handle("r")
+        .result()
+        .then(
+          (v) => v,
+          (e: Error) => e.name,
+        ),
+      1_000,
+      200,
+    );
+    // maxAttempts 1, and the one attempt died with its worker.
+    expect(outcome).toBe("WorkerLostError");
+    expect(bodies).toBe(1);
+    expect(await lostAttempts(path, "r")).toEqual(["s"]);
+  });
+});
+
+describe("close() of a worker replaying a crashed run, its workflow awaiting its own I/O", () => {
+  // Before: the drained replay, nothing in flight, handed the run back (pending) before it
+  // reached the call the crash cut: that call's lost attempt was never charged.
+  it("leaves the crash to be charged by the next claimer", async () => {
+    const path = dbPath();
+    const clock = createVirtualClock();
+    let bodies = 0;
+    const hang = gate();
+    let replays = 0;
+    let ioAwaited = false;
+    const io = gate();
+    const wf = workflow(
+      { name: "crashy-io", version: "1", retry: { maxAttempts: 1 } },
+      async (ctx) => {
+        await ctx.step("first", () => 1);
+        if (++replays === 2) {
+          ioAwaited = true;
+          await io.opened;
+        }
+        return ctx.step("s", async () => {
+          bodies++;
+          if (bodies === 1) {
+            crashing.crash();
+            await hang.opened;
+          }
+          return "ran";
+        });
+      },
+    );
+    const crashing = crashableStore(sqliteStore(path));
+    const a = createEngine({
+      store: crashing,
+      workflows: [wf],
+      clock,
+      pollIntervalMs: 10,
+      closeGraceMs: 0,
+      log: () => {},
+    });
+    cleanups.push(() => a.close().catch(() => {}));
+    cleanups.push(hang.open);
+    await a.start(wf, undefined, { id: "r" });
+    await until(() => crashing.crashed, "the worker crashed in the step");
+    await crashing.settled();
+    await clock.advance(60_000);
+    const b = createEngine({
+      store: sqliteStore(path),
+      workflows: [wf],
+      clock,
+      pollIntervalMs: 10,
+      closeGraceMs: 0,
+      log: () => {},
+    });
+    await until(() => ioAwaited, "the takeover's replay awaiting its own I/O");
+    await b.close();
+    io.open();
+    const c = createEngine({
+      store: sqliteStore(path),
+      workflows: [wf],
+      clock,
+      pollIntervalMs: 10,
+    });
+    cleanups.push(() => c.close());
+    const outcome = await advanceUntil(
+      clock,
+      c
+        .handle("r")
+        .result()
+        .then(
+          (v) => v,
+          (e: Error) => e.name,
+        ),
+      1_000,
+      200,
+    );
+    expect(outcome).toBe("WorkerLostError");
+    expect(bodies).toBe(1);
+    expect(await lostAttempts(path, "r")).toEqual(["s"]);
   });
 });

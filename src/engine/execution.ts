@@ -107,7 +107,18 @@ export class Execution {
     // timer) wrote nothing: its run still goes back (the release is fenced by epoch, so a
     // run whose lease another worker took is left alone). One ending otherwise is releasing.
     if (this.ending && !this.endedUnwritten) return;
+    if (this.crashUnjudged) return;
     await this.handBackPending();
+  }
+
+  /** The run was taken from a crashed worker and this execution has not yet judged which
+   *  calls the crash cut (context.ts, crashedInFlight). Handed back to pending, its next
+   *  claimer would take it for an ordinary run and charge that crash nothing: a step that
+   *  kills its worker, each crash followed by a graceful restart, would run more often than
+   *  its maxAttempts. close() leaves such a run leased instead, and the removal of this
+   *  worker's row (or the lease's end) makes it claimable as the crash left it. */
+  get crashUnjudged(): boolean {
+    return this.claim.recovered && (this.ctx?.crashUnjudged ?? true);
   }
 
   /** The heartbeat learned that another worker holds the run (after stopWithoutWriting). */
@@ -356,6 +367,12 @@ export class Execution {
    *  first, then the run goes back to pending. */
   private async handBackOnClose(): Promise<void> {
     await this.deps.committer.drain();
+    if (this.crashUnjudged) {
+      // Left leased for the next claimer to judge the crash (crashUnjudged).
+      this.endedUnwritten = true;
+      this.trace.end("abandoned");
+      return;
+    }
     await this.handBackPending();
     this.trace.end("handed-back");
   }

@@ -305,7 +305,10 @@ export class Worker {
 
   private launch(claim: ClaimedRun, claimedAt: number, journal?: Journal): void {
     if (this.closed) {
-      // Claimed by a round that was in flight when close() began: hand it straight back.
+      // Claimed by a round that was in flight when close() began: hand it straight back,
+      // unless it was taken from a crashed worker: that crash is for its next claimer to
+      // charge (Execution.crashUnjudged), so it stays leased, as the crash left it.
+      if (claim.recovered) return;
       const p = this.handBack(claim).finally(() => this.handingBack.delete(p));
       this.handingBack.add(p);
       return;

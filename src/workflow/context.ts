@@ -504,6 +504,12 @@ export class Context {
     return this.childStarts.size;
   }
 
+  /** A run taken from a crashed worker whose replay has not yet judged what the crash cut
+   *  (crashedInFlight charges the calls made again before any new outcome is handed over). */
+  get crashUnjudged(): boolean {
+    return this.host.recovered && this.delivery.liveReleased === 0 && this.chargedCrash.size === 0;
+  }
+
   /** Another worker owns the run now (or this one stops without a word): write nothing. */
   stopWithoutWriting(): void {
     this.halt({ kind: "lease-lost" });
