@@ -524,6 +524,37 @@ export class Worker {
     await Promise.all(this.handingBack);
   }
 
+  /** The stopped executions with no attempt in flight but a child's create, whose runs go
+   *  back once those creates answer. Not one with a cancel asked (or that cannot be read
+   *  within `boundMs`): handed back, it would be canceled and cancel its children, and its
+   *  child, landing just before, could be claimed by another worker in between; it stays
+   *  leased, and whoever takes it over releases it canceled without replaying it. */
+  private async backOnceChildrenCreated(
+    stopped: Execution[],
+    boundMs: number,
+  ): Promise<Execution[]> {
+    const waiting = stopped.filter((ex) => ex.attemptsInFlight === 0 && ex.childStartsInFlight > 0);
+    if (waiting.length === 0) return [];
+    const read = Promise.all(
+      waiting.map((ex) =>
+        this.options.store.getRun(ex.runId).then(
+          (run) => (run?.cancelRequested === false ? ex : undefined),
+          () => undefined,
+        ),
+      ),
+    );
+    let found: Array<Execution | undefined> = [];
+    if (
+      await settlesWithin(
+        read.then((r) => (found = r)),
+        boundMs,
+      )
+    ) {
+      return found.filter((ex) => ex !== undefined);
+    }
+    return [];
+  }
+
   async close(graceMs: number): Promise<void> {
     this.closed = true;
     if (this.pollTimer) clearTimeout(this.pollTimer);
@@ -586,10 +617,8 @@ export class Worker {
     // A run kept leased for a child's create alone (no attempt of it runs here) goes back
     // once that create answers: left leased, its next claimer would take it for a crash and
     // charge a lost attempt to a call that never began.
-    for (const ex of stopped) {
-      if (ex.attemptsInFlight === 0 && ex.childStartsInFlight > 0) {
-        this.late.push(ex.childStartsLanded().then(() => ex.handBackStopped()));
-      }
+    for (const ex of await this.backOnceChildrenCreated(stopped, bound)) {
+      this.late.push(ex.childStartsLanded().then(() => ex.handBackStopped()));
     }
     this.heartbeatsStopped = true;
     if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
