@@ -129,6 +129,67 @@ describe("close(): work still in flight when its bound ends", () => {
     expect(await lostAttempts(path, "late")).toEqual([]);
   });
 
+  // Before: the same for a start() whose create, claimed by this worker, answered after
+  // close()'s bound: the run stayed leased to the gone worker.
+  it("a start() whose claimed create answers after close() returned hands its run back", async () => {
+    const path = dbPath();
+    const clock = createVirtualClock();
+    let bodies = 0;
+    const once = workflow(
+      { name: "once", version: "1", retry: { maxAttempts: 1 } },
+      async (ctx, n: number) =>
+        ctx.step("s", () => {
+          bodies++;
+          return n;
+        }),
+    );
+    const answer = gate();
+    let createHeld = false;
+    const store = around(sqliteStore(path), {
+      createRun: async (call, ...args) => {
+        const made = await call(...args);
+        if ((args[0] as { claimBy?: unknown }).claimBy !== undefined) {
+          createHeld = true;
+          await answer.opened;
+        }
+        return made;
+      },
+    });
+    const logged: string[] = [];
+    const engine = createEngine({
+      store,
+      workflows: [once],
+      clock,
+      pollIntervalMs: 10,
+      closeGraceMs: 0,
+      log: (m) => logged.push(m),
+    });
+    await engine.listRuns();
+    const started = engine.start(once, 4, { id: "made" });
+    started.catch(() => {});
+    await until(() => createHeld, "the create committed, its answer held");
+    await engine.close();
+    answer.open();
+    const client = createEngine({ store: sqliteStore(path), worker: false, clock });
+    cleanups.push(() => client.close());
+    await until(
+      async () => (await client.getRun("made"))?.status === "pending",
+      "the run created claimed handed back",
+      5_000,
+    );
+    expect(logged.filter((m) => m.includes("handing back"))).toEqual([]);
+    const next = createEngine({
+      store: sqliteStore(path),
+      workflows: [once],
+      clock,
+      pollIntervalMs: 10,
+    });
+    cleanups.push(() => next.close());
+    await expect(advanceUntil(clock, next.handle("made").result(), 1_000, 200)).resolves.toBe(4);
+    expect(bodies).toBe(1);
+    expect(await lostAttempts(path, "made")).toEqual([]);
+  });
+
   // Before: a child's create that had not answered when close()'s bound ended kept its
   // parent leased to the gone worker until the lease ended; its next claimer took it for
   // a crash and charged a lost attempt to a parallel step that close() had kept from
