@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { createEngine, type Store, sqliteStore, workflow } from "../src/index.js";
 import { realClock } from "../src/lib/clock.js";
 import { crashableStore } from "../src/testing/crashable-store.js";
-import { createVirtualClock } from "../src/testing/index.js";
+import { createVirtualClock, faultyStore } from "../src/testing/index.js";
 import { advanceUntil } from "./helpers/engines.js";
 import { tempDbPath, until } from "./helpers/sqlite.js";
 
@@ -488,5 +488,28 @@ describe("close() of a worker replaying a crashed run, its workflow awaiting its
     expect(outcome).toBe("WorkerLostError");
     expect(bodies).toBe(1);
     expect(await lostAttempts(path, "r")).toEqual(["s"]);
+  });
+});
+
+describe("close() whose removal of the worker's row fails", () => {
+  // Before: the worker's close() rejected with the store's error, and the engine's close()
+  // stopped there: the store was never closed (on PostgreSQL its pool and LISTEN socket
+  // kept the process alive), and neither was the subscription.
+  it("still closes the store, and then reports the error", async () => {
+    const path = dbPath();
+    const plan = { failing: new Set<keyof Store>() };
+    let storeClosed = false;
+    const store = around(sqliteStore(path), {
+      close: async (call) => {
+        storeClosed = true;
+        return call();
+      },
+    });
+    const wf = workflow({ name: "w", version: "1" }, async () => 1);
+    const e = createEngine({ store: faultyStore(store, plan), workflows: [wf], log: () => {} });
+    expect(await (await e.start(wf, undefined)).result()).toBe(1);
+    plan.failing.add("removeWorker");
+    await expect(e.close()).rejects.toThrow(/removeWorker fails/);
+    expect(storeClosed).toBe(true);
   });
 });

@@ -45,7 +45,10 @@ async function closeStarted(internals: EngineInternals): Promise<void> {
   const retentionStopped = internals.retention?.stop();
   // gc() calls stop between batches too; the batch in flight is waited for below.
   internals.collections.stop.abort();
-  await internals.worker?.close(internals.config.closeGraceMs);
+  // A store error of the worker's close() (removing its row) is close()'s, but only once the
+  // rest is closed: stopping here left the store open (on PostgreSQL its pool and LISTEN
+  // socket keep the process alive).
+  const workerClosed = await settledAs(internals.worker?.close(internals.config.closeGraceMs));
   const handingBackLate = internals.worker?.afterClose();
   if (retentionStopped !== undefined) {
     const ended = await settlesWithin(retentionStopped, internals.config.closeGraceMs);
@@ -81,9 +84,22 @@ async function closeStarted(internals: EngineInternals): Promise<void> {
     void handingBackLate
       .then(() => internals.config.store.close())
       .catch((err: unknown) => internals.config.log("close(): closing after late hand-backs", err));
-    return;
+  } else {
+    await internals.config.store.close();
   }
-  await internals.config.store.close();
+  if (!workerClosed.ok) throw workerClosed.error;
+}
+
+/** How `p` settled, without throwing. */
+async function settledAs(
+  p: Promise<void> | undefined,
+): Promise<{ ok: true } | { ok: false; error: unknown }> {
+  try {
+    await p;
+    return { ok: true };
+  } catch (error) {
+    return { ok: false, error };
+  }
 }
 
 /** Opening failed, or had not succeeded when close() was called. If the store did open (the
