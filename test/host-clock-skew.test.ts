@@ -5,7 +5,7 @@
 // (host ahead).
 
 import { afterEach, describe, expect, it } from "vitest";
-import { storeClockAhead } from "../src/engine/worker.js";
+import { storeClockAhead } from "../src/engine/store-clock-ahead.js";
 import { createEngine, realClock, workflow } from "../src/index.js";
 import { postgresStore } from "../src/store/postgres/postgres-store.js";
 import { pgUrl } from "./helpers/engines.js";

@@ -1,34 +1,22 @@
-// The claim loop: claims runnable runs of the registered name@version pairs, holds their
-// leases (heartbeats renew them; a renewal that reports a lost lease stops the execution),
-// reports runs whose version no live worker has, and on every heartbeat takes over the runs
-// of workers on this host whose process is gone (dead-workers.ts). Polling is the source of
-// truth; store hints and virtual-clock jumps only make the next poll come sooner.
+// The claim loop: claims runnable runs of the registered name@version pairs and executes
+// them, each in a slot of its own; and close(), which drains them and hands their runs back.
+// Its pieces: the heartbeat that holds the leases (worker-heartbeat.ts), the worker's row and
+// its sweeps of the workers table (worker-table.ts), the runs leased here that nothing
+// executes (orphan-runs.ts). Polling is the source of truth; store hints and virtual-clock
+// jumps only make the next poll come sooner.
 
-import { hostname } from "node:os";
-import { type Clock, shiftedClock } from "../lib/clock.js";
-import { pidNamespace } from "../lib/process-identity.js";
-import { displayText } from "../lib/text.js";
+import { shiftedClock } from "../lib/clock.js";
 import { settlesWithin, timerMs, waitAtMost } from "../lib/timers.js";
-import type { ClaimedRun, Journal, RunRecord, Store } from "../store/store.js";
-import type { Workflow } from "../workflow/define.js";
-import { isDeadLocalWorker, pidKnownDead, workerLive } from "./dead-workers.js";
-import { Execution, type ExecutionDeps, handBackRun, payloadKeyError } from "./execution.js";
-import { runsLeasedTo } from "./runs-leased-to.js";
+import type { ClaimedRun, Journal } from "../store/store.js";
+import { cancelChildrenOfCanceled } from "./children-of-canceled.js";
+import { Execution, handBackRun } from "./execution.js";
+import { OrphanRuns } from "./orphan-runs.js";
+import { storeClockAhead } from "./store-clock-ahead.js";
+import { WorkerHeartbeat } from "./worker-heartbeat.js";
+import type { WorkerOptions } from "./worker-options.js";
+import { WorkerTable } from "./worker-table.js";
 
-export interface WorkerOptions {
-  id: string;
-  store: Store;
-  clock: Clock;
-  workflows: Map<string, Workflow<unknown, unknown>>;
-  concurrency: number;
-  leaseMs: number;
-  heartbeatMs: number;
-  pollIntervalMs: number;
-  execution: ExecutionDeps;
-  /** An execution of `runId` ended; `run` is the run as its release left it, if it
-   *  released the run (durably) itself. */
-  ended?(runId: string, run: RunRecord | undefined): void;
-}
+export type { WorkerOptions } from "./worker-options.js";
 
 /** A freshly created run's journal: nothing recorded yet, no event can have arrived. */
 function emptyJournal(): Journal {
@@ -38,7 +26,6 @@ function emptyJournal(): Journal {
 export class Worker {
   readonly active = new Map<string, Execution>();
   private pollTimer: NodeJS.Timeout | undefined;
-  private heartbeatTimer: NodeJS.Timeout | undefined;
   /** The claim round in flight, if any: close() waits for it. */
   private polling: Promise<void> | undefined;
   /** Releases of runs claimed after close() began. */
@@ -47,16 +34,6 @@ export class Worker {
    *  by this worker, a child's create) that hands runs back once it answers: the store
    *  stays open until it has (afterClose). */
   private readonly late: Promise<void>[] = [];
-  /** Runs whose execution here ended without letting them go (it stopped without writing: a
-   *  lease judged stale, a store error on the hand-back), by the epoch it held. The store may
-   *  still lease them to this worker, and claimRuns never gives a worker its own runs: with
-   *  no other worker they would sit forever. Once such a lease has expired, as another
-   *  worker would take the run over, this worker hands it back (claimRound). */
-  private readonly orphans = new Map<string, number>();
-  /** A claim failed without an answer: on PostgreSQL it may have committed (its answer
-   *  lost, every retry failed), leasing runs to this worker that it never learned of and
-   *  that claimRuns will never give it. The next claim round looks for them (orphans). */
-  private claimMayHaveLeased = false;
   private pollAgain = false;
   /** A claim round (or a start) found no free slot: the next freed slot asks for a round. */
   private roundSkippedWhileFull = false;
@@ -65,21 +42,27 @@ export class Worker {
   /** close() waiting for the creates that hold those slots to answer. */
   private readonly reservedSettled: Array<() => void> = [];
   private closed = false;
-  /** Heartbeats go on through close()'s grace period, so leases outlive it. */
-  private heartbeatsStopped = false;
-  private lastRenewOk: number;
-  /** The heartbeat in flight, if any: close() waits for it before the store closes. */
-  private heartbeating: Promise<void> | undefined;
-  private heartbeatAgain = false;
-  /** The write of this worker's row in flight, if any: close() removes the row after it. */
-  private registering: Promise<void> | undefined;
-  /** The sweep of the worker table in flight, if any (sweepAside). */
-  private sweeping: Promise<void> | undefined;
+  private readonly heartbeat: WorkerHeartbeat;
+  private readonly table: WorkerTable;
+  /** Runs leased to this worker that nothing here executes: handed back at claim rounds
+   *  once their leases expire, and by close(). */
+  private readonly orphans: OrphanRuns;
   private unsubscribe: Array<() => void> = [];
   readonly stats = { claimed: 0, executions: 0 };
 
   constructor(private readonly options: WorkerOptions) {
-    this.lastRenewOk = options.clock.now();
+    this.table = new WorkerTable(options, {
+      closed: () => this.closed,
+      canceled: (ids) => cancelChildrenOfCanceled(options, ids),
+    });
+    this.heartbeat = new WorkerHeartbeat(options, this.active, () => this.table.sweepAside());
+    this.orphans = new OrphanRuns(options, {
+      executing: (runId) => this.active.has(runId),
+      handedBack: (runId, canceled) => {
+        if (canceled) cancelChildrenOfCanceled(options, [runId]);
+        this.pollAgain = true;
+      },
+    });
   }
 
   /** Registers this worker and takes over dead local workers' runs, then starts claiming.
@@ -88,12 +71,10 @@ export class Worker {
   async start(): Promise<void> {
     const { store } = this.options;
     const askedAt = this.options.clock.now();
-    await this.register();
-    // Registering is this worker's first heartbeat (a start tried again may come long after
-    // the constructor).
-    this.lastRenewOk = askedAt;
+    await this.table.register();
+    this.heartbeat.registeredAt(askedAt);
     // The first sweep: dead local workers' runs are claimable before our first claim.
-    await this.sweepWorkers();
+    await this.table.sweep();
     if (this.closed) return;
     this.unsubscribe.push(
       store.subscribe((hint) => {
@@ -101,39 +82,17 @@ export class Worker {
           if (hint.runId) this.active.get(hint.runId)?.refreshEvents();
           this.requestClaimRound();
         } else if (hint.kind === "cancel" && hint.runId && this.active.has(hint.runId)) {
-          void this.heartbeat();
+          void this.heartbeat.beat();
         }
       }),
     );
     const onAdvance = this.options.clock.onAdvance?.(() => {
-      void this.heartbeat();
+      void this.heartbeat.beat();
       this.requestClaimRound();
     });
     if (onAdvance) this.unsubscribe.push(onAdvance);
-    this.heartbeatTimer = setInterval(
-      () => void this.heartbeat(),
-      timerMs(this.options.heartbeatMs),
-    );
-    this.heartbeatTimer.unref?.();
+    this.heartbeat.startTimer();
     this.requestClaimRound();
-  }
-
-  /** Writes this worker's row (an upsert): who it is and what it serves. */
-  private register(): Promise<void> {
-    const writing = this.options.store.registerWorker({
-      id: this.options.id,
-      host: hostname(),
-      pid: process.pid,
-      pidNamespace: pidNamespace(),
-      workflows: [...this.options.workflows.keys()],
-      leaseMs: this.options.leaseMs,
-    });
-    this.registering = writing;
-    const done = () => {
-      if (this.registering === writing) this.registering = undefined;
-    };
-    writing.then(done, done);
-    return writing;
   }
 
   /** Asks for a claim round now (a run was started, an event sent, a slot freed). */
@@ -173,7 +132,7 @@ export class Worker {
     // A wait blocked in this process may be answered by an event another process stored
     // (SQLite sends no hint across processes): look at each poll.
     for (const ex of this.active.values()) if (ex.awaitsEvent) ex.refreshEvents();
-    await this.handBackOrphans();
+    await this.orphans.handBack();
     try {
       const free = this.options.concurrency - this.active.size - this.reserved;
       // Full: a run may be ready that this round cannot take; the next freed slot asks again.
@@ -195,79 +154,8 @@ export class Worker {
         }
       }
     } catch (err) {
-      this.claimMayHaveLeased = true;
+      this.orphans.claimFailed();
       this.options.execution.log("claiming runs failed; retrying at the next poll", err);
-    }
-  }
-
-  /** Hands back each orphan whose lease expired and is still ours (see `orphans`); forgets
-   *  those another worker took or that changed since. A store error leaves them for the
-   *  next round. */
-  private async handBackOrphans({
-    expiredOnly = true,
-    keep = new Set<string>(),
-  }: {
-    expiredOnly?: boolean;
-    keep?: ReadonlySet<string>;
-  } = {}): Promise<void> {
-    if (this.claimMayHaveLeased) await this.findUnknownClaims();
-    if (this.orphans.size === 0) return;
-    const { store, id: workerId } = this.options;
-    try {
-      const now = await store.now();
-      for (const [runId, epoch] of this.orphans) {
-        // Never a run executing here (a run created claimed while the claims were looked
-        // for), nor one whose attempt close() left running: its lease is this worker's.
-        if (this.active.has(runId) || keep.has(runId)) {
-          this.orphans.delete(runId);
-          continue;
-        }
-        // One run this process cannot read (a payload under a key it was not given) must
-        // not keep the others from being handed back: it is left for the next round.
-        const run = await store.getRun(runId).catch((err: unknown) => {
-          if (payloadKeyError(err) !== undefined) return null;
-          throw err;
-        });
-        if (run === null) continue;
-        const ours =
-          run?.status === "running" && run.epoch === epoch && run.leaseOwner === workerId;
-        if (!ours) {
-          this.orphans.delete(runId);
-          continue;
-        }
-        if (expiredOnly && (run.leaseUntil ?? 0) > now) continue;
-        const released = await handBackRun(store, run);
-        if (released) {
-          if (released.status === "canceled") this.cancelChildrenOf([runId]);
-          this.orphans.delete(runId);
-          this.pollAgain = true;
-          this.options.execution.lifecycle({
-            event: "released",
-            runId,
-            workflow: run.workflow,
-            version: run.version,
-            epoch,
-            status: "pending",
-          });
-        }
-      }
-    } catch {
-      // The store is away (the claim that follows reports it); the next round tries again.
-    }
-  }
-
-  /** After a claim that failed (claimMayHaveLeased): the running runs leased to this worker
-   *  that it does not execute become orphans, handed back once their leases expire. A
-   *  store error leaves the search for the next round. */
-  private async findUnknownClaims(): Promise<void> {
-    try {
-      const leased = await runsLeasedTo(this.options.store, this.options.id);
-      for (const [runId, epoch] of leased) {
-        if (!this.active.has(runId) && !this.orphans.has(runId)) this.orphans.set(runId, epoch);
-      }
-      this.claimMayHaveLeased = false;
-    } catch {
-      // The store is away: the next round looks again.
     }
   }
 
@@ -333,7 +221,7 @@ export class Worker {
       : 0;
     const clock = shiftedClock(this.options.execution.clock, ahead);
     const ex = new Execution(
-      { ...this.options.execution, clock, leaseFresh: () => this.leaseFresh(claimedAt) },
+      { ...this.options.execution, clock, leaseFresh: () => this.heartbeat.leaseFresh(claimedAt) },
       claim,
       wf,
       journal,
@@ -341,7 +229,7 @@ export class Worker {
     this.active.set(claim.run.id, ex);
     void ex.finished.then(() => {
       if (this.active.get(claim.run.id) === ex) this.active.delete(claim.run.id);
-      if (!ex.letGo && !this.closed) this.orphans.set(claim.run.id, ex.epoch);
+      if (!ex.letGo && !this.closed) this.orphans.add(claim.run.id, ex.epoch);
       this.stats.executions++;
       this.options.ended?.(claim.run.id, ex.released);
       // A freed slot matters when a round found us full (or claimed all it could take), or
@@ -354,162 +242,15 @@ export class Worker {
     });
   }
 
-  /** Renews the leases of executing runs; stops those whose lease is gone; delivers
-   *  cancel requests made in other processes. */
-  private async heartbeat(): Promise<void> {
-    if (this.heartbeatsStopped) return;
-    if (this.heartbeating !== undefined) {
-      this.heartbeatAgain = true;
-      return this.heartbeating;
-    }
-    this.heartbeating = (async () => {
-      try {
-        do {
-          this.heartbeatAgain = false;
-          await this.heartbeatOnce();
-        } while (this.heartbeatAgain && !this.heartbeatsStopped);
-      } finally {
-        this.heartbeating = undefined;
-      }
-    })();
-    return this.heartbeating;
-  }
-
-  /** Whether a lease taken at `claimedAt` may still be this worker's: the claim or the last
-   *  renewal round was asked less than a lease ago. A process stopped past its lease
-   *  (SIGSTOP, a long pause) finds this false on waking, before its heartbeat learns the
-   *  runs were taken. */
-  leaseFresh(claimedAt: number): boolean {
-    const since = Math.max(claimedAt, this.lastRenewOk);
-    return this.options.clock.now() - since < this.options.leaseMs;
-  }
-
-  private async heartbeatOnce(): Promise<void> {
-    const { store, clock, leaseMs } = this.options;
-    const runs = [...this.active.values()].map((e) => ({ runId: e.runId, epoch: e.epoch }));
-    // Taken before asking: the store extended the leases after this moment, not when its
-    // answer arrived.
-    const askedAt = clock.now();
-    try {
-      if (runs.length > 0) {
-        const res = await store.renewLeases({ workerId: this.options.id, runs, leaseMs });
-        // Only the execution the renewal was for: while it was in flight the run may have
-        // been released and claimed again here, under a new epoch that is not lost.
-        const renewed = new Map(runs.map((r) => [r.runId, r.epoch]));
-        for (const id of res.lost) {
-          const ex = this.active.get(id);
-          // An execution releasing the run learns from its release whether it still held it.
-          if (ex && ex.epoch === renewed.get(id) && !ex.releasing) {
-            ex.stopWithoutWriting();
-            ex.leaseLost();
-          }
-        }
-        for (const id of res.cancelRequested) {
-          // The reason is only words for the run's end: one this process cannot read (a
-          // key it was not given, a store error) must not fail the heartbeat, which would
-          // stop every run of this worker and never deliver the cancel.
-          const reason = await store.getRun(id).then(
-            (run) => run?.reason ?? "canceled",
-            (err: unknown) => {
-              this.options.execution.log(`run "${id}": reading the cancel's reason failed`, err);
-              return "canceled";
-            },
-          );
-          this.active.get(id)?.cancel(reason);
-        }
-      }
-      await store.heartbeatWorker(this.options.id);
-      this.lastRenewOk = askedAt;
-      this.sweepAside();
-    } catch (err) {
-      this.options.execution.log("renewing leases failed", err);
-      // Past our own lease we may no longer own anything: stop rather than act as a zombie.
-      if (clock.now() - this.lastRenewOk > leaseMs) {
-        for (const ex of this.active.values()) {
-          ex.stopWithoutWriting();
-          ex.leaseLost();
-        }
-      }
-    }
-  }
-
-  /** Sweeps the worker table beside the heartbeat, one sweep at a time: a slow one (a lock
-   *  wait, a scan of a large backlog) must not hold up the renewals of the next heartbeats,
-   *  or the leases of running runs would run out under them. */
-  private sweepAside(): void {
-    if (this.sweeping !== undefined || this.heartbeatsStopped) return;
-    this.sweeping = this.sweepWorkers()
-      .catch((err: unknown) => this.options.execution.log("sweeping the worker table failed", err))
-      .finally(() => {
-        this.sweeping = undefined;
-      });
-  }
-
-  /** Takes over the runs of dead workers on this host (removing a row makes the runs it
-   *  leases claimable now; fencing keeps that safe should the worker still write), then
-   *  pauses runs whose version no live worker has. */
-  private async sweepWorkers(): Promise<void> {
-    const { store, leaseMs } = this.options;
-    // Heartbeats are stamped by the store's clock (the database's on PostgreSQL): judge
-    // them by the same clock, never this worker's, or skew would make live workers "dead".
-    const now = await store.now();
-    const here = {
-      workerId: this.options.id,
-      host: displayText(hostname()),
-      pid: process.pid,
-      pidNamespace: pidNamespace(),
-      now,
-      leaseMs,
-    };
-    const served = new Set<string>();
-    const rows = await store.listWorkers();
-    // Our row is gone while we live: another worker judged us dead (a heartbeat held up past
-    // our lease: a step that blocked the event loop, a paused container). A heartbeat only
-    // updates the row, so we would stay invisible for good: starts by name would find no
-    // live worker for our workflows, and other workers would pause their runs as unserved.
-    // Not once close() began: the row is about to go, and a write landing after its removal
-    // would leave it behind.
-    if (!this.closed && !rows.some((w) => w.id === this.options.id)) {
-      await this.register();
-    }
-    for (const w of rows) {
-      if (isDeadLocalWorker(w, here)) {
-        // Only a pid known dead (same PID namespace) frees its leases at once. A worker
-        // judged by its heartbeat alone may have a longer lease (and heartbeat interval)
-        // than ours: its runs are taken when their own leases end.
-        await store.removeWorker(w.id, { expireLeases: pidKnownDead(w, here) });
-        this.options.execution.lifecycle({ event: "takeover", deadWorkerId: w.id });
-      } else if (workerLive(w, now, leaseMs)) for (const wf of w.workflows) served.add(wf);
-    }
-    for (const wf of this.options.workflows.keys()) served.add(wf);
-    await store.markUnserved({
-      served: [...served],
-      graceMs: Math.min(leaseMs, 5_000),
-      canceled: (ids) => this.cancelChildrenOf(ids),
-    });
-  }
-
-  /** Runs canceled as unserved (their worker gone with a cancel requested) were released
-   *  by no execution: their children are canceled here, off the heartbeat's path. */
-  private cancelChildrenOf(runIds: string[]): void {
-    const { cancelChildren, log } = this.options.execution;
-    if (!cancelChildren) return;
-    void (async () => {
-      for (const id of runIds) {
-        const run = await this.options.store.getRun(id);
-        if (run?.status !== "canceled") continue;
-        await cancelChildren(id, run.reason ?? "");
-      }
-    })().catch((err: unknown) => log("canceling the children of canceled runs failed", err));
-  }
-
   private async handBack(claim: ClaimedRun): Promise<void> {
     const released = await handBackRun(this.options.store, claim.run);
     if (!released) {
       this.options.execution.log(
         `handing back run "${claim.run.id}" failed; its lease will expire`,
       );
-    } else if (released.status === "canceled") this.cancelChildrenOf([claim.run.id]);
+    } else if (released.status === "canceled") {
+      cancelChildrenOfCanceled(this.options, [claim.run.id]);
+    }
   }
 
   /** The hand-backs of runs claimed or kept leased by work close() stopped waiting for:
@@ -620,14 +361,13 @@ export class Worker {
     for (const ex of await this.backOnceChildrenCreated(stopped, bound)) {
       this.late.push(ex.childStartsLanded().then(() => ex.handBackStopped()));
     }
-    this.heartbeatsStopped = true;
-    if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
+    this.heartbeat.stop();
     // Let a heartbeat in flight finish before the store closes, but never wait on a store
     // that hangs.
-    if (this.heartbeating !== undefined) {
-      await waitAtMost(this.heartbeating, Math.min(graceMs, 2_000));
-    }
-    if (this.sweeping !== undefined) await waitAtMost(this.sweeping, Math.min(graceMs, 2_000));
+    const beating = this.heartbeat.inFlight;
+    if (beating !== undefined) await waitAtMost(beating, Math.min(graceMs, 2_000));
+    const sweeping = this.table.sweepInFlight;
+    if (sweeping !== undefined) await waitAtMost(sweeping, Math.min(graceMs, 2_000));
     await Promise.all(this.handingBack);
     // Records of attempts that finished are durable before any run of ours is claimable:
     // removing the worker row first would let another worker take a run whose record is
@@ -643,14 +383,15 @@ export class Worker {
     // its next claimer charges nothing): only those that do stay leased (below).
     const handedBack = Promise.all([
       ...stopped.filter((ex) => !bodyRunning.has(ex.runId)).map((ex) => ex.handBackStopped()),
-      this.handBackOrphans({ expiredOnly: false, keep: bodyRunning }),
+      this.orphans.handBack({ expiredOnly: false, keep: bodyRunning }),
     ]);
     if (!(await settlesWithin(handedBack, bound))) {
       this.options.execution.log("close(): handing back runs timed out; the store hangs");
     }
     // A write of the row in flight (a sweep found it gone) lands first, or it would outlive
     // this worker.
-    if (this.registering !== undefined && !(await settlesWithin(this.registering, bound))) {
+    const registering = this.table.registerInFlight;
+    if (registering !== undefined && !(await settlesWithin(registering, bound))) {
       this.options.execution.log("close(): writing this worker's row timed out; the store hangs");
     }
     const removed = this.options.store.removeWorker(this.options.id, {
@@ -661,22 +402,4 @@ export class Worker {
     else
       this.options.execution.log("close(): removing this worker's row timed out; the store hangs");
   }
-}
-
-/** How far the store's clock is ahead of this host's (negative: behind), as far as one claim
- *  can tell: the store stamped the lease (its now + leaseMs) at some moment between
- *  `askedAt` and `answeredAt` by this host's clock, so only a stamp outside that window is
- *  skew, counted from the window's nearer edge. 0 when the store reads this host's clock
- *  (SQLite, a virtual clock). */
-export function storeClockAhead(
-  run: Pick<RunRecord, "leaseUntil">,
-  leaseMs: number,
-  askedAt: number,
-  answeredAt: number,
-): number {
-  if (run.leaseUntil === null) return 0;
-  const storeNow = run.leaseUntil - leaseMs;
-  if (storeNow < askedAt) return storeNow - askedAt;
-  if (storeNow > answeredAt) return storeNow - answeredAt;
-  return 0;
 }

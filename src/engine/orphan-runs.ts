@@ -1,0 +1,110 @@
+// Runs the store may still lease to this worker though nothing here executes them: an
+// execution that ended without letting its run go (it stopped without writing: a lease
+// judged stale, a store error on the hand-back), or a claim that failed without an answer
+// (on PostgreSQL it may have committed, its answer lost, every retry failed). claimRuns never
+// gives a worker its own runs: with no other worker they would sit forever. Once such a
+// lease has expired, as another worker would take the run over, this worker hands it back.
+
+import { handBackRun, payloadKeyError } from "./execution.js";
+import { runsLeasedTo } from "./runs-leased-to.js";
+import type { WorkerOptions } from "./worker-options.js";
+
+export class OrphanRuns {
+  /** The orphans, by the epoch this worker held them at. */
+  private readonly orphans = new Map<string, number>();
+  /** A claim failed without an answer: it may have leased runs to this worker that it
+   *  never learned of. The next hand-back looks for them. */
+  private claimMayHaveLeased = false;
+
+  constructor(
+    private readonly options: WorkerOptions,
+    private readonly hooks: {
+      /** Whether the run executes here (its lease is this worker's to keep). */
+      executing(runId: string): boolean;
+      /** A run was handed back (pending, or canceled: `canceled`). */
+      handedBack(runId: string, canceled: boolean): void;
+    },
+  ) {}
+
+  /** An execution of `runId` at `epoch` ended without letting the run go. */
+  add(runId: string, epoch: number): void {
+    this.orphans.set(runId, epoch);
+  }
+
+  /** A claim failed without an answer (see claimMayHaveLeased). */
+  claimFailed(): void {
+    this.claimMayHaveLeased = true;
+  }
+
+  /** Hands back each orphan whose lease expired (any, with `expiredOnly` false) and is
+   *  still ours; forgets those another worker took or that changed since, and those in
+   *  `keep`. A store error leaves them for the next round. */
+  async handBack({
+    expiredOnly = true,
+    keep = new Set<string>(),
+  }: {
+    expiredOnly?: boolean;
+    keep?: ReadonlySet<string>;
+  } = {}): Promise<void> {
+    if (this.claimMayHaveLeased) await this.findUnknownClaims();
+    if (this.orphans.size === 0) return;
+    const { store, id: workerId } = this.options;
+    try {
+      const now = await store.now();
+      for (const [runId, epoch] of this.orphans) {
+        // Never a run executing here (a run created claimed while the claims were looked
+        // for), nor one whose attempt close() left running: its lease is this worker's.
+        if (this.hooks.executing(runId) || keep.has(runId)) {
+          this.orphans.delete(runId);
+          continue;
+        }
+        // One run this process cannot read (a payload under a key it was not given) must
+        // not keep the others from being handed back: it is left for the next round.
+        const run = await store.getRun(runId).catch((err: unknown) => {
+          if (payloadKeyError(err) !== undefined) return null;
+          throw err;
+        });
+        if (run === null) continue;
+        const ours =
+          run?.status === "running" && run.epoch === epoch && run.leaseOwner === workerId;
+        if (!ours) {
+          this.orphans.delete(runId);
+          continue;
+        }
+        if (expiredOnly && (run.leaseUntil ?? 0) > now) continue;
+        const released = await handBackRun(store, run);
+        if (released) {
+          this.orphans.delete(runId);
+          this.hooks.handedBack(runId, released.status === "canceled");
+          this.options.execution.lifecycle({
+            event: "released",
+            runId,
+            workflow: run.workflow,
+            version: run.version,
+            epoch,
+            status: "pending",
+          });
+        }
+      }
+    } catch {
+      // The store is away (the claim that follows reports it); the next round tries again.
+    }
+  }
+
+  /** After a claim that failed (claimMayHaveLeased): the running runs leased to this worker
+   *  that it does not execute become orphans, handed back once their leases expire. A
+   *  store error leaves the search for the next round. */
+  private async findUnknownClaims(): Promise<void> {
+    try {
+      const leased = await runsLeasedTo(this.options.store, this.options.id);
+      for (const [runId, epoch] of leased) {
+        if (!this.hooks.executing(runId) && !this.orphans.has(runId)) {
+          this.orphans.set(runId, epoch);
+        }
+      }
+      this.claimMayHaveLeased = false;
+    } catch {
+      // The store is away: the next round looks again.
+    }
+  }
+}

@@ -1,0 +1,131 @@
+// A worker's heartbeat: renews the leases of the runs it executes (stopping those whose lease
+// is gone), delivers cancel requests made in other processes, stamps its row, and says
+// whether a lease may still be this worker's (leaseFresh). Heartbeats go on through
+// close()'s grace period, so leases outlive it; close() stops them after.
+
+import { timerMs } from "../lib/timers.js";
+import type { Execution } from "./execution.js";
+import type { WorkerOptions } from "./worker-options.js";
+
+export class WorkerHeartbeat {
+  private timer: NodeJS.Timeout | undefined;
+  private stoppedNow = false;
+  private lastRenewOk: number;
+  /** The heartbeat in flight, if any: close() waits for it before the store closes. */
+  private beating: Promise<void> | undefined;
+  private again = false;
+
+  constructor(
+    private readonly options: WorkerOptions,
+    private readonly active: ReadonlyMap<string, Execution>,
+    /** A round renewed everything: the worker table is swept beside it. */
+    private readonly renewed: () => void,
+  ) {
+    this.lastRenewOk = options.clock.now();
+  }
+
+  /** Registering this worker (asked at `askedAt`) was its first heartbeat (a start tried
+   *  again may come long after the constructor). */
+  registeredAt(askedAt: number): void {
+    this.lastRenewOk = askedAt;
+  }
+
+  /** Beats every heartbeatMs from now on. */
+  startTimer(): void {
+    this.timer = setInterval(() => void this.beat(), timerMs(this.options.heartbeatMs));
+    this.timer.unref?.();
+  }
+
+  get stopped(): boolean {
+    return this.stoppedNow;
+  }
+
+  /** The heartbeat in flight, if any. */
+  get inFlight(): Promise<void> | undefined {
+    return this.beating;
+  }
+
+  stop(): void {
+    this.stoppedNow = true;
+    if (this.timer) clearInterval(this.timer);
+  }
+
+  /** Renews the leases of executing runs; stops those whose lease is gone; delivers
+   *  cancel requests made in other processes. */
+  async beat(): Promise<void> {
+    if (this.stoppedNow) return;
+    if (this.beating !== undefined) {
+      this.again = true;
+      return this.beating;
+    }
+    this.beating = (async () => {
+      try {
+        do {
+          this.again = false;
+          await this.beatOnce();
+        } while (this.again && !this.stoppedNow);
+      } finally {
+        this.beating = undefined;
+      }
+    })();
+    return this.beating;
+  }
+
+  /** Whether a lease taken at `claimedAt` may still be this worker's: the claim or the last
+   *  renewal round was asked less than a lease ago. A process stopped past its lease
+   *  (SIGSTOP, a long pause) finds this false on waking, before its heartbeat learns the
+   *  runs were taken. */
+  leaseFresh(claimedAt: number): boolean {
+    const since = Math.max(claimedAt, this.lastRenewOk);
+    return this.options.clock.now() - since < this.options.leaseMs;
+  }
+
+  private async beatOnce(): Promise<void> {
+    const { store, clock, leaseMs } = this.options;
+    const runs = [...this.active.values()].map((e) => ({ runId: e.runId, epoch: e.epoch }));
+    // Taken before asking: the store extended the leases after this moment, not when its
+    // answer arrived.
+    const askedAt = clock.now();
+    try {
+      if (runs.length > 0) {
+        const res = await store.renewLeases({ workerId: this.options.id, runs, leaseMs });
+        // Only the execution the renewal was for: while it was in flight the run may have
+        // been released and claimed again here, under a new epoch that is not lost.
+        const renewed = new Map(runs.map((r) => [r.runId, r.epoch]));
+        for (const id of res.lost) {
+          const ex = this.active.get(id);
+          // An execution releasing the run learns from its release whether it still held it.
+          if (ex && ex.epoch === renewed.get(id) && !ex.releasing) {
+            ex.stopWithoutWriting();
+            ex.leaseLost();
+          }
+        }
+        for (const id of res.cancelRequested) {
+          // The reason is only words for the run's end: one this process cannot read (a
+          // key it was not given, a store error) must not fail the heartbeat, which would
+          // stop every run of this worker and never deliver the cancel.
+          const reason = await store.getRun(id).then(
+            (run) => run?.reason ?? "canceled",
+            (err: unknown) => {
+              this.options.execution.log(`run "${id}": reading the cancel's reason failed`, err);
+              return "canceled";
+            },
+          );
+          this.active.get(id)?.cancel(reason);
+        }
+      }
+      await store.heartbeatWorker(this.options.id);
+      this.lastRenewOk = askedAt;
+      if (!this.stoppedNow) this.renewed();
+    } catch (err) {
+      this.options.execution.log("renewing leases failed", err);
+      // Past our own lease we may no longer own anything: stop rather than act as a zombie.
+      if (clock.now() - this.lastRenewOk > leaseMs) {
+        for (const ex of this.active.values()) {
+          ex.stopWithoutWriting();
+          ex.leaseLost();
+        }
+      }
+    }
+  }
+}
