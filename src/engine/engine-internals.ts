@@ -6,6 +6,7 @@
 import { EngineClosedError, StoreError } from "../errors.js";
 import { newId } from "../lib/ids.js";
 import { neverThrows } from "../lib/never-throws.js";
+import type { FoundChild } from "../workflow/child-identity.js";
 import type { Workflow } from "../workflow/define.js";
 import { cancelChildren } from "./cancel-children.js";
 import { Committer } from "./committer.js";
@@ -44,7 +45,7 @@ export type StartChildRun = (
   childId: string,
   wf: Workflow<unknown, unknown>,
   input: unknown,
-) => Promise<void>;
+) => Promise<FoundChild | undefined>;
 
 /** Builds the shared parts and starts opening the store (and the worker, and retention). */
 export function createEngineInternals(

@@ -7,6 +7,7 @@ import type { Clock } from "../lib/clock.js";
 import { nextTurn } from "../lib/timers.js";
 import { unreadablePayloadReason } from "../store/encrypted-store.js";
 import type { ClaimedRun, Journal, Release, RunRecord, RunStatus, Store } from "../store/store.js";
+import type { FoundChild } from "../workflow/child-identity.js";
 import { Context, type Outcome } from "../workflow/context.js";
 import type { Workflow } from "../workflow/define.js";
 import type { RetryPolicy } from "../workflow/retry.js";
@@ -30,7 +31,7 @@ export interface ExecutionDeps {
     childId: string,
     wf: Workflow<unknown, unknown>,
     input: unknown,
-  ): Promise<void>;
+  ): Promise<FoundChild | undefined>;
   log(message: string, err?: unknown): void;
   /** Reports a lifecycle event of a run this worker executes (logged at info). */
   lifecycle(f: Omit<WorkerEventFields, "workerId">): void;

@@ -3,7 +3,7 @@
 // by the workflow's schema when this engine has the code, and stored under a cairn.start
 // span. Starting an id again is idempotent only for the same workflow, input and parent.
 
-import { copyAsStored, encode, takeCopy } from "../codec/codec.js";
+import { copyAsStored, decode, encode, encodeIdentity, takeCopy } from "../codec/codec.js";
 import {
   InputValidationError,
   RunConflictError,
@@ -14,6 +14,7 @@ import {
 import { newId } from "../lib/ids.js";
 import { asStoreFailure } from "../lib/store-failure.js";
 import type { RunRecord } from "../store/store.js";
+import type { FoundChild } from "../workflow/child-identity.js";
 import { formatIssues } from "../workflow/context.js";
 import { type AnyWorkflow, isWorkflowName, type Workflow } from "../workflow/define.js";
 import { workerLive } from "./dead-workers.js";
@@ -50,21 +51,43 @@ export async function startRun(
   return createRun(internals, target, handed, options, null);
 }
 
-/** ctx.child: the child run `childId` of run `parentId`, on the code the parent handed in. */
+/** ctx.child: the child run `childId` of run `parentId`, on the code the parent handed in.
+ *  Undefined when created now; else what the child found under its id was started as (an
+ *  earlier execution of the call created it and crashed before recording so). */
 export async function startChildRun(
   internals: EngineInternals,
   parentId: string,
   childId: string,
   wf: Workflow<unknown, unknown>,
   input: unknown,
-): Promise<void> {
-  await createRun(
+): Promise<FoundChild | undefined> {
+  const { run, created } = await createRun(
     internals,
     { name: wf.name, version: wf.version, wf },
     input,
     { id: childId },
     parentId,
   );
+  if (created) return undefined;
+  return { workflow: run.workflow, sameInput: sameInputAsHanded(run, wf, input) };
+}
+
+/** Whether a found child's stored input is `input` (as handed to ctx.child now), each as
+ *  the codec keeps it and compared as a child's intent digest compares (an Error without its
+ *  stack). Undefined when it cannot be told: on another version, or through an input schema,
+ *  the stored input is what that code made of the input handed then. */
+function sameInputAsHanded(
+  run: RunRecord,
+  wf: Workflow<unknown, unknown>,
+  input: unknown,
+): boolean | undefined {
+  if (run.version !== wf.version || wf.options.input) return undefined;
+  try {
+    const stored = encodeIdentity(decode(run.input));
+    return stored === encodeIdentity(decode(encode(input, Number.POSITIVE_INFINITY)));
+  } catch {
+    return undefined; // a stored input this engine cannot read (another key)
+  }
 }
 
 /** Orders versions naturally: "2" < "10", "1.9" < "1.10", numbers before words. */
@@ -248,16 +271,15 @@ function checkSameRun(
       `Run "${parentId}" cannot start child run "${id}": that id is already taken by ${owner}. Rename the ctx.child call, or start the parent under an id that does not clash.`,
     );
   }
+  // This parent's own child under this key, created by an earlier execution of the call
+  // that crashed before recording it: the call judges whether it is still the same call
+  // (startChildRun says what the child is; the parent fails with NonDeterminismError if not).
+  if (parentId !== null) return;
   if (run.workflow !== target.name) {
     throw new RunConflictError(
       `Run id "${id}" already belongs to workflow "${run.workflow}"; it cannot be started as "${target.name}". Choose another id.`,
     );
   }
-  // This parent's own child under this key, created by an earlier execution of the same
-  // call that crashed before recording it: it is that call's child whatever input the call
-  // computes now (an input schema's default drawn afresh, a random id or the time, would
-  // otherwise fail the parent where an uninterrupted run completes), as a recorded one is.
-  if (parentId !== null) return;
   if (run.input !== encoded) {
     // Starting an id again returns the run it names, but only for the same input: a
     // different one would silently be ignored.

@@ -43,16 +43,40 @@ function digest(text: string): string {
   return createHash("sha256").update(text).digest("base64url");
 }
 
+/** A child run a call found already created under its id, with no intent recorded (the
+ *  worker died between the child's create and its intent): what it was started as.
+ *  `sameInput` says whether its stored input is the one the call hands in now; undefined
+ *  when that cannot be told (its workflow's input schema stands between the two: a default
+ *  drawn afresh on each parse, a request id or the time, would differ every time). */
+export interface FoundChild {
+  workflow: string;
+  sameInput: boolean | undefined;
+}
+
+/** How the call differs from the child it found, in words that quote no payload. */
+export function foundChildMismatch(found: FoundChild, now: ChildCallIdentity): string | undefined {
+  const child = `the child run this call created before a crash (its intent was never recorded) is of workflow "${found.workflow}"`;
+  if (found.workflow !== now.workflow) return otherWorkflow(child, now);
+  return found.sameInput === false ? otherInput(child) : undefined;
+}
+
 /** How the call differs from the recorded one, in words that quote no payload; undefined
  *  when it matches, or the record does not say. */
 export function childMismatch(recorded: ChildIntent, now: ChildCallIdentity): string | undefined {
+  const child = `the journal recorded a child run of workflow "${recorded.workflow ?? "?"}"`;
   if (recorded.workflow !== undefined && recorded.workflow !== now.workflow) {
-    const code =
-      now.workflow === undefined ? "something that is not a workflow" : `"${now.workflow}"`;
-    return `the journal recorded a child run of workflow "${recorded.workflow}", the code now starts ${code}`;
+    return otherWorkflow(child, now);
   }
-  if (recorded.input !== undefined && recorded.input !== now.input) {
-    return `the journal recorded a child run of workflow "${recorded.workflow ?? "?"}" started with another input than the code now hands it (the recorded child's result belongs to that input)`;
-  }
+  if (recorded.input !== undefined && recorded.input !== now.input) return otherInput(child);
   return undefined;
+}
+
+function otherWorkflow(child: string, now: ChildCallIdentity): string {
+  const code =
+    now.workflow === undefined ? "something that is not a workflow" : `"${now.workflow}"`;
+  return `${child}, the code now starts ${code}`;
+}
+
+function otherInput(child: string): string {
+  return `${child} started with another input than the code now hands it (the recorded child's result belongs to that input)`;
 }

@@ -70,7 +70,7 @@ async function execute(
     commit: async (w) => {
       writes.push({ runId: "r", epoch: 1, ...w });
     },
-    startChild: async () => {},
+    startChild: async () => undefined,
     childOutcome: async () => undefined,
     loadEvents: async () => [],
     log: () => {},

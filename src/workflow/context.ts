@@ -105,6 +105,8 @@ import {
   type ChildIntent,
   childInputDigest,
   childMismatch,
+  type FoundChild,
+  foundChildMismatch,
 } from "./child-identity.js";
 import type {
   ApprovalOptions,
@@ -196,8 +198,13 @@ export interface ContextHost {
   retry?: Partial<RetryPolicy> | undefined;
   /** Durable write of this run's records (fenced by the execution's epoch). */
   commit(write: Omit<RunWrite, "runId" | "epoch">): Promise<void>;
-  /** Creates the child run (idempotent on its id). */
-  startChild(childId: string, wf: Workflow<unknown, unknown>, input: unknown): Promise<void>;
+  /** Creates the child run (idempotent on its id): undefined when created now, else what
+   *  the child found under its id was started as. */
+  startChild(
+    childId: string,
+    wf: Workflow<unknown, unknown>,
+    input: unknown,
+  ): Promise<FoundChild | undefined>;
   /** The child's outcome if it has finished, else undefined. */
   childOutcome(childId: string): Promise<ChildOutcome | undefined>;
   /** Re-reads the run's unconsumed events (after a hint that one arrived). */
@@ -1050,13 +1057,15 @@ export class Context {
     }
     const why = childMismatch(recorded, identity);
     if (!why) return;
-    this.fail(
-      new NonDeterminismError(
-        `Run "${this.host.runId}" no longer matches its journal at key "${call.key}": ${why}. ${this.remedy()}`,
-        { runId: this.host.runId, key: call.key },
-      ),
-    );
+    this.fail(this.childNonDeterminism(call, why));
     throw new HaltedSignal();
+  }
+
+  private childNonDeterminism(call: Call, why: string): NonDeterminismError {
+    return new NonDeterminismError(
+      `Run "${this.host.runId}" no longer matches its journal at key "${call.key}": ${why}. ${this.remedy()}`,
+      { runId: this.host.runId, key: call.key },
+    );
   }
 
   private async childCall<O>(
@@ -1101,14 +1110,27 @@ export class Context {
       // (catchable, replayed), not a store failure to hand the run back for (it would be
       // claimed and refused again at once, for ever).
       let refusal: unknown;
+      let found: FoundChild | undefined;
       await this.active0(
-        starting.catch((err: unknown) => {
-          if (!childRefusal(err)) throw err;
-          refusal = err;
-        }),
+        starting.then(
+          (f) => {
+            found = f;
+          },
+          (err: unknown) => {
+            if (!childRefusal(err)) throw err;
+            refusal = err;
+          },
+        ),
       );
       if (refusal !== undefined) {
         return this.recordError<O>(call, toErrorRecord(refusal), startedAt);
+      }
+      // A child this call created before a crash took the worker (no intent recorded): it
+      // must be the child the call starts now, as matchChild checks against an intent.
+      const why = found && foundChildMismatch(found, identity);
+      if (why) {
+        this.fail(this.childNonDeterminism(call, why));
+        return never<O>();
       }
       const data: ChildIntent = { childId, workflow: identity.workflow };
       if (identity.input !== undefined) data.input = identity.input;

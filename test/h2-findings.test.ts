@@ -1,0 +1,99 @@
+// Found by a review of child runs, retention and their crash windows: what a parent gets of
+// a child after a crash between the child's create and its intent, a child retention
+// deletes while its parent reads it, and how soon a parent hears of a child canceled here.
+
+import { describe, expect, it } from "vitest";
+import { type AnyWorkflow, createEngine, NonDeterminismError, workflow } from "../src/index.js";
+import type { RunWrite } from "../src/store/store.js";
+import { crashableStore } from "../src/testing/crashable-store.js";
+import { advanceUntil, BACKENDS, useHarness } from "./helpers/engines.js";
+import { until } from "./helpers/sqlite.js";
+
+/** Whether a store write carries the intent of a ctx.child call. */
+function writesChildIntent(args: unknown[]): boolean {
+  return (args[0] as RunWrite[]).some((w) => w.intents?.some((i) => i.kind === "child"));
+}
+
+describe.each(BACKENDS)("%s: a crash between a child's create and its intent", (backend) => {
+  const harness = useHarness(backend);
+
+  /** Runs `parent` until its child is created and the intent's write is lost with the
+   *  engine; then `change()` alters the code and a new engine takes the parent over. */
+  async function crashThenChange(
+    h: ReturnType<typeof harness>,
+    parent: AnyWorkflow[],
+    change: () => void,
+  ) {
+    const store = crashableStore(h.store(), {
+      crashBefore: (call) => call.verb === "appendRecords" && writesChildIntent(call.args),
+    });
+    const e1 = createEngine({ store, workflows: parent, clock: h.clock, pollIntervalMs: 10 });
+    await e1.start(parent[0]!, 1, { id: "p" });
+    await until(async () => store.crashed, "crash before the child's intent");
+    await store.settled();
+    const check = h.store();
+    await check.open({ clock: h.clock });
+    expect((await check.getRun("p/kid"))?.parentId).toBe("p");
+    await check.close();
+    change();
+    const e2 = h.engine(parent);
+    const run = e2.handle("p");
+    return advanceUntil(h.clock, run.result(), 1_000, 200);
+  }
+
+  it("a call that now hands another input does not adopt the child created before the crash", async () => {
+    const h = harness();
+    const code = { n: 1 };
+    const kid = workflow({ name: "in-kid", version: "1" }, async (ctx, n: number) => {
+      await ctx.sleep("nap", "1s");
+      return n * 10;
+    });
+    const parent = workflow({ name: "in-parent", version: "1" }, async (ctx) =>
+      ctx.child("kid", kid, code.n),
+    );
+    const out = crashThenChange(h, [parent, kid], () => {
+      code.n = 2;
+    });
+    // An uninterrupted run of the new code returns 20; the old child returns 10.
+    await expect(out).rejects.toBeInstanceOf(NonDeterminismError);
+    await expect(out).rejects.toThrow(/key "kid".*another input/);
+  });
+
+  it("a call that now names another workflow does not adopt the child created before the crash", async () => {
+    const h = harness();
+    const code = { other: false };
+    const kid = workflow({ name: "wf-kid", version: "1" }, async (ctx, n: number) => {
+      await ctx.sleep("nap", "1s");
+      return n * 10;
+    });
+    const other = workflow({ name: "wf-other", version: "1" }, async (_ctx, n: number) => n);
+    const parent = workflow({ name: "wf-parent", version: "1" }, async (ctx) =>
+      code.other ? ctx.child("kid", other, 1) : ctx.child("kid", kid, 1),
+    );
+    const out = crashThenChange(h, [parent, kid, other], () => {
+      code.other = true;
+    });
+    await expect(out).rejects.toBeInstanceOf(NonDeterminismError);
+    await expect(out).rejects.toThrow(/key "kid".*workflow "wf-kid".*"wf-other"/);
+  });
+
+  it("the same call adopts the child created before the crash (its input equal as handed)", async () => {
+    const h = harness();
+    const kid = workflow(
+      { name: "same-kid", version: "1" },
+      async (ctx, x: { at: Date; err: Error; bytes: Uint8Array }) => {
+        await ctx.sleep("nap", "1s");
+        return x.at.getTime();
+      },
+    );
+    const parent = workflow({ name: "same-parent", version: "1" }, async (ctx) =>
+      ctx.child("kid", kid, {
+        at: new Date(5),
+        err: new Error("not compared by stack"),
+        bytes: Buffer.from("a view of part of the pool"),
+      }),
+    );
+    const out = await crashThenChange(h, [parent, kid], () => {});
+    expect(out).toBe(5);
+  });
+});
