@@ -3,9 +3,16 @@
 // deletes while its parent reads it, and how soon a parent hears of a child canceled here.
 
 import { describe, expect, it } from "vitest";
-import { type AnyWorkflow, createEngine, NonDeterminismError, workflow } from "../src/index.js";
+import {
+  type AnyWorkflow,
+  createEngine,
+  FatalError,
+  NonDeterminismError,
+  workflow,
+} from "../src/index.js";
 import type { RunWrite } from "../src/store/store.js";
 import { crashableStore } from "../src/testing/crashable-store.js";
+import { waitForStatus } from "../src/testing/index.js";
 import { advanceUntil, BACKENDS, useHarness } from "./helpers/engines.js";
 import { until } from "./helpers/sqlite.js";
 
@@ -95,5 +102,86 @@ describe.each(BACKENDS)("%s: a crash between a child's create and its intent", (
     );
     const out = await crashThenChange(h, [parent, kid], () => {});
     expect(out).toBe(5);
+  });
+});
+
+describe.each(BACKENDS)("%s: retention and a resumed parent's finished child", (backend) => {
+  const harness = useHarness(backend);
+
+  it("retention keeps a finished child while its parent, resumed, is about to read its outcome", async () => {
+    const h = harness();
+    let broken = true;
+    const kid = workflow({ name: "gc-kid", version: "1" }, async (ctx) => {
+      await ctx.sleep("nap", "1m");
+      return "kid's output";
+    });
+    // The parent fails while its child still sleeps: the child's result event, sent when it
+    // completes, finds the parent finished (dropped); the resumed parent reads the child's run.
+    const parent = workflow({ name: "gc-parent", version: "1" }, async (ctx) => {
+      const [got] = await Promise.all([
+        ctx.child("kid", kid, undefined),
+        ctx.step("flaky", () => {
+          if (broken) throw new FatalError("flaky is broken");
+          return "ok";
+        }),
+      ]);
+      return got;
+    });
+    const collector = h.engine([], { worker: false });
+    let collected: Promise<unknown> | undefined;
+    const inner = h.store();
+    const store = new Proxy(inner, {
+      get(t, p) {
+        if (p === "getRun") {
+          return async (id: string) => {
+            // Retention runs in the instant the resumed parent reads its child's outcome.
+            if (id === "gp/kid" && !broken && collected === undefined) {
+              collected = collector.gc({ olderThan: 0 });
+              await collected;
+            }
+            return t.getRun(id);
+          };
+        }
+        const v = Reflect.get(t, p, t);
+        return typeof v === "function" ? v.bind(t) : v;
+      },
+    });
+    const e = createEngine({ store, workflows: [parent, kid], clock: h.clock, pollIntervalMs: 10 });
+    const run = await e.start(parent, undefined, { id: "gp" });
+    await expect(run.result()).rejects.toThrow("flaky is broken");
+    await advanceUntil(h.clock, waitForStatus(e, "gp/kid", "completed"), 1_000);
+    await h.clock.advance(1_000);
+    broken = false;
+    await e.resume("gp");
+    expect(await run.result()).toBe("kid's output");
+    expect(collected).toBeDefined();
+    expect((await e.getRun("gp/kid"))?.status).toBe("completed");
+  });
+
+  it("gc, and its dry run, count no finished child of an unfinished parent", async () => {
+    const h = harness();
+    const kid = workflow({ name: "count-kid", version: "1" }, async () => "done");
+    const parent = workflow({ name: "count-parent", version: "1" }, async (ctx) => {
+      const got = await ctx.child("kid", kid, undefined);
+      await ctx.waitForEvent("go");
+      return got;
+    });
+    const e = h.engine([parent, kid]);
+    const run = await e.start(parent, undefined, { id: "cp" });
+    await until(
+      async () =>
+        (await e.getRun("cp"))?.status === "waiting" &&
+        (await e.getSteps("cp")).some((s) => s.key === "go"),
+      "the parent waiting for go, its child's result recorded",
+    );
+    expect((await e.getRun("cp/kid"))?.status).toBe("completed");
+    await h.clock.advance(1_000);
+    expect((await e.gc({ olderThan: 0, dryRun: true })).runs).toBe(0);
+    expect((await e.gc({ olderThan: 0 })).runs).toBe(0);
+    await e.sendEvent("cp", "go", null);
+    expect(await run.result()).toBe("done");
+    await h.clock.advance(1_000);
+    expect((await e.gc({ olderThan: 0, dryRun: true })).runs).toBe(2);
+    expect((await e.gc({ olderThan: 0 })).runs).toBe(2);
   });
 });

@@ -2,13 +2,14 @@
 // workspace objects only they held (Store.deleteRuns). It works in small batches, each one
 // short transaction, and yields between them, so workers on the same store keep claiming
 // and committing while millions of rows go. Never an unfinished run: the store checks each
-// run's status inside the deleting transaction, so a run resumed after it was listed stays.
+// run's status inside the deleting transaction, so a run resumed after it was listed stays;
+// so does a finished child whose parent is unfinished (resumed, it may read the child's run).
 //
 // Idempotency of `start` by id ends with retention: once a run is deleted, starting its id
 // again creates a new run.
 
 import { deletableWithChildren } from "../store/retention-families.js";
-import type { Store } from "../store/store.js";
+import { type Store, TERMINAL_STATUSES } from "../store/store.js";
 
 export const DEFAULT_GC_BATCH = 500;
 
@@ -41,6 +42,20 @@ export function checkBatchSize(batchSize: unknown, what: string): void {
   if (!Number.isInteger(batchSize) || (batchSize as number) < 1 || (batchSize as number) > 1_000) {
     throw new TypeError(`${what} must be a whole number 1-1000 (got ${String(batchSize)})`);
   }
+}
+
+/** The ids of `runs` whose parent, if any, is finished (deleteRuns keeps a child whose
+ *  parent is unfinished: the parent may be about to read its outcome). */
+async function withFinishedParents(
+  store: Store,
+  runs: ReadonlyArray<{ id: string; parentId: string | null }>,
+): Promise<string[]> {
+  const parentIds = [...new Set(runs.flatMap((r) => (r.parentId ? [r.parentId] : [])))];
+  const parents = await Promise.all(parentIds.map((id) => store.getRun(id)));
+  const unfinished = new Set(
+    parents.filter((p) => p && !TERMINAL_STATUSES.has(p.status)).map((p) => p!.id),
+  );
+  return runs.filter((r) => !r.parentId || !unfinished.has(r.parentId)).map((r) => r.id);
 }
 
 /** Deletes (or counts) the finished runs older than `olderThanMs`; see the file header. */
@@ -76,9 +91,10 @@ export async function collectFinishedRuns(
     const last = runs[runs.length - 1]!;
     result.batches++;
     if (options.dryRun) {
-      // Counted as deleteRuns would delete: not a run whose child run would stay behind
-      // (children counted in an earlier batch would be gone by then).
-      const ids = runs.map((r) => r.id);
+      // Counted as deleteRuns would delete: not a child whose parent is unfinished, nor a run
+      // whose child run would stay behind (children counted in an earlier batch would be
+      // gone by then).
+      const ids = await withFinishedParents(store, runs);
       const children = (await Promise.all(ids.map((id) => store.listRuns({ parentId: id }))))
         .flat()
         .filter((c) => !wouldGo.has(c.id))

@@ -333,6 +333,19 @@ export function describeFeatureContract(h: FeatureContractHelpers): void {
       expect(await store.deleteRun(parent.id)).toEqual({ deleted: true, objects: 0, bytes: 0 });
     });
 
+    it("deleteRuns keeps a finished child whose parent is unfinished (it may be about to read its outcome)", async () => {
+      const store = h.store();
+      const parent = await h.started();
+      const child = await h.started({ id: `${parent.id}/kid`, parentId: parent.id });
+      await h.release(child, { status: "completed", output: "1" });
+      expect(await store.deleteRuns([child.id])).toEqual({ deleted: [], objects: 0, bytes: 0 });
+      expect((await store.getRun(child.id))?.status).toBe("completed");
+      await h.release(parent, { status: "failed", error: { name: "Error", message: "x" } });
+      expect((await store.deleteRuns([child.id, parent.id])).deleted.sort()).toEqual(
+        [child.id, parent.id].sort(),
+      );
+    });
+
     it("deleteRuns: deletes the finished runs of a batch at once, skips the others, prunes only objects nobody holds", async () => {
       const store = h.store();
       const a = await h.started();

@@ -159,13 +159,13 @@ export function deleteRuns(ctx: StoreContext, runIds: string[]): Promise<DeleteR
   const f = featureTables(ctx.t);
   return retriedOnForeignKeyRace(() =>
     ctx.db.transaction("deleteRuns", "idempotent", async (tx): Promise<DeleteRunsOutcome> => {
-      const finished = await tx.query<{ id: string }>(
-        `SELECT id FROM ${ctx.t.runs} WHERE id = ANY($1::text[])
+      const finished = await tx.query<{ id: string; parent_id: string | null }>(
+        `SELECT id, parent_id FROM ${ctx.t.runs} WHERE id = ANY($1::text[])
             AND status IN (${TERMINAL_STATUS_LIST})
           ORDER BY id FOR UPDATE`,
         [runIds],
       );
-      const candidates = finished.rows.map((r) => r.id);
+      const candidates = await withoutChildrenOfUnfinished(ctx, tx, finished.rows);
       const children = await tx.query<{ id: string; parent_id: string }>(
         `SELECT id, parent_id FROM ${ctx.t.runs} WHERE parent_id = ANY($1::text[])`,
         [candidates],
@@ -189,6 +189,27 @@ export function deleteRuns(ctx: StoreContext, runIds: string[]): Promise<DeleteR
       return { deleted, ...(await deleteOrphans(tx, f, hashes)) };
     }),
   );
+}
+
+/** The ids of `runs` whose parent, if any, is finished: an unfinished parent may be about
+ *  to read its child's outcome (a resumed parent whose child ended while it was failed).
+ *  Every parent is locked (FOR SHARE, whatever its status): a resume of one waits for this
+ *  transaction, and one that committed first is seen. */
+async function withoutChildrenOfUnfinished(
+  ctx: StoreContext,
+  tx: Tx,
+  runs: ReadonlyArray<{ id: string; parent_id: string | null }>,
+): Promise<string[]> {
+  const parentIds = [...new Set(runs.flatMap((r) => (r.parent_id === null ? [] : [r.parent_id])))];
+  if (parentIds.length === 0) return runs.map((r) => r.id);
+  const parents = await tx.query<{ id: string; status: string }>(
+    `SELECT id, status FROM ${ctx.t.runs} WHERE id = ANY($1::text[]) ORDER BY id FOR SHARE`,
+    [parentIds],
+  );
+  const unfinished = new Set(
+    parents.rows.filter((p) => !TERMINAL_STATUSES.has(p.status as RunStatus)).map((p) => p.id),
+  );
+  return runs.filter((r) => r.parent_id === null || !unfinished.has(r.parent_id)).map((r) => r.id);
 }
 
 /** The ids among `runIds` that no run has (each once, sorted). */

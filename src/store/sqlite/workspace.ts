@@ -156,10 +156,14 @@ const RUN_TABLES = [
 export function deleteRuns(ctx: StoreContext, ids: string[]): Promise<DeleteRunsOutcome> {
   return ctx.write("deleteRuns", ({ prepare }): DeleteRunsOutcome => {
     const all = JSON.stringify(ids);
+    // Not a child whose parent is unfinished: the parent may be about to read its outcome
+    // (a resumed parent whose child ended while it was failed).
     const candidates = (
       prepare(
-        `SELECT id FROM runs WHERE id IN (SELECT value FROM json_each(?))
-         AND status IN (${TERMINAL_STATUS_LIST})`,
+        `SELECT id FROM runs c WHERE id IN (SELECT value FROM json_each(?))
+         AND status IN (${TERMINAL_STATUS_LIST})
+         AND NOT EXISTS (SELECT 1 FROM runs p WHERE p.id = c.parent_id
+                           AND p.status NOT IN (${TERMINAL_STATUS_LIST}))`,
       ).all(all) as Array<{ id: string }>
     ).map((r) => r.id);
     const children = prepare(
