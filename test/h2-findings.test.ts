@@ -185,3 +185,85 @@ describe.each(BACKENDS)("%s: retention and a resumed parent's finished child", (
     expect((await e.gc({ olderThan: 0 })).runs).toBe(2);
   });
 });
+
+describe.each(BACKENDS)("%s: a parent executing here hears of its child at once", (backend) => {
+  const harness = useHarness(backend);
+
+  /** A parent whose step is in flight (it executes, not suspended) while it awaits its
+   *  child; the worker polls once an hour of a clock that never moves, so only a wake-up
+   *  from the store's hint can hand the parent its child's outcome. */
+  async function parentAwaitingChild(
+    h: ReturnType<typeof harness>,
+    kidDoes: "waits" | "works" | "finishes",
+  ) {
+    let heard: string | undefined;
+    let kidWorking = false;
+    let openParent!: () => void;
+    const parentGate = new Promise<void>((r) => {
+      openParent = r;
+    });
+    let finishKid!: () => void;
+    const kidGate = new Promise<void>((r) => {
+      finishKid = r;
+    });
+    const kid = workflow({ name: `now-kid-${kidDoes}`, version: "1" }, async (ctx) => {
+      if (kidDoes === "waits") await ctx.waitForEvent("never");
+      else if (kidDoes === "works") {
+        await ctx.step(
+          "work",
+          (s) =>
+            new Promise((_, reject) => {
+              kidWorking = true;
+              s.signal.addEventListener("abort", () => reject(s.signal.reason));
+            }),
+        );
+      } else {
+        await ctx.step("work", () => {
+          kidWorking = true;
+          return kidGate;
+        });
+      }
+      return "kid done";
+    });
+    const parent = workflow({ name: `now-parent-${kidDoes}`, version: "1" }, async (ctx) => {
+      const child = ctx.child("kid", kid, undefined).then(
+        (v) => v,
+        (err: Error) => err.name,
+      );
+      const slow = ctx.step("slow", () => parentGate.then(() => "slow"));
+      heard = await child;
+      return [heard, await slow];
+    });
+    const e = h.engine([parent, kid], { pollIntervalMs: 3_600_000 });
+    const run = await e.start(parent, undefined, { id: "np" });
+    await until(async () => {
+      if (kidDoes !== "waits") return kidWorking;
+      return (await e.getSteps("np/kid")).some((s) => s.key === "never");
+    }, "the child under way");
+    return { e, run, heard: () => heard, openParent, finishKid };
+  }
+
+  it("a child canceled while it waits", async () => {
+    const t = await parentAwaitingChild(harness(), "waits");
+    await t.e.cancel("np/kid", "not needed");
+    await until(() => t.heard(), "the parent hears of its child's cancel", 5_000);
+    t.openParent();
+    expect(await t.run.result()).toEqual(["RunCanceledError", "slow"]);
+  });
+
+  it("a child canceled while its step runs here", async () => {
+    const t = await parentAwaitingChild(harness(), "works");
+    await t.e.cancel("np/kid", "not needed");
+    await until(() => t.heard(), "the parent hears of its child's cancel", 5_000);
+    t.openParent();
+    expect(await t.run.result()).toEqual(["RunCanceledError", "slow"]);
+  });
+
+  it("a child that completes here", async () => {
+    const t = await parentAwaitingChild(harness(), "finishes");
+    t.finishKid();
+    await until(() => t.heard(), "the parent hears of its child's output", 5_000);
+    t.openParent();
+    expect(await t.run.result()).toEqual(["kid done", "slow"]);
+  });
+});

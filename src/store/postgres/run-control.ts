@@ -103,6 +103,10 @@ async function insertEvent(
       [clockParam, e.runId],
     );
     hints.push({ kind: "runnable", runId: e.runId });
+  } else if (status === "running") {
+    // Its execution (in whichever process) looks at its events at once, not at its
+    // worker's next poll: a child's result for a parent whose other branch runs a step.
+    hints.push({ kind: "runnable", runId: e.runId });
   }
   const event = ins.rows[0];
   if (!event) throw new Error("INSERT ... RETURNING returned no row");
