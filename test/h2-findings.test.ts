@@ -10,7 +10,7 @@ import {
   NonDeterminismError,
   workflow,
 } from "../src/index.js";
-import type { RunWrite } from "../src/store/store.js";
+import type { RunWrite, StoreHint } from "../src/store/store.js";
 import { crashableStore } from "../src/testing/crashable-store.js";
 import { waitForStatus } from "../src/testing/index.js";
 import { advanceUntil, BACKENDS, useHarness } from "./helpers/engines.js";
@@ -265,5 +265,68 @@ describe.each(BACKENDS)("%s: a parent executing here hears of its child at once"
     await until(() => t.heard(), "the parent hears of its child's output", 5_000);
     t.openParent();
     expect(await t.run.result()).toEqual(["kid done", "slow"]);
+  });
+});
+
+describe.each(BACKENDS)("%s: a child canceled as it suspends", (backend) => {
+  const harness = useHarness(backend);
+
+  it("hands its parent the cancel's reason, as the child's run and a resumed parent read it", async () => {
+    const h = harness();
+    let working = false;
+    let finishStep!: () => void;
+    const gate = new Promise<void>((r) => {
+      finishStep = r;
+    });
+    const kid = workflow({ name: "sus-kid", version: "1" }, async (ctx) => {
+      // Ignores the abort: the step ends when the gate opens, then the kid suspends.
+      await ctx.step("work", () => {
+        working = true;
+        return gate;
+      });
+      await ctx.waitForEvent("never");
+      return "kid done";
+    });
+    const parent = workflow({ name: "sus-parent", version: "1" }, async (ctx) => {
+      try {
+        return await ctx.child("kid", kid, undefined);
+      } catch (err) {
+        return (err as Error).message;
+      }
+    });
+    // The executing engine does not hear of the cancel (no hint, no heartbeat before the
+    // kid suspends): its release to waiting meets the requested cancel in the store.
+    const inner = h.store();
+    const store = new Proxy(inner, {
+      get(t, p) {
+        if (p === "subscribe") {
+          return (listener: (hint: StoreHint) => void) =>
+            t.subscribe((hint) => {
+              if (hint.kind !== "cancel") listener(hint);
+            });
+        }
+        const v = Reflect.get(t, p, t);
+        return typeof v === "function" ? v.bind(t) : v;
+      },
+    });
+    const e = createEngine({
+      store,
+      workflows: [parent, kid],
+      clock: h.clock,
+      pollIntervalMs: 10,
+      leaseMs: 3_600_000,
+    });
+    const other = h.engine([], { worker: false });
+    try {
+      const run = await e.start(parent, undefined, { id: "sus" });
+      await until(() => working, "the kid's step under way");
+      await other.cancel("sus/kid", "not needed any more");
+      finishStep();
+      const seen = await run.result();
+      await expect(other.handle("sus/kid").result()).rejects.toThrow(seen);
+      expect(seen).toBe('Run "sus/kid" was canceled: not needed any more');
+    } finally {
+      await e.close();
+    }
   });
 });

@@ -1155,6 +1155,13 @@ export class Context {
         }
       }
       if (ev) res = childOutcomeOf(ev);
+      if (ev && res && "error" in res && res.error.code === "RUN_CANCELED") {
+        // A child whose release met a requested cancel in the store sent its parent a reason
+        // of its own; the cancel's reason is on the child's run, as a parent that reads it
+        // there (resumed after the child ended) gets it.
+        const stored = await this.active0(this.host.childOutcome(childId));
+        if (stored && "error" in stored && stored.error.code === "RUN_CANCELED") res = stored;
+      }
       if (res) {
         const consume = ev ? [{ eventSeq: ev.seq, key: call.key }] : undefined;
         if ("error" in res) return this.recordError<O>(call, res.error, startedAt, { consume });
