@@ -81,6 +81,9 @@ export class Worker {
         if (hint.kind === "runnable") {
           if (hint.runId) this.active.get(hint.runId)?.refreshEvents();
           this.requestClaimRound();
+        } else if (hint.kind === "event" && hint.runId) {
+          // No claim round: the run is executing (here, or in another process).
+          this.active.get(hint.runId)?.refreshEvents();
         } else if (hint.kind === "cancel" && hint.runId && this.active.has(hint.runId)) {
           void this.heartbeat.beat();
         }

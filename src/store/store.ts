@@ -314,11 +314,11 @@ export interface RunFilter {
   before?: { createdAt: number; id: string };
 }
 
-/** A hint that something changed: runs may be claimable (runnable; with a runId, also a
- *  run executing now that got an event), a run finished, a cancel came. Hints may be lost
- *  or duplicated; polling stays the source of truth. */
+/** A hint that something changed: runs may be claimable, a run finished, a cancel came, an
+ *  event was stored for a run executing now (its execution may look at once). Hints may be
+ *  lost or duplicated; polling stays the source of truth. */
 export interface StoreHint {
-  kind: "runnable" | "finished" | "cancel";
+  kind: "runnable" | "finished" | "cancel" | "event";
   runId?: string;
 }
 

@@ -35,7 +35,7 @@ export function channelFor(schema: string): string {
   return `cairn_${schema.slice(0, 44)}_${hash}`;
 }
 
-const HINT_KINDS = new Set(["runnable", "finished", "cancel"]);
+const HINT_KINDS = new Set(["runnable", "finished", "cancel", "event"]);
 
 function parseHint(payload: string | undefined): StoreHint | undefined {
   if (payload === undefined) return undefined;

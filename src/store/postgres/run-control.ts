@@ -106,7 +106,7 @@ async function insertEvent(
   } else if (status === "running") {
     // Its execution (in whichever process) looks at its events at once, not at its
     // worker's next poll: a child's result for a parent whose other branch runs a step.
-    hints.push({ kind: "runnable", runId: e.runId });
+    hints.push({ kind: "event", runId: e.runId });
   }
   const event = ins.rows[0];
   if (!event) throw new Error("INSERT ... RETURNING returned no row");

@@ -99,7 +99,7 @@ export function insertRun(tx: WriteTx, run: NewRun, budgetSpent: string): RunRec
 }
 
 /** Stores an event; a run waiting for its name becomes ready now (an earlier timer is
- *  kept) and is hinted runnable, as is a run executing now. */
+ *  kept) and is hinted runnable; a run executing now is hinted so. */
 export function storeEvent(tx: WriteTx, e: NewEvent): EventRecord {
   const row = tx
     .prepare(
@@ -115,12 +115,10 @@ export function storeEvent(tx: WriteTx, e: NewEvent): EventRecord {
          AND EXISTS (SELECT 1 FROM json_each(runs.waiting_for) WHERE value = ?)`,
     )
     .run(tx.now, tx.now, tx.now, e.runId, e.name);
-  // A run executing now is hinted too: its execution, if in this process, looks at its
-  // events at once (a child's result for a parent whose other branch runs a step), not at
-  // its worker's next poll.
-  if (woke.changes > 0 || findRow(tx, e.runId)?.status === "running") {
-    tx.hint({ kind: "runnable", runId: e.runId });
-  }
+  if (woke.changes > 0) tx.hint({ kind: "runnable", runId: e.runId });
+  // A run executing now: its execution, if in this process, looks at its events at once (a
+  // child's result for a parent whose other branch runs a step), not at its worker's next poll.
+  else if (findRow(tx, e.runId)?.status === "running") tx.hint({ kind: "event", runId: e.runId });
   return eventFromRow(row);
 }
 
