@@ -6,6 +6,8 @@
 // call, the same way on every execution, naming the call, the run and what to pass.
 
 import { afterEach, describe, expect, it } from "vitest";
+import { z } from "zod";
+import { effectTool } from "../src/ai/index.js";
 import { type AnyWorkflow, createEngine, sqliteStore, workflow } from "../src/index.js";
 import { tempDbPath } from "./helpers/sqlite.js";
 
@@ -83,5 +85,14 @@ describe("a call handed what it cannot run", () => {
     expect(await run.result()).toMatch(
       /ctx\.effect\("charge"\) in run "r-missing": .*\{ perform, reconcile \}/,
     );
+  });
+
+  it("effectTool without a reconcile is refused where it is written", () => {
+    expect(() =>
+      effectTool({
+        inputSchema: z.object({}),
+        perform: async () => 1,
+      } as Loose),
+    ).toThrow(/^effectTool\(\): reconcile must be a function \(got undefined\)/);
   });
 });

@@ -78,6 +78,18 @@ export function effectTool<INPUT, OUTPUT>(
   def: EffectToolDefinition<INPUT, OUTPUT>,
 ): Tool<INPUT, OUTPUT> {
   const { perform, reconcile, ...rest } = def;
+  // Checked here, where it is written: a missing reconcile surfaced only in the recovery
+  // after a crash, the one moment it exists for.
+  for (const [part, fn] of [
+    ["perform", perform],
+    ["reconcile", reconcile],
+  ] as const) {
+    if (typeof fn !== "function") {
+      throw new TypeError(
+        `effectTool(): ${part} must be a function (got ${typeof fn}); an effect tool needs perform, and reconcile to find whether perform already happened after a crash`,
+      );
+    }
+  }
   const execute = (): Promise<OUTPUT> => {
     throw new TypeError(
       "An effectTool runs only inside a workflow, through ai.tools(ctx, { ... }): its perform and reconcile need the run's journal",
