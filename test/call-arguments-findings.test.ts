@@ -95,4 +95,54 @@ describe("a call handed what it cannot run", () => {
       } as Loose),
     ).toThrow(/^effectTool\(\): reconcile must be a function \(got undefined\)/);
   });
+
+  it("a refused step uses up its key as a call does: the next call of that name is name#2", async () => {
+    const wf = workflow({ name: "refused-step-key", version: "1" }, async (ctx) => {
+      await ctx.step("fetch", 42 as Loose).catch(() => undefined);
+      return await ctx.step("fetch", () => "second");
+    });
+    const engine = engineFor([wf]);
+    const run = await engine.start(wf, null);
+    expect(await run.result()).toBe("second");
+    expect((await engine.getSteps(run.id)).map((s) => s.key)).toEqual(["fetch#2"]);
+  });
+
+  it("an effect recorded before the check (its code had no reconcile) replays its recorded value", async () => {
+    const db = tempDbPath();
+    cleanups.push(db.cleanup);
+    let performed = 0;
+    const body = (withReconcile: boolean) =>
+      workflow({ name: "recorded-effect", version: "1" }, async (ctx) => {
+        const id = await ctx.effect("charge", {
+          perform: async () => {
+            performed++;
+            return "ch_1";
+          },
+          ...(withReconcile ? { reconcile: async () => undefined } : {}),
+        } as Loose);
+        await ctx.waitForEvent("go");
+        return id;
+      });
+    // Recorded by code the check would refuse: the journal holds the effect's outcome.
+    const first = createEngine({
+      store: sqliteStore(db.path),
+      workflows: [body(true)],
+      pollIntervalMs: 20,
+    });
+    const run = await first.start(body(true), null, { id: "r-recorded" });
+    for (;;) {
+      if ((await run.info())?.status === "waiting") break;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    await first.close();
+    const later = createEngine({
+      store: sqliteStore(db.path),
+      workflows: [body(false)],
+      pollIntervalMs: 20,
+    });
+    cleanups.push(() => later.close());
+    await later.sendEvent("r-recorded", "go", null);
+    expect(await later.handle("r-recorded").result()).toBe("ch_1");
+    expect(performed).toBe(1);
+  });
 });

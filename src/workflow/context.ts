@@ -647,47 +647,48 @@ export class Context {
     fn: (s: StepContext) => Promise<T> | T,
     options?: StepOptions,
   ): Promise<T> {
-    if (typeof fn !== "function") {
-      return this.refuseArgument("step", name, `its body must be a function (got ${typeof fn})`);
-    }
     return this.makeCall(name, "step", async (call) => {
+      // Only a call with no recorded outcome: a journal written before this check replays.
+      if (typeof fn !== "function") {
+        throw this.refusedArgument(call, `its body must be a function (got ${typeof fn})`);
+      }
       await this.beforeExecute(call);
       return this.runAttempts<T>(call, options, (s) => fn(s));
     });
   }
 
   private effect<T>(name: string, effect: Effect<T>, options?: StepOptions): Promise<T> {
+    return this.makeCall(name, "effect", (call) => this.effectCall(call, effect, options));
+  }
+
+  /** A call with no recorded outcome handed what it cannot run (plain JavaScript, or `as
+   *  any`): refused when it would begin, before anything of it is recorded, the same way on
+   *  every execution. Found only once it ran, a step's body failed each attempt with "fn is
+   *  not a function" (retried, with backoff), and an effect without reconcile failed the
+   *  recovery after a crash it exists for. */
+  private refusedArgument(call: Call, what: string): TypeError {
+    return new TypeError(
+      `ctx.${call.kind}(${quoteGiven(call.name)}) in run "${this.host.runId}": ${what}`,
+    );
+  }
+
+  private async effectCall<T>(call: Call, effect: Effect<T>, options?: StepOptions): Promise<T> {
+    // Only a call with no recorded outcome: a journal written before this check replays.
     const given = effect as Partial<Effect<T>> | null | undefined;
     if (typeof given !== "object" || given === null) {
-      return this.refuseArgument(
-        "effect",
-        name,
+      throw this.refusedArgument(
+        call,
         `pass { perform, reconcile } (got ${given === null ? "null" : typeof given})`,
       );
     }
     for (const part of ["perform", "reconcile"] as const) {
       if (typeof given[part] !== "function") {
-        return this.refuseArgument(
-          "effect",
-          name,
+        throw this.refusedArgument(
+          call,
           `${part} must be a function (got ${typeof given[part]}): ${part === "reconcile" ? "it finds whether perform already happened, after a crash cut it; an effect without one cannot be made safe (with an idempotency key the system honours, use ctx.step)" : "it performs the side effect"}`,
         );
       }
     }
-    return this.makeCall(name, "effect", (call) => this.effectCall(call, effect, options));
-  }
-
-  /** A call handed what it cannot run (plain JavaScript, or `as any`): refused at the call,
-   *  the same way on every execution, before anything of it begins. Found only once it ran,
-   *  a step's body failed each attempt with "fn is not a function" (retried, with backoff),
-   *  and an effect without reconcile failed the recovery it exists for. */
-  private refuseArgument<T>(kind: "step" | "effect", name: string, what: string): Promise<T> {
-    return Promise.reject(
-      new TypeError(`ctx.${kind}(${quoteGiven(name)}) in run "${this.host.runId}": ${what}`),
-    );
-  }
-
-  private async effectCall<T>(call: Call, effect: Effect<T>, options?: StepOptions): Promise<T> {
     await this.beforeExecute(call);
     const idem = idempotencyKey(this.host.runId, call.key);
     // perform may already have started (intent recorded by an earlier execution): ask
