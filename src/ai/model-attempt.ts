@@ -21,6 +21,7 @@ import { providerError, streamCutError, streamPartError } from "./provider-error
 import { RunStreamWriter } from "./run-stream.js";
 import type { CallOptions, StreamPart, Usage } from "./sdk-types.js";
 import { deadlineOf, sideWork } from "./side-work.js";
+import { orAborted } from "./unheard-abort.js";
 
 /** A call's request, and what cairn read of it once (request-text.ts). */
 export interface Asked {
@@ -116,7 +117,7 @@ async function generateOnce(
   digest: string,
   meter: Meter,
 ): Promise<CallRecord> {
-  const r = await m.inner.doGenerate(call);
+  const r = await orAborted(m.inner.doGenerate(call), call.abortSignal);
   meter.usage = r.usage;
   const generate = compactGenerate(r);
   const meta = callMetadata(m, s);
@@ -165,13 +166,13 @@ async function streamOnce(
           attempt: s.attempt,
         })
       : undefined;
-  const r = await m.inner.doStream(call);
+  const r = await orAborted(m.inner.doStream(call), call.abortSignal);
   const reader = r.stream.getReader();
   let readToEnd = false;
   let finished = false;
   try {
     for (;;) {
-      const { done, value } = await reader.read();
+      const { done, value } = await orAborted(reader.read(), call.abortSignal);
       if (done) break;
       if (value.type === "error") throw streamPartError(value.error, m.id);
       if (value.type === "finish") {

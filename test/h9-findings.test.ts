@@ -1,0 +1,69 @@
+// Found by an adversarial review of the mends of cairn/ai's cut streams, its caller's aborts
+// and ctx.budget's order: each test fails on the code before its mend.
+
+import { streamText } from "ai";
+import { MockLanguageModelV4 } from "ai/test";
+import { describe, expect, it } from "vitest";
+import { workflow } from "../src/index.js";
+import { checkReplay, waitForStatus } from "../src/testing/index.js";
+import { USAGE } from "./fixtures/ai-agent.js";
+import { kitFor } from "./helpers/ai.js";
+import { advanceUntil, useHarness } from "./helpers/engines.js";
+
+type Mock = MockLanguageModelV4;
+type StreamPart =
+  Awaited<ReturnType<Mock["doStream"]>>["stream"] extends ReadableStream<infer P> ? P : never;
+
+const settle = <T>(p: Promise<T>): Promise<{ value?: T; error?: Error }> =>
+  p.then(
+    (value) => ({ value }),
+    (error: unknown) => ({ error: error as Error }),
+  );
+
+const START: StreamPart[] = [
+  { type: "stream-start", warnings: [] },
+  { type: "text-start", id: "t" },
+  { type: "text-delta", id: "t", delta: "Half an ans" },
+];
+
+describe("cairn/ai: a provider stream that neither closes nor hears its signal (sqlite)", () => {
+  const harness = useHarness("sqlite");
+
+  // A provider stream that hangs (a stalled connection) and does not close when its signal
+  // fires: the caller's stop was never heard by cairn's read of it, so the call's step
+  // stayed in flight for ever (no step timeout): streamText had rejected with the abort, but
+  // the run could neither suspend nor end, and its lease was renewed for good.
+  it("ends as the caller's abort: the step is recorded and the run goes on", async () => {
+    const h = harness();
+    const caller = { c: new AbortController() };
+    const model = new MockLanguageModelV4({
+      doStream: async () => ({
+        stream: new ReadableStream<StreamPart>({
+          start(c) {
+            for (const p of START) c.enqueue(p);
+            caller.c.abort(); // the user stops it mid-answer; the stream hangs on
+          },
+        }),
+      }),
+    });
+    const ai = kitFor(h);
+    const wf = workflow({ name: "stream-hangs-on-abort", version: "1" }, async (ctx) => {
+      caller.c = new AbortController();
+      const r = streamText({
+        model: ai.model(ctx, model),
+        prompt: "hi",
+        abortSignal: caller.c.signal,
+        onError: () => {},
+      });
+      const outcome = await Promise.resolve(r.text).catch((err: Error) => `stopped: ${err.name}`);
+      await ctx.waitForEvent("go-on");
+      return outcome;
+    });
+    const engine = h.engine([wf]);
+    const run = await engine.start(wf, null);
+    await waitForStatus(run, "waiting");
+    const [step] = await engine.getSteps(run.id);
+    expect(step?.error?.code).toBe("FATAL");
+    expect(step?.error?.name).toBe("AbortError");
+  });
+});
