@@ -67,3 +67,59 @@ describe("cairn/ai: a provider stream that neither closes nor hears its signal (
     expect(step?.error?.name).toBe("AbortError");
   });
 });
+
+describe("cairn/ai: spend of a failed streamed attempt, first run and replay (sqlite)", () => {
+  const harness = useHarness("sqlite");
+
+  // The provider reported its usage (the finish part) and then failed (an error part): that
+  // attempt's spend is counted once, with the retry's, on the first run and on replay.
+  it("a stream that errs after its finish part: its usage is spent once, replayed alike", async () => {
+    const h = harness();
+    let calls = 0;
+    const model = new MockLanguageModelV4({
+      doStream: async () => {
+        calls++;
+        const parts: StreamPart[] = [
+          ...START,
+          { type: "text-end", id: "t" },
+          { type: "finish", finishReason: { unified: "stop", raw: "stop" }, usage: USAGE },
+        ];
+        if (calls === 1) parts.push({ type: "error", error: new Error("connection reset") });
+        return { stream: arrayStream(parts) };
+      },
+    });
+    const ai = kitFor(h);
+    const seen: string[] = [];
+    const wf = workflow({ name: "stream-errs-after-finish", version: "1" }, async (ctx) => {
+      const m = ai.model(ctx, model, {
+        retry: { maxAttempts: 3, initialDelay: "1s", jitter: false },
+      });
+      const text = await streamText({ model: m, prompt: "hi", onError: () => {} }).text;
+      const spent = JSON.stringify(ctx.budget.spent);
+      seen.push(spent);
+      await ctx.waitForEvent("go-on");
+      return { text, spent };
+    });
+    const engine = h.engine([wf]);
+    const run = await engine.start(wf, null);
+    await advanceUntil(h.clock, waitForStatus(run, "waiting"), 1_000, 100);
+    await engine.sendEvent(run.id, "go-on", null);
+    const r = await advanceUntil(h.clock, settle(run.result()), 1_000, 100);
+    expect(r.error).toBeUndefined();
+    expect(calls).toBe(2);
+    expect(seen.length).toBe(2);
+    expect(seen[1]).toBe(seen[0]);
+    expect((JSON.parse(seen[0] ?? "{}") as { tokens: number }).tokens).toBe(2_400);
+    const [checked] = await checkReplay({ store: h.store(), workflows: [wf], runIds: [run.id] });
+    expect(checked?.verdict).toBe("ok");
+  });
+});
+
+function arrayStream(parts: StreamPart[]): ReadableStream<StreamPart> {
+  return new ReadableStream<StreamPart>({
+    start(c) {
+      for (const p of parts) c.enqueue(p);
+      c.close();
+    },
+  });
+}
