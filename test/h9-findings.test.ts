@@ -1,7 +1,7 @@
 // Found by an adversarial review of the mends of cairn/ai's cut streams, its caller's aborts
 // and ctx.budget's order: each test fails on the code before its mend.
 
-import { streamText } from "ai";
+import { generateText, streamText } from "ai";
 import { MockLanguageModelV4 } from "ai/test";
 import { describe, expect, it } from "vitest";
 import { workflow } from "../src/index.js";
@@ -56,6 +56,43 @@ describe("cairn/ai: a provider stream that neither closes nor hears its signal (
         onError: () => {},
       });
       const outcome = await Promise.resolve(r.text).catch((err: Error) => `stopped: ${err.name}`);
+      await ctx.waitForEvent("go-on");
+      return outcome;
+    });
+    const engine = h.engine([wf]);
+    const run = await engine.start(wf, null);
+    await waitForStatus(run, "waiting");
+    const [step] = await engine.getSteps(run.id);
+    expect(step?.error?.code).toBe("FATAL");
+    expect(step?.error?.name).toBe("AbortError");
+  });
+});
+
+describe("cairn/ai: a provider call that never answers nor hears its signal (sqlite)", () => {
+  const harness = useHarness("sqlite");
+
+  // The same for doGenerate: a provider call that never settles held generateText, and the
+  // run, for ever once its caller had stopped it.
+  it("generateText: ends as the caller's abort; the run goes on", async () => {
+    const h = harness();
+    const caller = { c: new AbortController() };
+    const model = new MockLanguageModelV4({
+      doGenerate: () => {
+        caller.c.abort();
+        return new Promise<never>(() => {});
+      },
+    });
+    const ai = kitFor(h);
+    const wf = workflow({ name: "generate-hangs-on-abort", version: "1" }, async (ctx) => {
+      caller.c = new AbortController();
+      const outcome = await generateText({
+        model: ai.model(ctx, model),
+        prompt: "hi",
+        abortSignal: caller.c.signal,
+      }).then(
+        (r) => r.text,
+        (err: Error) => `stopped: ${err.name}`,
+      );
       await ctx.waitForEvent("go-on");
       return outcome;
     });
