@@ -1,9 +1,10 @@
 // Found by an adversarial review of the mends of cairn/ai's cut streams, its caller's aborts
 // and ctx.budget's order: each test fails on the code before its mend.
 
-import { generateText, streamText } from "ai";
+import { generateText, stepCountIs, streamText, tool } from "ai";
 import { MockLanguageModelV4 } from "ai/test";
 import { describe, expect, it } from "vitest";
+import { z } from "zod";
 import { workflow } from "../src/index.js";
 import { checkReplay, waitForStatus } from "../src/testing/index.js";
 import { USAGE } from "./fixtures/ai-agent.js";
@@ -160,3 +161,75 @@ function arrayStream(parts: StreamPart[]): ReadableStream<StreamPart> {
     },
   });
 }
+
+describe("cairn/ai: a cut stream in a tool loop with parallel tool calls (sqlite)", () => {
+  const harness = useHarness("sqlite");
+
+  // Held up: the cut attempt's tool-call part never reaches the SDK (a stream is read to
+  // its finish inside the step), so no tool runs for it and the caller sees the retry only.
+  it("runs each tool call once; the caller sees the retry's parts only; replays", async () => {
+    const h = harness();
+    let calls = 0;
+    const executed: string[] = [];
+    const model = new MockLanguageModelV4({
+      doStream: async (o) => {
+        calls++;
+        const toolTurn = o.prompt.some((m) => m.role === "tool");
+        const start: StreamPart = { type: "stream-start", warnings: [] };
+        if (toolTurn) {
+          const parts = [...START];
+          parts.push(
+            { type: "text-end", id: "t" },
+            { type: "finish", finishReason: { unified: "stop", raw: "stop" }, usage: USAGE },
+          );
+          return { stream: arrayStream(parts) };
+        }
+        const a: StreamPart = { type: "tool-call", toolCallId: "a", toolName: "look", input: "{}" };
+        const b: StreamPart = { type: "tool-call", toolCallId: "b", toolName: "look", input: "{}" };
+        const fin: StreamPart = {
+          type: "finish",
+          finishReason: { unified: "tool-calls", raw: "tool_calls" },
+          usage: USAGE,
+        };
+        return { stream: arrayStream(calls === 1 ? [start, a] : [start, a, b, fin]) };
+      },
+    });
+    const ai = kitFor(h);
+    const deltas: string[] = [];
+    const wf = workflow({ name: "cut-parallel-tools", version: "1" }, async (ctx) => {
+      const look = tool({
+        inputSchema: z.object({}),
+        execute: async (_i, { toolCallId }): Promise<string> => {
+          executed.push(toolCallId);
+          return "found";
+        },
+      });
+      const r = streamText({
+        model: ai.model(ctx, model, {
+          retry: { maxAttempts: 3, initialDelay: "1s", jitter: false },
+        }),
+        tools: ai.tools(ctx, { look }),
+        stopWhen: stepCountIs(3),
+        prompt: "go",
+        onError: () => {},
+      });
+      const mine: string[] = [];
+      for await (const d of r.textStream) mine.push(d);
+      deltas.push(mine.join(""));
+      await ctx.waitForEvent("go-on");
+      return mine.join("");
+    });
+    const engine = h.engine([wf]);
+    const run = await engine.start(wf, null);
+    await advanceUntil(h.clock, waitForStatus(run, "waiting"), 1_000, 100);
+    await engine.sendEvent(run.id, "go-on", null);
+    const r = await advanceUntil(h.clock, settle(run.result()), 1_000, 100);
+    expect(r.error).toBeUndefined();
+    expect(r.value).toBe("Half an ans");
+    expect(deltas).toEqual(["Half an ans", "Half an ans"]);
+    expect(executed.sort()).toEqual(["a", "b"]);
+    expect(calls).toBe(3);
+    const [checked] = await checkReplay({ store: h.store(), workflows: [wf], runIds: [run.id] });
+    expect(checked?.verdict).toBe("ok");
+  });
+});
