@@ -69,6 +69,42 @@ describe("cairn/ai: a provider stream that neither closes nor hears its signal (
   });
 });
 
+describe("cairn/ai: a stalled provider stream whose step timed out (sqlite)", () => {
+  const harness = useHarness("sqlite");
+
+  // The step's timeout ended the attempt, but its body stayed in its read of the stalled
+  // stream for ever: the provider's stream (and the connection under it) was never
+  // cancelled, one left open per timed-out attempt.
+  it("is cancelled once the step's signal fires", async () => {
+    const h = harness();
+    let cancelled = 0;
+    const model = new MockLanguageModelV4({
+      doStream: async () => ({
+        stream: new ReadableStream<StreamPart>({
+          start(c) {
+            for (const p of START) c.enqueue(p);
+          },
+          cancel() {
+            cancelled++;
+          },
+        }),
+      }),
+    });
+    const ai = kitFor(h);
+    const wf = workflow({ name: "stream-stalls-past-timeout", version: "1" }, async (ctx) => {
+      const m = ai.model(ctx, model, { timeout: "10s", retry: { maxAttempts: 1 } });
+      return await streamText({ model: m, prompt: "hi", onError: () => {} }).text;
+    });
+    const engine = h.engine([wf]);
+    const run = await engine.start(wf, null);
+    const r = await advanceUntil(h.clock, settle(run.result()), 1_000, 100);
+    expect(r.error).toBeDefined();
+    const [step] = await engine.getSteps(run.id);
+    expect(step?.error?.name).toBe("StepTimeoutError");
+    await expect.poll(() => cancelled).toBe(1);
+  });
+});
+
 describe("cairn/ai: a provider call that never answers nor hears its signal (sqlite)", () => {
   const harness = useHarness("sqlite");
 
