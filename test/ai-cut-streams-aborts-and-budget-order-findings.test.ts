@@ -229,6 +229,35 @@ describe("ctx.budget.spent, first run and replay (sqlite)", () => {
   });
 });
 
+describe("ctx.budget.limit (sqlite)", () => {
+  const harness = useHarness("sqlite");
+
+  // Its order was the same on every execution (the workflow's budget, then the run's own
+  // names): sorting it with spent changed it under runs recorded before, and a run that had
+  // put JSON.stringify(ctx.budget.limit) in a child's input or a prompt failed its replay
+  // after the upgrade with NonDeterminismError.
+  it("keeps the order its names were given in, on the first execution and on a replay", async () => {
+    const h = harness();
+    const wf = workflow(
+      { name: "limit-order", version: "1", budget: { usd: 5, tokens: 1000 } },
+      async (ctx) => {
+        const first = JSON.stringify(ctx.budget.limit);
+        await ctx.step("note", () => first);
+        await ctx.waitForEvent("go-on");
+        return { first, replayed: JSON.stringify(ctx.budget.limit) };
+      },
+    );
+    const engine = h.engine([wf]);
+    const run = await engine.start(wf, null, { budget: { calls: 3 } });
+    await waitForStatus(run, "waiting");
+    await engine.sendEvent(run.id, "go-on", null);
+    const r = await advanceUntil(h.clock, settle(run.result()), 1_000, 100);
+    expect(r.error).toBeUndefined();
+    expect(r.value?.first).toBe('{"usd":5,"tokens":1000,"calls":3}');
+    expect(r.value?.replayed).toBe(r.value?.first);
+  });
+});
+
 describe("cairn/ai: a provider stream that ends cleanly once aborted (sqlite)", () => {
   const harness = useHarness("sqlite");
 

@@ -570,10 +570,12 @@ export class Context {
         return self.runAbort.signal;
       },
       get budget() {
-        // Sorted: the same amounts in another key order would make a replay's
-        // JSON.stringify(ctx.budget.spent) differ from the first execution's.
-        const limit = sortedAmounts(self.host.budgetLimit);
-        return { limit, spent: sortedAmounts(self.replaySpent) };
+        // spent sorted: the first execution summed it in the order spend was reported, a
+        // replay in the order the store hands records back, and JSON.stringify of it in a
+        // prompt made the replay another call. limit keeps its order, the same on every
+        // execution (the workflow's defaults, then the run's own, as the engine merged them):
+        // sorting it too would change it under runs recorded before, for no gain.
+        return { limit: { ...self.host.budgetLimit }, spent: sortedAmounts(self.replaySpent) };
       },
       step: (name, fn, options) => this.step(name, fn, options),
       effect: (name, effect, options) => this.effect(name, effect, options),
