@@ -13,7 +13,6 @@ const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[
 // biome-ignore lint/suspicious/noControlCharactersInRegex: NUL is what is being escaped
 const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
 
-/** True when `s` has no lone surrogate (String.prototype.isWellFormed where it exists). */
 /** The first `n` code units of `s`, never ending in half a surrogate pair (what `slice`
  *  leaves when it cuts an emoji in two: a lone surrogate, shown as U+FFFD). */
 export function leadingText(s: string, n: number): string {
@@ -22,6 +21,7 @@ export function leadingText(s: string, n: number): string {
   return last >= 0xd800 && last <= 0xdbff ? cut.slice(0, -1) : cut;
 }
 
+/** True when `s` has no lone surrogate (String.prototype.isWellFormed where it exists). */
 export function isWellFormed(s: string): boolean {
   const native = (s as { isWellFormed?: () => boolean }).isWellFormed;
   if (native) return native.call(s);
