@@ -535,12 +535,15 @@ describe.each(BACKENDS)("%s: resume after retention took a failed child", (backe
     const e = h.engine([parent, kid]);
     const run = await e.start(parent, undefined, { id: "pp" });
     await until(async () => (await e.getRun("pp/kid"))?.status === "failed", "the child fails");
-    // Retention (7 days) takes the failed child while its parent sleeps.
+    // Retention (7 days) keeps the failed child while its parent sleeps (a resumed parent
+    // may be about to read it), and takes it once the parent has failed.
     await h.clock.advance(8 * 86_400_000);
     await new Promise((r) => setTimeout(r, 50));
-    expect((await e.gc({ olderThan: "7d" })).runs).toBe(1);
+    expect((await e.gc({ olderThan: "7d" })).runs).toBe(0);
     await h.clock.advance(3 * 86_400_000);
     await expect(within(run.result(), 20_000, "pp fails")).rejects.toThrow(/kid broke/);
+    expect((await e.gc({ olderThan: "7d" })).runs).toBe(1);
+    expect(await e.getRun("pp/kid")).toBeUndefined();
     // The operator resumes the parent: it must end (fail again, or complete), not wait forever.
     await e.resume("pp");
     await new Promise((r) => setTimeout(r, 300));
