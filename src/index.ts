@@ -34,8 +34,10 @@ export type {
   AttemptView,
   EventView,
   RunView,
+  ShownError,
   StepStatus,
   StepView,
+  Withheld,
   WorkerView,
 } from "./engine/views.js";
 export { EncryptedValue, UndecodableValue } from "./engine/views.js";

@@ -105,7 +105,10 @@ function withWithheld(record: Record<string, unknown>): Record<string, unknown> 
     const why = withheldOf(v);
     if (why) withheld[field] = why;
   }
-  return Object.keys(withheld).length > 0 ? { ...record, withheld } : record;
+  if (Object.keys(withheld).length === 0) return record;
+  // A view names its placeholder text (a reason, a comment) in its own `withheld` field.
+  // Only a view holds a withheld value, so a user's object is never merged with.
+  return { ...record, withheld: { ...(record.withheld as object | undefined), ...withheld } };
 }
 
 /** JSON for anything a run may hold: Dates as ISO strings, bigints as strings, Maps as

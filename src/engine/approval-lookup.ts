@@ -5,7 +5,13 @@ import { ApprovalNotFoundError, RunConflictError, runNotFound } from "../errors.
 import type { ApprovalRecord } from "../store/approval-records.js";
 import { type Store, TERMINAL_STATUSES } from "../store/store.js";
 import type { ApprovalView } from "./approvals.js";
-import { decodeForView, shownText, UndecodableValue } from "./views.js";
+import {
+  decodeForView,
+  shownText,
+  UndecodableValue,
+  type Withheld,
+  withheldTexts,
+} from "./views.js";
 
 /** A run's approvals as stored and as views; RunNotFoundError if the run has neither. */
 export async function loadApprovals(
@@ -69,11 +75,12 @@ export function toApprovalView(
   runStatus: string | undefined,
   now: number,
 ): ApprovalView {
+  const withheld: NonNullable<ApprovalView["withheld"]> = {};
   const view: ApprovalView = {
     runId: r.runId,
     key: r.key,
     name: r.name,
-    request: decodeApprovalValue(r.request),
+    request: decodeApprovalValue(r.request, "request", withheld),
     requestedAt: new Date(r.requestedAt),
     onTimeout: r.onTimeout,
     status: approvalStatus(r, runStatus, now),
@@ -82,9 +89,11 @@ export function toApprovalView(
   if (r.answeredAt !== null) view.answeredAt = new Date(r.answeredAt);
   if (r.answeredBy !== null) view.answeredBy = r.answeredBy;
   if (r.comment !== null) view.comment = shownText(r.comment);
-  if (r.answer !== null) view.answer = decodeApprovalValue(r.answer);
+  if (r.answer !== null) view.answer = decodeApprovalValue(r.answer, "answer", withheld);
   if (r.via !== null) view.via = r.via;
   if (r.tokenId !== null) view.linkId = r.tokenId;
+  Object.assign(withheld, withheldTexts({ comment: r.comment }));
+  if (Object.keys(withheld).length > 0) view.withheld = withheld;
   return view;
 }
 
@@ -103,8 +112,15 @@ function approvalStatus(
 
 /** A stored request or answer as an approval view shows it. Unlike the other views, a
  *  value the codec cannot decode is shown as the text "[undecodable value]" itself rather
- *  than an UndecodableValue (as approvals always have been). */
-function decodeApprovalValue(text: string | null): unknown {
+ *  than an UndecodableValue (as approvals always have been), named in `withheld`. */
+function decodeApprovalValue(
+  text: string | null,
+  field: "request" | "answer",
+  withheld: Partial<Record<typeof field, Withheld>>,
+): unknown {
   const value = decodeForView(text);
-  return value instanceof UndecodableValue ? String(value) : value;
+  if (!(value instanceof UndecodableValue)) return value;
+  // The text alone could be a person's own request: `withheld` says it is the placeholder.
+  withheld[field] = { reason: "undecodable" };
+  return String(value);
 }

@@ -10,6 +10,7 @@
 import type { Clock } from "../lib/clock.js";
 import type { Duration } from "../lib/duration.js";
 import type { Store } from "../store/store.js";
+import type { Withheld } from "./views.js";
 import { answerApproval } from "./approval-answer.js";
 import {
   answerApprovalLink,
@@ -40,6 +41,11 @@ export interface ApprovalView {
   via?: string;
   /** The answer came through an approval link (its token id). */
   linkId?: string;
+  /** Its text shown as a placeholder that a person's own text may read as too: a comment
+   *  encrypted with a key this process lacks, a request or answer the codec cannot decode
+   *  (shown as the text "[undecodable value]"). A request or answer encrypted with such a
+   *  key is an EncryptedValue, which says so itself. */
+  withheld?: { request?: Withheld; answer?: Withheld; comment?: Withheld };
 }
 
 export interface AnswerOptions {

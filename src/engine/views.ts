@@ -22,11 +22,14 @@ export interface RunView {
   version: string;
   status: RunStatus;
   reason?: string;
+  /** Its text shown as a placeholder (`[encrypted with key "k1"]`), which a person's own
+   *  reason may read as too: present only for such text. */
+  withheld?: { reason?: Withheld };
   /** Why a paused run is paused: over its budget, or no live worker has its version. */
   pausedFor?: "budget" | "version";
   input: unknown;
   output?: unknown;
-  error?: { name: string; code?: string; message: string };
+  error?: { name: string; code?: string; message: string; withheld?: { message?: Withheld } };
   budget: { limit: Amounts; spent: Amounts };
   parentId?: string;
   wakeAt?: Date;
@@ -42,7 +45,7 @@ export interface AttemptView {
   attempt: number;
   startedAt: Date;
   endedAt?: Date;
-  error?: ErrorRecord;
+  error?: ShownError;
   spend: Amounts;
   /** When the next attempt may start (failed attempts that will be retried). */
   retryAt?: Date;
@@ -56,7 +59,7 @@ export interface StepView {
   kind: StepKind;
   status: StepStatus;
   result?: unknown;
-  error?: ErrorRecord;
+  error?: ShownError;
   attempts: AttemptView[];
   /** Total spend of all attempts. */
   spend: Amounts;
@@ -124,11 +127,45 @@ export function shownText(text: string): string {
   return keyId === undefined ? fromStoredText(text) : encryptedText(keyId);
 }
 
+/** Why stored text (an error's message or stack, a cancel reason, an approval comment) is
+ *  shown as a placeholder by shownText; undefined when it is shown as itself. */
+export function withheldText(text: string): Withheld | undefined {
+  try {
+    const keyId = encryptedTextKeyId(text);
+    return keyId === undefined ? undefined : { reason: "encrypted", keyId };
+  } catch {
+    return { reason: "undecodable" };
+  }
+}
+
+/** An error as inspection shows it; `withheld` names its text shown as a placeholder. */
+export type ShownError = ErrorRecord & { withheld?: { message?: Withheld; stack?: Withheld } };
+
 /** A stored error as shown: its message and stack as shownText shows them. */
-export function shownError(e: ErrorRecord): ErrorRecord {
-  const out: ErrorRecord = { ...e, message: shownText(e.message) };
+export function shownError(e: ErrorRecord): ShownError {
+  const out: ShownError = { ...e, message: shownText(e.message) };
   if (typeof e.stack === "string") out.stack = shownText(e.stack);
+  const withheld = withheldTexts({ message: e.message, stack: e.stack });
+  if (withheld) out.withheld = withheld;
   return out;
+}
+
+/** `{ field: why }` for each of `texts` (stored text) shown as a placeholder; undefined
+ *  when none is. */
+export function withheldTexts<F extends string>(
+  texts: Record<F, string | null | undefined>,
+): Partial<Record<F, Withheld>> | undefined {
+  const out: Partial<Record<F, Withheld>> = {};
+  let any = false;
+  for (const field of Object.keys(texts) as F[]) {
+    const text = texts[field];
+    const why = typeof text === "string" ? withheldText(text) : undefined;
+    if (why) {
+      out[field] = why;
+      any = true;
+    }
+  }
+  return any ? out : undefined;
 }
 
 /** A stored value as inspection shows it: decoded, an EncryptedValue naming the key it is
@@ -205,12 +242,18 @@ export function toRunView(run: RunRecord): RunView {
     createdAt: new Date(run.createdAt),
     updatedAt: new Date(run.updatedAt),
   };
-  if (run.reason) view.reason = shownText(run.reason);
+  if (run.reason) {
+    view.reason = shownText(run.reason);
+    const withheld = withheldTexts({ reason: run.reason });
+    if (withheld) view.withheld = withheld;
+  }
   if (run.status === "paused" && run.pausedFor) view.pausedFor = run.pausedFor;
   if (run.output !== null) view.output = decodeForView(run.output);
   if (run.error) {
     view.error = { name: run.error.name, message: shownText(run.error.message) };
     if (run.error.code) view.error.code = run.error.code;
+    const withheld = withheldTexts({ message: run.error.message });
+    if (withheld) view.error.withheld = withheld;
   }
   if (run.parentId) view.parentId = run.parentId;
   if (run.status === "running") {

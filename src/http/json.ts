@@ -121,7 +121,7 @@ const iso = (d: Date) => d.toISOString();
  *  value's JSON is its placeholder text, which a user's string may hold too; the record's
  *  `withheld` field, which only cairn sets, tells them apart. */
 function putWithheld(out: Record<string, unknown>, values: Record<string, unknown>): void {
-  const withheld: Record<string, Withheld> = {};
+  const withheld: Record<string, Withheld> = { ...(out.withheld as object | undefined) };
   for (const [field, value] of Object.entries(values)) {
     const why = withheldOf(value);
     if (why) withheld[field] = why;
@@ -146,6 +146,8 @@ export function runSummaryJson(run: RunView): Record<string, unknown> {
     updatedAt: iso(run.updatedAt),
   };
   put(out, "reason", run.reason);
+  // Text (the reason) shown as a placeholder, as the view names it; runJson adds values.
+  put(out, "withheld", run.withheld && { ...run.withheld });
   put(out, "pausedFor", run.pausedFor);
   put(out, "error", run.error && errorJson(run.error));
   put(out, "parentId", run.parentId);
@@ -170,10 +172,12 @@ function errorJson(e: {
   code?: string | undefined;
   message: string;
   stack?: string | undefined;
+  withheld?: { message?: Withheld; stack?: Withheld } | undefined;
 }): Record<string, unknown> {
   const out: Record<string, unknown> = { name: e.name, message: e.message };
   put(out, "code", e.code);
   put(out, "stack", e.stack);
+  put(out, "withheld", e.withheld && { ...e.withheld });
   return out;
 }
 
@@ -220,11 +224,12 @@ export function eventJson(e: EventView): Record<string, unknown> {
   return out;
 }
 
-/** `withheld` for an approval's request and answer (approvals.ts builds the rest). */
+/** `withheld` for an approval's request, answer and comment (approvals.ts builds the rest). */
 export function putApprovalWithheld(
   out: Record<string, unknown>,
-  a: { request: unknown; answer?: unknown },
+  a: { request: unknown; answer?: unknown; withheld?: Record<string, Withheld> | undefined },
 ): void {
+  if (a.withheld) out.withheld = { ...a.withheld };
   putWithheld(out, { request: a.request, answer: a.answer });
 }
 

@@ -27,6 +27,7 @@ const ErrorRecord = s.object(
     code: s.string({ description: "A cairn error code, when there is one." }),
     message: s.string(),
     stack: s.string(),
+    withheld: withheldOf(["message", "stack"]),
   },
   ["name", "message"],
 );
@@ -45,7 +46,7 @@ function withheldOf(fields: string[]) {
   const why = s.ref("Withheld");
   return s.object(Object.fromEntries(fields.map((f) => [f, why])), [], {
     description:
-      "The values of this record that are not shown, and why: their JSON is a placeholder " +
+      "The values (or text) of this record that are not shown, and why: their JSON is a placeholder " +
       'text (`"[encrypted with key "<id>"]"`, `"[undecodable value]"`) that a stored string ' +
       "may hold too; only a field named here is withheld.",
   });
@@ -78,6 +79,7 @@ const runFields = {
   waitingFor: s.array(s.string(), { description: "Event names a waiting run waits for." }),
   createdAt: dateTime("When the run was created."),
   updatedAt: dateTime("When the run's row last changed."),
+  withheld: withheldOf(["reason"]),
 };
 const runRequired = [
   "id",
@@ -98,7 +100,7 @@ const Run = s.object(
     ...runFields,
     input: s.ref("Value"),
     output: s.ref("Value"),
-    withheld: withheldOf(["input", "output"]),
+    withheld: withheldOf(["input", "output", "reason"]),
   },
   runRequired,
 );
@@ -201,7 +203,7 @@ const Approval = s.object(
     answer: s.ref("Value"),
     via: s.string({ description: '"cli", "api", "dashboard", "link", "engine".' }),
     linkId: s.string({ description: "The id of the approval link that answered it." }),
-    withheld: withheldOf(["request", "answer"]),
+    withheld: withheldOf(["request", "answer", "comment"]),
   },
   ["runId", "key", "name", "request", "requestedAt", "onTimeout", "status"],
 );
