@@ -6,13 +6,7 @@ import { join } from "node:path";
 import Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
 import { createHttpApp } from "../src/http/index.js";
-import {
-  createEngine,
-  encryptedStore,
-  FatalError,
-  sqliteStore,
-  workflow,
-} from "../src/index.js";
+import { createEngine, encryptedStore, FatalError, sqliteStore, workflow } from "../src/index.js";
 import { cairn } from "./helpers/cli.js";
 import { call } from "./helpers/http.js";
 import { tempDir, until } from "./helpers/sqlite.js";
@@ -83,7 +77,7 @@ describe("withheld text: error messages, cancel reasons, approval comments", () 
       const listed = (await get("/api/runs")).runs as Json[];
       expect(listed.find((r) => r.id === "cancel-enc")?.withheld).toEqual({ reason: K1 });
       expect(listed.find((r) => r.id === "user-text")?.withheld).toBeUndefined();
-      expect((listed.find((r) => r.id === "fail-enc")?.error as Json).withheld).toEqual({
+      expect((listed.find((r) => r.id === "fail-enc")!.error as Json).withheld).toEqual({
         message: K1,
       });
 
@@ -99,6 +93,19 @@ describe("withheld text: error messages, cancel reasons, approval comments", () 
       const approvals = (await get("/api/runs/asks-enc/approvals")).approvals as Json[];
       expect(approvals[0]?.comment).toBe(ENCRYPTED_TEXT);
       expect(approvals[0]?.withheld).toEqual({ request: K1, comment: K1 });
+
+      // The dashboard shows withheld text as a tag, a person's own text as itself.
+      const page = async (url: string) => {
+        const res = await call(app.fetch, "GET", url, { headers: auth });
+        expect(res.status, url).toBe(200);
+        return res.body as unknown as string;
+      };
+      const TAG = /<span class="tag warn" title="[^"]*">encrypted with key "k1"<\/span>/;
+      expect(await page("/runs/cancel-enc")).toMatch(TAG);
+      expect(await page("/runs/fail-enc")).toMatch(TAG);
+      const userPage = await page("/runs/user-text");
+      expect(userPage).not.toMatch(TAG);
+      expect(userPage).toContain("[encrypted with key &quot;k1&quot;]");
 
       // The CLI's --json says the same.
       const env = { CAIRN_STORE: `sqlite:${path}` };
@@ -134,7 +141,11 @@ describe("withheld text: error messages, cancel reasons, approval comments", () 
   it("an approval's undecodable request is named withheld, not only shown as the placeholder text", async () => {
     const t = tempDir("cairn-h7-undecodable-");
     const path = join(t.dir, "cairn.db");
-    const engine = createEngine({ store: sqliteStore(path), workflows: [asks], pollIntervalMs: 10 });
+    const engine = createEngine({
+      store: sqliteStore(path),
+      workflows: [asks],
+      pollIntervalMs: 10,
+    });
     try {
       await engine.start(asks, undefined, { id: "asks" });
       await until(async () => (await engine.getRun("asks"))?.status === "waiting", "asks waits");

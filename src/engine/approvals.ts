@@ -10,7 +10,6 @@
 import type { Clock } from "../lib/clock.js";
 import type { Duration } from "../lib/duration.js";
 import type { Store } from "../store/store.js";
-import type { Withheld } from "./views.js";
 import { answerApproval } from "./approval-answer.js";
 import {
   answerApprovalLink,
@@ -20,6 +19,7 @@ import {
 } from "./approval-links.js";
 import { findApproval, loadApprovals } from "./approval-lookup.js";
 import type { ApprovalKey } from "./approval-tokens.js";
+import type { Withheld } from "./views.js";
 
 export interface ApprovalView {
   runId: string;

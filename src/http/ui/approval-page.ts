@@ -13,7 +13,15 @@ import { APPROVAL_LINK_API } from "../approval-link-paths.js";
 import { errorAnswer } from "../errors.js";
 import type { AppEnv } from "../security.js";
 import { cut, pretty } from "./format.js";
-import { ageTag, type Html, layout, runUrl, type UiDeps } from "./layout.js";
+import {
+  ageTag,
+  type Html,
+  layout,
+  recordText,
+  runUrl,
+  type UiDeps,
+  withheldIn,
+} from "./layout.js";
 import { messagePage } from "./pages.js";
 
 type Json = Record<string, unknown>;
@@ -39,7 +47,7 @@ export function approvalBlock(a: Json, now: number): Html {
   <div class="approval-head"><strong>${cut(a.key as string, 80)}</strong> <span class="tag ${status === "approved" ? "ok" : status === "pending" ? "human" : status === "rejected" ? "err" : "warn"}">${status}</span>
   <span class="muted">asked ${ageTag(a.requestedAt as string, now)}${a.deadline ? html` · ${status === "pending" ? "times out" : "deadline"} ${ageTag(a.deadline as string, now)} (then ${a.onTimeout as string})` : ""}</span></div>
   ${requestBlock(a.request)}
-  ${a.answeredAt ? html`<p class="answered">${status} by <strong>${cut((a.answeredBy as string) ?? "?", 200)}</strong> ${ageTag(a.answeredAt as string, now)}${a.via ? html` <span class="muted">via ${a.via as string}</span>` : ""}${a.comment ? html`: “${cut(a.comment as string, 4000)}”` : ""}</p>` : ""}
+  ${a.answeredAt ? html`<p class="answered">${status} by <strong>${cut((a.answeredBy as string) ?? "?", 200)}</strong> ${ageTag(a.answeredAt as string, now)}${a.via ? html` <span class="muted">via ${a.via as string}</span>` : ""}${a.comment ? html`: “${recordText(a.comment as string, withheldIn(a, "comment"), 4000)}”` : ""}</p>` : ""}
 </div>`;
 }
 

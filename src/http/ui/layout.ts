@@ -13,6 +13,7 @@ import type { Clock, Engine } from "../../index.js";
 import { requestBase } from "../public-base.js";
 import { runIdSegment } from "../run-id-segment.js";
 import type { AppEnv } from "../security.js";
+import { cut } from "./format.js";
 
 export type Html = HtmlEscapedString | Promise<HtmlEscapedString>;
 
@@ -122,4 +123,21 @@ function relative(ms: number, now: number): string {
             : `${Math.floor(a / 86_400_000)}d`;
   if (unit === "just now") return unit;
   return d >= 0 ? `${unit} ago` : `in ${unit}`;
+}
+
+/** Text of a record (a reason, an error's message or stack, a comment) as shown: itself, cut
+ *  to `max`, or, when the record's `withheld` names it (`why`), a tag saying what it is: its
+ *  placeholder text alone reads like a string a person could have typed. */
+export function recordText(text: string, why: unknown, max: number): Html {
+  if (typeof why !== "object" || why === null) return html`${cut(text, max)}`;
+  const w = why as { reason?: string; keyId?: string };
+  return w.reason === "encrypted"
+    ? html`<span class="tag warn" title="This server is not given the key; the text is not shown">encrypted with key "${cut(String(w.keyId), 64)}"</span>`
+    : html`<span class="tag warn" title="The stored text cannot be decoded; it is not shown">undecodable text</span>`;
+}
+
+/** `record.withheld[field]`, from a record's JSON. */
+export function withheldIn(record: unknown, field: string): unknown {
+  const withheld = (record as { withheld?: Record<string, unknown> } | undefined)?.withheld;
+  return withheld?.[field];
 }

@@ -17,10 +17,12 @@ import {
   canAct,
   type Html,
   layout,
+  recordText,
   runUrl,
   STATUS_LABEL,
   statusBadge,
   type UiDeps,
+  withheldIn,
 } from "./layout.js";
 import { modelStreamPanel } from "./model-stream-panel.js";
 import { notFoundPage } from "./pages.js";
@@ -168,7 +170,7 @@ function head(
 </div>
 ${refusals.map((r) => html`<p class="muted action-refusal">${r}</p>`)}
 ${status !== "failed" && (status === "waiting" || status === "paused" || run.reason) ? html`<p class="why s-${status}">${reasonCell(run, now)}${status === "paused" && run.pausedFor === "version" ? html` · <a href="${deps.basePath}/workers">workers</a>` : ""}</p>` : ""}
-${error ? html`<p class="why s-failed"><strong>${error.name}${error.code ? ` [${error.code}]` : ""}:</strong> ${cut(error.message, 1000)}</p>` : ""}
+${error ? html`<p class="why s-failed"><strong>${error.name}${error.code ? ` [${error.code}]` : ""}:</strong> ${recordText(error.message, withheldIn(error, "message"), 1000)}</p>` : ""}
 <dl class="meta">
   <div><dt>Workflow</dt><dd>${run.workflow as string}<span class="ver">@${run.version as string}</span></dd></div>
   <div><dt>Created</dt><dd>${ageTag(run.createdAt as string, now)}</dd></div>
@@ -277,7 +279,7 @@ function stepList(steps: Json[], now: number, room: ShowRoom): Html {
     <span class="dur">${done !== undefined ? duration(done - first) : ageTag((s.intentAt ?? s.startedAt) as string, now)}</span>
   </summary>
   <div class="step-body">
-    ${error ? html`<div class="error-block"><strong>${error.name}${error.code ? ` [${error.code}]` : ""}:</strong> ${cut(error.message, 2000)}${error.stack ? html`<details><summary>stack</summary><pre>${cut(error.stack, 8000)}</pre></details>` : ""}</div>` : ""}
+    ${error ? html`<div class="error-block"><strong>${error.name}${error.code ? ` [${error.code}]` : ""}:</strong> ${recordText(error.message, withheldIn(error, "message"), 2000)}${error.stack ? html`<details><summary>stack</summary><pre>${recordText(error.stack, withheldIn(error, "stack"), 8000)}</pre></details>` : ""}</div>` : ""}
     ${s.status === "completed" ? html`<div class="label">Result</div>${valueBlock(s.result, room)}` : ""}
     ${
       attempts.length > 0
@@ -290,7 +292,7 @@ function stepList(steps: Json[], now: number, room: ShowRoom): Html {
 <td>${String(a.attempt)}</td>
 <td><time datetime="${a.startedAt as string}" data-local>${a.startedAt as string}</time></td>
 <td>${ended !== undefined ? duration(ended - started) : "-"}</td>
-<td>${aErr ? html`<span class="${aErr.code === "WORKER_LOST" ? "lost" : "err"}">${aErr.code === "WORKER_LOST" ? "worker lost" : aErr.name}</span> ${cut(aErr.message, 300)}${a.retryAt ? html` <span class="muted">· retry at <time datetime="${a.retryAt as string}" data-local>${a.retryAt as string}</time></span>` : ""}` : "ok"}</td>
+<td>${aErr ? html`<span class="${aErr.code === "WORKER_LOST" ? "lost" : "err"}">${aErr.code === "WORKER_LOST" ? "worker lost" : aErr.name}</span> ${recordText(aErr.message, withheldIn(aErr, "message"), 300)}${a.retryAt ? html` <span class="muted">· retry at <time datetime="${a.retryAt as string}" data-local>${a.retryAt as string}</time></span>` : ""}` : "ok"}</td>
 <td>${amounts(a.spend as Record<string, number>) || "-"}</td>
 </tr>`;
             },

@@ -10,7 +10,17 @@ import { listRunPage, RUN_LIST_QUERY, RUN_LIST_VIEWS, type RunListQuery } from "
 import { HttpError } from "../errors.js";
 import type { AppEnv } from "../security.js";
 import { cut, number } from "./format.js";
-import { ageTag, canAct, type Html, layout, runUrl, statusBadge, type UiDeps } from "./layout.js";
+import {
+  ageTag,
+  canAct,
+  type Html,
+  layout,
+  recordText,
+  runUrl,
+  statusBadge,
+  type UiDeps,
+  withheldIn,
+} from "./layout.js";
 
 type Json = Record<string, unknown>;
 
@@ -154,13 +164,17 @@ export function reasonCell(run: Json, now: number): Html {
         : run.pausedFor === "version"
           ? html`<span class="tag warn">no worker</span> `
           : "";
-    return html`${tag}${cut(reason ?? "", 120)}`;
+    return html`${tag}${recordText(reason ?? "", withheldIn(run, "reason"), 120)}`;
   }
   if (status === "failed") {
     const err = run.error as { message?: string; code?: string } | undefined;
-    return html`<span class="err">${cut(err?.message ?? reason ?? "failed", 140)}</span>`;
+    const shown =
+      err?.message !== undefined
+        ? recordText(err.message, withheldIn(err, "message"), 140)
+        : recordText(reason ?? "failed", withheldIn(run, "reason"), 140);
+    return html`<span class="err">${shown}</span>`;
   }
-  if (reason) return html`${cut(reason, 120)}`;
+  if (reason) return recordText(reason, withheldIn(run, "reason"), 120);
   return html``;
 }
 
