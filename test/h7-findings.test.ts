@@ -164,3 +164,44 @@ describe("withheld text: error messages, cancel reasons, approval comments", () 
     }
   });
 });
+
+describe("run page actions: the reason an action is disabled", () => {
+  const asks = workflow({ name: "h7-asks-once", version: "1" }, async (ctx) => {
+    await ctx.approval("ship", { request: "ship it?", timeout: "1h" });
+  });
+
+  it("an approval answered while no worker has woken the run yet is not said to have passed its deadline", async () => {
+    const t = tempDir("cairn-h7-answered-");
+    const path = join(t.dir, "cairn.db");
+    const worker = createEngine({
+      store: sqliteStore(path),
+      workflows: [asks],
+      pollIntervalMs: 10,
+    });
+    const client = createEngine({ store: sqliteStore(path), worker: false });
+    try {
+      await worker.start(asks, undefined, { id: "asks" });
+      await until(async () => (await worker.getRun("asks"))?.status === "waiting", "asks waits");
+      await worker.close(); // no worker wakes the run after the answer
+      await client.approve("asks", "ship", { by: "ana" });
+      const app = createHttpApp({ engine: client, token: TOKEN });
+      const res = await call(app.fetch, "GET", "/runs/asks", { headers: auth });
+      const page = res.body as unknown as string;
+      const refusals = [...page.matchAll(/<p class="muted action-refusal">([^<]*)<\/p>/g)].map(
+        (m) => m[1]!,
+      );
+      expect(refusals.join(" ")).not.toMatch(/deadline/);
+      expect(refusals.join(" ")).toMatch(/already answered/);
+      // The API refuses a second answer, as the page says.
+      const again = await call(app.fetch, "POST", "/api/runs/asks/approvals/ship/approve", {
+        headers: { ...auth, origin: "http://localhost" },
+        body: {},
+      });
+      expect(again.status).toBe(409);
+    } finally {
+      await client.close();
+      await worker.close();
+      t.cleanup();
+    }
+  });
+});

@@ -20,6 +20,8 @@ export interface RunFacts {
   parentStatus?: string;
   /** Its approvals that can be answered now (a run waiting for an approval only). */
   pendingApprovals?: ApprovalView[];
+  /** All its approvals, as read with pendingApprovals. */
+  approvals?: ApprovalView[];
 }
 
 export interface RunAction {
@@ -157,6 +159,24 @@ export async function pendingApprovals(
   return all.filter((a) => a.status === "pending");
 }
 
+/** Why none of the approvals a waiting run waits for can be answered, from what the page
+ *  read: one was answered (the run goes on once a worker wakes it), or deadlines passed. */
+function noAnswerableApproval(run: Json, facts: RunFacts): string {
+  const awaited = new Set(
+    ((run.waitingFor as string[] | undefined) ?? [])
+      .filter((n) => n.startsWith(APPROVAL_EVENT_PREFIX))
+      .map((n) => n.slice(APPROVAL_EVENT_PREFIX.length)),
+  );
+  const answered = (facts.approvals ?? []).find(
+    (a) => awaited.has(a.key) && (a.status === "approved" || a.status === "rejected"),
+  );
+  if (answered) {
+    const by = answered.answeredBy === undefined ? "" : ` by ${cut(answered.answeredBy, 80)}`;
+    return `No approval can be answered now: "${cut(answered.key, 80)}" was already answered (${answered.status}${by}); the run goes on when a worker wakes it.`;
+  }
+  return "No approval can be answered now: its deadline passed, and the run takes its onTimeout answer when a worker wakes it.";
+}
+
 /** Approve or reject an approval the run waits for (ctx.approval), showing its request. */
 function approvalAction(decision: "approve" | "reject"): RunAction {
   const approve = decision === "approve";
@@ -165,12 +185,10 @@ function approvalAction(decision: "approve" | "reject"): RunAction {
     label: approve ? "Approve" : "Reject",
     applies: waitsForApproval,
     style: () => (approve ? "primary" : "danger"),
-    // The run still waits, but no asking can be answered: its deadline passed while no
-    // worker woke the run (the API answers 409).
-    refusal: (_run, facts) =>
-      facts.pendingApprovals?.length === 0
-        ? "No approval can be answered now: its deadline passed, and the run takes its onTimeout answer when a worker wakes it."
-        : undefined,
+    // The run still waits, but no asking can be answered (the API answers 409): it was
+    // answered, or its deadline passed, and no worker has woken the run since.
+    refusal: (run, facts) =>
+      facts.pendingApprovals?.length === 0 ? noAnswerableApproval(run, facts) : undefined,
     async dialog({ deps, run, facts, api }) {
       const pending = (await pendingApprovals(deps, run, facts)).map(approvalJson);
       const now = deps.clock.now();

@@ -26,13 +26,7 @@ import {
 } from "./layout.js";
 import { modelStreamPanel } from "./model-stream-panel.js";
 import { notFoundPage } from "./pages.js";
-import {
-  actionDialogs,
-  offeredActions,
-  pendingApprovals,
-  type RunFacts,
-  waitsForApproval,
-} from "./run-actions.js";
+import { actionDialogs, offeredActions, type RunFacts, waitsForApproval } from "./run-actions.js";
 import { reasonCell } from "./runs-page.js";
 import { timeline } from "./timeline.js";
 import { workspacePanel } from "./workspace-panel.js";
@@ -135,7 +129,8 @@ async function runFacts(
     if (parent) facts.parentStatus = parent.status;
   }
   if (waitsForApproval(run)) {
-    facts.pendingApprovals = await pendingApprovals(deps, run, {});
+    facts.approvals = await deps.engine.listApprovals(view.id);
+    facts.pendingApprovals = facts.approvals.filter((a) => a.status === "pending");
   }
   return facts;
 }
