@@ -158,6 +158,11 @@ describe("withheld text: error messages, cancel reasons, approval comments", () 
       const approval = (res.body as { approvals: Json[] }).approvals[0]!;
       expect(approval.request).toBe("[undecodable value]");
       expect(approval.withheld).toEqual({ request: { reason: "undecodable" } });
+      // The run page's Approve dialog shows the request as withheld, not as that text.
+      const page = (await call(app.fetch, "GET", "/runs/asks", { headers: auth }))
+        .body as unknown as string;
+      expect(page).toMatch(/<span class="tag warn" title="[^"]*">undecodable<\/span>/);
+      expect(page).not.toContain("[undecodable value]");
     } finally {
       await engine.close();
       t.cleanup();
@@ -201,6 +206,25 @@ describe("run page actions: the reason an action is disabled", () => {
     } finally {
       await client.close();
       await worker.close();
+      t.cleanup();
+    }
+  });
+});
+
+describe("approval link page", () => {
+  it("over a closed engine answers 503 titled Unavailable, not 'Nothing to approve'", async () => {
+    const t = tempDir("cairn-h7-closed-");
+    const engine = createEngine({ store: sqliteStore(join(t.dir, "cairn.db")), worker: false });
+    try {
+      const app = createHttpApp({ engine });
+      await engine.close();
+      const res = await call(app.fetch, "GET", "/approvals/some-token");
+      expect(res.status).toBe(503);
+      const page = res.body as unknown as string;
+      expect(page).toContain("<h1>Unavailable</h1>");
+      expect(page).not.toContain("Nothing to approve");
+    } finally {
+      await engine.close();
       t.cleanup();
     }
   });

@@ -46,7 +46,7 @@ export function approvalBlock(a: Json, now: number): Html {
   return html`<div class="approval" data-key="${a.key as string}">
   <div class="approval-head"><strong>${cut(a.key as string, 80)}</strong> <span class="tag ${status === "approved" ? "ok" : status === "pending" ? "human" : status === "rejected" ? "err" : "warn"}">${status}</span>
   <span class="muted">asked ${ageTag(a.requestedAt as string, now)}${a.deadline ? html` · ${status === "pending" ? "times out" : "deadline"} ${ageTag(a.deadline as string, now)} (then ${a.onTimeout as string})` : ""}</span></div>
-  ${requestBlock(a.request)}
+  ${withheldIn(a, "request") ? html`<p>${recordText("", withheldIn(a, "request"), 0)}</p>` : requestBlock(a.request)}
   ${a.answeredAt ? html`<p class="answered">${status} by <strong>${cut((a.answeredBy as string) ?? "?", 200)}</strong> ${ageTag(a.answeredAt as string, now)}${a.via ? html` <span class="muted">via ${a.via as string}</span>` : ""}${a.comment ? html`: “${recordText(a.comment as string, withheldIn(a, "comment"), 4000)}”` : ""}</p>` : ""}
 </div>`;
 }
@@ -62,7 +62,12 @@ export async function approvalLinkPage(
   } catch (err) {
     if (!(err instanceof CairnError)) throw err;
     const { status, body } = errorAnswer(err, () => {});
-    const title = status === 403 ? "This link does not work" : "Nothing to approve";
+    const title =
+      status === 403
+        ? "This link does not work"
+        : status >= 500
+          ? "Unavailable"
+          : "Nothing to approve";
     return messagePage(deps, c, status, title, body.error.message);
   }
   const a = approvalJson(info.approval);

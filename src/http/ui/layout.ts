@@ -125,7 +125,8 @@ function relative(ms: number, now: number): string {
   return d >= 0 ? `${unit} ago` : `in ${unit}`;
 }
 
-/** Text of a record (a reason, an error's message or stack, a comment) as shown: itself, cut
+/** Text of a record (a reason, an error's message or stack, a comment; an approval's request
+ *  shown as text) as shown: itself, cut
  *  to `max`, or, when the record's `withheld` names it (`why`), a tag saying what it is: its
  *  placeholder text alone reads like a string a person could have typed. */
 export function recordText(text: string, why: unknown, max: number): Html {
@@ -133,7 +134,7 @@ export function recordText(text: string, why: unknown, max: number): Html {
   const w = why as { reason?: string; keyId?: string };
   return w.reason === "encrypted"
     ? html`<span class="tag warn" title="This server is not given the key; the text is not shown">encrypted with key "${cut(String(w.keyId), 64)}"</span>`
-    : html`<span class="tag warn" title="The stored text cannot be decoded; it is not shown">undecodable text</span>`;
+    : html`<span class="tag warn" title="What is stored cannot be decoded; it is not shown">undecodable</span>`;
 }
 
 /** `record.withheld[field]`, from a record's JSON. */
