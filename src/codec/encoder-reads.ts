@@ -108,3 +108,20 @@ function tagOf(value: object): string {
 
 /** The operations encode hands devalue (codec.ts). */
 export const encoderReads: StringifyOptions = { operations: { viewInfo, tagOf } };
+
+/** Whether devalue's own reads of `value` store it otherwise than encoderReads do: a typed
+ *  array or DataView (its view), or a value whose tag is not the built-in's. Everything
+ *  else, plain data above all, is stored alike by both (codec.ts takes the cheaper). */
+export function needsEncoderReads(value: unknown): boolean {
+  if (typeof value !== "object" || value === null) return false;
+  if (ArrayBuffer.isView(value)) return true;
+  // Plain data, told cheaply: a tag comes from a slot devalue and encoderReads both judge
+  // by (an array's), or from Symbol.toStringTag.
+  const proto = Object.getPrototypeOf(value);
+  const plain = proto === Object.prototype || proto === Array.prototype || proto === null;
+  if (plain && (value as { [Symbol.toStringTag]?: unknown })[Symbol.toStringTag] === undefined) {
+    return false;
+  }
+  const tag = Object.prototype.toString.call(value).slice(8, -1);
+  return tag !== "Object" && tagOf(value) !== tag;
+}
