@@ -2,12 +2,19 @@
 // encode writes, how stored values are compared (start, sendEvent, checkReplay), and the
 // cost of encode on the step path.
 
+import Database from "better-sqlite3";
 import * as devalue from "devalue";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { encode } from "../src/codec/codec.js";
 import { encoderReads } from "../src/codec/encoder-reads.js";
+import { createEngine, sqliteStore, workflow } from "../src/index.js";
 import { escapeLoneSurrogatesInJson } from "../src/lib/text.js";
+import { checkReplay } from "../src/testing/index.js";
+import { useHarness } from "./helpers/engines.js";
+import { tempDbPath } from "./helpers/sqlite.js";
+
+const harness = useHarness("sqlite");
 
 /** encode's reducer, as the codec before the mends and now has it. */
 const errorReducer = {
@@ -78,5 +85,143 @@ describe("codec: encode's text", () => {
       }),
       { numRuns: 1000 },
     );
+  });
+});
+
+/** An Error made here: each call site gives it another stack. */
+function madeHere(message: string, code?: string): Error {
+  const e = new Error(message);
+  if (code !== undefined) (e as { code?: string }).code = code;
+  return e;
+}
+
+/** A record as a cairn before a3199a7 wrote a part view of "secrethi!" showing "hi!". */
+const OLD_PART_VIEW = '["Uint8Array",2,6,3],["ArrayBuffer","c2VjcmV0aGkh"]';
+
+describe("engine.start again under one id: the input compared as a value", () => {
+  it("an Error made at another call site (another stack) is the same input", async () => {
+    const h = harness();
+    const wf = workflow({ name: "h6-start-err", version: "1" }, async (_ctx, i: { note: Error }) =>
+      String(i.note.message),
+    );
+    const e = h.engine([wf]);
+    const first = await e.start(wf, { note: madeHere("x") }, { id: "start-err" });
+    expect(await first.result()).toBe("x");
+    const again = await e.start(wf, { note: new Error("x") }, { id: "start-err" });
+    expect(again.id).toBe("start-err");
+    // What differs of an Error as stored is still another input.
+    await expect(e.start(wf, { note: new Error("y") }, { id: "start-err" })).rejects.toThrow(
+      /already exists with a different input/,
+    );
+    await expect(
+      e.start(wf, { note: madeHere("x", "E_OTHER") }, { id: "start-err" }),
+    ).rejects.toThrow(/already exists with a different input/);
+  });
+
+  it("a part view stored the old way (its whole buffer) is the same input as its bytes", async () => {
+    const db = tempDbPath();
+    try {
+      const plain = workflow(
+        { name: "h6-start-old-view", version: "1" },
+        async (_ctx, i: { b: Uint8Array }) => Buffer.from(i.b).toString(),
+      );
+      const schema = {
+        "~standard": {
+          version: 1 as const,
+          vendor: "h6",
+          validate: (value: unknown) => ({ value: value as { b: Uint8Array } }),
+        },
+      };
+      const checked = workflow(
+        { name: "h6-start-old-view", version: "2", input: schema },
+        async (_ctx, i: { b: Uint8Array }) => Buffer.from(i.b).toString(),
+      );
+      const view = () => Uint8Array.from(Buffer.from("secrethi!")).subarray(6, 9);
+      const e = createEngine({ store: sqliteStore(db.path), workflows: [plain, checked] });
+      await (await e.start(plain, { b: view() }, { id: "old-1" })).result();
+      await (await e.start(checked, { b: view() }, { id: "old-2" })).result();
+      await e.close();
+      const raw = new Database(db.path);
+      raw.prepare("UPDATE runs SET input = ?").run(`[{"b":1},${OLD_PART_VIEW}]`);
+      raw.close();
+      const e2 = createEngine({ store: sqliteStore(db.path), workflows: [plain, checked] });
+      try {
+        expect((await e2.start(plain, { b: view() }, { id: "old-1" })).id).toBe("old-1");
+        expect((await e2.start(checked, { b: view() }, { id: "old-2" })).id).toBe("old-2");
+        await expect(
+          e2.start(plain, { b: Uint8Array.from(Buffer.from("secret")) }, { id: "old-1" }),
+        ).rejects.toThrow(/already exists with a different input/);
+      } finally {
+        await e2.close();
+      }
+    } finally {
+      db.cleanup();
+    }
+  });
+});
+
+describe("sendEvent again under one idempotency key: the payload compared as a value", () => {
+  it("an Error made at another call site is the same event; another message is not", async () => {
+    const h = harness();
+    const wf = workflow({ name: "h6-resend-err", version: "1" }, async (ctx) => {
+      const got = await ctx.waitForEvent("note");
+      return got.timedOut ? "" : (got.payload as Error).message;
+    });
+    const e = h.engine([wf]);
+    const run = await e.start(wf, undefined, { id: "resend-err" });
+    const first = await e.sendEvent("resend-err", "note", madeHere("x"), { idempotencyKey: "k" });
+    const again = await e.sendEvent("resend-err", "note", new Error("x"), { idempotencyKey: "k" });
+    expect(first.duplicate).toBe(false);
+    expect(again).toEqual({ event: first.event, duplicate: true });
+    await expect(
+      e.sendEvent("resend-err", "note", new Error("y"), { idempotencyKey: "k" }),
+    ).rejects.toThrow(/with this idempotency key, with another name or payload/);
+    expect(await run.result()).toBe("x");
+  });
+});
+
+describe("checkReplay: an output that differs as stored is a divergence", () => {
+  it("an object that says it is an Array (Symbol.toStringTag) is not the array recorded", async () => {
+    const h = harness();
+    const wf = workflow({ name: "h6-forged-out", version: "1" }, async (ctx) => {
+      await ctx.step("n", async () => 1);
+      return ["a"];
+    });
+    await (await h.engine([wf]).start(wf, undefined, { id: "forged-out" })).result();
+    const now = workflow({ name: "h6-forged-out", version: "1" }, async (ctx) => {
+      await ctx.step("n", async () => 1);
+      // Stored as the object it is: {"0":"a","length":1}.
+      return Object.defineProperty({ 0: "a", length: 1 }, Symbol.toStringTag, { value: "Array" });
+    });
+    const [res] = await checkReplay({ store: h.store(), workflows: [now], runIds: ["forged-out"] });
+    expect(res?.verdict).toBe("diverged");
+  });
+
+  it("a part view recorded the old way is the same output as a view of its bytes alone", async () => {
+    const db = tempDbPath();
+    try {
+      const wf = workflow({ name: "h6-old-view-out", version: "1" }, async (ctx) => {
+        await ctx.step("n", async () => 1);
+        return { got: Uint8Array.from(Buffer.from("secrethi!")).subarray(6, 9) };
+      });
+      const e = createEngine({ store: sqliteStore(db.path), workflows: [wf] });
+      await (await e.start(wf, undefined, { id: "old-out" })).result();
+      await e.close();
+      const raw = new Database(db.path);
+      raw.prepare("UPDATE runs SET output = ?").run(`[{"got":1},${OLD_PART_VIEW}]`);
+      raw.close();
+      const whole = workflow({ name: "h6-old-view-out", version: "1" }, async (ctx) => {
+        await ctx.step("n", async () => 1);
+        return { got: Uint8Array.from(Buffer.from("hi!")) };
+      });
+      const [res] = await checkReplay({
+        store: sqliteStore(db.path),
+        workflows: [whole],
+        runIds: ["old-out"],
+      });
+      expect(res?.verdict).toBe("ok");
+    } finally {
+      db.cleanup();
+    }
   });
 });

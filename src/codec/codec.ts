@@ -38,7 +38,7 @@ export class UndecodableError extends Error {
 
 /** An Error of this realm or another (node:vm, a sandbox): instanceof knows only this
  *  realm's, and another's was refused as a class instance, where its Date and Map are kept. */
-function isError(v: unknown): v is Error {
+export function isError(v: unknown): v is Error {
   return v instanceof Error || isNativeError(v);
 }
 

@@ -4,6 +4,7 @@
 // reused for another event) store nothing and say so.
 
 import { encode } from "../codec/codec.js";
+import { sameStoredValue } from "../codec/same-stored-value.js";
 import { LimitError, RunConflictError, runNotFound, SerializationError } from "../errors.js";
 import { checkText } from "../lib/text.js";
 import type { SendEventOutcome } from "../store/store.js";
@@ -42,7 +43,16 @@ export async function sendEvent(
     maxEvents: limits.maxEventsPerRun,
     maxPending: limits.maxPendingEventsPerRun,
   });
-  if (!res.ok) throw refusal(res, id, name, limits);
+  if (!res.ok) {
+    // The same event as stored, in other text (an Error made at another call site, a part
+    // view stored before only its bytes were): a resend, as equal text is.
+    const resent =
+      res.reason === "key-conflict" &&
+      res.event.name === name &&
+      sameStoredValue(encoded, res.event.payload);
+    if (resent) return { event: toEventView(res.event), duplicate: true };
+    throw refusal(res, id, name, limits);
+  }
   if (!res.duplicate) runHasNews(internals, id);
   return { event: toEventView(res.event), duplicate: res.duplicate };
 }

@@ -4,6 +4,7 @@
 // span. Starting an id again is idempotent only for the same workflow, input and parent.
 
 import { copyAsStored, decode, encode, encodeIdentity, takeCopy } from "../codec/codec.js";
+import { sameStoredValue } from "../codec/same-stored-value.js";
 import {
   InputValidationError,
   RunConflictError,
@@ -280,9 +281,11 @@ function checkSameRun(
       `Run id "${id}" already belongs to workflow "${run.workflow}"; it cannot be started as "${target.name}". Choose another id.`,
     );
   }
-  if (run.input !== encoded) {
+  if (!sameStoredValue(encoded, run.input)) {
     // Starting an id again returns the run it names, but only for the same input: a
-    // different one would silently be ignored.
+    // different one would silently be ignored. The same input is the same value as stored
+    // (same-stored-value.ts): an Error made at another call site, or a part view stored
+    // before only its bytes were, is not another input.
     throw new RunConflictError(
       `Run "${id}" already exists with a different input; start is idempotent on the id only for the same input. Choose another id, or follow the existing run with engine.handle("${id}").`,
     );

@@ -3,7 +3,8 @@
 // writing anything, and reports which runs would hit non-determinism. Run it in CI or
 // before a deploy (`cairn check-replay <module>`), the way Temporal's Replayer is used.
 
-import { decode, encode, encodeIdentity, UndecodableError } from "../codec/codec.js";
+import { decode, encode, UndecodableError } from "../codec/codec.js";
+import { sameStoredValue } from "../codec/same-stored-value.js";
 import { realClock } from "../lib/clock.js";
 import type { RunRecord, RunStatus, Store } from "../store/store.js";
 import { Context, type ContextHost, type Outcome } from "../workflow/context.js";
@@ -192,15 +193,15 @@ function judgeReplay(
   }
 }
 
-/** Whether the replay's output is the run's recorded one (an unstorable output is not).
- *  Other text may still be the same value, compared as a child's input is (encodeIdentity):
- *  an Error the code made counts without its stack, which names who called the code (this
- *  check, not a worker); a typed array showing part of its buffer by the bytes it shows (a
- *  run recorded when the codec stored the whole buffer). */
+/** Whether the replay's output is the run's recorded one (an unstorable output is not), as
+ *  stored (same-stored-value.ts): an Error the code made counts without its stack, which
+ *  names who called the code (this check, not a worker); a typed array showing part of its
+ *  buffer by the bytes it shows (a run recorded when the codec stored the whole buffer). */
 function sameOutput(output: unknown, run: RunRecord): boolean {
   try {
-    if (encode(output, Number.POSITIVE_INFINITY) === run.output) return true;
-    return encodeIdentity(output) === encodeIdentity(decode(run.output ?? ""));
+    return (
+      run.output !== null && sameStoredValue(encode(output, Number.POSITIVE_INFINITY), run.output)
+    );
   } catch {
     return false;
   }
