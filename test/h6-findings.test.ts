@@ -6,7 +6,7 @@ import Database from "better-sqlite3";
 import * as devalue from "devalue";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { encode } from "../src/codec/codec.js";
+import { decode, encode } from "../src/codec/codec.js";
 import { encoderReads } from "../src/codec/encoder-reads.js";
 import { createEngine, sqliteStore, workflow } from "../src/index.js";
 import { escapeLoneSurrogatesInJson } from "../src/lib/text.js";
@@ -223,5 +223,47 @@ describe("checkReplay: an output that differs as stored is a divergence", () => 
     } finally {
       db.cleanup();
     }
+  });
+});
+
+describe("codec: the bytes a view shows are read by no code of the value's own", () => {
+  it("a buffer's own slice or constructor (species) changes nothing of the bytes stored", () => {
+    const withSlice = new Uint8Array([1, 2, 3, 4, 5, 6]).buffer;
+    Object.defineProperty(withSlice, "slice", { value: () => new ArrayBuffer(8) });
+    const withSpecies = new Uint8Array([1, 2, 3, 4, 5, 6]).buffer;
+    Object.defineProperty(withSpecies, "constructor", {
+      value: { [Symbol.species]: (n: number) => new ArrayBuffer(n + 4) },
+    });
+    for (const buffer of [withSlice, withSpecies]) {
+      const back = decode<{ v: Uint8Array; d: DataView }>(
+        encode({ v: new Uint8Array(buffer, 1, 2), d: new DataView(buffer, 2, 3) }),
+      );
+      expect([...back.v]).toEqual([2, 3]);
+      expect(back.v.buffer.byteLength).toBe(2);
+      expect([...new Uint8Array(back.d.buffer)]).toEqual([3, 4, 5]);
+    }
+  });
+
+  it("a proxy whose tag changes between reads is encoded as encoderReads read it", () => {
+    const view = new Uint8Array(new Uint8Array([1, 2, 3, 4, 5, 6]).buffer, 1, 2);
+    const lying = () => {
+      let reads = 0;
+      return new Proxy(
+        {},
+        {
+          get: (_t, k) =>
+            k === Symbol.toStringTag
+              ? reads++ === 0
+                ? undefined
+                : "Uint8Array"
+              : Reflect.get(view, k, view),
+        },
+      );
+    };
+    const reads = outcome(() =>
+      escapeLoneSurrogatesInJson(devalue.stringify({ p: lying() }, errorReducer, encoderReads)),
+    );
+    expect(outcome(() => encode({ p: lying() }))).toBe(reads);
+    expect(reads).not.toContain("ArrayBuffer");
   });
 });

@@ -48,12 +48,21 @@ function viewInfo(view: View) {
   // A view of a SharedArrayBuffer is refused as the buffer is (flattened whole).
   const part = byteLength !== buffer.byteLength && !types.isSharedArrayBuffer(buffer);
   return {
-    buffer: part ? buffer.slice(byteOffset, byteOffset + byteLength) : buffer,
+    buffer: part ? shownBytes(buffer, byteOffset, byteLength) : buffer,
     byteOffset: part ? 0 : byteOffset,
     byteLength,
     length,
     bufferByteLength: part ? byteLength : buffer.byteLength,
   };
+}
+
+/** A copy of the bytes a view shows, in a buffer of their own. Copied by built-ins of this
+ *  realm: the buffer's own slice (or its constructor's species, which slice makes the copy
+ *  with) would choose what is stored. */
+function shownBytes(buffer: ArrayBufferLike, byteOffset: number, byteLength: number): ArrayBuffer {
+  const copy = new Uint8Array(byteLength);
+  copy.set(new Uint8Array(buffer, byteOffset, byteLength));
+  return copy.buffer;
 }
 
 /** Whether `value` has the internal slots of the built-in devalue stores under `tag`. Tags
@@ -114,7 +123,8 @@ export const encoderReads: StringifyOptions = { operations: { viewInfo, tagOf } 
  *  else, plain data above all, is stored alike by both (codec.ts takes the cheaper). */
 export function needsEncoderReads(value: unknown): boolean {
   if (typeof value !== "object" || value === null) return false;
-  if (ArrayBuffer.isView(value)) return true;
+  // A proxy answers each read as it likes: it is read once, as encoderReads read it.
+  if (ArrayBuffer.isView(value) || types.isProxy(value)) return true;
   // Plain data, told cheaply: a tag comes from a slot devalue and encoderReads both judge
   // by (an array's), or from Symbol.toStringTag.
   const proto = Object.getPrototypeOf(value);
