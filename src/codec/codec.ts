@@ -39,13 +39,14 @@ export class UndecodableError extends Error {
 /** An Error of this realm or another (node:vm, a sandbox): instanceof knows only this
  *  realm's, and another's was refused as a class instance, where its Date and Map are kept. */
 export function isError(v: unknown): v is Error {
-  return v instanceof Error || isNativeError(v);
+  return typeof v === "object" && v !== null && (v instanceof Error || isNativeError(v));
 }
 
-const reducers = {
-  Error: (v: unknown) =>
-    isError(v) && [v.name, v.message, v.stack ?? "", (v as { code?: unknown }).code],
-};
+/** What encode stores of an Error: name, message, stack and code. */
+const errorParts = (v: unknown) =>
+  isError(v) && [v.name, v.message, v.stack ?? "", (v as { code?: unknown }).code];
+
+const reducers = { Error: errorParts };
 
 const revivers = {
   Error: ([name, message, stack, code]: [string, string, string, unknown]) => {
@@ -61,10 +62,13 @@ const revivers = {
  *  the value otherwise than encoderReads. */
 const NEEDS_ENCODER_READS = new Error("needs encoderReads");
 
+/** The cheap pass's one reducer, called on every part: an Error's parts as encode's, or
+ *  nothing, or a stop where encoderReads would read the part otherwise. */
 const plainReducers = {
-  ...reducers,
-  // Called on every part (after Error's): gives nothing, or stops the cheap pass.
-  EncoderReads: (v: unknown) => {
+  Error: (v: unknown) => {
+    if (typeof v !== "object" || v === null) return false;
+    const parts = errorParts(v);
+    if (parts) return parts;
     if (needsEncoderReads(v)) throw NEEDS_ENCODER_READS;
     return false;
   },
