@@ -267,3 +267,19 @@ describe("codec: the bytes a view shows are read by no code of the value's own",
     expect(reads).not.toContain("ArrayBuffer");
   });
 });
+
+describe("codec: a refused proxy is named as one", () => {
+  it("a Proxy of a Map, Date or typed array is not called an instance of its class", () => {
+    for (const target of [new Map([[1, 2]]), new Date(0), new Uint8Array(2)]) {
+      let thrown: unknown;
+      try {
+        encode({ wrapped: new Proxy(target, {}) });
+      } catch (err) {
+        thrown = err;
+      }
+      expect((thrown as Error).message).toMatch(
+        /^cannot store a Proxy \(store the value it wraps, or a plain copy\) at \.wrapped$/,
+      );
+    }
+  });
+});

@@ -6,7 +6,7 @@
 // surrogates (an LLM reply cut mid-emoji) are escaped here, so no backend's driver turns
 // them into U+FFFD and the first run and every replay decode the same string.
 
-import { isNativeError } from "node:util/types";
+import { types } from "node:util";
 import * as devalue from "devalue";
 import { PayloadKeyError } from "../errors.js";
 import { escapeLoneSurrogatesInJson } from "../lib/text.js";
@@ -39,7 +39,7 @@ export class UndecodableError extends Error {
 /** An Error of this realm or another (node:vm, a sandbox): instanceof knows only this
  *  realm's, and another's was refused as a class instance, where its Date and Map are kept. */
 export function isError(v: unknown): v is Error {
-  return typeof v === "object" && v !== null && (v instanceof Error || isNativeError(v));
+  return typeof v === "object" && v !== null && (v instanceof Error || types.isNativeError(v));
 }
 
 /** What encode stores of an Error: name, message, stack and code. */
@@ -218,6 +218,9 @@ function refusedWhat(err: devalue.DevalueError): string {
 /** A value the encoder calls an "arbitrary non-POJO", as a user knows it: its class's
  *  name (code, never a payload) and what to store instead. */
 function notPlainData(value: unknown): string {
+  // A proxy of a Map or Date has not their internal slots: named by its target's class, it
+  // was taken for a class instance the user never made.
+  if (types.isProxy(value)) return "a Proxy (store the value it wraps, or a plain copy)";
   let name: unknown;
   let tag = "";
   try {
