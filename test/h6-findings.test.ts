@@ -6,11 +6,12 @@ import Database from "better-sqlite3";
 import * as devalue from "devalue";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { decode, encode } from "../src/codec/codec.js";
+import { decode, encode, encodeIdentity } from "../src/codec/codec.js";
 import { encoderReads } from "../src/codec/encoder-reads.js";
 import { createEngine, sqliteStore, workflow } from "../src/index.js";
 import { escapeLoneSurrogatesInJson } from "../src/lib/text.js";
 import { checkReplay } from "../src/testing/index.js";
+import { childInputDigest } from "../src/workflow/child-identity.js";
 import { useHarness } from "./helpers/engines.js";
 import { tempDbPath } from "./helpers/sqlite.js";
 
@@ -281,5 +282,60 @@ describe("codec: a refused proxy is named as one", () => {
         /^cannot store a Proxy \(store the value it wraps, or a plain copy\) at \.wrapped$/,
       );
     }
+  });
+});
+
+describe("a child's input digest: inputs stored otherwise are other inputs", () => {
+  it("an object that says it is an Array, or a view whose own buffer says otherwise, is not the value it mimics", () => {
+    const forged = Object.defineProperty({ 0: "a", length: 1 }, Symbol.toStringTag, {
+      value: "Array",
+    });
+    expect(encode(forged)).not.toBe(encode(["a"]));
+    expect(childInputDigest(forged)).not.toBe(childInputDigest(["a"]));
+    const shown = new Uint8Array([1, 2, 3, 4]).subarray(0, 2);
+    const other = new Uint8Array([9, 9, 9, 9]).subarray(0, 2);
+    Object.defineProperty(other, "buffer", { value: shown.buffer });
+    expect(encode({ v: other })).not.toBe(encode({ v: shown }));
+    expect(childInputDigest({ v: other })).not.toBe(childInputDigest({ v: shown }));
+  });
+
+  it("is unchanged for genuine values (digests recorded before stay matched)", () => {
+    const err = new TypeError("bad");
+    (err as { code?: string }).code = "E";
+    const pooled = Buffer.from("pooled bytes");
+    const input = {
+      err,
+      part: new Uint16Array([1, 2, 3, 4]).subarray(1, 3),
+      dv: new DataView(new ArrayBuffer(8), 2, 4),
+      pooled,
+      whole: new Uint8Array([5, 6]),
+      when: new Date(0),
+      map: new Map([["k", new Set([1])]]),
+    };
+    const beforeReducers = {
+      Error: (v: unknown) =>
+        v instanceof Error && [v.name, v.message, (v as { code?: unknown }).code],
+      PartView: (v: unknown) =>
+        ArrayBuffer.isView(v) &&
+        v.byteLength !== v.buffer.byteLength && [
+          Object.prototype.toString.call(v),
+          Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString("base64"),
+        ],
+    };
+    expect(encodeIdentity(input)).toBe(devalue.stringify(input, beforeReducers));
+    const genuineViews = fc.oneof(
+      fc.uint8Array({ minLength: 2, maxLength: 12 }).map((a) => a.subarray(1)),
+      fc.string({ maxLength: 8 }).map((t) => Buffer.from(t)),
+      fc.uint8Array({ minLength: 4, maxLength: 12 }).map((a) => new DataView(a.buffer, 1, 2)),
+    );
+    fc.assert(
+      fc.property(fc.array(fc.oneof(storable, genuineViews), { maxLength: 5 }), (value) => {
+        const before = outcome(() =>
+          escapeLoneSurrogatesInJson(devalue.stringify(value, beforeReducers)),
+        );
+        if (!before.startsWith("refused")) expect(encodeIdentity(value)).toBe(before);
+      }),
+      { numRuns: 1000 },
+    );
   });
 });

@@ -10,7 +10,7 @@ import { types } from "node:util";
 import * as devalue from "devalue";
 import { PayloadKeyError } from "../errors.js";
 import { escapeLoneSurrogatesInJson } from "../lib/text.js";
-import { encoderReads, needsEncoderReads } from "./encoder-reads.js";
+import { encoderReads, needsEncoderReads, partViewBytes } from "./encoder-reads.js";
 import { encryptedTextKeyId } from "./encryption.js";
 import { throwingReadPath } from "./throwing-read.js";
 
@@ -150,7 +150,9 @@ export function encode(value: unknown, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES): st
  *  Throws as encode does. */
 export function encodeIdentity(value: unknown): string {
   try {
-    return escapeLoneSurrogatesInJson(devalue.stringify(value, identityReducers));
+    // Read as encode reads (encoderReads): devalue's own reads took an object that says it
+    // is an Array (stored as the object it is) for the array it mimics.
+    return escapeLoneSurrogatesInJson(devalue.stringify(value, identityReducers, encoderReads));
   } catch {
     // encode's verdict, with its message (the same value is refused the same way).
     return encode(value, Number.POSITIVE_INFINITY);
@@ -159,12 +161,18 @@ export function encodeIdentity(value: unknown): string {
 
 const identityReducers = {
   Error: (v: unknown) => isError(v) && [v.name, v.message, (v as { code?: unknown }).code],
-  PartView: (v: unknown) =>
-    ArrayBuffer.isView(v) &&
-    v.byteLength !== v.buffer.byteLength && [
-      Object.prototype.toString.call(v),
-      Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString("base64"),
-    ],
+  // By its slots: a view's own `buffer` property named other bytes than encode stores.
+  PartView: (v: unknown) => {
+    const part = partViewBytes(v);
+    return (
+      part && [
+        `[object ${part.kind}]`,
+        Buffer.from(part.bytes.buffer, part.bytes.byteOffset, part.bytes.byteLength).toString(
+          "base64",
+        ),
+      ]
+    );
+  },
 };
 
 /** A copy of a value as the codec keeps it, for a call that keeps what it was handed until

@@ -65,6 +65,20 @@ function shownBytes(buffer: ArrayBufferLike, byteOffset: number, byteLength: num
   return copy.buffer;
 }
 
+/** The bytes a typed array or DataView shows when they are part of its buffer (read from
+ *  its internal slots, never from own properties); undefined for anything else. */
+export function partViewBytes(value: unknown): { kind: string; bytes: Uint8Array } | undefined {
+  if (!ArrayBuffer.isView(value)) return undefined;
+  const isDataView = types.isDataView(value);
+  const slots = isDataView ? dataView : typedArray;
+  const buffer = slots.buffer.call(value) as ArrayBufferLike;
+  const byteLength = slots.byteLength.call(value) as number;
+  if (byteLength === buffer.byteLength) return undefined;
+  const byteOffset = slots.byteOffset.call(value) as number;
+  const kind = isDataView ? "DataView" : (typedArrayKind.call(value) as string);
+  return { kind, bytes: new Uint8Array(buffer, byteOffset, byteLength) };
+}
+
 /** Whether `value` has the internal slots of the built-in devalue stores under `tag`. Tags
  *  devalue does not store specially are its own to judge (plain data, or refused). */
 function isBuiltIn(value: object, tag: string): boolean {
