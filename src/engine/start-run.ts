@@ -3,7 +3,7 @@
 // by the workflow's schema when this engine has the code, and stored under a cairn.start
 // span. Starting an id again is idempotent only for the same workflow, input and parent.
 
-import { copyAsStored, decode, encode, encodeIdentity, takeCopy } from "../codec/codec.js";
+import { copyAsStored, decode, encode, takeCopy } from "../codec/codec.js";
 import { sameStoredValue } from "../codec/same-stored-value.js";
 import {
   InputValidationError,
@@ -77,18 +77,22 @@ export async function startChildRun(
  *  the codec keeps it and compared as a child's intent digest compares (an Error without its
  *  stack). Undefined when it cannot be told: on another version, or through an input schema,
  *  the stored input is what that code made of the input handed then. */
-function sameInputAsHanded(
+export function sameInputAsHanded(
   run: RunRecord,
   wf: Workflow<unknown, unknown>,
   input: unknown,
 ): boolean | undefined {
   if (run.version !== wf.version || wf.options.input) return undefined;
+  let handed: string;
   try {
-    const stored = encodeIdentity(decode(run.input));
-    return stored === encodeIdentity(decode(encode(input, Number.POSITIVE_INFINITY)));
+    decode(run.input);
+    handed = encode(input, Number.POSITIVE_INFINITY);
   } catch {
     return undefined; // a stored input this engine cannot read (another key)
   }
+  // As stored values compare (same-stored-value.ts): a part view stored before only its
+  // bytes were is the same input as its bytes stored now.
+  return sameStoredValue(handed, run.input);
 }
 
 /** Orders versions naturally: "2" < "10", "1.9" < "1.10", numbers before words. */
