@@ -80,6 +80,9 @@ class CountingStore implements Store {
   renewLeases(p: Parameters<Store["renewLeases"]>[0]) {
     return this.inner.renewLeases(p);
   }
+  expireLease(p: Parameters<Store["expireLease"]>[0]) {
+    return this.inner.expireLease(p);
+  }
   appendRecords(writes: RunWrite[]): Promise<WriteOutcome[]> {
     this.count("appendRecords");
     return this.inner.appendRecords(writes);

@@ -202,6 +202,7 @@ function plainVerbs(inner: Store) {
     close: () => inner.close(),
     now: () => inner.now(),
     renewLeases: (p) => inner.renewLeases(p),
+    expireLease: (p) => inner.expireLease(p),
     markUnserved: (p) => inner.markUnserved(p),
     registerWorker: (w) => inner.registerWorker(w),
     heartbeatWorker: (id) => inner.heartbeatWorker(id),

@@ -417,6 +417,14 @@ export interface Store extends WorkspaceVerbs, ApprovalVerbs {
     leaseMs: number;
   }): Promise<{ lost: string[]; cancelRequested: string[] }>;
 
+  /** Ends the lease of a run at `epoch` now, leaving it running with no owner: the next
+   *  claimer (any worker, this one too) takes it over as from a crashed worker
+   *  (`recovered`), so it charges the crash the run's replay judges. For a worker that gives
+   *  up a run taken over from a crashed worker before its replay judged that crash (a
+   *  store error, close()): handed back to pending, that crash would be charged nothing.
+   *  ok false: the epoch moved on, or the run is no longer running (nothing written). */
+  expireLease(p: { runId: string; epoch: number }): Promise<{ ok: boolean }>;
+
   /** Group commit: applies each RunWrite atomically and all of them in one transaction
    *  where the backend can. Each write is fenced by its epoch. Writing a record identical
    *  to an existing one under the same key is a no-op (ok); a different one is a conflict.

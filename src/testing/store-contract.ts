@@ -670,6 +670,41 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expectNear(c?.run.leaseUntil, CONTRACT_T0 + 3 * LEASE_MS);
       });
 
+      it("expireLease ends a lease now: the run stays running, and any worker (its last owner too) recovers it", async () => {
+        const run = await started();
+        const hints: StoreHint[] = [];
+        const unsubscribe = store.subscribe((h) => hints.push(h));
+        try {
+          expect(await store.expireLease({ runId: run.id, epoch: run.epoch })).toEqual({
+            ok: true,
+          });
+          const after = await mustGet(run.id);
+          expect(after).toMatchObject({ status: "running", epoch: run.epoch, leaseOwner: null });
+          expectNear(after.leaseUntil, CONTRACT_T0);
+          await waitFor(
+            () => hints.some((h) => h.kind === "runnable" && (h.runId ?? run.id) === run.id),
+            "a runnable hint",
+          );
+        } finally {
+          unsubscribe();
+        }
+        const p = { workflows: ["alpha@1"], limit: 10, leaseMs: LEASE_MS };
+        const [c] = await store.claimRuns({ ...p, workerId: "worker-1" });
+        expect(c).toMatchObject({ recovered: true, run: { id: run.id, epoch: run.epoch + 1 } });
+      });
+
+      it("expireLease is fenced: a stale epoch or a run no longer running writes nothing", async () => {
+        const run = await started();
+        expect(await store.expireLease({ runId: run.id, epoch: run.epoch - 1 })).toEqual({
+          ok: false,
+        });
+        expect(await mustGet(run.id)).toMatchObject({ leaseOwner: "worker-1", epoch: run.epoch });
+        await release(run, { status: "completed", output: '"ok"' });
+        expect(await store.expireLease({ runId: run.id, epoch: run.epoch })).toEqual({ ok: false });
+        expect(await mustGet(run.id)).toMatchObject({ status: "completed", leaseOwner: null });
+        expect(await store.expireLease({ runId: "run_missing", epoch: 1 })).toEqual({ ok: false });
+      });
+
       it("claims a waiting run when its timer is due, never an event-only wait", async () => {
         const timed = await started();
         const eventOnly = await started();

@@ -24,6 +24,7 @@ const VERBS: Array<keyof Store> = [
   "listRuns",
   "claimRuns",
   "renewLeases",
+  "expireLease",
   "appendRecords",
   "releaseRun",
   "loadJournal",

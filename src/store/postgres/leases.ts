@@ -9,7 +9,7 @@
 import { randomUUID } from "node:crypto";
 import type { ClaimedRun } from "../store.js";
 import { type RunRow, toRun } from "./rows.js";
-import { nowSql, type StoreContext } from "./sql.js";
+import { nowSql, publish, type StoreContext } from "./sql.js";
 
 export async function claimRuns(
   ctx: StoreContext,
@@ -120,4 +120,28 @@ export async function renewLeases(
     lost: p.runs.filter((x) => !held.has(x.runId)).map((x) => x.runId),
     cancelRequested: r.rows.filter((row) => row.cancel_requested).map((row) => row.id),
   };
+}
+
+/** Idempotent: the epoch is left alone, so a repeat of a commit whose answer was lost finds
+ *  the run as it left it (unless a claim took it meanwhile: then ok is false, and the run
+ *  is that claimer's, as the expired lease meant). */
+export async function expireLease(
+  ctx: StoreContext,
+  p: { runId: string; epoch: number },
+): Promise<{ ok: boolean }> {
+  const { db, t, channel } = ctx;
+  return db.transaction("expireLease", "idempotent", async (tx) => {
+    // The owner goes too: claimRuns never gives a worker its own runs, so a lease left
+    // with this worker's name would keep the run from it when no other worker exists.
+    const r = await tx.query(
+      `WITH c AS (SELECT ${nowSql(1)} AS now)
+      UPDATE ${t.runs} r SET lease_owner = NULL, lease_until = c.now, ready_at = c.now,
+          updated_at = c.now
+        FROM c WHERE r.id = $2 AND r.epoch = $3 AND r.status = 'running'`,
+      [ctx.clockParam(), p.runId, p.epoch],
+    );
+    const ok = (r.rowCount ?? 0) > 0;
+    if (ok) await publish(tx, channel, [{ kind: "runnable", runId: p.runId }]);
+    return { ok };
+  });
 }

@@ -12,7 +12,7 @@
 // - claimRuns: a retry first looks for the runs its lost try claimed (by a token of the
 //   call) and returns those; otherwise they would stay leased to this worker, which never
 //   claims its own runs again (leases.ts).
-// - renewLeases, heartbeatWorker, registerWorker, removeWorker, markUnserved: idempotent.
+// - renewLeases, expireLease, heartbeatWorker, registerWorker, removeWorker, markUnserved: idempotent.
 // - appendRecords: idempotent by construction (journal-writes.ts).
 // - releaseRun, resumeRun: detect their own earlier commit (run-control.ts).
 // - requestCancel: idempotent (a repeat finds it canceled or already requested).
@@ -73,7 +73,7 @@ import {
   STATEMENT_TIMEOUT_MS,
 } from "./connection.js";
 import { appendRecords, loadJournal, pendingEvents } from "./journal-writes.js";
-import { claimRuns, renewLeases } from "./leases.js";
+import { claimRuns, expireLease, renewLeases } from "./leases.js";
 import { migrate } from "./migrate.js";
 import { channelFor, HintListener } from "./notify.js";
 import {
@@ -409,6 +409,10 @@ class PostgresStore implements Store {
     leaseMs: number;
   }): Promise<{ lost: string[]; cancelRequested: string[] }> {
     return renewLeases(this.#ctx, p);
+  }
+
+  expireLease(p: { runId: string; epoch: number }): Promise<{ ok: boolean }> {
+    return expireLease(this.#ctx, p);
   }
 
   appendRecords(writes: RunWrite[]): Promise<WriteOutcome[]> {

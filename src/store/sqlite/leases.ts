@@ -68,3 +68,21 @@ export function renewLeases(
     return { lost, cancelRequested };
   });
 }
+
+export function expireLease(
+  ctx: StoreContext,
+  p: { runId: string; epoch: number },
+): Promise<{ ok: boolean }> {
+  return ctx.write("expireLease", (tx) => {
+    // The owner goes too: claimRuns never gives a worker its own runs, so a lease left
+    // with this worker's name would keep the run from it when no other worker exists.
+    const ended = tx
+      .prepare(
+        `UPDATE runs SET lease_owner = NULL, lease_until = ?, ready_at = ?, updated_at = ?
+         WHERE id = ? AND epoch = ? AND status = 'running'`,
+      )
+      .run(tx.now, tx.now, tx.now, p.runId, p.epoch);
+    if (ended.changes > 0) tx.hint({ kind: "runnable", runId: p.runId });
+    return { ok: ended.changes > 0 };
+  });
+}

@@ -55,7 +55,7 @@ import * as aiState from "./ai-state.js";
 import * as approvals from "./approvals.js";
 import { Connection } from "./connection.js";
 import { appendRecords, loadJournal, pendingEvents } from "./journal-writes.js";
-import { claimRuns, renewLeases } from "./leases.js";
+import { claimRuns, expireLease, renewLeases } from "./leases.js";
 import { Hints } from "./notify.js";
 import {
   forkRun,
@@ -170,6 +170,10 @@ class SqliteStoreImpl implements SqliteStore {
     leaseMs: number;
   }): Promise<{ lost: string[]; cancelRequested: string[] }> {
     return renewLeases(this.#ctx, p);
+  }
+
+  async expireLease(p: { runId: string; epoch: number }): Promise<{ ok: boolean }> {
+    return expireLease(this.#ctx, p);
   }
 
   // Not async (one promise less per commit), but a throw is still a rejection.
