@@ -108,16 +108,15 @@ export class Execution {
     // timer) wrote nothing: its run still goes back (the release is fenced by epoch, so a
     // run whose lease another worker took is left alone). One ending otherwise is releasing.
     if (this.ending && !this.endedUnwritten) return;
-    if (this.crashUnjudged) return;
     await this.handBackPending();
   }
 
   /** The run was taken from a crashed worker and this execution has not yet judged which
    *  calls the crash cut (context.ts, crashedInFlight). Handed back to pending, its next
    *  claimer would take it for an ordinary run and charge that crash nothing: a step that
-   *  kills its worker, each crash followed by a graceful restart, would run more often than
-   *  its maxAttempts. close() leaves such a run leased instead, and the removal of this
-   *  worker's row (or the lease's end) makes it claimable as the crash left it. */
+   *  kills its worker, each crash followed by a graceful restart (or a store error), would
+   *  run more often than its maxAttempts. Such a run goes back as the crash left it
+   *  instead: running, its lease ended (handBackRun). */
   get crashUnjudged(): boolean {
     return this.claim.recovered && (this.ctx?.crashUnjudged ?? true);
   }
@@ -282,21 +281,17 @@ export class Execution {
     await this.handBackPending();
   }
 
-  /** Hands the run back to pending (releasing: close() lets it land), and says so. */
+  /** Hands the run back (releasing: close() lets it land), and says so: to pending, or,
+   *  with a crash still to charge, as that crash left it (crashUnjudged). */
   private async handBackPending(): Promise<void> {
     this.releasing = true;
-    if (await this.handBack()) {
-      this.letGo = true;
-      this.report("released", { status: "pending" });
-    }
-  }
-
-  /** Hands the run back; a cancel requested meanwhile makes it canceled (the store's
-   *  release), and its children go with it. */
-  private async handBack(): Promise<boolean> {
-    const run = await handBackRun(this.deps.store, this.claim.run);
-    if (run?.status === "canceled") await this.cancelChildren(run);
-    return run !== undefined;
+    const back = await handBackRun(this.deps.store, this.claim.run, {
+      crashUnjudged: this.crashUnjudged,
+    });
+    if (back === undefined) return;
+    this.letGo = true;
+    if (back !== "lease-ended" && back.status === "canceled") await this.cancelChildren(back);
+    this.report("released", { status: back === "lease-ended" ? "running" : "pending" });
   }
 
   /** A run released canceled: its unfinished children are canceled with it (a child it
@@ -368,12 +363,6 @@ export class Execution {
    *  first, then the run goes back to pending. */
   private async handBackOnClose(): Promise<void> {
     await this.deps.committer.drain();
-    if (this.crashUnjudged) {
-      // Left leased for the next claimer to judge the crash (crashUnjudged).
-      this.endedUnwritten = true;
-      this.trace.end("abandoned");
-      return;
-    }
     await this.handBackPending();
     this.trace.end("handed-back");
   }
@@ -439,12 +428,22 @@ function stuckReason(runId: string, err: unknown): string | undefined {
 
 /** Releases a claimed run to pending, ready now, fenced by `epoch`: another worker (or this
  *  one) resumes it from its journal. If even that fails, the lease runs out instead.
- *  Returns the run as released (canceled if a cancel was requested), if it was. */
+ *  Returns the run as released (canceled if a cancel was requested), if it was.
+ *  `crashUnjudged`: the run was taken from a crashed worker whose crash no replay has
+ *  charged yet: only its lease ends ("lease-ended"), it stays running, and its next
+ *  claimer takes it over as recovered and charges that crash (a cancel asked meanwhile
+ *  is carried out by that claimer). Released to pending, the crash was lost: a step that
+ *  kills its worker ran more often than its maxAttempts. */
 export async function handBackRun(
   store: Store,
   run: Pick<RunRecord, "id" | "epoch" | "parentId">,
-): Promise<RunRecord | undefined> {
+  { crashUnjudged = false }: { crashUnjudged?: boolean } = {},
+): Promise<RunRecord | "lease-ended" | undefined> {
   try {
+    if (crashUnjudged) {
+      const ended = await store.expireLease({ runId: run.id, epoch: run.epoch });
+      return ended.ok ? "lease-ended" : undefined;
+    }
     const res = await store.releaseRun({
       runId: run.id,
       epoch: run.epoch,

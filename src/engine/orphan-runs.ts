@@ -9,9 +9,17 @@ import { handBackRun, payloadKeyError } from "./execution.js";
 import { runsLeasedTo } from "./runs-leased-to.js";
 import type { WorkerOptions } from "./worker-options.js";
 
+/** An orphan: the epoch this worker held it at, and whether it was taken from a crashed
+ *  worker whose crash no replay has charged yet (then it goes back as that crash left it,
+ *  see handBackRun). */
+interface Orphan {
+  epoch: number;
+  crashUnjudged: boolean;
+}
+
 export class OrphanRuns {
-  /** The orphans, by the epoch this worker held them at. */
-  private readonly orphans = new Map<string, number>();
+  /** The orphans, by run id. */
+  private readonly orphans = new Map<string, Orphan>();
   /** A claim failed without an answer: it may have leased runs to this worker that it
    *  never learned of. The next hand-back looks for them. */
   private claimMayHaveLeased = false;
@@ -27,8 +35,8 @@ export class OrphanRuns {
   ) {}
 
   /** An execution of `runId` at `epoch` ended without letting the run go. */
-  add(runId: string, epoch: number): void {
-    this.orphans.set(runId, epoch);
+  add(runId: string, epoch: number, crashUnjudged: boolean): void {
+    this.orphans.set(runId, { epoch, crashUnjudged });
   }
 
   /** A claim failed without an answer (see claimMayHaveLeased). */
@@ -51,7 +59,7 @@ export class OrphanRuns {
     const { store, id: workerId } = this.options;
     try {
       const now = await store.now();
-      for (const [runId, epoch] of this.orphans) {
+      for (const [runId, { epoch, crashUnjudged }] of this.orphans) {
         // Never a run executing here (a run created claimed while the claims were looked
         // for), nor one whose attempt close() left running: its lease is this worker's.
         if (this.hooks.executing(runId) || keep.has(runId)) {
@@ -72,17 +80,18 @@ export class OrphanRuns {
           continue;
         }
         if (expiredOnly && (run.leaseUntil ?? 0) > now) continue;
-        const released = await handBackRun(store, run);
+        const released = await handBackRun(store, run, { crashUnjudged });
         if (released) {
+          const leaseEnded = released === "lease-ended";
           this.orphans.delete(runId);
-          this.hooks.handedBack(runId, released.status === "canceled");
+          this.hooks.handedBack(runId, !leaseEnded && released.status === "canceled");
           this.options.execution.lifecycle({
             event: "released",
             runId,
             workflow: run.workflow,
             version: run.version,
             epoch,
-            status: "pending",
+            status: leaseEnded ? "running" : "pending",
           });
         }
       }
@@ -93,13 +102,17 @@ export class OrphanRuns {
 
   /** After a claim that failed (claimMayHaveLeased): the running runs leased to this worker
    *  that it does not execute become orphans, handed back once their leases expire. A
-   *  store error leaves the search for the next round. */
+   *  store error leaves the search for the next round. Whether the lost claim took a run
+   *  from a crashed worker is not known: handed back as crashed, a run that was pending
+   *  would have its first call charged a crash that never was (with maxAttempts 1, failing
+   *  it); handed back to pending, a crash that was is not charged. The second is the
+   *  lesser harm. */
   private async findUnknownClaims(): Promise<void> {
     try {
       const leased = await runsLeasedTo(this.options.store, this.options.id);
       for (const [runId, epoch] of leased) {
         if (!this.hooks.executing(runId) && !this.orphans.has(runId)) {
-          this.orphans.set(runId, epoch);
+          this.orphans.set(runId, { epoch, crashUnjudged: false });
         }
       }
       this.claimMayHaveLeased = false;

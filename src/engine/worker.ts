@@ -196,10 +196,8 @@ export class Worker {
 
   private launch(claim: ClaimedRun, claimedAt: number, journal?: Journal): void {
     if (this.closed) {
-      // Claimed by a round that was in flight when close() began: hand it straight back,
-      // unless it was taken from a crashed worker: that crash is for its next claimer to
-      // charge (Execution.crashUnjudged), so it stays leased, as the crash left it.
-      if (claim.recovered) return;
+      // Claimed by a round that was in flight when close() began: hand it straight back
+      // (one taken from a crashed worker as that crash left it: see handBack).
       const p = this.handBack(claim).finally(() => this.handingBack.delete(p));
       this.handingBack.add(p);
       return;
@@ -232,7 +230,7 @@ export class Worker {
     this.active.set(claim.run.id, ex);
     void ex.finished.then(() => {
       if (this.active.get(claim.run.id) === ex) this.active.delete(claim.run.id);
-      if (!ex.letGo && !this.closed) this.orphans.add(claim.run.id, ex.epoch);
+      if (!ex.letGo && !this.closed) this.orphans.add(claim.run.id, ex.epoch, ex.crashUnjudged);
       this.stats.executions++;
       this.options.ended?.(claim.run.id, ex.released);
       // A freed slot matters when a round found us full (or claimed all it could take), or
@@ -245,13 +243,17 @@ export class Worker {
     });
   }
 
+  /** A run taken from a crashed worker keeps that crash for its next claimer to charge:
+   *  its lease ends and it stays running (handBackRun). */
   private async handBack(claim: ClaimedRun): Promise<void> {
-    const released = await handBackRun(this.options.store, claim.run);
+    const released = await handBackRun(this.options.store, claim.run, {
+      crashUnjudged: claim.recovered,
+    });
     if (!released) {
       this.options.execution.log(
         `handing back run "${claim.run.id}" failed; its lease will expire`,
       );
-    } else if (released.status === "canceled") {
+    } else if (released !== "lease-ended" && released.status === "canceled") {
       cancelChildrenOfCanceled(this.options, [claim.run.id]);
     }
   }
@@ -383,7 +385,8 @@ export class Worker {
       return;
     }
     // Every run held here whose attempt does not still run here goes back now (pending, so
-    // its next claimer charges nothing): only those that do stay leased (below).
+    // its next claimer charges nothing; one taken from a crashed worker whose crash is not
+    // yet charged, as that crash left it): only those that do stay leased (below).
     const handedBack = Promise.all([
       ...stopped.filter((ex) => !bodyRunning.has(ex.runId)).map((ex) => ex.handBackStopped()),
       this.orphans.handBack({ expiredOnly: false, keep: bodyRunning }),

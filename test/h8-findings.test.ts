@@ -1,0 +1,248 @@
+// Findings of a second review of the worker's lifecycle (close() and the work that answers
+// after it, hand-backs, the charge of a crash). Each test failed on the code it was written
+// against, and stays as the regression test of its mend.
+
+import { afterEach, describe, expect, it } from "vitest";
+import { createEngine, type Store, sqliteStore, workflow } from "../src/index.js";
+import { realClock } from "../src/lib/clock.js";
+import { crashableStore } from "../src/testing/crashable-store.js";
+import { createVirtualClock } from "../src/testing/index.js";
+import { advanceUntil } from "./helpers/engines.js";
+import { tempDbPath, until } from "./helpers/sqlite.js";
+
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+function dbPath(): string {
+  const { path, cleanup } = tempDbPath();
+  cleanups.push(cleanup);
+  return path;
+}
+
+/** `inner`, with some verbs replaced: each replacement gets the inner verb to call. */
+function around(
+  inner: Store,
+  verbs: Partial<
+    Record<
+      keyof Store,
+      (call: (...args: unknown[]) => Promise<unknown>, ...args: unknown[]) => Promise<unknown>
+    >
+  >,
+): Store {
+  return new Proxy(inner, {
+    get(target, prop, receiver) {
+      const value = Reflect.get(target, prop, receiver);
+      if (typeof value !== "function") return value;
+      const replaced = verbs[prop as keyof Store];
+      if (!replaced) return value.bind(target);
+      return (...args: unknown[]) =>
+        replaced((...a: unknown[]) => value.apply(target, a) as Promise<unknown>, ...args);
+    },
+  }) as Store;
+}
+
+/** A promise and the function that settles it. */
+function gate(): { opened: Promise<void>; open: () => void } {
+  let open!: () => void;
+  const opened = new Promise<void>((r) => {
+    open = r;
+  });
+  return { opened, open };
+}
+
+/** Every attempt of run `runId` charged as lost with a worker, by step key. */
+async function lostAttempts(path: string, runId: string): Promise<string[]> {
+  const look = sqliteStore(path);
+  await look.open({ clock: realClock });
+  try {
+    const journal = await look.loadJournal(runId);
+    return journal.attempts.filter((a) => a.error?.code === "WORKER_LOST").map((a) => a.key);
+  } finally {
+    await look.close();
+  }
+}
+
+/** A run "r" of workflow "crashy" (one step, maxAttempts 1) whose worker crashed in the
+ *  step's body; the clock is past its lease. `bodies()`: how often the body ran. */
+async function crashedRun(path: string) {
+  const clock = createVirtualClock();
+  let bodies = 0;
+  const hang = gate();
+  const wf = workflow({ name: "crashy", version: "1", retry: { maxAttempts: 1 } }, async (ctx) =>
+    ctx.step("s", async () => {
+      bodies++;
+      if (bodies === 1) {
+        crashing.crash();
+        await hang.opened;
+      }
+      return "ran";
+    }),
+  );
+  const crashing = crashableStore(sqliteStore(path));
+  const a = createEngine({
+    store: crashing,
+    workflows: [wf],
+    clock,
+    pollIntervalMs: 10,
+    closeGraceMs: 0,
+    log: () => {},
+  });
+  // The dead engine's step body is let go before its close (which gives up on its store).
+  cleanups.push(() => a.close().catch(() => {}));
+  cleanups.push(hang.open);
+  await a.start(wf, undefined, { id: "r" });
+  await until(() => crashing.crashed, "the worker crashed in the step");
+  await crashing.settled();
+  await clock.advance(60_000); // past the lease
+  return { clock, wf, bodies: () => bodies };
+}
+
+/** How run "r" ended under `engine` (its output, or its error's name), the clock advanced
+ *  meanwhile. */
+function outcomeOf(
+  engine: ReturnType<typeof createEngine>,
+  clock: ReturnType<typeof createVirtualClock>,
+): Promise<unknown> {
+  const result = engine
+    .handle("r")
+    .result()
+    .then(
+      (v) => v,
+      (e: Error) => e.name,
+    );
+  return advanceUntil(clock, result, 1_000, 200);
+}
+
+describe("hand-backs of a run taken over from a crashed worker", () => {
+  // Before: the takeover's store error handed the run back to pending, and it was claimed
+  // next as an ordinary run: the crash was charged nothing, the body ran twice and the run
+  // completed.
+  it("a store error reading its journal keeps the crash's charge (maxAttempts 1 fails with WorkerLostError)", async () => {
+    const path = dbPath();
+    const { clock, wf, bodies } = await crashedRun(path);
+    let failed = false;
+    const b = createEngine({
+      store: around(sqliteStore(path), {
+        loadJournal: async (call, ...args) => {
+          if (!failed) {
+            failed = true;
+            throw new Error("connection reset (injected)");
+          }
+          return call(...args);
+        },
+      }),
+      workflows: [wf],
+      clock,
+      pollIntervalMs: 10,
+      log: () => {},
+    });
+    cleanups.push(() => b.close());
+    const outcome = await outcomeOf(b, clock);
+    expect({ outcome, bodies: bodies(), lost: await lostAttempts(path, "r") }).toEqual({
+      outcome: "WorkerLostError",
+      bodies: 1,
+      lost: ["s"],
+    });
+  });
+
+  // Before: the hand-back failing too, the run became an orphan of the worker, handed back
+  // to pending once its lease expired: the crash was charged nothing.
+  it("an orphan handed back once its lease expired keeps the crash's charge", async () => {
+    const path = dbPath();
+    const { clock, wf, bodies } = await crashedRun(path);
+    let loadFailed = false;
+    let handBackFailed = false;
+    const failHandBackOnce = async (
+      call: (...a: unknown[]) => Promise<unknown>,
+      ...args: unknown[]
+    ) => {
+      if (loadFailed && !handBackFailed) {
+        handBackFailed = true;
+        throw new Error("connection reset (injected)");
+      }
+      return call(...args);
+    };
+    const b = createEngine({
+      store: around(sqliteStore(path), {
+        loadJournal: async (call, ...args) => {
+          if (!loadFailed) {
+            loadFailed = true;
+            throw new Error("connection reset (injected)");
+          }
+          return call(...args);
+        },
+        releaseRun: failHandBackOnce,
+        expireLease: failHandBackOnce,
+      }),
+      workflows: [wf],
+      clock,
+      pollIntervalMs: 10,
+      log: () => {},
+    });
+    cleanups.push(() => b.close());
+    const outcome = await outcomeOf(b, clock);
+    expect({
+      outcome,
+      handBackFailed,
+      bodies: bodies(),
+      lost: await lostAttempts(path, "r"),
+    }).toEqual({
+      outcome: "WorkerLostError",
+      handBackFailed: true,
+      bodies: 1,
+      lost: ["s"],
+    });
+  });
+
+  // Before: a claim that took over a crashed run and answered after close() left the run
+  // leased to the gone worker (whose row close() had already removed) until its lease
+  // ended: nothing could resume it for a whole lease.
+  it("a claim of a crashed run answered after close() ends its lease at once, keeping the crash's charge", async () => {
+    const path = dbPath();
+    const { clock, wf, bodies } = await crashedRun(path);
+    let claimHeld = false;
+    const answer = gate();
+    const b = createEngine({
+      store: around(sqliteStore(path), {
+        claimRuns: async (call, ...args) => {
+          const claimed = (await call(...args)) as unknown[];
+          if (claimed.length > 0) {
+            claimHeld = true;
+            await answer.opened;
+          }
+          return claimed;
+        },
+      }),
+      workflows: [wf],
+      clock,
+      pollIntervalMs: 10,
+      closeGraceMs: 0,
+      log: () => {},
+    });
+    cleanups.push(answer.open);
+    await until(() => claimHeld, "the takeover's claim committed, its answer held");
+    await b.close();
+    answer.open();
+    const look = createEngine({ store: sqliteStore(path), worker: false, clock });
+    cleanups.push(() => look.close());
+    // Without moving the clock: the lease ended when the late claim answered.
+    await until(async () => {
+      const run = await look.getRun("r");
+      return run?.status === "running" && run.leaseOwner === undefined;
+    }, "the late claim's run with its lease ended");
+    const c = createEngine({
+      store: sqliteStore(path),
+      workflows: [wf],
+      clock,
+      pollIntervalMs: 10,
+    });
+    cleanups.push(() => c.close());
+    const outcome = await outcomeOf(c, clock);
+    expect({ outcome, bodies: bodies(), lost: await lostAttempts(path, "r") }).toEqual({
+      outcome: "WorkerLostError",
+      bodies: 1,
+      lost: ["s"],
+    });
+  });
+});
