@@ -245,4 +245,45 @@ describe("hand-backs of a run taken over from a crashed worker", () => {
       lost: ["s"],
     });
   });
+
+  // Before: the replay counted the crash as charged once it asked for the lost attempt's
+  // record, before it was written: the write failing, the run went back to pending and
+  // its next claimer charged nothing.
+  it("a store error writing the crash's charge keeps it for the next claimer", async () => {
+    const path = dbPath();
+    const { clock, wf, bodies } = await crashedRun(path);
+    let chargeFailed = false;
+    const b = createEngine({
+      store: around(sqliteStore(path), {
+        appendRecords: async (call, ...args) => {
+          const writes = args[0] as Array<{ attempts?: Array<{ error?: { code?: string } }> }>;
+          const charges = writes.some((w) =>
+            w.attempts?.some((a) => a.error?.code === "WORKER_LOST"),
+          );
+          if (charges && !chargeFailed) {
+            chargeFailed = true;
+            throw new Error("connection reset (injected)");
+          }
+          return call(...args);
+        },
+      }),
+      workflows: [wf],
+      clock,
+      pollIntervalMs: 10,
+      log: () => {},
+    });
+    cleanups.push(() => b.close());
+    const outcome = await outcomeOf(b, clock);
+    expect({
+      outcome,
+      chargeFailed,
+      bodies: bodies(),
+      lost: await lostAttempts(path, "r"),
+    }).toEqual({
+      outcome: "WorkerLostError",
+      chargeFailed: true,
+      bodies: 1,
+      lost: ["s"],
+    });
+  });
 });

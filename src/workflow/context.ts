@@ -384,6 +384,9 @@ export class Context {
   /** Estimates (StepOptions.estimate) of the attempts in flight: spend not yet known. */
   private readonly reserved: Amounts = {};
   private readonly chargedCrash = new Set<string>();
+  /** How many of chargedCrash's lost attempts are recorded: a charge asked but not yet
+   *  written (the write may fail) leaves the crash unjudged. */
+  private crashChargesRecorded = 0;
   /** Open workspaces by name (ctx.workspace); a name opens once per run. */
   private readonly workspaces = new Map<string, WorkspaceHandle | undefined>();
   /** Each workspace opened (or being opened), by name: their directories must not overlap. */
@@ -514,7 +517,11 @@ export class Context {
   /** A run taken from a crashed worker whose replay has not yet judged what the crash cut
    *  (crashedInFlight charges the calls made again before any new outcome is handed over). */
   get crashUnjudged(): boolean {
-    return this.host.recovered && this.delivery.liveReleased === 0 && this.chargedCrash.size === 0;
+    return (
+      this.host.recovered &&
+      this.delivery.liveReleased === 0 &&
+      (this.chargedCrash.size === 0 || this.crashChargesRecorded < this.chargedCrash.size)
+    );
   }
 
   /** Another worker owns the run now (or this one stops without a word): write nothing. */
@@ -1700,6 +1707,7 @@ export class Context {
       // killing its process fails after maxAttempts instead of looping forever.
       const lost = workerLostAttempt(call, { attempt: prior.length + 1, at: clock.now() });
       await this.commit({ attempts: [lost] });
+      this.crashChargesRecorded++;
       prior.push(lost);
     }
     for (;;) {
