@@ -2,13 +2,17 @@
 // after it, hand-backs, the charge of a crash). Each test failed on the code it was written
 // against, and stays as the regression test of its mend.
 
+import { existsSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { createEngine, type Store, sqliteStore, workflow } from "../src/index.js";
 import { realClock } from "../src/lib/clock.js";
 import { crashableStore } from "../src/testing/crashable-store.js";
 import { createVirtualClock } from "../src/testing/index.js";
+import { ROOT, startCairn } from "./helpers/cli.js";
 import { advanceUntil } from "./helpers/engines.js";
-import { tempDbPath, until } from "./helpers/sqlite.js";
+import { tempDbPath, tempDir, until } from "./helpers/sqlite.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -285,5 +289,77 @@ describe("hand-backs of a run taken over from a crashed worker", () => {
       bodies: 1,
       lost: ["s"],
     });
+  });
+});
+
+describe("cairn worker stopped with work close() left running", () => {
+  const processes: Array<ReturnType<typeof startCairn>> = [];
+  afterEach(() => {
+    for (const w of processes.splice(0)) {
+      if (w.child.exitCode === null && w.child.signalCode === null) w.child.kill("SIGKILL");
+    }
+  });
+
+  // Before: the CLI called process.exit right after engine.close(): a claim that answered
+  // after close()'s bound was cut before it handed its run back, which stayed leased to the
+  // gone worker until its lease ended.
+  it("SIGTERM with a claim unanswered past close()'s bound: the worker waits for it and hands its run back", async () => {
+    const t = tempDir("cairn-h8-late-claim-");
+    cleanups.push(t.cleanup);
+    const db = join(t.dir, "cairn.db");
+    const module = join(t.dir, "workflows.mjs");
+    writeFileSync(
+      module,
+      `import { workflow } from ${JSON.stringify(pathToFileURL(join(ROOT, "src/index.ts")).href)};
+export const w = workflow({ name: "w", version: "1" }, async (ctx) => ctx.step("s", () => 1));
+`,
+    );
+    // Holds the answer of a claim that took a run until the test says go (a store that
+    // answers late), in the worker's own process.
+    const hold = join(t.dir, "hold-claims.mjs");
+    writeFileSync(
+      hold,
+      `import { existsSync, writeFileSync } from "node:fs";
+import { sqliteStore } from ${JSON.stringify(pathToFileURL(join(ROOT, "src/store/sqlite/sqlite-store.ts")).href)};
+const dir = ${JSON.stringify(t.dir)};
+const proto = Object.getPrototypeOf(sqliteStore(dir + "/unused.db"));
+const claimRuns = proto.claimRuns;
+proto.claimRuns = async function (p) {
+  const claimed = await claimRuns.call(this, p);
+  if (claimed.length > 0) {
+    writeFileSync(dir + "/claim-held", "");
+    while (!existsSync(dir + "/go")) await new Promise((r) => setTimeout(r, 5));
+  }
+  return claimed;
+};
+`,
+    );
+    const worker = startCairn(["worker", module, "--store", db, "--import", hold]);
+    processes.push(worker);
+    await until(
+      () => worker.output.stdout.includes("Running;") || worker.child.exitCode !== null,
+      "worker start",
+    );
+    const client = createEngine({ store: sqliteStore(db), worker: false });
+    cleanups.push(() => client.close());
+    await client.start("w@1", undefined, { id: "r1" });
+    await until(
+      () => existsSync(join(t.dir, "claim-held")),
+      "the claim committed, its answer held",
+    );
+    worker.child.kill("SIGTERM");
+    await until(
+      () => worker.output.stdout.includes("still under way") || worker.child.exitCode !== null,
+      "close() returned",
+    );
+    writeFileSync(join(t.dir, "go"), "");
+    const res = await worker.done;
+    expect(res.code, res.stderr).toBe(0);
+    const run = await client.getRun("r1");
+    expect({ status: run?.status, leaseOwner: run?.leaseOwner }).toEqual({
+      status: "pending",
+      leaseOwner: undefined,
+    });
+    expect(res.stdout).toMatch(/Worker stopped\.$/m);
   });
 });

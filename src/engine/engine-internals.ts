@@ -36,6 +36,9 @@ export interface EngineInternals {
   readonly collections: { readonly stop: AbortController; readonly running: Set<Promise<void>> };
   /** The close() under way or done: a later close() waits for it. */
   closing?: Promise<void>;
+  /** Work close() left running when it resolved (close-leftovers.ts); each one settles,
+   *  never rejects, once it is done. */
+  readonly lateWork: Promise<void>[];
 }
 
 /** How a new child run is created (start-run.ts), handed in to avoid an import cycle. */
@@ -98,6 +101,7 @@ export function createEngineInternals(
     retention,
     closed: false,
     collections: { stop: new AbortController(), running: new Set() },
+    lateWork: [],
   };
   return internals;
 }

@@ -26,9 +26,11 @@ async function closeOnce(internals: EngineInternals): Promise<void> {
     internals.config.log(
       "close(): the store is still opening (it does not answer); it is closed once that open ends",
     );
-    void stopped
-      .then(() => closeStarted(internals))
-      .catch((err: unknown) => internals.config.log("close(): closing after a late open", err));
+    internals.lateWork.push(
+      stopped
+        .then(() => closeStarted(internals))
+        .catch((err: unknown) => internals.config.log("close(): closing after a late open", err)),
+    );
     return;
   }
   await closeStarted(internals);
@@ -81,9 +83,13 @@ async function closeStarted(internals: EngineInternals): Promise<void> {
     // A claim or a create still unanswered when the worker's bound ended: the runs it
     // leases are handed back as it answers, which needs the store, so the store closes
     // after that, and close() does not wait (as for an open that outlasts its bound).
-    void handingBackLate
-      .then(() => internals.config.store.close())
-      .catch((err: unknown) => internals.config.log("close(): closing after late hand-backs", err));
+    internals.lateWork.push(
+      handingBackLate
+        .then(() => internals.config.store.close())
+        .catch((err: unknown) =>
+          internals.config.log("close(): closing after late hand-backs", err),
+        ),
+    );
   } else {
     await internals.config.store.close();
   }

@@ -11,6 +11,7 @@ import type { Amounts, RunFilter, Store, StreamChunk } from "../store/store.js";
 import type { AnyWorkflow, Workflow } from "../workflow/define.js";
 import type { ApprovalKey } from "./approval-tokens.js";
 import { type ApprovalsApi, createApprovalsApi } from "./approvals.js";
+import { trackCloseLeftovers } from "./close-leftovers.js";
 import { resolveEngineConfig } from "./engine-config.js";
 import {
   closedUnder,
@@ -243,6 +244,7 @@ export function createEngine(options: EngineOptions = {}): Engine {
     close: () => closeEngine(internals),
   });
   if (encrypts(config.store)) markEncrypting(engine);
+  trackCloseLeftovers(engine, internals);
   return engine;
 }
 

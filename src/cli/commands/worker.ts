@@ -5,7 +5,9 @@
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { createEngine, type Logger } from "../../index.js";
+import { closeLeftovers } from "../../engine/close-leftovers.js";
+import { createEngine, type Engine, type Logger } from "../../index.js";
+import { settlesWithin } from "../../lib/timers.js";
 import { CliError, defineCommand, UsageError } from "../command.js";
 import { parseDuration, parseWholeNumber } from "../flag-values.js";
 import { loadWorkflows } from "../load-workflows.js";
@@ -16,6 +18,9 @@ import { type WorkerLogMode, workerAnnouncer, workerLogger } from "../worker-log
 const DEFAULT_CONCURRENCY = 16;
 const DEFAULT_LEASE = "30s";
 const DEFAULT_POLL_INTERVAL = "250ms";
+/** How long the worker waits, once closed, for store calls still under way (the engine's
+ *  default closeGraceMs, which it gives running steps). */
+const CLOSE_LEFTOVERS_MS = 10_000;
 
 export const worker = defineCommand({
   name: "worker",
@@ -25,7 +30,9 @@ export const worker = defineCommand({
 Imports <module> (relative to the current directory), registers every workflow it exports
 (and those in exported arrays, e.g. \`export const workflows = [...]\`), and executes their
 runs until SIGINT (Ctrl+C) or SIGTERM. Then it stops taking work, lets running steps finish
-(up to 10 s) and releases its leases (exit 0). A second signal exits at once (exit 130).
+(up to 10 s) and releases its leases (exit 0); a store call still unanswered by then (a
+claim) gets up to 10 s more to hand back what it leased. A second signal exits at once
+(exit 130).
 A signal while it starts (the store not answering yet) stops it as cleanly, once the
 store's open has settled or 10 s have passed.
 A rejection nobody awaited in workflow code is reported and the worker goes on; an
@@ -94,6 +101,9 @@ Options:
       // and closes whatever it started (the worker's row, a claim) once it settles.
       opened.catch(() => {});
       await engine.close();
+      await closeLeftoversWithin(engine, (text) =>
+        workerAnnouncer(ctx, mode, "")("stopping", text),
+      );
       return stoppedEarly(ctx, mode, first, stray.failed);
     }
 
@@ -115,10 +125,26 @@ Options:
     const stop = await stopAsked;
     announce("stopping", `${stop}: finishing running steps, then releasing leases...`);
     await engine.close();
+    await closeLeftoversWithin(engine, (text) => announce("stopping", text));
     announce("stopped", "Worker stopped.");
     return stray.failed ? 1 : 0;
   },
 });
+
+/** The process exits once the command returns: work close() left running (a claim, a
+ *  create or the store's open that answered after its bound) would be cut, and the runs it
+ *  leased stay leased to this worker, gone, until their leases end. It gets as long again
+ *  as close() gave the steps; a second signal exits at once. */
+async function closeLeftoversWithin(engine: Engine, say: (text: string) => void): Promise<void> {
+  const leftovers = closeLeftovers(engine);
+  if (await settlesWithin(leftovers, 0)) return;
+  say(
+    `A store call is still under way: waiting up to ${CLOSE_LEFTOVERS_MS / 1000} s to hand back what it leased...`,
+  );
+  if (!(await settlesWithin(leftovers, CLOSE_LEFTOVERS_MS))) {
+    say("The store did not answer in time; runs it leased stay leased until their leases end.");
+  }
+}
 
 /** A stop asked before the worker had started: it says so and exits as a stop does. */
 function stoppedEarly(
