@@ -6,6 +6,7 @@ import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
+import { encode } from "../src/codec/codec.js";
 import { createEngine, type Store, sqliteStore, workflow } from "../src/index.js";
 import { realClock } from "../src/lib/clock.js";
 import { crashableStore } from "../src/testing/crashable-store.js";
@@ -361,5 +362,77 @@ proto.claimRuns = async function (p) {
       leaseOwner: undefined,
     });
     expect(res.stdout).toMatch(/Worker stopped\.$/m);
+  });
+});
+
+describe("close(): a late claim of a run canceled meanwhile", () => {
+  // Before: the hand-back (canceled: a cancel came while the claim's answer was on its way)
+  // started the cancel of the run's children without waiting for it, and the store closed
+  // under that cascade: the child stayed pending, working for a canceled parent.
+  it("cancels the run's children before the store closes", async () => {
+    const path = dbPath();
+    const clock = createVirtualClock();
+    const parent = workflow({ name: "p", version: "1" }, async (ctx) => ctx.step("s", () => 1));
+    const client = createEngine({ store: sqliteStore(path), worker: false, clock });
+    cleanups.push(() => client.close());
+    const raw = sqliteStore(path);
+    await raw.open({ clock });
+    cleanups.push(() => raw.close());
+    let hold = false;
+    let claimHeld = false;
+    let storeClosed = false;
+    const answer = gate();
+    const store = around(sqliteStore(path), {
+      claimRuns: async (call, ...args) => {
+        const claimed = (await call(...args)) as unknown[];
+        if (hold && claimed.length > 0) {
+          claimHeld = true;
+          await answer.opened;
+        }
+        return claimed;
+      },
+      // The cascade's look for children answers a turn of the event loop later (a store on
+      // a network): the store must not close meanwhile.
+      listRuns: async (call, ...args) => {
+        if ((args[0] as { parentId?: string } | undefined)?.parentId === "p") {
+          await new Promise((r) => setImmediate(r));
+        }
+        return call(...args);
+      },
+      close: async (call, ...args) => {
+        storeClosed = true;
+        return call(...args);
+      },
+    });
+    const b = createEngine({
+      store,
+      workflows: [parent],
+      clock,
+      pollIntervalMs: 10,
+      closeGraceMs: 0,
+      log: () => {},
+    });
+    cleanups.push(answer.open);
+    await b.listRuns();
+    hold = true;
+    await client.start("p@1", undefined, { id: "p" });
+    await raw.createRun({
+      id: "p/c",
+      workflow: "other",
+      version: "1",
+      input: encode(null),
+      budgetLimit: {},
+      parentId: "p",
+    });
+    await until(() => claimHeld, "the claim committed, its answer held");
+    // Asked of the store alone: the run is running, so only its cancel is requested.
+    await raw.requestCancel("p", "stop");
+    await b.close();
+    answer.open();
+    await until(() => storeClosed, "the engine's store closed after the late hand-back");
+    expect({
+      parent: (await client.getRun("p"))?.status,
+      child: (await client.getRun("p/c"))?.status,
+    }).toEqual({ parent: "canceled", child: "canceled" });
   });
 });

@@ -29,8 +29,9 @@ export class OrphanRuns {
     private readonly hooks: {
       /** Whether the run executes here (its lease is this worker's to keep). */
       executing(runId: string): boolean;
-      /** A run was handed back (pending, or canceled: `canceled`). */
-      handedBack(runId: string, canceled: boolean): void;
+      /** A run was handed back (pending, or canceled: `canceled`); settles once what
+       *  follows (a canceled run's children canceled) is done. */
+      handedBack(runId: string, canceled: boolean): Promise<void>;
     },
   ) {}
 
@@ -84,7 +85,7 @@ export class OrphanRuns {
         if (released) {
           const leaseEnded = released === "lease-ended";
           this.orphans.delete(runId);
-          this.hooks.handedBack(runId, !leaseEnded && released.status === "canceled");
+          await this.hooks.handedBack(runId, !leaseEnded && released.status === "canceled");
           this.options.execution.lifecycle({
             event: "released",
             runId,

@@ -53,14 +53,14 @@ export class Worker {
   constructor(private readonly options: WorkerOptions) {
     this.table = new WorkerTable(options, {
       closed: () => this.closed,
-      canceled: (ids) => cancelChildrenOfCanceled(options, ids),
+      canceled: (ids) => void cancelChildrenOfCanceled(options, ids),
     });
     this.heartbeat = new WorkerHeartbeat(options, this.active, () => this.table.sweepAside());
     this.orphans = new OrphanRuns(options, {
       executing: (runId) => this.active.has(runId),
-      handedBack: (runId, canceled) => {
-        if (canceled) cancelChildrenOfCanceled(options, [runId]);
+      handedBack: async (runId, canceled) => {
         this.pollAgain = true;
+        if (canceled) await cancelChildrenOfCanceled(options, [runId]);
       },
     });
   }
@@ -254,7 +254,7 @@ export class Worker {
         `handing back run "${claim.run.id}" failed; its lease will expire`,
       );
     } else if (released !== "lease-ended" && released.status === "canceled") {
-      cancelChildrenOfCanceled(this.options, [claim.run.id]);
+      await cancelChildrenOfCanceled(this.options, [claim.run.id]);
     }
   }
 
