@@ -9,12 +9,15 @@ import { afterEach, describe, expect, it } from "vitest";
 import { encode } from "../src/codec/codec.js";
 import { createEngine, type Store, sqliteStore, workflow } from "../src/index.js";
 import { realClock } from "../src/lib/clock.js";
+import { postgresStore } from "../src/store/postgres/postgres-store.js";
 import { crashableStore } from "../src/testing/crashable-store.js";
 import { createVirtualClock } from "../src/testing/index.js";
 import { ROOT, startCairn } from "./helpers/cli.js";
 import { advanceUntil } from "./helpers/engines.js";
+import { postgresTestUrl, testSchema } from "./helpers/postgres.js";
 import { tempDbPath, tempDir, until } from "./helpers/sqlite.js";
 
+const pgUrl = await postgresTestUrl();
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
@@ -56,9 +59,10 @@ function gate(): { opened: Promise<void>; open: () => void } {
   return { opened, open };
 }
 
-/** Every attempt of run `runId` charged as lost with a worker, by step key. */
-async function lostAttempts(path: string, runId: string): Promise<string[]> {
-  const look = sqliteStore(path);
+/** Every attempt of run `runId` charged as lost with a worker, by step key. `path`: a
+ *  SQLite file, or a store to open. */
+async function lostAttempts(path: string | (() => Store), runId: string): Promise<string[]> {
+  const look = typeof path === "string" ? sqliteStore(path) : path();
   await look.open({ clock: realClock });
   try {
     const journal = await look.loadJournal(runId);
@@ -70,7 +74,8 @@ async function lostAttempts(path: string, runId: string): Promise<string[]> {
 
 /** A run "r" of workflow "crashy" (one step, maxAttempts 1) whose worker crashed in the
  *  step's body; the clock is past its lease. `bodies()`: how often the body ran. */
-async function crashedRun(path: string) {
+async function crashedRun(path: string | (() => Store)) {
+  const makeStore = typeof path === "string" ? () => sqliteStore(path) : path;
   const clock = createVirtualClock();
   let bodies = 0;
   const hang = gate();
@@ -84,7 +89,7 @@ async function crashedRun(path: string) {
       return "ran";
     }),
   );
-  const crashing = crashableStore(sqliteStore(path));
+  const crashing = crashableStore(makeStore());
   const a = createEngine({
     store: crashing,
     workflows: [wf],
@@ -434,5 +439,43 @@ describe("close(): a late claim of a run canceled meanwhile", () => {
       parent: (await client.getRun("p"))?.status,
       child: (await client.getRun("p/c"))?.status,
     }).toEqual({ parent: "canceled", child: "canceled" });
+  });
+});
+
+describe.skipIf(!pgUrl)("PostgreSQL: two engines, one taking over a crashed run", () => {
+  // The run whose takeover met a store error goes back with its lease ended: either engine
+  // may take it next, and whichever does charges the crash; the one that failed then closes.
+  it("the crash is charged once, by whichever engine takes the run next", async () => {
+    const { schema, drop } = testSchema(pgUrl!, "cairn_h8");
+    cleanups.push(drop);
+    const makeStore = () => postgresStore(pgUrl!, { schema });
+    const { clock, wf, bodies } = await crashedRun(makeStore);
+    let failed = false;
+    const b = createEngine({
+      store: around(makeStore(), {
+        loadJournal: async (call, ...args) => {
+          if (!failed) {
+            failed = true;
+            throw new Error("connection reset (injected)");
+          }
+          return call(...args);
+        },
+      }),
+      workflows: [wf],
+      clock,
+      pollIntervalMs: 10,
+      log: () => {},
+    });
+    cleanups.push(() => b.close());
+    await until(() => failed, "the takeover's journal read failed");
+    const c = createEngine({ store: makeStore(), workflows: [wf], clock, pollIntervalMs: 10 });
+    cleanups.push(() => c.close());
+    await b.close();
+    const outcome = await outcomeOf(c, clock);
+    expect({ outcome, bodies: bodies(), lost: await lostAttempts(makeStore, "r") }).toEqual({
+      outcome: "WorkerLostError",
+      bodies: 1,
+      lost: ["s"],
+    });
   });
 });
