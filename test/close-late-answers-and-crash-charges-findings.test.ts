@@ -513,3 +513,69 @@ describe("close() whose removal of the worker's row fails", () => {
     expect(storeClosed).toBe(true);
   });
 });
+
+describe("close() of a worker that took over a crashed run and failed an attempt of its own", () => {
+  // The crash found the step in its backoff (nothing charged: nothing was in flight); this
+  // worker ran the next attempt, which failed, and closed during the backoff after it.
+  // Handed back as the crash left the run (its lease ended, still "running"), the next
+  // claimer, its replay past that backoff, charged a lost attempt that never began.
+  it("hands the run back to pending: no lost attempt is charged", async () => {
+    const path = dbPath();
+    const clock = createVirtualClock();
+    let bodies = 0;
+    const wf = workflow(
+      {
+        name: "flaky-in-backoff",
+        version: "1",
+        retry: { maxAttempts: 5, initialDelay: "2m", maxDelay: "2m", factor: 1, jitter: false },
+      },
+      async (ctx) =>
+        ctx.step("s", async () => {
+          bodies++;
+          if (bodies <= 2) throw new Error(`flaky ${bodies}`);
+          return "ran";
+        }),
+    );
+    const attempts = async () => {
+      const look = sqliteStore(path);
+      await look.open({ clock: realClock });
+      try {
+        return (await look.loadJournal("r")).attempts.length;
+      } finally {
+        await look.close();
+      }
+    };
+    const options = { workflows: [wf], clock, pollIntervalMs: 10, inProcessRetryMs: 600_000 };
+    const crashing = crashableStore(sqliteStore(path));
+    // The crashed worker's own time stands still: like a dead process, it runs no more
+    // attempts (its backoff never ends); the store's lease times are the shared clock's.
+    const a = createEngine({
+      ...options,
+      clock: createVirtualClock(),
+      store: crashing,
+      closeGraceMs: 0,
+      log: () => {},
+    });
+    cleanups.push(() => a.close().catch(() => {}));
+    await a.start(wf, undefined, { id: "r" });
+    await until(async () => (await attempts()) === 1, "the first attempt failed and recorded");
+    crashing.crash(); // in the first backoff
+    await crashing.settled();
+    await clock.advance(60_000); // past the lease, not past the backoff (2 minutes)
+    const b = createEngine({ ...options, store: sqliteStore(path), closeGraceMs: 0 });
+    await advanceUntil(
+      clock,
+      until(async () => (await attempts()) === 2, "the takeover's own attempt failed"),
+      200,
+      3_000,
+    );
+    await b.close(); // in the second backoff
+    await clock.advance(10 * 60_000); // the next claimer replays past that backoff
+    const c = createEngine({ ...options, store: sqliteStore(path) });
+    cleanups.push(() => c.close());
+    const out = await advanceUntil(clock, c.handle("r").result(), 1_000, 200);
+    expect(out).toBe("ran");
+    expect(bodies).toBe(3);
+    expect(await lostAttempts(path, "r")).toEqual([]);
+  });
+});

@@ -387,6 +387,9 @@ export class Context {
   /** How many of chargedCrash's lost attempts are recorded: a charge asked but not yet
    *  written (the write may fail) leaves the crash unjudged. */
   private crashChargesRecorded = 0;
+  /** This execution recorded a failed attempt of its own: the journal then says where each
+   *  call it made again stands, and a hand-back leaves no crash to charge (crashUnjudged). */
+  private attemptRecordedHere = false;
   /** Open workspaces by name (ctx.workspace); a name opens once per run. */
   private readonly workspaces = new Map<string, WorkspaceHandle | undefined>();
   /** Each workspace opened (or being opened), by name: their directories must not overlap. */
@@ -520,6 +523,10 @@ export class Context {
     return (
       this.host.recovered &&
       this.delivery.liveReleased === 0 &&
+      // A call the crash found in its backoff, attempted here and failed again, is in its
+      // next backoff now: handed back as the crash left the run, its next claimer would
+      // charge a lost attempt that never began (missing a charge is the lesser harm).
+      !this.attemptRecordedHere &&
       (this.chargedCrash.size === 0 || this.crashChargesRecorded < this.chargedCrash.size)
     );
   }
@@ -1791,6 +1798,7 @@ export class Context {
         const written = this.commit({ attempts: [failed.record] });
         attemptEnded();
         await written;
+        this.attemptRecordedHere = true;
         const pending = this.pendingSpend.get(call.key) ?? [];
         pending.push(result.spend);
         this.pendingSpend.set(call.key, pending);
