@@ -579,3 +579,50 @@ describe("close() of a worker that took over a crashed run and failed an attempt
     expect(await lostAttempts(path, "r")).toEqual([]);
   });
 });
+
+describe("close(): a late hand-back that never answers", () => {
+  // Before: the store closed only once every claim still unanswered at close()'s bound had
+  // answered and handed its runs back. On a store that never answers (a silent network:
+  // pg has no client-side timeout) that was never, and its pool and LISTEN socket kept the
+  // process alive while close() had long resolved. Now the store closes at the latest one
+  // lease after close(): a run whose hand-back never lands is taken over once its lease ends.
+  it("the store still closes, within a lease, and says so", async () => {
+    const path = dbPath();
+    const once = workflow({ name: "once-hung", version: "1" }, async () => 1);
+    let hold = false;
+    let claimHeld = false;
+    let closed = false;
+    const store = around(sqliteStore(path), {
+      claimRuns: async (call, ...args) => {
+        const claimed = (await call(...args)) as unknown[];
+        if (hold && claimed.length > 0) {
+          claimHeld = true;
+          await new Promise(() => {}); // never answers
+        }
+        return claimed;
+      },
+      close: async (call) => {
+        closed = true;
+        return call();
+      },
+    });
+    const logged: string[] = [];
+    const engine = createEngine({
+      store,
+      workflows: [once],
+      pollIntervalMs: 10,
+      closeGraceMs: 0,
+      leaseMs: 300,
+      log: (m) => logged.push(m),
+    });
+    await engine.listRuns();
+    const client = createEngine({ store: sqliteStore(path), worker: false });
+    cleanups.push(() => client.close());
+    hold = true;
+    await client.start("once-hung@1", null, { id: "hung" });
+    await until(() => claimHeld, "the claim committed, its answer held for ever");
+    await engine.close();
+    await until(() => closed, "the store closed though the hand-back never answered", 5_000);
+    expect(logged.some((m) => m.includes("closing the store under it"))).toBe(true);
+  });
+});

@@ -82,13 +82,22 @@ async function closeStarted(internals: EngineInternals): Promise<void> {
   if (handingBackLate !== undefined) {
     // A claim or a create still unanswered when the worker's bound ended: the runs it
     // leases are handed back as it answers, which needs the store, so the store closes
-    // after that, and close() does not wait (as for an open that outlasts its bound).
+    // after that, and close() does not wait (as for an open that outlasts its bound). But
+    // at most one lease: on a store that never answers, the store (a PostgreSQL pool and
+    // its LISTEN socket) would stay open for ever; a run whose hand-back never lands is
+    // taken over once its lease ends, as a crashed worker's is.
+    const { leaseMs, log, store } = internals.config;
     internals.lateWork.push(
-      handingBackLate
-        .then(() => internals.config.store.close())
-        .catch((err: unknown) =>
-          internals.config.log("close(): closing after late hand-backs", err),
-        ),
+      settlesWithin(handingBackLate, leaseMs)
+        .then((answered) => {
+          if (!answered) {
+            log(
+              `close(): a claim or a create is still unanswered ${leaseMs} ms (leaseMs) after close(); closing the store under it (the runs it leases are taken over once their leases end)`,
+            );
+          }
+          return store.close();
+        })
+        .catch((err: unknown) => log("close(): closing after late hand-backs", err)),
     );
   } else {
     await internals.config.store.close();
