@@ -45,14 +45,20 @@ function viewInfo(view: View) {
   const byteOffset = slots.byteOffset.call(view) as number;
   const byteLength = slots.byteLength.call(view) as number;
   const length = isDataView ? byteLength : (typedArray.length.call(view) as number);
-  // A view of a SharedArrayBuffer is refused as the buffer is (flattened whole).
-  const part = byteLength !== buffer.byteLength && !types.isSharedArrayBuffer(buffer);
+  // A Buffer's bytes are copied whatever it views, as devalue's own reads copy them (and as
+  // encode stored them before these reads): its whole buffer kept (shared with another
+  // Buffer or an ArrayBuffer beside it) was other text for a value stored before, and a
+  // Buffer over a SharedArrayBuffer was refused. Any other view of a SharedArrayBuffer is
+  // refused as the buffer is (flattened whole).
+  const copied =
+    Buffer.isBuffer(view) ||
+    (byteLength !== buffer.byteLength && !types.isSharedArrayBuffer(buffer));
   return {
-    buffer: part ? shownBytes(buffer, byteOffset, byteLength) : buffer,
-    byteOffset: part ? 0 : byteOffset,
+    buffer: copied ? shownBytes(buffer, byteOffset, byteLength) : buffer,
+    byteOffset: copied ? 0 : byteOffset,
     byteLength,
     length,
-    bufferByteLength: part ? byteLength : buffer.byteLength,
+    bufferByteLength: copied ? byteLength : buffer.byteLength,
   };
 }
 
