@@ -34,3 +34,31 @@ describe("encode: a Buffer is stored as the code before today stored it", () => 
     );
   });
 });
+
+describe("encode: the cheap pass and encoderReads read a value's tag alike", () => {
+  it("a class instance whose Symbol.toStringTag getter answers Array on a later read is refused, not stored as an array", () => {
+    let reads = 0;
+    class Rec {
+      length = 1;
+      0 = "x";
+      get [Symbol.toStringTag]() {
+        reads += 1;
+        return reads < 3 ? "Rec" : "Array";
+      }
+    }
+    // encoderReads read the tag once ("Rec": a class instance, refused); the cheap pass
+    // read it twice to choose its path, and devalue a third time, storing ["x"].
+    expect(() => encode({ rec: new Rec() })).toThrow(/instance of class Rec/);
+  });
+
+  it("a plain object whose Symbol.toStringTag getter answers Array on its second read is stored as encoderReads read it", () => {
+    let reads = 0;
+    const value = {};
+    Object.defineProperty(value, Symbol.toStringTag, {
+      get: () => (++reads === 1 ? undefined : "Array"),
+    });
+    Object.assign(value, { length: 1, 0: "x" });
+    // One read, as encoderReads make it: an object with keys length and 0.
+    expect(encode({ value })).toBe('[{"value":1},{"0":2,"length":3},"x",1]');
+  });
+});

@@ -146,12 +146,23 @@ export function needsEncoderReads(value: unknown): boolean {
   // A proxy answers each read as it likes: it is read once, as encoderReads read it.
   if (ArrayBuffer.isView(value) || types.isProxy(value)) return true;
   // Plain data, told cheaply: a tag comes from a slot devalue and encoderReads both judge
-  // by (an array's), or from Symbol.toStringTag.
+  // by (an array's), or from Symbol.toStringTag (`in` runs no getter).
   const proto = Object.getPrototypeOf(value);
   const plain = proto === Object.prototype || proto === Array.prototype || proto === null;
-  if (plain && (value as { [Symbol.toStringTag]?: unknown })[Symbol.toStringTag] === undefined) {
-    return false;
-  }
+  if (plain && !(Symbol.toStringTag in value)) return false;
+  // A tag a getter answers may answer otherwise on devalue's read than on the reads here
+  // (a class instance stored as the array it said it was later): read once, by tagOf.
+  if (tagIsGetter(value)) return true;
   const tag = Object.prototype.toString.call(value).slice(8, -1);
   return tag !== "Object" && tagOf(value) !== tag;
+}
+
+/** Whether the Symbol.toStringTag `value` answers comes from a getter (a typed array's own
+ *  is one, but views are read by encoderReads anyway). */
+function tagIsGetter(value: object): boolean {
+  for (let o: object | null = value; o !== null; o = Object.getPrototypeOf(o)) {
+    const own = Object.getOwnPropertyDescriptor(o, Symbol.toStringTag);
+    if (own) return own.get !== undefined;
+  }
+  return false;
 }
