@@ -6,6 +6,18 @@
 import { describe, expect, it } from "vitest";
 import { encode, encodeIdentity } from "../src/codec/codec.js";
 import { sameStoredValue } from "../src/codec/same-stored-value.js";
+import {
+  type AnyWorkflow,
+  createEngine,
+  encryptedStore,
+  NonDeterminismError,
+  type Store,
+  workflow,
+} from "../src/index.js";
+import type { RunWrite } from "../src/store/store.js";
+import { crashableStore } from "../src/testing/crashable-store.js";
+import { advanceUntil, useHarness } from "./helpers/engines.js";
+import { until } from "./helpers/sqlite.js";
 
 describe("encode: a Buffer is stored as the code before today stored it", () => {
   // Text the code at df89ca8 stored for these values (devalue's own reads copy a Buffer's
@@ -60,5 +72,57 @@ describe("encode: the cheap pass and encoderReads read a value's tag alike", () 
     Object.assign(value, { length: 1, 0: "x" });
     // One read, as encoderReads make it: an object with keys length and 0.
     expect(encode({ value })).toBe('[{"value":1},{"0":2,"length":3},"x",1]');
+  });
+});
+
+describe("a child created before a crash, on an encrypted store", () => {
+  const harness = useHarness("sqlite");
+  const keys = [{ id: "k1", key: Buffer.alloc(32, 7) }];
+
+  /** Runs `parent` until its child is created and the intent's write is lost with the
+   *  engine; then `change()` alters the code and a new engine takes the parent over. */
+  async function crashThenChange(parent: AnyWorkflow[], change: () => void) {
+    const h = harness();
+    const encrypted = (): Store => encryptedStore(h.store(), { keys });
+    const store = crashableStore(encrypted(), {
+      crashBefore: (call) =>
+        call.verb === "appendRecords" &&
+        (call.args[0] as RunWrite[]).some((w) => w.intents?.some((i) => i.kind === "child")),
+    });
+    const e1 = createEngine({ store, workflows: parent, clock: h.clock, pollIntervalMs: 10 });
+    await e1.start(parent[0]!, 1, { id: "p" });
+    await until(async () => store.crashed, "crash before the child's intent");
+    await store.settled();
+    change();
+    const e2 = createEngine({ store: encrypted(), workflows: parent, clock: h.clock });
+    try {
+      return await advanceUntil(h.clock, e2.handle("p").result(), 1_000, 200);
+    } finally {
+      await e2.close();
+    }
+  }
+
+  const kid = workflow({ name: "enc-kid", version: "1" }, async (ctx, x: { n: number; err: Error; b: Uint8Array }) => {
+    await ctx.sleep("nap", "1s");
+    return x.n * 10;
+  });
+
+  it("its stored input, decrypted, is compared with the input handed now", async () => {
+    const code = { n: 1 };
+    const parent = workflow({ name: "enc-parent", version: "1" }, async (ctx) =>
+      ctx.child("kid", kid, { n: code.n, err: new Error("not by stack"), b: Buffer.from("x") }),
+    );
+    const out = crashThenChange([parent, kid], () => {
+      code.n = 2;
+    });
+    await expect(out).rejects.toBeInstanceOf(NonDeterminismError);
+    await expect(out).rejects.toThrow(/key "kid".*another input/);
+  });
+
+  it("the same call adopts it", async () => {
+    const parent = workflow({ name: "enc-same-parent", version: "1" }, async (ctx) =>
+      ctx.child("kid", kid, { n: 4, err: new Error("not by stack"), b: Buffer.from("x") }),
+    );
+    expect(await crashThenChange([parent, kid], () => {})).toBe(40);
   });
 });
