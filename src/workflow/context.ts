@@ -390,6 +390,8 @@ export class Context {
   /** This execution recorded a failed attempt of its own: the journal then says where each
    *  call it made again stands, and a hand-back leaves no crash to charge (crashUnjudged). */
   private attemptRecordedHere = false;
+  /** This replay found a call the crash left in its backoff (no attempt of it cut). */
+  private foundInBackoff = false;
   /** Open workspaces by name (ctx.workspace); a name opens once per run. */
   private readonly workspaces = new Map<string, WorkspaceHandle | undefined>();
   /** Each workspace opened (or being opened), by name: their directories must not overlap. */
@@ -527,7 +529,11 @@ export class Context {
       // next backoff now: handed back as the crash left the run, its next claimer would
       // charge a lost attempt that never began (missing a charge is the lesser harm).
       !this.attemptRecordedHere &&
-      (this.chargedCrash.size === 0 || this.crashChargesRecorded < this.chargedCrash.size)
+      // Likewise a call found in its backoff and not attempted since (close() came during
+      // it): its next claimer, past that backoff, would charge it an attempt never begun.
+      (this.chargedCrash.size === 0
+        ? !this.foundInBackoff
+        : this.crashChargesRecorded < this.chargedCrash.size)
     );
   }
 
@@ -1954,7 +1960,10 @@ export class Context {
     if (!this.host.recovered || this.delivery.liveReleased > 0) return false;
     if (this.chargedCrash.has(call.key)) return false;
     const last = prior.at(-1);
-    if (last?.retryAt != null && last.retryAt > this.host.clock.now()) return false;
+    if (last?.retryAt != null && last.retryAt > this.host.clock.now()) {
+      this.foundInBackoff = true;
+      return false;
+    }
     this.chargedCrash.add(call.key);
     return true;
   }

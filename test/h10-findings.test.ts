@@ -1,0 +1,132 @@
+// Findings of a review of leases, crash charges and close() (expireLease, handBackRun,
+// Context.crashUnjudged). Each test failed on the code it was written against, and stays
+// as the regression test of its mend.
+
+import { afterEach, describe, expect, it } from "vitest";
+import { explainRun } from "../src/cli/explain-run.js";
+import {
+  createEngine,
+  type RunView,
+  type Store,
+  sqliteStore,
+  type WorkerView,
+  workflow,
+} from "../src/index.js";
+import { realClock } from "../src/lib/clock.js";
+import type { RunWrite } from "../src/store/store.js";
+import { crashableStore } from "../src/testing/crashable-store.js";
+import { createVirtualClock } from "../src/testing/index.js";
+import { advanceUntil } from "./helpers/engines.js";
+import { tempDbPath, until } from "./helpers/sqlite.js";
+
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+function dbPath(): string {
+  const { path, cleanup } = tempDbPath();
+  cleanups.push(cleanup);
+  return path;
+}
+
+/** Every attempt of run `runId` charged as lost with a worker, by step key. */
+async function lostAttempts(makeStore: () => Store, runId: string): Promise<string[]> {
+  const look = makeStore();
+  await look.open({ clock: realClock });
+  try {
+    const journal = await look.loadJournal(runId);
+    return journal.attempts.filter((a) => a.error?.code === "WORKER_LOST").map((a) => a.key);
+  } finally {
+    await look.close();
+  }
+}
+
+function never(): Promise<never> {
+  return new Promise<never>(() => {});
+}
+
+describe("crash charges: a takeover that found the crashed call in its backoff", () => {
+  // Before: the crash found step "s" in its backoff (its first attempt failed and was
+  // recorded): it cut no attempt. The worker that took the run over found that too, and was
+  // closed during the backoff; it handed the run back as the crash left it (expireLease).
+  // Its next claimer, past the backoff, took the call for one in flight at a crash and
+  // charged it a lost attempt that never began: with maxAttempts 2 the run failed with its
+  // step run once.
+  it("close() during the backoff charges no lost attempt (maxAttempts 2: the step runs twice and completes)", async () => {
+    const path = dbPath();
+    const clock = createVirtualClock();
+    let bodies = 0;
+    const retry = { maxAttempts: 2, initialDelay: "10s", jitter: false } as const;
+    const crashing = crashableStore(sqliteStore(path), {
+      crashAfter: (call) =>
+        call.verb === "appendRecords" &&
+        (call.args[0] as RunWrite[]).some((w) => w.attempts?.some((a) => a.error)),
+    });
+    const deadWf = workflow({ name: "backoff", version: "1", retry }, async (ctx) =>
+      ctx.step("s", async () => {
+        if (crashing.crashed) return never();
+        bodies++;
+        throw new Error("first attempt fails");
+      }),
+    );
+    const liveWf = workflow({ name: "backoff", version: "1", retry }, async (ctx) =>
+      ctx.step("s", () => {
+        bodies++;
+        return "ran";
+      }),
+    );
+    const a = createEngine({
+      store: crashing,
+      workflows: [deadWf],
+      clock,
+      leaseMs: 1_000,
+      pollIntervalMs: 10,
+      closeGraceMs: 0,
+      log: () => {},
+    });
+    cleanups.push(() => a.close().catch(() => {}));
+    await a.start(deadWf, undefined, { id: "r" });
+    await until(() => crashing.crashed, "the worker crashed after recording the failure");
+    await crashing.settled();
+    await clock.advance(1_500); // past the lease, not past the backoff
+    const b = createEngine({
+      store: sqliteStore(path),
+      workflows: [liveWf],
+      clock,
+      leaseMs: 1_000,
+      pollIntervalMs: 10,
+      closeGraceMs: 0,
+      inProcessRetryMs: 60_000,
+      log: () => {},
+    });
+    cleanups.push(() => b.close());
+    await until(() => clock.pendingTimers() === 1, "the takeover waiting out the backoff");
+    await b.close();
+    await clock.advance(20_000); // past the backoff
+    const c = createEngine({
+      store: sqliteStore(path),
+      workflows: [liveWf],
+      clock,
+      pollIntervalMs: 10,
+      log: () => {},
+    });
+    cleanups.push(() => c.close());
+    const outcome = await advanceUntil(
+      clock,
+      c
+        .handle("r")
+        .result()
+        .then(
+          (v) => v,
+          (e: Error) => e.name,
+        ),
+      1_000,
+      200,
+    );
+    expect({
+      outcome,
+      bodies,
+      lost: await lostAttempts(() => sqliteStore(path), "r"),
+    }).toEqual({ outcome: "ran", bodies: 2, lost: [] });
+  });
+});
