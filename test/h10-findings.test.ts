@@ -130,3 +130,31 @@ describe("crash charges: a takeover that found the crashed call in its backoff",
     }).toEqual({ outcome: "ran", bodies: 2, lost: [] });
   });
 });
+
+describe("cairn show / cairn runs: a running run no worker holds", () => {
+  // Before: a run whose lease a worker ended (expireLease: a hand-back that keeps a crash to
+  // charge, e.g. by `cairn worker` stopping as the only worker) was explained as "running",
+  // as though something executed it; nothing does until a worker serving it claims it.
+  const now = new Date(Date.UTC(2026, 0, 1, 12));
+  const run = {
+    id: "r",
+    workflow: "crashy",
+    version: "1",
+    status: "running",
+    leaseUntil: now,
+  } as unknown as RunView;
+  const worker = (workflows: string[], live: boolean) =>
+    ({ id: "wrk_1", workflows, live }) as unknown as WorkerView;
+
+  it("says no worker holds it, and who takes it over (or that no worker can)", () => {
+    expect(explainRun(run, [], now)).toBe(
+      "running, held by no worker (its last one gave it up): no worker is running",
+    );
+    expect(explainRun(run, [worker(["other@1"], true), worker(["crashy@1"], false)], now)).toBe(
+      "running, held by no worker (its last one gave it up): no live worker serves crashy@1",
+    );
+    expect(explainRun(run, [worker(["crashy@1"], true)], now)).toBe(
+      "running, held by no worker (its last one gave it up): the next of 1 live worker(s) serving crashy@1 takes it over",
+    );
+  });
+});

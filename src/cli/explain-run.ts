@@ -1,5 +1,6 @@
 // Why a run is where it is, in one line a person can act on: what a waiting run waits for
-// and until when, which worker holds a running run and until when, why a pending run is
+// and until when, which worker holds a running run and until when (or that none does:
+// its lease was ended, see Store.expireLease), why a pending run is
 // not picked up (no worker at all, or none serving its name@version), what paused it.
 // Judged from the run and the workers' heartbeats; finished runs keep their own reason.
 
@@ -29,7 +30,16 @@ export function explainRun(
       return run.wakeAt ? `sleeping until ${iso(run.wakeAt)}` : (run.reason ?? "waiting");
     }
     case "running": {
-      if (!run.leaseOwner) return "running";
+      if (!run.leaseOwner) {
+        // Its worker ended its lease (Store.expireLease) to keep a crash for its next
+        // claimer to charge: nothing executes it until a worker serving it claims it.
+        const given = "running, held by no worker (its last one gave it up)";
+        const live = workers.filter((w) => w.live);
+        if (live.length === 0) return `${given}: no worker is running`;
+        const serving = live.filter((w) => w.workflows.includes(ref));
+        if (serving.length === 0) return `${given}: no live worker serves ${ref}`;
+        return `${given}: the next of ${serving.length} live worker(s) serving ${ref} takes it over`;
+      }
       if (options.lease === false) return `running on ${run.leaseOwner}`;
       const until = run.leaseUntil;
       if (until && until.getTime() < now.getTime()) {
