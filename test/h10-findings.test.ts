@@ -13,10 +13,12 @@ import {
   workflow,
 } from "../src/index.js";
 import { realClock } from "../src/lib/clock.js";
+import { postgresStore } from "../src/store/postgres/postgres-store.js";
 import type { RunWrite } from "../src/store/store.js";
 import { crashableStore } from "../src/testing/crashable-store.js";
 import { createVirtualClock } from "../src/testing/index.js";
-import { advanceUntil } from "./helpers/engines.js";
+import { advanceUntil, BACKENDS, pgUrl } from "./helpers/engines.js";
+import { testSchema } from "./helpers/postgres.js";
 import { tempDbPath, until } from "./helpers/sqlite.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];
@@ -41,95 +43,109 @@ async function lostAttempts(makeStore: () => Store, runId: string): Promise<stri
   }
 }
 
+/** A new store on fresh storage of `backend`, and more on the same storage. */
+function storage(backend: string): () => Store {
+  if (backend === "sqlite") {
+    const path = dbPath();
+    return () => sqliteStore(path);
+  }
+  const { schema, drop } = testSchema(pgUrl!, "cairn_h10");
+  cleanups.push(drop);
+  return () => postgresStore(pgUrl!, { schema });
+}
+
 function never(): Promise<never> {
   return new Promise<never>(() => {});
 }
 
-describe("crash charges: a takeover that found the crashed call in its backoff", () => {
-  // Before: the crash found step "s" in its backoff (its first attempt failed and was
-  // recorded): it cut no attempt. The worker that took the run over found that too, and was
-  // closed during the backoff; it handed the run back as the crash left it (expireLease).
-  // Its next claimer, past the backoff, took the call for one in flight at a crash and
-  // charged it a lost attempt that never began: with maxAttempts 2 the run failed with its
-  // step run once.
-  it("close() during the backoff charges no lost attempt (maxAttempts 2: the step runs twice and completes)", async () => {
-    const path = dbPath();
-    const clock = createVirtualClock();
-    let bodies = 0;
-    const retry = { maxAttempts: 2, initialDelay: "10s", jitter: false } as const;
-    const crashing = crashableStore(sqliteStore(path), {
-      crashAfter: (call) =>
-        call.verb === "appendRecords" &&
-        (call.args[0] as RunWrite[]).some((w) => w.attempts?.some((a) => a.error)),
+describe.each(BACKENDS)(
+  "crash charges on %s: a takeover that found the crashed call in its backoff",
+  (backend) => {
+    // Before: the crash found step "s" in its backoff (its first attempt failed and was
+    // recorded): it cut no attempt. The worker that took the run over found that too, and was
+    // closed during the backoff; it handed the run back as the crash left it (expireLease).
+    // Its next claimer, past the backoff, took the call for one in flight at a crash and
+    // charged it a lost attempt that never began: with maxAttempts 2 the run failed with its
+    // step run once.
+    it("close() during the backoff charges no lost attempt (maxAttempts 2: the step runs twice and completes)", async () => {
+      const makeStore = storage(backend);
+      const clock = createVirtualClock();
+      let bodies = 0;
+      const retry = { maxAttempts: 2, initialDelay: "10s", jitter: false } as const;
+      const crashing = crashableStore(makeStore(), {
+        crashAfter: (call) =>
+          call.verb === "appendRecords" &&
+          (call.args[0] as RunWrite[]).some((w) => w.attempts?.some((a) => a.error)),
+      });
+      const deadWf = workflow({ name: "backoff", version: "1", retry }, async (ctx) =>
+        ctx.step("s", async () => {
+          if (crashing.crashed) return never();
+          bodies++;
+          throw new Error("first attempt fails");
+        }),
+      );
+      const liveWf = workflow({ name: "backoff", version: "1", retry }, async (ctx) =>
+        ctx.step("s", () => {
+          bodies++;
+          return "ran";
+        }),
+      );
+      const a = createEngine({
+        store: crashing,
+        workflows: [deadWf],
+        clock,
+        leaseMs: 1_000,
+        pollIntervalMs: 10,
+        closeGraceMs: 0,
+        log: () => {},
+      });
+      cleanups.push(() => a.close().catch(() => {}));
+      await a.start(deadWf, undefined, { id: "r" });
+      await until(() => crashing.crashed, "the worker crashed after recording the failure");
+      await crashing.settled();
+      await clock.advance(1_500); // past the lease, not past the backoff
+      const b = createEngine({
+        store: makeStore(),
+        workflows: [liveWf],
+        clock,
+        leaseMs: 1_000,
+        pollIntervalMs: 10,
+        closeGraceMs: 0,
+        inProcessRetryMs: 60_000,
+        log: () => {},
+      });
+      cleanups.push(() => b.close());
+      await until(() => clock.pendingTimers() === 1, "the takeover waiting out the backoff");
+      await b.close();
+      await clock.advance(20_000); // past the backoff
+      const c = createEngine({
+        store: makeStore(),
+        workflows: [liveWf],
+        clock,
+        pollIntervalMs: 10,
+        log: () => {},
+      });
+      cleanups.push(() => c.close());
+      const outcome = await advanceUntil(
+        clock,
+        c
+          .handle("r")
+          .result()
+          .then(
+            (v) => v,
+            (e: Error) => e.name,
+          ),
+        1_000,
+        200,
+      );
+      expect({
+        outcome,
+        bodies,
+        lost: await lostAttempts(makeStore, "r"),
+      }).toEqual({ outcome: "ran", bodies: 2, lost: [] });
     });
-    const deadWf = workflow({ name: "backoff", version: "1", retry }, async (ctx) =>
-      ctx.step("s", async () => {
-        if (crashing.crashed) return never();
-        bodies++;
-        throw new Error("first attempt fails");
-      }),
-    );
-    const liveWf = workflow({ name: "backoff", version: "1", retry }, async (ctx) =>
-      ctx.step("s", () => {
-        bodies++;
-        return "ran";
-      }),
-    );
-    const a = createEngine({
-      store: crashing,
-      workflows: [deadWf],
-      clock,
-      leaseMs: 1_000,
-      pollIntervalMs: 10,
-      closeGraceMs: 0,
-      log: () => {},
-    });
-    cleanups.push(() => a.close().catch(() => {}));
-    await a.start(deadWf, undefined, { id: "r" });
-    await until(() => crashing.crashed, "the worker crashed after recording the failure");
-    await crashing.settled();
-    await clock.advance(1_500); // past the lease, not past the backoff
-    const b = createEngine({
-      store: sqliteStore(path),
-      workflows: [liveWf],
-      clock,
-      leaseMs: 1_000,
-      pollIntervalMs: 10,
-      closeGraceMs: 0,
-      inProcessRetryMs: 60_000,
-      log: () => {},
-    });
-    cleanups.push(() => b.close());
-    await until(() => clock.pendingTimers() === 1, "the takeover waiting out the backoff");
-    await b.close();
-    await clock.advance(20_000); // past the backoff
-    const c = createEngine({
-      store: sqliteStore(path),
-      workflows: [liveWf],
-      clock,
-      pollIntervalMs: 10,
-      log: () => {},
-    });
-    cleanups.push(() => c.close());
-    const outcome = await advanceUntil(
-      clock,
-      c
-        .handle("r")
-        .result()
-        .then(
-          (v) => v,
-          (e: Error) => e.name,
-        ),
-      1_000,
-      200,
-    );
-    expect({
-      outcome,
-      bodies,
-      lost: await lostAttempts(() => sqliteStore(path), "r"),
-    }).toEqual({ outcome: "ran", bodies: 2, lost: [] });
-  });
-});
+  },
+);
 
 describe("cairn show / cairn runs: a running run no worker holds", () => {
   // Before: a run whose lease a worker ended (expireLease: a hand-back that keeps a crash to
