@@ -54,6 +54,37 @@ function storage(backend: string): () => Store {
   return () => postgresStore(pgUrl!, { schema });
 }
 
+/** `inner`, with some verbs replaced: each replacement gets the inner verb to call. */
+function around(
+  inner: Store,
+  verbs: Partial<
+    Record<
+      keyof Store,
+      (call: (...args: unknown[]) => Promise<unknown>, ...args: unknown[]) => Promise<unknown>
+    >
+  >,
+): Store {
+  return new Proxy(inner, {
+    get(target, prop, receiver) {
+      const value = Reflect.get(target, prop, receiver);
+      if (typeof value !== "function") return value;
+      const replaced = verbs[prop as keyof Store];
+      if (!replaced) return value.bind(target);
+      return (...args: unknown[]) =>
+        replaced((...a: unknown[]) => value.apply(target, a) as Promise<unknown>, ...args);
+    },
+  }) as Store;
+}
+
+/** A promise and the function that settles it. */
+function gate(): { opened: Promise<void>; open: () => void } {
+  let open!: () => void;
+  const opened = new Promise<void>((r) => {
+    open = r;
+  });
+  return { opened, open };
+}
+
 function never(): Promise<never> {
   return new Promise<never>(() => {});
 }
@@ -172,5 +203,73 @@ describe("cairn show / cairn runs: a running run no worker holds", () => {
     expect(explainRun(run, [worker(["crashy@1"], true)], now)).toBe(
       "running, held by no worker (its last one gave it up): the next of 1 live worker(s) serving crashy@1 takes it over",
     );
+  });
+});
+
+describe.each(BACKENDS)("hand-backs on %s: a crashed run whose cancel was asked", (backend) => {
+  // Before: a claim of a crashed run answered after close(); the run had a cancel asked, so
+  // whoever takes it releases it canceled without replaying it (the crash's charge is moot).
+  // It was handed back as the crash left it all the same (running, its lease ended): with no
+  // other worker it stayed running, its cancel not carried out, until a worker came.
+  it("a late claim of it after close() ends it canceled at once", async () => {
+    const makeStore = storage(backend);
+    const clock = createVirtualClock();
+    const crashing = crashableStore(makeStore());
+    const hang = gate();
+    cleanups.push(hang.open);
+    const wf = workflow({ name: "crashy", version: "1" }, async (ctx) =>
+      ctx.step("s", async () => {
+        if (!crashing.crashed) {
+          crashing.crash();
+          await hang.opened;
+        }
+        return "ran";
+      }),
+    );
+    const a = createEngine({
+      store: crashing,
+      workflows: [wf],
+      clock,
+      pollIntervalMs: 10,
+      closeGraceMs: 0,
+      log: () => {},
+    });
+    cleanups.push(() => a.close().catch(() => {}));
+    await a.start(wf, undefined, { id: "r" });
+    await until(() => crashing.crashed, "the worker crashed in the step");
+    await crashing.settled();
+    const look = createEngine({ store: makeStore(), worker: false, clock });
+    cleanups.push(() => look.close());
+    await look.cancel("r", "no longer wanted");
+    await clock.advance(60_000); // past the lease
+    let claimHeld = false;
+    const answer = gate();
+    cleanups.push(answer.open);
+    const b = createEngine({
+      store: around(makeStore(), {
+        claimRuns: async (call, ...args) => {
+          const claimed = (await call(...args)) as unknown[];
+          if (claimed.length > 0) {
+            claimHeld = true;
+            await answer.opened;
+          }
+          return claimed;
+        },
+      }),
+      workflows: [wf],
+      clock,
+      pollIntervalMs: 10,
+      closeGraceMs: 0,
+      log: () => {},
+    });
+    await until(() => claimHeld, "the takeover's claim committed, its answer held");
+    await b.close();
+    answer.open();
+    await until(
+      async () => (await look.getRun("r"))?.status === "canceled",
+      "the run canceled by the late claim's hand-back",
+      5_000,
+    );
+    expect((await look.getRun("r"))?.reason).toBe("no longer wanted");
   });
 });

@@ -433,14 +433,17 @@ function stuckReason(runId: string, err: unknown): string | undefined {
  *  charged yet: only its lease ends ("lease-ended"), it stays running, and its next
  *  claimer takes it over as recovered and charges that crash (a cancel asked meanwhile
  *  is carried out by that claimer). Released to pending, the crash was lost: a step that
- *  kills its worker ran more often than its maxAttempts. */
+ *  kills its worker ran more often than its maxAttempts. Not a run with a cancel asked:
+ *  whoever takes it ends it canceled without replaying it, so no crash is charged anyway,
+ *  and released now it ends canceled at once (left running, with no other worker, its
+ *  cancel waited for the next worker to come). */
 export async function handBackRun(
   store: Store,
-  run: Pick<RunRecord, "id" | "epoch" | "parentId">,
+  run: Pick<RunRecord, "id" | "epoch" | "parentId"> & Partial<Pick<RunRecord, "cancelRequested">>,
   { crashUnjudged = false }: { crashUnjudged?: boolean } = {},
 ): Promise<RunRecord | "lease-ended" | undefined> {
   try {
-    if (crashUnjudged) {
+    if (crashUnjudged && run.cancelRequested !== true) {
       const ended = await store.expireLease({ runId: run.id, epoch: run.epoch });
       return ended.ok ? "lease-ended" : undefined;
     }
