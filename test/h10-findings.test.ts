@@ -273,3 +273,28 @@ describe.each(BACKENDS)("hand-backs on %s: a crashed run whose cancel was asked"
     expect((await look.getRun("r"))?.reason).toBe("no longer wanted");
   });
 });
+
+describe("createEngine(): a store written before expireLease", () => {
+  // Before: a third-party Store written for an earlier cairn (no expireLease) was taken as
+  // it was; every hand-back of a run taken over from a crashed worker then failed with a
+  // TypeError the hand-back swallowed: an orphan of the worker, retried at each round and
+  // failing each time, the run stayed leased to it (a worker never claims its own runs) for
+  // as long as that worker lived, and no message named the missing verb.
+  it("a worker on it is refused with a TypeError naming expireLease; a client is not", async () => {
+    const path = dbPath();
+    const old = () =>
+      new Proxy(sqliteStore(path), {
+        get(target, prop, receiver) {
+          if (prop === "expireLease") return undefined;
+          const value = Reflect.get(target, prop, receiver);
+          return typeof value === "function" ? value.bind(target) : value;
+        },
+      }) as Store;
+    const wf = workflow({ name: "w", version: "1" }, async () => "ok");
+    expect(() => createEngine({ store: old(), workflows: [wf] })).toThrow(/store.*expireLease/);
+    expect(() => createEngine({ store: old(), workflows: [wf] })).toThrow(TypeError);
+    const client = createEngine({ store: old(), worker: false });
+    cleanups.push(() => client.close());
+    expect(await client.listRuns()).toEqual([]);
+  });
+});

@@ -58,6 +58,14 @@ export function resolveEngineConfig(options: EngineOptions): EngineConfig {
   const runsWorker = options.worker !== false;
   const retention = runsWorker ? retentionSchedule(options.retention) : undefined;
   const store = options.store ?? sqliteStore();
+  // A worker's hand-backs of runs taken from crashed workers need it, and swallow its
+  // failure (a store error): on a store written for an earlier cairn those runs stayed
+  // leased to this worker, which never claims its own runs, for as long as it lived.
+  if (runsWorker && typeof (store as Partial<Store>).expireLease !== "function") {
+    throw new TypeError(
+      "createEngine(): the store has no expireLease({ runId, epoch }) (a Store written for an earlier cairn): a worker needs it to hand back runs taken over from crashed workers; implement it (see Store.expireLease and describeStoreContract), or pass worker: false",
+    );
+  }
   const workflows = workflowsById(options.workflows ?? []);
   checkApprovalKeys(options.approvalKeys ?? []);
   const leaseMs = options.leaseMs ?? 30_000;
