@@ -272,6 +272,71 @@ describe.each(BACKENDS)("hand-backs on %s: a crashed run whose cancel was asked"
     );
     expect((await look.getRun("r"))?.reason).toBe("no longer wanted");
   });
+
+  // Before: the cancel came after the takeover's claim (its snapshot said no cancel), while
+  // the takeover read the journal; close() then handed the run back as the crash left it
+  // (the store's expireLease did not look at cancel_requested): running, no owner, its
+  // cancel waiting for a worker to come. The store now refuses to end such a lease, and the
+  // hand-back releases it: canceled at once.
+  it("a cancel asked during the takeover's journal read: close() ends it canceled at once", async () => {
+    const makeStore = storage(backend);
+    const clock = createVirtualClock();
+    const crashing = crashableStore(makeStore());
+    const hang = gate();
+    cleanups.push(hang.open);
+    const wf = workflow({ name: "crashy", version: "1" }, async (ctx) =>
+      ctx.step("s", async () => {
+        if (!crashing.crashed) {
+          crashing.crash();
+          await hang.opened;
+        }
+        return "ran";
+      }),
+    );
+    const a = createEngine({
+      store: crashing,
+      workflows: [wf],
+      clock,
+      pollIntervalMs: 10,
+      closeGraceMs: 0,
+      log: () => {},
+    });
+    cleanups.push(() => a.close().catch(() => {}));
+    await a.start(wf, undefined, { id: "r" });
+    await until(() => crashing.crashed, "the worker crashed in the step");
+    await crashing.settled();
+    await clock.advance(60_000); // past the lease
+    let reading = false;
+    const read = gate();
+    cleanups.push(read.open);
+    const b = createEngine({
+      store: around(makeStore(), {
+        loadJournal: async (call, ...args) => {
+          reading = true;
+          await read.opened;
+          return call(...args);
+        },
+      }),
+      workflows: [wf],
+      clock,
+      pollIntervalMs: 10,
+      closeGraceMs: 0,
+      log: () => {},
+    });
+    await until(() => reading, "the takeover reading the journal");
+    const look = createEngine({ store: makeStore(), worker: false, clock });
+    cleanups.push(() => look.close());
+    await look.cancel("r", "stop the takeover");
+    const closing = b.close();
+    read.open();
+    await closing;
+    await until(
+      async () => (await look.getRun("r"))?.status === "canceled",
+      "the run canceled by the takeover's hand-back",
+      5_000,
+    );
+    expect((await look.getRun("r"))?.reason).toBe("stop the takeover");
+  });
 });
 
 describe("createEngine(): a store written before expireLease", () => {

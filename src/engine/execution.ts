@@ -445,7 +445,9 @@ export async function handBackRun(
   try {
     if (crashUnjudged && run.cancelRequested !== true) {
       const ended = await store.expireLease({ runId: run.id, epoch: run.epoch });
-      return ended.ok ? "lease-ended" : undefined;
+      if (ended.ok) return "lease-ended";
+      // Not ended: the run is another worker's now (the release below is refused too), or
+      // a cancel was asked since it was claimed: released, it ends canceled at once.
     }
     const res = await store.releaseRun({
       runId: run.id,

@@ -422,7 +422,8 @@ export interface Store extends WorkspaceVerbs, ApprovalVerbs {
    *  (`recovered`), so it charges the crash the run's replay judges. For a worker that gives
    *  up a run taken over from a crashed worker before its replay judged that crash (a
    *  store error, close()): handed back to pending, that crash would be charged nothing.
-   *  ok false: the epoch moved on, or the run is no longer running (nothing written). */
+   *  ok false: the epoch moved on, the run is no longer running, or a cancel was asked for
+   *  it (nothing written: release it instead, and it ends canceled). */
   expireLease(p: { runId: string; epoch: number }): Promise<{ ok: boolean }>;
 
   /** Group commit: applies each RunWrite atomically and all of them in one transaction

@@ -705,6 +705,17 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect(await store.expireLease({ runId: "run_missing", epoch: 1 })).toEqual({ ok: false });
       });
 
+      it("expireLease leaves a run with a cancel asked leased: released, it ends canceled at once", async () => {
+        const run = await started();
+        await store.requestCancel(run.id, "stop it");
+        expect(await store.expireLease({ runId: run.id, epoch: run.epoch })).toEqual({ ok: false });
+        expect(await mustGet(run.id)).toMatchObject({
+          status: "running",
+          leaseOwner: "worker-1",
+          cancelRequested: true,
+        });
+      });
+
       it("claims a waiting run when its timer is due, never an event-only wait", async () => {
         const timed = await started();
         const eventOnly = await started();

@@ -132,12 +132,15 @@ export async function expireLease(
   const { db, t, channel } = ctx;
   return db.transaction("expireLease", "idempotent", async (tx) => {
     // The owner goes too: claimRuns never gives a worker its own runs, so a lease left
-    // with this worker's name would keep the run from it when no other worker exists.
+    // with this worker's name would keep the run from it when no other worker exists. Not
+    // a run with a cancel asked (read here, not from the caller's snapshot): released, it
+    // ends canceled at once, where left running it would wait for a worker to end it.
     const r = await tx.query(
       `WITH c AS (SELECT ${nowSql(1)} AS now)
       UPDATE ${t.runs} r SET lease_owner = NULL, lease_until = c.now, ready_at = c.now,
           updated_at = c.now
-        FROM c WHERE r.id = $2 AND r.epoch = $3 AND r.status = 'running'`,
+        FROM c WHERE r.id = $2 AND r.epoch = $3 AND r.status = 'running'
+          AND NOT r.cancel_requested`,
       [ctx.clockParam(), p.runId, p.epoch],
     );
     const ok = (r.rowCount ?? 0) > 0;

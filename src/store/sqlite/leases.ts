@@ -75,11 +75,13 @@ export function expireLease(
 ): Promise<{ ok: boolean }> {
   return ctx.write("expireLease", (tx) => {
     // The owner goes too: claimRuns never gives a worker its own runs, so a lease left
-    // with this worker's name would keep the run from it when no other worker exists.
+    // with this worker's name would keep the run from it when no other worker exists. Not
+    // a run with a cancel asked (read here, not from the caller's snapshot): released, it
+    // ends canceled at once, where left running it would wait for a worker to end it.
     const ended = tx
       .prepare(
         `UPDATE runs SET lease_owner = NULL, lease_until = ?, ready_at = ?, updated_at = ?
-         WHERE id = ? AND epoch = ? AND status = 'running'`,
+         WHERE id = ? AND epoch = ? AND status = 'running' AND cancel_requested = 0`,
       )
       .run(tx.now, tx.now, tx.now, p.runId, p.epoch);
     if (ended.changes > 0) tx.hint({ kind: "runnable", runId: p.runId });
