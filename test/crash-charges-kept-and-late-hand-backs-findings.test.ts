@@ -74,12 +74,13 @@ async function lostAttempts(path: string | (() => Store), runId: string): Promis
 
 /** A run "r" of workflow "crashy" (one step, maxAttempts 1) whose worker crashed in the
  *  step's body; the clock is past its lease. `bodies()`: how often the body ran. */
-async function crashedRun(path: string | (() => Store)) {
+async function crashedRun(path: string | (() => Store), maxAttempts = 1) {
   const makeStore = typeof path === "string" ? () => sqliteStore(path) : path;
   const clock = createVirtualClock();
   let bodies = 0;
   const hang = gate();
-  const wf = workflow({ name: "crashy", version: "1", retry: { maxAttempts: 1 } }, async (ctx) =>
+  const retry = { maxAttempts, initialDelay: "10ms" } as const;
+  const wf = workflow({ name: "crashy", version: "1", retry }, async (ctx) =>
     ctx.step("s", async () => {
       bodies++;
       if (bodies === 1) {
@@ -295,6 +296,45 @@ describe("hand-backs of a run taken over from a crashed worker", () => {
       bodies: 1,
       lost: ["s"],
     });
+  });
+
+  // Before: the charge's write landed but its answer was lost (a COMMIT whose answer never
+  // came, retries failing): the replay took the crash as still to charge, handed the run
+  // back as the crash left it, and its next claimer charged the same crash again (with
+  // maxAttempts 2 the run failed with its step run once). The hand-back now asks the
+  // journal whether the charge landed.
+  it("a charge that lands though its answer is lost is charged once", async () => {
+    const path = dbPath();
+    const { clock, wf, bodies } = await crashedRun(path, 2);
+    let chargeFailed = false;
+    const b = createEngine({
+      store: around(sqliteStore(path), {
+        appendRecords: async (call, ...args) => {
+          const writes = args[0] as Array<{ attempts?: Array<{ error?: { code?: string } }> }>;
+          const charges = writes.some((w) =>
+            w.attempts?.some((a) => a.error?.code === "WORKER_LOST"),
+          );
+          const written = await call(...args);
+          if (charges && !chargeFailed) {
+            chargeFailed = true;
+            throw new Error("connection reset after the commit (injected)");
+          }
+          return written;
+        },
+      }),
+      workflows: [wf],
+      clock,
+      pollIntervalMs: 10,
+      log: () => {},
+    });
+    cleanups.push(() => b.close());
+    const outcome = await outcomeOf(b, clock);
+    expect({
+      outcome,
+      chargeFailed,
+      bodies: bodies(),
+      lost: await lostAttempts(path, "r"),
+    }).toEqual({ outcome: "ran", chargeFailed: true, bodies: 2, lost: ["s"] });
   });
 });
 

@@ -121,6 +121,24 @@ export class Execution {
     return this.claim.recovered && (this.ctx?.crashUnjudged ?? true);
   }
 
+  /** Whether lost attempts this execution asked to record, not hearing that they were, are
+   *  in the journal all the same: handed back as the crash left it, the run would be
+   *  charged that crash twice by its next claimer. Unknown (the store fails): not landed. */
+  private async crashChargesLanded(): Promise<boolean> {
+    const asked = this.ctx?.unconfirmedCrashCharges ?? [];
+    if (asked.length === 0) return false;
+    try {
+      const { attempts } = await this.deps.store.loadJournal(this.claim.run.id);
+      return asked.every(({ key, attempt }) =>
+        attempts.some(
+          (a) => a.key === key && a.attempt === attempt && a.error?.code === "WORKER_LOST",
+        ),
+      );
+    } catch {
+      return false;
+    }
+  }
+
   /** The heartbeat learned that another worker holds the run (after stopWithoutWriting). */
   leaseLost(): void {
     if (this.leaseLostReported) return;
@@ -286,7 +304,7 @@ export class Execution {
   private async handBackPending(): Promise<void> {
     this.releasing = true;
     const back = await handBackRun(this.deps.store, this.claim.run, {
-      crashUnjudged: this.crashUnjudged,
+      crashUnjudged: this.crashUnjudged && !(await this.crashChargesLanded()),
     });
     if (back === undefined) return;
     this.letGo = true;

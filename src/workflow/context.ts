@@ -387,6 +387,8 @@ export class Context {
   /** How many of chargedCrash's lost attempts are recorded: a charge asked but not yet
    *  written (the write may fail) leaves the crash unjudged. */
   private crashChargesRecorded = 0;
+  /** Each lost attempt asked (key, attempt number), recorded or not. */
+  private readonly crashCharges: Array<{ key: string; attempt: number }> = [];
   /** This execution recorded a failed attempt of its own: the journal then says where each
    *  call it made again stands, and a hand-back leaves no crash to charge (crashUnjudged). */
   private attemptRecordedHere = false;
@@ -535,6 +537,13 @@ export class Context {
         ? !this.foundInBackoff
         : this.crashChargesRecorded < this.chargedCrash.size)
     );
+  }
+
+  /** Lost attempts this execution asked to record without hearing that they were: their
+   *  writes may have landed all the same (the execution halted before the answer, whose
+   *  write the close() drain landed; a lost COMMIT), so the journal must say (execution.ts). */
+  get unconfirmedCrashCharges(): ReadonlyArray<{ key: string; attempt: number }> {
+    return this.crashChargesRecorded < this.crashCharges.length ? this.crashCharges : [];
   }
 
   /** Another worker owns the run now (or this one stops without a word): write nothing. */
@@ -1719,6 +1728,7 @@ export class Context {
       // flight: its attempt crashed with the worker. It counts, so a step that keeps
       // killing its process fails after maxAttempts instead of looping forever.
       const lost = workerLostAttempt(call, { attempt: prior.length + 1, at: clock.now() });
+      this.crashCharges.push({ key: call.key, attempt: lost.attempt });
       await this.commit({ attempts: [lost] });
       this.crashChargesRecorded++;
       prior.push(lost);
