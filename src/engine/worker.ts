@@ -251,7 +251,7 @@ export class Worker {
     });
     if (!released) {
       this.options.execution.log(
-        `handing back run "${claim.run.id}" failed; its lease will expire`,
+        `handing back run "${claim.run.id}" was not done (another worker holds it now, or the store failed: then its lease will expire)`,
       );
     } else if (released !== "lease-ended" && released.status === "canceled") {
       await cancelChildrenOfCanceled(this.options, [claim.run.id]);
