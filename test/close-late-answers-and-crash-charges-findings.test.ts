@@ -9,6 +9,7 @@ import { crashableStore } from "../src/testing/crashable-store.js";
 import { createVirtualClock, faultyStore } from "../src/testing/index.js";
 import { advanceUntil } from "./helpers/engines.js";
 import { tempDbPath, until } from "./helpers/sqlite.js";
+import { around, gate, lostAttempts } from "./helpers/store-verbs.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -18,49 +19,6 @@ function dbPath(): string {
   const { path, cleanup } = tempDbPath();
   cleanups.push(cleanup);
   return path;
-}
-
-/** `inner`, with some verbs replaced: each replacement gets the inner verb to call. */
-function around(
-  inner: Store,
-  verbs: Partial<
-    Record<
-      keyof Store,
-      (call: (...args: unknown[]) => Promise<unknown>, ...args: unknown[]) => Promise<unknown>
-    >
-  >,
-): Store {
-  return new Proxy(inner, {
-    get(target, prop, receiver) {
-      const value = Reflect.get(target, prop, receiver);
-      if (typeof value !== "function") return value;
-      const replaced = verbs[prop as keyof Store];
-      if (!replaced) return value.bind(target);
-      return (...args: unknown[]) =>
-        replaced((...a: unknown[]) => value.apply(target, a) as Promise<unknown>, ...args);
-    },
-  }) as Store;
-}
-
-/** A promise and the function that settles it. */
-function gate(): { opened: Promise<void>; open: () => void } {
-  let open!: () => void;
-  const opened = new Promise<void>((r) => {
-    open = r;
-  });
-  return { opened, open };
-}
-
-/** Every attempt of run `runId` charged as lost with a worker, by step key. */
-async function lostAttempts(path: string, runId: string): Promise<string[]> {
-  const look = sqliteStore(path);
-  await look.open({ clock: realClock });
-  try {
-    const journal = await look.loadJournal(runId);
-    return journal.attempts.filter((a) => a.error?.code === "WORKER_LOST").map((a) => a.key);
-  } finally {
-    await look.close();
-  }
 }
 
 describe("close(): work still in flight when its bound ends", () => {

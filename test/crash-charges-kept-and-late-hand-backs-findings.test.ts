@@ -8,7 +8,6 @@ import { pathToFileURL } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { encode } from "../src/codec/codec.js";
 import { createEngine, type Store, sqliteStore, workflow } from "../src/index.js";
-import { realClock } from "../src/lib/clock.js";
 import { postgresStore } from "../src/store/postgres/postgres-store.js";
 import { crashableStore } from "../src/testing/crashable-store.js";
 import { createVirtualClock } from "../src/testing/index.js";
@@ -16,6 +15,7 @@ import { ROOT, startCairn } from "./helpers/cli.js";
 import { advanceUntil } from "./helpers/engines.js";
 import { postgresTestUrl, testSchema } from "./helpers/postgres.js";
 import { tempDbPath, tempDir, until } from "./helpers/sqlite.js";
+import { around, gate, lostAttempts } from "./helpers/store-verbs.js";
 
 const pgUrl = await postgresTestUrl();
 const cleanups: Array<() => Promise<void> | void> = [];
@@ -26,50 +26,6 @@ function dbPath(): string {
   const { path, cleanup } = tempDbPath();
   cleanups.push(cleanup);
   return path;
-}
-
-/** `inner`, with some verbs replaced: each replacement gets the inner verb to call. */
-function around(
-  inner: Store,
-  verbs: Partial<
-    Record<
-      keyof Store,
-      (call: (...args: unknown[]) => Promise<unknown>, ...args: unknown[]) => Promise<unknown>
-    >
-  >,
-): Store {
-  return new Proxy(inner, {
-    get(target, prop, receiver) {
-      const value = Reflect.get(target, prop, receiver);
-      if (typeof value !== "function") return value;
-      const replaced = verbs[prop as keyof Store];
-      if (!replaced) return value.bind(target);
-      return (...args: unknown[]) =>
-        replaced((...a: unknown[]) => value.apply(target, a) as Promise<unknown>, ...args);
-    },
-  }) as Store;
-}
-
-/** A promise and the function that settles it. */
-function gate(): { opened: Promise<void>; open: () => void } {
-  let open!: () => void;
-  const opened = new Promise<void>((r) => {
-    open = r;
-  });
-  return { opened, open };
-}
-
-/** Every attempt of run `runId` charged as lost with a worker, by step key. `path`: a
- *  SQLite file, or a store to open. */
-async function lostAttempts(path: string | (() => Store), runId: string): Promise<string[]> {
-  const look = typeof path === "string" ? sqliteStore(path) : path();
-  await look.open({ clock: realClock });
-  try {
-    const journal = await look.loadJournal(runId);
-    return journal.attempts.filter((a) => a.error?.code === "WORKER_LOST").map((a) => a.key);
-  } finally {
-    await look.close();
-  }
 }
 
 /** A run "r" of workflow "crashy" (one step, maxAttempts 1) whose worker crashed in the

@@ -12,7 +12,6 @@ import {
   type WorkerView,
   workflow,
 } from "../src/index.js";
-import { realClock } from "../src/lib/clock.js";
 import { postgresStore } from "../src/store/postgres/postgres-store.js";
 import type { RunWrite } from "../src/store/store.js";
 import { crashableStore } from "../src/testing/crashable-store.js";
@@ -20,6 +19,7 @@ import { createVirtualClock } from "../src/testing/index.js";
 import { advanceUntil, BACKENDS, pgUrl } from "./helpers/engines.js";
 import { testSchema } from "./helpers/postgres.js";
 import { tempDbPath, until } from "./helpers/sqlite.js";
+import { around, gate, lostAttempts } from "./helpers/store-verbs.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -31,18 +31,6 @@ function dbPath(): string {
   return path;
 }
 
-/** Every attempt of run `runId` charged as lost with a worker, by step key. */
-async function lostAttempts(makeStore: () => Store, runId: string): Promise<string[]> {
-  const look = makeStore();
-  await look.open({ clock: realClock });
-  try {
-    const journal = await look.loadJournal(runId);
-    return journal.attempts.filter((a) => a.error?.code === "WORKER_LOST").map((a) => a.key);
-  } finally {
-    await look.close();
-  }
-}
-
 /** A new store on fresh storage of `backend`, and more on the same storage. */
 function storage(backend: string): () => Store {
   if (backend === "sqlite") {
@@ -52,37 +40,6 @@ function storage(backend: string): () => Store {
   const { schema, drop } = testSchema(pgUrl!, "cairn_h10");
   cleanups.push(drop);
   return () => postgresStore(pgUrl!, { schema });
-}
-
-/** `inner`, with some verbs replaced: each replacement gets the inner verb to call. */
-function around(
-  inner: Store,
-  verbs: Partial<
-    Record<
-      keyof Store,
-      (call: (...args: unknown[]) => Promise<unknown>, ...args: unknown[]) => Promise<unknown>
-    >
-  >,
-): Store {
-  return new Proxy(inner, {
-    get(target, prop, receiver) {
-      const value = Reflect.get(target, prop, receiver);
-      if (typeof value !== "function") return value;
-      const replaced = verbs[prop as keyof Store];
-      if (!replaced) return value.bind(target);
-      return (...args: unknown[]) =>
-        replaced((...a: unknown[]) => value.apply(target, a) as Promise<unknown>, ...args);
-    },
-  }) as Store;
-}
-
-/** A promise and the function that settles it. */
-function gate(): { opened: Promise<void>; open: () => void } {
-  let open!: () => void;
-  const opened = new Promise<void>((r) => {
-    open = r;
-  });
-  return { opened, open };
 }
 
 function never(): Promise<never> {
