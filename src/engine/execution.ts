@@ -451,21 +451,21 @@ function stuckReason(runId: string, err: unknown): string | undefined {
  *  charged yet: only its lease ends ("lease-ended"), it stays running, and its next
  *  claimer takes it over as recovered and charges that crash (a cancel asked meanwhile
  *  is carried out by that claimer). Released to pending, the crash was lost: a step that
- *  kills its worker ran more often than its maxAttempts. Not a run with a cancel asked:
- *  whoever takes it ends it canceled without replaying it, so no crash is charged anyway,
- *  and released now it ends canceled at once (left running, with no other worker, its
- *  cancel waited for the next worker to come). */
+ *  kills its worker ran more often than its maxAttempts. Not a run with a cancel asked
+ *  (expireLease refuses it): whoever takes it ends it canceled without replaying it, so no
+ *  crash is charged anyway, and released now it ends canceled at once (left running, with
+ *  no other worker, its cancel waited for the next worker to come). */
 export async function handBackRun(
   store: Store,
-  run: Pick<RunRecord, "id" | "epoch" | "parentId"> & Partial<Pick<RunRecord, "cancelRequested">>,
+  run: Pick<RunRecord, "id" | "epoch" | "parentId">,
   { crashUnjudged = false }: { crashUnjudged?: boolean } = {},
 ): Promise<RunRecord | "lease-ended" | undefined> {
   try {
-    if (crashUnjudged && run.cancelRequested !== true) {
+    if (crashUnjudged) {
       const ended = await store.expireLease({ runId: run.id, epoch: run.epoch });
       if (ended.ok) return "lease-ended";
       // Not ended: the run is another worker's now (the release below is refused too), or
-      // a cancel was asked since it was claimed: released, it ends canceled at once.
+      // a cancel was asked for it (the store looks): released, it ends canceled at once.
     }
     const res = await store.releaseRun({
       runId: run.id,

@@ -383,12 +383,11 @@ export class Context {
   private readonly pendingSpend = new Map<string, Amounts[]>();
   /** Estimates (StepOptions.estimate) of the attempts in flight: spend not yet known. */
   private readonly reserved: Amounts = {};
-  private readonly chargedCrash = new Set<string>();
-  /** How many of chargedCrash's lost attempts are recorded: a charge asked but not yet
-   *  written (the write may fail) leaves the crash unjudged. */
+  /** The lost attempt asked for each call the crash cut (crashedInFlight), by key. */
+  private readonly crashCharges = new Map<string, number>();
+  /** How many of crashCharges are recorded: a charge asked but not yet written (the write
+   *  may fail) leaves the crash unjudged. */
   private crashChargesRecorded = 0;
-  /** Each lost attempt asked (key, attempt number), recorded or not. */
-  private readonly crashCharges: Array<{ key: string; attempt: number }> = [];
   /** This execution recorded a failed attempt of its own: the journal then says where each
    *  call it made again stands, and a hand-back leaves no crash to charge (crashUnjudged). */
   private attemptRecordedHere = false;
@@ -533,9 +532,9 @@ export class Context {
       !this.attemptRecordedHere &&
       // Likewise a call found in its backoff and not attempted since (close() came during
       // it): its next claimer, past that backoff, would charge it an attempt never begun.
-      (this.chargedCrash.size === 0
+      (this.crashCharges.size === 0
         ? !this.foundInBackoff
-        : this.crashChargesRecorded < this.chargedCrash.size)
+        : this.crashChargesRecorded < this.crashCharges.size)
     );
   }
 
@@ -543,7 +542,8 @@ export class Context {
    *  writes may have landed all the same (the execution halted before the answer, whose
    *  write the close() drain landed; a lost COMMIT), so the journal must say (execution.ts). */
   get unconfirmedCrashCharges(): ReadonlyArray<{ key: string; attempt: number }> {
-    return this.crashChargesRecorded < this.crashCharges.length ? this.crashCharges : [];
+    if (this.crashChargesRecorded === this.crashCharges.size) return [];
+    return [...this.crashCharges].map(([key, attempt]) => ({ key, attempt }));
   }
 
   /** Another worker owns the run now (or this one stops without a word): write nothing. */
@@ -1728,7 +1728,6 @@ export class Context {
       // flight: its attempt crashed with the worker. It counts, so a step that keeps
       // killing its process fails after maxAttempts instead of looping forever.
       const lost = workerLostAttempt(call, { attempt: prior.length + 1, at: clock.now() });
-      this.crashCharges.push({ key: call.key, attempt: lost.attempt });
       await this.commit({ attempts: [lost] });
       this.crashChargesRecorded++;
       prior.push(lost);
@@ -1968,13 +1967,13 @@ export class Context {
    *  ones that were in flight when the worker died (unless one was waiting out a backoff). */
   private crashedInFlight(call: Call, prior: readonly AttemptRecord[]): boolean {
     if (!this.host.recovered || this.delivery.liveReleased > 0) return false;
-    if (this.chargedCrash.has(call.key)) return false;
+    if (this.crashCharges.has(call.key)) return false;
     const last = prior.at(-1);
     if (last?.retryAt != null && last.retryAt > this.host.clock.now()) {
       this.foundInBackoff = true;
       return false;
     }
-    this.chargedCrash.add(call.key);
+    this.crashCharges.set(call.key, prior.length + 1);
     return true;
   }
 
