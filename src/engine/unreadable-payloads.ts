@@ -48,14 +48,15 @@ async function findUnreadable(engine: Engine, id: string): Promise<EncryptedValu
   // The input alone does not tell: a run started by a client with no keys has a plain
   // input, and every record its workers wrote after it encrypted (steps, events, approval
   // requests). Those are read only when the input is plain, the journal last.
-  const own =
-    [run.input, run.output].find(isEncrypted) ??
-    (await engine.listApprovals(id)).map((a) => a.request).find(isEncrypted);
+  const own = runPayload(run) ?? requestPayload(await engine.listApprovals(id));
   return own ?? (await eventsOrJournal(engine, id));
 }
 
-/** As findUnreadable, with the same answer, in fewer reads: the newest runs and the run's
- *  approvals at once; the run itself is read only when it is not among the newest. */
+/** As findUnreadable, in fewer reads: the newest runs and the run's approvals at once; the
+ *  run itself is read only when it is not among the newest. Not always the same answer:
+ *  its events and journal are read only when a newest run shows ciphertext, so while none
+ *  of them has (a keyless client starts every run, and none has finished yet) an encrypted
+ *  step result goes unseen (left open: the store does not say that it encrypts). */
 async function findUnreadableQuickly(
   engine: Engine,
   id: string,
@@ -69,11 +70,20 @@ async function findUnreadableQuickly(
   ]);
   const run = recent.find((r) => r.id === id) ?? (await engine.getRun(id));
   if (run === undefined) return undefined;
-  const own =
-    [run.input, run.output].find(isEncrypted) ?? approvals.map((a) => a.request).find(isEncrypted);
+  const own = runPayload(run) ?? requestPayload(approvals);
   if (own) return own;
-  if (!recent.some((r) => isEncrypted(r.input) || isEncrypted(r.output))) return undefined;
+  if (!recent.some((r) => runPayload(r) !== undefined)) return undefined;
   return eventsOrJournal(engine, id);
+}
+
+/** The run's input or output, if `engine` cannot decrypt it. */
+function runPayload(run: { input?: unknown; output?: unknown }): EncryptedValue | undefined {
+  return [run.input, run.output].find(isEncrypted);
+}
+
+/** An approval's request `engine` cannot decrypt. */
+function requestPayload(approvals: Array<{ request: unknown }>): EncryptedValue | undefined {
+  return approvals.map((a) => a.request).find(isEncrypted);
 }
 
 /** A payload of the run's events, else of its journal, that `engine` cannot decrypt. */
@@ -100,7 +110,7 @@ export async function unreadableRecentPayload(
   options: { forStart?: boolean } = {},
 ): Promise<{ runId: string; value: EncryptedValue } | undefined> {
   for (const run of await engine.listRuns({ limit: RECENT_RUNS })) {
-    const value = [run.input, run.output].find(isEncrypted);
+    const value = runPayload(run);
     if (value) return { runId: run.id, value };
     if (options.forStart && run.output !== undefined) return undefined;
   }
