@@ -1,7 +1,7 @@
 // Human and machine output: aligned tables, ISO dates, durations, amounts, and JSON that
 // survives the values the codec stores (bigint, Map, Set) instead of throwing on them.
 
-import { type Withheld, withheldOf } from "../engine/views.js";
+import { withheldFields } from "../engine/views.js";
 import { type Amounts, EncryptedValue, UndecodableValue } from "../index.js";
 import { amountOf } from "../lib/amounts.js";
 
@@ -100,12 +100,8 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
  *  its values that are placeholders: their JSON text (`[encrypted with key "k1"]`) could be
  *  a user's string. Only inspection's records hold such values, never a decoded one. */
 function withWithheld(record: Record<string, unknown>): Record<string, unknown> {
-  const withheld: Record<string, Withheld> = {};
-  for (const [field, v] of Object.entries(record)) {
-    const why = withheldOf(v);
-    if (why) withheld[field] = why;
-  }
-  if (Object.keys(withheld).length === 0) return record;
+  const withheld = withheldFields(record);
+  if (!withheld) return record;
   // A view names its placeholder text (a reason, a comment) in its own `withheld` field.
   // Only a view holds a withheld value, so a user's object is never merged with.
   return { ...record, withheld: { ...(record.withheld as object | undefined), ...withheld } };

@@ -127,6 +127,20 @@ export function shownText(text: string): string {
   return keyId === undefined ? fromStoredText(text) : encryptedText(keyId);
 }
 
+/** `{ field: why }` for each of `values` that is withheld (an EncryptedValue or an
+ *  UndecodableValue); undefined when none is. The CLI's --json and the HTTP API set it as
+ *  a record's `withheld` field, beside what a view already names there. */
+export function withheldFields(
+  values: Record<string, unknown>,
+): Record<string, Withheld> | undefined {
+  let out: Record<string, Withheld> | undefined;
+  for (const [field, value] of Object.entries(values)) {
+    const why = withheldOf(value);
+    if (why) (out ??= {})[field] = why;
+  }
+  return out;
+}
+
 /** Why stored text (an error's message or stack, a cancel reason, an approval comment) is
  *  shown as a placeholder by shownText; undefined when it is shown as itself. */
 export function withheldText(text: string): Withheld | undefined {

@@ -3,7 +3,7 @@
 // payloads) in a JSON form that never throws on what the codec can store — bigints, Maps,
 // Sets, bytes, cycles, NaN — and never shows a value the codec could not decode.
 
-import { type Withheld, withheldOf } from "../engine/views.js";
+import { type Withheld, withheldFields } from "../engine/views.js";
 import type { AttemptView, EventView, RunView, StepView, WorkerView, Workflow } from "../index.js";
 import { EncryptedValue, UndecodableValue } from "../index.js";
 
@@ -121,12 +121,8 @@ const iso = (d: Date) => d.toISOString();
  *  value's JSON is its placeholder text, which a user's string may hold too; the record's
  *  `withheld` field, which only cairn sets, tells them apart. */
 function putWithheld(out: Record<string, unknown>, values: Record<string, unknown>): void {
-  const withheld: Record<string, Withheld> = { ...(out.withheld as object | undefined) };
-  for (const [field, value] of Object.entries(values)) {
-    const why = withheldOf(value);
-    if (why) withheld[field] = why;
-  }
-  if (Object.keys(withheld).length > 0) out.withheld = withheld;
+  const withheld = withheldFields(values);
+  if (withheld) out.withheld = { ...(out.withheld as object | undefined), ...withheld };
 }
 
 /** Sets `key` only when the value is defined: absent fields stay absent in JSON. */
