@@ -73,10 +73,11 @@ export async function startChildRun(
   return { workflow: run.workflow, sameInput: sameInputAsHanded(run, wf, input) };
 }
 
-/** Whether a found child's stored input is `input` (as handed to ctx.child now), each as
- *  the codec keeps it and compared as a child's intent digest compares (an Error without its
- *  stack). Undefined when it cannot be told: on another version, or through an input schema,
- *  the stored input is what that code made of the input handed then. */
+/** Whether a found child's stored input is `input` (as handed to ctx.child now), compared
+ *  as stored values are (same-stored-value.ts: an Error without its stack, a view by the
+ *  bytes it shows). Undefined when it cannot be told: a stored input this engine cannot
+ *  read, or, on another version or through an input schema, what that code made of the
+ *  input handed then. */
 export function sameInputAsHanded(
   run: RunRecord,
   wf: Workflow<unknown, unknown>,
@@ -90,8 +91,7 @@ export function sameInputAsHanded(
   } catch {
     return undefined; // a stored input this engine cannot read (another key)
   }
-  // As stored values compare (same-stored-value.ts): a part view stored before only its
-  // bytes were is the same input as its bytes stored now.
+  // A part view stored before only its bytes were is the same input as its bytes now.
   return sameStoredValue(handed, run.input);
 }
 
