@@ -133,12 +133,12 @@ export function shownText(text: string): string {
 export function withheldFields(
   values: Record<string, unknown>,
 ): Record<string, Withheld> | undefined {
-  let out: Record<string, Withheld> | undefined;
+  const out: Record<string, Withheld> = {};
   for (const [field, value] of Object.entries(values)) {
     const why = withheldOf(value);
-    if (why) (out ??= {})[field] = why;
+    if (why) out[field] = why;
   }
-  return out;
+  return Object.keys(out).length > 0 ? out : undefined;
 }
 
 /** Why stored text (an error's message or stack, a cancel reason, an approval comment) is
