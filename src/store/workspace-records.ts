@@ -44,7 +44,10 @@ export type DeleteRunOutcome =
    *  from its parent's, so a run started later under the parent's id would adopt them.
    *  `children` are their ids, sorted: delete them first, or pass the run and its children
    *  together to deleteRuns. */
-  | { deleted: false; reason: "has-children"; children: string[] };
+  | { deleted: false; reason: "has-children"; children: string[] }
+  /** A finished child run whose parent run is unfinished is kept (as deleteRuns keeps it):
+   *  the parent, resumed, may be about to read its outcome. Delete it after the parent ends. */
+  | { deleted: false; reason: "parent-unfinished"; parentId: string; parentStatus: string };
 
 export interface DeleteRunsOutcome {
   /** The runs deleted (each finished when it was deleted), in no particular order. */
@@ -80,7 +83,8 @@ export interface WorkspaceVerbs {
   /** Deletes one finished run with every record it owns (steps, attempts, intents, events,
    *  approvals, workspace refs), then every workspace object that no remaining run refers
    *  to, in one transaction. Child runs are separate runs and are not touched: a run that
-   *  still has any (finished or not) is refused as "has-children", as deleteRuns keeps it. */
+   *  still has any (finished or not) is refused as "has-children", and a child whose parent
+   *  is unfinished as "parent-unfinished", as deleteRuns keeps both. */
   deleteRun(runId: string): Promise<DeleteRunOutcome>;
 
   /** Retention in batches: deleteRun for each of `runIds` that exists and is finished

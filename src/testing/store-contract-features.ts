@@ -333,6 +333,23 @@ export function describeFeatureContract(h: FeatureContractHelpers): void {
       expect(await store.deleteRun(parent.id)).toEqual({ deleted: true, objects: 0, bytes: 0 });
     });
 
+    it("deleteRun keeps a finished child whose parent is unfinished, naming the parent", async () => {
+      const store = h.store();
+      const parent = await h.started();
+      const child = await h.started({ id: `${parent.id}/kid`, parentId: parent.id });
+      await h.release(child, { status: "completed", output: "1" });
+      expect(await store.deleteRun(child.id)).toEqual({
+        deleted: false,
+        reason: "parent-unfinished",
+        parentId: parent.id,
+        parentStatus: "running",
+      });
+      expect((await store.getRun(child.id))?.status).toBe("completed");
+      await h.release(parent, { status: "failed", error: { name: "Error", message: "x" } });
+      expect(await store.deleteRun(child.id)).toMatchObject({ deleted: true });
+      expect(await store.deleteRun(parent.id)).toMatchObject({ deleted: true });
+    });
+
     it("deleteRuns keeps a finished child whose parent is unfinished (it may be about to read its outcome)", async () => {
       const store = h.store();
       const parent = await h.started();

@@ -223,13 +223,15 @@ async function absentIds(ctx: StoreContext, tx: Tx, runIds: string[]): Promise<s
 }
 
 /** Deletes a finished run (its journal rows go with it: ON DELETE CASCADE) and the objects
- *  only it held; a run whose child runs remain is kept (retention-families.ts). Retried when a concurrent put refers to an object it was deleting. */
+ *  only it held; a run whose child runs remain is kept (retention-families.ts), and so is a
+ *  child whose parent is unfinished. Retried when a concurrent put refers to an object it
+ *  was deleting. */
 export function deleteRun(ctx: StoreContext, runId: string): Promise<DeleteRunOutcome> {
   const f = featureTables(ctx.t);
   return retriedOnForeignKeyRace(() =>
     ctx.db.transaction("deleteRun", "idempotent", async (tx): Promise<DeleteRunOutcome> => {
-      const run = await tx.query<{ status: string }>(
-        `SELECT status FROM ${ctx.t.runs} WHERE id = $1 FOR UPDATE`,
+      const run = await tx.query<{ status: string; parent_id: string | null }>(
+        `SELECT status, parent_id FROM ${ctx.t.runs} WHERE id = $1 FOR UPDATE`,
         [runId],
       );
       const status = run.rows[0]?.status;
@@ -241,6 +243,19 @@ export function deleteRun(ctx: StoreContext, runId: string): Promise<DeleteRunOu
       }
       if (!TERMINAL_STATUSES.has(status as RunStatus)) {
         return { deleted: false, reason: "not-finished", status };
+      }
+      const parentId = run.rows[0]?.parent_id ?? null;
+      if (parentId !== null) {
+        // Locked FOR SHARE as deleteRuns locks it: a resume of the parent waits for this
+        // transaction, and one that committed first is seen.
+        const parent = await tx.query<{ status: string }>(
+          `SELECT status FROM ${ctx.t.runs} WHERE id = $1 FOR SHARE`,
+          [parentId],
+        );
+        const parentStatus = parent.rows[0]?.status;
+        if (parentStatus !== undefined && !TERMINAL_STATUSES.has(parentStatus as RunStatus)) {
+          return { deleted: false, reason: "parent-unfinished", parentId, parentStatus };
+        }
       }
       const children = await tx.query<{ id: string }>(
         `SELECT id FROM ${ctx.t.runs} WHERE parent_id = $1`,

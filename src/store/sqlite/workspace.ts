@@ -4,7 +4,7 @@
 
 import { deletableWithChildren } from "../retention-families.js";
 import { TERMINAL_STATUS_LIST } from "../status-sql.js";
-import { TERMINAL_STATUSES } from "../store.js";
+import { type RunStatus, TERMINAL_STATUSES } from "../store.js";
 import type {
   DeleteRunOutcome,
   DeleteRunsOutcome,
@@ -114,7 +114,7 @@ export function heldObjects(ctx: StoreContext, runId: string, hashes: string[]):
 }
 
 /** Deletes a finished run's records and the objects only it held; a run whose child runs
- *  remain is kept (retention-families.ts). */
+ *  remain is kept (retention-families.ts), and so is a child whose parent is unfinished. */
 export function deleteRun(ctx: StoreContext, runId: string): Promise<DeleteRunOutcome> {
   return ctx.write("deleteRun", (tx): DeleteRunOutcome => {
     const row = findRow(tx, runId);
@@ -124,6 +124,17 @@ export function deleteRun(ctx: StoreContext, runId: string): Promise<DeleteRunOu
     }
     const { prepare } = tx;
     const id = row.id;
+    const parent = prepare(
+      "SELECT p.id, p.status FROM runs c JOIN runs p ON p.id = c.parent_id WHERE c.id = ?",
+    ).get(id) as { id: string; status: RunStatus } | undefined;
+    if (parent && !TERMINAL_STATUSES.has(parent.status)) {
+      return {
+        deleted: false,
+        reason: "parent-unfinished",
+        parentId: parent.id,
+        parentStatus: parent.status,
+      };
+    }
     const children = (
       prepare("SELECT id FROM runs WHERE parent_id = ?").all(id) as Array<{ id: string }>
     )
