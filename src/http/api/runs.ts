@@ -71,6 +71,15 @@ const getRun = route({
   },
 });
 
+/** How many steps or events one page holds at most, and by default. */
+export const MAX_JOURNAL_PAGE = 1_000;
+export const DEFAULT_JOURNAL_PAGE = 500;
+
+const pageLimit = {
+  schema: s.integer({ minimum: 1, maximum: MAX_JOURNAL_PAGE }),
+  description: `At most this many (default ${DEFAULT_JOURNAL_PAGE}).`,
+};
+
 const getSteps = route({
   method: "get",
   path: "/runs/{id}/steps",
@@ -78,18 +87,46 @@ const getSteps = route({
   summary: "A run's steps in call order, each with its attempts",
   description:
     "Completed calls first (in call order), then calls begun but not completed: failed or " +
-    "retrying steps, effects whose intent is recorded, sleeps and waits in progress.",
+    "retrying steps, effects whose intent is recorded, sleeps and waits in progress. Paged: " +
+    "pass `next` of one page as `offset` of the next. Each page is read from the journal as " +
+    "it is then: while the run executes, a call that completes moves up among the completed " +
+    "ones, so read a finished run's steps to see each exactly once.",
   tag: "runs",
   access: "read",
   params: RUN_ID_PARAM,
+  query: {
+    offset: {
+      schema: s.integer({ minimum: 0 }),
+      description: "Skip this many steps (default 0): the `next` of the previous page.",
+    },
+    limit: pageLimit,
+  },
   errors: [404],
   responses: {
-    200: { description: "The steps.", schema: s.object({ steps: s.array(ref.Step) }, ["steps"]) },
+    200: {
+      description: "The steps.",
+      schema: s.object(
+        {
+          steps: s.array(ref.Step),
+          next: s.integer({
+            minimum: 1,
+            description: "Present when more steps follow: the `offset` of the next page.",
+          }),
+        },
+        ["steps"],
+      ),
+    },
   },
-  async handle({ c, params, deps }) {
+  async handle({ c, params, query, deps }) {
     await mustGetRun(deps.engine, params.id!);
     const steps = await deps.engine.getSteps(params.id!);
-    return json(c, 200, { steps: steps.map(stepJson) });
+    const offset = (query.offset as number | undefined) ?? 0;
+    const end = offset + ((query.limit as number | undefined) ?? DEFAULT_JOURNAL_PAGE);
+    const page = steps.slice(offset, end);
+    return json(c, 200, {
+      steps: page.map(stepJson),
+      ...(end < steps.length ? { next: end } : {}),
+    });
   },
 });
 
@@ -98,20 +135,46 @@ const getEvents = route({
   path: "/runs/{id}/events",
   operationId: "listEvents",
   summary: "The events sent to a run, consumed or not, in the order sent",
+  description:
+    "Paged by sequence number: pass `next` of one page as `after` of the next (events sent " +
+    "since appear on later pages, never before the page you read).",
   tag: "runs",
   access: "read",
   params: RUN_ID_PARAM,
+  query: {
+    after: {
+      schema: s.integer({ minimum: 0 }),
+      description: "Only events whose `seq` is greater: the `next` of the previous page.",
+    },
+    limit: pageLimit,
+  },
   errors: [404],
   responses: {
     200: {
       description: "The events.",
-      schema: s.object({ events: s.array(ref.Event) }, ["events"]),
+      schema: s.object(
+        {
+          events: s.array(ref.Event),
+          next: s.integer({
+            minimum: 1,
+            description: "Present when more events follow: the `after` of the next page.",
+          }),
+        },
+        ["events"],
+      ),
     },
   },
-  async handle({ c, params, deps }) {
+  async handle({ c, params, query, deps }) {
     await mustGetRun(deps.engine, params.id!);
-    const events = await deps.engine.listEvents(params.id!);
-    return json(c, 200, { events: events.map(eventJson) });
+    const after = (query.after as number | undefined) ?? 0;
+    const limit = (query.limit as number | undefined) ?? DEFAULT_JOURNAL_PAGE;
+    const events = (await deps.engine.listEvents(params.id!)).filter((e) => e.seq > after);
+    const page = events.slice(0, limit);
+    const last = page[page.length - 1];
+    return json(c, 200, {
+      events: page.map(eventJson),
+      ...(last && events.length > limit ? { next: last.seq } : {}),
+    });
   },
 });
 
