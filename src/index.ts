@@ -85,7 +85,7 @@ export { selectStore } from "./store/select.js";
 export { sqliteStore } from "./store/sqlite/sqlite-store.js";
 export type { Amounts, RunFilter, RunStatus, Store, StreamChunk } from "./store/store.js";
 /** The event an approval waits for is "cairn.approval:<key>" (RunFilter.waitingForEventPrefix). */
-export { APPROVAL_EVENT_PREFIX } from "./workflow/context.js";
+export { APPROVAL_EVENT_PREFIX } from "./workflow/approval-calls.js";
 export type {
   ApprovalOptions,
   ApprovalResult,

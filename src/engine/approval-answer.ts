@@ -13,7 +13,8 @@ import {
 } from "../errors.js";
 import { unstorableText } from "../lib/text.js";
 import type { AnswerApprovalOutcome } from "../store/approval-records.js";
-import { APPROVAL_EVENT_PREFIX, type ApprovalAnswer } from "../workflow/context.js";
+import { APPROVAL_EVENT_PREFIX } from "../workflow/approval-calls.js";
+import type { ApprovalAnswer } from "../workflow/approval-outcome.js";
 import { toApprovalView } from "./approval-lookup.js";
 import type { AnswerOptions, ApprovalsDeps, ApprovalView } from "./approvals.js";
 

@@ -9,7 +9,8 @@
 import { encode } from "../codec/codec.js";
 import { SerializationError } from "../errors.js";
 import type { ErrorRecord, NewEvent, RunRecord, Store } from "../store/store.js";
-import { CHILD_EVENT_PREFIX, type ChildOutcome } from "../workflow/context.js";
+import { CHILD_EVENT_PREFIX } from "../workflow/child-calls.js";
+import type { ChildOutcome } from "../workflow/context.js";
 
 /** The error a canceled run ends with (stored on the run, and what a parent sees of a
  *  canceled child): a RunCanceledError with the reason. */

@@ -14,8 +14,9 @@ import type {
   StepRecord,
 } from "../store/store.js";
 import { createVirtualClock } from "../testing/virtual-clock.js";
+import { APPROVAL_EVENT_PREFIX } from "./approval-calls.js";
 import type { ApprovalAnswer } from "./approval-outcome.js";
-import { APPROVAL_EVENT_PREFIX, Context, type ContextHost, type Outcome } from "./context.js";
+import { Context, type ContextHost, type Outcome } from "./context.js";
 import type { WorkflowContext } from "./context-types.js";
 
 type Fn = (ctx: WorkflowContext) => Promise<unknown>;

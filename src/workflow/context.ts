@@ -21,28 +21,22 @@
 // Workspaces (src/workspace/) take part through beforeExecute: before a new call executes,
 // an open workspace whose directory is not known to hold its current checkpoint is restored.
 //
-// Why one file past 400 lines: every call kind (step, effect, sleep, wait, approval, child,
-// now) reads and changes the same small state machine (the journal cursor, the count of active work,
-// the set of blocked branches, the halt), and suspension is only correct if they all do it
-// the same way. The parts that stand alone live beside it: delivery order (delivery.ts), the
-// causal call tree (call-scope.ts), the journal as this execution reads it
-// (journal-index.ts), record builders (records.ts), the retry decision (retry.ts) and what
-// an approval hands the workflow (approval-outcome.ts).
+// Why this file is still long: steps and effects (attempts, retries, timeouts, budget, crash
+// charges), the replay checks (matching records, cascades, stalls) and suspension all read
+// and change the same small state machine (the journal cursor, the count of active work, the
+// set of blocked branches, the halt), and suspension is only correct if they all do it the
+// same way. The call kinds that only use that machine live beside it and reach it through
+// CallCore (call-core.ts): sleeps and waits (wait-calls.ts), approvals (approval-calls.ts),
+// children (child-calls.ts). So do the parts that stand alone: delivery order (delivery.ts),
+// the causal call tree (call-scope.ts), the journal as this execution reads it
+// (journal-index.ts), record builders (records.ts), the retry decision (retry.ts), what an
+// approval hands the workflow (approval-outcome.ts) and how a call's error is marked with
+// its key (call-errors.ts).
 
 import { randomUUID } from "node:crypto";
-import {
-  copyAsStored,
-  decode,
-  EncodeError,
-  encode,
-  type StoredCopy,
-  type StoredTexts,
-  takeCopy,
-  UndecodableError,
-} from "../codec/codec.js";
+import { decode, EncodeError, encode, type StoredTexts } from "../codec/codec.js";
 import {
   errorFromRecord,
-  InputValidationError,
   LeaseLostError,
   LimitError,
   NonDeterminismError,
@@ -64,12 +58,11 @@ import {
 } from "../lib/amounts.js";
 import { CALL_IS_LATE } from "../lib/call-late.js";
 import type { Clock } from "../lib/clock.js";
-import { type Duration, MAX_DATE_MS, toMs } from "../lib/duration.js";
+import { toMs } from "../lib/duration.js";
 import { FAIL_RUN } from "../lib/fail-run.js";
-import { childRunId, idempotencyKey } from "../lib/ids.js";
+import { idempotencyKey } from "../lib/ids.js";
 import { LazyAbort } from "../lib/lazy-abort.js";
 import { RUN_GENERATION } from "../lib/run-generation.js";
-import { isStoreFailure } from "../lib/store-failure.js";
 import { checkText, quoteGiven } from "../lib/text.js";
 import { setLongTimeout } from "../lib/timers.js";
 import type {
@@ -77,7 +70,6 @@ import type {
   AttemptRecord,
   ErrorRecord,
   EventRecord,
-  IntentRecord,
   Journal,
   RunWrite,
   StepKind,
@@ -90,7 +82,9 @@ import {
   type WorkspaceHost,
   workspaceOverlap,
 } from "../workspace/workspace.js";
-import { type ApprovalAnswer, answeredApproval, timedOutApproval } from "./approval-outcome.js";
+import { ApprovalCalls } from "./approval-calls.js";
+import { type BlockOn, type Call, type CallCore, HaltedSignal, never } from "./call-core.js";
+import { CALL_KEY, failedCallKeys, undecodableCall, unreadable } from "./call-errors.js";
 import {
   type CallNode,
   currentScope,
@@ -100,35 +94,14 @@ import {
   runAtRoot,
   runInBody,
 } from "./call-scope.js";
-import {
-  type ChildCallIdentity,
-  type ChildIntent,
-  childInputDigest,
-  childMismatch,
-  type FoundChild,
-  foundChildMismatch,
-} from "./child-identity.js";
-import type {
-  ApprovalOptions,
-  ApprovalResult,
-  Effect,
-  StepContext,
-  StepOptions,
-  WaitOptions,
-  WaitResult,
-  WorkflowContext,
-} from "./context-types.js";
-import { isWorkflowName, type Workflow } from "./define.js";
+import { ChildCalls } from "./child-calls.js";
+import type { FoundChild } from "./child-identity.js";
+import type { Effect, StepContext, StepOptions, WorkflowContext } from "./context-types.js";
+import type { Workflow } from "./define.js";
 import { DeliveryQueue } from "./delivery.js";
 import { JournalIndex } from "./journal-index.js";
 import { type LateWork, trackLateWork } from "./late-work.js";
-import {
-  attemptRecord,
-  type CallPlace,
-  intentRecord,
-  outcomeRecord,
-  workerLostAttempt,
-} from "./records.js";
+import { attemptRecord, intentRecord, outcomeRecord, workerLostAttempt } from "./records.js";
 import {
   isFatalFailure,
   judgeFailure,
@@ -136,7 +109,7 @@ import {
   type RetryPolicy,
   resolvePolicy,
 } from "./retry.js";
-import { checkSchema } from "./schema-check.js";
+import { WaitCalls } from "./wait-calls.js";
 
 export type Outcome =
   | { kind: "completed"; output: unknown }
@@ -244,21 +217,7 @@ export interface ContextHost {
   }): Promise<{ deadline: number | null } | undefined>;
 }
 
-/** One call this execution made: where it stands, and its recorded outcome if any. */
-interface Call extends CallPlace {
-  node: CallNode;
-  record: StepRecord | undefined;
-  /** Made late, or in a cascade that may continue work of the workflow's own (a timer, a
-   *  file): this execution's window for it is timing's, so it is not compared with a
-   *  record's. Not recorded: the record says only whether the call was late. */
-  looseWindow: boolean;
-}
-
-interface Blocked {
-  key: string;
-  wakeAt: number | null;
-  event?: string;
-  budget?: string;
+interface Blocked extends BlockOn {
   wake: () => void;
   timer?: AbortController;
 }
@@ -273,10 +232,6 @@ interface AttemptResult<T> {
 
 export type { ApprovalAnswer } from "./approval-outcome.js";
 
-export const CHILD_EVENT_PREFIX = "cairn.child:";
-/** The event that answers approval `key` of a run (stored by the store's answerApproval). */
-export const APPROVAL_EVENT_PREFIX = "cairn.approval:";
-
 const NAME_RE = /^[^@#\s][^#]{0,199}$/;
 
 /** Whether `name` may name a call (ctx.step and the others, cairn/ai's model calls): 1-200
@@ -286,67 +241,12 @@ export function isCallName(name: unknown): name is string {
   return typeof name === "string" && NAME_RE.test(name);
 }
 
-/** Marks an error handed to the workflow as a call's outcome, with the call's key. */
-const CALL_KEY = Symbol.for("cairn.callKey");
 /** After the workflow code started I/O of its own (not a timer), it counts as busy this
  *  long (late-work.ts). */
 const LATE_WORK_GRACE_MS = 1_000;
 
-function never<T>(): Promise<T> {
-  return new Promise<T>(() => {});
-}
-
-/** The key of the call whose error this is (or caused it), if any. */
-function failedCallKey(err: unknown): string | null {
-  let e: unknown = err;
-  for (let depth = 0; depth < 8 && e instanceof Error; depth++) {
-    const key = (e as unknown as Record<symbol, unknown>)[CALL_KEY];
-    if (typeof key === "string") return key;
-    e = e.cause;
-  }
-  return null;
-}
-
-/** The keys of the calls whose errors failed the run: the one failedCallKey finds, or, for
- *  an AggregateError (Promise.any with every branch failed) that no call's error caused,
- *  every call's in it (nested ones too), so that a resume executes each of them again;
- *  repairing one alone would leave the others' recorded errors replayed for ever. */
-function failedCallKeys(err: unknown): string[] {
-  const keys = new Set<string>();
-  // Each error once: an AggregateError that holds one error many times (or itself) at
-  // every level was visited a number of times exponential in its depth, hanging the worker.
-  const seen = new Set<unknown>();
-  const visit = (err: unknown, depth: number): void => {
-    let e: unknown = err;
-    for (let link = 0; link < 8 && e instanceof Error && !seen.has(e); link++) {
-      seen.add(e);
-      const key = (e as unknown as Record<symbol, unknown>)[CALL_KEY];
-      if (typeof key === "string") {
-        keys.add(key);
-        return;
-      }
-      // An AggregateError a call's error caused (its cause chain) names that call, as any
-      // error does: only one that no call caused stands for the errors it holds.
-      if (
-        e instanceof AggregateError &&
-        Array.isArray(e.errors) &&
-        failedCallKey(e.cause) === null
-      ) {
-        // Every error it holds: a resume must execute again each call of a Promise.any over
-        // any number of branches (a cap left the calls past it replaying their errors for
-        // ever). The keys are calls of this run, no more than it made (maxStepsPerRun).
-        if (depth < 8) for (const inner of e.errors) visit(inner, depth + 1);
-        return;
-      }
-      e = e.cause;
-    }
-  };
-  visit(err, 0);
-  return [...keys];
-}
-
-export class Context {
-  private readonly journal: JournalIndex;
+export class Context implements CallCore {
+  readonly journal: JournalIndex;
   private readonly delivery: DeliveryQueue;
   private readonly byPosition = new Map<number, StepRecord>();
   private readonly counts = new Map<string, number>();
@@ -362,10 +262,10 @@ export class Context {
   private readonly seenEventSeqs = new Set<number>();
   private readonly blocked = new Set<Blocked>();
   /** Child runs being created (each also counts in `active`). */
-  private readonly childStarts = new Set<Promise<void>>();
+  readonly childStarts = new Set<Promise<void>>();
   /** The texts taken of what child and approval calls were handed (copyAsStored): one
    *  object handed to many calls unchanged holds one text until their turns. */
-  private readonly storedTexts: StoredTexts = new WeakMap();
+  readonly storedTexts: StoredTexts = new WeakMap();
   /** How many attempts are in flight (each also counts in `active`). */
   private liveAttempts = 0;
   /** Who waits for the work in flight to end (inFlightEnded); undefined while no one does,
@@ -444,9 +344,13 @@ export class Context {
     this.resolveDone = r;
   });
   readonly api: WorkflowContext;
+  // The call kinds that live in files of their own, acting on this run through CallCore.
+  private readonly waits = new WaitCalls(this);
+  private readonly approvals = new ApprovalCalls(this);
+  private readonly children = new ChildCalls(this);
 
   constructor(
-    private readonly host: ContextHost,
+    readonly host: ContextHost,
     journal: Journal,
   ) {
     this.journal = new JournalIndex(journal, host.generation, host.failedCalls);
@@ -608,12 +512,13 @@ export class Context {
       },
       step: (name, fn, options) => this.step(name, fn, options),
       effect: (name, effect, options) => this.effect(name, effect, options),
-      sleep: (name, duration) => this.sleep(name, duration),
-      sleepUntil: (name, until) => this.sleepUntil(name, until),
-      waitForEvent: (name, options) => this.waitForEvent(name, options),
-      child: (name, wf, input) => this.child(name, wf as Workflow<unknown, unknown>, input),
+      sleep: (name, duration) => this.waits.sleep(name, duration),
+      sleepUntil: (name, until) => this.waits.sleepUntil(name, until),
+      waitForEvent: (name, options) => this.waits.waitForEvent(name, options),
+      child: (name, wf, input) =>
+        this.children.child(name, wf as Workflow<unknown, unknown>, input),
       workspace: (name, options) => this.openWorkspace(name, options),
-      approval: (name, options) => this.approval(name, options),
+      approval: (name, options) => this.approvals.approval(name, options),
       now: (label?: string) => this.syncValue("now", label, () => this.host.clock.now()),
       random: (label?: string) => this.syncValue("random", label, () => Math.random()),
       uuid: (label?: string) => this.syncValue("uuid", label, () => randomUUID()),
@@ -634,7 +539,7 @@ export class Context {
   /** Every call: its preamble runs in the caller's scope (its key, its place in the call
    *  tree and the delivery order); the rest is cairn's own work, outside the workflow's
    *  scope (so none of it counts as the workflow's late work). */
-  private makeCall<T>(
+  makeCall<T>(
     name: string,
     kind: StepKind,
     execute: (call: Call) => Promise<T>,
@@ -766,472 +671,6 @@ export class Context {
         },
       },
     );
-  }
-
-  private sleep(name: string, duration: Duration): Promise<void> {
-    let ms: number;
-    try {
-      ms = toMs(duration, `ctx.sleep("${name}") duration`);
-    } catch (err) {
-      return Promise.reject(err);
-    }
-    return this.sleepCall(name, (now) => now + ms);
-  }
-
-  private sleepUntil(name: string, until: Date | number): Promise<void> {
-    const at = until instanceof Date ? until.getTime() : until;
-    if (typeof at !== "number" || !Number.isFinite(at)) {
-      return Promise.reject(new TypeError(`ctx.sleepUntil("${name}"): expected a Date or ms`));
-    }
-    // A Date's own range (100,000,000 days either side of 1970): every backend stores it.
-    if (Math.abs(at) > MAX_DATE_MS) {
-      return Promise.reject(
-        new TypeError(
-          `ctx.sleepUntil("${name}"): ${at} ms is outside the range of a Date (±${MAX_DATE_MS} ms); pass a time a Date can hold`,
-        ),
-      );
-    }
-    return this.sleepCall(name, () => at);
-  }
-
-  private sleepCall(name: string, wakeAtFrom: (now: number) => number): Promise<void> {
-    return this.makeCall(name, "sleep", (call) => this.sleepFor(call, wakeAtFrom));
-  }
-
-  private async sleepFor(call: Call, wakeAtFrom: (now: number) => number): Promise<void> {
-    await this.beforeExecute(call);
-    const intent = this.journal.intents.get(call.key);
-    const startedAt = intent?.createdAt ?? this.host.clock.now();
-    let wakeAt: number;
-    if (intent) {
-      wakeAt = decode<{ wakeAt: number }>(intent.data).wakeAt;
-    } else {
-      wakeAt = wakeAtFrom(startedAt);
-      await this.commit({ intents: [intentRecord(call, { wakeAt }, startedAt)] });
-    }
-    while (this.host.clock.now() < wakeAt) await this.block({ key: call.key, wakeAt });
-    return this.recordValue<void>(call, undefined, startedAt);
-  }
-
-  private waitForEvent<T>(name: string, options?: WaitOptions<T>): Promise<WaitResult<T>> {
-    let timeoutMs: number | undefined;
-    try {
-      if (typeof name === "string" && name.startsWith("cairn.")) {
-        throw new TypeError(
-          `ctx.waitForEvent("${name}"): names starting with "cairn." are reserved`,
-        );
-      }
-      timeoutMs =
-        options?.timeout === undefined
-          ? undefined
-          : toMs(options.timeout, `ctx.waitForEvent("${name}") timeout`);
-    } catch (err) {
-      return Promise.reject(err);
-    }
-    return this.makeCall(name, "wait", (call) => this.waitFor(call, name, timeoutMs, options));
-  }
-
-  private async waitFor<T>(
-    call: Call,
-    name: string,
-    timeoutMs: number | undefined,
-    options?: WaitOptions<T>,
-  ): Promise<WaitResult<T>> {
-    await this.beforeExecute(call);
-    const intent = this.journal.intents.get(call.key);
-    const startedAt = intent?.createdAt ?? this.host.clock.now();
-    const { deadline, fresh } = this.waitDeadline(call, intent, startedAt, timeoutMs, {
-      event: name,
-    });
-    if (fresh) await this.commit({ intents: [fresh] });
-    let reloaded = false;
-    for (;;) {
-      // Past the deadline, only an event stored by then counts (it may have come from
-      // another process: read the store once more before concluding it did not).
-      const ev = this.takeEvent(name, deadline);
-      if (ev) {
-        const consume = [{ eventSeq: ev.seq, key: call.key }];
-        let payload = decode<T>(ev.payload);
-        if (options?.schema) {
-          // An event the schema refuses is consumed, and the wait fails with the reason: the
-          // workflow sees it (and may wait again), a replay sees the same.
-          // A validator that throws (or rejects) refuses the event too: were its error handed
-          // over unrecorded, a replay would see another outcome (or loop, handed back).
-          const schema = options.schema;
-          const checked = await this.active0(
-            Promise.resolve()
-              .then(() => schema["~standard"].validate(payload))
-              .then(
-                (r) => r,
-                (err: unknown) => ({ thrown: err }) as const,
-              ),
-          );
-          if ("thrown" in checked) {
-            return this.recordError(call, toErrorRecord(checked.thrown), startedAt, { consume });
-          }
-          if (checked.issues) {
-            const err = new InputValidationError(
-              `Event "${name}" (seq ${ev.seq}) for run "${this.host.runId}" does not match the wait's schema: ${formatIssues(checked.issues)}`,
-              checked.issues,
-            );
-            return this.recordError(call, toErrorRecord(err), startedAt, { consume });
-          }
-          payload = checked.value;
-        }
-        return this.recordValue(call, { timedOut: false, payload }, startedAt, consume, {
-          value: payload,
-        });
-      }
-      if (deadline !== null && this.host.clock.now() >= deadline) {
-        if (!reloaded) {
-          // The store takes events by its own clock: not past the deadline there yet, wait.
-          const behind = await this.storeBehind(deadline);
-          if (behind > 0) {
-            await this.block({
-              key: call.key,
-              wakeAt: this.host.clock.now() + behind,
-              event: name,
-            });
-            continue;
-          }
-          reloaded = true;
-          await this.reloadEvents(true);
-          continue;
-        }
-        return this.recordValue<WaitResult<T>>(call, { timedOut: true }, startedAt);
-      }
-      await this.block({ key: call.key, wakeAt: deadline, event: name });
-    }
-  }
-
-  /** ctx.approval: a wait for the answer event of this call's key, with a stored request
-   *  (the approvals row, idempotent) and a timeout whose outcome the workflow declared. */
-  private approval<R, A>(name: string, options: ApprovalOptions<R, A>): Promise<ApprovalResult<A>> {
-    const what = `ctx.approval("${name}")`;
-    let onTimeout: "approve" | "reject";
-    let timeoutMs: number | undefined;
-    try {
-      if (!options || typeof options !== "object" || !("request" in options)) {
-        throw new TypeError(`${what} in run "${this.host.runId}": options need a request`);
-      }
-      onTimeout = options.onTimeout ?? "reject";
-      if (onTimeout !== "approve" && onTimeout !== "reject") {
-        throw new TypeError(`${what}: onTimeout must be "approve" or "reject"`);
-      }
-      timeoutMs =
-        options.timeout === undefined ? undefined : toMs(options.timeout, `${what} timeout`);
-    } catch (err) {
-      return Promise.reject(err);
-    }
-    let request: StoredCopy = { value: options.request };
-    return this.makeCall(
-      name,
-      "approval",
-      (call) => this.approvalCall<R, A>(call, name, options, request, onTimeout, timeoutMs),
-      (call) => {
-        // An asking that may be stored (anew after a crash, or asked again by a resume): its
-        // request as it is now (copyAsStored).
-        if (!call.record) request = copyAsStored(options.request, this.storedTexts);
-      },
-    );
-  }
-
-  private async approvalCall<R, A>(
-    call: Call,
-    name: string,
-    options: ApprovalOptions<R, A>,
-    /** options.request as it was when the call was made. */
-    given: StoredCopy,
-    onTimeout: "approve" | "reject",
-    timeoutMs: number | undefined,
-  ): Promise<ApprovalResult<A>> {
-    await this.beforeExecute(call);
-    const eventName = `${APPROVAL_EVENT_PREFIX}${call.key}`;
-    const intent = this.journal.intents.get(call.key);
-    const startedAt = intent?.createdAt ?? this.host.clock.now();
-    // A copy of its own: what the schema does with it in place reaches no other call.
-    let request: unknown = takeCopy(given);
-    if (!intent && options.schema?.request) {
-      const checked = await this.checkOrThrown(options.schema.request, request);
-      if ("thrown" in checked)
-        return this.recordError(call, toErrorRecord(checked.thrown), startedAt);
-      if (!checked.ok) {
-        const err = new InputValidationError(
-          `The request of approval "${call.key}" of run "${this.host.runId}" is invalid: ${checked.detail}. Nothing was asked.`,
-          checked.issues,
-        );
-        return this.recordError(call, toErrorRecord(err), startedAt);
-      }
-      request = checked.value;
-    }
-    const encoded = this.encodeApprovalRequest(call, request);
-    if (typeof encoded !== "string") return this.recordError(call, encoded, startedAt);
-    const extra = { event: eventName, onTimeout };
-    const waited = this.waitDeadline(call, intent, startedAt, timeoutMs, extra);
-    if (waited.fresh) await this.commit({ intents: [waited.fresh] });
-    // A resume asks an asking its answer failed anew, with a deadline of its own from now
-    // (the first one may be long past: the run would take onTimeout, asking nobody). The
-    // store keeps the one the first execution of this asking wrote, and says which it is.
-    const reopen = this.journal.replacedFailures.has(call.key);
-    const anew = reopen && timeoutMs !== undefined;
-    const askedAt = anew ? this.host.clock.now() : startedAt;
-    // Idempotent: after a crash between the intent and this, the next execution asks again.
-    const stored = await this.storeApproval({
-      key: call.key,
-      name,
-      request: encoded,
-      requestedAt: askedAt,
-      deadline: anew ? askedAt + (timeoutMs as number) : waited.deadline,
-      onTimeout,
-      ...(reopen && { reopen: true }),
-    });
-    const deadline = reopen && stored ? stored.deadline : waited.deadline;
-    let reloaded = false;
-    for (;;) {
-      // As in waitForEvent: past the deadline, only an answer stored by then counts, and the
-      // store accepts none at or after it.
-      const ev = this.takeEvent(eventName, deadline);
-      if (ev) {
-        const consume = [{ eventSeq: ev.seq, key: call.key }];
-        const sent = decode<ApprovalAnswer>(ev.payload);
-        let answer = sent.answer;
-        if (answer !== undefined && options.schema?.answer) {
-          const checked = await this.checkOrThrown(options.schema.answer, answer);
-          if ("thrown" in checked) {
-            return this.recordError(call, toErrorRecord(checked.thrown), startedAt, { consume });
-          }
-          if (!checked.ok) {
-            const err = new InputValidationError(
-              `The answer to approval "${call.key}" of run "${this.host.runId}" (${sent.decision} by ${sent.by}) is invalid: ${checked.detail}. It must be answered again: a run this error fails asks anew once resumed (cairn resume ${JSON.stringify(this.host.runId)})`,
-              checked.issues,
-            );
-            return this.recordError(call, toErrorRecord(err), startedAt, { consume });
-          }
-          answer = checked.value;
-        }
-        const result = answeredApproval<A>(sent, answer, ev.createdAt);
-        return this.recordValue(call, result, startedAt, consume, { value: answer });
-      }
-      if (deadline !== null && this.host.clock.now() >= deadline) {
-        if (!reloaded) {
-          // The store accepts answers until ITS clock reaches the deadline: wait for that.
-          const behind = await this.storeBehind(deadline);
-          if (behind > 0) {
-            await this.block({
-              key: call.key,
-              wakeAt: this.host.clock.now() + behind,
-              event: eventName,
-            });
-            continue;
-          }
-          reloaded = true;
-          await this.reloadEvents(true);
-          continue;
-        }
-        return this.recordValue(call, timedOutApproval<A>(onTimeout, deadline), startedAt);
-      }
-      await this.block({ key: call.key, wakeAt: deadline, event: eventName });
-    }
-  }
-
-  /** A schema's verdict, or what its validator threw (the call's recorded error: handed
-   *  over unrecorded, a replay would see another outcome). Counted as active work. */
-  private checkOrThrown<T>(
-    schema: Parameters<typeof checkSchema<T>>[0],
-    value: unknown,
-  ): Promise<Awaited<ReturnType<typeof checkSchema<T>>> | { thrown: unknown }> {
-    return this.active0(
-      Promise.resolve()
-        .then(() => checkSchema(schema, value))
-        .then(
-          (r) => r,
-          (err: unknown) => ({ thrown: err }),
-        ),
-    );
-  }
-
-  /** An approval's request as stored, or why it cannot be (the call's error). */
-  private encodeApprovalRequest(call: Call, request: unknown): string | ErrorRecord {
-    try {
-      return encode(request, this.host.maxPayloadBytes);
-    } catch (err) {
-      const e = new SerializationError(
-        `The request of approval "${call.key}" of run "${this.host.runId}" ${(err as Error).message}; nothing was asked`,
-        { cause: err },
-      );
-      return toErrorRecord(e);
-    }
-  }
-
-  /** A wait's deadline: the one its intent recorded, or, on its first execution, one from
-   *  `timeoutMs` with the intent that records it (committed before the call waits). */
-  private waitDeadline(
-    call: Call,
-    intent: IntentRecord | undefined,
-    startedAt: number,
-    timeoutMs: number | undefined,
-    extra: Record<string, unknown>,
-  ): { deadline: number | null; fresh?: IntentRecord } {
-    if (intent) return { deadline: decode<{ deadline: number | null }>(intent.data).deadline };
-    const deadline = timeoutMs === undefined ? null : startedAt + timeoutMs;
-    return { deadline, fresh: intentRecord(call, { deadline, ...extra }, startedAt) };
-  }
-
-  private async storeApproval(
-    p: Parameters<NonNullable<ContextHost["requestApproval"]>>[0],
-  ): Promise<{ deadline: number | null } | undefined> {
-    if (!this.host.requestApproval) return undefined;
-    return this.active0(this.host.requestApproval(p));
-  }
-
-  private child<O>(name: string, wf: Workflow<unknown, unknown>, input: unknown): Promise<O> {
-    // Taken when the call is made: the workflow may change the input object afterwards.
-    const identity: ChildCallIdentity = {
-      workflow: isWorkflowObject(wf) ? wf.name : undefined,
-      input: childInputDigest(input),
-    };
-    let handed: StoredCopy = { value: input };
-    return this.makeCall(
-      name,
-      "child",
-      (call) => this.childCall<O>(call, wf, handed, identity),
-      (call) => {
-        this.matchChild(call, identity);
-        // A call that will start its child: the input as it is now (copyAsStored).
-        if (!call.record && !this.journal.intents.has(call.key))
-          handed = copyAsStored(input, this.storedTexts);
-      },
-    );
-  }
-
-  /** A child call with an intent started a child: it must still be the call that started
-   *  it, or the parent would be handed another child's result (child-identity.ts). */
-  private matchChild(call: Call, identity: ChildCallIdentity): void {
-    const intent = this.journal.intents.get(call.key);
-    if (!intent) return;
-    let recorded: ChildIntent;
-    try {
-      recorded = decode<ChildIntent>(intent.data);
-    } catch (err) {
-      // An intent this worker cannot read: the call's own path stops on it (unlessKeyMissing).
-      if (unreadable(err)) return;
-      throw err;
-    }
-    const why = childMismatch(recorded, identity);
-    if (!why) return;
-    this.fail(this.childNonDeterminism(call, why));
-    throw new HaltedSignal();
-  }
-
-  private childNonDeterminism(call: Call, why: string): NonDeterminismError {
-    return new NonDeterminismError(
-      `Run "${this.host.runId}" no longer matches its journal at key "${call.key}": ${why}. ${this.remedy()}`,
-      { runId: this.host.runId, key: call.key },
-    );
-  }
-
-  private async childCall<O>(
-    call: Call,
-    wf: Workflow<unknown, unknown>,
-    /** The input as it was when the call was made (copyAsStored). */
-    input: StoredCopy,
-    identity: ChildCallIdentity,
-  ): Promise<O> {
-    await this.beforeExecute(call);
-    const intent = this.journal.intents.get(call.key);
-    const startedAt = intent?.createdAt ?? this.host.clock.now();
-    let childId: string;
-    if (intent) {
-      childId = decode<ChildIntent>(intent.data).childId;
-    } else {
-      // The child id is derived from (run, key), so starting it again after a crash is a
-      // no-op: the child is created once.
-      childId = childRunId(this.host.runId, call.key);
-      // Creating the child is the one write of a run that no epoch fences: a worker stopped
-      // past its lease (SIGSTOP, a long pause) may wake after another worker took the run
-      // over, and canceled or finished it; it must not start a child that then executes.
-      if (this.host.leaseFresh && !this.host.leaseFresh()) {
-        this.stopWithoutWriting();
-        return never<O>();
-      }
-      const starting =
-        isWorkflowObject(wf) && isWorkflowName(wf.name) && isWorkflowName(wf.version)
-          ? // A copy of its own: what its schema does with it in place reaches no other call.
-            this.host.startChild(childId, wf, takeCopy(input))
-          : Promise.reject(notAWorkflow(call.name, this.host.runId, wf));
-      // Until it has landed (or failed), the run is not released (halt): a finished parent
-      // may be deleted, and a child created after that would be left behind.
-      const landed = starting.then(
-        () => {},
-        () => {},
-      );
-      this.childStarts.add(landed);
-      void landed.then(() => this.childStarts.delete(landed));
-      // A child refused for its input (its schema, a value that cannot be stored, an invalid
-      // id or workflow) is refused again on every execution: that is the call's outcome, recorded
-      // (catchable, replayed), not a store failure to hand the run back for (it would be
-      // claimed and refused again at once, for ever).
-      let refusal: unknown;
-      let found: FoundChild | undefined;
-      await this.active0(
-        starting.then(
-          (f) => {
-            found = f;
-          },
-          (err: unknown) => {
-            if (!childRefusal(err)) throw err;
-            refusal = err;
-          },
-        ),
-      );
-      if (refusal !== undefined) {
-        return this.recordError<O>(call, toErrorRecord(refusal), startedAt);
-      }
-      // A child this call created before a crash took the worker (no intent recorded): it
-      // must be the child the call starts now, as matchChild checks against an intent.
-      const why = found && foundChildMismatch(found, identity);
-      if (why) {
-        this.fail(this.childNonDeterminism(call, why));
-        return never<O>();
-      }
-      const data: ChildIntent = { childId, workflow: identity.workflow };
-      if (identity.input !== undefined) data.input = identity.input;
-      await this.commit({ intents: [intentRecord(call, data, startedAt)] });
-    }
-    const eventName = `${CHILD_EVENT_PREFIX}${childId}`;
-    let askedChild = false;
-    for (;;) {
-      let ev = this.takeEvent(eventName);
-      let res: ChildOutcome | undefined;
-      if (!ev && !askedChild) {
-        // The child may have finished while this run could not receive its event (it was
-        // failed, and is being resumed): its current outcome is the answer.
-        askedChild = true;
-        res = await this.active0(this.host.childOutcome(childId));
-        if (res) {
-          // Its event lands with the child's end, so it may have come since this execution
-          // read the run's events: consumed with this outcome, or a resume that executes
-          // the call again would take it for the child's current outcome.
-          await this.reloadEvents();
-          ev = this.takeEvent(eventName);
-        }
-      }
-      if (ev) res = childOutcomeOf(ev);
-      if (ev && res && "error" in res && res.error.code === "RUN_CANCELED") {
-        // A child whose release met a requested cancel in the store sent its parent a reason
-        // of its own; the cancel's reason is on the child's run, as a parent that reads it
-        // there (resumed after the child ended) gets it.
-        const stored = await this.active0(this.host.childOutcome(childId));
-        if (stored && "error" in stored && stored.error.code === "RUN_CANCELED") res = stored;
-      }
-      if (res) {
-        const consume = ev ? [{ eventSeq: ev.seq, key: call.key }] : undefined;
-        if ("error" in res) return this.recordError<O>(call, res.error, startedAt, { consume });
-        const output = res.output;
-        return this.recordEncoded<O>(call, output, startedAt, consume);
-      }
-      await this.block({ key: call.key, wakeAt: null, event: eventName });
-    }
   }
 
   private syncValue<T>(
@@ -1499,7 +938,7 @@ export class Context {
     addAmounts(this.replaySpent, total);
   }
 
-  private remedy(): string {
+  remedy(): string {
     return `Run the code this run started on (${this.host.workflow}@${this.host.version}), or fork the run onto a new version.`;
   }
 
@@ -1563,7 +1002,7 @@ export class Context {
   }
 
   /** Every new call waits here before it executes anything. */
-  private async beforeExecute(call: Call): Promise<void> {
+  async beforeExecute(call: Call): Promise<void> {
     if (this.delivery.inCascade) await this.cascadeEnd();
     if (this.halted || this.finishing) return never();
     if (this.host.replayOnly) return this.reachFrontier(call.key);
@@ -2178,7 +1617,7 @@ export class Context {
    *  the wrapper cairn puts around it is not (a payload accepted near the limit is still
    *  delivered). A value that cannot be stored is the call's recorded error (in its turn,
    *  its event consumed), never an unrecorded rejection a replay could hand over elsewhere. */
-  private recordValue<T>(
+  recordValue<T>(
     call: Call,
     value: T,
     startedAt: number,
@@ -2199,7 +1638,7 @@ export class Context {
     return this.recordEncoded<T>(call, encoded, startedAt, consume);
   }
 
-  private recordEncoded<T>(
+  recordEncoded<T>(
     call: Call,
     encoded: string,
     startedAt: number,
@@ -2222,7 +1661,7 @@ export class Context {
     );
   }
 
-  private recordError<T>(
+  recordError<T>(
     call: Call,
     error: ErrorRecord,
     startedAt: number,
@@ -2275,7 +1714,7 @@ export class Context {
     });
   }
 
-  private async commit(write: Omit<RunWrite, "runId" | "epoch">): Promise<void> {
+  async commit(write: Omit<RunWrite, "runId" | "epoch">): Promise<void> {
     if (this.halted) return never();
     if (this.host.replayOnly) {
       const key =
@@ -2303,7 +1742,7 @@ export class Context {
   }
 
   /** Counts `p` as active work (the run must not suspend while it is in flight). */
-  private async active0<T>(p: Promise<T>): Promise<T> {
+  async active0<T>(p: Promise<T>): Promise<T> {
     this.active++;
     try {
       return await p;
@@ -2322,13 +1761,13 @@ export class Context {
 
   /** How far the store's clock (which stamps events and judges approval answers) is still
    *  before `deadline`; 0 when it has reached it, or when the store's time is this clock's. */
-  private async storeBehind(deadline: number): Promise<number> {
+  async storeBehind(deadline: number): Promise<number> {
     if (!this.host.storeNow) return 0;
     return Math.max(0, deadline - (await this.active0(this.host.storeNow())));
   }
 
   /** Reads the run's events again; `settled` for the last look after a deadline. */
-  private async reloadEvents(settled = false): Promise<void> {
+  async reloadEvents(settled = false): Promise<void> {
     this.addEvents(await this.active0(this.host.loadEvents(settled)));
   }
 
@@ -2336,7 +1775,7 @@ export class Context {
 
   /** The oldest event of that name. Once `deadline` has passed, only one stored by then
    *  counts. */
-  private takeEvent(name: string, deadline: number | null = null): EventRecord | undefined {
+  takeEvent(name: string, deadline: number | null = null): EventRecord | undefined {
     const sentBy = deadline !== null && this.host.clock.now() >= deadline ? deadline : undefined;
     const i = this.events.findIndex(
       (e) => e.name === name && (sentBy === undefined || e.createdAt <= sentBy),
@@ -2347,7 +1786,7 @@ export class Context {
 
   /** Blocks this branch until woken in process (its timer fires or an event arrives). When
    *  every branch is blocked, the execution suspends and the promise never settles. */
-  private block(b: Omit<Blocked, "wake" | "timer">): Promise<void> {
+  block(b: BlockOn): Promise<void> {
     if (this.halted) return never();
     return new Promise<void>((resolve) => {
       const entry: Blocked = {
@@ -2572,7 +2011,7 @@ export class Context {
     return undefined;
   }
 
-  private fail(error: Error): void {
+  fail(error: Error): void {
     this.halt({ kind: "failed", error, failedKeys: [] });
   }
 
@@ -2654,92 +2093,6 @@ export class Context {
 /** Marks a promise's rejection handled: the failure still goes to whoever awaits it. */
 function ignoreRejection(): void {}
 
-/** A payload this worker cannot decrypt, met while replaying or executing a call; not a
- *  call's recorded outcome that happens to be a PayloadKeyError (it carries its key, and is
- *  handed over as any outcome). */
-function keyMissing(err: unknown): boolean {
-  return err instanceof PayloadKeyError && failedCallKey(err) === null;
-}
-
-/** A stored payload this worker cannot use: encrypted with a key it lacks, or undecodable. */
-function unreadable(err: unknown): boolean {
-  return keyMissing(err) || err instanceof UndecodableError;
-}
-
-/** An undecodable record's error, naming the call it belongs to. */
-function undecodableCall(call: Call, err: unknown): Error {
-  if (!(err instanceof UndecodableError)) return err as Error;
-  return new UndecodableError(`the recorded result of ${call.kind} "${call.key}" ${err.message}`, {
-    cause: err,
-  });
-}
-
-/** Whether `wf` is what workflow() makes (ctx.child's second argument). */
-function isWorkflowObject(wf: unknown): wf is Workflow<unknown, unknown> {
-  const w = wf as Partial<Workflow<unknown, unknown>> | null | undefined;
-  return (
-    typeof w?.name === "string" &&
-    typeof w.version === "string" &&
-    typeof w.fn === "function" &&
-    typeof w.options === "object" &&
-    w.options !== null
-  );
-}
-
-/** The refusal of a ctx.child call given something else than a workflow. */
-function notAWorkflow(name: string, runId: string, wf: unknown): TypeError {
-  if (isWorkflowObject(wf)) {
-    // Shaped like one, but named as workflow() never names one (NUL, a lone surrogate, a
-    // megabyte): no store could keep the child exactly, and a failing create was taken
-    // for the store's trouble, the parent handed back for ever.
-    return new TypeError(
-      `ctx.child(${JSON.stringify(name)}) in run "${runId}": the workflow handed in is named ${quoteGiven(wf.name)}, version ${quoteGiven(wf.version)}, which workflow() refuses (1-128 letters, digits and . _ : / -); pass a workflow made with workflow()`,
-    );
-  }
-  const got = wf === null ? "null" : typeof wf === "function" ? "a function" : typeof wf;
-  return new TypeError(
-    `ctx.child(${JSON.stringify(name)}) in run "${runId}": the second argument must be a workflow made with workflow() (got ${got})`,
-  );
-}
-
-/** A child's outcome as its result event carries it. */
-function childOutcomeOf(ev: EventRecord): ChildOutcome {
-  const sent = decode<{ output?: unknown; error?: ErrorRecord }>(ev.payload);
-  // The child's output, within the limit its release was held to: encoded again as it was
-  // (not held to the codec's default limit, nor to this engine's), as the childOutcome path
-  // records the child's stored output as it is.
-  return sent.error
-    ? { error: sent.error }
-    : { output: encode(sent.output, Number.POSITIVE_INFINITY) };
-}
-
-/** A child run that cannot be created whatever the store says: its input is refused by
- *  its schema or cannot be stored, or its id or the workflow handed in is invalid. */
-function childRefusal(err: unknown): boolean {
-  // A TypeError thrown by the store is no refusal of the input: a third-party store over
-  // HTTP meets a network failure as fetch's TypeError "fetch failed", a transient failure.
-  if (err instanceof TypeError && isStoreFailure(err)) return false;
-  return (
-    err instanceof InputValidationError ||
-    err instanceof SerializationError ||
-    err instanceof TypeError
-  );
-}
-
-/** A Standard Schema's issues in one line: "path: message; ...". */
-export function formatIssues(
-  issues: ReadonlyArray<{ message: string; path?: ReadonlyArray<unknown> }>,
-): string {
-  return issues
-    .map((i) => {
-      const path = (i.path ?? []).map((p) =>
-        typeof p === "object" && p !== null && "key" in p ? String(p.key) : String(p),
-      );
-      return `${path.length > 0 ? `${path.join(".")}: ` : ""}${i.message}`;
-    })
-    .join("; ");
-}
-
 /** Waits for `p` (which never rejects), at most `ms` of real time (a grace for code to
  *  stop, not workflow time); the timer is cleared when `p` settles first. */
 async function settledWithin(p: Promise<unknown>, ms: number): Promise<void> {
@@ -2759,16 +2112,6 @@ function realDelay(ms: number): Promise<void> {
   return new Promise((resolve) => {
     setLongTimeout(resolve, ms, { unref: true });
   });
-}
-
-/** Thrown synchronously into a workflow by a ctx call made after the execution halted.
- *  Internal control flow: never catch this. */
-export class HaltedSignal extends Error {
-  constructor() {
-    super("cairn: this execution has stopped (never catch this)");
-    this.name = "HaltedSignal";
-    Object.defineProperty(this, Symbol.for("cairn.halted"), { value: true });
-  }
 }
 
 /** How the amounts of one budget reason are written: whole numbers as they are, others with

@@ -21,3 +21,17 @@ export async function checkSchema<T>(
     .join("; ");
   return { ok: false, issues: res.issues, detail };
 }
+
+/** A Standard Schema's issues in one line: "path: message; ...". */
+export function formatIssues(
+  issues: ReadonlyArray<{ message: string; path?: ReadonlyArray<unknown> }>,
+): string {
+  return issues
+    .map((i) => {
+      const path = (i.path ?? []).map((p) =>
+        typeof p === "object" && p !== null && "key" in p ? String(p.key) : String(p),
+      );
+      return `${path.length > 0 ? `${path.join(".")}: ` : ""}${i.message}`;
+    })
+    .join("; ");
+}

@@ -1,0 +1,189 @@
+// ctx.approval: a wait for the answer event of the call's key, with a stored request (the
+// approvals row, idempotent) and a deadline whose outcome the workflow declared. It acts on
+// the run only through CallCore (call-core.ts).
+
+import { copyAsStored, decode, encode, type StoredCopy, takeCopy } from "../codec/codec.js";
+import { InputValidationError, SerializationError, toErrorRecord } from "../errors.js";
+import { toMs } from "../lib/duration.js";
+import type { ErrorRecord } from "../store/store.js";
+import { type ApprovalAnswer, answeredApproval, timedOutApproval } from "./approval-outcome.js";
+import type { Call, CallCore } from "./call-core.js";
+import type { ContextHost } from "./context.js";
+import type { ApprovalOptions, ApprovalResult } from "./context-types.js";
+import { checkSchema } from "./schema-check.js";
+import { waitDeadline } from "./wait-calls.js";
+
+/** The event that answers approval `key` of a run (stored by the store's answerApproval). */
+export const APPROVAL_EVENT_PREFIX = "cairn.approval:";
+
+export class ApprovalCalls {
+  constructor(private readonly core: CallCore) {}
+
+  /** ctx.approval: a wait for the answer event of this call's key, with a stored request
+   *  (the approvals row, idempotent) and a timeout whose outcome the workflow declared. */
+  approval<R, A>(name: string, options: ApprovalOptions<R, A>): Promise<ApprovalResult<A>> {
+    const what = `ctx.approval("${name}")`;
+    let onTimeout: "approve" | "reject";
+    let timeoutMs: number | undefined;
+    try {
+      if (!options || typeof options !== "object" || !("request" in options)) {
+        throw new TypeError(`${what} in run "${this.core.host.runId}": options need a request`);
+      }
+      onTimeout = options.onTimeout ?? "reject";
+      if (onTimeout !== "approve" && onTimeout !== "reject") {
+        throw new TypeError(`${what}: onTimeout must be "approve" or "reject"`);
+      }
+      timeoutMs =
+        options.timeout === undefined ? undefined : toMs(options.timeout, `${what} timeout`);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    let request: StoredCopy = { value: options.request };
+    return this.core.makeCall(
+      name,
+      "approval",
+      (call) => this.approvalCall<R, A>(call, name, options, request, onTimeout, timeoutMs),
+      (call) => {
+        // An asking that may be stored (anew after a crash, or asked again by a resume): its
+        // request as it is now (copyAsStored).
+        if (!call.record) request = copyAsStored(options.request, this.core.storedTexts);
+      },
+    );
+  }
+
+  private async approvalCall<R, A>(
+    call: Call,
+    name: string,
+    options: ApprovalOptions<R, A>,
+    /** options.request as it was when the call was made. */
+    given: StoredCopy,
+    onTimeout: "approve" | "reject",
+    timeoutMs: number | undefined,
+  ): Promise<ApprovalResult<A>> {
+    await this.core.beforeExecute(call);
+    const eventName = `${APPROVAL_EVENT_PREFIX}${call.key}`;
+    const intent = this.core.journal.intents.get(call.key);
+    const startedAt = intent?.createdAt ?? this.core.host.clock.now();
+    // A copy of its own: what the schema does with it in place reaches no other call.
+    let request: unknown = takeCopy(given);
+    if (!intent && options.schema?.request) {
+      const checked = await this.checkOrThrown(options.schema.request, request);
+      if ("thrown" in checked)
+        return this.core.recordError(call, toErrorRecord(checked.thrown), startedAt);
+      if (!checked.ok) {
+        const err = new InputValidationError(
+          `The request of approval "${call.key}" of run "${this.core.host.runId}" is invalid: ${checked.detail}. Nothing was asked.`,
+          checked.issues,
+        );
+        return this.core.recordError(call, toErrorRecord(err), startedAt);
+      }
+      request = checked.value;
+    }
+    const encoded = this.encodeApprovalRequest(call, request);
+    if (typeof encoded !== "string") return this.core.recordError(call, encoded, startedAt);
+    const extra = { event: eventName, onTimeout };
+    const waited = waitDeadline(call, intent, startedAt, timeoutMs, extra);
+    if (waited.fresh) await this.core.commit({ intents: [waited.fresh] });
+    // A resume asks an asking its answer failed anew, with a deadline of its own from now
+    // (the first one may be long past: the run would take onTimeout, asking nobody). The
+    // store keeps the one the first execution of this asking wrote, and says which it is.
+    const reopen = this.core.journal.replacedFailures.has(call.key);
+    const anew = reopen && timeoutMs !== undefined;
+    const askedAt = anew ? this.core.host.clock.now() : startedAt;
+    // Idempotent: after a crash between the intent and this, the next execution asks again.
+    const stored = await this.storeApproval({
+      key: call.key,
+      name,
+      request: encoded,
+      requestedAt: askedAt,
+      deadline: anew ? askedAt + (timeoutMs as number) : waited.deadline,
+      onTimeout,
+      ...(reopen && { reopen: true }),
+    });
+    const deadline = reopen && stored ? stored.deadline : waited.deadline;
+    let reloaded = false;
+    for (;;) {
+      // As in waitForEvent: past the deadline, only an answer stored by then counts, and the
+      // store accepts none at or after it.
+      const ev = this.core.takeEvent(eventName, deadline);
+      if (ev) {
+        const consume = [{ eventSeq: ev.seq, key: call.key }];
+        const sent = decode<ApprovalAnswer>(ev.payload);
+        let answer = sent.answer;
+        if (answer !== undefined && options.schema?.answer) {
+          const checked = await this.checkOrThrown(options.schema.answer, answer);
+          if ("thrown" in checked) {
+            return this.core.recordError(call, toErrorRecord(checked.thrown), startedAt, {
+              consume,
+            });
+          }
+          if (!checked.ok) {
+            const err = new InputValidationError(
+              `The answer to approval "${call.key}" of run "${this.core.host.runId}" (${sent.decision} by ${sent.by}) is invalid: ${checked.detail}. It must be answered again: a run this error fails asks anew once resumed (cairn resume ${JSON.stringify(this.core.host.runId)})`,
+              checked.issues,
+            );
+            return this.core.recordError(call, toErrorRecord(err), startedAt, { consume });
+          }
+          answer = checked.value;
+        }
+        const result = answeredApproval<A>(sent, answer, ev.createdAt);
+        return this.core.recordValue(call, result, startedAt, consume, { value: answer });
+      }
+      if (deadline !== null && this.core.host.clock.now() >= deadline) {
+        if (!reloaded) {
+          // The store accepts answers until ITS clock reaches the deadline: wait for that.
+          const behind = await this.core.storeBehind(deadline);
+          if (behind > 0) {
+            await this.core.block({
+              key: call.key,
+              wakeAt: this.core.host.clock.now() + behind,
+              event: eventName,
+            });
+            continue;
+          }
+          reloaded = true;
+          await this.core.reloadEvents(true);
+          continue;
+        }
+        return this.core.recordValue(call, timedOutApproval<A>(onTimeout, deadline), startedAt);
+      }
+      await this.core.block({ key: call.key, wakeAt: deadline, event: eventName });
+    }
+  }
+
+  /** A schema's verdict, or what its validator threw (the call's recorded error: handed
+   *  over unrecorded, a replay would see another outcome). Counted as active work. */
+  private checkOrThrown<T>(
+    schema: Parameters<typeof checkSchema<T>>[0],
+    value: unknown,
+  ): Promise<Awaited<ReturnType<typeof checkSchema<T>>> | { thrown: unknown }> {
+    return this.core.active0(
+      Promise.resolve()
+        .then(() => checkSchema(schema, value))
+        .then(
+          (r) => r,
+          (err: unknown) => ({ thrown: err }),
+        ),
+    );
+  }
+
+  /** An approval's request as stored, or why it cannot be (the call's error). */
+  private encodeApprovalRequest(call: Call, request: unknown): string | ErrorRecord {
+    try {
+      return encode(request, this.core.host.maxPayloadBytes);
+    } catch (err) {
+      const e = new SerializationError(
+        `The request of approval "${call.key}" of run "${this.core.host.runId}" ${(err as Error).message}; nothing was asked`,
+        { cause: err },
+      );
+      return toErrorRecord(e);
+    }
+  }
+
+  private async storeApproval(
+    p: Parameters<NonNullable<ContextHost["requestApproval"]>>[0],
+  ): Promise<{ deadline: number | null } | undefined> {
+    if (!this.core.host.requestApproval) return undefined;
+    return this.core.active0(this.core.host.requestApproval(p));
+  }
+}

@@ -1,0 +1,114 @@
+// What the call kinds that live beside the replay cursor (waits.ts, approval-call.ts,
+// child-call.ts) use of it: the call preamble, recording an outcome in its turn, blocking a
+// branch, the run's events, and counting active work. Context implements it; each call
+// kind holds it and nothing else, so what a call kind may do to the run's state is this list.
+
+import type { StoredTexts } from "../codec/codec.js";
+import type {
+  Amounts,
+  AttemptRecord,
+  ErrorRecord,
+  EventRecord,
+  RunWrite,
+  StepKind,
+  StepRecord,
+} from "../store/store.js";
+import type { CallNode } from "./call-scope.js";
+import type { ContextHost } from "./context.js";
+import type { JournalIndex } from "./journal-index.js";
+import type { CallPlace } from "./records.js";
+
+/** One call this execution made: where it stands, and its recorded outcome if any. */
+export interface Call extends CallPlace {
+  node: CallNode;
+  record: StepRecord | undefined;
+  /** Made late, or in a cascade that may continue work of the workflow's own (a timer, a
+   *  file): this execution's window for it is timing's, so it is not compared with a
+   *  record's. Not recorded: the record says only whether the call was late. */
+  looseWindow: boolean;
+}
+
+/** What a blocked branch waits for: a time, an event of a name, or room in the budget. */
+export interface BlockOn {
+  key: string;
+  wakeAt: number | null;
+  event?: string;
+  budget?: string;
+}
+
+export type CommitWrite = Omit<RunWrite, "runId" | "epoch">;
+
+export interface CallCore {
+  readonly host: ContextHost;
+  readonly journal: JournalIndex;
+  /** The texts values were stored as (copyAsStored). */
+  readonly storedTexts: StoredTexts;
+  /** Child creates not yet landed: the run is not released until they have. */
+  readonly childStarts: Set<Promise<void>>;
+  /** Every call: its preamble in the caller's scope, then `execute` (or its recorded
+   *  outcome, replayed); `match` checks what the call was given against its journal. */
+  makeCall<T>(
+    name: string,
+    kind: StepKind,
+    execute: (call: Call) => Promise<T>,
+    match?: (call: Call) => void,
+  ): Promise<T>;
+  /** Every new call waits here before it executes anything. */
+  beforeExecute(call: Call): Promise<void>;
+  /** Writes records fenced by the run's epoch (not an outcome: see record*). */
+  commit(write: CommitWrite): Promise<void>;
+  /** Counts `p` as active work; a store failure halts the run and `p` never settles. */
+  active0<T>(p: Promise<T>): Promise<T>;
+  /** Blocks this branch until woken in process; when all are blocked, the run suspends. */
+  block(on: BlockOn): Promise<void>;
+  /** The oldest event of that name (past `deadline`, only one stored by then). */
+  takeEvent(name: string, deadline?: number | null): EventRecord | undefined;
+  /** Reads the run's events again; `settled` for the last look after a deadline. */
+  reloadEvents(settled?: boolean): Promise<void>;
+  /** How far the store's clock is still before `deadline`. */
+  storeBehind(deadline: number): Promise<number>;
+  /** Records a call's value (encoded here) and hands it over in its turn. */
+  recordValue<T>(
+    call: Call,
+    value: T,
+    startedAt: number,
+    consume?: RunWrite["consume"],
+    payload?: { value: unknown },
+  ): Promise<T>;
+  /** Records a call's value already encoded and hands over its decoded copy in its turn. */
+  recordEncoded<T>(
+    call: Call,
+    encoded: string,
+    startedAt: number,
+    consume?: RunWrite["consume"],
+    extra?: { spend?: Amounts; attempt?: number; reconciled?: boolean },
+  ): Promise<T>;
+  /** Records a call's error and rejects with it in its turn. */
+  recordError<T>(
+    call: Call,
+    error: ErrorRecord,
+    startedAt: number,
+    o?: { attempts?: AttemptRecord[]; attempt?: number; consume?: RunWrite["consume"] },
+  ): Promise<T>;
+  /** Fails the run (NonDeterminismError and the like); nothing more is written. */
+  fail(error: Error): void;
+  /** What to do about a run that no longer matches its journal. */
+  remedy(): string;
+  /** Ends this execution writing nothing more (a lease found stale). */
+  stopWithoutWriting(): void;
+}
+
+/** A promise that never settles: a call of an execution that has stopped. */
+export function never<T>(): Promise<T> {
+  return new Promise<T>(() => {});
+}
+
+/** Thrown synchronously into a workflow by a ctx call made after the execution halted.
+ *  Internal control flow: never catch this. */
+export class HaltedSignal extends Error {
+  constructor() {
+    super("cairn: this execution has stopped (never catch this)");
+    this.name = "HaltedSignal";
+    Object.defineProperty(this, Symbol.for("cairn.halted"), { value: true });
+  }
+}

@@ -1,0 +1,168 @@
+// ctx.sleep, ctx.sleepUntil and ctx.waitForEvent: calls that record an intent (the wake
+// time, the deadline) and block their branch until it comes or an event arrives. They act
+// on the run only through CallCore (call-core.ts).
+
+import { decode } from "../codec/codec.js";
+import { InputValidationError, toErrorRecord } from "../errors.js";
+import { type Duration, MAX_DATE_MS, toMs } from "../lib/duration.js";
+import type { IntentRecord } from "../store/store.js";
+import type { Call, CallCore } from "./call-core.js";
+import type { WaitOptions, WaitResult } from "./context-types.js";
+import { intentRecord } from "./records.js";
+import { formatIssues } from "./schema-check.js";
+
+export class WaitCalls {
+  constructor(private readonly core: CallCore) {}
+
+  sleep(name: string, duration: Duration): Promise<void> {
+    let ms: number;
+    try {
+      ms = toMs(duration, `ctx.sleep("${name}") duration`);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return this.sleepCall(name, (now) => now + ms);
+  }
+
+  sleepUntil(name: string, until: Date | number): Promise<void> {
+    const at = until instanceof Date ? until.getTime() : until;
+    if (typeof at !== "number" || !Number.isFinite(at)) {
+      return Promise.reject(new TypeError(`ctx.sleepUntil("${name}"): expected a Date or ms`));
+    }
+    // A Date's own range (100,000,000 days either side of 1970): every backend stores it.
+    if (Math.abs(at) > MAX_DATE_MS) {
+      return Promise.reject(
+        new TypeError(
+          `ctx.sleepUntil("${name}"): ${at} ms is outside the range of a Date (±${MAX_DATE_MS} ms); pass a time a Date can hold`,
+        ),
+      );
+    }
+    return this.sleepCall(name, () => at);
+  }
+
+  private sleepCall(name: string, wakeAtFrom: (now: number) => number): Promise<void> {
+    return this.core.makeCall(name, "sleep", (call) => this.sleepFor(call, wakeAtFrom));
+  }
+
+  private async sleepFor(call: Call, wakeAtFrom: (now: number) => number): Promise<void> {
+    await this.core.beforeExecute(call);
+    const intent = this.core.journal.intents.get(call.key);
+    const startedAt = intent?.createdAt ?? this.core.host.clock.now();
+    let wakeAt: number;
+    if (intent) {
+      wakeAt = decode<{ wakeAt: number }>(intent.data).wakeAt;
+    } else {
+      wakeAt = wakeAtFrom(startedAt);
+      await this.core.commit({ intents: [intentRecord(call, { wakeAt }, startedAt)] });
+    }
+    while (this.core.host.clock.now() < wakeAt) await this.core.block({ key: call.key, wakeAt });
+    return this.core.recordValue<void>(call, undefined, startedAt);
+  }
+
+  waitForEvent<T>(name: string, options?: WaitOptions<T>): Promise<WaitResult<T>> {
+    let timeoutMs: number | undefined;
+    try {
+      if (typeof name === "string" && name.startsWith("cairn.")) {
+        throw new TypeError(
+          `ctx.waitForEvent("${name}"): names starting with "cairn." are reserved`,
+        );
+      }
+      timeoutMs =
+        options?.timeout === undefined
+          ? undefined
+          : toMs(options.timeout, `ctx.waitForEvent("${name}") timeout`);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return this.core.makeCall(name, "wait", (call) => this.waitFor(call, name, timeoutMs, options));
+  }
+
+  private async waitFor<T>(
+    call: Call,
+    name: string,
+    timeoutMs: number | undefined,
+    options?: WaitOptions<T>,
+  ): Promise<WaitResult<T>> {
+    await this.core.beforeExecute(call);
+    const intent = this.core.journal.intents.get(call.key);
+    const startedAt = intent?.createdAt ?? this.core.host.clock.now();
+    const { deadline, fresh } = waitDeadline(call, intent, startedAt, timeoutMs, {
+      event: name,
+    });
+    if (fresh) await this.core.commit({ intents: [fresh] });
+    let reloaded = false;
+    for (;;) {
+      // Past the deadline, only an event stored by then counts (it may have come from
+      // another process: read the store once more before concluding it did not).
+      const ev = this.core.takeEvent(name, deadline);
+      if (ev) {
+        const consume = [{ eventSeq: ev.seq, key: call.key }];
+        let payload = decode<T>(ev.payload);
+        if (options?.schema) {
+          // An event the schema refuses is consumed, and the wait fails with the reason: the
+          // workflow sees it (and may wait again), a replay sees the same.
+          // A validator that throws (or rejects) refuses the event too: were its error handed
+          // over unrecorded, a replay would see another outcome (or loop, handed back).
+          const schema = options.schema;
+          const checked = await this.core.active0(
+            Promise.resolve()
+              .then(() => schema["~standard"].validate(payload))
+              .then(
+                (r) => r,
+                (err: unknown) => ({ thrown: err }) as const,
+              ),
+          );
+          if ("thrown" in checked) {
+            return this.core.recordError(call, toErrorRecord(checked.thrown), startedAt, {
+              consume,
+            });
+          }
+          if (checked.issues) {
+            const err = new InputValidationError(
+              `Event "${name}" (seq ${ev.seq}) for run "${this.core.host.runId}" does not match the wait's schema: ${formatIssues(checked.issues)}`,
+              checked.issues,
+            );
+            return this.core.recordError(call, toErrorRecord(err), startedAt, { consume });
+          }
+          payload = checked.value;
+        }
+        return this.core.recordValue(call, { timedOut: false, payload }, startedAt, consume, {
+          value: payload,
+        });
+      }
+      if (deadline !== null && this.core.host.clock.now() >= deadline) {
+        if (!reloaded) {
+          // The store takes events by its own clock: not past the deadline there yet, wait.
+          const behind = await this.core.storeBehind(deadline);
+          if (behind > 0) {
+            await this.core.block({
+              key: call.key,
+              wakeAt: this.core.host.clock.now() + behind,
+              event: name,
+            });
+            continue;
+          }
+          reloaded = true;
+          await this.core.reloadEvents(true);
+          continue;
+        }
+        return this.core.recordValue<WaitResult<T>>(call, { timedOut: true }, startedAt);
+      }
+      await this.core.block({ key: call.key, wakeAt: deadline, event: name });
+    }
+  }
+}
+
+/** A wait's deadline: the one its intent recorded, or, on its first execution, one from
+ *  `timeoutMs` with the intent that records it (committed before the call waits). */
+export function waitDeadline(
+  call: Call,
+  intent: IntentRecord | undefined,
+  startedAt: number,
+  timeoutMs: number | undefined,
+  extra: Record<string, unknown>,
+): { deadline: number | null; fresh?: IntentRecord } {
+  if (intent) return { deadline: decode<{ deadline: number | null }>(intent.data).deadline };
+  const deadline = timeoutMs === undefined ? null : startedAt + timeoutMs;
+  return { deadline, fresh: intentRecord(call, { deadline, ...extra }, startedAt) };
+}
