@@ -14,7 +14,8 @@ import type {
   StepRecord,
 } from "../store/store.js";
 import type { CallNode } from "./call-scope.js";
-import type { ContextHost } from "./context.js";
+import type { ContextHost, Outcome } from "./context.js";
+import type { WorkflowContext } from "./context-types.js";
 import type { JournalIndex } from "./journal-index.js";
 import type { CallPlace } from "./records.js";
 
@@ -40,6 +41,8 @@ export type CommitWrite = Omit<RunWrite, "runId" | "epoch">;
 
 export interface CallCore {
   readonly host: ContextHost;
+  /** The workflow's ctx. */
+  readonly api: WorkflowContext;
   readonly journal: JournalIndex;
   /** The texts values were stored as (copyAsStored). */
   readonly storedTexts: StoredTexts;
@@ -92,6 +95,8 @@ export interface CallCore {
   ): Promise<T>;
   /** Fails the run (NonDeterminismError and the like); nothing more is written. */
   fail(error: Error): void;
+  /** Ends this execution as `o` says (lease lost, handed back, ...). */
+  halt(o: Outcome): void;
   /** What to do about a run that no longer matches its journal. */
   remedy(): string;
   /** Ends this execution writing nothing more (a lease found stale). */

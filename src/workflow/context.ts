@@ -18,8 +18,9 @@
 // - once halted, nothing more is written (but the spend of an attempt in flight when the
 //   run was canceled or failed: settleInFlight) and late results are discarded.
 //
-// Workspaces (src/workspace/) take part through beforeExecute: before a new call executes,
-// an open workspace whose directory is not known to hold its current checkpoint is restored.
+// Workspaces (src/workspace/, workspace-calls.ts) take part through beforeExecute: before a
+// new call executes, an open workspace whose directory is not known to hold its current
+// checkpoint is restored.
 //
 // Why this file is still long: steps and effects (attempts, retries, timeouts, budget, crash
 // charges), the replay checks (matching records, cascades, stalls) and suspension all read
@@ -27,7 +28,7 @@
 // set of blocked branches, the halt), and suspension is only correct if they all do it the
 // same way. The call kinds that only use that machine live beside it and reach it through
 // CallCore (call-core.ts): sleeps and waits (wait-calls.ts), approvals (approval-calls.ts),
-// children (child-calls.ts). So do the parts that stand alone: delivery order (delivery.ts),
+// children (child-calls.ts), workspaces (workspace-calls.ts). So do the parts that stand alone: delivery order (delivery.ts),
 // the causal call tree (call-scope.ts), the journal as this execution reads it
 // (journal-index.ts), record builders (records.ts), the retry decision (retry.ts), what an
 // approval hands the workflow (approval-outcome.ts) and how a call's error is marked with
@@ -40,13 +41,10 @@ import {
   LeaseLostError,
   LimitError,
   NonDeterminismError,
-  PayloadKeyError,
   RunCanceledError,
   SerializationError,
   StepTimeoutError,
-  StoreError,
   toErrorRecord,
-  WorkspaceError,
   WriteConflictError,
 } from "../errors.js";
 import {
@@ -75,13 +73,7 @@ import type {
   StepKind,
   StepRecord,
 } from "../store/store.js";
-import type { Workspace, WorkspaceOptions } from "../workspace/types.js";
-import {
-  checkWorkspaceName,
-  WorkspaceHandle,
-  type WorkspaceHost,
-  workspaceOverlap,
-} from "../workspace/workspace.js";
+import type { WorkspaceHost } from "../workspace/workspace.js";
 import { ApprovalCalls } from "./approval-calls.js";
 import { type BlockOn, type Call, type CallCore, HaltedSignal, never } from "./call-core.js";
 import { CALL_KEY, failedCallKeys, undecodableCall, unreadable } from "./call-errors.js";
@@ -110,6 +102,7 @@ import {
   resolvePolicy,
 } from "./retry.js";
 import { WaitCalls } from "./wait-calls.js";
+import { WorkspaceCalls } from "./workspace-calls.js";
 
 export type Outcome =
   | { kind: "completed"; output: unknown }
@@ -293,10 +286,6 @@ export class Context implements CallCore {
   private attemptRecordedHere = false;
   /** This replay found a call the crash left in its backoff (no attempt of it cut). */
   private foundInBackoff = false;
-  /** Open workspaces by name (ctx.workspace); a name opens once per run. */
-  private readonly workspaces = new Map<string, WorkspaceHandle | undefined>();
-  /** Each workspace opened (or being opened), by name: their directories must not overlap. */
-  private readonly workspaceDirs = new Map<string, WorkspaceHandle>();
   /** New calls made inside a cascade start once it is over (after the divergence check). */
   private afterCascade: Array<() => void> = [];
   /** New calls waiting for a stalled replay's verdict (beforeExecute). */
@@ -348,6 +337,7 @@ export class Context implements CallCore {
   private readonly waits = new WaitCalls(this);
   private readonly approvals = new ApprovalCalls(this);
   private readonly children = new ChildCalls(this);
+  private readonly workspaces = new WorkspaceCalls(this);
 
   constructor(
     readonly host: ContextHost,
@@ -517,7 +507,7 @@ export class Context implements CallCore {
       waitForEvent: (name, options) => this.waits.waitForEvent(name, options),
       child: (name, wf, input) =>
         this.children.child(name, wf as Workflow<unknown, unknown>, input),
-      workspace: (name, options) => this.openWorkspace(name, options),
+      workspace: (name, options) => this.workspaces.open(name, options),
       approval: (name, options) => this.approvals.approval(name, options),
       now: (label?: string) => this.syncValue("now", label, () => this.host.clock.now()),
       random: (label?: string) => this.syncValue("random", label, () => Math.random()),
@@ -718,74 +708,6 @@ export class Context implements CallCore {
       });
     });
     return value;
-  }
-
-  /** ctx.workspace: its opening is a recorded step (workspace.ts); the handle then takes
-   *  part in beforeExecute, which restores a stale directory before any call executes. */
-  private async openWorkspace(name: string, options: WorkspaceOptions = {}): Promise<Workspace> {
-    checkWorkspaceName(name);
-    if (this.workspaces.has(name)) {
-      throw new TypeError(
-        `ctx.workspace("${name}") in run "${this.host.runId}": this workspace is already open; open it once and pass its handle around`,
-      );
-    }
-    this.workspaces.set(name, undefined);
-    let ws: WorkspaceHandle;
-    try {
-      ws = new WorkspaceHandle(
-        name,
-        this.api,
-        this.host.workspace,
-        options,
-        () => currentScope(this).bodyOf !== undefined,
-      );
-      // Two workspaces on one directory (or one inside the other's) would each restore it
-      // to their own checkpoint.
-      for (const other of this.workspaceDirs.values()) {
-        const why = workspaceOverlap(other, ws);
-        if (why) {
-          throw new TypeError(
-            `ctx.workspace("${name}") in run "${this.host.runId}": ${why}; give each workspace a directory of its own`,
-          );
-        }
-      }
-    } catch (err) {
-      this.workspaces.delete(name);
-      throw err;
-    }
-    this.workspaceDirs.set(name, ws);
-    await ws.open();
-    this.workspaces.set(name, ws);
-    return ws;
-  }
-
-  /** Restores the directories of open workspaces that do not hold their current checkpoint
-   *  (a resume, a failed step), before a new call executes. Counted as active work. */
-  private async syncWorkspaces(): Promise<void> {
-    const stale = [...this.workspaces.values()].filter((w) => w?.needsSync);
-    if (stale.length === 0) return;
-    this.active++;
-    try {
-      await Promise.all(stale.map((w) => w?.sync()));
-    } catch (err) {
-      if (err instanceof LeaseLostError) this.halt({ kind: "lease-lost" });
-      else if (err instanceof StoreError) this.halt({ kind: "interrupted", error: err });
-      // An object encrypted with a key this worker was not given: the run is paused naming
-      // the key (execution.ts), as any other unreadable payload, not failed.
-      else if (err instanceof PayloadKeyError) this.halt({ kind: "interrupted", error: err });
-      else if (err instanceof WorkspaceError) this.fail(err);
-      else {
-        this.fail(
-          new WorkspaceError(
-            `Run "${this.host.runId}": restoring a workspace directory failed: ${(err as Error)?.message ?? String(err)}; fix the cause and resume the run`,
-            { cause: err },
-          ),
-        );
-      }
-    } finally {
-      this.workEnded();
-      this.maybeSuspend();
-    }
   }
 
   // ---- matching calls to the journal ----
@@ -1018,8 +940,8 @@ export class Context implements CallCore {
       await this.syncWrites;
       if (this.halted || this.finishing) return never();
     }
-    if (this.workspaces.size > 0 && [...this.workspaces.values()].some((w) => w?.needsSync)) {
-      await this.syncWorkspaces();
+    if (this.workspaces.needSync) {
+      await this.workspaces.sync();
       if (this.halted || this.finishing) return never();
     }
   }
@@ -2015,7 +1937,7 @@ export class Context implements CallCore {
     this.halt({ kind: "failed", error, failedKeys: [] });
   }
 
-  private halt(o: Outcome): void {
+  halt(o: Outcome): void {
     if (this.halted) {
       // The engine failed the run and it is settling its attempts in flight (their grace):
       // a cancel, a lost lease, a store failure or the engine's close stops them at once,
