@@ -153,7 +153,8 @@ export class DeliveryQueue {
     return first?.settle ? { settle: first.settle, live: true } : undefined;
   }
 
-  private pump(): void {
+  /** `quiet`: called at a quiet point (cascadeOver: the microtask queue is empty). */
+  private pump(quiet = false): void {
     if (this.busy || this.halted) return;
     const next = this.nextReady();
     if (!next) return;
@@ -170,7 +171,7 @@ export class DeliveryQueue {
       this.live.shift();
     }
     this.busy = true;
-    queueMicrotask(() => {
+    const handOver = () => {
       if (this.halted) return;
       this.released++;
       if (next.live) this.liveReleased++;
@@ -178,7 +179,19 @@ export class DeliveryQueue {
       this.inCascade = true;
       next.settle();
       process.nextTick(() => this.cascadeOver());
-    });
+    };
+    if (quiet) {
+      queueMicrotask(handOver);
+      return;
+    }
+    // Outside a cascade (a call made after the workflow's own I/O, or a new outcome made
+    // durable), the workflow may still have microtasks to run: code a timer or I/O of its
+    // own resumed, such as the other side of a Promise.race. The first run could not hand an
+    // outcome over before that code ran (a new outcome waits for its record to be written),
+    // so no hand-over happens before the microtask queue is empty: a nextTick queued from a
+    // microtask runs only then, and the hand-over itself is a microtask again (its cascade
+    // ends with a nextTick queued from inside it).
+    queueMicrotask(() => process.nextTick(() => queueMicrotask(handOver)));
   }
 
   private cascadeOver(): void {
@@ -186,6 +199,6 @@ export class DeliveryQueue {
     this.busy = false;
     if (this.halted) return;
     this.hooks.quiet();
-    this.pump();
+    this.pump(true);
   }
 }
