@@ -243,8 +243,9 @@ class Execution {
         return this.tail({ h: hash(v.h, inst, "slept"), t: v.t });
       }
       case "wait": {
+        // Unique names: each iteration waits for an event of its own (gen-program.ts).
         const r = await ctx.waitForEvent<string>(
-          n.event,
+          name(n.event),
           n.timeoutMs === null ? undefined : { timeout: n.timeoutMs },
         );
         await this.alive();
@@ -325,7 +326,7 @@ class Execution {
           body: n.body,
           v: { h: hash(v.h, inst, "child input"), t: v.t },
           root: this.input.root,
-          uniqueNames: this.input.uniqueNames,
+          uniqueNames: n.uniqueNames,
         };
         const out = await ctx.child<RunInput, V>(name(n.name), this.self, input);
         await this.alive();
@@ -372,7 +373,7 @@ class Execution {
       );
       got = JSON.stringify(res);
     } else if (l.t === "never") {
-      const r = await ctx.waitForEvent(l.event);
+      const r = await ctx.waitForEvent(name(l.event));
       got = JSON.stringify(r);
     } else {
       await ctx.sleep(name(l.name), LONG_SLEEP_MS);

@@ -31,7 +31,14 @@ export type Node =
   | { t: "par"; id: string; branches: Node[][] }
   | { t: "race"; id: string; winner: Node[]; losers: Loser[] }
   | { t: "try"; id: string; body: Node[]; handler: Node[] }
-  | { t: "child"; id: string; name: string; body: Node[] }
+  | {
+      t: "child";
+      id: string;
+      name: string;
+      body: Node[];
+      /** The child run awaits io of its own (Program.uniqueNames, for the child's run). */
+      uniqueNames: boolean;
+    }
   | { t: "nondet"; id: string; how: NondetHow };
 
 export type Loser =
@@ -68,6 +75,8 @@ interface NormCtx {
   suffix: string | null;
   /** Product of enclosing loop counts (how often a wait here runs). */
   times: number;
+  /** Enclosing loop counts, outermost first (in this run: a child's restart). */
+  loops: number[];
   events: SentEvent[];
   broken: { n: number };
   topRun: boolean;
@@ -126,6 +135,7 @@ export function normalize(c: Case): Program {
     next: { id: 0 },
     suffix: null,
     times: 1,
+    loops: [],
     events: [],
     broken: { n: 0 },
     topRun: true,
@@ -148,6 +158,14 @@ export function normalize(c: Case): Program {
     terminal,
     uniqueNames: nc.unique,
   };
+}
+
+/** Every combination of iteration indexes of loops with these counts, in loop order. */
+function iterations(counts: number[]): number[][] {
+  let out: number[][] = [[]];
+  for (const c of counts)
+    out = out.flatMap((it) => Array.from({ length: c }, (_, i) => [...it, i]));
+  return out;
 }
 
 function nm(i: RawName, nc: NormCtx, id?: string): string {
@@ -200,7 +218,14 @@ function normNode(n: RawNode, nc: NormCtx): Node | undefined {
     case "wait": {
       const event = `ev-${id}`;
       const sent = n.sent && nc.topRun;
-      if (sent) {
+      if (sent && nc.unique && nc.loops.length > 0) {
+        // With unique names a wait in a loop waits for an event of its iteration's own name
+        // (`ev-n4@1`, gen-interpreter.ts): a wait reused by name after io is refused.
+        for (const it of iterations(nc.loops)) {
+          const name = `${event}@${it.join(".")}`;
+          nc.events.push({ name, payload: `p:${name}:0` });
+        }
+      } else if (sent) {
         for (let k = 0; k < nc.times; k++)
           nc.events.push({ name: event, payload: `p:${event}:${k}` });
       }
@@ -214,7 +239,12 @@ function normNode(n: RawNode, nc: NormCtx): Node | undefined {
     case "io":
       return { t: "io", id, kind: n.kind, ms: n.ms };
     case "loop":
-      return { t: "loop", id, n: n.n, body: normSeq(n.body, { ...nc, times: nc.times * n.n }) };
+      return {
+        t: "loop",
+        id,
+        n: n.n,
+        body: normSeq(n.body, { ...nc, times: nc.times * n.n, loops: [...nc.loops, n.n] }),
+      };
     case "par": {
       const io = containsIo(n.branches.flat());
       return {
@@ -268,13 +298,16 @@ function normNode(n: RawNode, nc: NormCtx): Node | undefined {
       return { t: "try", id, body: normSeq(raw, nc), handler: normSeq(n.handler, nc) };
     }
     case "child": {
-      // A child is its own run: its names restart, it gets no sent events.
-      const cc: NormCtx = { ...nc, suffix: null, times: 1, topRun: false };
+      // A child is its own run: its names restart, it gets no sent events. Its io orders
+      // its own calls (containsIo does not look into children): with io of its own, every
+      // name in it is unique too, or its first execution is refused as the parent's would be.
+      const unique = nc.unique || containsIo(n.body);
+      const cc: NormCtx = { ...nc, suffix: null, times: 1, loops: [], topRun: false, unique };
       const body = normSeq(n.body, cc);
       if (n.fails) {
         body.push({ t: "step", id: `${id}.f`, name: "fail", delay: 1, spend: 1, mode: "fatal" });
       }
-      return { t: "child", id, name: nm(n.name, nc, id), body };
+      return { t: "child", id, name: nm(n.name, nc, id), body, uniqueNames: unique };
     }
   }
 }
