@@ -1,4 +1,4 @@
-// Findings of helper h1: a Promise.race decided differently on replay.
+// A Promise.race decided differently on replay (found by the generative replay test).
 //
 // A race begun after the workflow awaited a timer or I/O of its own (outside any cascade)
 // between a branch that lives in microtasks (ctx.now() is synchronous) and a step: the first
