@@ -31,8 +31,8 @@
 // children (child-calls.ts), workspaces (workspace-calls.ts). So do the parts that stand alone: delivery order (delivery.ts),
 // the causal call tree (call-scope.ts), the journal as this execution reads it
 // (journal-index.ts), record builders (records.ts), the retry decision (retry.ts), what an
-// approval hands the workflow (approval-outcome.ts) and how a call's error is marked with
-// its key (call-errors.ts).
+// approval hands the workflow (approval-outcome.ts), the budget's accounts (budget-ledger.ts)
+// and how a call's error is marked with its key (call-errors.ts).
 
 import { randomUUID } from "node:crypto";
 import { decode, EncodeError, encode, type StoredTexts } from "../codec/codec.js";
@@ -47,13 +47,7 @@ import {
   toErrorRecord,
   WriteConflictError,
 } from "../errors.js";
-import {
-  addAmounts,
-  amountNameProblem,
-  amountOf,
-  sortedAmounts,
-  subtractAmounts,
-} from "../lib/amounts.js";
+import { addAmounts, amountNameProblem } from "../lib/amounts.js";
 import { CALL_IS_LATE } from "../lib/call-late.js";
 import type { Clock } from "../lib/clock.js";
 import { toMs } from "../lib/duration.js";
@@ -75,6 +69,7 @@ import type {
 } from "../store/store.js";
 import type { WorkspaceHost } from "../workspace/workspace.js";
 import { ApprovalCalls } from "./approval-calls.js";
+import { BudgetLedger } from "./budget-ledger.js";
 import { type BlockOn, type Call, type CallCore, HaltedSignal, never } from "./call-core.js";
 import { CALL_KEY, failedCallKeys, undecodableCall, unreadable } from "./call-errors.js";
 import {
@@ -268,14 +263,6 @@ export class Context implements CallCore {
   /** Every attempt in flight listens on it: an agent's many parallel tool calls are no leak. */
   private readonly runAbort = new LazyAbort({ unlimitedListeners: true });
   private readonly drainAbort = new LazyAbort();
-  private readonly totalSpent: Amounts;
-  private readonly replaySpent: Amounts = {};
-  /** Spend of failed attempts this execution recorded, per key, one entry an attempt in
-   *  order: counted in ctx.budget when the call's outcome is handed over, as a replay counts
-   *  it (countSpend). */
-  private readonly pendingSpend = new Map<string, Amounts[]>();
-  /** Estimates (StepOptions.estimate) of the attempts in flight: spend not yet known. */
-  private readonly reserved: Amounts = {};
   /** The lost attempt asked for each call the crash cut (crashedInFlight), by key. */
   private readonly crashCharges = new Map<string, number>();
   /** How many of crashCharges are recorded: a charge asked but not yet written (the write
@@ -338,6 +325,7 @@ export class Context implements CallCore {
   private readonly approvals = new ApprovalCalls(this);
   private readonly children = new ChildCalls(this);
   private readonly workspaces = new WorkspaceCalls(this);
+  private readonly budget: BudgetLedger;
 
   constructor(
     readonly host: ContextHost,
@@ -360,7 +348,11 @@ export class Context implements CallCore {
     );
     this.events = [...this.journal.events];
     for (const e of this.events) this.seenEventSeqs.add(e.seq);
-    this.totalSpent = { ...host.budgetSpent };
+    this.budget = new BudgetLedger(
+      () => host.budgetLimit,
+      host.budgetSpent,
+      this.journal.attemptSpend,
+    );
     const late = trackLateWork(this);
     this.lateWork = late.work;
     this.stopLateWork = late.stop;
@@ -493,12 +485,10 @@ export class Context implements CallCore {
         return self.runAbort.signal;
       },
       get budget() {
-        // spent sorted: the first execution summed it in the order spend was reported, a
-        // replay in the order the store hands records back, and JSON.stringify of it in a
-        // prompt made the replay another call. limit keeps its order, the same on every
+        // spent sorted (budget-ledger.ts). limit keeps its order, the same on every
         // execution (the workflow's defaults, then the run's own, as the engine merged them):
         // sorting it too would change it under runs recorded before, for no gain.
-        return { limit: { ...self.host.budgetLimit }, spent: sortedAmounts(self.replaySpent) };
+        return { limit: { ...self.host.budgetLimit }, spent: self.budget.spent };
       },
       step: (name, fn, options) => this.step(name, fn, options),
       effect: (name, effect, options) => this.effect(name, effect, options),
@@ -842,24 +832,6 @@ export class Context implements CallCore {
     this.consumed.add(call.key);
   }
 
-  /** ctx.budget.spent takes a call's spend (its outcome's and every attempt's) when its
-   *  outcome is handed over: the same point in the workflow's code on every execution. */
-  private countSpend(key: string, spend: Amounts, attempts: readonly AttemptRecord[] = []): void {
-    addAmounts(this.replaySpent, spend);
-    // The attempts' spend is summed one attempt at a time, in the order a replay sums them
-    // from the journal (journal-index.ts: by generation, then attempt), and added at once:
-    // floating-point sums grouped otherwise differ in their last bits (0.3 + 0.2 + (0.1 +
-    // 0.7) is not 0.3 + ((0.1 + 0.7) + 0.2)), and the workflow reads them.
-    const recorded = this.journal.attemptSpend.get(key);
-    const pending = this.pendingSpend.get(key);
-    if (!recorded && !pending && attempts.length === 0) return;
-    const total: Amounts = { ...recorded };
-    for (const s of pending ?? []) addAmounts(total, s);
-    for (const a of attempts) addAmounts(total, a.spend);
-    this.pendingSpend.delete(key);
-    addAmounts(this.replaySpent, total);
-  }
-
   remedy(): string {
     return `Run the code this run started on (${this.host.workflow}@${this.host.version}), or fork the run onto a new version.`;
   }
@@ -880,7 +852,7 @@ export class Context implements CallCore {
       };
       const settle = () => {
         if (this.halted) return;
-        this.countSpend(call.key, rec.spend);
+        this.budget.handOver(call.key, rec.spend);
         if (rec.outcome === "error") {
           // As for a new failure (record): ordered delivery hands it over on the same side
           // of the function's end as when it was recorded, so an execution cut off before
@@ -1110,7 +1082,7 @@ export class Context implements CallCore {
       if (this.finishing) return never();
       if (plan.notBefore !== null) await this.waitForRetry(call.key, plan.notBefore);
       const estimate = options?.estimate ?? {};
-      const over = this.overBudget(estimate);
+      const over = this.budget.overBudget(estimate);
       if (over) {
         // Waits for attempts in flight to settle their reservations, else pauses the run.
         await this.block({ key: call.key, wakeAt: null, budget: over });
@@ -1119,7 +1091,7 @@ export class Context implements CallCore {
       if (this.draining) return never();
       // The estimate is reserved while the attempt runs; then its actual spend is, until
       // the record that carries it is written (commit() counts it as spent).
-      addAmounts(this.reserved, estimate);
+      this.budget.reserve(estimate);
       const span = this.attemptSpan(call, plan.attempt);
       const traced = span ? (s: StepContext) => span.run(() => body(s)) : body;
       let result: AttemptResult<T>;
@@ -1132,11 +1104,11 @@ export class Context implements CallCore {
         span?.end({ outcome: "interrupted", spend: {} });
         throw err;
       } finally {
-        subtractAmounts(this.reserved, estimate);
+        this.budget.unreserve(estimate);
       }
       const attemptEnded = this.attemptEndedOnce();
       try {
-        addAmounts(this.reserved, result.spend);
+        this.budget.reserve(result.spend);
         if (this.halted) {
           span?.end({ outcome: "interrupted", spend: result.spend });
           await this.recordCutAttempt(call, plan.attempt, result);
@@ -1175,9 +1147,7 @@ export class Context implements CallCore {
         attemptEnded();
         await written;
         this.attemptRecordedHere = true;
-        const pending = this.pendingSpend.get(call.key) ?? [];
-        pending.push(result.spend);
-        this.pendingSpend.set(call.key, pending);
+        this.budget.failedAttempt(call.key, result.spend);
         prior.push(failed.record);
       } finally {
         attemptEnded();
@@ -1507,26 +1477,6 @@ export class Context implements CallCore {
     }
   }
 
-  /** Why an attempt with this estimate may not start now: for some named amount, what is
-   *  spent plus what attempts in flight reserved plus this estimate reaches the limit. */
-  private overBudget(estimate: Amounts): string | undefined {
-    for (const [name, limit] of Object.entries(this.host.budgetLimit)) {
-      const spent = amountOf(this.totalSpent, name);
-      const reserved = amountOf(this.reserved, name);
-      const wanted = amountOf(estimate, name);
-      if (spent >= limit) {
-        const f = amountFormat([spent, limit]);
-        return `budget: ${name} ${f(spent)} of ${f(limit)} spent`;
-      }
-      if (wanted > 0 && spent + reserved + wanted > limit) {
-        const f = amountFormat([spent, limit, reserved, wanted]);
-        const inFlight = reserved > 0 ? ` + ${f(reserved)} reserved by attempts in flight` : "";
-        return `budget: ${name} ${f(spent)} of ${f(limit)} spent${inFlight}; the next attempt estimates ${f(wanted)}`;
-      }
-    }
-    return undefined;
-  }
-
   /** Attempts in flight released their reservations: branches waiting for budget look again. */
   private budgetMayHaveRoom(): void {
     for (const b of [...this.blocked]) if (b.budget) b.wake();
@@ -1621,7 +1571,7 @@ export class Context implements CallCore {
     return new Promise<T>((resolve, reject) => {
       this.delivery.durable(rec.delivery!, () => {
         if (this.halted) return;
-        this.countSpend(rec.key, rec.spend, write.attempts);
+        this.budget.handOver(rec.key, rec.spend, write.attempts);
         if (rec.outcome === "error") {
           if (!this.functionSettled) this.unheardFailures.delete(rec.key);
           reject(this.callError(rec.key, rec.error ?? { name: "Error", message: "failed" }));
@@ -1656,8 +1606,7 @@ export class Context implements CallCore {
     }
     if (this.halted) return never();
     for (const r of [...(write.steps ?? []), ...(write.attempts ?? [])]) {
-      addAmounts(this.totalSpent, r.spend);
-      subtractAmounts(this.reserved, r.spend);
+      this.budget.recorded(r.spend);
     }
     this.budgetMayHaveRoom();
     this.maybeSuspend();
@@ -2034,17 +1983,4 @@ function realDelay(ms: number): Promise<void> {
   return new Promise((resolve) => {
     setLongTimeout(resolve, ms, { unref: true });
   });
-}
-
-/** How the amounts of one budget reason are written: whole numbers as they are, others with
- *  two decimals, or, for an amount under 0.01, as many as show two of its digits ("usd
- *  0.0012 of 0.0010 spent" read "usd 0.00 of 0.00 spent"). */
-function amountFormat(values: number[]): (n: number) => string {
-  if (values.every(Number.isInteger)) return String;
-  let decimals = 2;
-  for (const v of values) {
-    if (v > 0 && v < 0.01) decimals = Math.max(decimals, Math.ceil(-Math.log10(v)) + 1);
-  }
-  const fixed = Math.min(decimals, 20);
-  return (n) => n.toFixed(fixed);
 }

@@ -1,0 +1,110 @@
+// A run's budget as one execution keeps it: what its records spent (the store's sum when
+// the execution began, plus each record written since), what attempts in flight reserved
+// (their estimates, then their actual spend until the record carrying it is durable), and
+// ctx.budget.spent as the workflow reads it (a call's spend counted when its outcome is
+// handed over, the same point in the workflow's code on every execution).
+
+import { addAmounts, amountOf, sortedAmounts, subtractAmounts } from "../lib/amounts.js";
+import type { Amounts, AttemptRecord } from "../store/store.js";
+
+export class BudgetLedger {
+  private readonly total: Amounts;
+  private readonly handedOver: Amounts = {};
+  /** Spend of failed attempts this execution recorded, per key, one entry an attempt in
+   *  order: counted in ctx.budget when the call's outcome is handed over, as a replay counts
+   *  it (handOver). */
+  private readonly pending = new Map<string, Amounts[]>();
+  /** Estimates (StepOptions.estimate) of the attempts in flight: spend not yet known. */
+  private readonly reserved: Amounts = {};
+
+  constructor(
+    /** The run's limits (the workflow's defaults, then the run's own). */
+    private readonly limit: () => Amounts,
+    /** What the run's records had spent when this execution began. */
+    spentBefore: Amounts,
+    /** The spend of each call's recorded failed attempts (journal-index.ts). */
+    private readonly attemptSpend: ReadonlyMap<string, Amounts>,
+  ) {
+    this.total = { ...spentBefore };
+  }
+
+  /** ctx.budget.spent, sorted: the first execution summed it in the order spend was
+   *  reported, a replay in the order the store hands records back, and JSON.stringify of
+   *  it in a prompt made the replay another call. */
+  get spent(): Amounts {
+    return sortedAmounts(this.handedOver);
+  }
+
+  /** Why an attempt with this estimate may not start now: for some named amount, what is
+   *  spent plus what attempts in flight reserved plus this estimate reaches the limit. */
+  overBudget(estimate: Amounts): string | undefined {
+    for (const [name, limit] of Object.entries(this.limit())) {
+      const spent = amountOf(this.total, name);
+      const reserved = amountOf(this.reserved, name);
+      const wanted = amountOf(estimate, name);
+      if (spent >= limit) {
+        const f = amountFormat([spent, limit]);
+        return `budget: ${name} ${f(spent)} of ${f(limit)} spent`;
+      }
+      if (wanted > 0 && spent + reserved + wanted > limit) {
+        const f = amountFormat([spent, limit, reserved, wanted]);
+        const inFlight = reserved > 0 ? ` + ${f(reserved)} reserved by attempts in flight` : "";
+        return `budget: ${name} ${f(spent)} of ${f(limit)} spent${inFlight}; the next attempt estimates ${f(wanted)}`;
+      }
+    }
+    return undefined;
+  }
+
+  /** An attempt in flight holds `amounts` (its estimate, then its actual spend). */
+  reserve(amounts: Amounts): void {
+    addAmounts(this.reserved, amounts);
+  }
+
+  unreserve(amounts: Amounts): void {
+    subtractAmounts(this.reserved, amounts);
+  }
+
+  /** A record carrying `spend` is durable: spent, and no longer reserved. */
+  recorded(spend: Amounts): void {
+    addAmounts(this.total, spend);
+    subtractAmounts(this.reserved, spend);
+  }
+
+  /** A failed attempt of call `key` this execution recorded (counted at handOver). */
+  failedAttempt(key: string, spend: Amounts): void {
+    const pending = this.pending.get(key) ?? [];
+    pending.push(spend);
+    this.pending.set(key, pending);
+  }
+
+  /** Call `key`'s outcome is handed over: ctx.budget.spent takes its spend and every
+   *  attempt's (recorded before, recorded by this execution, or in `attempts`). */
+  handOver(key: string, spend: Amounts, attempts: readonly AttemptRecord[] = []): void {
+    addAmounts(this.handedOver, spend);
+    // The attempts' spend is summed one attempt at a time, in the order a replay sums them
+    // from the journal (journal-index.ts: by generation, then attempt), and added at once:
+    // floating-point sums grouped otherwise differ in their last bits (0.3 + 0.2 + (0.1 +
+    // 0.7) is not 0.3 + ((0.1 + 0.7) + 0.2)), and the workflow reads them.
+    const recorded = this.attemptSpend.get(key);
+    const pending = this.pending.get(key);
+    if (!recorded && !pending && attempts.length === 0) return;
+    const total: Amounts = { ...recorded };
+    for (const s of pending ?? []) addAmounts(total, s);
+    for (const a of attempts) addAmounts(total, a.spend);
+    this.pending.delete(key);
+    addAmounts(this.handedOver, total);
+  }
+}
+
+/** How the amounts of one budget reason are written: whole numbers as they are, others with
+ *  two decimals, or, for an amount under 0.01, as many as show two of its digits ("usd
+ *  0.0012 of 0.0010 spent" read "usd 0.00 of 0.00 spent"). */
+function amountFormat(values: number[]): (n: number) => string {
+  if (values.every(Number.isInteger)) return String;
+  let decimals = 2;
+  for (const v of values) {
+    if (v > 0 && v < 0.01) decimals = Math.max(decimals, Math.ceil(-Math.log10(v)) + 1);
+  }
+  const fixed = Math.min(decimals, 20);
+  return (n) => n.toFixed(fixed);
+}
