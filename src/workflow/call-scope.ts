@@ -23,6 +23,8 @@ export interface CallNode {
   readonly depth: number;
   /** Made outside any delivery's cascade (after non-durable async work). */
   readonly late: boolean;
+  /** Its place in the execution's call order (Call.seq). */
+  readonly seq: number;
 }
 
 interface RootScope {

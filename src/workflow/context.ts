@@ -87,7 +87,7 @@ import type { Effect, StepContext, StepOptions, WorkflowContext } from "./contex
 import type { Workflow } from "./define.js";
 import { DeliveryQueue } from "./delivery.js";
 import { JournalIndex } from "./journal-index.js";
-import { type LateWork, trackLateWork } from "./late-work.js";
+import { type LateWork, placeOfCurrentFlow, trackLateWork } from "./late-work.js";
 import { attemptRecord, intentRecord, outcomeRecord, workerLostAttempt } from "./records.js";
 import {
   isFatalFailure,
@@ -353,7 +353,7 @@ export class Context implements CallCore {
       host.budgetSpent,
       this.journal.attemptSpend,
     );
-    const late = trackLateWork(this);
+    const late = trackLateWork(this, () => (this.delivery.inCascade ? this.seq : undefined));
     this.lateWork = late.work;
     this.stopLateWork = late.stop;
     this.api = this.makeApi();
@@ -734,7 +734,7 @@ export class Context implements CallCore {
     }
     const late = !this.delivery.inCascade;
     const prev = this.lastCallOf.get(name);
-    if (prev && (prev.late || late) && !isAncestor(prev, scope.node)) {
+    if (prev && (prev.late || late) && !isAncestor(prev, scope.node) && !this.madeAfter(prev)) {
       this.fail(
         new NonDeterminismError(
           `Run "${this.host.runId}" calls ${kind} "${name}" again, and cairn cannot tell that this call always comes after the one keyed "${prev.key}": one of them is made after awaiting something that is not a cairn call (a timer, a file, a fetch), and this one is not made by code that continues from the earlier one (it is in a concurrent branch, or in a helper function that awaited something before making the call), so a replay could give each the other's result. Give each call its own name, e.g. \`${name}:\${item.id}\`, or make the call before the helper's own await, or do that I/O inside a step.`,
@@ -752,6 +752,7 @@ export class Context implements CallCore {
       parent: scope.node,
       depth: (scope.node?.depth ?? 0) + 1,
       late,
+      seq: this.seq,
     };
     this.lastCallOf.set(name, node);
     enterCall(node);
@@ -788,6 +789,19 @@ export class Context implements CallCore {
       if (!late) this.lastNewCall = call;
     }
     return call;
+  }
+
+  /** Whether a late call made now comes after `prev` in every execution, though it does not
+   *  continue from it: `prev` was made inside a cascade, and the code making this call runs
+   *  from an `await` (or a timer, a file read) it began inside a cascade after `prev` was
+   *  made (late-work.ts, places). Both points are fixed in the order of the run's calls, the
+   *  same on every execution, so `prev` is made first whatever this code awaited since: the
+   *  code after `await Promise.all(branches)` that reads a file, then reuses a name the
+   *  branches used. A call made late is never such a `prev`: its place is timing's. */
+  private madeAfter(prev: CallNode): boolean {
+    if (prev.late) return false;
+    const place = placeOfCurrentFlow(this);
+    return place !== undefined && prev.seq < place;
   }
 
   /** A call begun durably (its intent: a child started, an effect about to perform, a wait

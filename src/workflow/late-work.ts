@@ -16,7 +16,7 @@
 // branch that awaits longer network I/O outside a step may still be abandoned by a
 // suspension and redone when the run wakes: I/O belongs in steps.
 
-import { createHook } from "node:async_hooks";
+import { createHook, executionAsyncResource } from "node:async_hooks";
 import { outsideWorkflow, workflowOwnerOfCurrentScope } from "./call-scope.js";
 
 /** A resource Node marks `_destroyed` once it has fired or was cleared. */
@@ -24,8 +24,32 @@ interface TimerLike {
   _destroyed?: boolean;
 }
 
+/** Where a resource of a run's workflow code was created (see `placeOfCurrentFlow`). */
+interface Place {
+  /** The execution (Context) whose workflow code created it. */
+  readonly owner: object;
+  /** The execution's call count at a point of its cascades that precedes the creation. */
+  readonly seq: number;
+}
+
+const PLACE = Symbol("cairn.place");
+
 /** The late work of one execution's workflow code. */
 export class LateWork {
+  /** The execution's call count while a cascade of it runs (a fixed point of its code:
+   *  ordered delivery, delivery.ts); undefined outside its cascades. */
+  constructor(private readonly fixedSeq: () => number | undefined = () => undefined) {}
+  /** The last place given out (the call count does not change within a stretch of code). */
+  private lastPlace: Place | undefined;
+
+  /** The place of code of `owner` running now inside one of its cascades, if it is. */
+  fixedPlace(owner: object): Place | undefined {
+    const seq = this.fixedSeq();
+    if (seq === undefined) return undefined;
+    if (this.lastPlace?.seq !== seq) this.lastPlace = { owner, seq };
+    return this.lastPlace;
+  }
+
   private readonly timers: Array<WeakRef<TimerLike>> = [];
   private lastOtherAt = Number.NEGATIVE_INFINITY;
   /** A timer fired (or was cleared) or other work started since `takeActivity`. */
@@ -77,11 +101,40 @@ export class LateWork {
 
 const tracked = new Map<object, LateWork>();
 
+/**
+ * Places. Every asynchronous resource the workflow code creates (a promise an `await` makes,
+ * a timer, a file read) is marked with a point of its run's cascades that precedes its
+ * creation: the call count when it was created inside a cascade, else the mark of the
+ * resource whose callback (or continuation) is creating it. Code that runs from a resource
+ * (the continuation of an `await`, a timer's callback) runs after the resource was created,
+ * so after that point; and code inside a cascade runs at the same point of the run's calls
+ * in every execution (delivery.ts). So a call of the name made at that point or before it
+ * comes before the code, in every execution, whatever the code awaited since: what lets a
+ * late call reuse a name made before a join (`await Promise.all(branches)`), which the call
+ * tree (call-scope.ts) cannot see (context.ts, beginCall).
+ */
+function placeOf(resource: unknown): Place | undefined {
+  return (resource as { [PLACE]?: Place } | null | undefined)?.[PLACE];
+}
+
+/** The mark of the code running now, for `owner`'s workflow code: undefined when unknown. */
+export function placeOfCurrentFlow(owner: object): number | undefined {
+  const place = placeOf(executionAsyncResource());
+  return place?.owner === owner ? place.seq : undefined;
+}
+
 const hook = createHook({
   init(_asyncId, type, _triggerAsyncId, resource) {
-    if (type === "PROMISE" || tracked.size === 0) return;
+    if (tracked.size === 0) return;
     const owner = workflowOwnerOfCurrentScope();
-    if (owner !== undefined) tracked.get(owner)?.note(type, resource);
+    if (owner === undefined) return;
+    const work = tracked.get(owner);
+    if (work === undefined) return;
+    if (type !== "PROMISE") work.note(type, resource);
+    const place = work.fixedPlace(owner) ?? placeOf(executionAsyncResource());
+    if (place !== undefined && place.owner === owner) {
+      (resource as { [PLACE]?: Place })[PLACE] = place;
+    }
   },
 });
 /** The hook stays on a moment after the last run stops: turning promise hooks on and off
@@ -91,14 +144,17 @@ let disableTimer: NodeJS.Timeout | undefined;
 const DISABLE_AFTER_MS = 1_000;
 
 /** Counts the late work of `owner`'s workflow code until `stop()`. */
-export function trackLateWork(owner: object): { work: LateWork; stop: () => void } {
+export function trackLateWork(
+  owner: object,
+  fixedSeq?: () => number | undefined,
+): { work: LateWork; stop: () => void } {
   if (disableTimer !== undefined) {
     clearTimeout(disableTimer);
     disableTimer = undefined;
   }
   // enable() and disable() are no-ops when already in that state.
   hook.enable();
-  const work = new LateWork();
+  const work = new LateWork(fixedSeq);
   tracked.set(owner, work);
   return {
     work,
