@@ -108,4 +108,29 @@ describe.each(BACKENDS)("%s: late calls after a join", (backend) => {
       /calls step "summarize" again, and cairn cannot tell that this call always comes after the one keyed "summarize"/,
     );
   });
+
+  it("still refuses it when the earlier call was made by code joined with a file read (its cascade is timing's)", async () => {
+    const h = harness();
+    const wf = workflow({ name: "joined-with-io", version: "1" }, async (ctx) =>
+      Promise.all([
+        (async () => {
+          // The read is done before "a" is handed over here, so "summarize" is made in a's
+          // cascade; when the read is slower (a replay), it is made later, after the read.
+          await Promise.all([ctx.step("a", () => delay(30)), readFile(new URL(import.meta.url))]);
+          return ctx.step("summarize", () => "x");
+        })(),
+        (async () => {
+          await ctx.step("b", () => delay(80));
+          await delay(5);
+          return ctx.step("summarize", () => "y");
+        })(),
+      ]),
+    );
+    const e = h.engine([wf]);
+    const err = await (await e.start(wf, undefined)).result().catch((x: unknown) => x);
+    expect(err).toBeInstanceOf(NonDeterminismError);
+    expect((err as Error).message).toMatch(
+      /calls step "summarize" again, and cairn cannot tell that this call always comes after the one keyed "summarize"/,
+    );
+  });
 });

@@ -25,6 +25,9 @@ export interface CallNode {
   readonly late: boolean;
   /** Its place in the execution's call order (Call.seq). */
   readonly seq: number;
+  /** Made inside a cascade that continues no work of the workflow's own (a timer, a file
+   *  read, joined with a cairn outcome): its place is the same in every execution. */
+  readonly fixed: boolean;
 }
 
 interface RootScope {

@@ -753,6 +753,7 @@ export class Context implements CallCore {
       depth: (scope.node?.depth ?? 0) + 1,
       late,
       seq: this.seq,
+      fixed: !late && !this.cascadeTainted,
     };
     this.lastCallOf.set(name, node);
     enterCall(node);
@@ -797,9 +798,11 @@ export class Context implements CallCore {
    *  made (late-work.ts, places). Both points are fixed in the order of the run's calls, the
    *  same on every execution, so `prev` is made first whatever this code awaited since: the
    *  code after `await Promise.all(branches)` that reads a file, then reuses a name the
-   *  branches used. A call made late is never such a `prev`: its place is timing's. */
+   *  branches used. A call made late is never such a `prev`: its place is timing's; nor one
+   *  made in a cascade that may continue work of the workflow's own (`Promise.all` of a step
+   *  and a file read runs in that cascade only when the read was done first, else late). */
   private madeAfter(prev: CallNode): boolean {
-    if (prev.late) return false;
+    if (!prev.fixed) return false;
     const place = placeOfCurrentFlow(this);
     return place !== undefined && prev.seq < place;
   }
