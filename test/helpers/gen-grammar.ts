@@ -27,7 +27,11 @@
 // Failing calls sit only where a try catches them without crossing a par or race, so no
 // branch is left running after a rejection. Where a par or race contains io, every name in
 // its branches gets a per-branch suffix (the rule the replay core enforces) and values
-// (now/random/uuid, which have no name) are left out. A race winner never contains io (a
+// (now/random/uuid, which have no name) are left out. A run whose own code awaits io (the
+// top-level run, or a child: each run by its own body) names every call by its node and
+// loop iteration, waits included (events sent before the run go to those names): the
+// interpreter's blocks are helper functions, out of which the replay core does not follow
+// code (docs/API.md, "What may run in parallel"). A race winner never contains io (a
 // race between a durable call and a timer in workflow code has no fixed winner) nor a child
 // (a child's result reaches a parent only when its execution suspends, which a gated loser
 // prevents: see test/replay-generative-findings.test.ts, B).
