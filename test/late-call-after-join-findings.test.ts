@@ -1,4 +1,4 @@
-// Helper h2: the late-call check (context.ts, beginCall: "cannot tell that this call always
+// The late-call check (context.ts, beginCall: "cannot tell that this call always
 // comes after") refused code whose replay is unambiguous: a name reused after a join
 // (`await Promise.all(branches)`) and a non-durable await (generative seeds
 // sk-sqlite:647618 and 647735). Code after the join continues from none of the branches'
