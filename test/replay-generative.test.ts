@@ -202,7 +202,17 @@ function dumpResult(r: RunResult): string {
       );
     }
   }
-  for (const e of r.ledger.execRows()) out.push(`  exec ${e.idem} ${e.instance} ${e.phase}`);
+  for (const e of r.ledger.execRows()) {
+    out.push(`  exec ${e.idem} ${e.instance} ${e.phase} inc ${e.inc} attempt ${e.attempt}`);
+  }
+  for (const k of r.kills) {
+    out.push(
+      `  kill of worker ${k.incarnation}: delivered ${[...k.deliveredAt].map(([run, n]) => `${run} ${n}`).join(", ")}; in flight ${[...k.inFlight].join(" ")}`,
+    );
+  }
+  for (const o of r.ledger.obsRows()) {
+    out.push(`  obs ${o.run} ${o.exec} #${o.n} ${o.instance} = ${o.value.slice(0, 80)}`);
+  }
   for (const l of r.logs) out.push(`  log ${l}`);
   return out.join("\n");
 }

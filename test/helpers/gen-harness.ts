@@ -59,6 +59,8 @@ export interface KillSnapshot {
    *  at most this many): the ones in flight, or, for a kill between a record and the next
    *  call's start, that next call (docs/API.md). */
   deliveredAt: Map<string, number>;
+  /** Calls (idempotency keys) with an outcome recorded by this kill. */
+  recorded: Set<string>;
   incarnation: number;
 }
 
@@ -317,6 +319,7 @@ async function snapshot(
   const outcomes = new Map<string, number>();
   const openEffects = new Set<string>();
   const deliveredAt = new Map<string, number>();
+  const recorded = new Set<string>();
   for (const run of await inspect.listRuns({ limit: 1000 })) {
     const j = await inspect.loadJournal(run.id);
     deliveredAt.set(
@@ -324,6 +327,7 @@ async function snapshot(
       j.steps.reduce((n, s) => (s.delivery === null ? n : Math.max(n, s.delivery + 1)), 0),
     );
     const done = new Set(j.steps.map((s) => s.key));
+    for (const key of done) recorded.add(idempotencyKey(run.id, key));
     const add = (key: string) => {
       const idem = idempotencyKey(run.id, key);
       outcomes.set(idem, (outcomes.get(idem) ?? 0) + 1);
@@ -347,5 +351,5 @@ async function snapshot(
     if (open > 0) unrecorded.set(idem, open);
   }
   const inFlight = new Set([...unrecorded.keys(), ...openEffects]);
-  return { unrecorded, inFlight, deliveredAt, incarnation };
+  return { unrecorded, inFlight, deliveredAt, recorded, incarnation };
 }

@@ -12,7 +12,9 @@
 // - effect-dup: an effect's perform happened at most once;
 // - phantom-wl: a crashed-attempt record (WORKER_LOST) only for a call in flight at a kill,
 //   or made again before the recovering execution handed over a new outcome (the rule of
-//   docs/API.md: a kill between a record and the next call's start charges that call);
+//   docs/API.md: a kill between a record and the next call's start charges that call; a
+//   late call, made after a timer or I/O of the workflow's own, has no fixed place, so any
+//   kill before its record may charge it);
 // - spend: a run's budgetSpent is the sum of its recorded steps' and attempts' spend.
 // Cross checks, crash run against the reference: status, error, output and every value
 // delivered to every call site (ctx.now/random/uuid values renamed per call site).
@@ -242,12 +244,20 @@ export function selfChecks(prog: Program, r: RunResult, label: string): Violatio
   }
 
   // A kill between a record and the next call's start is charged to that next call: made
-  // again before the recovering execution handed over any new outcome.
+  // again before the recovering execution handed over any new outcome. A late call (made
+  // after the workflow awaited a timer or I/O of its own) has no fixed place: the record's
+  // issuedAfter is where the execution that recorded it made it, and a recovery may make it
+  // before its first new outcome whatever that says. Any kill its run lived through before
+  // its record existed may charge it then.
   const frontierKills = new Map<string, number>();
   for (const [idem, rec] of lastOutcome) {
     for (const k of r.kills) {
       const delivered = k.deliveredAt.get(rec.runId);
-      if (delivered !== undefined && rec.issuedAfter !== null && rec.issuedAfter <= delivered) {
+      if (delivered === undefined) continue;
+      if (
+        (rec.issuedLate && !k.recorded.has(idem)) ||
+        (rec.issuedAfter !== null && rec.issuedAfter <= delivered)
+      ) {
         bump(frontierKills, idem);
       }
     }
