@@ -17,6 +17,7 @@
 
 import { readFile } from "node:fs/promises";
 import { type AnyWorkflow, FatalError, type WorkflowContext, workflow } from "../../src/index.js";
+import { callIsLate } from "../../src/lib/call-late.js";
 import { captureScope, reenterScope } from "../../src/workflow/call-scope.js";
 import type { Incarnation, LedgerView } from "./gen-ledger.js";
 import type { Loser, Node } from "./gen-program.js";
@@ -138,7 +139,14 @@ class Execution {
   }
 
   private observe(instance: string, value: string): void {
-    this.led.observe({ run: this.ctx.runId, exec: this.exec, n: this.n++, instance, value });
+    this.led.observe({
+      run: this.ctx.runId,
+      exec: this.exec,
+      n: this.n++,
+      instance,
+      value,
+      late: callIsLate(this.ctx) ? 1 : 0,
+    });
   }
 
   /**

@@ -3,6 +3,8 @@
 // Self checks, on any run (the reference too: it replays after every suspension and resume):
 // - order: every execution of a run received the same values in the same order as the last
 //   (longest) execution of that run, up to where it stopped (the replay equals the first run);
+//   a value received late (outside any hand-over's cascade, after a timer or I/O of the
+//   workflow's own) only the same value, since its place among concurrent branches is timing;
 // - nde: no NonDeterminismError in a deterministic program;
 // - exec-extra / exec-unrecorded: a step body ran once per key (twice for fail-once and for
 //   broken steps), more only for executions in flight at a kill;
@@ -24,7 +26,7 @@ import type { StepRecord } from "../../src/store/store.js";
 import { finishedExecutions, type RunResult } from "./gen-harness.js";
 import type { V } from "./gen-interpreter.js";
 import type { ObsRow } from "./gen-ledger.js";
-import type { Program } from "./gen-program.js";
+import type { Node, Program } from "./gen-program.js";
 
 export interface Violation {
   cls: string;
@@ -97,17 +99,35 @@ export function selfChecks(prog: Program, r: RunResult, label: string): Violatio
     }
   }
 
-  // order: each execution is a prefix of the run's longest one.
+  // order: each execution is a prefix of the run's longest one. A value received late (no
+  // cairn hand-over set it off: a race whose synchronous winner settled it after a timer or
+  // I/O of the workflow's own) inside a Promise.all whose branches await such work has no
+  // fixed place among the hand-overs of the other branches: it must be the same value,
+  // wherever it comes.
+  const mixed = timingMixed(prog.body);
+  const placed = (o: ObsRow) => !(o.late && mixed.has(o.instance.split("@")[0]!));
   for (const [run, execs] of executions(r.ledger.obsRows())) {
     const full = longest(execs);
+    const fullOrdered = full.filter(placed);
+    const fullValue = new Map(full.map((o) => [o.instance, o.value]));
     for (const [exec, rows] of execs) {
-      for (let i = 0; i < rows.length; i++) {
-        const a = rows[i]!;
-        const b = full[i];
+      const ordered = rows.filter(placed);
+      for (let i = 0; i < ordered.length; i++) {
+        const a = ordered[i]!;
+        const b = fullOrdered[i];
         if (!b || a.instance !== b.instance || a.value !== b.value) {
           v(
             "order",
-            `run "${run}" execution ${exec} received #${i} ${a.instance} = ${a.value}, but the last execution received ${b ? `${b.instance} = ${b.value}` : "nothing"} there`,
+            `run "${run}" execution ${exec} received #${a.n} ${a.instance} = ${a.value}, but the last execution received ${b ? `${b.instance} = ${b.value} (its #${b.n})` : "nothing"} there`,
+          );
+          break;
+        }
+      }
+      for (const a of rows) {
+        if (!placed(a) && fullValue.get(a.instance) !== a.value) {
+          v(
+            "order",
+            `run "${run}" execution ${exec} received ${a.instance} = ${a.value} (#${a.n}, late), but the last execution received ${fullValue.has(a.instance) ? fullValue.get(a.instance) : "nothing"} there`,
           );
           break;
         }
@@ -281,7 +301,39 @@ export function selfChecks(prog: Program, r: RunResult, label: string): Violatio
       );
     }
   }
-  void prog;
+  return out;
+}
+
+/** The node ids (race losers too) inside a par one of whose branches awaits a timer or I/O
+ *  of the workflow's own (a child's body is its own run: its pars count there). */
+function timingMixed(body: Node[]): Set<string> {
+  const out = new Set<string>();
+  const inner = (n: Node): Node[][] =>
+    n.t === "loop"
+      ? [n.body]
+      : n.t === "par"
+        ? n.branches
+        : n.t === "race"
+          ? [n.winner]
+          : n.t === "try"
+            ? [n.body, n.handler]
+            : [];
+  const hasIo = (nodes: Node[]): boolean => nodes.some((n) => n.t === "io" || inner(n).some(hasIo));
+  const ids = (nodes: Node[]): void => {
+    for (const n of nodes) {
+      out.add(n.id);
+      if (n.t === "race") for (const l of n.losers) out.add(l.id);
+      for (const b of inner(n)) ids(b);
+    }
+  };
+  const walk = (nodes: Node[]): void => {
+    for (const n of nodes) {
+      if (n.t === "par" && n.branches.some(hasIo)) for (const b of n.branches) ids(b);
+      if (n.t === "child") walk(n.body);
+      for (const b of inner(n)) walk(b);
+    }
+  };
+  walk(body);
   return out;
 }
 

@@ -36,6 +36,9 @@ export interface ObsRow {
   n: number;
   instance: string;
   value: string;
+  /** 1: received outside any cascade of a cairn hand-over (after a timer or I/O of the
+   *  workflow's own: a race its synchronous winner settled); its place is timing. */
+  late: number;
 }
 
 export interface EffectRow {
@@ -55,7 +58,7 @@ CREATE TABLE IF NOT EXISTS fx (id INTEGER PRIMARY KEY, run TEXT, idem TEXT, inst
   input TEXT, inc INTEGER, op TEXT);
 CREATE TABLE IF NOT EXISTS fx_state (idem TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS obs (id INTEGER PRIMARY KEY, run TEXT, exec TEXT, n INTEGER,
-  instance TEXT, value TEXT);
+  instance TEXT, value TEXT, late INTEGER);
 CREATE TABLE IF NOT EXISTS marks (run TEXT, mark TEXT, PRIMARY KEY (run, mark));
 CREATE TABLE IF NOT EXISTS fixes (run TEXT PRIMARY KEY, n INTEGER);
 `;
@@ -141,12 +144,13 @@ export class Ledger {
   }
 
   observe(row: Omit<ObsRow, "id">): void {
-    this.q("INSERT INTO obs (run, exec, n, instance, value) VALUES (?,?,?,?,?)").run(
+    this.q("INSERT INTO obs (run, exec, n, instance, value, late) VALUES (?,?,?,?,?,?)").run(
       row.run,
       row.exec,
       row.n,
       row.instance,
       row.value,
+      row.late,
     );
     this.wrote();
   }
