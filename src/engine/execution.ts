@@ -4,7 +4,7 @@
 import { decode, UndecodableError } from "../codec/codec.js";
 import { PayloadKeyError } from "../errors.js";
 import type { Clock } from "../lib/clock.js";
-import { nextTurn } from "../lib/timers.js";
+import { nextTurn, settlesWithin } from "../lib/timers.js";
 import { unreadablePayloadReason } from "../store/encrypted-store.js";
 import type { ClaimedRun, Journal, Release, RunRecord, RunStatus, Store } from "../store/store.js";
 import type { FoundChild } from "../workflow/child-identity.js";
@@ -103,6 +103,8 @@ export class Execution {
     // asked meanwhile), the run's cascade would miss that child, which then executes for a
     // canceled parent. Such a run stays leased, as one with an attempt in flight does.
     if (this.letGo || this.releasing || this.attemptsInFlight > 0) return;
+    // Likewise a body still running past its abort's grace: the same call would begin again.
+    if (this.bodiesInFlight > 0) return;
     if (this.childStartsInFlight > 0) return;
     // An execution that ended on close()'s stop (its workflow was awaiting its own I/O or a
     // timer) wrote nothing: its run still goes back (the release is fenced by epoch, so a
@@ -168,6 +170,17 @@ export class Execution {
   /** Step attempts of this execution in flight (0 before its Context exists). */
   get attemptsInFlight(): number {
     return this.ctx?.attemptsInFlight ?? 0;
+  }
+
+  /** Step bodies (performs, reconciles) of it still running in this process, even past
+   *  their abort's grace: while one does, its run must not be executed again here. */
+  get bodiesInFlight(): number {
+    return this.ctx?.bodiesInFlight ?? 0;
+  }
+
+  /** Settles once no step body of this execution runs any more. */
+  bodiesSettled(): Promise<void> {
+    return this.ctx?.bodiesSettled() ?? Promise.resolve();
   }
 
   /** Child runs it is creating (ctx.child) whose create has not answered: the one write of
@@ -265,6 +278,24 @@ export class Execution {
    *  so it resumes from its journal. A store problem never fails a run. A payload no worker
    *  can read as it is (a missing key, text it cannot decode) pauses it instead. */
   private async interruptedByStore(err: unknown): Promise<void> {
+    // A step body of it may still run here (its abort has its grace): handed back now, the
+    // run would be claimed again at once (by this worker too) and the same call begun
+    // beside it, a side effect performed twice at the same time. The hand-back waits for
+    // the bodies, as long as an aborted attempt is waited for; one still running then
+    // keeps the run leased to this worker, which hands it back once that body has ended
+    // and the lease has run out (worker.ts, orphan-runs.ts).
+    if (this.bodiesInFlight > 0) {
+      await settlesWithin(this.bodiesSettled(), this.deps.abortGraceMs);
+      if (this.bodiesInFlight > 0) {
+        this.deps.log(
+          `run "${this.runId}": interrupted by a store error while a step body of it still runs here; the run stays leased to this worker until that body has ended`,
+          err,
+        );
+        this.trace.end("interrupted", errorFields(err));
+        this.endedUnwritten = true;
+        return;
+      }
+    }
     const reason = stuckReason(this.runId, err);
     if (reason !== undefined) {
       // Handing it back would have it claimed again at once, and fail again: pause it.
@@ -290,11 +321,7 @@ export class Execution {
       return;
     }
     this.deps.log(`run "${this.runId}": interrupted by a store error; it will resume`, err);
-    this.trace.end("interrupted", {
-      name: (err as Error)?.name ?? "Error",
-      code: (err as { code?: string })?.code,
-      message: "",
-    });
+    this.trace.end("interrupted", errorFields(err));
     if (this.abandoned) return;
     await this.handBackPending();
   }
@@ -422,6 +449,15 @@ export function payloadKeyError(err: unknown): PayloadKeyError | undefined {
     if (e instanceof PayloadKeyError) return e;
   }
   return undefined;
+}
+
+/** What a trace says of a store error that interrupted an execution. */
+function errorFields(err: unknown): { name: string; code: string | undefined; message: string } {
+  return {
+    name: (err as Error)?.name ?? "Error",
+    code: (err as { code?: string })?.code,
+    message: "",
+  };
 }
 
 /** The run's input; text the codec cannot read says it is the input. */

@@ -29,6 +29,9 @@ export class OrphanRuns {
     private readonly hooks: {
       /** Whether the run executes here (its lease is this worker's to keep). */
       executing(runId: string): boolean;
+      /** Whether a step body of the run still runs here: it is not handed back meanwhile
+       *  (this worker would claim it again, and begin the same call beside it). */
+      bodyRunning(runId: string): boolean;
       /** A run was handed back (pending, or canceled: `canceled`); settles once what
        *  follows (a canceled run's children canceled) is done. */
       handedBack(runId: string, canceled: boolean): Promise<void>;
@@ -67,6 +70,8 @@ export class OrphanRuns {
           this.orphans.delete(runId);
           continue;
         }
+        // Kept, and its lease left to run out: looked at again once that body has ended.
+        if (this.hooks.bodyRunning(runId)) continue;
         // One run this process cannot read (a payload under a key it was not given) must
         // not keep the others from being handed back: it is left for the next round.
         const run = await store.getRun(runId).catch((err: unknown) => {

@@ -47,6 +47,10 @@ export class Worker {
   /** Runs leased to this worker that nothing here executes: handed back at claim rounds
    *  once their leases expire, and by close(). */
   private readonly orphans: OrphanRuns;
+  /** Runs whose execution here ended while a step body of it still ran (past its abort's
+   *  grace), until those bodies settle: such a run is neither executed here nor handed
+   *  back by this worker meanwhile, or the same call would run twice at once. */
+  private readonly bodiesLeft = new Map<string, Promise<void>>();
   private unsubscribe: Array<() => void> = [];
   readonly stats = { claimed: 0, executions: 0 };
 
@@ -58,6 +62,7 @@ export class Worker {
     this.heartbeat = new WorkerHeartbeat(options, this.active, () => this.table.sweepAside());
     this.orphans = new OrphanRuns(options, {
       executing: (runId) => this.active.has(runId),
+      bodyRunning: (runId) => this.bodiesLeft.has(runId),
       handedBack: async (runId, canceled) => {
         this.pollAgain = true;
         if (canceled) await cancelChildrenOfCanceled(options, [runId]);
@@ -204,6 +209,17 @@ export class Worker {
     }
     const wf = this.options.workflows.get(`${claim.run.workflow}@${claim.run.version}`);
     if (!wf) return; // cannot happen: claims are filtered by our workflows
+    if (this.bodiesLeft.has(claim.run.id)) {
+      // A step body of an earlier execution of this run still runs here (the run came back
+      // through another worker): executed now, the same call could begin beside it. The
+      // claim is kept unexecuted, as an orphan: handed back once that body has ended and
+      // the lease has run out (another worker may take it over then, as after a crash).
+      this.options.execution.log(
+        `run "${claim.run.id}": claimed while a step body of an earlier execution still runs here; it is not executed here until that body has ended`,
+      );
+      this.orphans.add(claim.run.id, claim.run.epoch, claim.recovered);
+      return;
+    }
     this.stats.claimed++;
     this.options.execution.lifecycle({
       event: claim.recovered ? "recovered" : "claimed",
@@ -230,6 +246,7 @@ export class Worker {
     this.active.set(claim.run.id, ex);
     void ex.finished.then(() => {
       if (this.active.get(claim.run.id) === ex) this.active.delete(claim.run.id);
+      if (ex.bodiesInFlight > 0) this.bodyLeftRunning(claim.run.id, ex);
       if (!ex.letGo && !this.closed) this.orphans.add(claim.run.id, ex.epoch, ex.crashUnjudged);
       this.stats.executions++;
       this.options.ended?.(claim.run.id, ex.released);
@@ -241,6 +258,18 @@ export class Worker {
         this.requestClaimRound();
       }
     });
+  }
+
+  /** `ex` ended with a step body of it still running here: until that body settles its run
+   *  is neither executed nor handed back by this worker (bodiesLeft); then a claim round
+   *  looks at it again. */
+  private bodyLeftRunning(runId: string, ex: Execution): void {
+    const settled: Promise<void> = ex.bodiesSettled().then(() => {
+      if (this.bodiesLeft.get(runId) !== settled) return;
+      this.bodiesLeft.delete(runId);
+      this.requestClaimRound();
+    });
+    this.bodiesLeft.set(runId, settled);
   }
 
   /** A run taken from a crashed worker keeps that crash for its next claimer to charge:
@@ -354,11 +383,15 @@ export class Worker {
     // canceled, if a cancel was asked), its cancel cascade could miss a child that lands
     // after. Every other run goes back (below). Read before the executions stop.
     const stopped = [...this.active.values()];
-    const bodyRunning = new Set(
-      stopped
-        .filter((ex) => ex.attemptsInFlight > 0 || ex.childStartsInFlight > 0)
+    const bodyRunning = new Set([
+      ...stopped
+        .filter(
+          (ex) => ex.attemptsInFlight > 0 || ex.bodiesInFlight > 0 || ex.childStartsInFlight > 0,
+        )
         .map((ex) => ex.runId),
-    );
+      // Runs whose execution ended with a body of it running on (bodiesLeft).
+      ...this.bodiesLeft.keys(),
+    ]);
     for (const ex of stopped) ex.stopWithoutWriting();
     // A run kept leased for a child's create alone (no attempt of it runs here) goes back
     // once that create answers: left leased, its next claimer would take it for a crash and

@@ -256,6 +256,11 @@ export class Context implements CallCore {
   readonly storedTexts: StoredTexts = new WeakMap();
   /** How many attempts are in flight (each also counts in `active`). */
   private liveAttempts = 0;
+  /** Bodies (performs, reconciles) begun whose promise has not settled: an attempt its
+   *  execution stopped waiting for (aborted, its grace over) may still run its body. */
+  private bodiesRunning = 0;
+  /** Who waits for those bodies to settle (bodiesSettled). */
+  private bodiesWaiters: Array<() => void> = [];
   /** Who waits for the work in flight to end (inFlightEnded); undefined while no one does,
    *  so the per-step path pays one comparison. */
   private idleWaiters: Set<() => void> | undefined;
@@ -399,6 +404,24 @@ export class Context implements CallCore {
   /** How many step attempts (bodies, performs, reconciles) are in flight now. */
   get attemptsInFlight(): number {
     return this.liveAttempts;
+  }
+
+  /** How many step bodies (performs, reconciles) of this execution still run in this
+   *  process: one whose attempt was aborted and not waited for any more counts until its
+   *  promise settles. */
+  get bodiesInFlight(): number {
+    return this.bodiesRunning;
+  }
+
+  /** Settles once no step body of this execution runs any more (bodiesInFlight). */
+  bodiesSettled(): Promise<void> {
+    if (this.bodiesRunning === 0) return Promise.resolve();
+    return new Promise<void>((resolve) => this.bodiesWaiters.push(resolve));
+  }
+
+  private bodyEnded(): void {
+    this.bodiesRunning--;
+    if (this.bodiesRunning === 0) for (const resolve of this.bodiesWaiters.splice(0)) resolve();
   }
 
   /** How many child runs this execution is creating now (their create not yet answered). */
@@ -1397,12 +1420,21 @@ export class Context implements CallCore {
     };
     const startedAt = this.host.clock.now();
     let settled: Promise<{ ok: boolean; value?: T; failure?: unknown }>;
+    // Counted until the body itself settles, past any abort's grace (bodiesInFlight).
+    this.bodiesRunning++;
     try {
       settled = Promise.resolve(runInBody(this, call.key, () => body(s))).then(
-        (value) => ({ ok: true, value }),
-        (failure: unknown) => ({ ok: false, failure }),
+        (value) => {
+          this.bodyEnded();
+          return { ok: true, value };
+        },
+        (failure: unknown) => {
+          this.bodyEnded();
+          return { ok: false, failure };
+        },
       );
     } catch (failure) {
+      this.bodyEnded();
       settled = Promise.resolve({ ok: false, failure });
     }
     this.liveAttempts++;

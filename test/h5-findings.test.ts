@@ -1,0 +1,177 @@
+// Findings of a review of the worker's lifecycle (h5): a run given up while a step body of
+// it still runs in this process, and crash charges lost by a pause or a lost claim. Each
+// test failed on the code it was written against, and stays as the regression test of its
+// mend.
+
+import { afterEach, describe, expect, it } from "vitest";
+import { createEngine, type Store, sqliteStore, workflow } from "../src/index.js";
+import { postgresStore } from "../src/store/postgres/postgres-store.js";
+import { createVirtualClock } from "../src/testing/index.js";
+import { advanceUntil } from "./helpers/engines.js";
+import { postgresTestUrl, testSchema } from "./helpers/postgres.js";
+import { tempDbPath, until } from "./helpers/sqlite.js";
+import { around, gate } from "./helpers/store-verbs.js";
+
+const pgUrl = await postgresTestUrl();
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+type Backend = { name: string; makeStore: () => Store };
+
+function sqliteBackend(): Backend {
+  const { path, cleanup } = tempDbPath();
+  cleanups.push(cleanup);
+  return { name: "sqlite", makeStore: () => sqliteStore(path) };
+}
+
+function postgresBackend(): Backend {
+  const { schema, drop } = testSchema(pgUrl!, "cairn_h5");
+  cleanups.push(drop);
+  return { name: "postgres", makeStore: () => postgresStore(pgUrl!, { schema }) };
+}
+
+const backends: Array<[string, () => Backend]> = [["SQLite", sqliteBackend]];
+if (pgUrl) backends.push(["PostgreSQL", postgresBackend]);
+
+/** A workflow whose call "slow" (a step, or an effect's perform) waits for `latch` in its
+ *  body, beside a step "fast" that ends once "slow" has begun; it counts the bodies of "slow" begun and how many ran at
+ *  once. */
+function slowBeside(kind: "step" | "effect") {
+  const latch = gate();
+  const began = gate();
+  const seen = { begun: 0, running: 0, most: 0 };
+  const slowBody = async () => {
+    seen.begun++;
+    began.open();
+    seen.running++;
+    seen.most = Math.max(seen.most, seen.running);
+    try {
+      await latch.opened;
+    } finally {
+      seen.running--;
+    }
+    return "slow";
+  };
+  const wf = workflow({ name: `slow-${kind}`, version: "1" }, async (ctx) =>
+    Promise.all([
+      kind === "step"
+        ? ctx.step("slow", slowBody)
+        : ctx.effect("slow", { perform: slowBody, reconcile: () => undefined }),
+      // Ends once "slow" has begun (an effect's perform begins after its intent's write).
+      ctx.step("fast", async () => {
+        await began.opened;
+        return "fast";
+      }),
+    ]),
+  );
+  cleanups.push(latch.open);
+  return { wf, latch, seen };
+}
+
+/** Whether a write records step `key`. */
+function writesStep(args: unknown[], key: string): boolean {
+  const writes = args[0] as Array<{ steps?: Array<{ key: string }> }>;
+  return writes.some((w) => w.steps?.some((s) => s.key === key));
+}
+
+describe.each(backends)("%s: a run given up while a body of it still runs here", (_, backend) => {
+  // Before: the store error failing the record of "fast" handed the run back to pending at
+  // once, and this same worker claimed it again and began "slow" a second time while its
+  // first body still ran: one call's side effect performed twice at the same time.
+  for (const kind of ["step", "effect"] as const) {
+    it(`a store error: the ${kind} still running is not begun again beside it`, async () => {
+      const { makeStore } = backend();
+      const clock = createVirtualClock();
+      const { wf, latch, seen } = slowBeside(kind);
+      let failed = false;
+      let claims = 0;
+      const logs: string[] = [];
+      const engine = createEngine({
+        store: around(makeStore(), {
+          appendRecords: async (call, ...args) => {
+            if (!failed && writesStep(args, "fast")) {
+              failed = true;
+              throw new Error("connection reset (injected)");
+            }
+            return call(...args);
+          },
+          claimRuns: async (call, ...args) => {
+            claims++;
+            return call(...args);
+          },
+        }),
+        workflows: [wf],
+        clock,
+        pollIntervalMs: 10,
+        abortGraceMs: 20,
+        log: (m) => logs.push(m),
+      });
+      cleanups.push(() => engine.close());
+      await engine.start(wf, undefined, { id: "r" });
+      await until(
+        () => seen.begun > 1 || logs.some((m) => m.includes("still runs here")),
+        "the run begun again, or kept while its body runs",
+      );
+      // Past the lease, with claim rounds: the run stays with the body that runs here.
+      await clock.advance(60_000);
+      const after = claims;
+      await until(() => claims > after + 3, "claim rounds past the lease");
+      expect({ begun: seen.begun, most: seen.most }).toEqual({ begun: 1, most: 1 });
+      latch.open();
+      const result = engine.handle("r").result();
+      expect(await advanceUntil(clock, result, 1_000, 200)).toEqual(["slow", "fast"]);
+      // Its record was never written: the next execution performs it again, after the first.
+      expect({ begun: seen.begun, most: seen.most }).toEqual({ begun: 2, most: 1 });
+    });
+  }
+
+  // Before: an execution stopped by its own heartbeat (no renewal for a whole lease) left
+  // the run an orphan, handed back once its lease expired and claimed again by this worker
+  // while the first body still ran.
+  it("a lease judged stale: the run is not handed back while its body runs", async () => {
+    const { makeStore } = backend();
+    const clock = createVirtualClock();
+    const { wf, latch, seen } = slowBeside("step");
+    let renewalsFail = false;
+    let claims = 0;
+    const engine = createEngine({
+      store: around(makeStore(), {
+        renewLeases: async (call, ...args) => {
+          if (renewalsFail) throw new Error("connection reset (injected)");
+          return call(...args);
+        },
+        claimRuns: async (call, ...args) => {
+          claims++;
+          return call(...args);
+        },
+      }),
+      workflows: [wf],
+      clock,
+      pollIntervalMs: 10,
+      abortGraceMs: 20,
+      leaseMs: 30_000,
+      log: () => {},
+    });
+    cleanups.push(() => engine.close());
+    await engine.start(wf, undefined, { id: "r" });
+    await until(() => seen.begun === 1, "the slow body began");
+    renewalsFail = true;
+    // Past the lease: the next heartbeat fails, and this worker stops executing the run.
+    for (let i = 0; i < 5; i++) await clock.advance(40_000);
+    const after = claims;
+    await until(() => claims > after + 3 || seen.begun > 1, "claim rounds past the lease");
+    for (let i = 0; i < 3; i++) {
+      await clock.advance(40_000);
+      const now = claims;
+      await until(() => claims > now + 2 || seen.begun > 1, "claim rounds");
+    }
+    expect({ begun: seen.begun, most: seen.most }).toEqual({ begun: 1, most: 1 });
+    renewalsFail = false;
+    latch.open();
+    const result = engine.handle("r").result();
+    expect(await advanceUntil(clock, result, 1_000, 200)).toEqual(["slow", "fast"]);
+    expect(seen.most).toBe(1);
+  });
+});
