@@ -127,6 +127,79 @@ describe.each(backends)("%s: a run given up while a body of it still runs here",
     });
   }
 
+  // Before: a run taken over by another worker (this one stopped by its own heartbeat, its
+  // body still running) and given back came to this worker again, which executed it and
+  // began the call beside its own first body.
+  it("a run that comes back through another worker waits for the body still running here", async () => {
+    const { makeStore } = backend();
+    const clock = createVirtualClock();
+    const a = slowBeside("step");
+    const b = slowBeside("step");
+    let renewalsFail = false;
+    let renewalFailed = false;
+    let claims = 0;
+    const engineA = createEngine({
+      store: around(makeStore(), {
+        renewLeases: async (call, ...args) => {
+          if (renewalsFail) {
+            renewalFailed = true;
+            throw new Error("connection reset (injected)");
+          }
+          return call(...args);
+        },
+        claimRuns: async (call, ...args) => {
+          claims++;
+          return call(...args);
+        },
+      }),
+      workflows: [a.wf],
+      clock,
+      pollIntervalMs: 10,
+      abortGraceMs: 20,
+      log: () => {},
+    });
+    cleanups.push(() => engineA.close());
+    await engineA.start(a.wf, undefined, { id: "r" });
+    await until(() => a.seen.begun === 1, "the slow body began in A");
+    renewalsFail = true;
+    // A's heartbeat fails past the lease: it stops executing the run (its body runs on).
+    await clock.advance(40_000);
+    await until(() => renewalFailed, "A's renewal failed");
+    renewalsFail = false;
+    // B takes the run over and, its store failing, gives it back as the crash left it.
+    let bFailed = false;
+    const engineB = createEngine({
+      store: around(makeStore(), {
+        loadJournal: async () => {
+          bFailed = true;
+          throw new Error("connection reset (injected)");
+        },
+      }),
+      workflows: [b.wf],
+      clock,
+      pollIntervalMs: 10,
+      log: () => {},
+    });
+    cleanups.push(() => engineB.close());
+    await until(() => bFailed, "B took the run over and its store failed");
+    await engineB.close();
+    // A claims it again (its lease ended): claim rounds, past the lease.
+    for (let i = 0; i < 3; i++) {
+      await clock.advance(40_000);
+      const now = claims;
+      await until(() => claims > now + 2 || a.seen.begun > 1, "claim rounds of A");
+    }
+    expect({ begun: a.seen.begun, most: a.seen.most, inB: b.seen.begun }).toEqual({
+      begun: 1,
+      most: 1,
+      inB: 0,
+    });
+    a.latch.open();
+    const result = engineA.handle("r").result();
+    expect(await advanceUntil(clock, result, 1_000, 200)).toEqual(["slow", "fast"]);
+    expect({ begun: a.seen.begun, most: a.seen.most }).toEqual({ begun: 2, most: 1 });
+  });
+
   // Before: an execution stopped by its own heartbeat (no renewal for a whole lease) left
   // the run an orphan, handed back once its lease expired and claimed again by this worker
   // while the first body still ran.
