@@ -6,6 +6,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { createEngine, type Store, sqliteStore, workflow } from "../src/index.js";
 import { postgresStore } from "../src/store/postgres/postgres-store.js";
+import { crashableStore } from "../src/testing/crashable-store.js";
 import { createVirtualClock } from "../src/testing/index.js";
 import { advanceUntil } from "./helpers/engines.js";
 import { postgresTestUrl, testSchema } from "./helpers/postgres.js";
@@ -246,5 +247,66 @@ describe.each(backends)("%s: a run given up while a body of it still runs here",
     const result = engine.handle("r").result();
     expect(await advanceUntil(clock, result, 1_000, 200)).toEqual(["slow", "fast"]);
     expect(seen.most).toBe(1);
+  });
+});
+
+/** A run "r" of workflow "crashy" (one step, maxAttempts 1) whose worker crashed in the
+ *  step's body; the clock is past its lease. `bodies()`: how often the body ran. */
+async function crashedRun(makeStore: () => Store) {
+  const clock = createVirtualClock();
+  let bodies = 0;
+  const hang = gate();
+  const wf = workflow({ name: "crashy", version: "1", retry: { maxAttempts: 1 } }, async (ctx) =>
+    ctx.step("s", async () => {
+      bodies++;
+      if (bodies === 1) {
+        crashing.crash();
+        await hang.opened;
+      }
+      return "ran";
+    }),
+  );
+  const crashing = crashableStore(makeStore());
+  const a = createEngine({
+    store: crashing,
+    workflows: [wf],
+    clock,
+    pollIntervalMs: 10,
+    closeGraceMs: 0,
+    log: () => {},
+  });
+  cleanups.push(() => a.close().catch(() => {}));
+  cleanups.push(hang.open);
+  await a.start(wf, undefined, { id: "r" });
+  await until(() => crashing.crashed, "the worker crashed in the step");
+  await crashing.settled();
+  await clock.advance(60_000); // past the lease
+  return { clock, wf, bodies: () => bodies };
+}
+
+describe.each(backends)("%s: a crashed run paused as unserved", (_, backend) => {
+  // Before: markUnserved paused the run (its worker dead, no live worker of its version)
+  // and forgot it had been running: the worker that served the version later claimed it as
+  // an ordinary run, charged the crash nothing, and the step (maxAttempts 1) ran twice.
+  it("keeps its crash's charge for the worker that serves its version later", async () => {
+    const { makeStore } = backend();
+    const { clock, wf, bodies } = await crashedRun(makeStore);
+    // A worker of another workflow only: its sweep pauses "r" (no live worker has crashy@1).
+    const other = workflow({ name: "other", version: "1" }, async () => 1);
+    const b = createEngine({ store: makeStore(), workflows: [other], clock, pollIntervalMs: 10 });
+    cleanups.push(() => b.close());
+    await until(async () => (await b.getRun("r"))?.status === "paused", "the run paused");
+    await b.close();
+    const c = createEngine({ store: makeStore(), workflows: [wf], clock, pollIntervalMs: 10 });
+    cleanups.push(() => c.close());
+    const result = c
+      .handle("r")
+      .result()
+      .then(
+        (v) => v,
+        (e: Error) => e.name,
+      );
+    const outcome = await advanceUntil(clock, result, 1_000, 200);
+    expect({ outcome, bodies: bodies() }).toEqual({ outcome: "WorkerLostError", bodies: 1 });
   });
 });

@@ -2123,6 +2123,26 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         const late = await store.appendRecords([{ runId: lost.id, epoch: lost.epoch, steps: [] }]);
         expect(late[0]).toEqual({ ok: false, reason: "lease-lost" });
       });
+
+      it("a running run it pauses is claimed as recovered (its worker's crash still to charge), once", async () => {
+        const lost = await started({ workflow: "beta" });
+        const pending = await store.createRun(newRun({ workflow: "beta" }));
+        advance(LEASE_MS + 10 * MINUTE);
+        expect(await store.markUnserved({ served: ["alpha@1"], graceMs: 5 * MINUTE })).toBe(2);
+        // Resumed meanwhile: still as the crash left it.
+        expect((await store.resumeRun(lost.id, {})).ok).toBe(true);
+        const claim = { workerId: "worker-3", workflows: ["beta@1"], limit: 10, leaseMs: LEASE_MS };
+        const claimed = await store.claimRuns(claim);
+        expect(Object.fromEntries(claimed.map((c) => [c.run.id, c.recovered]))).toEqual({
+          [lost.id]: true,
+          [pending.run.id]: false,
+        });
+        // Released to pending by its claimer, it is an ordinary run again.
+        const c = claimed.find((x) => x.run.id === lost.id)!;
+        await release(c.run, { readyAt: CONTRACT_T0 });
+        const again = await store.claimRuns(claim);
+        expect(again.map((x) => [x.run.id, x.recovered])).toEqual([[lost.id, false]]);
+      });
     });
 
     // ---- workers ----

@@ -58,7 +58,9 @@ export async function claimRuns(
           epoch = r.epoch + 1,
           reason = CASE WHEN r.cancel_requested THEN r.reason ELSE NULL END,
           paused_for = NULL, wake_at = NULL, waiting_for = '{}', updated_at = c.now,
-          claim_token = $6, claimed_from = r.status
+          claim_token = $6,
+          claimed_from = CASE WHEN r.crash_unjudged THEN 'running' ELSE r.status END,
+          crash_unjudged = false
         FROM cand, c
         WHERE r.id = cand.id
         RETURNING r.*`,
@@ -76,7 +78,8 @@ export async function claimRuns(
 }
 
 /** `claimed_from` is the status the claim found: "running" means the lease had expired
- *  without a release, i.e. the previous owner crashed. */
+ *  without a release, i.e. the previous owner crashed; so does a run paused (or resumed)
+ *  since as that crash left it (crash_unjudged, migration 18), which counts as found running. */
 function toClaimed(row: RunRow & { claimed_from: string }): ClaimedRun {
   return { run: toRun(row), recovered: row.claimed_from === "running" };
 }

@@ -448,7 +448,8 @@ export function forkRun(
 /**
  * Pauses ready runs of versions no live worker serves. A running run whose lease expired
  * (its worker died) is included: its epoch moves on, so a worker that was only slow can
- * write nothing more, and a pending cancel request takes effect instead of the pause.
+ * write nothing more, and a pending cancel request takes effect instead of the pause; it
+ * keeps its worker's crash for its claimer to charge (crash_unjudged, migration 18).
  * Rows locked by someone else are skipped: the next sweep sees them. Idempotent.
  */
 export async function markUnserved(
@@ -483,6 +484,7 @@ export async function markUnserved(
                       ELSE 'no live worker has ' || r.workflow || '@' || r.version END,
         ready_at = CASE WHEN r.cancel_requested THEN NULL ELSE r.ready_at END,
         epoch = CASE WHEN r.status = 'running' THEN r.epoch + 1 ELSE r.epoch END,
+        crash_unjudged = CASE WHEN r.status = 'running' THEN true ELSE r.crash_unjudged END,
         lease_owner = NULL, lease_until = NULL, updated_at = c.now
       FROM l, c WHERE r.id = l.id
       RETURNING r.id, r.status, r.parent_id`,

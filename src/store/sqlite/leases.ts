@@ -15,7 +15,7 @@ export function claimRuns(
     // A running run is claimable once readyAt (= leaseUntil) has passed: its lease expired.
     const candidates = tx
       .prepare(
-        `SELECT id, status FROM runs
+        `SELECT id, status, crash_unjudged FROM runs
          WHERE ready_at <= ?
            AND status IN ('pending', 'waiting', 'running', 'paused')
            AND (status <> 'paused' OR paused_for = 'version')
@@ -27,18 +27,22 @@ export function claimRuns(
       .all(tx.now, p.workerId, JSON.stringify(p.workflows), p.limit) as Array<{
       id: string;
       status: string;
+      crash_unjudged: number;
     }>;
     const leaseUntil = tx.now + p.leaseMs;
     const claim = tx.prepare(
       `UPDATE runs SET status = 'running', lease_owner = ?, lease_until = ?, ready_at = ?,
            epoch = epoch + 1, wake_at = NULL, waiting_for = '[]',
            reason = CASE WHEN status = 'paused' THEN NULL ELSE reason END, paused_for = NULL,
-           updated_at = ?
+           crash_unjudged = 0, updated_at = ?
          WHERE id = ?`,
     );
     return candidates.map((c) => {
       claim.run(p.workerId, leaseUntil, leaseUntil, tx.now, c.id);
-      return { run: mustGetRun(tx, c.id), recovered: c.status === "running" };
+      // Running: its lease expired without a release (its worker crashed). A run paused
+      // (or resumed) since, as that crash left it, is marked crash_unjudged (migration 12).
+      const recovered = c.status === "running" || c.crash_unjudged !== 0;
+      return { run: mustGetRun(tx, c.id), recovered };
     });
   });
 }

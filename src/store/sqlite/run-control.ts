@@ -380,10 +380,12 @@ function cancelUnserved(tx: WriteTx, runId: string): void {
 
 function pauseUnserved(tx: WriteTx, runId: string, ref: string): void {
   // readyAt is kept: a worker that serves the version later claims the run as it is. The
-  // epoch moves on so a lost worker that comes back can write nothing.
+  // epoch moves on so a lost worker that comes back can write nothing. A running run (its
+  // lease expired: its worker died) keeps that crash for its claimer to charge.
   tx.prepare(
     `UPDATE runs SET status = 'paused', paused_for = 'version', reason = ?,
                epoch = CASE WHEN status = 'running' THEN epoch + 1 ELSE epoch END,
+               crash_unjudged = CASE WHEN status = 'running' THEN 1 ELSE crash_unjudged END,
                lease_owner = NULL, lease_until = NULL, updated_at = ?
              WHERE id = ?`,
   ).run(unservedReason(ref), tx.now, runId);

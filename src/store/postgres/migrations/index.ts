@@ -22,6 +22,7 @@ import { migration as stepsInsertedFirst } from "./014-steps-inserted-first.js";
 import { migration as workerLeasesAndEpochFloor } from "./015-worker-leases-and-epoch-floor.js";
 import { migration as severalFailedCalls } from "./016-several-failed-calls.js";
 import { migration as releaseOnlyRunning } from "./017-release-only-running.js";
+import { migration as crashUnjudged } from "./018-crash-unjudged.js";
 
 export interface Migration {
   version: number;
@@ -48,6 +49,7 @@ export const MIGRATIONS: readonly Migration[] = [
   workerLeasesAndEpochFloor,
   severalFailedCalls,
   releaseOnlyRunning,
+  crashUnjudged,
 ];
 
 /** The schema version this code writes and understands. */

@@ -15,6 +15,7 @@ import { migration as effectReconciled } from "./008-effect-reconciled.js";
 import { migration as traceContext } from "./009-trace-context.js";
 import { migration as journalOrderIndex } from "./010-journal-order-index.js";
 import { migration as workerLeasesAndEpochFloor } from "./011-worker-leases-and-epoch-floor.js";
+import { migration as crashUnjudged } from "./012-crash-unjudged.js";
 
 export interface Migration {
   version: number;
@@ -34,6 +35,7 @@ export const MIGRATIONS: readonly Migration[] = [
   traceContext,
   journalOrderIndex,
   workerLeasesAndEpochFloor,
+  crashUnjudged,
 ];
 
 /** The schema version this code writes; a file with a higher one is refused. */
