@@ -4,6 +4,7 @@
 // mend.
 
 import { afterEach, describe, expect, it } from "vitest";
+import { UndecodableError } from "../src/codec/codec.js";
 import { createEngine, type Store, sqliteStore, workflow } from "../src/index.js";
 import { postgresStore } from "../src/store/postgres/postgres-store.js";
 import { crashableStore } from "../src/testing/crashable-store.js";
@@ -299,6 +300,45 @@ describe.each(backends)("%s: a crashed run paused as unserved", (_, backend) => 
     await b.close();
     const c = createEngine({ store: makeStore(), workflows: [wf], clock, pollIntervalMs: 10 });
     cleanups.push(() => c.close());
+    const result = c
+      .handle("r")
+      .result()
+      .then(
+        (v) => v,
+        (e: Error) => e.name,
+      );
+    const outcome = await advanceUntil(clock, result, 1_000, 200);
+    expect({ outcome, bodies: bodies() }).toEqual({ outcome: "WorkerLostError", bodies: 1 });
+  });
+});
+
+describe.each(backends)("%s: a crashed run paused for a payload it cannot read", (_, backend) => {
+  // Before: the takeover met a stored value it could not decode before its replay charged
+  // the crash, and paused the run as any other: resumed once repaired, the run was claimed
+  // as an ordinary one, the crash charged nothing, and the step (maxAttempts 1) ran twice.
+  it("keeps its crash's charge for the execution after the resume", async () => {
+    const { makeStore } = backend();
+    const { clock, wf, bodies } = await crashedRun(makeStore);
+    let unreadable = true;
+    const b = createEngine({
+      store: around(makeStore(), {
+        loadJournal: async (call, ...args) => {
+          if (unreadable) throw new UndecodableError("cannot decode a step's result (injected)");
+          return call(...args);
+        },
+      }),
+      workflows: [wf],
+      clock,
+      pollIntervalMs: 10,
+      log: () => {},
+    });
+    cleanups.push(() => b.close());
+    await until(async () => (await b.getRun("r"))?.status === "paused", "the run paused");
+    await b.close();
+    unreadable = false;
+    const c = createEngine({ store: makeStore(), workflows: [wf], clock, pollIntervalMs: 10 });
+    cleanups.push(() => c.close());
+    await c.resume("r");
     const result = c
       .handle("r")
       .result()

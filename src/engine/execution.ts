@@ -305,6 +305,9 @@ export class Execution {
       // back under it, and a renewal answered meanwhile is no lost lease.
       this.ending = true;
       this.releasing = true;
+      // Taken from a crashed worker whose crash no replay has charged: the pause keeps that
+      // crash (the store marks the run), or resumed it would be claimed as an ordinary run.
+      const crashUnjudged = this.crashUnjudged && !(await this.crashChargesLanded());
       await this.deps.store
         .releaseRun({
           runId: this.runId,
@@ -312,6 +315,7 @@ export class Execution {
           status: "paused",
           reason,
           readyAt: null,
+          ...(crashUnjudged && { crashUnjudged }),
           ...eventsIfCanceled(this.claim.run),
         })
         .then((res) => {

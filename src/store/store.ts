@@ -272,6 +272,10 @@ export interface Release {
    *  the run's generation, to failedCalls): one, or several for Promise.any's AggregateError;
    *  none when the workflow's own code threw. */
   failedKeys?: string[];
+  /** status paused: the run was taken from a crashed worker and no replay has charged that
+   *  crash yet. The store keeps the mark (a resume too), and the run's next claim takes it
+   *  as recovered (ClaimedRun.recovered) and clears it. */
+  crashUnjudged?: boolean;
 }
 
 export type ReleaseOutcome = { ok: true; run: RunRecord } | { ok: false; reason: "lease-lost" };

@@ -2143,6 +2143,26 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         const again = await store.claimRuns(claim);
         expect(again.map((x) => [x.run.id, x.recovered])).toEqual([[lost.id, false]]);
       });
+
+      it("a run released paused with crashUnjudged is claimed as recovered after its resume, once", async () => {
+        const run = await started({ workflow: "beta" });
+        const other = await started({ workflow: "gamma" });
+        await release(run, { status: "paused", reason: "stuck", crashUnjudged: true });
+        // Only a pause keeps the mark.
+        await release(other, { status: "pending", readyAt: CONTRACT_T0, crashUnjudged: true });
+        expect((await store.resumeRun(run.id, {})).ok).toBe(true);
+        const claim = { workflows: ["beta@1", "gamma@1"], limit: 10, leaseMs: LEASE_MS };
+        const claimed = await store.claimRuns({ ...claim, workerId: "worker-3" });
+        expect(Object.fromEntries(claimed.map((c) => [c.run.id, c.recovered]))).toEqual({
+          [run.id]: true,
+          [other.id]: false,
+        });
+        const c = claimed.find((x) => x.run.id === run.id)!;
+        await release(c.run, { status: "paused", reason: "stuck again" });
+        expect((await store.resumeRun(run.id, {})).ok).toBe(true);
+        const again = await store.claimRuns({ ...claim, workerId: "worker-4" });
+        expect(again.map((x) => [x.run.id, x.recovered])).toEqual([[run.id, false]]);
+      });
     });
 
     // ---- workers ----

@@ -245,6 +245,7 @@ function releaseEntry(r: Release): Record<string, unknown> {
     wake_at: r.wakeAt == null ? null : Math.ceil(r.wakeAt),
     waiting_for: r.waitingFor ?? [],
     failed_keys: r.failedKeys ?? [],
+    crash_unjudged: r.crashUnjudged === true,
     finished_hint: hintPayload({ kind: "finished", runId: r.runId }),
     runnable_hint: hintPayload({ kind: "runnable", runId: r.runId }),
   };

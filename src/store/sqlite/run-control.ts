@@ -63,7 +63,7 @@ export function releaseRun(ctx: StoreContext, r: Release): Promise<ReleaseOutcom
       .prepare(
         `UPDATE runs SET status = ?, reason = ?, paused_for = ?, output = ?, error = ?,
            ready_at = ?, wake_at = ?, waiting_for = ?, lease_owner = NULL, lease_until = NULL,
-           failed_calls = ?, updated_at = ?
+           failed_calls = ?, crash_unjudged = ?, updated_at = ?
          WHERE id = ?
          RETURNING ${RUN_COLUMNS}`,
       )
@@ -77,6 +77,7 @@ export function releaseRun(ctx: StoreContext, r: Release): Promise<ReleaseOutcom
         s.wakeAt,
         JSON.stringify(s.waitingFor),
         JSON.stringify(s.failedCalls),
+        s.status === "paused" && r.crashUnjudged === true ? 1 : 0,
         tx.now,
         r.runId,
       ) as RunRow;

