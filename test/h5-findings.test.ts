@@ -350,3 +350,43 @@ describe.each(backends)("%s: a crashed run paused for a payload it cannot read",
     expect({ outcome, bodies: bodies() }).toEqual({ outcome: "WorkerLostError", bodies: 1 });
   });
 });
+
+describe.each(backends)("%s: a claim of a crashed run whose answer was lost", (_, backend) => {
+  // Before: the claim committed (taking the run over from the crashed worker) but its answer
+  // never came; the worker found the run leased to it and, not knowing whether the claim
+  // had taken it from a crash, handed it back to pending once its lease expired: claimed
+  // next as an ordinary run, the crash was charged nothing and the step (maxAttempts 1) ran
+  // twice. The store remembers what the claim found, and the hand-back asks it.
+  it("keeps the crash's charge", async () => {
+    const { makeStore } = backend();
+    const { clock, wf, bodies } = await crashedRun(makeStore);
+    let lost = false;
+    const b = createEngine({
+      store: around(makeStore(), {
+        claimRuns: async (call, ...args) => {
+          const claimed = (await call(...args)) as unknown[];
+          if (claimed.length > 0 && !lost) {
+            lost = true;
+            throw new Error("connection reset after the commit (injected)");
+          }
+          return claimed;
+        },
+      }),
+      workflows: [wf],
+      clock,
+      pollIntervalMs: 10,
+      log: () => {},
+    });
+    cleanups.push(() => b.close());
+    await until(() => lost, "the claim committed, its answer lost");
+    const result = b
+      .handle("r")
+      .result()
+      .then(
+        (v) => v,
+        (e: Error) => e.name,
+      );
+    const outcome = await advanceUntil(clock, result, 1_000, 200);
+    expect({ outcome, bodies: bodies() }).toEqual({ outcome: "WorkerLostError", bodies: 1 });
+  });
+});

@@ -444,6 +444,11 @@ export class Execution {
   }
 }
 
+/** Whether a run handed back still has a crash to charge: yes, no, or "if-recovered" (a run
+ *  leased by a claim whose answer was lost: whether that claim took it from a crashed worker
+ *  is the store's to say). */
+export type CrashUnjudged = boolean | "if-recovered";
+
 /** What a Context is constructed with (context.ts). */
 type ContextHost = ConstructorParameters<typeof Context>[0];
 
@@ -494,15 +499,20 @@ function stuckReason(runId: string, err: unknown): string | undefined {
  *  kills its worker ran more often than its maxAttempts. Not a run with a cancel asked
  *  (expireLease refuses it): whoever takes it ends it canceled without replaying it, so no
  *  crash is charged anyway, and released now it ends canceled at once (left running, with
- *  no other worker, its cancel waited for the next worker to come). */
+ *  no other worker, its cancel waited for the next worker to come). "if-recovered": this
+ *  worker does not know (its claim's answer was lost), the store does. */
 export async function handBackRun(
   store: Store,
   run: Pick<RunRecord, "id" | "epoch" | "parentId">,
-  { crashUnjudged = false }: { crashUnjudged?: boolean } = {},
+  { crashUnjudged = false }: { crashUnjudged?: CrashUnjudged } = {},
 ): Promise<RunRecord | "lease-ended" | undefined> {
   try {
-    if (crashUnjudged) {
-      const ended = await store.expireLease({ runId: run.id, epoch: run.epoch });
+    if (crashUnjudged !== false) {
+      const ended = await store.expireLease({
+        runId: run.id,
+        epoch: run.epoch,
+        ...(crashUnjudged === "if-recovered" && { onlyIfRecovered: true }),
+      });
       if (ended.ok) return "lease-ended";
       // Not ended: the run is another worker's now (the release below is refused too), or
       // a cancel was asked for it (the store looks): released, it ends canceled at once.

@@ -5,7 +5,7 @@
 // gives a worker its own runs: with no other worker they would sit forever. Once such a
 // lease has expired, as another worker would take the run over, this worker hands it back.
 
-import { handBackRun, payloadKeyError } from "./execution.js";
+import { type CrashUnjudged, handBackRun, payloadKeyError } from "./execution.js";
 import { runsLeasedTo } from "./runs-leased-to.js";
 import type { WorkerOptions } from "./worker-options.js";
 
@@ -14,7 +14,7 @@ import type { WorkerOptions } from "./worker-options.js";
  *  see handBackRun). */
 interface Orphan {
   epoch: number;
-  crashUnjudged: boolean;
+  crashUnjudged: CrashUnjudged;
 }
 
 export class OrphanRuns {
@@ -109,16 +109,17 @@ export class OrphanRuns {
   /** After a claim that failed (claimMayHaveLeased): the running runs leased to this worker
    *  that it does not execute become orphans, handed back once their leases expire. A
    *  store error leaves the search for the next round. Whether the lost claim took a run
-   *  from a crashed worker is not known: handed back as crashed, a run that was pending
-   *  would have its first call charged a crash that never was (with maxAttempts 1, failing
-   *  it); handed back to pending, a crash that was is not charged. The second is the
-   *  lesser harm. */
+   *  from a crashed worker this worker does not know, the store does (it keeps what each
+   *  claim found): handed back as crashed, a run that was pending would have its first call
+   *  charged a crash that never was (with maxAttempts 1, failing it); handed back to
+   *  pending, a crash that was would be charged nothing. So the hand-back asks the store
+   *  ("if-recovered", see expireLease). */
   private async findUnknownClaims(): Promise<void> {
     try {
       const leased = await runsLeasedTo(this.options.store, this.options.id);
       for (const [runId, epoch] of leased) {
         if (!this.hooks.executing(runId) && !this.orphans.has(runId)) {
-          this.orphans.set(runId, { epoch, crashUnjudged: false });
+          this.orphans.set(runId, { epoch, crashUnjudged: "if-recovered" });
         }
       }
       this.claimMayHaveLeased = false;

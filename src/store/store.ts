@@ -427,8 +427,13 @@ export interface Store extends WorkspaceVerbs, ApprovalVerbs {
    *  up a run taken over from a crashed worker before its replay judged that crash (a
    *  store error, close()): handed back to pending, that crash would be charged nothing.
    *  ok false: the epoch moved on, the run is no longer running, or a cancel was asked for
-   *  it (nothing written: release it instead, and it ends canceled). */
-  expireLease(p: { runId: string; epoch: number }): Promise<{ ok: boolean }>;
+   *  it (nothing written: release it instead, and it ends canceled).
+   *  `onlyIfRecovered`: only if the claim that holds the lease took the run from a crashed
+   *  worker (ClaimedRun.recovered), which the store remembers (ok false otherwise): for a
+   *  worker that never heard its claim's answer, and so cannot tell. */
+  expireLease(p: { runId: string; epoch: number; onlyIfRecovered?: boolean }): Promise<{
+    ok: boolean;
+  }>;
 
   /** Group commit: applies each RunWrite atomically and all of them in one transaction
    *  where the backend can. Each write is fenced by its epoch. Writing a record identical

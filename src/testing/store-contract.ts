@@ -705,6 +705,25 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect(await store.expireLease({ runId: "run_missing", epoch: 1 })).toEqual({ ok: false });
       });
 
+      it("expireLease onlyIfRecovered ends a lease only when its claim took the run from a crashed worker", async () => {
+        const fresh = await started();
+        expect(
+          await store.expireLease({ runId: fresh.id, epoch: fresh.epoch, onlyIfRecovered: true }),
+        ).toEqual({ ok: false });
+        expect(await mustGet(fresh.id)).toMatchObject({
+          status: "running",
+          leaseOwner: "worker-1",
+        });
+        advance(2 * LEASE_MS);
+        const p = { workflows: ["alpha@1"], limit: 10, leaseMs: LEASE_MS };
+        const [c] = await store.claimRuns({ ...p, workerId: "worker-2" });
+        expect(c).toMatchObject({ recovered: true, run: { id: fresh.id } });
+        expect(
+          await store.expireLease({ runId: fresh.id, epoch: c!.run.epoch, onlyIfRecovered: true }),
+        ).toEqual({ ok: true });
+        expect(await mustGet(fresh.id)).toMatchObject({ status: "running", leaseOwner: null });
+      });
+
       it("expireLease leaves a run with a cancel asked leased: released, it ends canceled at once", async () => {
         const run = await started();
         await store.requestCancel(run.id, "stop it");

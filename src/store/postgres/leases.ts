@@ -130,7 +130,7 @@ export async function renewLeases(
  *  is that claimer's, as the expired lease meant). */
 export async function expireLease(
   ctx: StoreContext,
-  p: { runId: string; epoch: number },
+  p: { runId: string; epoch: number; onlyIfRecovered?: boolean },
 ): Promise<{ ok: boolean }> {
   const { db, t, channel } = ctx;
   return db.transaction("expireLease", "idempotent", async (tx) => {
@@ -143,8 +143,8 @@ export async function expireLease(
       UPDATE ${t.runs} r SET lease_owner = NULL, lease_until = c.now, ready_at = c.now,
           updated_at = c.now
         FROM c WHERE r.id = $2 AND r.epoch = $3 AND r.status = 'running'
-          AND NOT r.cancel_requested`,
-      [ctx.clockParam(), p.runId, p.epoch],
+          AND NOT r.cancel_requested AND (NOT $4::boolean OR r.claimed_from = 'running')`,
+      [ctx.clockParam(), p.runId, p.epoch, p.onlyIfRecovered === true],
     );
     const ok = (r.rowCount ?? 0) > 0;
     if (ok) await publish(tx, channel, [{ kind: "runnable", runId: p.runId }]);

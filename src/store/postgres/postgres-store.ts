@@ -411,7 +411,9 @@ class PostgresStore implements Store {
     return renewLeases(this.#ctx, p);
   }
 
-  expireLease(p: { runId: string; epoch: number }): Promise<{ ok: boolean }> {
+  expireLease(p: { runId: string; epoch: number; onlyIfRecovered?: boolean }): Promise<{
+    ok: boolean;
+  }> {
     return expireLease(this.#ctx, p);
   }
 

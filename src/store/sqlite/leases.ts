@@ -34,6 +34,7 @@ export function claimRuns(
       `UPDATE runs SET status = 'running', lease_owner = ?, lease_until = ?, ready_at = ?,
            epoch = epoch + 1, wake_at = NULL, waiting_for = '[]',
            reason = CASE WHEN status = 'paused' THEN NULL ELSE reason END, paused_for = NULL,
+           claimed_from = CASE WHEN crash_unjudged <> 0 THEN 'running' ELSE status END,
            crash_unjudged = 0, updated_at = ?
          WHERE id = ?`,
     );
@@ -75,7 +76,7 @@ export function renewLeases(
 
 export function expireLease(
   ctx: StoreContext,
-  p: { runId: string; epoch: number },
+  p: { runId: string; epoch: number; onlyIfRecovered?: boolean },
 ): Promise<{ ok: boolean }> {
   return ctx.write("expireLease", (tx) => {
     // The owner goes too: claimRuns never gives a worker its own runs, so a lease left
@@ -85,9 +86,10 @@ export function expireLease(
     const ended = tx
       .prepare(
         `UPDATE runs SET lease_owner = NULL, lease_until = ?, ready_at = ?, updated_at = ?
-         WHERE id = ? AND epoch = ? AND status = 'running' AND cancel_requested = 0`,
+         WHERE id = ? AND epoch = ? AND status = 'running' AND cancel_requested = 0
+           AND (? = 0 OR claimed_from = 'running')`,
       )
-      .run(tx.now, tx.now, tx.now, p.runId, p.epoch);
+      .run(tx.now, tx.now, tx.now, p.runId, p.epoch, p.onlyIfRecovered === true ? 1 : 0);
     if (ended.changes > 0) tx.hint({ kind: "runnable", runId: p.runId });
     return { ok: ended.changes > 0 };
   });

