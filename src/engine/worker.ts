@@ -246,7 +246,10 @@ export class Worker {
     this.active.set(claim.run.id, ex);
     void ex.finished.then(() => {
       if (this.active.get(claim.run.id) === ex) this.active.delete(claim.run.id);
-      if (ex.bodiesInFlight > 0) this.bodyLeftRunning(claim.run.id, ex);
+      // An execution that let its run go (released it, handed it back) ended its attempts
+      // itself: a body still running is one its step's timeout gave up on, whose call the
+      // run retries anyway (as the Context does within an execution).
+      if (!ex.letGo && ex.bodiesInFlight > 0) this.bodyLeftRunning(claim.run.id, ex);
       if (!ex.letGo && !this.closed) this.orphans.add(claim.run.id, ex.epoch, ex.crashUnjudged);
       this.stats.executions++;
       this.options.ended?.(claim.run.id, ex.released);
