@@ -1,4 +1,4 @@
-// Findings of a review of the worker's lifecycle (h5): a run given up while a step body of
+// Findings of a review of the worker's lifecycle: a run given up while a step body of
 // it still runs in this process, and crash charges lost by a pause or a lost claim. Each
 // test failed on the code it was written against, and stays as the regression test of its
 // mend.
@@ -29,7 +29,7 @@ function sqliteBackend(): Backend {
 }
 
 function postgresBackend(): Backend {
-  const { schema, drop } = testSchema(pgUrl!, "cairn_h5");
+  const { schema, drop } = testSchema(pgUrl!, "cairn_bodies");
   cleanups.push(drop);
   return { name: "postgres", makeStore: () => postgresStore(pgUrl!, { schema }) };
 }
