@@ -31,8 +31,9 @@
 // children (child-calls.ts), workspaces (workspace-calls.ts). So do the parts that stand alone: delivery order (delivery.ts),
 // the causal call tree (call-scope.ts), the journal as this execution reads it
 // (journal-index.ts), record builders (records.ts), the retry decision (retry.ts), what an
-// approval hands the workflow (approval-outcome.ts), the budget's accounts (budget-ledger.ts)
-// and how a call's error is marked with its key (call-errors.ts).
+// approval hands the workflow (approval-outcome.ts), the budget's accounts (budget-ledger.ts),
+// the crash's charges (crash-charges.ts) and how a call's error is marked with its key
+// (call-errors.ts).
 
 import { randomUUID } from "node:crypto";
 import { decode, EncodeError, encode, type StoredTexts } from "../codec/codec.js";
@@ -84,6 +85,7 @@ import {
 import { ChildCalls } from "./child-calls.js";
 import type { FoundChild } from "./child-identity.js";
 import type { Effect, StepContext, StepOptions, WorkflowContext } from "./context-types.js";
+import { CrashCharges } from "./crash-charges.js";
 import type { Workflow } from "./define.js";
 import { DeliveryQueue } from "./delivery.js";
 import { JournalIndex } from "./journal-index.js";
@@ -268,16 +270,6 @@ export class Context implements CallCore {
   /** Every attempt in flight listens on it: an agent's many parallel tool calls are no leak. */
   private readonly runAbort = new LazyAbort({ unlimitedListeners: true });
   private readonly drainAbort = new LazyAbort();
-  /** The lost attempt asked for each call the crash cut (crashedInFlight), by key. */
-  private readonly crashCharges = new Map<string, number>();
-  /** How many of crashCharges are recorded: a charge asked but not yet written (the write
-   *  may fail) leaves the crash unjudged. */
-  private crashChargesRecorded = 0;
-  /** This execution recorded a failed attempt of its own: the journal then says where each
-   *  call it made again stands, and a hand-back leaves no crash to charge (crashUnjudged). */
-  private attemptRecordedHere = false;
-  /** This replay found a call the crash left in its backoff (no attempt of it cut). */
-  private foundInBackoff = false;
   /** New calls made inside a cascade start once it is over (after the divergence check). */
   private afterCascade: Array<() => void> = [];
   /** New calls waiting for a stalled replay's verdict (beforeExecute). */
@@ -331,6 +323,7 @@ export class Context implements CallCore {
   private readonly children = new ChildCalls(this);
   private readonly workspaces = new WorkspaceCalls(this);
   private readonly budget: BudgetLedger;
+  private readonly crashes: CrashCharges;
 
   constructor(
     readonly host: ContextHost,
@@ -357,6 +350,11 @@ export class Context implements CallCore {
       () => host.budgetLimit,
       host.budgetSpent,
       this.journal.attemptSpend,
+    );
+    this.crashes = new CrashCharges(
+      host.recovered,
+      () => this.delivery.liveReleased,
+      () => host.clock.now(),
     );
     const late = trackLateWork(this, () => (this.delivery.inCascade ? this.seq : undefined));
     this.lateWork = late.work;
@@ -430,29 +428,15 @@ export class Context implements CallCore {
   }
 
   /** A run taken from a crashed worker whose replay has not yet judged what the crash cut
-   *  (crashedInFlight charges the calls made again before any new outcome is handed over). */
+   *  (crash-charges.ts). */
   get crashUnjudged(): boolean {
-    return (
-      this.host.recovered &&
-      this.delivery.liveReleased === 0 &&
-      // A call the crash found in its backoff, attempted here and failed again, is in its
-      // next backoff now: handed back as the crash left the run, its next claimer would
-      // charge a lost attempt that never began (missing a charge is the lesser harm).
-      !this.attemptRecordedHere &&
-      // Likewise a call found in its backoff and not attempted since (close() came during
-      // it): its next claimer, past that backoff, would charge it an attempt never begun.
-      (this.crashCharges.size === 0
-        ? !this.foundInBackoff
-        : this.crashChargesRecorded < this.crashCharges.size)
-    );
+    return this.crashes.unjudged;
   }
 
-  /** Lost attempts this execution asked to record without hearing that they were: their
-   *  writes may have landed all the same (the execution halted before the answer, whose
-   *  write the close() drain landed; a lost COMMIT), so the journal must say (execution.ts). */
+  /** Lost attempts this execution asked to record without hearing that they were
+   *  (crash-charges.ts). */
   get unconfirmedCrashCharges(): ReadonlyArray<{ key: string; attempt: number }> {
-    if (this.crashChargesRecorded === this.crashCharges.size) return [];
-    return [...this.crashCharges].map(([key, attempt]) => ({ key, attempt }));
+    return this.crashes.unconfirmed;
   }
 
   /** Another worker owns the run now (or this one stops without a word): write nothing. */
@@ -1096,13 +1080,13 @@ export class Context implements CallCore {
     const { policy, timeoutMs } = this.stepRules(call, options);
     const prior = [...(this.journal.attempts.get(call.key) ?? [])];
     const clock = this.host.clock;
-    if ((!effect || effect.begun()) && this.crashedInFlight(call, prior)) {
+    if ((!effect || effect.begun()) && this.crashes.chargeIfCut(call.key, prior)) {
       // The previous execution stopped without releasing the run while this call was in
       // flight: its attempt crashed with the worker. It counts, so a step that keeps
       // killing its process fails after maxAttempts instead of looping forever.
       const lost = workerLostAttempt(call, { attempt: prior.length + 1, at: clock.now() });
       await this.commit({ attempts: [lost] });
-      this.crashChargesRecorded++;
+      this.crashes.chargeRecorded();
       prior.push(lost);
     }
     for (;;) {
@@ -1186,7 +1170,7 @@ export class Context implements CallCore {
         const written = this.commit({ attempts: [failed.record] });
         attemptEnded();
         await written;
-        this.attemptRecordedHere = true;
+        this.crashes.attemptRecorded();
         this.budget.failedAttempt(call.key, result.spend);
         prior.push(failed.record);
       } finally {
@@ -1332,20 +1316,6 @@ export class Context implements CallCore {
       retryAt: verdict.retryAt,
     });
     return { final: verdict.final, record };
-  }
-
-  /** After a crash, the calls made again before any new outcome was handed over are the
-   *  ones that were in flight when the worker died (unless one was waiting out a backoff). */
-  private crashedInFlight(call: Call, prior: readonly AttemptRecord[]): boolean {
-    if (!this.host.recovered || this.delivery.liveReleased > 0) return false;
-    if (this.crashCharges.has(call.key)) return false;
-    const last = prior.at(-1);
-    if (last?.retryAt != null && last.retryAt > this.host.clock.now()) {
-      this.foundInBackoff = true;
-      return false;
-    }
-    this.crashCharges.set(call.key, prior.length + 1);
-    return true;
   }
 
   private async waitForRetry(key: string, notBefore: number): Promise<void> {
