@@ -181,7 +181,12 @@ export class DeliveryQueue {
       process.nextTick(() => this.cascadeOver());
     };
     if (quiet) {
-      queueMicrotask(handOver);
+      // cascadeOver runs in a nextTick; ticks the cascade's code queued come after it, and
+      // the microtasks they queue run only after this tick batch. The first run cannot hand a
+      // new outcome over before they ran (it waits for a record write), so a replay must not
+      // either: hand over from a tick queued now, after theirs (a race begun in a cascade
+      // between a step and a branch living in `process.nextTick` keeps its winner).
+      process.nextTick(() => queueMicrotask(handOver));
       return;
     }
     // Outside a cascade (a call made after the workflow's own I/O, or a new outcome made
