@@ -341,6 +341,7 @@ export class Context implements CallCore {
           this.cascadeTainted = this.lateWork.takeActivity(LATE_WORK_GRACE_MS);
         },
         quiet: () => this.cascadeOver(),
+        activity: () => this.lateWork.created,
       },
       this.journal.positionGenerations,
     );

@@ -21,7 +21,12 @@ export interface DeliveryHooks {
   began(): void;
   /** A cascade finished (the start's or a hand-over's): the microtask queue is empty. */
   quiet(): void;
+  /** A count of the asynchronous resources (promises, ticks, microtasks) the workflow code
+   *  has created: a hand-over waits until a round of ticks and microtasks created none. */
+  activity?(): number;
 }
+
+import { outsideWorkflow } from "./call-scope.js";
 
 type Settle = () => void;
 
@@ -153,8 +158,7 @@ export class DeliveryQueue {
     return first?.settle ? { settle: first.settle, live: true } : undefined;
   }
 
-  /** `quiet`: called at a quiet point (cascadeOver: the microtask queue is empty). */
-  private pump(quiet = false): void {
+  private pump(): void {
     if (this.busy || this.halted) return;
     const next = this.nextReady();
     if (!next) return;
@@ -180,23 +184,25 @@ export class DeliveryQueue {
       next.settle();
       process.nextTick(() => this.cascadeOver());
     };
-    if (quiet) {
-      // cascadeOver runs in a nextTick; ticks the cascade's code queued come after it, and
-      // the microtasks they queue run only after this tick batch. The first run cannot hand a
-      // new outcome over before they ran (it waits for a record write), so a replay must not
-      // either: hand over from a tick queued now, after theirs (a race begun in a cascade
-      // between a step and a branch living in `process.nextTick` keeps its winner).
-      process.nextTick(() => queueMicrotask(handOver));
-      return;
-    }
-    // Outside a cascade (a call made after the workflow's own I/O, or a new outcome made
-    // durable), the workflow may still have microtasks to run: code a timer or I/O of its
-    // own resumed, such as the other side of a Promise.race. The first run could not hand an
-    // outcome over before that code ran (a new outcome waits for its record to be written),
-    // so no hand-over happens before the microtask queue is empty: a nextTick queued from a
-    // microtask runs only then, and the hand-over itself is a microtask again (its cascade
-    // ends with a nextTick queued from inside it).
-    queueMicrotask(() => process.nextTick(() => queueMicrotask(handOver)));
+    // The first run hands a new outcome over only once its record is written (store I/O), so
+    // after every tick and microtask the workflow code queued has run: code a timer or I/O of
+    // its own resumed (the other side of a Promise.race made late), or a branch living in
+    // `process.nextTick` and microtasks. A replay, whose recorded outcome is ready at once,
+    // must not overtake that code either. So a hand-over waits for a round (a microtask, a
+    // nextTick, which Node runs only once the microtask queue is empty, a microtask again)
+    // in which the workflow code created nothing asynchronous; any tick it queued meanwhile
+    // would run after that round, and the microtasks it queues after the hand-over. The
+    // rounds are cairn's own (outsideWorkflow): they count as none of the workflow's work.
+    const round = (mark: number) =>
+      process.nextTick(() =>
+        queueMicrotask(() => {
+          const now = this.hooks.activity?.() ?? mark;
+          if (now !== mark) round(now);
+          else handOver();
+        }),
+      );
+    const mark = this.hooks.activity?.() ?? 0;
+    outsideWorkflow(() => queueMicrotask(() => round(mark)));
   }
 
   private cascadeOver(): void {
@@ -204,6 +210,6 @@ export class DeliveryQueue {
     this.busy = false;
     if (this.halted) return;
     this.hooks.quiet();
-    this.pump(true);
+    this.pump();
   }
 }

@@ -50,6 +50,10 @@ export class LateWork {
     return this.lastPlace;
   }
 
+  /** Asynchronous resources the workflow code created (promises included): delivery.ts
+   *  hands an outcome over only after a round of ticks and microtasks that created none. */
+  created = 0;
+
   private readonly timers: Array<WeakRef<TimerLike>> = [];
   private lastOtherAt = Number.NEGATIVE_INFINITY;
   /** A timer fired (or was cleared) or other work started since `takeActivity`. */
@@ -130,6 +134,7 @@ const hook = createHook({
     if (owner === undefined) return;
     const work = tracked.get(owner);
     if (work === undefined) return;
+    work.created++;
     if (type !== "PROMISE") work.note(type, resource);
     const place = work.fixedPlace(owner) ?? placeOf(executionAsyncResource());
     if (place !== undefined && place.owner === owner) {
