@@ -3,9 +3,11 @@
 
 import { readFile } from "node:fs/promises";
 import { describe, expect, it } from "vitest";
-import { realClock, workflow } from "../src/index.js";
+import { type AnyWorkflow, realClock, workflow } from "../src/index.js";
 import { BACKENDS, useHarness } from "./helpers/engines.js";
 import { until } from "./helpers/sqlite.js";
+
+const delay = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe.each(BACKENDS)("%s: h6 findings", (backend) => {
   const harness = useHarness(backend);
@@ -73,4 +75,68 @@ describe.each(BACKENDS)("%s: h6 findings", (backend) => {
       expect(out).toBe("branch");
     },
   );
+  // The late-call check lets a late call reuse a name made earlier in a cascade "at a fixed
+  // point" before the code making it began its wait (context.ts, madeAfter). Both halves are
+  // judged by timing: a cascade counts as continuing the workflow's own work when a file read
+  // began within the last second (LATE_WORK_GRACE_MS), and code joined with a file read gets
+  // the place of the cascade it ran in when the read was done first, else (late) the place of
+  // its join. A replay runs its cascades at once, so it judged otherwise than the first run:
+  // the run below was recorded without complaint and every replay of it (after a suspension,
+  // a crash, a restart) failed with NonDeterminismError. A late call that replays a late
+  // record, after a call of the name that replays a record made inside a cascade, is now let
+  // through: the first run made that same pair and let it through.
+  async function recordThenReplay(wf: AnyWorkflow) {
+    const h = harness();
+    const e = h.engine([wf], { clock: realClock });
+    const run = await e.start(wf, undefined);
+    await until(
+      async () => ["waiting", "failed"].includes((await e.getRun(run.id))?.status ?? ""),
+      "the run waits",
+    );
+    expect((await e.getRun(run.id))?.status).toBe("waiting"); // the first run accepted it
+    await e.sendEvent(run.id, "go");
+    return run.result();
+  }
+
+  it("a name reused after a join and a file read replays although the branch's call was made more than a second after the workflow's first read", async () => {
+    const wf = workflow({ name: "late-reuse-grace", version: "1" }, async (ctx) => {
+      await readFile(new URL(import.meta.url));
+      const [fromB] = await Promise.all([
+        (async () => {
+          await ctx.step("b0", () => delay(1_200).then(() => "b0"));
+          return ctx.step("x", () => "x by B");
+        })(),
+        ctx.step("other", () => "other"),
+      ]);
+      await delay(1);
+      const after = await ctx.step("x", () => "x after the join");
+      await ctx.waitForEvent("go");
+      return [fromB, after];
+    });
+    expect(await recordThenReplay(wf)).toEqual(["x by B", "x after the join"]);
+  });
+
+  it("a name reused by code joined with a file read replays although the replay runs that code late", async () => {
+    const wf = workflow({ name: "late-reuse-join-read", version: "1" }, async (ctx) => {
+      await readFile(new URL(import.meta.url));
+      const [fromB, fromL] = await Promise.all([
+        (async () => {
+          await ctx.step("b0", () => delay(1_200).then(() => "b0"));
+          return ctx.step("x", () => "x by B");
+        })(),
+        (async () => {
+          await Promise.all([
+            ctx.step("s", () => delay(1_500).then(() => "s")),
+            readFile(new URL(import.meta.url)),
+          ]);
+          await delay(1);
+          return ctx.step("x", () => "x by L");
+        })(),
+        ctx.step("z", () => delay(20).then(() => "z")),
+      ]);
+      await ctx.waitForEvent("go");
+      return [fromB, fromL];
+    });
+    expect(await recordThenReplay(wf)).toEqual(["x by B", "x by L"]);
+  });
 });

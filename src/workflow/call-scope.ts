@@ -28,6 +28,8 @@ export interface CallNode {
   /** Made inside a cascade that continues no work of the workflow's own (a timer, a file
    *  read, joined with a cairn outcome): its place is the same in every execution. */
   readonly fixed: boolean;
+  /** Made inside a cascade on a replay, matching a record its first run made inside one. */
+  readonly replayedInCascade?: boolean;
 }
 
 interface RootScope {

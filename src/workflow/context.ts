@@ -742,7 +742,15 @@ export class Context implements CallCore {
     }
     const late = !this.delivery.inCascade;
     const prev = this.lastCallOf.get(name);
-    if (prev && (prev.late || late) && !isAncestor(prev, scope.node) && !this.madeAfter(prev)) {
+    const n = (this.counts.get(name) ?? 0) + 1;
+    const key = n === 1 ? name : `${name}#${n}`;
+    const record = this.journal.outcomes.get(key);
+    if (
+      prev &&
+      (prev.late || late) &&
+      !isAncestor(prev, scope.node) &&
+      !this.madeAfter(prev, late && record?.issuedLate === true)
+    ) {
       this.fail(
         new NonDeterminismError(
           `Run "${this.host.runId}" calls ${kind} "${name}" again, and cairn cannot tell that this call always comes after the one keyed "${prev.key}": one of them is made after awaiting something that is not a cairn call (a timer, a file, a fetch), and this one is not made by code that continues from the earlier one (it is in a concurrent branch, or in a helper function that awaited something before making the call), so a replay could give each the other's result. Give each call its own name, e.g. \`${name}:\${item.id}\`, or make the call before the helper's own await, or do that I/O inside a step.`,
@@ -751,9 +759,7 @@ export class Context implements CallCore {
       );
       throw new HaltedSignal();
     }
-    const n = (this.counts.get(name) ?? 0) + 1;
     this.counts.set(name, n);
-    const key = n === 1 ? name : `${name}#${n}`;
     const node: CallNode = {
       owner: this,
       key,
@@ -762,6 +768,7 @@ export class Context implements CallCore {
       late,
       seq: this.seq,
       fixed: !late && !this.cascadeTainted,
+      replayedInCascade: !late && record !== undefined && !record.issuedLate,
     };
     this.lastCallOf.set(name, node);
     enterCall(node);
@@ -779,7 +786,7 @@ export class Context implements CallCore {
       issuedLate: late,
       looseWindow: late || this.cascadeTainted,
       node,
-      record: this.journal.outcomes.get(key),
+      record,
     };
     const max = this.host.maxStepsPerRun ?? Number.POSITIVE_INFINITY;
     if (!call.record && call.seq >= max) {
@@ -809,7 +816,17 @@ export class Context implements CallCore {
    *  branches used. A call made late is never such a `prev`: its place is timing's; nor one
    *  made in a cascade that may continue work of the workflow's own (`Promise.all` of a step
    *  and a file read runs in that cascade only when the read was done first, else late). */
-  private madeAfter(prev: CallNode): boolean {
+  private madeAfter(prev: CallNode, replayingLate: boolean): boolean {
+    // Both judgements below depend on timing: whether a cascade may continue work of the
+    // workflow's own (a timer fired, a file read begun within the last second), and where
+    // code joined with such work runs (in the cascade that found it done, or late, with the
+    // place of its join). A replay, faster, judges otherwise and refused the run its first
+    // execution recorded. When both calls replay records of their own kinds (`prev`'s made
+    // inside a cascade, this one's late), the first run made this very pair (a name's calls
+    // are numbered in order) and its check let it through; a replay that made the two in
+    // another order would make one with the other's record, of the other kind, and be
+    // checked as on a first run.
+    if (replayingLate && prev.replayedInCascade) return true;
     if (!prev.fixed) return false;
     const place = placeOfCurrentFlow(this);
     return place !== undefined && prev.seq < place;
