@@ -15,6 +15,8 @@
 // made runnable, the same code on every replay; anything the workflow does after awaiting
 // a timer or I/O of its own runs later, outside any cascade ("late").
 
+import { outsideWorkflow } from "./call-scope.js";
+
 /** What the queue needs from its owner. */
 export interface DeliveryHooks {
   /** A cascade (the start's or a hand-over's) is about to begin. */
@@ -25,8 +27,6 @@ export interface DeliveryHooks {
    *  has created: a hand-over waits until a round of ticks and microtasks created none. */
   activity?(): number;
 }
-
-import { outsideWorkflow } from "./call-scope.js";
 
 type Settle = () => void;
 

@@ -1,4 +1,4 @@
-// h6: adversarial review of ordered delivery's idle hand-overs (delivery.ts) and the
+// An adversarial review of ordered delivery's idle hand-overs (delivery.ts) and the
 // late-call check's places (late-work.ts, context.ts madeAfter).
 
 import { readFile } from "node:fs/promises";
