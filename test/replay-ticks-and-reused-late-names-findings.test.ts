@@ -9,7 +9,7 @@ import { until } from "./helpers/sqlite.js";
 
 const delay = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-describe.each(BACKENDS)("%s: h6 findings", (backend) => {
+describe.each(BACKENDS)("%s: ordered delivery and reused late names", (backend) => {
   const harness = useHarness(backend);
 
   // A race begun inside a cascade (after a step) between a step and a branch that lives in
