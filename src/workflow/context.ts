@@ -407,7 +407,8 @@ export class Context implements CallCore {
 
   /** How many step bodies (performs, reconciles) of this execution still run in this
    *  process: one whose attempt was aborted and not waited for any more counts until its
-   *  promise settles. */
+   *  promise settles, unless its step's timeout gave up on it (the call is retried beside
+   *  it anyway). */
   get bodiesInFlight(): number {
     return this.bodiesRunning;
   }
@@ -1408,27 +1409,35 @@ export class Context implements CallCore {
     };
     const startedAt = this.host.clock.now();
     let settled: Promise<{ ok: boolean; value?: T; failure?: unknown }>;
-    // Counted until the body itself settles, past any abort's grace (bodiesInFlight).
+    // Counted until the body itself settles, past any abort's grace (bodiesInFlight); not
+    // one its timeout gave up on (past the grace): the call is retried beside it anyway,
+    // and holding the run for it would keep a run whose timed-out body hangs for good.
     this.bodiesRunning++;
+    let counted = true;
+    const uncount = () => {
+      if (!counted) return;
+      counted = false;
+      this.bodyEnded();
+    };
     try {
       settled = Promise.resolve(runInBody(this, call.key, () => body(s))).then(
         (value) => {
-          this.bodyEnded();
+          uncount();
           return { ok: true, value };
         },
         (failure: unknown) => {
-          this.bodyEnded();
+          uncount();
           return { ok: false, failure };
         },
       );
     } catch (failure) {
-      this.bodyEnded();
+      uncount();
       settled = Promise.resolve({ ok: false, failure });
     }
     this.liveAttempts++;
     this.active++;
     try {
-      const outcome = await this.raceTimeout(settled, timeoutMs, abort, call.key);
+      const outcome = await this.raceTimeout(settled, timeoutMs, abort, call.key, uncount);
       ended = true;
       return { ...outcome, spend, startedAt };
     } catch (err) {
@@ -1474,6 +1483,7 @@ export class Context implements CallCore {
     timeoutMs: number | undefined,
     abort: LazyAbort,
     key: string,
+    givenUp: () => void,
   ): Promise<{ ok: boolean; value?: T; failure?: unknown }> {
     // Only a timed attempt has a timer to stop (an abort() builds a DOMException: costly
     // enough to show in a per-step profile).
@@ -1507,6 +1517,8 @@ export class Context implements CallCore {
       abort.abort(reason);
       // Give the body a moment to stop and report what it spent.
       await outsideWorkflow(() => settledWithin(settled, this.host.abortGraceMs));
+      // A body its timeout gave up on no longer holds the run (bodiesInFlight).
+      if (first === "timeout") givenUp();
       return { ok: false, failure: reason };
     } finally {
       stop?.abort();

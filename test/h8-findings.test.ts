@@ -1,0 +1,122 @@
+// Findings of an adversarial review of the worker's lifecycle (runs held while a step body of
+// them still runs in this process; crash charges kept through a pause or a lost claim). Each
+// test failed on the code it was written against, and stays as the regression test of its
+// mend.
+
+import { afterEach, describe, expect, it } from "vitest";
+import { createEngine, type Store, sqliteStore, workflow } from "../src/index.js";
+import { postgresStore } from "../src/store/postgres/postgres-store.js";
+import { createVirtualClock, type VirtualClock } from "../src/testing/index.js";
+import { postgresTestUrl, testSchema } from "./helpers/postgres.js";
+import { tempDbPath, until } from "./helpers/sqlite.js";
+import { around } from "./helpers/store-verbs.js";
+
+const pgUrl = await postgresTestUrl();
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+type Backend = { makeStore: () => Store };
+
+function sqliteBackend(): Backend {
+  const { path, cleanup } = tempDbPath();
+  cleanups.push(cleanup);
+  return { makeStore: () => sqliteStore(path) };
+}
+
+function postgresBackend(): Backend {
+  const { schema, drop } = testSchema(pgUrl!, "cairn_h8");
+  cleanups.push(drop);
+  return { makeStore: () => postgresStore(pgUrl!, { schema }) };
+}
+
+const backends: Array<[string, () => Backend]> = [["SQLite", sqliteBackend]];
+if (pgUrl) backends.push(["PostgreSQL", postgresBackend]);
+
+/** Whether a write records step `key`. */
+function writesStep(args: unknown[], key: string): boolean {
+  const writes = args[0] as Array<{ steps?: Array<{ key: string }> }>;
+  return writes.some((w) => w.steps?.some((s) => s.key === key));
+}
+
+/** Advances the clock past a lease `times` times, each followed by claim rounds. */
+async function roundsPastLease(
+  clock: VirtualClock,
+  claims: () => number,
+  times = 3,
+  stop: () => boolean = () => false,
+): Promise<void> {
+  for (let i = 0; i < times && !stop(); i++) {
+    await clock.advance(40_000);
+    const now = claims();
+    await until(() => claims() > now + 2 || stop(), "claim rounds");
+  }
+}
+
+describe.each(backends)("%s: a run held for a body that runs on", (_, backend) => {
+  // Before: a store error under an execution whose step had timed out (its body, ignoring
+  // its signal, never settles; the Context had retried the call beside it already) kept
+  // the run leased to this worker for as long as that body ran: for good. With no other
+  // worker the run never resumed.
+  it("a body its step's timeout gave up on does not hold the run for good", async () => {
+    const { makeStore } = backend();
+    const clock = createVirtualClock();
+    let begun = 0;
+    const wf = workflow({ name: "timed", version: "1" }, async (ctx) => {
+      const a = await ctx.step(
+        "slow",
+        async () => {
+          begun++;
+          if (begun === 1) return new Promise<string>(() => {}); // hangs, deaf to its signal
+          return "slow";
+        },
+        { timeout: 1_000, retry: { maxAttempts: 3, initialDelay: 1, maxDelay: 1, jitter: false } },
+      );
+      const b = await ctx.step("after", async () => "after");
+      return [a, b];
+    });
+    let failed = false;
+    let claims = 0;
+    const logs: string[] = [];
+    const engine = createEngine({
+      store: around(makeStore(), {
+        appendRecords: async (call, ...args) => {
+          if (!failed && writesStep(args, "after")) {
+            failed = true;
+            throw new Error("connection reset (injected)");
+          }
+          return call(...args);
+        },
+        claimRuns: async (call, ...args) => {
+          claims++;
+          return call(...args);
+        },
+      }),
+      workflows: [wf],
+      clock,
+      pollIntervalMs: 10,
+      abortGraceMs: 20,
+      log: (m) => logs.push(m),
+    });
+    cleanups.push(() => engine.close());
+    await engine.start(wf, undefined, { id: "r" });
+    await until(() => begun === 1, "the first body began");
+    await clock.advance(1_000); // its timeout
+    await until(async () => {
+      await clock.advance(10); // the retry's backoff
+      return failed;
+    }, "the store failed under the run");
+    await roundsPastLease(
+      clock,
+      () => claims,
+      4,
+      () => false,
+    );
+    const run = await engine.getRun("r");
+    expect({ status: run?.status, output: run?.output }).toEqual({
+      status: "completed",
+      output: ["slow", "after"],
+    });
+  });
+});
