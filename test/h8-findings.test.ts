@@ -120,3 +120,58 @@ describe.each(backends)("%s: a run held for a body that runs on", (_, backend) =
     });
   });
 });
+
+describe.each(backends)("%s: a cancel of a run held for a body that runs on", (_, backend) => {
+  // Before: a store error under an execution whose step body (deaf to its signal) never
+  // settles kept the run leased to this worker, and the orphan hand-back skipped it while
+  // that body ran: a cancel asked meanwhile never ended the run (with no other worker, it
+  // stayed running with its cancel asked for good). Released canceled, nothing of it runs
+  // again, so the body need not be waited for.
+  it("ends it canceled", async () => {
+    const { makeStore } = backend();
+    const clock = createVirtualClock();
+    let begun = 0;
+    const wf = workflow({ name: "deaf", version: "1" }, async (ctx) =>
+      Promise.all([
+        ctx.step("slow", async () => {
+          begun++;
+          return new Promise<string>(() => {}); // hangs, deaf to its signal
+        }),
+        ctx.step("fast", async () => {
+          await until(() => begun > 0, "slow began");
+          return "fast";
+        }),
+      ]),
+    );
+    let failed = false;
+    let claims = 0;
+    const logs: string[] = [];
+    const engine = createEngine({
+      store: around(makeStore(), {
+        appendRecords: async (call, ...args) => {
+          if (!failed && writesStep(args, "fast")) {
+            failed = true;
+            throw new Error("connection reset (injected)");
+          }
+          return call(...args);
+        },
+        claimRuns: async (call, ...args) => {
+          claims++;
+          return call(...args);
+        },
+      }),
+      workflows: [wf],
+      clock,
+      pollIntervalMs: 10,
+      abortGraceMs: 20,
+      log: (m) => logs.push(m),
+    });
+    cleanups.push(() => engine.close());
+    await engine.start(wf, undefined, { id: "r" });
+    await until(() => logs.some((m) => m.includes("still runs here")), "the run held");
+    await engine.cancel("r", "no longer wanted");
+    await roundsPastLease(clock, () => claims, 3);
+    const run = await engine.getRun("r");
+    expect({ status: run?.status, begun }).toEqual({ status: "canceled", begun: 1 });
+  });
+});

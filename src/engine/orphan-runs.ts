@@ -70,8 +70,6 @@ export class OrphanRuns {
           this.orphans.delete(runId);
           continue;
         }
-        // Kept, and its lease left to run out: looked at again once that body has ended.
-        if (this.hooks.bodyRunning(runId)) continue;
         // One run this process cannot read (a payload under a key it was not given) must
         // not keep the others from being handed back: it is left for the next round.
         const run = await store.getRun(runId).catch((err: unknown) => {
@@ -85,7 +83,13 @@ export class OrphanRuns {
           this.orphans.delete(runId);
           continue;
         }
-        if (expiredOnly && (run.leaseUntil ?? 0) > now) continue;
+        // A step body of it still runs here: kept, its lease left to run out, and looked at
+        // again once that body has ended. Not one with a cancel asked: released, it ends
+        // canceled and nothing of it runs again (kept, with a body that never settles, its
+        // cancel would never be carried out while this worker lives).
+        if (this.hooks.bodyRunning(runId)) {
+          if (!run.cancelRequested) continue;
+        } else if (expiredOnly && (run.leaseUntil ?? 0) > now) continue;
         const released = await handBackRun(store, run, { crashUnjudged });
         if (released) {
           const leaseEnded = released === "lease-ended";
