@@ -146,6 +146,7 @@ describe.each(backends)("%s: a cancel of a run held for a body that runs on", (_
     let failed = false;
     let claims = 0;
     const logs: string[] = [];
+    const events: Array<{ event: string; status?: string }> = [];
     const engine = createEngine({
       store: around(makeStore(), {
         appendRecords: async (call, ...args) => {
@@ -165,6 +166,12 @@ describe.each(backends)("%s: a cancel of a run held for a body that runs on", (_
       pollIntervalMs: 10,
       abortGraceMs: 20,
       log: (m) => logs.push(m),
+      logger: {
+        debug: () => {},
+        info: (f) => events.push(f as { event: string; status?: string }),
+        warn: () => {},
+        error: () => {},
+      },
     });
     cleanups.push(() => engine.close());
     await engine.start(wf, undefined, { id: "r" });
@@ -173,5 +180,9 @@ describe.each(backends)("%s: a cancel of a run held for a body that runs on", (_
     await roundsPastLease(clock, () => claims, 3);
     const run = await engine.getRun("r");
     expect({ status: run?.status, begun }).toEqual({ status: "canceled", begun: 1 });
+    // Its worker's lifecycle line says so (not "released", to pending).
+    expect(events.filter((e) => e.event === "canceled" || e.event === "released")).toEqual([
+      expect.objectContaining({ event: "canceled" }),
+    ]);
   });
 });

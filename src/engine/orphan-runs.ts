@@ -93,15 +93,17 @@ export class OrphanRuns {
         const released = await handBackRun(store, run, { crashUnjudged });
         if (released) {
           const leaseEnded = released === "lease-ended";
+          const canceled = !leaseEnded && released.status === "canceled";
           this.orphans.delete(runId);
-          await this.hooks.handedBack(runId, !leaseEnded && released.status === "canceled");
+          await this.hooks.handedBack(runId, canceled);
+          // Released with a cancel asked, it ended canceled: its line says so.
           this.options.execution.lifecycle({
-            event: "released",
+            event: canceled ? "canceled" : "released",
             runId,
             workflow: run.workflow,
             version: run.version,
             epoch,
-            status: leaseEnded ? "running" : "pending",
+            ...(!canceled && { status: leaseEnded ? "running" : "pending" }),
           });
         }
       }
