@@ -435,7 +435,7 @@ describe("cairn runs: an approval, a sleep, a version no worker serves, a lease 
     );
   });
 
-  it("running on a worker whose lease ended: another worker takes it over", async () => {
+  it("running on a worker whose lease ended: it hands it back, or another worker takes it over", async () => {
     const { db, env } = freshStore();
     // A worker that claimed a run and then went quiet (no process here renews or sweeps):
     // its row and the run's lease stay as it left them.
@@ -469,6 +469,19 @@ describe("cairn runs: an approval, a sleep, a version no worker serves, a lease 
     expect(run?.status).toBe("running");
     const ended = new Date(leaseUntil).toISOString();
 
+    // Its worker still live, and no other serving its version: nothing else takes it over
+    // (a live worker keeps a run while a step body of it still runs there). Before, this
+    // said another worker takes it over, with none there.
+    expect(await whys(env)).toEqual({
+      "lapsed-1": `running on wrk_quiet, whose lease ended ${ended}: that worker, still live, hands it back once no step body of it runs there (no other live worker serves lapsed@1)`,
+    });
+    await store.registerWorker({
+      id: "wrk_other",
+      host: `${hostname()}-elsewhere`,
+      pid: 2,
+      pidNamespace: null,
+      workflows: ["lapsed@1"],
+    });
     expect(await whys(env)).toEqual({
       "lapsed-1": `running on wrk_quiet, whose lease ended ${ended}: another worker takes it over`,
     });

@@ -7,6 +7,14 @@
 import { APPROVAL_EVENT_PREFIX, type RunView, type WorkerView } from "../index.js";
 import { iso, quoted, shellArg } from "./format.js";
 
+/** Whether explaining `run` needs the workers: a pending run (which worker picks it up), a
+ *  running one held by no worker or whose lease ended (which worker takes it over). */
+export function explainNeedsWorkers(run: RunView, now: Date): boolean {
+  if (run.status === "pending") return true;
+  if (run.status !== "running") return false;
+  return !run.leaseOwner || (run.leaseUntil !== undefined && run.leaseUntil < now);
+}
+
 /** `lease: false` leaves a running run's lease out, for a view that shows it on its own. */
 export function explainRun(
   run: RunView,
@@ -43,7 +51,17 @@ export function explainRun(
       if (options.lease === false) return `running on ${run.leaseOwner}`;
       const until = run.leaseUntil;
       if (until && until.getTime() < now.getTime()) {
-        return `running on ${run.leaseOwner}, whose lease ended ${iso(until)}: another worker takes it over`;
+        const ended = `running on ${run.leaseOwner}, whose lease ended ${iso(until)}`;
+        const live = workers.filter((w) => w.live);
+        if (live.some((w) => w.id !== run.leaseOwner && w.workflows.includes(ref))) {
+          return `${ended}: another worker takes it over`;
+        }
+        // No other worker will: a live owner keeps a run while a step body of it still runs
+        // there (worker.ts), and hands it back after.
+        if (live.some((w) => w.id === run.leaseOwner)) {
+          return `${ended}: that worker, still live, hands it back once no step body of it runs there (no other live worker serves ${ref})`;
+        }
+        return `${ended}: no live worker serves ${ref}; the next one to serve it takes it over`;
       }
       return `running on ${run.leaseOwner}${until ? ` (lease until ${iso(until)})` : ""}`;
     }

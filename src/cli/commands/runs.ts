@@ -7,7 +7,7 @@ import {
   type RunView,
 } from "../../index.js";
 import { defineCommand, UsageError } from "../command.js";
-import { explainRun } from "../explain-run.js";
+import { explainNeedsWorkers, explainRun } from "../explain-run.js";
 import { parseWholeNumber } from "../flag-values.js";
 import { iso, oneLine, table, toJson } from "../format.js";
 import { withClient } from "../store-spec.js";
@@ -59,9 +59,11 @@ Options:
     const { filter, version } = parseFilter(values, approvals);
     const { found, workers } = await withClient(values, ctx, async (engine) => {
       const found = await listMatching(engine.listRuns.bind(engine), filter, version, limit);
-      // Workers only explain why a pending run is not picked up.
-      const pending = found.some((r) => r.status === "pending");
-      return { found, workers: pending ? await engine.listWorkers() : [] };
+      // Workers only explain why a pending run is not picked up, and who takes over a
+      // running run held by no worker or whose lease ended.
+      const asked = new Date();
+      const needed = found.some((r) => explainNeedsWorkers(r, asked));
+      return { found, workers: needed ? await engine.listWorkers() : [] };
     });
     const now = new Date();
     const why = (r: RunView) => explainRun(r, workers, now);

@@ -3,7 +3,7 @@
 import { runNotFound } from "../../errors.js";
 import type { ApprovalView, EventView, RunView, StepView } from "../../index.js";
 import { defineCommand } from "../command.js";
-import { explainRun } from "../explain-run.js";
+import { explainNeedsWorkers, explainRun } from "../explain-run.js";
 import {
   formatAmounts,
   formatBudget,
@@ -52,8 +52,9 @@ Options:
           steps: await engine.getSteps(id),
           approvals: await engine.listApprovals(id),
           events: await engine.listEvents(id),
-          // Workers only explain why a pending run is not picked up.
-          workers: run.status === "pending" ? await engine.listWorkers() : [],
+          // Workers only explain why a pending run is not picked up, and who takes over a
+          // running run held by no worker or whose lease ended.
+          workers: explainNeedsWorkers(run, new Date()) ? await engine.listWorkers() : [],
         };
       },
     );
