@@ -492,6 +492,41 @@ describe("cairn runs: an approval, a sleep, a version no worker serves, a lease 
       ),
     );
   });
+  it("running, held by no worker: the live worker serving it takes it over", async () => {
+    const { db, env } = freshStore();
+    const store = sqliteStore(db);
+    stores.push(store);
+    await store.open({ clock: realClock });
+    await store.registerWorker({
+      id: "wrk_gone",
+      host: `${hostname()}-elsewhere`,
+      pid: 1,
+      pidNamespace: null,
+      workflows: ["given@1"],
+    });
+    await store.createRun({
+      id: "given-1",
+      workflow: "given",
+      version: "1",
+      input: "[null]",
+      budgetLimit: {},
+    });
+    const [claim] = await store.claimRuns({
+      workerId: "wrk_gone",
+      workflows: ["given@1"],
+      limit: 1,
+      leaseMs: 60_000,
+    });
+    // Its worker ended its lease to keep a crash for its next claimer (Store.expireLease).
+    expect(await store.expireLease({ runId: "given-1", epoch: claim!.run.epoch })).toEqual({
+      ok: true,
+    });
+    // Before, the workers were not fetched for a running run: "no worker is running".
+    expect(await whys(env)).toEqual({
+      "given-1":
+        "running, held by no worker (its last one gave it up): the next of 1 live worker(s) serving given@1 takes it over",
+    });
+  });
 });
 
 describe("cairn worker --import, --lease, --poll-interval", () => {
