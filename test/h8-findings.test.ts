@@ -4,12 +4,15 @@
 // mend.
 
 import { afterEach, describe, expect, it } from "vitest";
+import { UndecodableError } from "../src/codec/codec.js";
 import { createEngine, type Store, sqliteStore, workflow } from "../src/index.js";
 import { postgresStore } from "../src/store/postgres/postgres-store.js";
+import { crashableStore } from "../src/testing/crashable-store.js";
 import { createVirtualClock, type VirtualClock } from "../src/testing/index.js";
+import { advanceUntil } from "./helpers/engines.js";
 import { postgresTestUrl, testSchema } from "./helpers/postgres.js";
 import { tempDbPath, until } from "./helpers/sqlite.js";
-import { around } from "./helpers/store-verbs.js";
+import { around, gate, lostAttempts } from "./helpers/store-verbs.js";
 
 const pgUrl = await postgresTestUrl();
 const cleanups: Array<() => Promise<void> | void> = [];
@@ -186,3 +189,94 @@ describe.each(backends)("%s: a cancel of a run held for a body that runs on", (_
     ]);
   });
 });
+
+describe.each(backends)(
+  "%s: a takeover paused after its crash's charge landed unheard",
+  (_, backend) => {
+    // Before: a run taken over from a crashed worker charged that crash (a WORKER_LOST
+    // attempt, written, its answer an error: a value that cannot be decoded), and was paused
+    // for it; the journal, read to learn whether the charge had landed, could not be read
+    // either, and the pause marked the run crash_unjudged all the same. Resumed, its next
+    // claim charged the crash again: the step (maxAttempts 2) failed with WorkerLostError after
+    // one crash, its body run once.
+    it("is not marked to be charged that crash again", async () => {
+      const { makeStore } = backend();
+      const clock = createVirtualClock();
+      let bodies = 0;
+      const hang = gate();
+      cleanups.push(hang.open);
+      const wf = workflow(
+        { name: "crashy", version: "1", retry: { maxAttempts: 2 } },
+        async (ctx) =>
+          ctx.step("s", async () => {
+            bodies++;
+            if (bodies === 1) {
+              crashing.crash();
+              await hang.opened;
+            }
+            return "ran";
+          }),
+      );
+      const crashing = crashableStore(makeStore());
+      const a = createEngine({
+        store: crashing,
+        workflows: [wf],
+        clock,
+        pollIntervalMs: 10,
+        closeGraceMs: 0,
+        log: () => {},
+      });
+      cleanups.push(() => a.close().catch(() => {}));
+      await a.start(wf, undefined, { id: "r" });
+      await until(() => crashing.crashed, "the worker crashed in the step");
+      await crashing.settled();
+      await clock.advance(60_000); // past the lease
+      let charged = false;
+      const b = createEngine({
+        store: around(makeStore(), {
+          appendRecords: async (call, ...args) => {
+            const writes = args[0] as Array<{
+              attempts?: Array<{ error?: { code?: string } | null }>;
+            }>;
+            const res = await call(...args);
+            const charge = writes.some((w) =>
+              w.attempts?.some((x) => x.error?.code === "WORKER_LOST"),
+            );
+            if (!charged && charge) {
+              charged = true;
+              throw new UndecodableError("cannot decode a value (injected)");
+            }
+            return res;
+          },
+          loadJournal: async (call, ...args) => {
+            if (charged) throw new UndecodableError("cannot decode a step's result (injected)");
+            return call(...args);
+          },
+        }),
+        workflows: [wf],
+        clock,
+        pollIntervalMs: 10,
+        log: () => {},
+      });
+      cleanups.push(() => b.close());
+      await until(async () => (await b.getRun("r"))?.status === "paused", "the run paused");
+      await b.close();
+      const c = createEngine({ store: makeStore(), workflows: [wf], clock, pollIntervalMs: 10 });
+      cleanups.push(() => c.close());
+      await c.resume("r");
+      const result = c
+        .handle("r")
+        .result()
+        .then(
+          (v) => v,
+          (e: Error) => e.name,
+        );
+      const outcome = await advanceUntil(clock, result, 1_000, 200);
+      expect({ outcome, bodies, lost: await lostAttempts(makeStore, "r") }).toEqual({
+        outcome: "ran",
+        bodies: 2,
+        lost: ["s"],
+      });
+    });
+  },
+);

@@ -125,8 +125,9 @@ export class Execution {
 
   /** Whether lost attempts this execution asked to record, not hearing that they were, are
    *  in the journal all the same: handed back as the crash left it, the run would be
-   *  charged that crash twice by its next claimer. Unknown (the store fails): not landed. */
-  private async crashChargesLanded(): Promise<boolean> {
+   *  charged that crash twice by its next claimer. undefined: unknown (the journal could
+   *  not be read). */
+  private async crashChargesLanded(): Promise<boolean | undefined> {
     const asked = this.ctx?.unconfirmedCrashCharges ?? [];
     if (asked.length === 0) return false;
     try {
@@ -137,7 +138,7 @@ export class Execution {
         ),
       );
     } catch {
-      return false;
+      return undefined;
     }
   }
 
@@ -307,7 +308,10 @@ export class Execution {
       this.releasing = true;
       // Taken from a crashed worker whose crash no replay has charged: the pause keeps that
       // crash (the store marks the run), or resumed it would be claimed as an ordinary run.
-      const crashUnjudged = this.crashUnjudged && !(await this.crashChargesLanded());
+      // Not when charges were asked and the journal cannot tell whether they landed (it may
+      // hold the very value no worker can read): marked, a charge that landed would be made
+      // twice, failing a run that never ran out of attempts; missing one is the lesser harm.
+      const crashUnjudged = this.crashUnjudged && (await this.crashChargesLanded()) === false;
       await this.deps.store
         .releaseRun({
           runId: this.runId,
@@ -335,7 +339,9 @@ export class Execution {
   private async handBackPending(): Promise<void> {
     this.releasing = true;
     const back = await handBackRun(this.deps.store, this.claim.run, {
-      crashUnjudged: this.crashUnjudged && !(await this.crashChargesLanded()),
+      // Unknown (the store fails): taken as not landed (the hand-back itself needs the store;
+      // failing, the lease runs out and the run is taken over as recovered anyway).
+      crashUnjudged: this.crashUnjudged && (await this.crashChargesLanded()) !== true,
     });
     if (back === undefined) return;
     this.letGo = true;
