@@ -29,7 +29,7 @@ function sqliteBackend(): Backend {
 }
 
 function postgresBackend(): Backend {
-  const { schema, drop } = testSchema(pgUrl!, "cairn_h8");
+  const { schema, drop } = testSchema(pgUrl!, "cairn_held");
   cleanups.push(drop);
   return { makeStore: () => postgresStore(pgUrl!, { schema }) };
 }
