@@ -266,6 +266,7 @@ describe.each(BACKENDS)("hand-backs on %s: a crashed run whose cancel was asked"
     let reading = false;
     const read = gate();
     cleanups.push(read.open);
+    const events: Array<{ event: string; status?: string }> = [];
     const b = createEngine({
       store: around(makeStore(), {
         loadJournal: async (call, ...args) => {
@@ -279,6 +280,12 @@ describe.each(BACKENDS)("hand-backs on %s: a crashed run whose cancel was asked"
       pollIntervalMs: 10,
       closeGraceMs: 0,
       log: () => {},
+      logger: {
+        debug: () => {},
+        info: (f) => events.push(f as { event: string; status?: string }),
+        warn: () => {},
+        error: () => {},
+      },
     });
     await until(() => reading, "the takeover reading the journal");
     const look = createEngine({ store: makeStore(), worker: false, clock });
@@ -293,6 +300,10 @@ describe.each(BACKENDS)("hand-backs on %s: a crashed run whose cancel was asked"
       5_000,
     );
     expect((await look.getRun("r"))?.reason).toBe("stop the takeover");
+    // Its worker's lifecycle line says so (it said "released", status pending).
+    expect(events.filter((e) => e.event === "canceled" || e.event === "released")).toEqual([
+      expect.objectContaining({ event: "canceled" }),
+    ]);
   });
 });
 

@@ -345,7 +345,12 @@ export class Execution {
     });
     if (back === undefined) return;
     this.letGo = true;
-    if (back !== "lease-ended" && back.status === "canceled") await this.cancelChildren(back);
+    if (back !== "lease-ended" && back.status === "canceled") {
+      // Released with a cancel asked, it ended canceled: its line says so.
+      await this.cancelChildren(back);
+      this.report("canceled");
+      return;
+    }
     this.report("released", { status: back === "lease-ended" ? "running" : "pending" });
   }
 
