@@ -11,7 +11,7 @@ import type { Call, CallCore } from "./call-core.js";
 import type { ContextHost } from "./context.js";
 import type { ApprovalOptions, ApprovalResult } from "./context-types.js";
 import { checkSchema } from "./schema-check.js";
-import { waitDeadline } from "./wait-calls.js";
+import { lookedPastDeadline, waitDeadline } from "./wait-calls.js";
 
 /** The event that answers approval `key` of a run (stored by the store's answerApproval). */
 export const APPROVAL_EVENT_PREFIX = "cairn.approval:";
@@ -101,7 +101,7 @@ export class ApprovalCalls {
       ...(reopen && { reopen: true }),
     });
     const deadline = reopen && stored ? stored.deadline : waited.deadline;
-    let reloaded = false;
+    const lastLook = { done: false };
     for (;;) {
       // As in waitForEvent: past the deadline, only an answer stored by then counts, and the
       // store accepts none at or after it.
@@ -130,22 +130,11 @@ export class ApprovalCalls {
         return this.core.recordValue(call, result, startedAt, consume, { value: answer });
       }
       if (deadline !== null && this.core.host.clock.now() >= deadline) {
-        if (!reloaded) {
-          // The store accepts answers until ITS clock reaches the deadline: wait for that.
-          const behind = await this.core.storeBehind(deadline);
-          if (behind > 0) {
-            await this.core.block({
-              key: call.key,
-              wakeAt: this.core.host.clock.now() + behind,
-              event: eventName,
-            });
-            continue;
-          }
-          reloaded = true;
-          await this.core.reloadEvents(true);
-          continue;
+        // The store accepts answers until ITS clock reaches the deadline.
+        if (await lookedPastDeadline(this.core, call.key, deadline, eventName, lastLook)) {
+          return this.core.recordValue(call, timedOutApproval<A>(onTimeout, deadline), startedAt);
         }
-        return this.core.recordValue(call, timedOutApproval<A>(onTimeout, deadline), startedAt);
+        continue;
       }
       await this.core.block({ key: call.key, wakeAt: deadline, event: eventName });
     }

@@ -90,7 +90,7 @@ export class WaitCalls {
       event: name,
     });
     if (fresh) await this.core.commit({ intents: [fresh] });
-    let reloaded = false;
+    const lastLook = { done: false };
     for (;;) {
       // Past the deadline, only an event stored by then counts (it may have come from
       // another process: read the store once more before concluding it did not).
@@ -131,22 +131,10 @@ export class WaitCalls {
         });
       }
       if (deadline !== null && this.core.host.clock.now() >= deadline) {
-        if (!reloaded) {
-          // The store takes events by its own clock: not past the deadline there yet, wait.
-          const behind = await this.core.storeBehind(deadline);
-          if (behind > 0) {
-            await this.core.block({
-              key: call.key,
-              wakeAt: this.core.host.clock.now() + behind,
-              event: name,
-            });
-            continue;
-          }
-          reloaded = true;
-          await this.core.reloadEvents(true);
-          continue;
+        if (await lookedPastDeadline(this.core, call.key, deadline, name, lastLook)) {
+          return this.core.recordValue<WaitResult<T>>(call, { timedOut: true }, startedAt);
         }
-        return this.core.recordValue<WaitResult<T>>(call, { timedOut: true }, startedAt);
+        continue;
       }
       await this.core.block({ key: call.key, wakeAt: deadline, event: name });
     }
@@ -165,4 +153,26 @@ export function waitDeadline(
   if (intent) return { deadline: decode<{ deadline: number | null }>(intent.data).deadline };
   const deadline = timeoutMs === undefined ? null : startedAt + timeoutMs;
   return { deadline, fresh: intentRecord(call, { deadline, ...extra }, startedAt) };
+}
+
+/** A wait (or an approval) past its deadline takes only an event the store took by then,
+ *  and the store takes events by its own clock: until that clock has passed the deadline
+ *  too, the branch waits for it; then the run's events are read once more (another process
+ *  may have sent one). True once that last look is done: nothing came, the wait timed out. */
+export async function lookedPastDeadline(
+  core: CallCore,
+  key: string,
+  deadline: number,
+  event: string,
+  lastLook: { done: boolean },
+): Promise<boolean> {
+  if (lastLook.done) return true;
+  const behind = await core.storeBehind(deadline);
+  if (behind > 0) {
+    await core.block({ key, wakeAt: core.host.clock.now() + behind, event });
+    return false;
+  }
+  lastLook.done = true;
+  await core.reloadEvents(true);
+  return false;
 }
