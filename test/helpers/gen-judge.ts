@@ -103,10 +103,19 @@ export function selfChecks(prog: Program, r: RunResult, label: string): Violatio
   // cairn hand-over set it off: a race whose synchronous winner settled it after a timer or
   // I/O of the workflow's own) inside a Promise.all whose branches await such work has no
   // fixed place among the hand-overs of the other branches: it must be the same value,
-  // wherever it comes.
+  // wherever it comes. Whether a value comes late is itself timing, and differs between executions (a first
+  // execution whose steps ran settles a race in a hand-over's cascade; its replay, handed
+  // recorded outcomes at once, after the workflow's own timer): a value received late in any
+  // execution of the run has no fixed place in any of them (ip-sqlite:901126).
   const mixed = timingMixed(prog.body);
-  const placed = (o: ObsRow) => !(o.late && mixed.has(o.instance.split("@")[0]!));
   for (const [run, execs] of executions(r.ledger.obsRows())) {
+    const unplaced = new Set<string>();
+    for (const rows of execs.values()) {
+      for (const o of rows) {
+        if (o.late && mixed.has(o.instance.split("@")[0]!)) unplaced.add(o.instance);
+      }
+    }
+    const placed = (o: ObsRow) => !unplaced.has(o.instance);
     const full = longest(execs);
     const fullOrdered = full.filter(placed);
     const fullValue = new Map(full.map((o) => [o.instance, o.value]));
