@@ -210,7 +210,7 @@ export async function runProgram(
         }
       }
       const t0 = Date.now();
-      await host.tick(run);
+      await bounded(host.tick(run), "a tick of the worker host");
       maxTick = Math.max(maxTick, Date.now() - t0);
     }
     if (kills.length === 0) storeCallsFirst = cur.storeCalls();
@@ -221,10 +221,10 @@ export async function runProgram(
         (r) => r.status === "running" || r.status === "pending",
       );
       if (!busy || cur.killed) break;
-      await host.tick();
+      await bounded(host.tick(), "a tick of the worker host after the run ended");
     }
-    await cur.stop();
-    await host.close();
+    await bounded(cur.stop(), `stopping worker ${cur.no} after the run ended ${status} (${cur.describe()})`);
+    await bounded(host.close(), "closing the worker host");
     const runs = await inspect.listRuns({ limit: 1000 });
     const journals = new Map<string, Journal>();
     for (const r of runs) journals.set(r.id, await inspect.loadJournal(r.id));
@@ -244,8 +244,19 @@ export async function runProgram(
       cleanup,
     };
   } catch (err) {
-    await cleanup();
+    // A harness phase that hung (bounded) may leave what it waited on hanging too.
+    await settlesWithin(cleanup(), STUCK_MS);
     throw err;
+  }
+
+  /** A phase of the harness that does not return within STUCK_MS fails the case (with its
+   *  seed) instead of hanging the whole page until the test's timeout, which reports none
+   *  of the page's failures (ip-pg:900364 once hung after its run completed). */
+  async function bounded<T>(p: Promise<T>, what: string): Promise<T> {
+    if (await settlesWithin(p, STUCK_MS)) return p;
+    throw new Error(
+      `harness: ${what} did not return within ${STUCK_MS} ms (logs: ${logs.slice(-3).join(" | ")})`,
+    );
   }
 }
 
