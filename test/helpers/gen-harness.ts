@@ -161,7 +161,7 @@ export async function runProgram(
     let progressMark = "";
     let progressAt = Date.now();
     for (;;) {
-      const run = await inspect.getRun(runId);
+      const run = await bounded(inspect.getRun(runId), "reading the run");
       if (run && TERMINAL.has(run.status)) {
         const broken = run.status === "failed" && run.error?.message.startsWith("broken ");
         if (broken && fixes <= prog.broken) {
@@ -184,9 +184,12 @@ export async function runProgram(
         if (!(await settlesWithin(cur.settled(), STUCK_MS))) {
           logs.push(`worker ${cur.no}: its store calls in flight at its kill did not settle`);
         }
-        kills.push(await snapshot(inspect, ledger, cur.no));
-        await host.afterKill();
-        cur = await host.start(incarnations++, triggerAt(kills.length));
+        kills.push(await bounded(snapshot(inspect, ledger, cur.no), "a kill's snapshot"));
+        await bounded(host.afterKill(), "the host after a kill");
+        cur = await bounded(
+          host.start(incarnations++, triggerAt(kills.length)),
+          "starting a worker",
+        );
         continue;
       }
       const mark = `${run?.updatedAt}/${ledger.total()}`;
@@ -202,7 +205,10 @@ export async function runProgram(
         break;
       }
       if (++ticks % 10 === 0 && !cur.killed) {
-        const parked = await parkedForever(inspect, clock?.now() ?? Date.now());
+        const parked = await bounded(
+          parkedForever(inspect, clock?.now() ?? Date.now()),
+          "listing the runs",
+        );
         if (parked) {
           status = "stuck";
           logs.push(`stuck: ${parked}`);
@@ -217,13 +223,16 @@ export async function runProgram(
     const durationMs = Date.now() - started;
     // Children still executing when the top-level run ended (it failed) finish first.
     for (let i = 0; i < 50; i++) {
-      const busy = (await inspect.listRuns({ limit: 1000 })).some(
+      const busy = (await bounded(inspect.listRuns({ limit: 1000 }), "listing the runs")).some(
         (r) => r.status === "running" || r.status === "pending",
       );
       if (!busy || cur.killed) break;
       await bounded(host.tick(), "a tick of the worker host after the run ended");
     }
-    await bounded(cur.stop(), `stopping worker ${cur.no} after the run ended ${status} (${cur.describe()})`);
+    await bounded(
+      cur.stop(),
+      `stopping worker ${cur.no} after the run ended ${status} (${cur.describe()})`,
+    );
     await bounded(host.close(), "closing the worker host");
     const runs = await inspect.listRuns({ limit: 1000 });
     const journals = new Map<string, Journal>();
