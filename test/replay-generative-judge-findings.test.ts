@@ -1,4 +1,4 @@
-// Findings of h7's measurement of the generative replay test (fresh seeds 900000+).
+// Findings of a measurement of the generative replay test on fresh seeds (900000+): the judge.
 
 import { describe, expect, it } from "vitest";
 import type { RunResult } from "./helpers/gen-harness.js";
