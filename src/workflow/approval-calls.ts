@@ -10,7 +10,7 @@ import { type ApprovalAnswer, answeredApproval, timedOutApproval } from "./appro
 import type { Call, CallCore } from "./call-core.js";
 import type { ContextHost } from "./context.js";
 import type { ApprovalOptions, ApprovalResult } from "./context-types.js";
-import { checkSchema } from "./schema-check.js";
+import { checkSchemaOrThrown } from "./schema-check.js";
 import { lookedPastDeadline, waitDeadline } from "./wait-calls.js";
 
 /** The event that answers approval `key` of a run (stored by the store's answerApproval). */
@@ -67,7 +67,7 @@ export class ApprovalCalls {
     // A copy of its own: what the schema does with it in place reaches no other call.
     let request: unknown = takeCopy(given);
     if (!intent && options.schema?.request) {
-      const checked = await this.checkOrThrown(options.schema.request, request);
+      const checked = await this.core.active0(checkSchemaOrThrown(options.schema.request, request));
       if ("thrown" in checked)
         return this.core.recordError(call, toErrorRecord(checked.thrown), startedAt);
       if (!checked.ok) {
@@ -111,7 +111,9 @@ export class ApprovalCalls {
         const sent = decode<ApprovalAnswer>(ev.payload);
         let answer = sent.answer;
         if (answer !== undefined && options.schema?.answer) {
-          const checked = await this.checkOrThrown(options.schema.answer, answer);
+          const checked = await this.core.active0(
+            checkSchemaOrThrown(options.schema.answer, answer),
+          );
           if ("thrown" in checked) {
             return this.core.recordError(call, toErrorRecord(checked.thrown), startedAt, {
               consume,
@@ -138,22 +140,6 @@ export class ApprovalCalls {
       }
       await this.core.block({ key: call.key, wakeAt: deadline, event: eventName });
     }
-  }
-
-  /** A schema's verdict, or what its validator threw (the call's recorded error: handed
-   *  over unrecorded, a replay would see another outcome). Counted as active work. */
-  private checkOrThrown<T>(
-    schema: Parameters<typeof checkSchema<T>>[0],
-    value: unknown,
-  ): Promise<Awaited<ReturnType<typeof checkSchema<T>>> | { thrown: unknown }> {
-    return this.core.active0(
-      Promise.resolve()
-        .then(() => checkSchema(schema, value))
-        .then(
-          (r) => r,
-          (err: unknown) => ({ thrown: err }),
-        ),
-    );
   }
 
   /** An approval's request as stored, or why it cannot be (the call's error). */

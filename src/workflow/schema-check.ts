@@ -13,13 +13,22 @@ export async function checkSchema<T>(
 ): Promise<SchemaCheck<T>> {
   const res = await schema["~standard"].validate(value);
   if (!res.issues) return { ok: true, value: res.value };
-  const detail = res.issues
-    .map(
-      (i) =>
-        `${i.path?.length ? `${i.path.map((p) => (typeof p === "object" ? p.key : p)).join(".")}: ` : ""}${i.message}`,
-    )
-    .join("; ");
-  return { ok: false, issues: res.issues, detail };
+  return { ok: false, issues: res.issues, detail: formatIssues(res.issues) };
+}
+
+/** A schema's verdict, or what its validator threw (or rejected with): a call records
+ *  either as its outcome, since an error handed over unrecorded would give a replay another
+ *  outcome (or a loop, handed back). */
+export function checkSchemaOrThrown<T>(
+  schema: StandardSchemaV1<unknown, T>,
+  value: unknown,
+): Promise<SchemaCheck<T> | { thrown: unknown }> {
+  return Promise.resolve()
+    .then(() => checkSchema(schema, value))
+    .then(
+      (r) => r,
+      (err: unknown) => ({ thrown: err }),
+    );
 }
 
 /** A Standard Schema's issues in one line: "path: message; ...". */

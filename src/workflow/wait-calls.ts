@@ -9,7 +9,7 @@ import type { IntentRecord } from "../store/store.js";
 import type { Call, CallCore } from "./call-core.js";
 import type { WaitOptions, WaitResult } from "./context-types.js";
 import { intentRecord } from "./records.js";
-import { formatIssues } from "./schema-check.js";
+import { checkSchemaOrThrown } from "./schema-check.js";
 
 export class WaitCalls {
   constructor(private readonly core: CallCore) {}
@@ -103,23 +103,15 @@ export class WaitCalls {
           // workflow sees it (and may wait again), a replay sees the same.
           // A validator that throws (or rejects) refuses the event too: were its error handed
           // over unrecorded, a replay would see another outcome (or loop, handed back).
-          const schema = options.schema;
-          const checked = await this.core.active0(
-            Promise.resolve()
-              .then(() => schema["~standard"].validate(payload))
-              .then(
-                (r) => r,
-                (err: unknown) => ({ thrown: err }) as const,
-              ),
-          );
+          const checked = await this.core.active0(checkSchemaOrThrown(options.schema, payload));
           if ("thrown" in checked) {
             return this.core.recordError(call, toErrorRecord(checked.thrown), startedAt, {
               consume,
             });
           }
-          if (checked.issues) {
+          if (!checked.ok) {
             const err = new InputValidationError(
-              `Event "${name}" (seq ${ev.seq}) for run "${this.core.host.runId}" does not match the wait's schema: ${formatIssues(checked.issues)}`,
+              `Event "${name}" (seq ${ev.seq}) for run "${this.core.host.runId}" does not match the wait's schema: ${checked.detail}`,
               checked.issues,
             );
             return this.core.recordError(call, toErrorRecord(err), startedAt, { consume });
