@@ -345,13 +345,9 @@ export class Execution {
     });
     if (back === undefined) return;
     this.letGo = true;
-    if (back !== "lease-ended" && back.status === "canceled") {
-      // Released with a cancel asked, it ended canceled: its line says so.
-      await this.cancelChildren(back);
-      this.report("canceled");
-      return;
-    }
-    this.report("released", { status: back === "lease-ended" ? "running" : "pending" });
+    if (endedCanceled(back)) await this.cancelChildren(back);
+    const { event, ...more } = handBackLine(back);
+    this.report(event, more);
   }
 
   /** A run released canceled: its unfinished children are canceled with it (a child it
@@ -500,6 +496,24 @@ function stuckReason(runId: string, err: unknown): string | undefined {
   return `run "${runId}": ${what}; it was damaged or written by another version of cairn: repair it and resume the run, or cancel it`;
 }
 
+/** What handBackRun left: the run as released (to pending, or canceled), or its lease
+ *  ended with the run still running. */
+export type HandedBack = RunRecord | "lease-ended";
+
+/** Whether a hand-back ended the run canceled (a cancel was asked while it was held): its
+ *  unfinished children are to be canceled with it. */
+export function endedCanceled(back: HandedBack): back is RunRecord {
+  return back !== "lease-ended" && back.status === "canceled";
+}
+
+/** The lifecycle line of a hand-back (event and status): released to pending, or running
+ *  with its lease ended; "canceled" when a cancel asked meanwhile ended the run, which a
+ *  "released" line would misreport. */
+export function handBackLine(back: HandedBack): Pick<WorkerEventFields, "event" | "status"> {
+  if (endedCanceled(back)) return { event: "canceled" };
+  return { event: "released", status: back === "lease-ended" ? "running" : "pending" };
+}
+
 /** Releases a claimed run to pending, ready now, fenced by `epoch`: another worker (or this
  *  one) resumes it from its journal. If even that fails, the lease runs out instead.
  *  Returns the run as released (canceled if a cancel was requested), if it was.
@@ -516,7 +530,7 @@ export async function handBackRun(
   store: Store,
   run: Pick<RunRecord, "id" | "epoch" | "parentId">,
   { crashUnjudged = false }: { crashUnjudged?: CrashUnjudged } = {},
-): Promise<RunRecord | "lease-ended" | undefined> {
+): Promise<HandedBack | undefined> {
   try {
     if (crashUnjudged !== false) {
       const ended = await store.expireLease({

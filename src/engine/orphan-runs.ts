@@ -5,7 +5,14 @@
 // gives a worker its own runs: with no other worker they would sit forever. Once such a
 // lease has expired, as another worker would take the run over, this worker hands it back.
 
-import { type CrashUnjudged, handBackRun, payloadKeyError } from "./execution.js";
+import type { RunRecord } from "../store/store.js";
+import {
+  type CrashUnjudged,
+  endedCanceled,
+  handBackLine,
+  handBackRun,
+  payloadKeyError,
+} from "./execution.js";
 import { runsLeasedTo } from "./runs-leased-to.js";
 import type { WorkerOptions } from "./worker-options.js";
 
@@ -15,6 +22,10 @@ import type { WorkerOptions } from "./worker-options.js";
 interface Orphan {
   epoch: number;
   crashUnjudged: CrashUnjudged;
+  /** Kept for a step body of it that ran here when it became an orphan: once that body has
+   *  ended nothing holds the run here, so it goes back without waiting out its lease (a
+   *  claim kept unexecuted holds a fresh lease: the run sat idle for a whole lease). */
+  heldForBody: boolean;
 }
 
 export class OrphanRuns {
@@ -40,7 +51,7 @@ export class OrphanRuns {
 
   /** An execution of `runId` at `epoch` ended without letting the run go. */
   add(runId: string, epoch: number, crashUnjudged: boolean): void {
-    this.orphans.set(runId, { epoch, crashUnjudged });
+    this.orphans.set(runId, { epoch, crashUnjudged, heldForBody: this.hooks.bodyRunning(runId) });
   }
 
   /** A claim failed without an answer (see claimMayHaveLeased). */
@@ -62,54 +73,67 @@ export class OrphanRuns {
     if (this.orphans.size === 0) return;
     const { store, id: workerId } = this.options;
     try {
-      const now = await store.now();
-      for (const [runId, { epoch, crashUnjudged }] of this.orphans) {
+      // Read together: one round trip for all of them, not one per orphan in turn.
+      const orphans = [...this.orphans];
+      const [now, runs] = await Promise.all([store.now(), this.readRuns(orphans)]);
+      for (const [i, [runId, orphan]] of orphans.entries()) {
+        // One added (or added again) meanwhile is looked at by the next round.
+        if (this.orphans.get(runId) !== orphan) continue;
+        const run = runs[i];
         // Never a run executing here (a run created claimed while the claims were looked
         // for), nor one whose attempt close() left running: its lease is this worker's.
         if (this.hooks.executing(runId) || keep.has(runId)) {
           this.orphans.delete(runId);
           continue;
         }
-        // One run this process cannot read (a payload under a key it was not given) must
-        // not keep the others from being handed back: it is left for the next round.
-        const run = await store.getRun(runId).catch((err: unknown) => {
-          if (payloadKeyError(err) !== undefined) return null;
-          throw err;
-        });
         if (run === null) continue;
         const ours =
-          run?.status === "running" && run.epoch === epoch && run.leaseOwner === workerId;
+          run?.status === "running" && run.epoch === orphan.epoch && run.leaseOwner === workerId;
         if (!ours) {
           this.orphans.delete(runId);
           continue;
         }
-        // A step body of it still runs here: kept, its lease left to run out, and looked at
-        // again once that body has ended. Not one with a cancel asked: released, it ends
-        // canceled and nothing of it runs again (kept, with a body that never settles, its
-        // cancel would never be carried out while this worker lives).
+        // A step body of it still runs here: kept, and looked at again once that body has
+        // ended. Not one with a cancel asked: released, it ends canceled and nothing of it
+        // runs again (kept, with a body that never settles, its cancel would never be
+        // carried out while this worker lives).
         if (this.hooks.bodyRunning(runId)) {
           if (!run.cancelRequested) continue;
-        } else if (expiredOnly && (run.leaseUntil ?? 0) > now) continue;
-        const released = await handBackRun(store, run, { crashUnjudged });
-        if (released) {
-          const leaseEnded = released === "lease-ended";
-          const canceled = !leaseEnded && released.status === "canceled";
-          this.orphans.delete(runId);
-          await this.hooks.handedBack(runId, canceled);
-          // Released with a cancel asked, it ended canceled: its line says so.
-          this.options.execution.lifecycle({
-            event: canceled ? "canceled" : "released",
-            runId,
-            workflow: run.workflow,
-            version: run.version,
-            epoch,
-            ...(!canceled && { status: leaseEnded ? "running" : "pending" }),
-          });
-        }
+        } else if (expiredOnly && !orphan.heldForBody && (run.leaseUntil ?? 0) > now) continue;
+        await this.handBackOrphan(run, orphan);
       }
     } catch {
       // The store is away (the claim that follows reports it); the next round tries again.
     }
+  }
+
+  /** Each orphan's run as the store has it now (undefined: gone). One run this process
+   *  cannot read (a payload under a key it was not given) is null, left for the next
+   *  round: it must not keep the others from being handed back. */
+  private readRuns(orphans: Array<[string, Orphan]>): Promise<Array<RunRecord | null | undefined>> {
+    return Promise.all(
+      orphans.map(([runId]) =>
+        this.options.store.getRun(runId).catch((err: unknown) => {
+          if (payloadKeyError(err) !== undefined) return null;
+          throw err;
+        }),
+      ),
+    );
+  }
+
+  /** Hands back one orphan the store still leases to this worker, and says so. */
+  private async handBackOrphan(run: RunRecord, { epoch, crashUnjudged }: Orphan): Promise<void> {
+    const back = await handBackRun(this.options.store, run, { crashUnjudged });
+    if (back === undefined) return;
+    this.orphans.delete(run.id);
+    await this.hooks.handedBack(run.id, endedCanceled(back));
+    this.options.execution.lifecycle({
+      runId: run.id,
+      workflow: run.workflow,
+      version: run.version,
+      epoch,
+      ...handBackLine(back),
+    });
   }
 
   /** After a claim that failed (claimMayHaveLeased): the running runs leased to this worker
@@ -125,7 +149,7 @@ export class OrphanRuns {
       const leased = await runsLeasedTo(this.options.store, this.options.id);
       for (const [runId, epoch] of leased) {
         if (!this.hooks.executing(runId) && !this.orphans.has(runId)) {
-          this.orphans.set(runId, { epoch, crashUnjudged: "if-recovered" });
+          this.orphans.set(runId, { epoch, crashUnjudged: "if-recovered", heldForBody: false });
         }
       }
       this.claimMayHaveLeased = false;

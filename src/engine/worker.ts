@@ -7,7 +7,7 @@
 
 import { shiftedClock } from "../lib/clock.js";
 import { settlesWithin, timerMs, waitAtMost } from "../lib/timers.js";
-import type { ClaimedRun, Journal } from "../store/store.js";
+import type { ClaimedRun, Journal, RunRecord } from "../store/store.js";
 import { cancelChildrenOfCanceled } from "./children-of-canceled.js";
 import { Execution, handBackRun } from "./execution.js";
 import { OrphanRuns } from "./orphan-runs.js";
@@ -21,6 +21,12 @@ export type { WorkerOptions } from "./worker-options.js";
 /** A freshly created run's journal: nothing recorded yet, no event can have arrived. */
 function emptyJournal(): Journal {
   return { steps: [], attempts: [], intents: [], events: [] };
+}
+
+/** Whether a release ended the run for good: it never executes again (completed,
+ *  canceled; a failed or paused run may be resumed). */
+function endedForGood(released: RunRecord | undefined): boolean {
+  return released?.status === "completed" || released?.status === "canceled";
 }
 
 export class Worker {
@@ -48,8 +54,9 @@ export class Worker {
    *  once their leases expire, and by close(). */
   private readonly orphans: OrphanRuns;
   /** Runs whose execution here ended while a step body of it still ran (past its abort's
-   *  grace), until those bodies settle: such a run is neither executed here nor handed
-   *  back by this worker meanwhile, or the same call would run twice at once. */
+   *  grace), until those bodies settle: such a run (also one released failed or paused,
+   *  then resumed) is neither executed here nor handed back by this worker meanwhile, or
+   *  the same call would run twice at once. */
   private readonly bodiesLeft = new Map<string, Promise<void>>();
   private unsubscribe: Array<() => void> = [];
   readonly stats = { claimed: 0, executions: 0 };
@@ -211,9 +218,9 @@ export class Worker {
     if (!wf) return; // cannot happen: claims are filtered by our workflows
     if (this.bodiesLeft.has(claim.run.id)) {
       // A step body of an earlier execution of this run still runs here (the run came back
-      // through another worker): executed now, the same call could begin beside it. The
-      // claim is kept unexecuted, as an orphan: handed back once that body has ended and
-      // the lease has run out (another worker may take it over then, as after a crash).
+      // through another worker, or a resume): executed now, the same call could begin
+      // beside it. The claim is kept unexecuted, as an orphan: handed back as soon as that
+      // body has ended, and claimed again (here, or by another worker).
       this.options.execution.log(
         `run "${claim.run.id}": claimed while a step body of an earlier execution still runs here; it is not executed here until that body has ended`,
       );
@@ -246,10 +253,12 @@ export class Worker {
     this.active.set(claim.run.id, ex);
     void ex.finished.then(() => {
       if (this.active.get(claim.run.id) === ex) this.active.delete(claim.run.id);
-      // An execution that let its run go (released it, handed it back) ended its attempts
-      // itself: a body still running is one its step's timeout gave up on, whose call the
-      // run retries anyway (as the Context does within an execution).
-      if (!ex.letGo && ex.bodiesInFlight > 0) this.bodyLeftRunning(claim.run.id, ex);
+      // A body still running here (past its abort's grace) holds the run, also one
+      // released: a run released failed may be resumed by hand and claimed here again,
+      // and begin that call beside it. Not a run that ended for good.
+      if (ex.bodiesInFlight > 0 && !endedForGood(ex.released)) {
+        this.bodyLeftRunning(claim.run.id, ex);
+      }
       if (!ex.letGo && !this.closed) this.orphans.add(claim.run.id, ex.epoch, ex.crashUnjudged);
       this.stats.executions++;
       this.options.ended?.(claim.run.id, ex.released);

@@ -32,6 +32,25 @@ export interface Harness {
   engine(workflows: AnyWorkflow[], opts?: EngineOptions): Engine;
 }
 
+/** New Stores on fresh storage of `backend` (each call of the result: another connection to
+ *  the same storage); the storage's removal is pushed onto `cleanups`, which the caller
+ *  runs after the engines on it have closed. */
+export function freshStorage(
+  backend: Backend,
+  cleanups: Array<() => Promise<void> | void>,
+): () => Store {
+  if (backend === "sqlite") {
+    const db = tempDbPath();
+    cleanups.push(db.cleanup);
+    return () => sqliteStore(db.path);
+  }
+  const url = pgUrl;
+  if (!url) throw new Error("postgres storage without a database");
+  const { schema, drop } = testSchema(url);
+  cleanups.push(drop);
+  return () => postgresStore(url, { schema });
+}
+
 export function useHarness(backend: Backend): () => Harness {
   const cleanups: Array<() => Promise<void> | void> = [];
   afterEach(async () => {
@@ -39,17 +58,7 @@ export function useHarness(backend: Backend): () => Harness {
   });
   return () => {
     const clock = createVirtualClock();
-    let store: () => Store;
-    if (backend === "sqlite") {
-      const db = tempDbPath();
-      cleanups.push(db.cleanup);
-      store = () => sqliteStore(db.path);
-    } else {
-      if (!pgUrl) throw new Error("postgres harness without a database");
-      const { schema, drop } = testSchema(pgUrl);
-      cleanups.push(drop);
-      store = () => postgresStore(pgUrl, { schema });
-    }
+    const store = freshStorage(backend, cleanups);
     return {
       backend,
       clock,
