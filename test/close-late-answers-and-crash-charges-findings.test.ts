@@ -8,6 +8,7 @@ import { realClock } from "../src/lib/clock.js";
 import { crashableStore } from "../src/testing/crashable-store.js";
 import { createVirtualClock, faultyStore } from "../src/testing/index.js";
 import { advanceUntil } from "./helpers/engines.js";
+import { crashedRun, outcomeOf } from "./helpers/lifecycle.js";
 import { tempDbPath, until } from "./helpers/sqlite.js";
 import { around, gate, lostAttempts } from "./helpers/store-verbs.js";
 
@@ -294,35 +295,10 @@ describe("close() of a worker that took over a crashed run", () => {
   // restart) ran the step more often than maxAttempts allows.
   it("leaves the crash to be charged by the next claimer", async () => {
     const path = dbPath();
-    const clock = createVirtualClock();
-    let bodies = 0;
-    const hang = gate();
-    const wf = workflow({ name: "crashy", version: "1", retry: { maxAttempts: 1 } }, async (ctx) =>
-      ctx.step("s", async () => {
-        bodies++;
-        if (bodies === 1) {
-          crashing.crash();
-          await hang.opened;
-        }
-        return "ran";
-      }),
-    );
-    const crashing = crashableStore(sqliteStore(path));
-    const a = createEngine({
-      store: crashing,
-      workflows: [wf],
-      clock,
-      pollIntervalMs: 10,
-      closeGraceMs: 0,
-      log: () => {},
+    const makeStore = () => sqliteStore(path);
+    const { clock, wf, bodies } = await crashedRun(makeStore, cleanups, {
+      retry: { maxAttempts: 1 },
     });
-    // The dead engine's step body is let go before its close (which gives up on its store).
-    cleanups.push(() => a.close().catch(() => {}));
-    cleanups.push(hang.open);
-    await a.start(wf, undefined, { id: "r" });
-    await until(() => crashing.crashed, "the worker crashed in the step");
-    await crashing.settled();
-    await clock.advance(60_000); // past the lease
     // The next worker takes the run over, but closes while it still reads the journal.
     const reading = gate();
     let readAsked = false;
@@ -350,21 +326,10 @@ describe("close() of a worker that took over a crashed run", () => {
       pollIntervalMs: 10,
     });
     cleanups.push(() => c.close());
-    const outcome = await advanceUntil(
-      clock,
-      c
-        .handle("r")
-        .result()
-        .then(
-          (v) => v,
-          (e: Error) => e.name,
-        ),
-      1_000,
-      200,
-    );
+    const outcome = await outcomeOf(c, clock);
     // maxAttempts 1, and the one attempt died with its worker.
     expect(outcome).toBe("WorkerLostError");
-    expect(bodies).toBe(1);
+    expect(bodies()).toBe(1);
     expect(await lostAttempts(path, "r")).toEqual(["s"]);
   });
 });

@@ -7,78 +7,22 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { encode } from "../src/codec/codec.js";
-import { createEngine, type Store, sqliteStore, workflow } from "../src/index.js";
-import { postgresStore } from "../src/store/postgres/postgres-store.js";
-import { crashableStore } from "../src/testing/crashable-store.js";
+import { createEngine, sqliteStore, workflow } from "../src/index.js";
 import { createVirtualClock } from "../src/testing/index.js";
 import { ROOT, startCairn } from "./helpers/cli.js";
-import { advanceUntil } from "./helpers/engines.js";
-import { postgresTestUrl, testSchema } from "./helpers/postgres.js";
-import { tempDbPath, tempDir, until } from "./helpers/sqlite.js";
+import { freshStorage, pgUrl } from "./helpers/engines.js";
+import { chargesACrash, cleanupsAfterEach, crashedRun, outcomeOf } from "./helpers/lifecycle.js";
+import { tempDir, until } from "./helpers/sqlite.js";
 import { around, gate, lostAttempts } from "./helpers/store-verbs.js";
 
-const pgUrl = await postgresTestUrl();
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
-function dbPath(): string {
-  const { path, cleanup } = tempDbPath();
-  cleanups.push(cleanup);
-  return path;
-}
+const cleanups = cleanupsAfterEach();
 
-/** A run "r" of workflow "crashy" (one step, maxAttempts 1) whose worker crashed in the
- *  step's body; the clock is past its lease. `bodies()`: how often the body ran. */
-async function crashedRun(path: string | (() => Store), maxAttempts = 1) {
-  const makeStore = typeof path === "string" ? () => sqliteStore(path) : path;
-  const clock = createVirtualClock();
-  let bodies = 0;
-  const hang = gate();
+/** A run "r" of workflow "crashy" whose worker crashed in its step "s" (`maxAttempts`, a
+ *  short backoff), on a fresh SQLite store; the clock is past its lease. */
+async function crashedOnSqlite(maxAttempts = 1) {
+  const makeStore = freshStorage("sqlite", cleanups);
   const retry = { maxAttempts, initialDelay: "10ms" } as const;
-  const wf = workflow({ name: "crashy", version: "1", retry }, async (ctx) =>
-    ctx.step("s", async () => {
-      bodies++;
-      if (bodies === 1) {
-        crashing.crash();
-        await hang.opened;
-      }
-      return "ran";
-    }),
-  );
-  const crashing = crashableStore(makeStore());
-  const a = createEngine({
-    store: crashing,
-    workflows: [wf],
-    clock,
-    pollIntervalMs: 10,
-    closeGraceMs: 0,
-    log: () => {},
-  });
-  // The dead engine's step body is let go before its close (which gives up on its store).
-  cleanups.push(() => a.close().catch(() => {}));
-  cleanups.push(hang.open);
-  await a.start(wf, undefined, { id: "r" });
-  await until(() => crashing.crashed, "the worker crashed in the step");
-  await crashing.settled();
-  await clock.advance(60_000); // past the lease
-  return { clock, wf, bodies: () => bodies };
-}
-
-/** How run "r" ended under `engine` (its output, or its error's name), the clock advanced
- *  meanwhile. */
-function outcomeOf(
-  engine: ReturnType<typeof createEngine>,
-  clock: ReturnType<typeof createVirtualClock>,
-): Promise<unknown> {
-  const result = engine
-    .handle("r")
-    .result()
-    .then(
-      (v) => v,
-      (e: Error) => e.name,
-    );
-  return advanceUntil(clock, result, 1_000, 200);
+  return { makeStore, ...(await crashedRun(makeStore, cleanups, { retry })) };
 }
 
 describe("hand-backs of a run taken over from a crashed worker", () => {
@@ -86,11 +30,10 @@ describe("hand-backs of a run taken over from a crashed worker", () => {
   // next as an ordinary run: the crash was charged nothing, the body ran twice and the run
   // completed.
   it("a store error reading its journal keeps the crash's charge (maxAttempts 1 fails with WorkerLostError)", async () => {
-    const path = dbPath();
-    const { clock, wf, bodies } = await crashedRun(path);
+    const { makeStore, clock, wf, bodies } = await crashedOnSqlite();
     let failed = false;
     const b = createEngine({
-      store: around(sqliteStore(path), {
+      store: around(makeStore(), {
         loadJournal: async (call, ...args) => {
           if (!failed) {
             failed = true;
@@ -106,7 +49,7 @@ describe("hand-backs of a run taken over from a crashed worker", () => {
     });
     cleanups.push(() => b.close());
     const outcome = await outcomeOf(b, clock);
-    expect({ outcome, bodies: bodies(), lost: await lostAttempts(path, "r") }).toEqual({
+    expect({ outcome, bodies: bodies(), lost: await lostAttempts(makeStore, "r") }).toEqual({
       outcome: "WorkerLostError",
       bodies: 1,
       lost: ["s"],
@@ -116,8 +59,7 @@ describe("hand-backs of a run taken over from a crashed worker", () => {
   // Before: the hand-back failing too, the run became an orphan of the worker, handed back
   // to pending once its lease expired: the crash was charged nothing.
   it("an orphan handed back once its lease expired keeps the crash's charge", async () => {
-    const path = dbPath();
-    const { clock, wf, bodies } = await crashedRun(path);
+    const { makeStore, clock, wf, bodies } = await crashedOnSqlite();
     let loadFailed = false;
     let handBackFailed = false;
     const failHandBackOnce = async (
@@ -131,7 +73,7 @@ describe("hand-backs of a run taken over from a crashed worker", () => {
       return call(...args);
     };
     const b = createEngine({
-      store: around(sqliteStore(path), {
+      store: around(makeStore(), {
         loadJournal: async (call, ...args) => {
           if (!loadFailed) {
             loadFailed = true;
@@ -153,7 +95,7 @@ describe("hand-backs of a run taken over from a crashed worker", () => {
       outcome,
       handBackFailed,
       bodies: bodies(),
-      lost: await lostAttempts(path, "r"),
+      lost: await lostAttempts(makeStore, "r"),
     }).toEqual({
       outcome: "WorkerLostError",
       handBackFailed: true,
@@ -166,12 +108,11 @@ describe("hand-backs of a run taken over from a crashed worker", () => {
   // leased to the gone worker (whose row close() had already removed) until its lease
   // ended: nothing could resume it for a whole lease.
   it("a claim of a crashed run answered after close() ends its lease at once, keeping the crash's charge", async () => {
-    const path = dbPath();
-    const { clock, wf, bodies } = await crashedRun(path);
+    const { makeStore, clock, wf, bodies } = await crashedOnSqlite();
     let claimHeld = false;
     const answer = gate();
     const b = createEngine({
-      store: around(sqliteStore(path), {
+      store: around(makeStore(), {
         claimRuns: async (call, ...args) => {
           const claimed = (await call(...args)) as unknown[];
           if (claimed.length > 0) {
@@ -191,7 +132,7 @@ describe("hand-backs of a run taken over from a crashed worker", () => {
     await until(() => claimHeld, "the takeover's claim committed, its answer held");
     await b.close();
     answer.open();
-    const look = createEngine({ store: sqliteStore(path), worker: false, clock });
+    const look = createEngine({ store: makeStore(), worker: false, clock });
     cleanups.push(() => look.close());
     // Without moving the clock: the lease ended when the late claim answered.
     await until(async () => {
@@ -199,14 +140,14 @@ describe("hand-backs of a run taken over from a crashed worker", () => {
       return run?.status === "running" && run.leaseOwner === undefined;
     }, "the late claim's run with its lease ended");
     const c = createEngine({
-      store: sqliteStore(path),
+      store: makeStore(),
       workflows: [wf],
       clock,
       pollIntervalMs: 10,
     });
     cleanups.push(() => c.close());
     const outcome = await outcomeOf(c, clock);
-    expect({ outcome, bodies: bodies(), lost: await lostAttempts(path, "r") }).toEqual({
+    expect({ outcome, bodies: bodies(), lost: await lostAttempts(makeStore, "r") }).toEqual({
       outcome: "WorkerLostError",
       bodies: 1,
       lost: ["s"],
@@ -217,16 +158,12 @@ describe("hand-backs of a run taken over from a crashed worker", () => {
   // record, before it was written: the write failing, the run went back to pending and
   // its next claimer charged nothing.
   it("a store error writing the crash's charge keeps it for the next claimer", async () => {
-    const path = dbPath();
-    const { clock, wf, bodies } = await crashedRun(path);
+    const { makeStore, clock, wf, bodies } = await crashedOnSqlite();
     let chargeFailed = false;
     const b = createEngine({
-      store: around(sqliteStore(path), {
+      store: around(makeStore(), {
         appendRecords: async (call, ...args) => {
-          const writes = args[0] as Array<{ attempts?: Array<{ error?: { code?: string } }> }>;
-          const charges = writes.some((w) =>
-            w.attempts?.some((a) => a.error?.code === "WORKER_LOST"),
-          );
+          const charges = chargesACrash(args[0]);
           if (charges && !chargeFailed) {
             chargeFailed = true;
             throw new Error("connection reset (injected)");
@@ -245,7 +182,7 @@ describe("hand-backs of a run taken over from a crashed worker", () => {
       outcome,
       chargeFailed,
       bodies: bodies(),
-      lost: await lostAttempts(path, "r"),
+      lost: await lostAttempts(makeStore, "r"),
     }).toEqual({
       outcome: "WorkerLostError",
       chargeFailed: true,
@@ -260,16 +197,12 @@ describe("hand-backs of a run taken over from a crashed worker", () => {
   // maxAttempts 2 the run failed with its step run once). The hand-back now asks the
   // journal whether the charge landed.
   it("a charge that lands though its answer is lost is charged once", async () => {
-    const path = dbPath();
-    const { clock, wf, bodies } = await crashedRun(path, 2);
+    const { makeStore, clock, wf, bodies } = await crashedOnSqlite(2);
     let chargeFailed = false;
     const b = createEngine({
-      store: around(sqliteStore(path), {
+      store: around(makeStore(), {
         appendRecords: async (call, ...args) => {
-          const writes = args[0] as Array<{ attempts?: Array<{ error?: { code?: string } }> }>;
-          const charges = writes.some((w) =>
-            w.attempts?.some((a) => a.error?.code === "WORKER_LOST"),
-          );
+          const charges = chargesACrash(args[0]);
           const written = await call(...args);
           if (charges && !chargeFailed) {
             chargeFailed = true;
@@ -289,7 +222,7 @@ describe("hand-backs of a run taken over from a crashed worker", () => {
       outcome,
       chargeFailed,
       bodies: bodies(),
-      lost: await lostAttempts(path, "r"),
+      lost: await lostAttempts(makeStore, "r"),
     }).toEqual({ outcome: "ran", chargeFailed: true, bodies: 2, lost: ["s"] });
   });
 });
@@ -371,19 +304,19 @@ describe("close(): a late claim of a run canceled meanwhile", () => {
   // started the cancel of the run's children without waiting for it, and the store closed
   // under that cascade: the child stayed pending, working for a canceled parent.
   it("cancels the run's children before the store closes", async () => {
-    const path = dbPath();
+    const makeStore = freshStorage("sqlite", cleanups);
     const clock = createVirtualClock();
     const parent = workflow({ name: "p", version: "1" }, async (ctx) => ctx.step("s", () => 1));
-    const client = createEngine({ store: sqliteStore(path), worker: false, clock });
+    const client = createEngine({ store: makeStore(), worker: false, clock });
     cleanups.push(() => client.close());
-    const raw = sqliteStore(path);
+    const raw = makeStore();
     await raw.open({ clock });
     cleanups.push(() => raw.close());
     let hold = false;
     let claimHeld = false;
     let storeClosed = false;
     const answer = gate();
-    const store = around(sqliteStore(path), {
+    const store = around(makeStore(), {
       claimRuns: async (call, ...args) => {
         const claimed = (await call(...args)) as unknown[];
         if (hold && claimed.length > 0) {
@@ -442,10 +375,10 @@ describe.skipIf(!pgUrl)("PostgreSQL: two engines, one taking over a crashed run"
   // The run whose takeover met a store error goes back with its lease ended: either engine
   // may take it next, and whichever does charges the crash; the one that failed then closes.
   it("the crash is charged once, by whichever engine takes the run next", async () => {
-    const { schema, drop } = testSchema(pgUrl!, "cairn_h8");
-    cleanups.push(drop);
-    const makeStore = () => postgresStore(pgUrl!, { schema });
-    const { clock, wf, bodies } = await crashedRun(makeStore);
+    const makeStore = freshStorage("postgres", cleanups);
+    const { clock, wf, bodies } = await crashedRun(makeStore, cleanups, {
+      retry: { maxAttempts: 1, initialDelay: "10ms" },
+    });
     let failed = false;
     const b = createEngine({
       store: around(makeStore(), {

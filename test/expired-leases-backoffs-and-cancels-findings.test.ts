@@ -2,45 +2,18 @@
 // Context.crashUnjudged). Each test failed on the code it was written against, and stays
 // as the regression test of its mend.
 
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { explainRun } from "../src/cli/explain-run.js";
-import {
-  createEngine,
-  type RunView,
-  type Store,
-  sqliteStore,
-  type WorkerView,
-  workflow,
-} from "../src/index.js";
-import { postgresStore } from "../src/store/postgres/postgres-store.js";
+import { createEngine, type RunView, type Store, type WorkerView, workflow } from "../src/index.js";
 import type { RunWrite } from "../src/store/store.js";
 import { crashableStore } from "../src/testing/crashable-store.js";
 import { createVirtualClock } from "../src/testing/index.js";
-import { advanceUntil, BACKENDS, pgUrl } from "./helpers/engines.js";
-import { testSchema } from "./helpers/postgres.js";
-import { tempDbPath, until } from "./helpers/sqlite.js";
+import { BACKENDS, freshStorage } from "./helpers/engines.js";
+import { cleanupsAfterEach, crashedRun, lifecycleLines, outcomeOf } from "./helpers/lifecycle.js";
+import { until } from "./helpers/sqlite.js";
 import { around, gate, lostAttempts } from "./helpers/store-verbs.js";
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
-function dbPath(): string {
-  const { path, cleanup } = tempDbPath();
-  cleanups.push(cleanup);
-  return path;
-}
-
-/** A new store on fresh storage of `backend`, and more on the same storage. */
-function storage(backend: string): () => Store {
-  if (backend === "sqlite") {
-    const path = dbPath();
-    return () => sqliteStore(path);
-  }
-  const { schema, drop } = testSchema(pgUrl!, "cairn_h10");
-  cleanups.push(drop);
-  return () => postgresStore(pgUrl!, { schema });
-}
+const cleanups = cleanupsAfterEach();
 
 function never(): Promise<never> {
   return new Promise<never>(() => {});
@@ -56,7 +29,7 @@ describe.each(BACKENDS)(
     // charged it a lost attempt that never began: with maxAttempts 2 the run failed with its
     // step run once.
     it("close() during the backoff charges no lost attempt (maxAttempts 2: the step runs twice and completes)", async () => {
-      const makeStore = storage(backend);
+      const makeStore = freshStorage(backend, cleanups);
       const clock = createVirtualClock();
       let bodies = 0;
       const retry = { maxAttempts: 2, initialDelay: "10s", jitter: false } as const;
@@ -114,18 +87,7 @@ describe.each(BACKENDS)(
         log: () => {},
       });
       cleanups.push(() => c.close());
-      const outcome = await advanceUntil(
-        clock,
-        c
-          .handle("r")
-          .result()
-          .then(
-            (v) => v,
-            (e: Error) => e.name,
-          ),
-        1_000,
-        200,
-      );
+      const outcome = await outcomeOf(c, clock);
       expect({
         outcome,
         bodies,
@@ -169,32 +131,8 @@ describe.each(BACKENDS)("hand-backs on %s: a crashed run whose cancel was asked"
   // It was handed back as the crash left it all the same (running, its lease ended): with no
   // other worker it stayed running, its cancel not carried out, until a worker came.
   it("a late claim of it after close() ends it canceled at once", async () => {
-    const makeStore = storage(backend);
-    const clock = createVirtualClock();
-    const crashing = crashableStore(makeStore());
-    const hang = gate();
-    cleanups.push(hang.open);
-    const wf = workflow({ name: "crashy", version: "1" }, async (ctx) =>
-      ctx.step("s", async () => {
-        if (!crashing.crashed) {
-          crashing.crash();
-          await hang.opened;
-        }
-        return "ran";
-      }),
-    );
-    const a = createEngine({
-      store: crashing,
-      workflows: [wf],
-      clock,
-      pollIntervalMs: 10,
-      closeGraceMs: 0,
-      log: () => {},
-    });
-    cleanups.push(() => a.close().catch(() => {}));
-    await a.start(wf, undefined, { id: "r" });
-    await until(() => crashing.crashed, "the worker crashed in the step");
-    await crashing.settled();
+    const makeStore = freshStorage(backend, cleanups);
+    const { clock, wf } = await crashedRun(makeStore, cleanups, { pastLease: false });
     const look = createEngine({ store: makeStore(), worker: false, clock });
     cleanups.push(() => look.close());
     await look.cancel("r", "no longer wanted");
@@ -236,37 +174,12 @@ describe.each(BACKENDS)("hand-backs on %s: a crashed run whose cancel was asked"
   // cancel waiting for a worker to come. The store now refuses to end such a lease, and the
   // hand-back releases it: canceled at once.
   it("a cancel asked during the takeover's journal read: close() ends it canceled at once", async () => {
-    const makeStore = storage(backend);
-    const clock = createVirtualClock();
-    const crashing = crashableStore(makeStore());
-    const hang = gate();
-    cleanups.push(hang.open);
-    const wf = workflow({ name: "crashy", version: "1" }, async (ctx) =>
-      ctx.step("s", async () => {
-        if (!crashing.crashed) {
-          crashing.crash();
-          await hang.opened;
-        }
-        return "ran";
-      }),
-    );
-    const a = createEngine({
-      store: crashing,
-      workflows: [wf],
-      clock,
-      pollIntervalMs: 10,
-      closeGraceMs: 0,
-      log: () => {},
-    });
-    cleanups.push(() => a.close().catch(() => {}));
-    await a.start(wf, undefined, { id: "r" });
-    await until(() => crashing.crashed, "the worker crashed in the step");
-    await crashing.settled();
-    await clock.advance(60_000); // past the lease
+    const makeStore = freshStorage(backend, cleanups);
+    const { clock, wf } = await crashedRun(makeStore, cleanups);
     let reading = false;
     const read = gate();
     cleanups.push(read.open);
-    const events: Array<{ event: string; status?: string }> = [];
+    const lines = lifecycleLines();
     const b = createEngine({
       store: around(makeStore(), {
         loadJournal: async (call, ...args) => {
@@ -280,12 +193,7 @@ describe.each(BACKENDS)("hand-backs on %s: a crashed run whose cancel was asked"
       pollIntervalMs: 10,
       closeGraceMs: 0,
       log: () => {},
-      logger: {
-        debug: () => {},
-        info: (f) => events.push(f as { event: string; status?: string }),
-        warn: () => {},
-        error: () => {},
-      },
+      logger: lines.logger,
     });
     await until(() => reading, "the takeover reading the journal");
     const look = createEngine({ store: makeStore(), worker: false, clock });
@@ -301,9 +209,7 @@ describe.each(BACKENDS)("hand-backs on %s: a crashed run whose cancel was asked"
     );
     expect((await look.getRun("r"))?.reason).toBe("stop the takeover");
     // Its worker's lifecycle line says so (it said "released", status pending).
-    expect(events.filter((e) => e.event === "canceled" || e.event === "released")).toEqual([
-      expect.objectContaining({ event: "canceled" }),
-    ]);
+    expect(lines.endings()).toEqual([expect.objectContaining({ event: "canceled" })]);
   });
 });
 
@@ -314,9 +220,9 @@ describe("createEngine(): a store written before expireLease", () => {
   // failing each time, the run stayed leased to it (a worker never claims its own runs) for
   // as long as that worker lived, and no message named the missing verb.
   it("a worker on it is refused with a TypeError naming expireLease; a client is not", async () => {
-    const path = dbPath();
+    const makeStore = freshStorage("sqlite", cleanups);
     const old = () =>
-      new Proxy(sqliteStore(path), {
+      new Proxy(makeStore(), {
         get(target, prop, receiver) {
           if (prop === "expireLease") return undefined;
           const value = Reflect.get(target, prop, receiver);

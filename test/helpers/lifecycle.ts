@@ -4,7 +4,13 @@
 // lifecycle lines of hand-backs.
 
 import { afterEach } from "vitest";
-import { createEngine, type Engine, type Store, workflow } from "../../src/index.js";
+import {
+  type AnyWorkflow,
+  createEngine,
+  type Engine,
+  type Store,
+  workflow,
+} from "../../src/index.js";
 import type { RunWrite } from "../../src/store/store.js";
 import { crashableStore } from "../../src/testing/crashable-store.js";
 import { createVirtualClock, type VirtualClock, writesStep } from "../../src/testing/index.js";
@@ -159,4 +165,26 @@ export function lifecycleLines() {
   };
   const endings = () => events.filter((e) => e.event === "canceled" || e.event === "released");
   return { logger, events, endings };
+}
+
+/** Whether a write (appendRecords' writes) charges a crash: a lost attempt (WORKER_LOST). */
+export function chargesACrash(writes: unknown): boolean {
+  return (writes as RunWrite[]).some((w) =>
+    w.attempts?.some((a) => a.error?.code === "WORKER_LOST"),
+  );
+}
+
+/** How run "r" ends (see outcomeOf) under a worker of `wf` started afresh on the storage,
+ *  which resumes it first when `resume`. */
+export async function outcomeUnderNewWorker(
+  makeStore: () => Store,
+  wf: AnyWorkflow,
+  clock: VirtualClock,
+  cleanups: Cleanups,
+  { resume = false }: { resume?: boolean } = {},
+): Promise<unknown> {
+  const engine = createEngine({ store: makeStore(), workflows: [wf], clock, pollIntervalMs: 10 });
+  cleanups.push(() => engine.close());
+  if (resume) await engine.resume("r");
+  return outcomeOf(engine, clock);
 }
