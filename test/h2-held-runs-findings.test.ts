@@ -127,3 +127,56 @@ describe.each(BACKENDS)("%s: a run released failed while a body of it runs on", 
     }).toEqual({ begun: 2, most: 1, output: ["slow", "fixed"] });
   });
 });
+
+describe.each(BACKENDS)("%s: the orphan hand-back's reads", (backend) => {
+  // Before: each orphan's run was read with its own getRun, one after another (a round
+  // trip each, in turn). They are read together now.
+  it("reads every orphan's run at once", async () => {
+    const makeStore = freshStorage(backend, cleanups);
+    const clock = createVirtualClock();
+    const wf = workflow({ name: "w", version: "1" }, async (ctx) => ctx.step("s", () => "ok"));
+    const client = createEngine({ store: makeStore(), worker: false, clock });
+    cleanups.push(() => client.close());
+    await client.start(wf, undefined, { id: "r1" });
+    await client.start(wf, undefined, { id: "r2" });
+    let lost = false;
+    const reads = { now: 0, most: 0 };
+    const engine = createEngine({
+      store: around(makeStore(), {
+        // The claim of both runs commits, its answer lost: both become orphans.
+        claimRuns: async (call, ...args) => {
+          const claimed = (await call(...args)) as unknown[];
+          if (claimed.length > 0 && !lost) {
+            lost = true;
+            throw new Error("connection reset after the commit (injected)");
+          }
+          return claimed;
+        },
+        getRun: async (call, ...args) => {
+          reads.now++;
+          reads.most = Math.max(reads.most, reads.now);
+          try {
+            await new Promise((r) => setImmediate(r)); // a round trip
+            return await call(...args);
+          } finally {
+            reads.now--;
+          }
+        },
+      }),
+      workflows: [wf],
+      clock,
+      pollIntervalMs: 10,
+      log: () => {},
+    });
+    cleanups.push(() => engine.close());
+    await until(() => lost, "the claim committed, its answer lost");
+    const done = async () =>
+      (await client.getRun("r1"))?.status === "completed" &&
+      (await client.getRun("r2"))?.status === "completed";
+    await until(async () => {
+      await clock.advance(10_000); // past the orphans' leases, in time
+      return done();
+    }, "both runs handed back and completed");
+    expect(reads.most).toBe(2);
+  });
+});
