@@ -49,8 +49,10 @@ export class OrphanRuns {
     },
   ) {}
 
-  /** An execution of `runId` at `epoch` ended without letting the run go. */
-  add(runId: string, epoch: number, crashUnjudged: boolean): void {
+  /** `runId` is leased to this worker at `epoch` though nothing here executes it: an
+   *  execution ended without letting it go, a claim of it was kept unexecuted, or a claim
+   *  whose answer was lost took it. */
+  add(runId: string, epoch: number, crashUnjudged: CrashUnjudged): void {
     this.orphans.set(runId, { epoch, crashUnjudged, heldForBody: this.hooks.bodyRunning(runId) });
   }
 
@@ -149,7 +151,7 @@ export class OrphanRuns {
       const leased = await runsLeasedTo(this.options.store, this.options.id);
       for (const [runId, epoch] of leased) {
         if (!this.hooks.executing(runId) && !this.orphans.has(runId)) {
-          this.orphans.set(runId, { epoch, crashUnjudged: "if-recovered", heldForBody: false });
+          this.add(runId, epoch, "if-recovered");
         }
       }
       this.claimMayHaveLeased = false;
