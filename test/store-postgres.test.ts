@@ -189,7 +189,8 @@ describe.skipIf(!url)("PostgreSQL store", () => {
       await c.query(`DROP TABLE ${q}.epoch_floor`);
       await c.query(`ALTER TABLE "${schema}".steps DROP COLUMN reconciled`);
       await c.query(
-        `ALTER TABLE "${schema}".runs DROP COLUMN trace_context, DROP COLUMN crash_unjudged`,
+        `ALTER TABLE "${schema}".runs DROP COLUMN trace_context, DROP COLUMN crash_unjudged,
+           DROP COLUMN handed_input_digest`,
       );
       await c.query(`DROP INDEX "${schema}".events_run`);
       for (const table of ["runs", "steps", "attempts"]) {

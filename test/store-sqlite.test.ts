@@ -175,7 +175,7 @@ describe("sqliteStore (file-specific)", () => {
         "ALTER TABLE workers DROP COLUMN pid_namespace; ALTER TABLE steps DROP COLUMN reconciled; " +
         "ALTER TABLE workers DROP COLUMN lease_ms; DROP TABLE epoch_floor; " +
         "ALTER TABLE runs DROP COLUMN trace_context; ALTER TABLE runs DROP COLUMN crash_unjudged; " +
-        "ALTER TABLE runs DROP COLUMN claimed_from; " +
+        "ALTER TABLE runs DROP COLUMN claimed_from; ALTER TABLE runs DROP COLUMN handed_input_digest; " +
         "DROP INDEX steps_run_seq_generation; CREATE INDEX steps_run_seq ON steps (run_id, seq); " +
         "DELETE FROM schema_version WHERE version > 3",
     );

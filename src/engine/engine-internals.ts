@@ -48,6 +48,7 @@ export type StartChildRun = (
   childId: string,
   wf: Workflow<unknown, unknown>,
   input: unknown,
+  inputDigest: string | undefined,
 ) => Promise<FoundChild | undefined>;
 
 /** Builds the shared parts and starts opening the store (and the worker, and retention). */
@@ -66,8 +67,8 @@ export function createEngineInternals(
         workerId,
         {
           ...executionDeps(config, committer, workerId),
-          startChild: (parentId, childId, wf, input) =>
-            startChildRun(internals!, parentId, childId, wf, input),
+          startChild: (parentId, childId, wf, input, inputDigest) =>
+            startChildRun(internals!, parentId, childId, wf, input, inputDigest),
           cancelChildren: (runId, reason) =>
             cancelChildren(config.store, runId, reason, (child, why) =>
               internals?.worker?.active.get(child)?.cancel(why),

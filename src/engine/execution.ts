@@ -31,6 +31,7 @@ export interface ExecutionDeps {
     childId: string,
     wf: Workflow<unknown, unknown>,
     input: unknown,
+    inputDigest: string | undefined,
   ): Promise<FoundChild | undefined>;
   log(message: string, err?: unknown): void;
   /** Reports a lifecycle event of a run this worker executes (logged at info). */
@@ -242,7 +243,8 @@ export class Execution {
       replayStallMs: this.deps.replayStallMs,
       retry: this.wf.options.retry as Partial<RetryPolicy> | undefined,
       commit: (w) => committer.write({ ...w, runId: run.id, epoch: run.epoch }),
-      startChild: (childId, wf, input) => this.deps.startChild(run.id, childId, wf, input),
+      startChild: (childId, wf, input, inputDigest) =>
+        this.deps.startChild(run.id, childId, wf, input, inputDigest),
       childOutcome: (childId) => childOutcome(store, childId, run.id, this.deps.maxPayloadBytes),
       loadEvents: (settled) =>
         settled ? store.pendingEvents(run.id, { settled: true }) : store.pendingEvents(run.id),

@@ -52,25 +52,52 @@ export async function startRun(
   return createRun(internals, target, handed, options, null);
 }
 
-/** ctx.child: the child run `childId` of run `parentId`, on the code the parent handed in.
- *  Undefined when created now; else what the child found under its id was started as (an
- *  earlier execution of the call created it and crashed before recording so). */
+/** A child run's parent, and the digest of the input its call handed in (childInputDigest;
+ *  undefined for an input the codec refuses). */
+interface ChildOf {
+  parentId: string;
+  inputDigest: string | undefined;
+}
+
+/** ctx.child: the child run `childId` of run `parentId`, on the code the parent handed in,
+ *  keeping `inputDigest` with it. Undefined when created now; else what the child found
+ *  under its id was started as (an earlier execution of the call created it and crashed
+ *  before recording so). */
 export async function startChildRun(
   internals: EngineInternals,
   parentId: string,
   childId: string,
   wf: Workflow<unknown, unknown>,
   input: unknown,
+  inputDigest: string | undefined,
 ): Promise<FoundChild | undefined> {
   const { run, created } = await createRun(
     internals,
     { name: wf.name, version: wf.version, wf },
     input,
     { id: childId },
-    parentId,
+    { parentId, inputDigest },
   );
   if (created) return undefined;
-  return { workflow: run.workflow, sameInput: sameInputAsHanded(run, wf, input) };
+  return {
+    workflow: run.workflow,
+    version: run.version,
+    sameInput: foundWithSameInput(run, wf, input, inputDigest),
+  };
+}
+
+/** Whether a found child was started with the input handed now: by the digest of the input
+ *  as handed then, which the child keeps (through its input schema, on any version, as a
+ *  recorded call's intent compares); a child created before cairn kept it, by its stored
+ *  input where that can tell (sameInputAsHanded). */
+function foundWithSameInput(
+  run: RunRecord,
+  wf: Workflow<unknown, unknown>,
+  input: unknown,
+  inputDigest: string | undefined,
+): boolean | undefined {
+  if (run.handedInputDigest == null) return sameInputAsHanded(run, wf, input);
+  return run.handedInputDigest === inputDigest;
 }
 
 /** Whether a found child's stored input is `input` (as handed to ctx.child now), compared
@@ -152,8 +179,9 @@ async function createRun(
   target: Target,
   input: unknown,
   options: StartOptions,
-  parentId: string | null,
+  child: ChildOf | null,
 ): Promise<{ run: RunRecord; created: boolean }> {
+  const parentId = child?.parentId ?? null;
   const id = options.id ?? newId("run");
   checkRunId(id, "start()");
   const encoded = await encodedInput(internals, target, id, input);
@@ -183,6 +211,7 @@ async function createRun(
           budgetLimit,
           parentId,
           traceContext,
+          ...(child?.inputDigest !== undefined && { handedInputDigest: child.inputDigest }),
           ...(claimBy && { claimBy }),
         }),
     );

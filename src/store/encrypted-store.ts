@@ -3,7 +3,8 @@
 // writer and reader alike: run inputs, outputs and errors, step results and errors, attempt
 // errors, intents, events, approvals (request, answer, comment), run streams (model output of
 // cairn/ai) and workspace objects. Names, keys, ids, statuses, times and amounts stay plain:
-// the store queries them.
+// the store queries them. A child run's handed-input digest is encrypted too: the digest of
+// a small input (a number, a name) tells the input to whoever tries the likely ones.
 //
 // Error records keep `name` and `code` plain and encrypt `message` and `stack`; a run's
 // `reason` is encrypted when it may quote an error (failed and canceled runs).
@@ -25,6 +26,7 @@ import type {
   IntentRecord,
   Journal,
   NewEvent,
+  NewRun,
   RunRecord,
   RunWrite,
   StepRecord,
@@ -72,6 +74,16 @@ function decError(c: Cipher, e: ErrorRecord | null, what: string): ErrorRecord |
   return out;
 }
 
+function encNewRun(c: Cipher, run: NewRun): NewRun {
+  return {
+    ...run,
+    input: c.encryptText(run.input),
+    ...(run.handedInputDigest != null && {
+      handedInputDigest: c.encryptText(run.handedInputDigest),
+    }),
+  };
+}
+
 function decRun(c: Cipher, r: RunRecord): RunRecord {
   const what = `A payload of run "${r.id}"`;
   return {
@@ -80,6 +92,9 @@ function decRun(c: Cipher, r: RunRecord): RunRecord {
     output: dec(c, r.output, what),
     error: decError(c, r.error, what),
     reason: dec(c, r.reason, what),
+    ...(r.handedInputDigest != null && {
+      handedInputDigest: c.decryptText(r.handedInputDigest, what),
+    }),
   };
 }
 
@@ -102,6 +117,9 @@ function decListedRun(c: Cipher, r: RunRecord): RunRecord {
     output: keep(() => dec(c, r.output, what), r.output),
     error: keep(() => decError(c, r.error, what), r.error),
     reason: keep(() => dec(c, r.reason, what), r.reason),
+    ...(r.handedInputDigest != null && {
+      handedInputDigest: keep(() => c.decryptText(r.handedInputDigest!, what), r.handedInputDigest),
+    }),
   };
 }
 
@@ -227,7 +245,7 @@ function runVerbs(inner: Store, c: Cipher) {
       // into U+FFFD inside the ciphertext).
       const bad = createRunProblem(run);
       if (bad) throw bad;
-      const res = await inner.createRun({ ...run, input: c.encryptText(run.input) });
+      const res = await inner.createRun(encNewRun(c, run));
       return { ...res, run: decRun(c, res.run) };
     },
     async getRun(id) {
@@ -272,7 +290,7 @@ function runVerbs(inner: Store, c: Cipher) {
     async forkRun(p) {
       const res = await inner.forkRun({
         ...p,
-        run: { ...p.run, input: c.encryptText(p.run.input) },
+        run: encNewRun(c, p.run),
       });
       return { ...res, run: decRun(c, res.run) };
     },

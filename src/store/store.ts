@@ -88,6 +88,10 @@ export interface RunRecord {
   /** The W3C traceparent of the start() call that created the run (OpenTelemetry), or null:
    *  each execution's span joins that trace. */
   traceContext: string | null;
+  /** A child run's: the digest of the input its parent's ctx.child handed in (before the
+   *  child's input schema), as NewRun gave it; null for other runs and for runs created
+   *  before cairn kept it (absent from a store that does not keep it). */
+  handedInputDigest?: string | null;
   createdAt: number;
   updatedAt: number;
 }
@@ -101,6 +105,10 @@ export interface NewRun {
   parentId?: string | null;
   /** A W3C traceparent (at most 256 characters), stored as given. */
   traceContext?: string | null;
+  /** For a child run: a digest of the input as its parent's call handed it in, stored as
+   *  given. A parent that crashed between the child's create and its own record of the call
+   *  compares its replayed call with it (a schema's output, stored as the input, cannot be). */
+  handedInputDigest?: string | null;
   /** Create the run already claimed by this worker (status running, epoch 1, leased for
    *  leaseMs), in the same transaction: the engine whose own worker serves the workflow
    *  executes it at once, with no claim round and no journal read (it is empty). Only a

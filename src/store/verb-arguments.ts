@@ -25,6 +25,7 @@ export function createRunProblem(run: NewRun): StoreError | undefined {
       input: run.input,
       parentId: run.parentId,
       traceContext: run.traceContext,
+      handedInputDigest: run.handedInputDigest,
       "claimBy.workerId": run.claimBy?.workerId,
     })
   );

@@ -210,6 +210,24 @@ export function describeFeatureContract(h: FeatureContractHelpers): void {
     });
   });
 
+  describe("handed input digest", () => {
+    it("createRun keeps a child's digest as given, and answers an existing id with its own", async () => {
+      const store = h.store();
+      const parent = await store.createRun(h.newRun());
+      const child = h.newRun({ parentId: parent.run.id, handedInputDigest: "digest-one" });
+      const made = await store.createRun(child);
+      expect(made.run.handedInputDigest).toBe("digest-one");
+      expect((await store.getRun(child.id))?.handedInputDigest).toBe("digest-one");
+      // A crashed parent's call asking again: the child as created, with the digest it
+      // was created with (the call compares it with its own), untouched.
+      const again = await store.createRun({ ...child, handedInputDigest: "digest-two" });
+      expect(again.created).toBe(false);
+      expect(again.run.handedInputDigest).toBe("digest-one");
+      expect((await store.getRun(child.id))?.handedInputDigest).toBe("digest-one");
+      expect(parent.run.handedInputDigest).toBeNull();
+    });
+  });
+
   describe("deleteRun", () => {
     it("a fork holds its source's workspace objects from its creation: deleting the source keeps them", async () => {
       const store = h.store();

@@ -69,13 +69,23 @@ export class ChildCalls {
     }
     const why = childMismatch(recorded, identity);
     if (!why) return;
-    this.core.fail(this.childNonDeterminism(call, why));
+    // A recorded outcome: the child has ended, nothing of it is left to say.
+    const left = call.record ? undefined : recorded.childId;
+    this.core.fail(this.childNonDeterminism(call, why, left));
     throw new HaltedSignal();
   }
 
-  private childNonDeterminism(call: Call, why: string): NonDeterminismError {
+  /** The failure of a call that is not the one that started its child. The child, maybe
+   *  unfinished (`leftChildId`), is left as it is, and the error says so: canceling it would
+   *  take the result from the parent resumed on the code it started on (the first remedy),
+   *  and a failed parent's children are not canceled with it. */
+  private childNonDeterminism(call: Call, why: string, leftChildId?: string): NonDeterminismError {
+    const left =
+      leftChildId === undefined
+        ? ""
+        : ` Child run "${leftChildId}" is left as it is: resumed on the code it started on, this run takes its result; otherwise cancel the child if it is unfinished (engine.cancel("${leftChildId}")).`;
     return new NonDeterminismError(
-      `Run "${this.core.host.runId}" no longer matches its journal at key "${call.key}": ${why}. ${this.core.remedy()}`,
+      `Run "${this.core.host.runId}" no longer matches its journal at key "${call.key}": ${why}. ${this.core.remedy()}${left}`,
       { runId: this.core.host.runId, key: call.key },
     );
   }
@@ -107,7 +117,7 @@ export class ChildCalls {
       const starting =
         isWorkflowObject(wf) && isWorkflowName(wf.name) && isWorkflowName(wf.version)
           ? // A copy of its own: what its schema does with it in place reaches no other call.
-            this.core.host.startChild(childId, wf, takeCopy(input))
+            this.core.host.startChild(childId, wf, takeCopy(input), identity.input)
           : Promise.reject(notAWorkflow(call.name, this.core.host.runId, wf));
       // Until it has landed (or failed), the run is not released (halt): a finished parent
       // may be deleted, and a child created after that would be left behind.
@@ -141,7 +151,7 @@ export class ChildCalls {
       // must be the child the call starts now, as matchChild checks against an intent.
       const why = found && foundChildMismatch(found, identity);
       if (why) {
-        this.core.fail(this.childNonDeterminism(call, why));
+        this.core.fail(this.childNonDeterminism(call, why, childId));
         return never<O>();
       }
       const data: ChildIntent = { childId, workflow: identity.workflow };

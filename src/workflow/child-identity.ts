@@ -45,17 +45,21 @@ function digest(text: string): string {
 
 /** A child run a call found already created under its id, with no intent recorded (the
  *  worker died between the child's create and its intent): what it was started as.
- *  `sameInput` says whether its stored input is the one the call hands in now; undefined
- *  when that cannot be told (its workflow's input schema stands between the two: a default
- *  drawn afresh on each parse, a request id or the time, would differ every time). */
+ *  `sameInput` says whether it was started with the input the call hands in now (by the
+ *  digest of the input as handed, which the child run keeps); undefined when that cannot be
+ *  told (a child created before cairn kept the digest, through its input schema or on
+ *  another version: its stored input is what that code made of the input). */
 export interface FoundChild {
   workflow: string;
+  version: string;
   sameInput: boolean | undefined;
 }
 
-/** How the call differs from the child it found, in words that quote no payload. */
+/** How the call differs from the child it found, in words that quote no payload. A child
+ *  of another version started with the same input is this call's: the call would have
+ *  taken its result had the intent been recorded before the crash. */
 export function foundChildMismatch(found: FoundChild, now: ChildCallIdentity): string | undefined {
-  const child = `the child run this call created before a crash (its intent was never recorded) is of workflow "${found.workflow}"`;
+  const child = `the child run this call created before a crash (its intent was never recorded) is of workflow "${found.workflow}" (version "${found.version}")`;
   if (found.workflow !== now.workflow) return otherWorkflow(child, now);
   return found.sameInput === false ? otherInput(child) : undefined;
 }

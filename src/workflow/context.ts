@@ -161,12 +161,14 @@ export interface ContextHost {
   retry?: Partial<RetryPolicy> | undefined;
   /** Durable write of this run's records (fenced by the execution's epoch). */
   commit(write: Omit<RunWrite, "runId" | "epoch">): Promise<void>;
-  /** Creates the child run (idempotent on its id): undefined when created now, else what
-   *  the child found under its id was started as. */
+  /** Creates the child run (idempotent on its id), keeping `inputDigest` (the digest of the
+   *  input as the call handed it, childInputDigest) with it: undefined when created now,
+   *  else what the child found under its id was started as. */
   startChild(
     childId: string,
     wf: Workflow<unknown, unknown>,
     input: unknown,
+    inputDigest: string | undefined,
   ): Promise<FoundChild | undefined>;
   /** The child's outcome if it has finished, else undefined. */
   childOutcome(childId: string): Promise<ChildOutcome | undefined>;

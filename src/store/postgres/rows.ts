@@ -44,6 +44,7 @@ export interface RunRow {
   updated_at: string | number;
   failed_calls: RunRecord["failedCalls"];
   trace_context: string | null;
+  handed_input_digest: string | null;
 }
 
 function num(v: string | number): number {
@@ -78,6 +79,7 @@ export function toRun(row: RunRow): RunRecord {
     cancelRequested: row.cancel_requested,
     failedCalls: row.failed_calls ?? [],
     traceContext: row.trace_context ?? null,
+    handedInputDigest: row.handed_input_digest ?? null,
     createdAt: num(row.created_at),
     updatedAt: num(row.updated_at),
   };

@@ -371,6 +371,7 @@ export function forkRun(
       JSON.stringify(p.run.budgetLimit ?? {}),
       p.run.parentId ?? null,
       p.run.traceContext ?? null,
+      p.run.handedInputDigest ?? null,
     ]);
     const inserted = ins.rows[0];
     if (!inserted) {

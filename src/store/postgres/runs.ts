@@ -67,14 +67,15 @@ async function insertTogether(
     `WITH x AS (
         SELECT * FROM jsonb_to_recordset($2::jsonb) AS x(id text, workflow text,
             version text, input text, budget_limit jsonb, parent_id text, trace_context text,
-            worker_id text, lease_ms bigint, token text, hint text)),
+            handed_input_digest text, worker_id text, lease_ms bigint, token text, hint text)),
       ins AS (
         INSERT INTO ${t.runs}
             (id, workflow, version, status, input, budget_limit, parent_id, trace_context,
-             ready_at, created_at, updated_at, lease_owner, lease_until, epoch, claim_token)
+             handed_input_digest, ready_at, created_at, updated_at, lease_owner, lease_until,
+             epoch, claim_token)
           SELECT x.id, x.workflow, x.version,
               CASE WHEN x.worker_id IS NULL THEN 'pending' ELSE 'running' END,
-              x.input, x.budget_limit, x.parent_id, x.trace_context,
+              x.input, x.budget_limit, x.parent_id, x.trace_context, x.handed_input_digest,
               c.now + coalesce(x.lease_ms, 0), c.now, c.now, x.worker_id,
               CASE WHEN x.worker_id IS NULL THEN NULL ELSE c.now + x.lease_ms END,
               f.epoch + CASE WHEN x.worker_id IS NULL THEN 0 ELSE 1 END, x.token
@@ -102,6 +103,7 @@ async function insertTogether(
           budget_limit: run.budgetLimit ?? {},
           parent_id: run.parentId ?? null,
           trace_context: run.traceContext ?? null,
+          handed_input_digest: run.handedInputDigest ?? null,
           worker_id: run.claimBy?.workerId ?? null,
           lease_ms: run.claimBy ? Math.round(run.claimBy.leaseMs) : null,
           token,

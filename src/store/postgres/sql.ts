@@ -141,12 +141,13 @@ export async function publish(tx: Tx, channel: string, hints: StoreHint[]): Prom
  *  take their defaults. Used by forkRun;
  *  createGroup (runs.ts) inserts an unclaimed run with the same columns and values, for
  *  many runs at once: keep the two alike. Parameters: $1 clock (nowSql), $2 id, $3 workflow,
- *  $4 version, $5 input, $6 budget limit (json), $7 parent id. */
+ *  $4 version, $5 input, $6 budget limit (json), $7 parent id, $8 trace context, $9 handed
+ *  input digest. */
 export function insertRunSql(t: Tables): string {
   return `INSERT INTO ${t.runs}
-      (id, workflow, version, status, input, budget_limit, parent_id, trace_context, ready_at,
-       created_at, updated_at, epoch)
-    SELECT $2, $3, $4, 'pending', $5, $6::jsonb, $7, $8, c.now, c.now, c.now, f.epoch
+      (id, workflow, version, status, input, budget_limit, parent_id, trace_context,
+       handed_input_digest, ready_at, created_at, updated_at, epoch)
+    SELECT $2, $3, $4, 'pending', $5, $6::jsonb, $7, $8, $9, c.now, c.now, c.now, f.epoch
       FROM (SELECT ${nowSql(1)} AS now) c,
         (SELECT epoch FROM ${t.epochFloor} WHERE id = 1 FOR KEY SHARE) f
     ON CONFLICT (id) DO NOTHING

@@ -44,6 +44,7 @@ export interface RunRow {
   updated_at: number;
   failed_calls: string;
   trace_context: string | null;
+  handed_input_digest: string | null;
 }
 
 /** Canonical JSON of named amounts; refuses what JSON would silently turn into null.
@@ -98,6 +99,7 @@ export function runFromRow(r: RunRow): RunRecord {
     cancelRequested: r.cancel_requested !== 0,
     failedCalls: JSON.parse(r.failed_calls) as RunRecord["failedCalls"],
     traceContext: r.trace_context ?? null,
+    handedInputDigest: r.handed_input_digest ?? null,
     createdAt: r.created_at,
     updatedAt: r.updated_at,
   };

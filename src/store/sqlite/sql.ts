@@ -46,7 +46,8 @@ export interface StoreContext {
 export const RUN_COLUMNS =
   "id, workflow, version, status, reason, paused_for, input, output, error, budget_limit, " +
   "budget_spent, parent_id, ready_at, wake_at, waiting_for, lease_owner, lease_until, epoch, " +
-  "generation, cancel_requested, created_at, updated_at, failed_calls, trace_context";
+  "generation, cancel_requested, created_at, updated_at, failed_calls, trace_context, " +
+  "handed_input_digest";
 
 export function findRow(tx: ReadTx, id: string): RunRow | undefined {
   return tx.prepare(`SELECT ${RUN_COLUMNS} FROM runs WHERE id = ?`).get(id) as RunRow | undefined;
@@ -74,7 +75,7 @@ export function insertRun(tx: WriteTx, run: NewRun, budgetSpent: string): RunRec
     .prepare(
       `INSERT INTO runs (${RUN_COLUMNS}) VALUES
          (?, ?, ?, ?, NULL, NULL, ?, NULL, NULL, ?, ?, ?, ?, NULL, '[]', ?, ?,
-          (SELECT epoch FROM epoch_floor) + ?, 0, 0, ?, ?, '[]', ?)
+          (SELECT epoch FROM epoch_floor) + ?, 0, 0, ?, ?, '[]', ?, ?)
        ON CONFLICT (id) DO NOTHING
        RETURNING ${RUN_COLUMNS}`,
     )
@@ -94,6 +95,7 @@ export function insertRun(tx: WriteTx, run: NewRun, budgetSpent: string): RunRec
       tx.now,
       tx.now,
       run.traceContext ?? null,
+      run.handedInputDigest ?? null,
     ) as RunRow | undefined;
   return inserted ? runFromRow(inserted) : undefined;
 }

@@ -23,6 +23,7 @@ import { migration as workerLeasesAndEpochFloor } from "./015-worker-leases-and-
 import { migration as severalFailedCalls } from "./016-several-failed-calls.js";
 import { migration as releaseOnlyRunning } from "./017-release-only-running.js";
 import { migration as crashUnjudged } from "./018-crash-unjudged.js";
+import { migration as handedInputDigest } from "./019-handed-input-digest.js";
 
 export interface Migration {
   version: number;
@@ -50,6 +51,7 @@ export const MIGRATIONS: readonly Migration[] = [
   severalFailedCalls,
   releaseOnlyRunning,
   crashUnjudged,
+  handedInputDigest,
 ];
 
 /** The schema version this code writes and understands. */

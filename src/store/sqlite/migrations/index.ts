@@ -16,6 +16,7 @@ import { migration as traceContext } from "./009-trace-context.js";
 import { migration as journalOrderIndex } from "./010-journal-order-index.js";
 import { migration as workerLeasesAndEpochFloor } from "./011-worker-leases-and-epoch-floor.js";
 import { migration as crashUnjudged } from "./012-crash-unjudged.js";
+import { migration as handedInputDigest } from "./013-handed-input-digest.js";
 
 export interface Migration {
   version: number;
@@ -36,6 +37,7 @@ export const MIGRATIONS: readonly Migration[] = [
   journalOrderIndex,
   workerLeasesAndEpochFloor,
   crashUnjudged,
+  handedInputDigest,
 ];
 
 /** The schema version this code writes; a file with a higher one is refused. */

@@ -20,6 +20,7 @@ const RELEASED: Array<[version: number, sha256: string]> = [
   [10, "430f64a7f12a09d8f709f3bb480e7881bd33a1571641e726e301d187355532a8"],
   [11, "9922676af1a477696f06815c17da88fd27f0fcb2ead6c20f8c961128a01f133b"],
   [12, "1bbc2b42d083396aa172d6527f5dcb5dde656d481d390f17457c0d510c9b4c24"],
+  [13, "ab29f46d353b1da16eb7ab3a9ee5f4c25f996846e2767c6a45bb1266a514f86e"],
 ];
 
 describe("SQLite migrations", () => {
