@@ -12,6 +12,14 @@ import { PayloadKeyError } from "../errors.js";
 import { escapeLoneSurrogatesInJson } from "../lib/text.js";
 import { encoderReads, needsEncoderReads, partViewBytes } from "./encoder-reads.js";
 import { encryptedTextKeyId } from "./encryption.js";
+import {
+  errorRevivers,
+  fullErrorParts,
+  isError,
+  mayHoldFullError,
+  plainErrorParts,
+} from "./error-parts.js";
+import { notKeptWhat } from "./kept-whole.js";
 import { throwingReadPath } from "./throwing-read.js";
 
 export const DEFAULT_MAX_PAYLOAD_BYTES = 2 * 1024 * 1024;
@@ -36,43 +44,39 @@ export class UndecodableError extends Error {
   }
 }
 
-/** An Error of this realm or another (node:vm, a sandbox): instanceof knows only this
- *  realm's, and another's was refused as a class instance, where its Date and Map are kept. */
-export function isError(v: unknown): v is Error {
-  return typeof v === "object" && v !== null && (v instanceof Error || types.isNativeError(v));
-}
+export { isError } from "./error-parts.js";
 
-/** What encode stores of an Error: name, message, stack and code. */
-const errorParts = (v: unknown) =>
-  isError(v) && [v.name, v.message, v.stack ?? "", (v as { code?: unknown }).code];
+/** An Error is stored by its parts (error-parts.ts): the plain form first, as it always
+ *  was, or the form with its cause and properties. */
+const reducers = { Error: plainErrorParts, ErrorWithProps: fullErrorParts };
 
-const reducers = { Error: errorParts };
-
-const revivers = {
-  Error: ([name, message, stack, code]: [string, string, string, unknown]) => {
-    const e = new Error(message);
-    e.name = name;
-    e.stack = stack;
-    if (code !== undefined) (e as { code?: unknown }).code = code;
-    return e;
-  },
-};
+const revivers = errorRevivers;
 
 /** Thrown (never seen outside stringify) where devalue's own reads would store a part of
  *  the value otherwise than encoderReads. */
 const NEEDS_ENCODER_READS = new Error("needs encoderReads");
 
-/** The cheap pass's one reducer, called on every part: an Error's parts as encode's, or
- *  nothing, or a stop where encoderReads would read the part otherwise. */
+/** The cheap pass's reducers, called on every part: an Error's parts as encode's, or
+ *  nothing, or a stop where encoderReads would read the part otherwise, or where the part
+ *  has a getter. A getter read by the cheap pass was read again when a later part stopped
+ *  it: a getter that counts, logs or pulls the next item of a stream ran twice, and what
+ *  was stored was its second answer. Stopped before it, the cheap pass reads no getter. */
 const plainReducers = {
   Error: (v: unknown) => {
     if (typeof v !== "object" || v === null) return false;
-    const parts = errorParts(v);
-    if (parts) return parts;
-    if (needsEncoderReads(v)) throw NEEDS_ENCODER_READS;
-    return false;
+    if (needsEncoderReads(v) || hasOwnGetter(v)) throw NEEDS_ENCODER_READS;
+    return plainErrorParts(v);
   },
+  ErrorWithProps: fullErrorParts,
 };
+
+/** Whether one of `value`'s own properties is an accessor (read without running it). */
+function hasOwnGetter(value: object): boolean {
+  for (const key of Object.getOwnPropertyNames(value)) {
+    if (Object.getOwnPropertyDescriptor(value, key)?.get) return true;
+  }
+  return false;
+}
 
 /** devalue's text of `value`, read as encoderReads say. devalue merges the operations it is
  *  handed into a new object on every call (~1 µs, 5 times the encoding of a number), so a
@@ -124,6 +128,7 @@ export function encode(value: unknown, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES): st
     const path = err.path || "(root)";
     throw new EncodeError(`cannot store ${refusedWhat(err)} at ${path}`, path);
   }
+  if (mayHoldFullError(text)) refuseUndecodableErrors(text);
   // Byte length only matters near the limit; text.length is a lower bound of UTF-8 bytes.
   if (text.length * 3 > maxBytes) {
     const bytes = Buffer.byteLength(text, "utf8");
@@ -136,6 +141,20 @@ export function encode(value: unknown, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES): st
     }
   }
   return text;
+}
+
+/** An Error's parts are revived before the Error is: an Error whose cause or properties
+ *  lead back to itself (`err.cause = err`, a response that holds the error) cannot be
+ *  decoded, and was recorded so: the run paused for good at its first replay. */
+function refuseUndecodableErrors(text: string): void {
+  try {
+    devalue.parse(text, revivers);
+  } catch {
+    throw new EncodeError(
+      "cannot store an Error whose cause or properties lead back to the Error itself; store the cause's message, or a plain copy without the loop",
+      "(root)",
+    );
+  }
 }
 
 /** Text that identifies a value as the code builds it, for a digest (a child call's input):
@@ -213,7 +232,7 @@ export type StoredTexts = WeakMap<object, string>;
  *  stringifyAsync, which cairn does not call. */
 function refusedWhat(err: devalue.DevalueError): string {
   const said = err.message;
-  if (/non-POJOs/.test(said)) return notPlainData(err.value);
+  if (/non-POJOs/.test(said)) return notKeptWhat(err.value) ?? notPlainData(err.value);
   if (/symbolic keys/.test(said)) {
     return "an object with symbol keys (symbols cannot be stored: use string keys)";
   }

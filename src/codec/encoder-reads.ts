@@ -15,6 +15,7 @@
 
 import { types } from "node:util";
 import type { StringifyOptions } from "devalue";
+import { isPlainObject, keptWhole } from "./kept-whole.js";
 
 type View = ArrayBufferView & { length?: number };
 
@@ -130,13 +131,28 @@ function isBuiltIn(value: object, tag: string): boolean {
   return true;
 }
 
+/** The tag devalue stores `value` under: a built-in's only when it is one, and one kept
+ *  whole (kept-whole.ts); anything else is judged as an object (and refused by shapeOf). */
 function tagOf(value: object): string {
   const tag = Object.prototype.toString.call(value).slice(8, -1);
-  return tag === "Object" || isBuiltIn(value, tag) ? tag : "Object";
+  return tag === "Object" || (isBuiltIn(value, tag) && keptWhole(value, tag)) ? tag : "Object";
+}
+
+const NOT_PLAIN = { kind: "not-plain" } as const;
+const SYMBOL_KEYS = { kind: "symbol-keys" } as const;
+
+/** devalue's own shapeOf, but plain only as isPlainObject says (an array tagOf did not
+ *  take as one is refused, never stored as an object of its indices). */
+function shapeOf(value: object) {
+  if (!isPlainObject(value)) return NOT_PLAIN;
+  const symbols = Object.getOwnPropertySymbols(value);
+  if (symbols.some((s) => Object.prototype.propertyIsEnumerable.call(value, s))) return SYMBOL_KEYS;
+  const kind = Object.getPrototypeOf(value) === null ? ("null-proto" as const) : ("plain" as const);
+  return { kind, keys: Object.keys(value) };
 }
 
 /** The operations encode hands devalue (codec.ts). */
-export const encoderReads: StringifyOptions = { operations: { viewInfo, tagOf } };
+export const encoderReads: StringifyOptions = { operations: { viewInfo, tagOf, shapeOf } };
 
 /** Whether devalue's own reads of `value` store it otherwise than encoderReads do: a typed
  *  array or DataView (its view), or a value whose tag is not the built-in's. Everything
@@ -149,12 +165,18 @@ export function needsEncoderReads(value: unknown): boolean {
   // by (an array's), or from Symbol.toStringTag (`in` runs no getter).
   const proto = Object.getPrototypeOf(value);
   const plain = proto === Object.prototype || proto === Array.prototype || proto === null;
-  if (plain && !(Symbol.toStringTag in value)) return false;
+  if (plain && !(Symbol.toStringTag in value)) {
+    // An array with properties beside its elements: refused by encoderReads' tagOf.
+    return Array.isArray(value) && !keptWhole(value, "Array");
+  }
   // A tag a getter answers may answer otherwise on devalue's read than on the reads here
   // (a class instance stored as the array it said it was later): read once, by tagOf.
   if (tagIsGetter(value)) return true;
   const tag = Object.prototype.toString.call(value).slice(8, -1);
-  return tag !== "Object" && tagOf(value) !== tag;
+  // An object of another prototype: a class instance (refused either way), an object of
+  // another realm, or one whose prototype has none (devalue took it for plain data).
+  if (tag === "Object") return !plain;
+  return tagOf(value) !== tag;
 }
 
 /** Whether the Symbol.toStringTag `value` answers comes from a getter (a typed array's own

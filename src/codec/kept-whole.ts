@@ -1,0 +1,142 @@
+// Whether the encoder keeps all a value holds. devalue stores a built-in by its contents
+// alone (an array's elements, a Map's entries, a Date's time) and a plain object by its own
+// enumerable keys; what else the value held was dropped without a word, and the workflow
+// was handed a copy without it on the first run and on every replay:
+// - the properties of an array (a regex match's `index`, `input` and `groups`), a Date, a
+//   Map, a Set, a RegExp (its `lastIndex` too) or a boxed primitive;
+// - its class: a `class Tags extends Map`, an Array of another prototype, an object whose
+//   prototype has no prototype (its methods and inherited values), came back as plain
+//   built-ins or objects, where other class instances are refused.
+// Such values are refused, naming the path (codec.ts says what to store instead). A view's
+// own properties are not looked for: finding them lists every index of its bytes.
+
+import { types } from "node:util";
+
+const OBJECT_PROTOTYPE_NAMES = Object.getOwnPropertyNames(Object.prototype).sort().join("\0");
+const typedArrayKind = Object.getOwnPropertyDescriptor(
+  Object.getPrototypeOf(Uint8Array.prototype) as object,
+  Symbol.toStringTag,
+)?.get as (this: unknown) => string | undefined;
+const nativeCode = /\{\s*\[native code\]\s*\}$/;
+
+/** A built-in's prototype in this realm or another (node:vm): its constructor is native
+ *  code of the built-in's name (a class of the user's is not). */
+function isBuiltInPrototype(proto: object | null, name: string): boolean {
+  if (proto === null) return false;
+  if (
+    proto === (globalThis as Record<string, { prototype?: unknown } | undefined>)[name]?.prototype
+  ) {
+    return true;
+  }
+  const ctor = Object.getOwnPropertyDescriptor(proto, "constructor")?.value as unknown;
+  return (
+    typeof ctor === "function" &&
+    ctor.name === name &&
+    ctor.prototype === proto &&
+    nativeCode.test(Function.prototype.toString.call(ctor))
+  );
+}
+
+/** Object.prototype of this realm or another: what a plain object may inherit from. */
+function isObjectPrototype(proto: object): boolean {
+  return (
+    proto === Object.prototype ||
+    (Object.getPrototypeOf(proto) === null &&
+      Object.getOwnPropertyNames(proto).sort().join("\0") === OBJECT_PROTOTYPE_NAMES)
+  );
+}
+
+/** An object the encoder stores as plain data: its prototype is Object.prototype (of any
+ *  realm) or none. devalue also took one whose prototype has none (Object.create(proto)
+ *  of a null-prototype object) and dropped what it inherited. */
+export function isPlainObject(value: object): boolean {
+  if (Array.isArray(value)) return false;
+  const proto = Object.getPrototypeOf(value) as object | null;
+  return proto === null || isObjectPrototype(proto);
+}
+
+/** An array's own enumerable keys other than its indices. Object.keys lists indices
+ *  first, in order, so one is there exactly when the last key is not an index. */
+function hasNonIndexKey(array: unknown[]): boolean {
+  const keys = Object.keys(array);
+  const last = keys[keys.length - 1];
+  return last !== undefined && !(String(Number(last) >>> 0) === last && last !== "4294967295");
+}
+
+/** Whether a value with the internal slots of the built-in `tag` names is stored with all
+ *  it holds: the built-in's own prototype (a Buffer's is Uint8Array's, as documented) and
+ *  no properties of its own beside its contents. */
+export function keptWhole(value: object, tag: string): boolean {
+  switch (tag) {
+    case "Array":
+      return (
+        isBuiltInPrototype(Object.getPrototypeOf(value), tag) && !hasNonIndexKey(value as unknown[])
+      );
+    case "Date":
+    case "Map":
+    case "Set":
+    case "ArrayBuffer":
+    case "Number":
+    case "Boolean":
+    case "BigInt":
+      return (
+        isBuiltInPrototype(Object.getPrototypeOf(value), tag) && Object.keys(value).length === 0
+      );
+    case "String":
+      return (
+        isBuiltInPrototype(Object.getPrototypeOf(value), tag) &&
+        Object.keys(value).length === (value as { length: number }).length
+      );
+    case "RegExp":
+      return (
+        isBuiltInPrototype(Object.getPrototypeOf(value), tag) &&
+        Object.keys(value).length === 0 &&
+        (value as RegExp).lastIndex === 0
+      );
+    case "DataView":
+      return isBuiltInPrototype(Object.getPrototypeOf(value), tag);
+  }
+  if (ArrayBuffer.isView(value)) {
+    return Buffer.isBuffer(value) || isBuiltInPrototype(Object.getPrototypeOf(value), tag);
+  }
+  return true;
+}
+
+/** What a refused value is, when keptWhole refused it: the words of codec.ts's refusal. */
+export function notKeptWhat(value: unknown): string | undefined {
+  if (typeof value !== "object" || value === null) return undefined;
+  if (types.isProxy(value)) return undefined;
+  const builtIn = builtInName(value);
+  if (builtIn === undefined) {
+    const proto = Object.getPrototypeOf(value) as object | null;
+    if (proto !== null && !isObjectPrototype(proto) && Object.getPrototypeOf(proto) === null) {
+      return "an object whose prototype is an object without a prototype (what it inherits would be lost: store a plain copy)";
+    }
+    return undefined;
+  }
+  if (!isBuiltInPrototype(Object.getPrototypeOf(value), builtIn) && !Buffer.isBuffer(value)) {
+    return `${article(builtIn)} ${builtIn} of another class or prototype (it would come back as a plain ${builtIn}: store its data as a plain ${builtIn} or object)`;
+  }
+  if (builtIn === "RegExp" && (value as RegExp).lastIndex !== 0) {
+    return "a RegExp whose lastIndex is not 0 (it would come back 0: store its source, flags and lastIndex)";
+  }
+  return `${article(builtIn)} ${builtIn} with properties of its own beside its contents (they would be lost: store them beside it, in an object)`;
+}
+
+/** The built-in whose slots `value` has, among those keptWhole judges. */
+function builtInName(value: object): string | undefined {
+  if (Array.isArray(value)) return "Array";
+  if (types.isDate(value)) return "Date";
+  if (types.isMap(value)) return "Map";
+  if (types.isSet(value)) return "Set";
+  if (types.isRegExp(value)) return "RegExp";
+  if (types.isArrayBuffer(value)) return "ArrayBuffer";
+  if (types.isDataView(value)) return "DataView";
+  if (types.isNumberObject(value)) return "Number";
+  if (types.isStringObject(value)) return "String";
+  if (types.isBooleanObject(value)) return "Boolean";
+  if (types.isBigIntObject(value)) return "BigInt";
+  return typedArrayKind.call(value);
+}
+
+const article = (name: string) => (/^[AEIOU]/.test(name) ? "an" : "a");
