@@ -70,8 +70,11 @@ const plainReducers = {
   ErrorWithProps: fullErrorParts,
 };
 
-/** Whether one of `value`'s own properties is an accessor (read without running it). */
+/** Whether one of `value`'s own properties is an accessor (read without running it). An
+ *  array's indices are not looked at: reading every index's descriptor cost more than its
+ *  encoding (an array with other keys is refused by needsEncoderReads anyway). */
 function hasOwnGetter(value: object): boolean {
+  if (Array.isArray(value)) return false;
   for (const key of Object.getOwnPropertyNames(value)) {
     if (Object.getOwnPropertyDescriptor(value, key)?.get) return true;
   }

@@ -108,9 +108,16 @@ export function notKeptWhat(value: unknown): string | undefined {
   if (types.isProxy(value)) return undefined;
   const builtIn = builtInName(value);
   if (builtIn === undefined) {
+    // A prototype no class made (Object.create(proto)): named by the class of its
+    // prototype, it was "an instance of class Object".
     const proto = Object.getPrototypeOf(value) as object | null;
-    if (proto !== null && !isObjectPrototype(proto) && Object.getPrototypeOf(proto) === null) {
-      return "an object whose prototype is an object without a prototype (what it inherits would be lost: store a plain copy)";
+    const ctor = proto && (Object.getOwnPropertyDescriptor(proto, "constructor")?.value as unknown);
+    if (
+      proto !== null &&
+      !isObjectPrototype(proto) &&
+      (ctor as { prototype?: unknown })?.prototype !== proto
+    ) {
+      return "an object that inherits from another object (what it inherits would be lost: store a plain copy)";
     }
     return undefined;
   }
