@@ -2,12 +2,15 @@
 // objects, arrays with holes and extra properties, Map/Set, Dates valid or not, BigInt, -0,
 // NaN, Infinity, typed arrays/DataView/ArrayBuffer, Errors with a cause and properties,
 // class instances, objects without a prototype, symbol keys, getters, lone surrogates, NUL,
-// cut emoji, long strings, deep nesting, repeated and circular references). The workflow
+// cut emoji, long strings, deep nesting, repeated and circular references, values of a
+// node:vm realm, proxies, a getter that counts its reads and one that recurses). The workflow
 // must be handed the same value by its first execution and by the replay after a sleep
 // (the journal read back from the store), and that value must hold the data the step
-// returned; or the first execution must fail with a SerializationError naming the step.
+// returned, each getter read once; or the first execution must fail with a
+// SerializationError naming the step.
 // Runs 120 cases on SQLite and 25 on Postgres; CAIRN_SOAK=1 runs 2,000 and 300.
 
+import vm from "node:vm";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { SerializationError, workflow } from "../src/index.js";
@@ -113,6 +116,19 @@ class TaggedMap extends Map<unknown, unknown> {}
 class Stamp extends Date {}
 class List extends Array<unknown> {}
 
+/** How often each counting getter was read (fast-check hands a value to more than one case
+ *  while it shrinks: each case starts them at 0). */
+const getterReads = new Set<{ n: number }>();
+
+/** A getter that answers a new object holding the same getter, for ever. */
+function recursing(): unknown {
+  return {
+    get next() {
+      return recursing();
+    },
+  };
+}
+
 /** Values whose shape a plain copy changes: each is stored faithfully or refused. */
 function oddities(inner: fc.Arbitrary<unknown>): fc.Arbitrary<unknown> {
   return fc.oneof(
@@ -169,6 +185,30 @@ function oddities(inner: fc.Arbitrary<unknown>): fc.Arbitrary<unknown> {
     inner.map((v) => Object.assign(new Map([[v, v]]), { note: 1 })),
     fc.constant(Object.assign(new Set([1]), { note: 1 })),
     fc.constant(Object.assign(/re/g, { note: 1 })),
+    // Values of another realm (node:vm), proxies of plain data.
+    fc
+      .constantFrom(
+        "({ m: new Map([[1, [2]]]), d: new Date(5), a: [1, , 3], o: Object.create(null) })",
+        "new TypeError('vm', { cause: new RangeError('inner') })",
+        "Object.assign([1], { extra: 1 })",
+        "new (class V extends Set {})([1])",
+      )
+      .map((code) => vm.runInNewContext(code) as unknown),
+    inner.map((v) => new Proxy({ v }, {})),
+    inner.map((v) => new Proxy([v, v], {})),
+    // A getter that counts its reads (the encoder reads it once), and one that recurses.
+    inner.map((v) => {
+      const reads = { n: 0 };
+      getterReads.add(reads);
+      return {
+        get counted() {
+          reads.n++;
+          return v;
+        },
+        after: new Uint8Array([1]),
+      };
+    }),
+    fc.constant(recursing()),
   );
 }
 
@@ -230,6 +270,7 @@ describe.each(BACKENDS)("a step's hostile value, first run and replay (%s)", (ba
         fc.asyncProperty(stepValue, async (value) => {
           const id = `case-${n++}`;
           values.set(id, value);
+          for (const reads of getterReads) reads.n = 0;
           seen.set(id, []);
           const run = await e.start(wf, id, { id });
           await until(async () => (await e.getRun(id))?.status === "waiting", `run ${id} waits`);
@@ -246,6 +287,7 @@ describe.each(BACKENDS)("a step's hostile value, first run and replay (%s)", (ba
             return;
           }
           expect(replay?.error).toBeUndefined();
+          expect(Math.max(0, ...[...getterReads].map((r) => r.n))).toBeLessThanOrEqual(1);
           expect(sameValue(first?.value, replay?.value)).toBeUndefined();
           expect(faithfulCopy(value, first?.value)).toBeUndefined();
         }),

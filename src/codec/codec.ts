@@ -1,6 +1,8 @@
 // Values <-> stored text. devalue keeps Date, Map, Set, BigInt, undefined, typed arrays,
-// repeated and circular references; a reducer adds Error. Anything else that is not plain
-// data (functions, symbols, class instances) is refused with the path to the bad value.
+// repeated and circular references; reducers add Error (error-parts.ts). Anything else that
+// is not plain data (functions, symbols, class instances), and a value a copy would lose
+// part of (kept-whole.ts), is refused with the path to the bad value: the workflow is
+// handed the decoded copy, on the first run as on every replay, never a value with less.
 //
 // The text is always storable exactly (lib/text.ts): devalue escapes NUL, and lone UTF-16
 // surrogates (an LLM reply cut mid-emoji) are escaped here, so no backend's driver turns

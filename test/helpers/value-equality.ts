@@ -140,7 +140,17 @@ export function sameValue(a: unknown, b: unknown): Diff {
 function copiedPrototype(v: object): unknown {
   if (Buffer.isBuffer(v)) return Uint8Array.prototype;
   if (types.isNativeError(v) || v instanceof Error) return Error.prototype;
-  return Object.getPrototypeOf(v);
+  const proto = Object.getPrototypeOf(v) as { constructor?: unknown } | null;
+  // A built-in of another realm (node:vm) comes back as this realm's.
+  const ctor = proto?.constructor;
+  if (
+    typeof ctor === "function" &&
+    /\[native code\]/.test(Function.prototype.toString.call(ctor))
+  ) {
+    const ours = (globalThis as Record<string, { prototype?: unknown } | undefined>)[ctor.name];
+    if (ours?.prototype) return ours.prototype;
+  }
+  return proto;
 }
 
 /** The own keys whose values a faithful copy keeps. */
