@@ -27,6 +27,13 @@ describe("codec: an Error keeps its cause and its other own properties", () => {
     expect(Object.keys(agg)).toEqual(["name"]);
   });
 
+  it("an Error with an enumerable symbol key is refused as any object with one is, naming the path", () => {
+    const e = Object.assign(new Error("tagged"), { [Symbol("trace")]: 1 });
+    expect(() => encode({ e })).toThrow(
+      "cannot store an Error with symbol keys (symbols cannot be stored: use string keys) at .e",
+    );
+  });
+
   it("a cause that is undefined is still a cause", () => {
     const back = roundTrip(new Error("m", { cause: undefined }));
     expect(Object.hasOwn(back, "cause")).toBe(true);

@@ -154,6 +154,7 @@ function oddities(inner: fc.Arbitrary<unknown>): fc.Arbitrary<unknown> {
         const e = cause === null || assigned ? new E(message) : new E(message, { cause });
         if (cause !== null && assigned) (e as { cause?: unknown }).cause = cause;
         if (status !== null) (e as unknown as Record<string, unknown>).status = status;
+        if (assigned && status !== null) (e as unknown as Record<symbol, unknown>)[Symbol("s")] = 1;
         return e;
       }),
     fc.constant(Object.assign(new Error("with code"), { code: "E_X" })),

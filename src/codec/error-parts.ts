@@ -34,11 +34,19 @@ function extraKeys(e: Error): { shown: string[]; hidden: string[] } {
   return { shown, hidden };
 }
 
+/** An enumerable symbol key cannot be stored (as on any object): such an Error is left to
+ *  the encoder, which refuses it naming the path (codec.ts says why). */
+export function hasSymbolKeys(e: Error): boolean {
+  return Object.getOwnPropertySymbols(e).some((s) =>
+    Object.prototype.propertyIsEnumerable.call(e, s),
+  );
+}
+
 const baseParts = (e: Coded) => [e.name, e.message, e.stack ?? "", e.code];
 
 /** The parts of an Error with nothing beyond its base parts, or false. */
 export function plainErrorParts(v: unknown): unknown[] | false {
-  if (!isError(v)) return false;
+  if (!isError(v) || hasSymbolKeys(v)) return false;
   const { shown, hidden } = extraKeys(v);
   return shown.length === 0 && hidden.length === 0 && baseParts(v);
 }
@@ -46,7 +54,7 @@ export function plainErrorParts(v: unknown): unknown[] | false {
 /** The parts of an Error with a cause or other own properties, or false: the base parts,
  *  then its enumerable and its other own properties, each as a plain object. */
 export function fullErrorParts(v: unknown): unknown[] | false {
-  if (!isError(v)) return false;
+  if (!isError(v) || hasSymbolKeys(v)) return false;
   const { shown, hidden } = extraKeys(v);
   if (shown.length === 0 && hidden.length === 0) return false;
   const read = (keys: string[]) => {

@@ -11,6 +11,7 @@
 // own properties are not looked for: finding them lists every index of its bytes.
 
 import { types } from "node:util";
+import { hasSymbolKeys, isError } from "./error-parts.js";
 
 const OBJECT_PROTOTYPE_NAMES = Object.getOwnPropertyNames(Object.prototype).sort().join("\0");
 const typedArrayKind = Object.getOwnPropertyDescriptor(
@@ -107,6 +108,9 @@ export function notKeptWhat(value: unknown): string | undefined {
   if (typeof value !== "object" || value === null) return undefined;
   if (types.isProxy(value)) return undefined;
   const builtIn = builtInName(value);
+  if (isError(value) && hasSymbolKeys(value)) {
+    return "an Error with symbol keys (symbols cannot be stored: use string keys)";
+  }
   if (builtIn === undefined) {
     // A prototype no class made (Object.create(proto)): named by the class of its
     // prototype, it was "an instance of class Object".
