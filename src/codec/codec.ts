@@ -12,7 +12,7 @@ import { types } from "node:util";
 import * as devalue from "devalue";
 import { PayloadKeyError } from "../errors.js";
 import { escapeLoneSurrogatesInJson } from "../lib/text.js";
-import { encoderReads, needsEncoderReads, partViewBytes } from "./encoder-reads.js";
+import { encoderReads, identityReads, needsEncoderReads, partViewBytes } from "./encoder-reads.js";
 import { encryptedTextKeyId } from "./encryption.js";
 import {
   errorRevivers,
@@ -176,7 +176,7 @@ export function encodeIdentity(value: unknown): string {
   try {
     // Read as encode reads (encoderReads): devalue's own reads took an object that says it
     // is an Array (stored as the object it is) for the array it mimics.
-    return escapeLoneSurrogatesInJson(devalue.stringify(value, identityReducers, encoderReads));
+    return escapeLoneSurrogatesInJson(devalue.stringify(value, identityReducers, identityReads));
   } catch {
     // encode's verdict, with its message (the same value is refused the same way).
     return encode(value, Number.POSITIVE_INFINITY);

@@ -154,6 +154,18 @@ function shapeOf(value: object) {
 /** The operations encode hands devalue (codec.ts). */
 export const encoderReads: StringifyOptions = { operations: { viewInfo, tagOf, shapeOf } };
 
+/** A built-in's tag as encoderReads read it before kept-whole.ts: by its slots alone. */
+function slotTagOf(value: object): string {
+  const tag = Object.prototype.toString.call(value).slice(8, -1);
+  return tag === "Object" || isBuiltIn(value, tag) ? tag : "Object";
+}
+
+/** The reads of a child's input digest (codec.ts encodeIdentity): as they were before
+ *  kept-whole.ts, so a digest recorded then (of a regex match, a Map subclass) is matched
+ *  by the same call on its replay now, not taken for another input. Such an input is
+ *  refused when its call is made anew (encode). */
+export const identityReads: StringifyOptions = { operations: { viewInfo, tagOf: slotTagOf } };
+
 /** Whether devalue's own reads of `value` store it otherwise than encoderReads do: a typed
  *  array or DataView (its view), or a value whose tag is not the built-in's. Everything
  *  else, plain data above all, is stored alike by both (codec.ts takes the cheaper). */
