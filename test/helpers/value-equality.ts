@@ -1,4 +1,4 @@
-// Comparisons for the codec's fidelity tests (h3-value-fidelity.test.ts).
+// Comparisons for the codec's fidelity tests (replay-value-fidelity.test.ts).
 // - sameValue: two values a workflow was handed are the same to any code that reads them:
 //   the same prototypes, own property descriptors (symbols too), Object.is on primitives,
 //   internal slots (a Date's time, a Map's entries in order, a view's kind, bytes, offset),

@@ -1,4 +1,4 @@
-// Found by the generated fidelity test (h3-value-fidelity.test.ts): values a step returned
+// Found by the generated fidelity test (replay-value-fidelity.test.ts): values a step returned
 // whose copy, handed to the workflow on the first run and on every replay, silently lacked
 // part of them. Each test failed before its mend.
 
