@@ -140,9 +140,9 @@ describe("cairn/ai: the caller's abort between two model calls of a tool loop (s
   // recorded. The first execution stops there; a replay, whose signal has not fired (a
   // timeout's timer, a user's stop that came while a tool ran: the tool is not run again),
   // goes past it and makes the next model call, paid, and the run completes with another
-  // output than its first execution had. NOT MENDED (a design decision: see docs/API.md, "Aborted by the caller");
-  // `it.fails` keeps the repro: it turns red once a mend makes the replay stop too.
-  it.fails("a replay stops where the first execution stopped, with the same error", async () => {
+  // output than its first execution had. Mended: the stop is recorded as the tool call's
+  // outcome, and the replay's next model call fails with it (src/ai/caller-stop.ts).
+  it("a replay stops where the first execution stopped, with the same error", async () => {
     const h = harness();
     const { model, calls } = oneToolModel();
     let executions = 0;
@@ -319,9 +319,10 @@ describe("cairn/ai: a provider stream that ends cleanly once aborted (sqlite)", 
 
   // streamText rejects with the caller's signal's reason when it fires (its own listener);
   // a replay, whose signal has not fired, is handed the recorded abort from doStream and
-  // rejects with NoOutputGeneratedError. NOT MENDED: the same cause as a stop between loop
-  // steps (above): the SDK reads the caller's live signal, which a replay does not have.
-  it.fails("a replay stops with the error the first execution stopped with", async () => {
+  // rejects with NoOutputGeneratedError: the SDK reads the caller's live signal, which a
+  // replay does not have. Mended: the recorded abort carries the SDK's mark that makes
+  // streamText reject with it (src/ai/caller-abort.ts, asStreamEnd).
+  it("a replay stops with the error the first execution stopped with", async () => {
     const h = harness();
     const { state, wf } = stoppedWorkflow(h, "stream-closed-on-abort-replayed");
     const engine = h.engine([wf]);

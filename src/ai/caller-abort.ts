@@ -2,6 +2,7 @@
 // timeouts) is final: it is not retried, and it keeps the name the caller knows it by.
 
 import { FatalError } from "../index.js";
+import { isCallerAbort } from "./caller-stop.js";
 
 /** A call its caller aborted: final (FatalError), under the name the SDK and the caller
  *  know it by (AbortError, TimeoutError). */
@@ -14,3 +15,19 @@ export function callerAborted(err: unknown): FatalError {
   fatal.name = typeof e?.name === "string" ? e.name : "AbortError";
   return fatal;
 }
+
+/** `err`, marked, when it is a caller's abort, as what streamText rejects its results with.
+ *  streamText rejects with its signal's reason when the signal fires (its own listener);
+ *  a replay, whose signal has not fired, was handed the recorded abort as the stream's
+ *  error and rejected with NoOutputGeneratedError instead (or, after an earlier step of its
+ *  loop, resolved with that step's text). The SDK rejects with an error part's error that
+ *  carries this marker: the abort the first execution ended with. */
+export function asStreamEnd(err: unknown): unknown {
+  if (isCallerAbort(err)) {
+    Object.defineProperty(err, Symbol.for(NO_OUTPUT_MARKER), { value: true });
+  }
+  return err;
+}
+
+/** The AI SDK's mark of a NoOutputGeneratedError (AISDKError.hasMarker). */
+const NO_OUTPUT_MARKER = "vercel.ai.error.AI_NoOutputGeneratedError";

@@ -14,6 +14,7 @@ import { RateLimitError, type StepContext } from "../index.js";
 import { generationOf } from "../lib/run-generation.js";
 import { addPart, type CallRecord, compactGenerate } from "./call-record.js";
 import { callerAborted } from "./caller-abort.js";
+import { stopOf } from "./caller-stop.js";
 import type { DurableModel, Mode } from "./model-setup.js";
 import { estimateTokens, spendOf, usedTokens } from "./pricing.js";
 import { downloadUrlParts } from "./prompt-urls.js";
@@ -45,6 +46,10 @@ export async function attempt(
 ): Promise<CallRecord> {
   const { rt, limitKey } = m;
   const { o, digest } = asked;
+  // A call the SDK would not have made: the caller's abort stopped its loop before it in
+  // the first execution (caller-stop.ts). Recorded as that abort, and never made.
+  const stopped = stopOf(m.ctx, o.abortSignal);
+  if (stopped) throw callerAborted(stopped);
   const deadline = deadlineOf(m);
   // Unique to this execution of the attempt: attempt numbers start again at 1 when a failed
   // run is resumed, and a grant found under the same id is taken as already granted (the

@@ -11,11 +11,12 @@
 //
 // Its parts: model-setup.ts (the settings, checked once), model-attempt.ts (one attempt),
 // conversation.ts (where a call stands in the run's call tree), side-work.ts (the kit
-// store's work an answered call does not wait long for), caller-abort.ts.
+// store's work an answered call does not wait long for), caller-abort.ts, caller-stop.ts.
 
 import { NonDeterminismError, type WorkflowContext } from "../index.js";
 import { failRunWith } from "../lib/fail-run.js";
 import { type CallRecord, streamOf } from "./call-record.js";
+import { asStreamEnd } from "./caller-abort.js";
 import { type Answered, answered, continueConversation } from "./conversation.js";
 import { type Asked, attempt } from "./model-attempt.js";
 import {
@@ -49,7 +50,9 @@ export function durableModel(
       return rec.generate;
     },
     async doStream(o) {
-      const rec = await durableCall(m, "stream", o);
+      const rec = await durableCall(m, "stream", o).catch((err: unknown) => {
+        throw asStreamEnd(err);
+      });
       if (!rec.parts) return diverged(ctx, wrongMode(ctx, m.name, "doStream"));
       return { stream: streamOf(rec.parts) };
     },

@@ -21,6 +21,7 @@ import type { FlexibleSchema, Tool, ToolExecutionOptions, ToolSet } from "ai";
 import type { StepContext, StepOptions, WorkflowContext, Workspace } from "../index.js";
 import { callName, checkGivenName } from "./call-names.js";
 import { callerAborted } from "./caller-abort.js";
+import { isCallerAbort, markStopped } from "./caller-stop.js";
 import { placeToolCall } from "./tool-order.js";
 
 export interface ToolsOptions extends StepOptions {
@@ -150,13 +151,19 @@ export function durableTools<TOOLS extends ToolSet>(
       out[toolName] = t; // already durable, or not executed here (client or provider tools)
       continue;
     }
-    let call: (input: unknown, o: ToolExecutionOptions<unknown>) => Promise<unknown>;
+    // `execution.ran`: whether this call's body ran in this execution (or its record replayed).
+    let call: (
+      input: unknown,
+      o: ToolExecutionOptions<unknown>,
+      execution: { ran: boolean },
+    ) => Promise<unknown>;
     if (effect) {
-      call = (input, o) =>
+      call = (input, o, execution) =>
         ctx.effect(
           callName(prefix, toolName, o.toolCallId),
           {
             perform: async (key, s) => {
+              execution.ran = true;
               try {
                 return await effect.perform(input, {
                   idempotencyKey: key,
@@ -179,12 +186,14 @@ export function durableTools<TOOLS extends ToolSet>(
     } else {
       const run = execute as (input: unknown, o: ToolExecutionOptions<unknown>) => unknown;
       const owner = options.workspace ?? ctx; // whose step each call is
-      call = (input, o) =>
+      call = (input, o, execution) =>
         owner.step(
           callName(prefix, toolName, o.toolCallId),
           async (s) => {
+            execution.ran = true;
+            let output: unknown;
             try {
-              return await finalOutput(
+              output = await finalOutput(
                 // Called on its tool, as the SDK calls it (tool.execute(...)): an execute
                 // that is a method (a class's, an object literal's) reads its `this`.
                 run.call(t, input, {
@@ -201,6 +210,12 @@ export function durableTools<TOOLS extends ToolSet>(
               if (o.abortSignal?.aborted && !s.signal.aborted) throw callerAborted(err);
               throw asError(err);
             }
+            // The caller's stop landed while it ran: the SDK ends its loop here, so that is
+            // this call's outcome, for a replay to stop here too (caller-stop.ts).
+            if (o.abortSignal?.aborted && !s.signal.aborted) {
+              throw callerAborted(o.abortSignal.reason);
+            }
+            return output;
           },
           stepOptions,
         );
@@ -209,8 +224,16 @@ export function durableTools<TOOLS extends ToolSet>(
     // (tool-order.ts): synchronously, right before the call.
     const wrapped = async (input: unknown, o: ToolExecutionOptions<unknown>) => {
       const placed = placeToolCall(ctx, prefix, toolName, o.toolCallId, input);
+      const execution = { ran: false };
       try {
-        return await call(input, o);
+        return await call(input, o, execution);
+      } catch (err) {
+        // A caller's abort ends the SDK's loop when the SDK's own signal fired: as it did
+        // here, or (replayed) in the first execution. A tool's own error of that name,
+        // thrown while the signal stayed quiet, ends nothing.
+        const stops = !execution.ran || o.abortSignal?.aborted === true;
+        if (o.abortSignal && stops && isCallerAbort(err)) markStopped(ctx, o.abortSignal, err);
+        throw err;
       } finally {
         placed();
       }
