@@ -9,6 +9,7 @@
 // and blockRate are idempotent by construction, readStream reads. appendStream is retried
 // only when it certainly did not commit (a repeat would store its chunks twice).
 
+import { randomUUID } from "node:crypto";
 import {
   type AcquireRateOutcome,
   type AppendStreamOutcome,
@@ -111,9 +112,19 @@ export async function appendStream(
   p: { runId: string; chunks: string[] },
 ): Promise<AppendStreamOutcome> {
   const { db, t } = ctx;
-  return db.transaction("appendStream", "before-commit", async (tx) => {
+  // The call's token, on its first chunk: a retry after a commit whose answer was lost finds
+  // the chunks that try appended by it, rather than appending them a second time.
+  const token = randomUUID();
+  return db.transaction("appendStream", "own-write", async (tx) => {
     const exists = await tx.query(`SELECT 1 FROM ${t.runs} WHERE id = $1`, [p.runId]);
     if (exists.rowCount === 0) return { ok: false, reason: "not-found" } as const;
+    if (tx.mayHaveCommitted && p.chunks.length > 0) {
+      const own = await tx.query<{ seq: string }>(
+        `SELECT seq FROM ${t.runStreams} WHERE run_id = $1 AND append_token = $2`,
+        [p.runId, token],
+      );
+      if (own.rows[0]) return { ok: true, offset: Number(own.rows[0].seq) } as const;
+    }
     const head = await tx.query<{ first: string }>(
       `INSERT INTO ${t.runStreamHeads} AS h (run_id, next_offset) VALUES ($1, $2)
         ON CONFLICT (run_id) DO UPDATE SET next_offset = h.next_offset + $2
@@ -123,11 +134,11 @@ export async function appendStream(
     const first = Number(head.rows[0]?.first ?? 0);
     if (p.chunks.length > 0) {
       await tx.query(
-        `INSERT INTO ${t.runStreams} (run_id, seq, data, created_at)
-          SELECT $2, $3 + d.ord - 1, d.data, c.now
+        `INSERT INTO ${t.runStreams} (run_id, seq, data, created_at, append_token)
+          SELECT $2, $3 + d.ord - 1, d.data, c.now, CASE WHEN d.ord = 1 THEN $5::text END
             FROM unnest($4::text[]) WITH ORDINALITY AS d(data, ord),
               (SELECT ${nowSql(1)} AS now) c`,
-        [ctx.clockParam(), p.runId, first, p.chunks],
+        [ctx.clockParam(), p.runId, first, p.chunks, token],
       );
     }
     return { ok: true, offset: first } as const;

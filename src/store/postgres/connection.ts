@@ -7,8 +7,10 @@
 //   back: every verb may simply run again on a fresh connection.
 // - A connection error DURING the COMMIT (or during a single autocommit write) leaves the
 //   outcome unknown. Only verbs whose repetition is harmless are retried then ("idempotent"
-//   policy); the others ("before-commit") raise a StoreError that says the outcome is
-//   unknown. Which verb has which policy, and why, is documented in postgres-store.ts.
+//   policy), or that find their own earlier write by a token of the call ("own-write": once
+//   its retries fail too, the outcome is unknown); the others ("before-commit") raise a
+//   StoreError that says the outcome is unknown. Which verb has which policy, and why, is
+//   documented in postgres-store.ts.
 // - Deadlocks and serialization failures roll the transaction back too: always retried.
 // - A client whose backend died emits 'error' events; one with no listener crashes the
 //   process, so checked-out clients get a listener and the pool gets one for idle clients.
@@ -32,7 +34,12 @@ export type RetryPolicy =
   /** Running the verb twice is harmless: retried even when the commit outcome is unknown. */
   | "idempotent"
   /** Retried only when the transaction certainly did not commit. */
-  | "before-commit";
+  | "before-commit"
+  /** Retried even when the commit outcome is unknown: each try looks for the call's own
+   *  earlier write first (a token of the call, written with it). A caller repeating the call
+   *  has another token and cannot, so once every retry failed after a commit whose answer
+   *  was lost, the error says the outcome is unknown. */
+  | "own-write";
 
 export interface Tx {
   /** True when an earlier try of this same call lost its connection while committing, so
@@ -224,14 +231,15 @@ export class Database {
         if (client) await this.#discard(client, err);
         const retryable =
           isRolledBackForRetry(err) ||
-          (isConnectionError(err) && (policy === "idempotent" || phase !== "commit"));
+          (isConnectionError(err) && (policy !== "before-commit" || phase !== "commit"));
         const delay = RETRY_DELAYS_MS[attempt - 1];
         if (retryable && delay !== undefined) {
           if (phase === "commit" && isConnectionError(err)) mayHaveCommitted = true;
           await sleepMs(delay * (0.75 + Math.random() * 0.5));
           continue;
         }
-        throw this.#mapError(err, verb, policy, phase, attempt);
+        const unknown = policy === "own-write" && (mayHaveCommitted || phase === "commit");
+        throw this.#mapError(err, verb, policy, unknown ? "commit" : phase, attempt);
       }
     }
   }
@@ -272,7 +280,7 @@ export class Database {
     if (err instanceof CairnError) return err;
     const where = `PostgreSQL (${this.#description})`;
     if (isConnectionError(err)) {
-      if (phase === "commit" && policy === "before-commit") {
+      if (phase === "commit" && policy !== "idempotent") {
         return new StoreError(
           `Lost the connection to ${where} while committing ${verb}: whether it took effect ` +
             "is unknown, and it is not safe to repeat blindly. Read the current state " +

@@ -8,7 +8,8 @@
 // A failure during COMMIT (outcome unknown) is retried only where a repeat is harmless:
 // - reads (now, getRun, listRuns, loadJournal, listEvents, listWorkers): trivially.
 // - createRun: idempotent on id; a repeat of a create that did commit finds the run by the
-//   token it wrote and answers created=true, as the lost try would have (runs.ts).
+//   token it wrote (create_token, which a claim does not overwrite) and answers
+//   created=true, as the lost try would have (runs.ts).
 // - claimRuns: a retry first looks for the runs its lost try claimed (by a token of the
 //   call) and returns those; otherwise they would stay leased to this worker, which never
 //   claims its own runs again (leases.ts).
@@ -16,8 +17,10 @@
 // - appendRecords: idempotent by construction (journal-writes.ts).
 // - releaseRun, resumeRun: detect their own earlier commit (run-control.ts).
 // - requestCancel: idempotent (a repeat finds it canceled or already requested).
-// - sendEvent, forkRun: NOT retried after an unknown commit (a second event would be
-//   stored; a fork would answer created=false): a StoreError says the outcome is unknown.
+// - sendEvent, forkRun, appendStream: a repeat would store a second event or the chunks
+//   twice, or answer a fork created=false; each writes a token of its call with its rows
+//   (send_token, create_token, append_token), and a retry first looks for its own
+//   (run-control.ts, ai-state.ts).
 
 import pg from "pg";
 import { runNotFound, StoreError } from "../../errors.js";

@@ -9,6 +9,7 @@
 // release to waiting either commits first and is seen, or waits for our lock and then sees
 // the run waiting and wakes it). A lock and such a read in ONE statement would not.
 
+import { randomUUID } from "node:crypto";
 import { runNotFound, StoreError } from "../../errors.js";
 import { addAmounts } from "../../lib/amounts.js";
 import { displayText } from "../../lib/text.js";
@@ -48,11 +49,20 @@ async function insertEvent(
   ctx: StoreContext,
   e: NewEvent,
   hints: StoreHint[],
+  token: string | null = null,
 ): Promise<SendEventOutcome> {
   const { t } = ctx;
   // The row lock also orders events per run: seqs of one run increase in commit order.
   const run = await lockRun(tx, ctx, e.runId);
   if (!run) return { ok: false, reason: "not-found" };
+  if (token !== null && tx.mayHaveCommitted) {
+    // An earlier try of this call whose commit's answer was lost stored it: its answer.
+    const own = await tx.query<EventRow>(
+      `SELECT * FROM ${t.events} WHERE run_id = $1 AND send_token = $2`,
+      [e.runId, token],
+    );
+    if (own.rows[0]) return { ok: true, event: toEvent(own.rows[0]), duplicate: false };
+  }
   if (e.idempotencyKey != null) {
     // After the lock: a send with the same key that committed before is seen here.
     const sent = await tx.query<EventRow>(
@@ -89,9 +99,9 @@ async function insertEvent(
   }
   const clockParam = ctx.clockParam();
   const ins = await tx.query<EventRow>(
-    `INSERT INTO ${t.events} (run_id, name, payload, created_at, idempotency_key)
-      VALUES ($2, $3, $4, ${nowSql(1)}, $5) RETURNING *`,
-    [clockParam, e.runId, e.name, e.payload, e.idempotencyKey ?? null],
+    `INSERT INTO ${t.events} (run_id, name, payload, created_at, idempotency_key, send_token)
+      VALUES ($2, $3, $4, ${nowSql(1)}, $5, $6) RETURNING *`,
+    [clockParam, e.runId, e.name, e.payload, e.idempotencyKey ?? null, token],
   );
   if (status === "waiting" && (run.waiting_for ?? []).includes(e.name)) {
     await tx.query(
@@ -114,13 +124,15 @@ async function insertEvent(
 }
 
 /**
- * Not idempotent: the store assigns the seq, so a repeated call stores a second event.
- * Hence the "before-commit" policy: retried only when the first try surely did not commit.
+ * The store assigns the seq, so a repeat of the INSERT would store a second event: every
+ * try of the call writes the call's token with it, and a retry after a commit whose answer
+ * was lost first looks for the event that try stored (insertEvent).
  */
 export function sendEvent(ctx: StoreContext, e: NewEvent): Promise<SendEventOutcome> {
-  return ctx.db.transaction("sendEvent", "before-commit", async (tx) => {
+  const token = randomUUID();
+  return ctx.db.transaction("sendEvent", "own-write", async (tx) => {
     const hints: StoreHint[] = [];
-    const outcome = await insertEvent(tx, ctx, e, hints);
+    const outcome = await insertEvent(tx, ctx, e, hints, token);
     await publish(tx, ctx.channel, hints);
     return outcome;
   });
@@ -339,8 +351,9 @@ export function resumeRun(
 }
 
 /**
- * "before-commit": a repeat after a lost COMMIT would find the id taken and answer
- * created=false for a fork that did happen, so that case is reported as unknown instead.
+ * A repeat after a lost COMMIT would find the id taken and answer created=false for a fork
+ * that did happen: the fork's row carries the call's token (create_token), by which a retry
+ * finds the fork its lost try made and answers created=true.
  */
 export function forkRun(
   ctx: StoreContext,
@@ -350,8 +363,19 @@ export function forkRun(
     copy: Array<{ key: string; generation: number; unordered?: boolean; since?: number }>;
   },
 ): Promise<{ run: RunRecord; created: boolean }> {
-  return ctx.db.transaction("forkRun", "before-commit", async (tx) => {
+  // The call's token, the same on every try: a retry after a commit whose answer was lost
+  // finds the fork that try made by it, and answers created=true as that try would have.
+  const token = randomUUID();
+  return ctx.db.transaction("forkRun", "own-write", async (tx) => {
     const { t } = ctx;
+    if (tx.mayHaveCommitted) {
+      // Before the source is looked at: it may be gone by now (retention), the fork not.
+      const own = await tx.query<RunRow>(
+        `SELECT * FROM ${t.runs} WHERE id = $1 AND create_token = $2`,
+        [p.run.id, token],
+      );
+      if (own.rows[0]) return { run: toRun(own.rows[0]), created: true };
+    }
     // FOR SHARE: a deleteRuns of the source (FOR UPDATE) waits for the fork, and then sees
     // the fork's refs to the source's workspace objects; or the fork finds the source gone.
     const src = await tx.query<{ generation: number }>(
@@ -372,6 +396,7 @@ export function forkRun(
       p.run.parentId ?? null,
       p.run.traceContext ?? null,
       p.run.handedInputDigest ?? null,
+      token,
     ]);
     const inserted = ins.rows[0];
     if (!inserted) {

@@ -16,7 +16,8 @@ type Created = { run: RunRecord; created: boolean };
  * The creates asked for in one turn (TurnBatch in postgres-store.ts): one INSERT of all of
  * them, one commit. Idempotent on the id: a run the INSERT did not make is read back, and
  * answers created=false, unless it is this very call's own create made by an earlier try
- * whose commit went unanswered (its token, in claim_token, says so): a claimed run is then
+ * whose commit went unanswered (its token, in create_token, says so; not claim_token, which
+ * a claim of the run overwrites between that try and the retry): a claimed run is then
  * never left leased to a worker that does not execute it, and an unclaimed one is not
  * answered as someone else's (start() answered created=false for the run it had made).
  * - Without claimBy: inserted pending and ready now, as forkRun's insertRunSql inserts,
@@ -72,13 +73,13 @@ async function insertTogether(
         INSERT INTO ${t.runs}
             (id, workflow, version, status, input, budget_limit, parent_id, trace_context,
              handed_input_digest, ready_at, created_at, updated_at, lease_owner, lease_until,
-             epoch, claim_token)
+             epoch, claim_token, create_token)
           SELECT x.id, x.workflow, x.version,
               CASE WHEN x.worker_id IS NULL THEN 'pending' ELSE 'running' END,
               x.input, x.budget_limit, x.parent_id, x.trace_context, x.handed_input_digest,
               c.now + coalesce(x.lease_ms, 0), c.now, c.now, x.worker_id,
               CASE WHEN x.worker_id IS NULL THEN NULL ELSE c.now + x.lease_ms END,
-              f.epoch + CASE WHEN x.worker_id IS NULL THEN 0 ELSE 1 END, x.token
+              f.epoch + CASE WHEN x.worker_id IS NULL THEN 0 ELSE 1 END, x.token, x.token
             FROM x, (SELECT ${nowSql(1)} AS now) c,
               -- Locked: waits for a deleteRun(s) that holds it (workspace.ts). By its key:
               -- the planner then knows it is one row (the table has no statistics), where a
@@ -123,7 +124,7 @@ async function readBack(ctx: StoreContext, runId: string, token: string | null):
   const existing = await ctx.db.statement<RunRow & { mine: boolean }>(
     "createRun",
     "idempotent",
-    `SELECT *, $2::text IS NOT NULL AND claim_token IS NOT DISTINCT FROM $2 AS mine
+    `SELECT *, $2::text IS NOT NULL AND create_token IS NOT DISTINCT FROM $2 AS mine
       FROM ${ctx.t.runs} WHERE id = $1`,
     [runId, token],
   );

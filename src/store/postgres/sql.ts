@@ -146,8 +146,8 @@ export async function publish(tx: Tx, channel: string, hints: StoreHint[]): Prom
 export function insertRunSql(t: Tables): string {
   return `INSERT INTO ${t.runs}
       (id, workflow, version, status, input, budget_limit, parent_id, trace_context,
-       handed_input_digest, ready_at, created_at, updated_at, epoch)
-    SELECT $2, $3, $4, 'pending', $5, $6::jsonb, $7, $8, $9, c.now, c.now, c.now, f.epoch
+       handed_input_digest, ready_at, created_at, updated_at, epoch, create_token)
+    SELECT $2, $3, $4, 'pending', $5, $6::jsonb, $7, $8, $9, c.now, c.now, c.now, f.epoch, $10
       FROM (SELECT ${nowSql(1)} AS now) c,
         (SELECT epoch FROM ${t.epochFloor} WHERE id = 1 FOR KEY SHARE) f
     ON CONFLICT (id) DO NOTHING

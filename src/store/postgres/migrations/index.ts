@@ -24,6 +24,7 @@ import { migration as severalFailedCalls } from "./016-several-failed-calls.js";
 import { migration as releaseOnlyRunning } from "./017-release-only-running.js";
 import { migration as crashUnjudged } from "./018-crash-unjudged.js";
 import { migration as handedInputDigest } from "./019-handed-input-digest.js";
+import { migration as writeTokens } from "./020-write-tokens.js";
 
 export interface Migration {
   version: number;
@@ -52,6 +53,7 @@ export const MIGRATIONS: readonly Migration[] = [
   releaseOnlyRunning,
   crashUnjudged,
   handedInputDigest,
+  writeTokens,
 ];
 
 /** The schema version this code writes and understands. */

@@ -29,6 +29,7 @@ const RELEASED: Array<[version: number, sha256: string]> = [
   [17, "4077bd661a95379b1a6b2e51caa4f8a389f8e4a91ca725e32c569d64398ea44d"],
   [18, "10dec1e6c22918c95320e08c2fc050827c5c439fe4e35ede211c82782abb257a"],
   [19, "0f75c8eb8b2cc73d12540bc0d5f107713e1afadbcd9346d7bc600b2522d21483"],
+  [20, "a43a806300d13cc866312ec11bc7cccc156805217d7cd72bbddddcc549bac73f"],
 ];
 
 describe("PostgreSQL migrations", () => {
