@@ -3,7 +3,7 @@
 // handed back within closeGraceMs), the records still queued, the store subscription and
 // the result() waiters (which then throw EngineClosedError), and last the store.
 
-import { settlesWithin } from "../lib/timers.js";
+import { settlesWithin, waitAtMost } from "../lib/timers.js";
 import type { EngineMetrics } from "./engine.js";
 import type { EngineInternals } from "./engine-internals.js";
 
@@ -86,7 +86,7 @@ async function closeStarted(internals: EngineInternals): Promise<void> {
     // at most one lease: on a store that never answers, the store (a PostgreSQL pool and
     // its LISTEN socket) would stay open for ever; a run whose hand-back never lands is
     // taken over once its lease ends, as a crashed worker's is.
-    const { leaseMs, log, store } = internals.config;
+    const { leaseMs, log } = internals.config;
     internals.lateWork.push(
       settlesWithin(handingBackLate, leaseMs)
         .then((answered) => {
@@ -95,14 +95,35 @@ async function closeStarted(internals: EngineInternals): Promise<void> {
               `close(): a claim or a create is still unanswered ${leaseMs} ms (leaseMs) after close(); closing the store under it (the runs it leases are taken over once their leases end)`,
             );
           }
-          return store.close();
+          return closeStoreWithin(internals);
         })
         .catch((err: unknown) => log("close(): closing after late hand-backs", err)),
     );
   } else {
-    await internals.config.store.close();
+    await closeStoreWithin(internals);
   }
   if (!workerClosed.ok) throw workerClosed.error;
+}
+
+/** How long close() waits for the store's own close() at least: longer than the other
+ *  stages, as it has bounds of its own (PostgreSQL's: 2 s for verbs under way, then 2 s for
+ *  the pool's goodbyes, in a partition) that should end it first. */
+const STORE_CLOSE_MIN_MS = 10_000;
+
+/** Closes the store, but waits for it no longer than the grace (at least
+ *  STORE_CLOSE_MIN_MS): a store whose close() never answers (one that died under the
+ *  engine, a custom store on a silent network) held close() for ever. Past the bound its
+ *  close goes on unwaited (lateWork, which `cairn worker` waits for) and its error is
+ *  logged; within it, its error is close()'s. */
+async function closeStoreWithin(internals: EngineInternals): Promise<void> {
+  const { closeGraceMs, log, store } = internals.config;
+  const closed = store.close();
+  const bound = Math.max(closeGraceMs, STORE_CLOSE_MIN_MS);
+  if (await settlesWithin(closed, bound)) return closed;
+  log(`close(): the store did not close within ${bound} ms; not waiting for it any longer`);
+  internals.lateWork.push(
+    closed.catch((err: unknown) => log("close(): closing the store after close() ended", err)),
+  );
 }
 
 /** How `p` settled, without throwing. */
@@ -126,15 +147,16 @@ async function settledAs(
 async function closeAfterFailedOpen(internals: EngineInternals): Promise<void> {
   const { config, worker } = internals;
   if (!internals.opening.storeOpened()) return;
-  await internals.retention?.stop();
+  const retentionStopped = internals.retention?.stop();
+  if (retentionStopped !== undefined) await waitAtMost(retentionStopped, config.closeGraceMs);
   await worker
     ?.close(0)
     .catch((err) => config.log("close(): stopping a worker that failed to start", err));
   internals.opening.unsubscribe();
   internals.waiters.wakeAll();
-  await config.store
-    .close()
-    .catch((err) => config.log("close(): closing the store after a failed start", err));
+  await closeStoreWithin(internals).catch((err) =>
+    config.log("close(): closing the store after a failed start", err),
+  );
 }
 
 export function engineMetrics(internals: EngineInternals): EngineMetrics {

@@ -418,7 +418,11 @@ export class Worker {
     if (beating !== undefined) await waitAtMost(beating, Math.min(graceMs, 2_000));
     const sweeping = this.table.sweepInFlight;
     if (sweeping !== undefined) await waitAtMost(sweeping, Math.min(graceMs, 2_000));
-    await Promise.all(this.handingBack);
+    // Hand-backs of runs a claim round answered with after close() began: a store that stops
+    // answering (a partition) held close() here for ever. Past the bound they go on, on a
+    // store kept open for them (afterClose).
+    const handingBack = this.handedBack();
+    if (!(await settlesWithin(handingBack, bound))) this.late.push(handingBack);
     // Records of attempts that finished are durable before any run of ours is claimable:
     // removing the worker row first would let another worker take a run whose record is
     // still queued, fence that write, and execute the step again.

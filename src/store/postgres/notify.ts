@@ -62,6 +62,8 @@ export class HintListener {
   #failures = 0;
   #timer: NodeJS.Timeout | undefined;
   #connecting: Promise<void> | undefined;
+  /** The client #connecting is connecting and LISTENing with, until it has settled. */
+  #pending: pg.Client | undefined;
 
   constructor(config: pg.ClientConfig, channel: string) {
     // keepAlive: a LISTEN connection is idle for long stretches; a dead peer must surface as
@@ -89,7 +91,14 @@ export class HintListener {
     this.#timer = undefined;
     const client = this.#client;
     this.#client = undefined;
-    await this.#connecting?.catch(() => {});
+    // A connect under way gets the same bound: a server gone silent after accepting the
+    // connection never answers its LISTEN (no query timeout here: a LISTEN connection is
+    // idle by design), which held close(), and the socket the process, for ever.
+    const connecting = this.#connecting;
+    if (connecting !== undefined && !(await settlesWithin(connecting, END_WAIT_MS))) {
+      if (this.#pending) dropSocket(this.#pending);
+      await settlesWithin(connecting, END_WAIT_MS);
+    }
     if (client) await endWithin(client, END_WAIT_MS);
   }
 
@@ -131,18 +140,21 @@ export class HintListener {
       const hint = parseHint(msg.payload);
       if (hint) this.#emit(hint);
     });
+    this.#pending = client;
     try {
       await client.connect();
       await client.query(`LISTEN "${this.#channel}"`);
     } catch {
       lost = true;
-      await client.end().catch(() => {});
+      await endWithin(client, END_WAIT_MS);
       this.#failures++;
       this.#scheduleReconnect();
       return;
+    } finally {
+      this.#pending = undefined;
     }
     if (this.#closed || lost) {
-      await client.end().catch(() => {});
+      await endWithin(client, END_WAIT_MS);
       if (!this.#closed) this.#scheduleReconnect();
       return;
     }
