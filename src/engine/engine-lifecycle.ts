@@ -117,7 +117,8 @@ const STORE_CLOSE_MIN_MS = 10_000;
  *  logged; within it, its error is close()'s. */
 async function closeStoreWithin(internals: EngineInternals): Promise<void> {
   const { closeGraceMs, log, store } = internals.config;
-  const closed = store.close();
+  // Promise.resolve: a custom store's close() written without async may return nothing.
+  const closed = Promise.resolve(store.close());
   const bound = Math.max(closeGraceMs, STORE_CLOSE_MIN_MS);
   if (await settlesWithin(closed, bound)) return closed;
   log(`close(): the store did not close within ${bound} ms; not waiting for it any longer`);
