@@ -109,6 +109,42 @@ describe("Connection.writeGrouped", () => {
     expect(await eventRuns()).toEqual(["later"]);
   });
 
+  it("a write alone in its turn is one transaction of its own: a throw undoes all of it and gets its own error, hints dropped", async () => {
+    const write = vi.spyOn(conn, "write");
+    const lone = (kind: "cairn" | "driver" | "ends-it") =>
+      conn.writeGrouped(`lone-${kind}`, (tx) => {
+        insertEvent(tx, `${kind}-1`);
+        insertEvent(tx, `${kind}-2`);
+        tx.hint({ kind: "runnable", runId: kind });
+        if (kind === "cairn") throw new StoreError("refused on purpose");
+        if (kind === "ends-it") tx.prepare("ROLLBACK").run();
+        tx.prepare("INSERT INTO no_such_table VALUES (1)").run();
+      });
+    await expect(lone("cairn")).rejects.toThrow(/^refused on purpose$/);
+    await expect(lone("driver")).rejects.toThrow(
+      `SQLite store "${join(dir, "g.db")}": lone-driver failed`,
+    );
+    await expect(lone("ends-it")).rejects.toBeInstanceOf(CairnError);
+    expect(write).toHaveBeenCalledTimes(3);
+    expect(await eventRuns()).toEqual([]);
+    expect(hints).toEqual([]);
+    // A nested savepoint inside it still undoes only its own part, and the write lands.
+    const answer = await conn.writeGrouped("lone-ok", (tx) => {
+      insertEvent(tx, "kept");
+      try {
+        tx.savepoint(() => {
+          insertEvent(tx, "undone");
+          throw new Error("inner");
+        })(undefined);
+      } catch {}
+      tx.hint({ kind: "finished", runId: "kept" });
+      return "wrote";
+    });
+    expect(answer).toBe("wrote");
+    expect(await eventRuns()).toEqual(["kept"]);
+    expect(hints).toEqual([{ kind: "finished", runId: "kept" }]);
+  });
+
   it("close() writes what was asked for before it", async () => {
     const written = conn.writeGrouped("ok", (tx) => insertEvent(tx, "before-close"));
     conn.close();

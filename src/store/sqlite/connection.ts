@@ -267,7 +267,8 @@ export class Connection implements StoreContext {
   /**
    * Group commit for the run transitions many runs make at once (32 runs started together
    * are 32 creates and, later, 32 releases): the writes asked for in one turn of the event
-   * loop run in ONE transaction, one fsync, each in a SAVEPOINT of its own. A write that
+   * loop run in ONE transaction, one fsync, each in a SAVEPOINT of its own (a write alone
+   * in its turn needs none: it is the whole transaction). A write that
    * throws undoes only its own changes and is answered with its own error, its hints
    * dropped; the others commit. Only if the transaction as a whole fails (BUSY past the
    * retries, an I/O error, a full disk) is every write of the group refused, and then none
@@ -293,6 +294,15 @@ export class Connection implements StoreContext {
     const group = this.#grouped;
     if (group.length === 0) return;
     this.#grouped = [];
+    if (group.length === 1) {
+      // Alone in its turn (runs started one after another): nothing else shares the
+      // transaction, so a throw that rolls it all back undoes exactly this write, as its
+      // SAVEPOINT would have; the SAVEPOINT and RELEASE were two of a create's or a
+      // release's four statements. Answered as a write of its own is (write()).
+      const g = group[0]!;
+      void this.write(g.verb, g.fn).then(g.resolve, g.reject);
+      return;
+    }
     const verbs = [...new Set(group.map((g) => g.verb))].join(", ");
     let answers: GroupAnswer[] = [];
     this.write(verbs, (tx) => {
