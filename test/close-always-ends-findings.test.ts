@@ -166,7 +166,7 @@ describe.runIf(pgUrl)("a process on PostgreSQL exits after close()", () => {
   it("when its LISTEN connection's LISTEN is never answered", async () => {
     const proxy = await silentOnListen(pgUrl!);
     const { schema, drop } = testSchema(pgUrl!);
-    const t = tempDir("cairn-h1-close-");
+    const t = tempDir("cairn-close-");
     try {
       const script = join(t.dir, "listen-then-close.mjs");
       const src = (path: string) => JSON.stringify(pathToFileURL(join(ROOT, path)).href);
