@@ -3,7 +3,7 @@
 // trigger scaled to the reference run's profile, and store-call triggers become the
 // predicates of a crashable store.
 
-import type { RunWrite } from "../../src/store/store.js";
+import type { NewRun, RunWrite } from "../../src/store/store.js";
 import type { StoreCall } from "../../src/testing/crashable-store.js";
 import type { KillSpec } from "./gen-grammar.js";
 
@@ -22,7 +22,9 @@ export type Trigger =
   | { kind: "store-before"; n: number }
   | { kind: "store-after"; n: number }
   | { kind: "time"; ms: number }
-  | { kind: "nondet" };
+  /** After the non-deterministic call's record; `begun`: as soon as it has begun durably
+   *  (its intent, or its child's create), if it has a beginning. */
+  | { kind: "nondet"; begun?: boolean };
 
 export function triggerFor(spec: KillSpec | undefined, profile: Profile): Trigger | undefined {
   if (!spec) return undefined;
@@ -39,9 +41,18 @@ export function triggerFor(spec: KillSpec | undefined, profile: Profile): Trigge
   }
 }
 
-/** True if the batch writes the non-deterministic call's record. */
-export function writesNondet(writes: RunWrite[]): boolean {
-  return writes.some((w) => (w.steps ?? []).some((s) => s.name.startsWith("nd-")));
+/** True if the batch writes the non-deterministic call's record (or, `begun`, its intent). */
+export function writesNondet(writes: RunWrite[], begun = false): boolean {
+  return writes.some(
+    (w) =>
+      (w.steps ?? []).some((s) => s.name.startsWith("nd-")) ||
+      (begun && (w.intents ?? []).some((i) => i.name.startsWith("nd-"))),
+  );
+}
+
+/** True if the call creates the child of a non-deterministic ctx.child call. */
+function createsNondetChild(call: StoreCall): boolean {
+  return call.verb === "createRun" && (call.args[0] as NewRun).id.includes("/nd-");
 }
 
 /** The store-call predicates of a trigger: crash points count over MEANINGFUL verbs. */
@@ -62,8 +73,9 @@ export function storePredicates(trigger: Trigger | undefined, onKill: () => void
       const crash =
         (trigger?.kind === "store-after" && index.get(call) === trigger.n) ||
         (trigger?.kind === "nondet" &&
-          call.verb === "appendRecords" &&
-          writesNondet(call.args[0] as RunWrite[]));
+          ((call.verb === "appendRecords" &&
+            writesNondet(call.args[0] as RunWrite[], trigger.begun)) ||
+            (trigger.begun === true && createsNondetChild(call))));
       if (crash) onKill();
       return crash;
     },

@@ -36,13 +36,17 @@
 // (a child's result reaches a parent only when its execution suspends, which a gated loser
 // prevents: see test/replay-generative-findings.test.ts, B).
 //
-// A non-deterministic program is sequential code plus one call at the top level whose name or
-// kind depends on the worker incarnation, Math.random() or Date.now(); a crash after that
-// call's record and a replay must end in NonDeterminismError.
+// A non-deterministic program is a program of this grammar plus one call whose name, kind,
+// order or (a child's) input depends on the worker incarnation, Math.random() or Date.now()
+// (gen-interpreter.ts, nondet), at the top level or wrapped (gen-nondet.ts) in a child, a
+// parallel branch, a race winner, a catch block, a loop, after a sleep or a wait; a crash
+// after that call's record (or, for some, once it has begun durably) and a replay must end
+// in NonDeterminismError.
 //
 // For triage, features can be left out (GenCtx.ex, CAIRN_GEN_EXCLUDE in the test).
 
 import fc from "fast-check";
+import { NONDET_PLACES, type NondetPlace } from "./gen-nondet.js";
 import { NAME_POOL, type NondetHow, type StepMode } from "./gen-program.js";
 
 export interface KillSpec {
@@ -55,7 +59,15 @@ export interface Case {
   kills: KillSpec[];
   nondet: NondetHow | null;
   nondetPos: number;
+  /** Where the non-deterministic call lands, outermost first (gen-nondet.ts); none: the top
+   *  level. Optional: cases written before it had none. */
+  nondetWhere?: NondetPlace[];
+  /** When the crash comes: after the non-deterministic call's record, or as soon as it has
+   *  begun durably (an intent, a child's create). Optional, as nondetWhere. */
+  nondetKill?: NondetKill;
 }
+
+export type NondetKill = "record" | "begun";
 
 export type RawName = number;
 export type RawNode =
@@ -347,8 +359,25 @@ export function caseArb(options: {
     raw: top,
     kills: fc.array(kill, { minLength: 1, maxLength: 4 }),
     nondet: options.nondet
-      ? fc.constantFrom<NondetHow>("name-inc", "name-random", "name-date", "kind-inc", "skip-inc")
+      ? fc.constantFrom<NondetHow>(
+          "name-inc",
+          "name-random",
+          "name-date",
+          "kind-inc",
+          "skip-inc",
+          "input-inc",
+          "swap-inc",
+          "value-move-inc",
+          "value-skip-inc",
+          "twin-skip-inc",
+          "effect-kind-inc",
+          "value-kind-inc",
+        )
       : fc.constant(null),
     nondetPos: fc.nat({ max: 5 }),
+    nondetWhere: options.nondet
+      ? fc.array(fc.constantFrom(...NONDET_PLACES), { maxLength: 2 })
+      : fc.constant([]),
+    nondetKill: fc.constantFrom<NondetKill>("record", "record", "begun"),
   });
 }

@@ -20,7 +20,7 @@ import { settlesWithin } from "../../src/lib/timers.js";
 import type { Journal, RunRecord } from "../../src/store/store.js";
 import { createVirtualClock, type VirtualClock } from "../../src/testing/index.js";
 import { type Profile, type Trigger, triggerFor } from "./gen-crash-points.js";
-import type { KillSpec } from "./gen-grammar.js";
+import type { KillSpec, NondetKill } from "./gen-grammar.js";
 import { interpreterWorkflow, type RunInput, type V } from "./gen-interpreter.js";
 import { Ledger } from "./gen-ledger.js";
 import type { Program } from "./gen-program.js";
@@ -87,6 +87,8 @@ export interface CrashOptions {
   kills: KillSpec[];
   /** Crash right after the non-deterministic call's record is written (nondet programs). */
   killAfterNondet: boolean;
+  /** With killAfterNondet: crash as soon as that call has begun durably (Case.nondetKill). */
+  nondetKill?: NondetKill;
   profile?: Profile;
   pgUrl?: string;
 }
@@ -146,7 +148,8 @@ export async function runProgram(
     const profile = o.profile ?? { ledgerWrites: 1, storeCalls: 1, durationMs: 50 };
     const triggerAt = (k: number): Trigger | undefined => {
       if (o.mode === "none") return undefined;
-      if (o.killAfterNondet) return k === 0 ? { kind: "nondet" } : undefined;
+      if (o.killAfterNondet)
+        return k === 0 ? { kind: "nondet", begun: o.nondetKill === "begun" } : undefined;
       return triggerFor(o.kills[k], profile);
     };
 

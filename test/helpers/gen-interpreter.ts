@@ -342,7 +342,7 @@ class Execution {
         return this.tail({ h: hash(v.h, inst, out.h), t: union(v.t, out.t) });
       }
       case "nondet":
-        return this.tail(await this.nondet(n, v, inst));
+        return this.tail(await this.nondet(n, v, inst, name));
     }
   }
 
@@ -393,27 +393,89 @@ class Execution {
   }
 
   /** Deliberately non-deterministic code: differs between worker incarnations (or always). */
-  private async nondet(n: Extract<Node, { t: "nondet" }>, v: V, inst: string): Promise<V> {
+  private async nondet(
+    n: Extract<Node, { t: "nondet" }>,
+    v: V,
+    inst: string,
+    name: (base: string) => string,
+  ): Promise<V> {
     const ctx = this.ctx;
     const body = () => `nd ${inst}`;
     const even = this.env.inc.no % 2 === 0;
     switch (n.how) {
       case "name-inc":
-        await ctx.step(`nd-${this.env.inc.no}`, body);
+        await ctx.step(name(`nd-${this.env.inc.no}`), body);
         break;
       case "name-random":
-        await ctx.step(`nd-${Math.random().toString(36).slice(2, 10)}`, body);
+        await ctx.step(name(`nd-${Math.random().toString(36).slice(2, 10)}`), body);
         break;
       case "name-date":
-        await ctx.step(`nd-${Date.now()}`, body);
+        await ctx.step(name(`nd-${Date.now()}`), body);
         break;
       case "kind-inc":
-        if (even) await ctx.step("nd-kind", body);
-        else await ctx.sleep("nd-kind", 1);
+        if (even) await ctx.step(name("nd-kind"), body);
+        else await ctx.sleep(name("nd-kind"), 1);
         break;
       case "skip-inc":
-        if (even) await ctx.step("nd-skip", body);
+        if (even) await ctx.step(name("nd-skip"), body);
         break;
+      case "input-inc": {
+        // A child whose input the workflow builds from something outside the journal.
+        const input: RunInput = {
+          body: [{ t: "step", id: `${n.id}.c`, name: "fetch", delay: 0, spend: 1, mode: "ok" }],
+          v: { h: hash("nd input", this.env.inc.no), t: [] },
+          root: this.input.root,
+        };
+        await ctx.child<RunInput, V>(name("nd-child"), this.self, input);
+        break;
+      }
+      case "swap-inc": {
+        // The crash comes after "nd-swap-b" (the test crashes after the first "nd-" record),
+        // when both are recorded.
+        const a = () => ctx.step(name("swap-a"), body);
+        const b = () => ctx.step(name("nd-swap-b"), body);
+        if (even) {
+          await a();
+          await b();
+        } else {
+          await b();
+          await a();
+        }
+        break;
+      }
+      case "twin-skip-inc":
+        // The crash comes after "nd-after", when both twins are recorded: crashed between
+        // them, the journal holds one "twin", and a replay that makes one matches it (cairn
+        // does not compare step bodies).
+        if (even) await ctx.step(name("twin"), () => `first ${inst}`);
+        await ctx.step(name("twin"), () => `second ${inst}`);
+        await ctx.step(name("nd-after"), body);
+        break;
+      case "effect-kind-inc":
+        if (even) await ctx.step(name("nd-fx"), body);
+        else await ctx.effect(name("nd-fx"), { perform: body, reconcile: () => undefined });
+        break;
+      case "value-kind-inc": {
+        const label = `ndv:${inst}`;
+        if (even) ctx.now(label);
+        else ctx.random(label);
+        await ctx.step(name("nd-after"), body);
+        break;
+      }
+      case "value-move-inc":
+      case "value-skip-inc": {
+        // Unlabelled where the naming rule allows it: its key (`@now#k`) counts the calls.
+        const label = this.input.uniqueNames ? `ndv:${inst}` : undefined;
+        const after = () => ctx.step(name("nd-after"), body);
+        if (even) {
+          ctx.now(label);
+          await after();
+        } else {
+          await after();
+          if (n.how === "value-move-inc") ctx.now(label);
+        }
+        break;
+      }
     }
     await this.alive();
     return { h: hash(v.h, inst, "nondet"), t: v.t };

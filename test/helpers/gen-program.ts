@@ -6,11 +6,32 @@
 // one as the workflow code it stands for.
 
 import type { Case, RawName, RawNode } from "./gen-grammar.js";
+import { placeNondet, usablePlaces } from "./gen-nondet.js";
 
 export const NAME_POOL = ["fetch", "summarize", "plan", "edit", "review"] as const;
 
 export type StepMode = "ok" | "failOnce" | "fatal" | "broken";
-export type NondetHow = "name-inc" | "name-random" | "name-date" | "kind-inc" | "skip-inc";
+export type NondetHow =
+  | "name-inc"
+  | "name-random"
+  | "name-date"
+  | "kind-inc"
+  | "skip-inc"
+  /** The same child call (name, workflow), its input differing per worker incarnation. */
+  | "input-inc"
+  /** Two steps, both recorded before the crash, made in the other order after it. */
+  | "swap-inc"
+  /** A ctx.now() made before a step, after it on odd incarnations. */
+  | "value-move-inc"
+  /** A ctx.now() before a step, left out on odd incarnations. */
+  | "value-skip-inc"
+  /** Two steps of one name (keys `twin`, `twin#2`) before "nd-after"; odd incarnations leave
+   *  out the first, so the second would be handed the first's result. */
+  | "twin-skip-inc"
+  /** A step, an effect of that name on odd incarnations. */
+  | "effect-kind-inc"
+  /** A labelled ctx.now(), a ctx.random() of that label on odd incarnations. */
+  | "value-kind-inc";
 
 export type Node =
   | {
@@ -147,8 +168,18 @@ export function normalize(c: Case): Program {
   const body = normSeq(raw, nc);
   if (c.nondet) {
     // Before the terminal failure, so that it is always reached.
-    const nd: Node = { t: "nondet", id: `n${nc.next.id++}`, how: c.nondet };
-    body.splice(Math.min(c.nondetPos, body.length - (terminal ? 1 : 0)), 0, nd);
+    const where = usablePlaces(c.nondet, c.nondetWhere ?? []);
+    // A labelled value made after the run's own I/O (late) has no fixed place among the
+    // run's calls: a replay matches it by its label wherever it is made, and hands it its
+    // recorded value (docs/API.md, "What may run in parallel"). Moved, it is no divergence
+    // cairn can see, nor other data; left out, it is (the end-of-run check).
+    const how =
+      c.nondet === "value-move-inc" && nc.unique && !where.includes("child")
+        ? "value-skip-inc"
+        : c.nondet;
+    const nd: Node = { t: "nondet", id: `n${nc.next.id++}`, how };
+    const placed = placeNondet(nd, where, nc.next, c.nondetPos);
+    body.splice(Math.min(c.nondetPos, body.length - (terminal ? 1 : 0)), 0, ...placed);
   }
   return {
     body,
