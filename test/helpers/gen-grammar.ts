@@ -372,6 +372,7 @@ export function caseArb(options: {
           "twin-skip-inc",
           "effect-kind-inc",
           "value-kind-inc",
+          "prompt-inc",
         )
       : fc.constant(null),
     nondetPos: fc.nat({ max: 5 }),

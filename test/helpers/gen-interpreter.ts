@@ -16,9 +16,12 @@
 // the first execution of the same run.
 
 import { readFile } from "node:fs/promises";
+import { MockLanguageModelV4 } from "ai/test";
+import { createAi } from "../../src/ai/index.js";
 import { type AnyWorkflow, FatalError, type WorkflowContext, workflow } from "../../src/index.js";
 import { callIsLate } from "../../src/lib/call-late.js";
 import { captureScope, reenterScope } from "../../src/workflow/call-scope.js";
+import { textAnswer } from "./ai-mock.js";
 import type { Incarnation, LedgerView } from "./gen-ledger.js";
 import type { Loser, Node } from "./gen-program.js";
 
@@ -94,6 +97,10 @@ function mustRethrow(err: unknown): boolean {
 }
 
 let executions = 0;
+
+/** The durable model calls of prompt-inc: a kit without a store, a model that answers "ok". */
+const ai = createAi();
+const echoModel = new MockLanguageModelV4({ doGenerate: async () => textAnswer("ok") });
 
 interface Tail {
   v: V;
@@ -317,7 +324,7 @@ class Execution {
           reenterScope(t.scope);
           cur = t.v;
         } catch (err) {
-          if (mustRethrow(err)) throw err;
+          if (mustRethrow(err) && !n.catchAll) throw err;
           reenterScope(failedIn.get(err as object));
           await this.alive();
           const e = err as { code?: string; name?: string; message?: string };
@@ -460,6 +467,16 @@ class Execution {
         if (even) ctx.now(label);
         else ctx.random(label);
         await ctx.step(name("nd-after"), body);
+        break;
+      }
+      case "prompt-inc": {
+        const model = ai.model(ctx, echoModel, { name: name("nd-model") });
+        const text = `prompt of worker ${this.env.inc.no}`;
+        try {
+          await model.doGenerate({ prompt: [{ role: "user", content: [{ type: "text", text }] }] });
+        } catch {
+          // An agent that drops the SDK's errors: cairn fails the run through the engine.
+        }
         break;
       }
       case "value-move-inc":

@@ -1,13 +1,22 @@
 // Where a non-deterministic program's one non-deterministic call lands (gen-grammar.ts,
 // Case.nondetWhere): the call wrapped, innermost last, in the places an agent's code is
 // non-deterministic: a child run, one of several parallel branches, a Promise.race winner,
-// a catch block, a loop, after a durable sleep or wait. The wrappers hold only plain steps
+// a catch block, a try whose catch drops every error, a loop, after a durable sleep or wait. The wrappers hold only plain steps
 // of their own (names unique by node id, so they obey the naming rule wherever they land),
 // so nothing but the non-deterministic call decides whether the replay is caught.
 
 import type { Node, NondetHow } from "./gen-program.js";
 
-export const NONDET_PLACES = ["child", "par", "race", "catch", "loop", "sleep", "wait"] as const;
+export const NONDET_PLACES = [
+  "child",
+  "par",
+  "race",
+  "catch",
+  "swallow",
+  "loop",
+  "sleep",
+  "wait",
+] as const;
 export type NondetPlace = (typeof NONDET_PLACES)[number];
 
 /** Wrappers that cannot hold this call at this depth are left out (see the grammar's header:
@@ -78,6 +87,10 @@ export function placeNondet(
         inner = [{ t: "try", id: i, body: [filler(0), fatal], handler: [...inner, filler(1)] }];
         break;
       }
+      case "swallow":
+        // Agent code that drops every error: cairn's own refusal must not be dropped with it.
+        inner = [{ t: "try", id: id(), body: inner, handler: [filler(0)], catchAll: true }];
+        break;
       case "loop":
         inner = [{ t: "loop", id: id(), n: 2, body: [filler(1), ...inner] }];
         break;

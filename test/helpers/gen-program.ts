@@ -31,7 +31,10 @@ export type NondetHow =
   /** A step, an effect of that name on odd incarnations. */
   | "effect-kind-inc"
   /** A labelled ctx.now(), a ctx.random() of that label on odd incarnations. */
-  | "value-kind-inc";
+  | "value-kind-inc"
+  /** A durable model call (cairn/ai) whose prompt differs per incarnation, its errors caught
+   *  and dropped by the code (the request digest must fail the run all the same). */
+  | "prompt-inc";
 
 export type Node =
   | {
@@ -51,7 +54,14 @@ export type Node =
   | { t: "loop"; id: string; n: number; body: Node[] }
   | { t: "par"; id: string; branches: Node[][] }
   | { t: "race"; id: string; winner: Node[]; losers: Loser[] }
-  | { t: "try"; id: string; body: Node[]; handler: Node[] }
+  | {
+      t: "try";
+      id: string;
+      body: Node[];
+      handler: Node[];
+      /** Catches everything, cairn's own errors too (code that swallows every error). */
+      catchAll?: boolean;
+    }
   | {
       t: "child";
       id: string;
@@ -415,7 +425,7 @@ function printNode(n: Node, ind: number, lines: string[]): void {
     case "try":
       L(`try {  // ${n.id}`);
       printSeq(n.body, ind + 1, lines);
-      L("} catch (e) {");
+      L(n.catchAll ? "} catch {  // every error, dropped" : "} catch (e) {");
       printSeq(n.handler, ind + 1, lines);
       L("}");
       return;
