@@ -366,11 +366,13 @@ export function caseArb(options: {
           "kind-inc",
           "skip-inc",
           "input-inc",
+          "child-wf-inc",
           "swap-inc",
           "value-move-inc",
           "value-skip-inc",
           "twin-skip-inc",
           "effect-kind-inc",
+          "wait-kind-inc",
           "value-kind-inc",
           "prompt-inc",
         )

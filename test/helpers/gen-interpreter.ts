@@ -112,11 +112,21 @@ const failedIn = new WeakMap<object, unknown>();
 
 /** The interpreter workflow for one worker incarnation. */
 export function interpreterWorkflow(env: InterpreterEnv): AnyWorkflow {
-  const wf: AnyWorkflow = workflow(
-    { name: WORKFLOW_NAME, version: "1", retry: RETRY.retry },
-    (ctx: WorkflowContext, input: RunInput) => new Execution(ctx, input, env, wf).run(),
-  );
-  return wf;
+  return interpreterWorkflows(env)[0]!;
+}
+
+/** The interpreter workflow, and the same interpreter under another name (the workflow a
+ *  child-wf-inc call starts instead on odd incarnations): a worker registers both. */
+export function interpreterWorkflows(env: InterpreterEnv): [AnyWorkflow, AnyWorkflow] {
+  const make = (name: string): AnyWorkflow => {
+    const wf: AnyWorkflow = workflow(
+      { name, version: "1", retry: RETRY.retry },
+      (ctx: WorkflowContext, input: RunInput) => new Execution(ctx, input, env, wf, other).run(),
+    );
+    return wf;
+  };
+  const other = make(`${WORKFLOW_NAME}-other`);
+  return [make(WORKFLOW_NAME), other];
 }
 
 class Execution {
@@ -128,6 +138,7 @@ class Execution {
     private readonly input: RunInput,
     private readonly env: InterpreterEnv,
     private readonly self: AnyWorkflow,
+    private readonly other: AnyWorkflow,
   ) {
     this.exec = `${env.inc.no}.${process.pid}.${++executions}`;
   }
@@ -426,14 +437,17 @@ class Execution {
       case "skip-inc":
         if (even) await ctx.step(name("nd-skip"), body);
         break;
-      case "input-inc": {
-        // A child whose input the workflow builds from something outside the journal.
+      case "input-inc":
+      case "child-wf-inc": {
+        // A child whose input (or workflow) the code picks from something outside the journal.
+        const byInput = n.how === "input-inc";
         const input: RunInput = {
           body: [{ t: "step", id: `${n.id}.c`, name: "fetch", delay: 0, spend: 1, mode: "ok" }],
-          v: { h: hash("nd input", this.env.inc.no), t: [] },
+          v: { h: hash("nd input", byInput ? this.env.inc.no : 0), t: [] },
           root: this.input.root,
         };
-        await ctx.child<RunInput, V>(name("nd-child"), this.self, input);
+        const wf = byInput || even ? this.self : this.other;
+        await ctx.child<RunInput, V>(name("nd-child"), wf, input);
         break;
       }
       case "swap-inc": {
@@ -459,8 +473,13 @@ class Execution {
         await ctx.step(name("nd-after"), body);
         break;
       case "effect-kind-inc":
-        if (even) await ctx.step(name("nd-fx"), body);
-        else await ctx.effect(name("nd-fx"), { perform: body, reconcile: () => undefined });
+        // The effect first: a crash once it has begun leaves its intent for the step to meet.
+        if (even) await ctx.effect(name("nd-fx"), { perform: body, reconcile: () => undefined });
+        else await ctx.step(name("nd-fx"), body);
+        break;
+      case "wait-kind-inc":
+        if (even) await ctx.waitForEvent(name("nd-ev"), { timeout: 5 });
+        else await ctx.sleep(name("nd-ev"), 5);
         break;
       case "value-kind-inc": {
         const label = `ndv:${inst}`;

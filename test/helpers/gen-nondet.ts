@@ -27,7 +27,7 @@ export function usablePlaces(how: NondetHow, where: NondetPlace[]): NondetPlace[
   for (const w of where) {
     if (inRace && w === "child") continue;
     if (w === "race") {
-      if (how === "input-inc") continue;
+      if (how === "input-inc" || how === "child-wf-inc") continue;
       inRace = true;
     }
     out.push(w);

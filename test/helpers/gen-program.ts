@@ -19,6 +19,8 @@ export type NondetHow =
   | "skip-inc"
   /** The same child call (name, workflow), its input differing per worker incarnation. */
   | "input-inc"
+  /** The same child call (name, input), of another workflow on odd incarnations. */
+  | "child-wf-inc"
   /** Two steps, both recorded before the crash, made in the other order after it. */
   | "swap-inc"
   /** A ctx.now() made before a step, after it on odd incarnations. */
@@ -28,8 +30,10 @@ export type NondetHow =
   /** Two steps of one name (keys `twin`, `twin#2`) before "nd-after"; odd incarnations leave
    *  out the first, so the second would be handed the first's result. */
   | "twin-skip-inc"
-  /** A step, an effect of that name on odd incarnations. */
+  /** An effect, a step of that name on odd incarnations. */
   | "effect-kind-inc"
+  /** A wait for an event never sent (timing out), a sleep of that name on odd incarnations. */
+  | "wait-kind-inc"
   /** A labelled ctx.now(), a ctx.random() of that label on odd incarnations. */
   | "value-kind-inc"
   /** A durable model call (cairn/ai) whose prompt differs per incarnation, its errors caught

@@ -18,7 +18,7 @@ import { type CrashableStore, crashableStore } from "../../src/testing/crashable
 import type { VirtualClock } from "../../src/testing/index.js";
 import { FIXTURES } from "./child.js";
 import { storePredicates, type Trigger } from "./gen-crash-points.js";
-import { interpreterWorkflow } from "./gen-interpreter.js";
+import { interpreterWorkflows } from "./gen-interpreter.js";
 import type { Incarnation, Ledger } from "./gen-ledger.js";
 import { testSchema } from "./postgres.js";
 
@@ -126,7 +126,7 @@ export class InProcessHost implements WorkerHost {
     }
     engine = createEngine({
       store,
-      workflows: [interpreterWorkflow({ ledger: this.ledger.view(inc), inc })],
+      workflows: [...interpreterWorkflows({ ledger: this.ledger.view(inc), inc })],
       clock: this.clock,
       leaseMs: LEASE_MS,
       // Heartbeats follow the virtual clock (every advance); the real interval is moot.
