@@ -373,6 +373,8 @@ export function caseArb(options: {
           "twin-skip-inc",
           "effect-kind-inc",
           "wait-kind-inc",
+          "loser-skip-inc",
+          "loser-name-inc",
           "value-kind-inc",
           "prompt-inc",
         )

@@ -477,6 +477,25 @@ class Execution {
         if (even) await ctx.effect(name("nd-fx"), { perform: body, reconcile: () => undefined });
         else await ctx.step(name("nd-fx"), body);
         break;
+      case "loser-skip-inc":
+      case "loser-name-inc": {
+        // A race's loser: recorded after the winner was handed over (its body is slower), while
+        // the run goes on. Odd incarnations leave it out, or give it another name.
+        const winner = ctx.step(name("race-w"), () => `w ${inst}`);
+        const loserName = n.how === "loser-name-inc" ? `nd-loser-${this.env.inc.no}` : "nd-loser";
+        const slow = async () => {
+          await realDelay(3);
+          return `l ${inst}`;
+        };
+        const losers = even || n.how === "loser-name-inc" ? [ctx.step(name(loserName), slow)] : [];
+        await Promise.race([winner, ...losers]);
+        // Outlasts the loser: a run that ends first aborts it unrecorded.
+        await ctx.step(name("race-after"), async () => {
+          await realDelay(12);
+          return "after";
+        });
+        break;
+      }
       case "wait-kind-inc":
         if (even) await ctx.waitForEvent(name("nd-ev"), { timeout: 5 });
         else await ctx.sleep(name("nd-ev"), 5);

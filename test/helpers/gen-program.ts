@@ -30,6 +30,10 @@ export type NondetHow =
   /** Two steps of one name (keys `twin`, `twin#2`) before "nd-after"; odd incarnations leave
    *  out the first, so the second would be handed the first's result. */
   | "twin-skip-inc"
+  /** A race's loser (recorded after the winner), left out on odd incarnations. */
+  | "loser-skip-inc"
+  /** A race's loser whose name differs per incarnation. */
+  | "loser-name-inc"
   /** An effect, a step of that name on odd incarnations. */
   | "effect-kind-inc"
   /** A wait for an event never sent (timing out), a sleep of that name on odd incarnations. */
