@@ -1744,7 +1744,10 @@ export class Context implements CallCore {
 
   private maybeSuspend(): void {
     // The function has settled: the run ends as it did, once attempts in flight are recorded.
-    if (this.finishing) return;
+    // So too while the end-of-run check waits for a call the first run made late (up to
+    // replayStallMs): a wait still pending then (a race's loser) is no reason to suspend,
+    // and a run suspended for it would never have its divergence judged.
+    if (this.finishing || (this.functionSettled && !this.draining)) return;
     if (this.suspendScheduled || this.halted || !this.quiescent) return;
     if (this.blocked.size === 0 && !this.draining) return;
     this.suspendScheduled = true;
@@ -1766,7 +1769,9 @@ export class Context implements CallCore {
       }
       return;
     }
-    if (this.blocked.size === 0) {
+    // Settled, the function is not run again on a wake-up: the engine's close hands the run
+    // back, for the next worker to judge the end again.
+    if (this.blocked.size === 0 || this.functionSettled) {
       if (this.draining) this.halt({ kind: "handed-back" });
       return;
     }
