@@ -1,4 +1,4 @@
-// Findings of the generative replay test's non-deterministic programs (helper h6).
+// Findings of the generative replay test's non-deterministic programs.
 //
 // A. A replay whose function returned without making a call the first run made after its
 //    own I/O (a late call) waits up to replayStallMs for it before failing the run with
