@@ -17,6 +17,7 @@ export type {
   Engine,
   EngineMetrics,
   EngineOptions,
+  EventsPage,
   GcOptions,
   GcResult,
   RunHandle,
@@ -24,6 +25,7 @@ export type {
   SentEvent,
   StartedRun,
   StartOptions,
+  StepsPage,
 } from "./engine/engine.js";
 export { createEngine } from "./engine/engine.js";
 export type { Limits } from "./engine/limits.js";

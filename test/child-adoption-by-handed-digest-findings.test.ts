@@ -194,12 +194,13 @@ function revertibleStorage(backend: Backend) {
     store = () => postgresStore(url, { schema });
     revert = () =>
       withClient(url, async (c) => {
-        // Back to schema 18: migration 20's write tokens go too.
+        // Back to schema 18: migration 20's write tokens and 21's index go too.
         await c.query(
           `ALTER TABLE "${schema}".runs DROP COLUMN handed_input_digest, DROP COLUMN create_token`,
         );
         await c.query(`ALTER TABLE "${schema}".events DROP COLUMN send_token`);
         await c.query(`ALTER TABLE "${schema}".run_streams DROP COLUMN append_token`);
+        await c.query(`DROP INDEX "${schema}".steps_run_seq`);
         await c.query(`DELETE FROM "${schema}".schema_version WHERE version > 18`);
       });
   }

@@ -99,6 +99,12 @@ class CountingStore implements Store {
   listEvents(runId: string): Promise<EventRecord[]> {
     return this.inner.listEvents(runId);
   }
+  readEvents(p: Parameters<Store["readEvents"]>[0]): Promise<EventRecord[]> {
+    return this.inner.readEvents(p);
+  }
+  readJournalPage(p: Parameters<Store["readJournalPage"]>[0]) {
+    return this.inner.readJournalPage(p);
+  }
   sendEvent(e: NewEvent): Promise<SendEventOutcome> {
     return this.inner.sendEvent(e);
   }

@@ -19,7 +19,7 @@ const many = workflow({ name: "many-steps", version: "1" }, async (ctx) => {
 describe("paging a run's steps and events", () => {
   const harness = useHarness("sqlite");
 
-  it("pages steps by offset and events by seq, each item exactly once", async () => {
+  it("pages steps by call position and events by seq, each item exactly once", async () => {
     const h = harness();
     const e = h.engine([many]);
     await e.start(many, undefined, { id: "long" });
@@ -34,17 +34,13 @@ describe("paging a run's steps and events", () => {
       expect(first.body.next).toBe(500);
 
       const keys: string[] = [];
-      let offset: number | undefined = 0;
+      let from: number | undefined = 0;
       let pages = 0;
-      while (offset !== undefined) {
-        const page = await call(
-          app.fetch,
-          "GET",
-          `/api/runs/long/steps?offset=${offset}&limit=400`,
-        );
+      while (from !== undefined) {
+        const page = await call(app.fetch, "GET", `/api/runs/long/steps?from=${from}&limit=400`);
         expect(page.status).toBe(200);
         keys.push(...(page.body.steps as Array<{ key: string }>).map((s) => s.key));
-        offset = page.body.next as number | undefined;
+        from = page.body.next as number | undefined;
         pages++;
       }
       // 1,203 completed steps and the wait in progress, on four pages of at most 400.
@@ -69,14 +65,16 @@ describe("paging a run's steps and events", () => {
       const all = await call(app.fetch, "GET", "/api/runs/long/events?limit=7");
       expect((all.body.events as unknown[]).length).toBe(7);
       expect(all.body.next).toBeUndefined();
-      const past = await call(app.fetch, "GET", `/api/runs/long/steps?offset=${STEPS + 1}`);
-      expect(past.body).toEqual({ steps: [] });
+      // Past every completed call: the last page, with the call in progress alone.
+      const past = await call(app.fetch, "GET", `/api/runs/long/steps?from=${STEPS + 1}`);
+      expect((past.body.steps as Array<{ key: string }>).map((s) => s.key)).toEqual(["go"]);
+      expect(past.body.next).toBeUndefined();
     } finally {
       app.close();
     }
   });
 
-  it("refuses a page size past the most, or an offset that is not a whole number, naming the parameter", async () => {
+  it("refuses a page size past the most, or a position that is not a whole number, naming the parameter", async () => {
     const h = harness();
     const e = h.engine([many]);
     const app = createHttpApp({ engine: e });
@@ -84,8 +82,10 @@ describe("paging a run's steps and events", () => {
       for (const [path, name] of [
         ["/api/runs/x/steps?limit=1001", "limit"],
         ["/api/runs/x/steps?limit=0", "limit"],
-        ["/api/runs/x/steps?offset=-1", "offset"],
-        ["/api/runs/x/steps?offset=1.5", "offset"],
+        ["/api/runs/x/steps?from=-1", "from"],
+        ["/api/runs/x/steps?from=1.5", "from"],
+        ["/api/runs/x/events?limit=1001", "limit"],
+        ["/api/runs/x/events?after=-1", "after"],
         ["/api/runs/x/events?after=abc", "after"],
       ] as const) {
         const res = await call(app.fetch, "GET", path);
@@ -93,6 +93,13 @@ describe("paging a run's steps and events", () => {
         const message = (res.body.error as { message: string }).message;
         expect(message, path).toContain(`query parameter "${name}" must be`);
       }
+      // The former offset paging is refused, not ignored: a client looping on it would
+      // otherwise read the first page forever.
+      const old = await call(app.fetch, "GET", "/api/runs/x/steps?offset=500");
+      expect(old.status).toBe(400);
+      expect((old.body.error as { message: string }).message).toContain(
+        'query parameter "offset" is no longer accepted',
+      );
     } finally {
       app.close();
     }

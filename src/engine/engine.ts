@@ -132,6 +132,20 @@ export interface StartedRun<O = unknown> extends RunHandle<O> {
 
 /** Approvals (ctx.approval): list, approve, reject, and approval links: approvals.ts.
  *  Workspaces (ctx.workspace) as recorded: checkpoints, files, diffs: workspace-views.ts. */
+/** A page of a run's steps (Engine.readSteps). */
+export interface StepsPage {
+  steps: StepView[];
+  /** Present while completed calls follow: the `from` of the next page. */
+  next?: number;
+}
+
+/** A page of a run's events (Engine.readEvents). */
+export interface EventsPage {
+  events: EventView[];
+  /** Present while events follow: the `after` of the next page. */
+  next?: number;
+}
+
 export interface Engine extends ApprovalsApi, WorkspaceViewsApi {
   readonly workerId: string;
   /** Starts a run of `wf`; or of a workflow by name: "name@version", or "name" for the
@@ -156,9 +170,20 @@ export interface Engine extends ApprovalsApi, WorkspaceViewsApi {
   getRun(id: string): Promise<RunView | undefined>;
   listRuns(filter?: RunFilter): Promise<RunView[]>;
   getSteps(id: string): Promise<StepView[]>;
+  /** A page of getSteps, read from the store a page at a time: the completed calls from
+   *  call position `from` (default 0) on, at most `limit` (default 500; fewer when calls
+   *  share a position, a whole such group when it alone fills the page), then, on the last
+   *  page, the calls begun but not completed. `next`: where the next page starts, while
+   *  completed calls follow. RunNotFoundError for an unknown run. */
+  readSteps(id: string, options?: { from?: number; limit?: number }): Promise<StepsPage>;
   // For dashboards (the HTTP API): what else a run and the store hold.
   /** Every event sent to a run, consumed or not, in the order sent. */
   listEvents(id: string): Promise<EventView[]>;
+  /** A page of listEvents: the events with `seq` greater than `after` (default 0), at most
+   *  `limit` (default 500); `next` (the last `seq` shown) while more follow. Events sent
+   *  meanwhile come on later pages, never before one already read. RunNotFoundError for an
+   *  unknown run. */
+  readEvents(id: string, options?: { after?: number; limit?: number }): Promise<EventsPage>;
   /** Worker processes registered in the store; `live` judged by this engine's leaseMs. */
   listWorkers(): Promise<WorkerView[]>;
   /** A page of the run's stream (what cairn/ai forwards of streamed model calls), raw, from

@@ -4,14 +4,21 @@
 
 import { runNotFound } from "../errors.js";
 import type { RunFilter, StreamChunk } from "../store/store.js";
-import type { Engine } from "./engine.js";
+import type { Engine, EventsPage, StepsPage } from "./engine.js";
 import { type EngineInternals, ready } from "./engine-internals.js";
 import { stepViews } from "./step-views.js";
 import { type RunView, toEventView, toRunView, toWorkerView } from "./views.js";
 
 type InspectionVerbs = Pick<
   Engine,
-  "getRun" | "listRuns" | "getSteps" | "listEvents" | "listWorkers" | "readStream"
+  | "getRun"
+  | "listRuns"
+  | "getSteps"
+  | "readSteps"
+  | "listEvents"
+  | "readEvents"
+  | "listWorkers"
+  | "readStream"
 >;
 
 export function inspectionVerbs(internals: EngineInternals): InspectionVerbs {
@@ -26,10 +33,12 @@ export function inspectionVerbs(internals: EngineInternals): InspectionVerbs {
       await ready(internals);
       return stepViews(await store.loadJournal(id));
     },
+    readSteps: (id, options = {}) => readStepsPage(internals, id, options),
     async listEvents(id) {
       await ready(internals);
       return (await store.listEvents(id)).map(toEventView);
     },
+    readEvents: (id, options = {}) => readEventsPage(internals, id, options),
     async listWorkers() {
       await ready(internals);
       const [workers, now] = await Promise.all([store.listWorkers(), store.now()]);
@@ -68,4 +77,58 @@ async function readStreamPage(
     throw runNotFound(id, "it has no stream");
   }
   return chunks;
+}
+
+/** The default page of readSteps and readEvents. */
+const JOURNAL_PAGE = 500;
+
+/** A page of the run's steps, read a page at a time (Store.readJournalPage). */
+async function readStepsPage(
+  internals: EngineInternals,
+  id: string,
+  options: { from?: number; limit?: number },
+): Promise<StepsPage> {
+  await ready(internals);
+  const { store } = internals.config;
+  const from = options.from ?? 0;
+  const limit = options.limit ?? JOURNAL_PAGE;
+  checkPage("readSteps", id, "from", from, limit);
+  const page = await store.readJournalPage({ runId: id, from, limit });
+  const empty = page.steps.length + page.attempts.length + page.intents.length === 0;
+  if (empty && !(await store.getRun(id))) throw runNotFound(id);
+  const steps = stepViews({ ...page, events: [] });
+  const last = page.steps[page.steps.length - 1];
+  return { steps, ...(page.more && last ? { next: last.seq + 1 } : {}) };
+}
+
+/** A page of the run's events; one more than the page is read, so a last page that is
+ *  exactly full says so (no `next`) and a client stops without asking for an empty one. */
+async function readEventsPage(
+  internals: EngineInternals,
+  id: string,
+  options: { after?: number; limit?: number },
+): Promise<EventsPage> {
+  await ready(internals);
+  const { store } = internals.config;
+  const after = options.after ?? 0;
+  const limit = options.limit ?? JOURNAL_PAGE;
+  checkPage("readEvents", id, "after", after, limit);
+  const read = await store.readEvents({ runId: id, after, limit: limit + 1 });
+  if (read.length === 0 && !(await store.getRun(id))) throw runNotFound(id);
+  const events = read.slice(0, limit).map(toEventView);
+  const last = events[events.length - 1];
+  return { events, ...(read.length > limit && last ? { next: last.seq } : {}) };
+}
+
+function checkPage(verb: string, id: string, name: string, position: number, limit: number) {
+  if (
+    !Number.isSafeInteger(position) ||
+    position < 0 ||
+    !Number.isSafeInteger(limit) ||
+    limit < 1
+  ) {
+    throw new TypeError(
+      `${verb}(): "${name}" must be a whole number >= 0 and "limit" one >= 1 (run "${id}")`,
+    );
+  }
 }

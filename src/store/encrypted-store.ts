@@ -336,6 +336,11 @@ function journalVerbs(inner: Store, c: Cipher) {
     async loadJournal(runId) {
       return decJournal(c, await inner.loadJournal(runId));
     },
+    async readJournalPage(p) {
+      const page = await inner.readJournalPage(p);
+      const { steps, attempts, intents } = decJournal(c, { ...page, events: [] });
+      return { steps, attempts, intents, more: page.more };
+    },
   } satisfies Partial<Store>;
 }
 
@@ -376,6 +381,9 @@ function eventVerbs(inner: Store, c: Cipher) {
     },
     async listEvents(runId) {
       return (await inner.listEvents(runId)).map((e) => decEvent(c, e));
+    },
+    async readEvents(p) {
+      return (await inner.readEvents(p)).map((e) => decEvent(c, e));
     },
   } satisfies Partial<Store>;
 }

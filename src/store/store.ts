@@ -230,6 +230,22 @@ export interface Journal {
   events: EventRecord[];
 }
 
+/** A page of a run's journal for inspection (Store.readJournalPage): its completed calls
+ *  from a position in call order on, each with what else the journal holds of it. */
+export interface JournalPage {
+  /** Each call's latest outcome (the record of its highest generation) whose seq is at least
+   *  `from`, ordered by (seq, key): `limit` of them, or fewer on the last page. A page never
+   *  splits the calls of one seq (several keys hold one after a resume), so a page ends
+   *  early before such a group, or holds a whole group larger than `limit` on its own. */
+  steps: StepRecord[];
+  /** The attempts and intents of those calls and, on the last page (`more` false), of every
+   *  call begun but not completed (no step record under its key), in loadJournal's order. */
+  attempts: AttemptRecord[];
+  intents: IntentRecord[];
+  /** Completed calls follow this page: ask for the next from the last step's seq + 1. */
+  more: boolean;
+}
+
 /** One run's share of a group commit. */
 export interface RunWrite {
   runId: string;
@@ -462,6 +478,11 @@ export interface Store extends WorkspaceVerbs, ApprovalVerbs {
   /** Reads everything replay needs for a run, in one query. */
   loadJournal(runId: string): Promise<Journal>;
 
+  /** A page of the run's journal for inspection, read in one snapshot, costing the page
+   *  (indexed by (run_id, seq)), not the run: see JournalPage. `limit` >= 1. An unknown run
+   *  has an empty last page. */
+  readJournalPage(p: { runId: string; from: number; limit: number }): Promise<JournalPage>;
+
   /** The run's unconsumed events, oldest first (what loadJournal returns as `events`),
    *  without the rest of the journal: a run executing in one process learns of events
    *  sent by another. `settled`: the run looks once more after a wait's deadline, and the
@@ -477,6 +498,11 @@ export interface Store extends WorkspaceVerbs, ApprovalVerbs {
   sendEvent(e: NewEvent): Promise<SendEventOutcome>;
   /** Every event of a run, consumed or not, in the order sent (for inspection). */
   listEvents(runId: string): Promise<EventRecord[]>;
+  /** A page of the run's events, consumed or not: those with seq > `after`, in the order
+   *  sent, at most `limit` (>= 1). An event appended meanwhile always has a higher seq than
+   *  every event committed before it (events to one run are stored under its row's lock),
+   *  so paging by `after` sees each event once. */
+  readEvents(p: { runId: string; after: number; limit: number }): Promise<EventRecord[]>;
 
   // ---- control ----
   /** Cancels a run: at once if it is not executing, else sets cancelRequested. A run

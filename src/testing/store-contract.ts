@@ -28,6 +28,7 @@ import type {
   StoreHint,
 } from "../store/store.js";
 import { describeFeatureContract } from "./store-contract-features.js";
+import { describePageContract } from "./store-contract-pages.js";
 
 /** A Clock whose time only moves when the test says so. */
 export interface VirtualClockLike extends Clock {
@@ -262,6 +263,9 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
     }
 
     const ids = (runs: RunRecord[]) => runs.map((r) => r.id);
+
+    // Paged reads of a run's journal and events: store-contract-pages.ts.
+    describePageContract({ store: () => store, started, step, attempt, intent });
 
     // Workspace objects, deleteRun and approvals: store-contract-features.ts.
     describeFeatureContract({

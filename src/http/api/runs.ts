@@ -86,18 +86,24 @@ const getSteps = route({
   operationId: "getSteps",
   summary: "A run's steps in call order, each with its attempts",
   description:
-    "Completed calls first (in call order), then calls begun but not completed: failed or " +
-    "retrying steps, effects whose intent is recorded, sleeps and waits in progress. Paged: " +
-    "pass `next` of one page as `offset` of the next. Each page is read from the journal as " +
-    "it is then: while the run executes, a call that completes moves up among the completed " +
-    "ones, so read a finished run's steps to see each exactly once.",
+    "Completed calls first, in call order, then (on the last page) calls begun but not " +
+    "completed: failed or retrying steps, effects whose intent is recorded, sleeps and waits " +
+    "in progress. Paged by call position: pass `next` of one page as `from` of the next. " +
+    "Each page is read from the store alone (a page costs its size, not the run's). A call " +
+    "completes at its own position: while the run executes calls side by side, one that " +
+    "completes behind the page you read shows on no later page, so read a finished run's " +
+    "steps to see each exactly once (a run that makes one call at a time pages exactly).",
   tag: "runs",
   access: "read",
   params: RUN_ID_PARAM,
   query: {
+    from: {
+      schema: s.integer({ minimum: 0 }),
+      description: "The first call position to show (default 0): the `next` of the previous page.",
+    },
     offset: {
       schema: s.integer({ minimum: 0 }),
-      description: "Skip this many steps (default 0): the `next` of the previous page.",
+      description: "No longer accepted (a 400): steps are paged by `from`.",
     },
     limit: pageLimit,
   },
@@ -110,7 +116,9 @@ const getSteps = route({
           steps: s.array(ref.Step),
           next: s.integer({
             minimum: 1,
-            description: "Present when more steps follow: the `offset` of the next page.",
+            description:
+              "Present when more completed steps follow: the `from` of the next page. A page " +
+              "holds fewer than `limit` when calls share a position (after a resume).",
           }),
         },
         ["steps"],
@@ -118,14 +126,21 @@ const getSteps = route({
     },
   },
   async handle({ c, params, query, deps }) {
-    await mustGetRun(deps.engine, params.id!);
-    const steps = await deps.engine.getSteps(params.id!);
-    const offset = (query.offset as number | undefined) ?? 0;
-    const end = offset + ((query.limit as number | undefined) ?? DEFAULT_JOURNAL_PAGE);
-    const page = steps.slice(offset, end);
+    if (query.offset !== undefined) {
+      throw new HttpError(
+        400,
+        "VALIDATION",
+        'query parameter "offset" is no longer accepted: steps are paged by call position; ' +
+          'pass the "next" of a page as "from" (the first page needs neither)',
+      );
+    }
+    const page = await deps.engine.readSteps(params.id!, {
+      from: (query.from as number | undefined) ?? 0,
+      limit: (query.limit as number | undefined) ?? DEFAULT_JOURNAL_PAGE,
+    });
     return json(c, 200, {
-      steps: page.map(stepJson),
-      ...(end < steps.length ? { next: end } : {}),
+      steps: page.steps.map(stepJson),
+      ...(page.next !== undefined ? { next: page.next } : {}),
     });
   },
 });
@@ -137,7 +152,8 @@ const getEvents = route({
   summary: "The events sent to a run, consumed or not, in the order sent",
   description:
     "Paged by sequence number: pass `next` of one page as `after` of the next (events sent " +
-    "since appear on later pages, never before the page you read).",
+    "since appear on later pages, never before the page you read). Each page is read from " +
+    "the store alone.",
   tag: "runs",
   access: "read",
   params: RUN_ID_PARAM,
@@ -165,15 +181,13 @@ const getEvents = route({
     },
   },
   async handle({ c, params, query, deps }) {
-    await mustGetRun(deps.engine, params.id!);
-    const after = (query.after as number | undefined) ?? 0;
-    const limit = (query.limit as number | undefined) ?? DEFAULT_JOURNAL_PAGE;
-    const events = (await deps.engine.listEvents(params.id!)).filter((e) => e.seq > after);
-    const page = events.slice(0, limit);
-    const last = page[page.length - 1];
+    const page = await deps.engine.readEvents(params.id!, {
+      after: (query.after as number | undefined) ?? 0,
+      limit: (query.limit as number | undefined) ?? DEFAULT_JOURNAL_PAGE,
+    });
     return json(c, 200, {
-      events: page.map(eventJson),
-      ...(last && events.length > limit ? { next: last.seq } : {}),
+      events: page.events.map(eventJson),
+      ...(page.next !== undefined ? { next: page.next } : {}),
     });
   },
 });

@@ -8,8 +8,10 @@ import { html } from "hono/html";
 import { EncryptedValue, UndecodableValue } from "../../index.js";
 import { amountOf } from "../../lib/amounts.js";
 import { leadingText } from "../../lib/text.js";
+import { type ParamSpec, readQuery } from "../api/route.js";
 import { eventJson, runJson, stepJson } from "../json.js";
 import { runIdSegment } from "../run-id-segment.js";
+import { s } from "../schema.js";
 import type { AppEnv } from "../security.js";
 import { amounts, cut, duration, isFinished, number, pretty } from "./format.js";
 import {
@@ -47,12 +49,82 @@ interface ShowRoom {
   chars: number;
 }
 
+/** Steps and events the page shows at once: a run of thousands of steps (an agent's tool
+ *  calls) made a page of megabytes, drawn again on every live refresh. The rest are a link
+ *  away, read from the store a page at a time (engine.readSteps, readEvents). */
+export const UI_STEPS_PAGE = 100;
+export const UI_EVENTS_PAGE = 100;
+
+/** Where the page's steps and events start: the `next` of the page before. */
+const PAGE_QUERY: Record<string, ParamSpec> = {
+  stepsFrom: {
+    schema: s.integer({ minimum: 0 }),
+    description: "The first call position of the steps shown.",
+  },
+  eventsAfter: {
+    schema: s.integer({ minimum: 0 }),
+    description: "The events shown have a greater seq.",
+  },
+};
+
+/** Which page of steps and events this is, and where the next ones start. */
+interface Paging {
+  id: string;
+  at: { stepsFrom?: number; eventsAfter?: number };
+  stepsNext: number | undefined;
+  eventsNext: number | undefined;
+}
+
+/** The page's URL with `change` applied to where its steps and events start. */
+function pageUrl(deps: UiDeps, p: Paging, change: Paging["at"]): string {
+  const at = { ...p.at, ...change };
+  const q = new URLSearchParams();
+  if (at.stepsFrom) q.set("stepsFrom", String(at.stepsFrom));
+  if (at.eventsAfter) q.set("eventsAfter", String(at.eventsAfter));
+  const query = q.toString();
+  return `${runUrl(deps, p.id)}${query ? `?${query}` : ""}`;
+}
+
+/** The count of steps shown: all of them, unless the run has more pages. */
+function stepCount(steps: Json[], p: Paging): string {
+  const shown = steps.filter((s) => !(s.key as string).startsWith("@")).length;
+  if (p.stepsNext === undefined && !p.at.stepsFrom) return String(shown);
+  return `${shown} shown of more`;
+}
+
+function stepsPager(deps: UiDeps, p: Paging): Html {
+  if (p.stepsNext === undefined && !p.at.stepsFrom) return html``;
+  return html`<nav class="pager" aria-label="steps pages">${
+    p.at.stepsFrom
+      ? html`<a href="${pageUrl(deps, p, { stepsFrom: 0 })}#region-steps">First steps</a>`
+      : ""
+  }${
+    p.stepsNext !== undefined
+      ? html` <a rel="next" href="${pageUrl(deps, p, { stepsFrom: p.stepsNext })}#region-steps">Next ${String(UI_STEPS_PAGE)} steps</a>`
+      : ""
+  }</nav>`;
+}
+
+function eventsPager(deps: UiDeps, p: Paging): Html {
+  if (p.eventsNext === undefined && !p.at.eventsAfter) return html``;
+  return html`<nav class="pager" aria-label="events pages">${
+    p.at.eventsAfter
+      ? html`<a href="${pageUrl(deps, p, { eventsAfter: 0 })}#region-events">First events</a>`
+      : ""
+  }${
+    p.eventsNext !== undefined
+      ? html` <a rel="next" href="${pageUrl(deps, p, { eventsAfter: p.eventsNext })}#region-events">Next ${String(UI_EVENTS_PAGE)} events</a>`
+      : ""
+  }</nav>`;
+}
+
 export async function runPage(deps: UiDeps, c: Context<AppEnv>, id: string): Promise<Response> {
+  const at = readQuery(c, PAGE_QUERY) as { stepsFrom?: number; eventsAfter?: number };
   const view = await deps.engine.getRun(id);
   if (!view) return notFoundPage(deps, c, `Run "${cut(id, 80)}" does not exist.`);
-  const [stepViews, eventViews, workspace, stream] = await Promise.all([
-    deps.engine.getSteps(id),
-    deps.engine.listEvents(id),
+  const [stepsPage, eventsPage, workspace, stream] = await Promise.all([
+    deps.engine.readSteps(id, { from: at.stepsFrom ?? 0, limit: UI_STEPS_PAGE }),
+    deps.engine.readEvents(id, { after: at.eventsAfter ?? 0, limit: UI_EVENTS_PAGE }),
     workspacePanel(deps, c, id),
     // A live refresh swaps only the data-regions; the stream panel is the script's by then.
     c.req.header("x-cairn-refresh") === "1" ? undefined : modelStreamPanel(deps, view),
@@ -60,12 +132,13 @@ export async function runPage(deps: UiDeps, c: Context<AppEnv>, id: string): Pro
   const run = runJson(view);
   if ("input" in run) run.input = pageValue(view.input, run.input);
   if ("output" in run) run.output = pageValue(view.output, run.output);
-  const steps = stepViews.map((s) => {
+  const paging = { id, at, stepsNext: stepsPage.next, eventsNext: eventsPage.next };
+  const steps = stepsPage.steps.map((s) => {
     const json = stepJson(s);
     if ("result" in json) json.result = pageValue(s.result, json.result);
     return json;
   });
-  const events = eventViews.map((e) => {
+  const events = eventsPage.events.map((e) => {
     const json = eventJson(e);
     json.payload = pageValue(e.payload, json.payload);
     return json;
@@ -77,13 +150,13 @@ export async function runPage(deps: UiDeps, c: Context<AppEnv>, id: string): Pro
   // The input and output first: they are what a look at a run is most often for.
   const room: ShowRoom = { chars: PAGE_SHOW_CHARS };
   const ioHtml = io(run, room);
-  const stepsHtml = stepList(steps, now, room);
-  const eventsHtml = eventList(events, now, room);
+  const stepsHtml = html`${stepList(steps, now, room)}${stepsPager(deps, paging)}`;
+  const eventsHtml = html`${eventList(events, now, room)}${eventsPager(deps, paging)}`;
   const facts = act ? await runFacts(deps, run, view) : {};
 
   const body = html`
 <nav class="crumbs"><a href="${b}/">Runs</a> <span aria-hidden="true">/</span> <span class="id">${cut(id, 120)}</span></nav>
-<section data-region="head" id="region-head">${head(deps, run, steps, act, facts, now)}</section>
+<section data-region="head" id="region-head">${head(deps, run, steps, paging, act, facts, now)}</section>
 <section class="panel">
   <h2>Timeline</h2>
   <div data-region="timeline" id="region-timeline">${timeline(run, steps, events, now)}</div>
@@ -139,6 +212,7 @@ function head(
   deps: UiDeps,
   run: Json,
   steps: Json[],
+  paging: Paging,
   act: boolean,
   facts: RunFacts,
   now: number,
@@ -172,7 +246,7 @@ ${error ? html`<p class="why s-failed"><strong>${error.name}${error.code ? ` [${
   <div><dt>${terminal ? "Took" : "Age"}</dt><dd>${duration((terminal ? updated : now) - created)}</dd></div>
   <div><dt>Updated</dt><dd>${ageTag(run.updatedAt as string, now)}</dd></div>
   ${run.parentId ? html`<div><dt>Parent</dt><dd><a href="${runUrl(deps, run.parentId as string)}">${cut(run.parentId as string, 60)}</a></dd></div>` : ""}
-  <div><dt>Steps</dt><dd>${String(steps.filter((s) => !(s.key as string).startsWith("@")).length)}</dd></div>
+  <div><dt>Steps</dt><dd>${stepCount(steps, paging)}</dd></div>
 </dl>
 ${budgetBlock(budget)}`;
 }

@@ -33,6 +33,7 @@ import type {
   ApprovalVerbs,
   RequestApprovalOutcome,
 } from "../approval-records.js";
+import { checkPageArguments } from "../journal-page.js";
 import type {
   AcquireRateOutcome,
   Amounts,
@@ -41,6 +42,7 @@ import type {
   ClaimedRun,
   EventRecord,
   Journal,
+  JournalPage,
   NewEvent,
   NewRun,
   PendingEventsOptions,
@@ -75,6 +77,7 @@ import {
   IDLE_IN_TRANSACTION_TIMEOUT_MS,
   STATEMENT_TIMEOUT_MS,
 } from "./connection.js";
+import { readEvents, readJournalPage } from "./journal-pages.js";
 import { appendRecords, loadJournal, pendingEvents } from "./journal-writes.js";
 import { claimRuns, expireLease, renewLeases } from "./leases.js";
 import { migrate } from "./migrate.js";
@@ -438,6 +441,19 @@ class PostgresStore implements Store {
     return loadJournal(this.#ctx, runId);
   }
 
+  async readJournalPage(p: { runId: string; from: number; limit: number }): Promise<JournalPage> {
+    checkPageArguments(
+      "readJournalPage",
+      p.runId,
+      { name: "from", value: p.from, min: 0 },
+      p.limit,
+    );
+    if (noSuchText(p.runId)) {
+      return this.#nothing({ steps: [], attempts: [], intents: [], more: false });
+    }
+    return readJournalPage(this.#ctx, p);
+  }
+
   pendingEvents(runId: string, options?: PendingEventsOptions): Promise<EventRecord[]> {
     if (noSuchText(runId)) return this.#nothing([]);
     return pendingEvents(this.#ctx, runId, options?.settled === true);
@@ -453,6 +469,12 @@ class PostgresStore implements Store {
   listEvents(runId: string): Promise<EventRecord[]> {
     if (noSuchText(runId)) return this.#nothing([]);
     return listEvents(this.#ctx, runId);
+  }
+
+  async readEvents(p: { runId: string; after: number; limit: number }): Promise<EventRecord[]> {
+    checkPageArguments("readEvents", p.runId, { name: "after", value: p.after, min: 0 }, p.limit);
+    if (noSuchText(p.runId)) return this.#nothing([]);
+    return readEvents(this.#ctx, p);
   }
 
   requestCancel(

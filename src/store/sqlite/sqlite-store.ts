@@ -25,6 +25,7 @@ import type {
   ClaimedRun,
   EventRecord,
   Journal,
+  JournalPage,
   NewEvent,
   NewRun,
   PendingEventsOptions,
@@ -54,6 +55,7 @@ import { checkDeleteRunsIds } from "../workspace-records.js";
 import * as aiState from "./ai-state.js";
 import * as approvals from "./approvals.js";
 import { Connection } from "./connection.js";
+import { readEvents, readJournalPage } from "./journal-pages.js";
 import { appendRecords, loadJournal, pendingEvents } from "./journal-writes.js";
 import { claimRuns, expireLease, renewLeases } from "./leases.js";
 import { Hints } from "./notify.js";
@@ -197,6 +199,10 @@ class SqliteStoreImpl implements SqliteStore {
     return loadJournal(this.#ctx, runId);
   }
 
+  async readJournalPage(p: { runId: string; from: number; limit: number }): Promise<JournalPage> {
+    return readJournalPage(this.#ctx, p);
+  }
+
   async pendingEvents(runId: string, options?: PendingEventsOptions): Promise<EventRecord[]> {
     return pendingEvents(this.#ctx, runId, options?.settled === true);
   }
@@ -209,6 +215,10 @@ class SqliteStoreImpl implements SqliteStore {
 
   async listEvents(runId: string): Promise<EventRecord[]> {
     return listEvents(this.#ctx, runId);
+  }
+
+  async readEvents(p: { runId: string; after: number; limit: number }): Promise<EventRecord[]> {
+    return readEvents(this.#ctx, p);
   }
 
   async requestCancel(

@@ -25,6 +25,7 @@ import { migration as releaseOnlyRunning } from "./017-release-only-running.js";
 import { migration as crashUnjudged } from "./018-crash-unjudged.js";
 import { migration as handedInputDigest } from "./019-handed-input-digest.js";
 import { migration as writeTokens } from "./020-write-tokens.js";
+import { migration as stepsByCallOrder } from "./021-steps-by-call-order.js";
 
 export interface Migration {
   version: number;
@@ -54,6 +55,7 @@ export const MIGRATIONS: readonly Migration[] = [
   crashUnjudged,
   handedInputDigest,
   writeTokens,
+  stepsByCallOrder,
 ];
 
 /** The schema version this code writes and understands. */

@@ -30,6 +30,7 @@ const RELEASED: Array<[version: number, sha256: string]> = [
   [18, "10dec1e6c22918c95320e08c2fc050827c5c439fe4e35ede211c82782abb257a"],
   [19, "0f75c8eb8b2cc73d12540bc0d5f107713e1afadbcd9346d7bc600b2522d21483"],
   [20, "a43a806300d13cc866312ec11bc7cccc156805217d7cd72bbddddcc549bac73f"],
+  [21, "c48d8aa666889c3a31da78008c87b674a2cf8129727965c97e91396085e23302"],
 ];
 
 describe("PostgreSQL migrations", () => {
