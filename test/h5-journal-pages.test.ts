@@ -220,6 +220,22 @@ describe.each(BACKENDS)("journal pages from the store (%s)", (backend) => {
     }
   });
 
+  it("says which verb a store written for an earlier cairn lacks", async () => {
+    const h = harness();
+    const old = new Proxy(h.store(), {
+      get(target, prop, receiver) {
+        if (prop === "readJournalPage" || prop === "readEvents") return undefined;
+        const value = Reflect.get(target, prop, receiver);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    const e = h.engine([], { worker: false, store: old });
+    await expect(e.readSteps("any")).rejects.toThrow(
+      "readSteps(): the store has no readJournalPage (a Store written for an earlier cairn)",
+    );
+    await expect(e.readEvents("any")).rejects.toThrow("readEvents(): the store has no readEvents");
+  });
+
   it("draws a small run's page as before: every step, no pager", async () => {
     const h = harness();
     const writer = h.store();

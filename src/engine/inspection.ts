@@ -3,7 +3,7 @@
 // nothing.
 
 import { runNotFound } from "../errors.js";
-import type { RunFilter, StreamChunk } from "../store/store.js";
+import type { RunFilter, Store, StreamChunk } from "../store/store.js";
 import type { Engine, EventsPage, StepsPage } from "./engine.js";
 import { type EngineInternals, ready } from "./engine-internals.js";
 import { stepViews } from "./step-views.js";
@@ -93,6 +93,7 @@ async function readStepsPage(
   const from = options.from ?? 0;
   const limit = options.limit ?? JOURNAL_PAGE;
   checkPage("readSteps", id, "from", from, limit);
+  needPagedRead(store, "readJournalPage", "readSteps");
   const page = await store.readJournalPage({ runId: id, from, limit });
   const empty = page.steps.length + page.attempts.length + page.intents.length === 0;
   if (empty && !(await store.getRun(id))) throw runNotFound(id);
@@ -113,6 +114,7 @@ async function readEventsPage(
   const after = options.after ?? 0;
   const limit = options.limit ?? JOURNAL_PAGE;
   checkPage("readEvents", id, "after", after, limit);
+  needPagedRead(store, "readEvents", "readEvents");
   const read = await store.readEvents({ runId: id, after, limit: limit + 1 });
   if (read.length === 0 && !(await store.getRun(id))) throw runNotFound(id);
   const events = read.slice(0, limit).map(toEventView);
@@ -129,6 +131,16 @@ function checkPage(verb: string, id: string, name: string, position: number, lim
   ) {
     throw new TypeError(
       `${verb}(): "${name}" must be a whole number >= 0 and "limit" one >= 1 (run "${id}")`,
+    );
+  }
+}
+
+/** A store written for an earlier cairn lacks the paged reads: say so, rather than "is not
+ *  a function" (the HTTP API's and the dashboard's run pages need them). */
+function needPagedRead(store: Store, verb: "readJournalPage" | "readEvents", caller: string) {
+  if (typeof (store as Partial<Store>)[verb] !== "function") {
+    throw new TypeError(
+      `${caller}(): the store has no ${verb} (a Store written for an earlier cairn); implement it (see Store.${verb} and describeStoreContract)`,
     );
   }
 }
