@@ -225,7 +225,11 @@ async function createRun(
   }
   const { run, created } = made;
   if (claimBy) {
-    if (created) worker?.adoptCreated({ run, recovered: false }, askedAt);
+    // Executed here only while this worker still holds it: a create whose commit's answer
+    // was lost is read back by its token as created, even when its lease ended before the
+    // retry and another worker claimed the run meanwhile.
+    const held = created && run.status === "running" && run.leaseOwner === workerId;
+    if (held) worker?.adoptCreated({ run, recovered: false }, askedAt);
     else worker?.releaseSlot();
   }
   if (!created) checkSameRun(run, { id, target, encoded, parentId });
