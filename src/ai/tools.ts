@@ -21,7 +21,7 @@ import type { FlexibleSchema, Tool, ToolExecutionOptions, ToolSet } from "ai";
 import type { StepContext, StepOptions, WorkflowContext, Workspace } from "../index.js";
 import { callName, checkGivenName } from "./call-names.js";
 import { callerAborted } from "./caller-abort.js";
-import { isCallerAbort, markStopped } from "./caller-stop.js";
+import { isCallerAbort, markStopped, stopOf } from "./caller-stop.js";
 import { placeToolCall } from "./tool-order.js";
 
 export interface ToolsOptions extends StepOptions {
@@ -163,6 +163,7 @@ export function durableTools<TOOLS extends ToolSet>(
           callName(prefix, toolName, o.toolCallId),
           {
             perform: async (key, s) => {
+              notBegunAfterStop(ctx, o.abortSignal);
               execution.ran = true;
               try {
                 return await effect.perform(input, {
@@ -190,6 +191,7 @@ export function durableTools<TOOLS extends ToolSet>(
         owner.step(
           callName(prefix, toolName, o.toolCallId),
           async (s) => {
+            notBegunAfterStop(ctx, o.abortSignal);
             execution.ran = true;
             let output: unknown;
             try {
@@ -243,6 +245,16 @@ export function durableTools<TOOLS extends ToolSet>(
     out[toolName] = d;
   }
   return out as TOOLS;
+}
+
+/** A tool body about to run (no record of it) whose signal a caller's stop already ended in
+ *  this execution: the SDK begins no tool call once its signal fired (toolCallConcurrency's
+ *  queue), so the first execution never began it, or (cut by a crash) it would have ended
+ *  after the stop, with it. Its outcome is that stop, and its body does not run: a replay,
+ *  whose signal has not fired, would otherwise run a tool the first execution never ran. */
+function notBegunAfterStop(ctx: WorkflowContext, signal: AbortSignal | undefined): void {
+  const stop = stopOf(ctx, signal);
+  if (stop) throw callerAborted(stop);
 }
 
 /** What a tool threw, as an Error whose message is the text the SDK gives the model for it
