@@ -6,6 +6,7 @@ import { generateText, stepCountIs, tool } from "ai";
 import { MockLanguageModelV4 } from "ai/test";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
+import { effectTool } from "../src/ai/index.js";
 import { workflow } from "../src/index.js";
 import { checkReplay, waitForStatus } from "../src/testing/index.js";
 import { USAGE } from "./fixtures/ai-agent.js";
@@ -21,7 +22,7 @@ const settle = <T>(p: Promise<T>): Promise<{ value?: T; error?: Error }> =>
 const isToolTurn = (prompt: { role: string }[]) => prompt.some((m) => m.role === "tool");
 
 /** Turn 1: calls of `lookup` with ids `ids`; turn 2: "the answer". */
-function toolsModel(ids: string[]) {
+function toolsModel(ids: string[], toolOf: (id: string) => string = () => "lookup") {
   let calls = 0;
   const model = new MockLanguageModelV4({
     doGenerate: async (o) => {
@@ -33,7 +34,7 @@ function toolsModel(ids: string[]) {
           : ids.map((id) => ({
               type: "tool-call" as const,
               toolCallId: id,
-              toolName: "lookup",
+              toolName: toolOf(id),
               input: JSON.stringify({ id }),
             })),
         finishReason: { unified: toolTurn ? "stop" : "tool-calls", raw: "x" },
@@ -152,6 +153,62 @@ for (const backend of BACKENDS) {
       expect(calls()).toBe(1);
       const [checked] = await checkReplay({ store: h.store(), workflows: [wf], runIds: [run.id] });
       expect(checked?.verdict).toBe("ok");
+    });
+    // The same for an effectTool: its perform is the side effect a replay must not make.
+    it("toolCallConcurrency: an effectTool call the stop kept from starting performs nothing on replay", async () => {
+      const h = harness();
+      const { model, calls } = toolsModel(["c1", "c2"], (id) =>
+        id === "c1" ? "lookup" : "charge",
+      );
+      const ai = kitFor(h);
+      const outcomes: string[] = [];
+      let performed = 0;
+      const wf = workflow({ name: `h12-effect-${++unique}`, version: "1" }, async (ctx) => {
+        const caller = new AbortController();
+        const tools = ai.tools(ctx, {
+          lookup: tool({
+            inputSchema: z.object({ id: z.string() }),
+            execute: async () => {
+              caller.abort();
+              return "found";
+            },
+          }),
+          charge: effectTool({
+            inputSchema: z.object({ id: z.string() }),
+            perform: async () => {
+              performed++;
+              return "charged";
+            },
+            reconcile: async () => undefined,
+          }),
+        });
+        let outcome: string;
+        try {
+          const r = await generateText({
+            model: ai.model(ctx, model),
+            tools,
+            stopWhen: stepCountIs(3),
+            prompt: "go",
+            abortSignal: caller.signal,
+            toolCallConcurrency: 1,
+          });
+          outcome = `answered: ${r.text}`;
+        } catch (err) {
+          outcome = `stopped: ${(err as Error).name}: ${(err as Error).message}`;
+        }
+        outcomes.push(outcome);
+        await ctx.waitForEvent("go-on");
+        return outcome;
+      });
+      const engine = h.engine([wf]);
+      const run = await engine.start(wf, null);
+      await waitForStatus(run, "waiting");
+      await engine.sendEvent(run.id, "go-on", null);
+      const r = await advanceUntil(h.clock, settle(run.result()), 1_000, 100);
+      expect(r.error).toBeUndefined();
+      expect(outcomes).toEqual([STOPPED, STOPPED]);
+      expect(performed).toBe(0);
+      expect(calls()).toBe(1);
     });
   });
 }
