@@ -109,26 +109,31 @@ for (const backend of BACKENDS) {
     // made: the first execution stopped, its replay answers. A mend needs the record to
     // tell a stop of the loop's signal from the tool's own timeout (both may be a
     // TimeoutError), and the tool call linked to the loop's signal.
-    it.fails("a stop landing in a tool that has a timeout (timeout.toolMs) ends the replay's loop too", async () => {
-      const h = harness();
-      const bodies: string[] = [];
-      const { wf, outcomes, calls } = loopWorkflow(
-        h,
-        `h12-tool-ms-${++unique}`,
-        ["c1"],
-        async (id, caller) => {
-          bodies.push(id);
-          caller.abort();
-          return "found";
-        },
-        { timeout: { toolMs: 60_000 } },
-      );
-      const { r } = await firstAndReplay(h, wf);
-      expect(r.error).toBeUndefined();
-      expect(bodies).toEqual(["c1"]);
-      expect(outcomes).toEqual([STOPPED, STOPPED]);
-      expect(calls()).toBe(1);
-    });
+    // SQLite only: on PostgreSQL the tool's pending timer keeps the run running for most of
+    // toolMs before it waits (late-work.ts counts it), which only makes the repro slow.
+    (backend === "sqlite" ? it.fails : it.skip)(
+      "a stop landing in a tool that has a timeout (timeout.toolMs) ends the replay's loop too",
+      async () => {
+        const h = harness();
+        const bodies: string[] = [];
+        const { wf, outcomes, calls } = loopWorkflow(
+          h,
+          `stop-tool-ms-${++unique}`,
+          ["c1"],
+          async (id, caller) => {
+            bodies.push(id);
+            caller.abort();
+            return "found";
+          },
+          { timeout: { toolMs: 60_000 } },
+        );
+        const { r } = await firstAndReplay(h, wf);
+        expect(r.error).toBeUndefined();
+        expect(bodies).toEqual(["c1"]);
+        expect(outcomes).toEqual([STOPPED, STOPPED]);
+        expect(calls()).toBe(1);
+      },
+    );
 
     // With toolCallConcurrency, the SDK starts no further tool call once the loop's signal
     // fired: the first execution never ran c2's body; a replay must not either.
@@ -137,7 +142,7 @@ for (const backend of BACKENDS) {
       const bodies: string[] = [];
       const { wf, outcomes, calls } = loopWorkflow(
         h,
-        `h12-concurrency-${++unique}`,
+        `stop-concurrency-${++unique}`,
         ["c1", "c2"],
         async (id, caller) => {
           bodies.push(id);
@@ -163,7 +168,7 @@ for (const backend of BACKENDS) {
       const ai = kitFor(h);
       const outcomes: string[] = [];
       let performed = 0;
-      const wf = workflow({ name: `h12-effect-${++unique}`, version: "1" }, async (ctx) => {
+      const wf = workflow({ name: `stop-effect-${++unique}`, version: "1" }, async (ctx) => {
         const caller = new AbortController();
         const tools = ai.tools(ctx, {
           lookup: tool({
