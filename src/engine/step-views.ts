@@ -46,14 +46,18 @@ class StepHistory {
 }
 
 /** Each key's latest outcome, in call order: after a resume, a key may hold a failure and a
- *  later generation's outcome; the history shows the latest. */
+ *  later generation's outcome; the history shows the latest. Calls that share a seq (one
+ *  generation's and the next's) come in key order, whatever order the store returned them
+ *  in: the whole history (getSteps) and its pages (readSteps) then list them alike. */
 function latestOutcomes(journal: Journal): StepRecord[] {
   const latest = new Map<string, StepRecord>();
   for (const s of journal.steps) {
     const held = latest.get(s.key);
     if (!held || s.generation > held.generation) latest.set(s.key, s);
   }
-  return [...latest.values()].sort((a, b) => a.seq - b.seq);
+  return [...latest.values()].sort(
+    (a, b) => a.seq - b.seq || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0),
+  );
 }
 
 function outcomeView(record: StepRecord): StepView {
