@@ -137,6 +137,11 @@ export interface StepsPage {
   steps: StepView[];
   /** Present while completed calls follow: the `from` of the next page. */
   next?: number;
+  /** Present (true) when no later read shows this page otherwise: every position from the
+   *  page's `from` to `next` holds calls that completed with a value, none in flight among
+   *  them and none failed (a resume executes a failed call again). A live view keeps such
+   *  pages and reads again only from the first page that is not settled. */
+  settled?: true;
 }
 
 /** A page of a run's events (Engine.readEvents). */

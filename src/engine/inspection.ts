@@ -3,7 +3,7 @@
 // nothing.
 
 import { runNotFound } from "../errors.js";
-import type { RunFilter, Store, StreamChunk } from "../store/store.js";
+import type { RunFilter, StepRecord, Store, StreamChunk } from "../store/store.js";
 import type { Engine, EventsPage, StepsPage } from "./engine.js";
 import { type EngineInternals, ready } from "./engine-internals.js";
 import { stepViews } from "./step-views.js";
@@ -99,7 +99,27 @@ async function readStepsPage(
   if (empty && !(await store.getRun(id))) throw runNotFound(id);
   const steps = stepViews({ ...page, events: [] });
   const last = page.steps[page.steps.length - 1];
-  return { steps, ...(page.more && last ? { next: last.seq + 1 } : {}) };
+  if (!page.more || !last) return { steps };
+  const settled = completedInPlace(page.steps, from) && (await neverResumed(store, id));
+  return { steps, next: last.seq + 1, ...(settled ? { settled: true } : {}) };
+}
+
+/** Whether each position from `from` to the last of `steps` holds a call that completed
+ *  with a value: a missing position is a call in flight (it completes there later), a
+ *  failed call may execute again after a resume; an ok outcome is final. */
+function completedInPlace(steps: StepRecord[], from: number): boolean {
+  const last = steps[steps.length - 1]!;
+  const positions = new Set(steps.map((s) => s.seq));
+  return steps.every((s) => s.outcome === "ok") && positions.size === last.seq + 1 - from;
+}
+
+/** Whether the run is in its first generation, read after the page (a generation only
+ *  grows, so the page was read in it too). A resumed run's calls share positions with the
+ *  failed generation's (a key of the new one can come to a position an old record holds),
+ *  so its pages are never settled; positions judged settled before the resume stay so,
+ *  since every call the new generation makes comes after a failed call's position. */
+async function neverResumed(store: Store, id: string): Promise<boolean> {
+  return (await store.getRun(id))?.generation === 0;
 }
 
 /** A page of the run's events; one more than the page is read, so a last page that is

@@ -6,6 +6,17 @@ import { describe, expect, it } from "vitest";
 import type { Engine } from "../../index.js";
 import { runFeed } from "./feeds.js";
 
+const RUN = {
+  id: "r1",
+  workflow: "w",
+  version: "1",
+  status: "running",
+  input: null,
+  budget: { limit: {}, spent: {} },
+  createdAt: new Date(0),
+  updatedAt: new Date(0),
+};
+
 describe("runFeed", () => {
   it("reads the run first, and its steps and events only once the run has been read", async () => {
     const calls: string[] = [];
@@ -14,16 +25,16 @@ describe("runFeed", () => {
       getRun: () => {
         calls.push("getRun");
         return new Promise((resolve) => {
-          runRead = () => resolve(undefined);
+          runRead = () => resolve(RUN);
         });
       },
-      getSteps: async () => {
-        calls.push("getSteps");
-        return [];
+      readSteps: async () => {
+        calls.push("readSteps");
+        return { steps: [] };
       },
-      listEvents: async () => {
-        calls.push("listEvents");
-        return [];
+      readEvents: async () => {
+        calls.push("readEvents");
+        return { events: [] };
       },
     } as unknown as Engine;
     const reading = runFeed(engine, "r1").read();
@@ -31,6 +42,6 @@ describe("runFeed", () => {
     expect(calls).toEqual(["getRun"]);
     runRead();
     await reading;
-    expect(calls).toEqual(["getRun", "getSteps", "listEvents"]);
+    expect(calls).toEqual(["getRun", "readSteps", "readEvents"]);
   });
 });

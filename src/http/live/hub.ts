@@ -32,7 +32,9 @@ export interface LiveEvent extends LiveMessage {
 }
 
 export interface Feed<S> {
-  read(): Promise<S>;
+  /** The state now; `prev`, the last reading, lets a feed read only what can have changed
+   *  since (absent: read everything). A reading that fails changes nothing. */
+  read(prev?: S): Promise<S>;
   /** The whole state as one message (sent first to a client that cannot replay). */
   snapshot(state: S): LiveMessage;
   /** The messages that take a client from `prev` to `next`, in order. */
@@ -200,7 +202,7 @@ class Watcher<S> {
 
   private async readChanges(): Promise<void> {
     try {
-      const next = await this.feed.read();
+      const next = await this.feed.read(this.state);
       if (this.closed) return;
       if (this.failing) {
         this.failing = false;
