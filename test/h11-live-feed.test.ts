@@ -182,6 +182,28 @@ describe.each(BACKENDS)("a run's live feed (%s)", (backend) => {
     expect(state.steps.find((k) => k.key === "aa-next")?.json.status).toBe("completed");
   });
 
+  it("keeps nothing of a deleted run for another run made under its id", async () => {
+    const h = harness();
+    const first = workflow({ name: "first", version: "1" }, async (ctx) => {
+      for (let i = 0; i < 8; i++) await ctx.step(`old${i}`, () => i);
+      return "old";
+    });
+    const second = workflow({ name: "second", version: "1" }, async (ctx) => {
+      for (let i = 0; i < 3; i++) await ctx.step(`new${i}`, () => i);
+      return "new";
+    });
+    const e = h.engine([first, second]);
+    await (await e.start(first, undefined, { id: "reused" })).result();
+    const feed = runFeed(e, "reused", 2);
+    const before = await feed.read();
+    await h.clock.advance(60_000);
+    expect((await e.gc({ olderThan: 1_000 })).runs).toBe(1);
+    await (await e.start(second, undefined, { id: "reused" })).result();
+    const after = await feed.read(before);
+    await expectWhole(e, "reused", after);
+    expect(after.steps.map((k) => k.key)).toEqual(["new0", "new1", "new2"]);
+  });
+
   it("reads a deleted run as a run with nothing", async () => {
     const h = harness();
     const wf = workflow({ name: "brief", version: "1" }, async (ctx) => ctx.step("a", () => 1));

@@ -44,10 +44,13 @@ export function runFeed(engine: Engine, id: string, pageSize = LIVE_PAGE): Feed<
       const runJ = run ? runJson(run) : null;
       const runSig = JSON.stringify(runJ);
       if (!run) return gone(runJ, runSig);
+      // A run deleted and another made under its id since the last reading holds nothing
+      // of what the first one settled.
+      const known = prev?.run?.createdAt === runJ?.createdAt ? prev : undefined;
       try {
         const [steps, events] = await Promise.all([
-          readSteps(engine, id, prev?.settledSteps ?? NOTHING_SETTLED, pageSize),
-          readEvents(engine, id, prev?.settledEvents ?? NOTHING_SETTLED, pageSize),
+          readSteps(engine, id, known?.settledSteps ?? NOTHING_SETTLED, pageSize),
+          readEvents(engine, id, known?.settledEvents ?? NOTHING_SETTLED, pageSize),
         ]);
         return {
           run: runJ,
