@@ -381,7 +381,10 @@ export class Execution {
   private async release(outcome: Outcome): Promise<void> {
     this.ending = true;
     // "frontier" only happens in replay-only mode (the replay check), never here.
-    if (outcome.kind === "lease-lost") this.leaseLost();
+    // Abandoned (stopWithoutWriting): by a heartbeat that learned the lease is gone, which
+    // reports that itself, or by close() past its grace, when the run is still this
+    // worker's: a "lease-lost" line ("another worker has it") would be false.
+    if (outcome.kind === "lease-lost" && !this.abandoned) this.leaseLost();
     if (outcome.kind === "lease-lost" || outcome.kind === "frontier" || this.abandoned) {
       this.endedUnwritten = true;
       this.trace.end(this.abandoned ? "abandoned" : outcome.kind);

@@ -405,6 +405,11 @@ export class Worker {
       ...this.bodiesLeft.keys(),
     ]);
     for (const ex of stopped) ex.stopWithoutWriting();
+    for (const ex of stopped.filter((e) => e.attemptsInFlight > 0 || e.bodiesInFlight > 0)) {
+      this.options.execution.log(
+        `close(): run "${ex.runId}" stays leased to this worker until its lease ends: a step of it still runs here past the grace (closeGraceMs)`,
+      );
+    }
     // A run kept leased for a child's create alone (no attempt of it runs here) goes back
     // once that create answers: left leased, its next claimer would take it for a crash and
     // charge a lost attempt to a call that never began.
