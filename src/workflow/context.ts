@@ -643,9 +643,12 @@ export class Context implements CallCore {
         }
         // A worker stopped past its lease (SIGSTOP, a long GC pause) may wake after another
         // worker took the run over, reconciled and performed: it must not perform again.
+        // The attempt ends (thrown, not a promise that never settles): it is a step body,
+        // and one counted as running for ever (bodiesInFlight) held the run in this worker
+        // for good, never handed back, never executed again.
         if (this.host.leaseFresh && !this.host.leaseFresh()) {
           this.stopWithoutWriting();
-          return never<T>();
+          throw new HaltedSignal();
         }
         mayHaveHappened = true;
         return effect.perform(idem, s);
