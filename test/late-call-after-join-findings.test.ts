@@ -116,8 +116,11 @@ describe.each(BACKENDS)("%s: late calls after a join", (backend) => {
         (async () => {
           // The read is done before "a" is handed over here, so "summarize" is made in a's
           // cascade; when the read is slower (a replay), it is made later, after the read.
+          // Its outcome comes after "b"'s (one handed over before "b" would order the two
+          // in every execution: it is made before b's cascade, which the other call waits
+          // from).
           await Promise.all([ctx.step("a", () => delay(30)), readFile(new URL(import.meta.url))]);
-          return ctx.step("summarize", () => "x");
+          return ctx.step("summarize", () => delay(300).then(() => "x"));
         })(),
         (async () => {
           await ctx.step("b", () => delay(80));

@@ -510,23 +510,27 @@ describe("divergence", () => {
     expect(writes.flatMap((w) => w.steps ?? []).length).toBeLessThanOrEqual(1);
   });
 
-  it("a helper that awaits I/O before its call hides the chain: refused, unless named per item", async () => {
+  it("a helper that awaits I/O before its call: fine in a loop (the caller continues after the earlier call's outcome), refused from concurrent branches unless named per item", async () => {
     const summarize = async (ctx: WorkflowContext, name: string, i: number) => {
-      await tick(1); // the helper's own await, before the call
+      await tick(1 + i * 5); // the helper's own await, before the call
       return ctx.step(name, () => i);
     };
-    const refused = await execute(async (ctx) => {
-      for (let i = 0; i < 2; i++) await summarize(ctx, "summarize", i);
+    const looped = await execute(async (ctx) => {
+      const out: number[] = [];
+      for (let i = 0; i < 2; i++) out.push(await summarize(ctx, "summarize", i));
+      return out;
     });
+    expect(looped.outcome).toEqual({ kind: "completed", output: [0, 1] });
+    const refused = await execute(async (ctx) =>
+      Promise.all([0, 1].map((i) => summarize(ctx, "summarize", i))),
+    );
     expect(refused.outcome.kind).toBe("failed");
     expect((refused.outcome as { error: Error }).error.message).toMatch(
       /a helper function that awaited something before making the call/,
     );
-    const named = await execute(async (ctx) => {
-      const out: number[] = [];
-      for (let i = 0; i < 2; i++) out.push(await summarize(ctx, `summarize:${i}`, i));
-      return out;
-    });
+    const named = await execute(async (ctx) =>
+      Promise.all([0, 1].map((i) => summarize(ctx, `summarize:${i}`, i))),
+    );
     expect(named.outcome).toEqual({ kind: "completed", output: [0, 1] });
   });
 

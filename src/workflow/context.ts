@@ -89,7 +89,12 @@ import { CrashCharges } from "./crash-charges.js";
 import type { Workflow } from "./define.js";
 import { DeliveryQueue } from "./delivery.js";
 import { JournalIndex } from "./journal-index.js";
-import { type LateWork, placeOfCurrentFlow, trackLateWork } from "./late-work.js";
+import {
+  type CascadePoint,
+  type LateWork,
+  placeOfCurrentFlow,
+  trackLateWork,
+} from "./late-work.js";
 import { attemptRecord, intentRecord, outcomeRecord, workerLostAttempt } from "./records.js";
 import {
   isFatalFailure,
@@ -290,6 +295,8 @@ export class Context implements CallCore {
   /** The stalled position and the hand-overs so far the stall timer is counting for. */
   private stallPosition: number | undefined;
   private stallReleased = -1;
+  /** The position of each call's outcome handed over in the order (madeAfter). */
+  private readonly handedOverAt = new Map<string, number>();
   /** Work the workflow code started outside cairn calls (late-work.ts). */
   private readonly lateWork: LateWork;
   private readonly stopLateWork: () => void;
@@ -359,7 +366,7 @@ export class Context implements CallCore {
       () => this.delivery.liveReleased,
       () => host.clock.now(),
     );
-    const late = trackLateWork(this, () => (this.delivery.inCascade ? this.seq : undefined));
+    const late = trackLateWork(this, () => this.cascadePoint());
     this.lateWork = late.work;
     this.stopLateWork = late.stop;
     this.api = this.makeApi();
@@ -813,15 +820,18 @@ export class Context implements CallCore {
     return call;
   }
 
-  /** Whether a late call made now comes after `prev` in every execution, though it does not
-   *  continue from it: `prev` was made inside a cascade, and the code making this call runs
-   *  from an `await` (or a timer, a file read) it began inside a cascade after `prev` was
-   *  made (late-work.ts, places). Both points are fixed in the order of the run's calls, the
-   *  same on every execution, so `prev` is made first whatever this code awaited since: the
-   *  code after `await Promise.all(branches)` that reads a file, then reuses a name the
-   *  branches used. A call made late is never such a `prev`: its place is timing's; nor one
-   *  made in a cascade that may continue work of the workflow's own (`Promise.all` of a step
-   *  and a file read runs in that cascade only when the read was done first, else late). */
+  /** Whether a call made now comes after `prev` in every execution, though it does not
+   *  continue from it (one of the two was made late). The code making this call runs in a
+   *  cascade, or from an `await` (or a timer, a file read) it began inside one (late-work.ts,
+   *  places): a point fixed in the order of the run's calls, the same on every execution.
+   *  `prev` comes first when its outcome was handed over at or before that point (it was
+   *  made before its outcome could be: a helper that reads a file then makes the call, run
+   *  again from the code its result continues), or when `prev` was itself made inside a
+   *  cascade before that point: the code after `await Promise.all(branches)` that reads a
+   *  file, then reuses a name the branches used. For the latter, a call made late is never
+   *  such a `prev`: its place is timing's; nor one made in a cascade that may continue work
+   *  of the workflow's own (`Promise.all` of a step and a file read runs in that cascade
+   *  only when the read was done first, else late). */
   private madeAfter(prev: CallNode, replayingLate: boolean): boolean {
     // Both judgements below depend on timing: whether a cascade may continue work of the
     // workflow's own (a timer fired, a file read begun within the last second), and where
@@ -833,9 +843,33 @@ export class Context implements CallCore {
     // another order would make one with the other's record, of the other kind, and be
     // checked as on a first run.
     if (replayingLate && prev.replayedInCascade) return true;
-    if (!prev.fixed) return false;
-    const place = placeOfCurrentFlow(this);
-    return place !== undefined && prev.seq < place;
+    const point = this.delivery.inCascade ? this.cascadePoint() : placeOfCurrentFlow(this);
+    if (point === undefined) return false;
+    if (this.handedOverBefore(prev, point)) return true;
+    return prev.fixed && prev.seq < point.seq;
+  }
+
+  /** True when `prev`'s outcome was handed over in the order at or before the hand-over
+   *  that began `point`'s cascade. A call is made before its outcome is handed over, and
+   *  the outcomes in the order are handed over in it in every execution, so `prev` is made
+   *  before code running from that point, in every execution: however late `prev` was
+   *  made (after a file read in a branch, in a helper that awaited I/O), and however
+   *  late this code makes its call. */
+  private handedOverBefore(prev: CallNode, point: CascadePoint): boolean {
+    const handed = this.handedOverAt.get(prev.key);
+    return handed !== undefined && point.position !== undefined && handed <= point.position;
+  }
+
+  /** The point of the cascade running now; undefined outside the cascades. */
+  private cascadePoint(): CascadePoint | undefined {
+    if (!this.delivery.inCascade) return undefined;
+    return { seq: this.seq, position: this.delivery.cascadePosition };
+  }
+
+  /** Notes that `key`'s outcome is being handed over (in the order, or not: then nothing). */
+  private noteHandedOver(key: string): void {
+    const position = this.delivery.cascadePosition;
+    if (position !== undefined) this.handedOverAt.set(key, position);
   }
 
   /** A call begun durably (its intent: a child started, an effect about to perform, a wait
@@ -900,6 +934,7 @@ export class Context implements CallCore {
       };
       const settle = () => {
         if (this.halted) return;
+        this.noteHandedOver(call.key);
         this.budget.handOver(call.key, rec.spend);
         if (rec.outcome === "error") {
           // As for a new failure (record): ordered delivery hands it over on the same side
@@ -1625,6 +1660,7 @@ export class Context implements CallCore {
     return new Promise<T>((resolve, reject) => {
       this.delivery.durable(rec.delivery!, () => {
         if (this.halted) return;
+        this.noteHandedOver(rec.key);
         this.budget.handOver(rec.key, rec.spend, write.attempts);
         if (rec.outcome === "error") {
           if (!this.functionSettled) this.unheardFailures.delete(rec.key);

@@ -37,6 +37,10 @@ export class DeliveryQueue {
   liveReleased = 0;
   /** A cascade (the start's or a hand-over's) is running. */
   inCascade = false;
+  /** The position of the outcome whose cascade is running, when that outcome is handed over
+   *  in the order (recorded in it, or new): the same turn in every execution. Undefined in
+   *  the start's cascade and a free outcome's, whose turn is not. */
+  cascadePosition: number | undefined;
   private busy = false;
   /** Recorded positions still to hand over, ascending; `head` indexes the next. */
   private readonly recorded: number[];
@@ -66,6 +70,7 @@ export class DeliveryQueue {
   start(fn: () => void): void {
     this.busy = true;
     queueMicrotask(() => {
+      this.cascadePosition = undefined;
       this.hooks.began();
       this.inCascade = true;
       fn();
@@ -141,21 +146,23 @@ export class DeliveryQueue {
     return this.recorded.length - this.head;
   }
 
-  private nextReady(): { settle: Settle; live: boolean } | undefined {
+  private nextReady(): { settle: Settle; live: boolean; position?: number } | undefined {
     if (this.head < this.recorded.length) {
       const position = this.recorded[this.head]!;
       const settle = this.waiting.get(position);
       const free = this.free[0];
       // A free outcome went before an outcome its own generation's executions made live.
       const freeFirst = free !== undefined && (this.generationAt.get(position) ?? -1) > free.since;
-      if (settle && !freeFirst) return { settle, live: false };
+      if (settle && !freeFirst) return { settle, live: false, position };
       return free ? { settle: free.settle, live: false } : undefined;
     }
     const free = this.free[0];
     if (free) return { settle: free.settle, live: false };
     while (this.live[0]?.dropped) this.live.shift();
     const first = this.live[0];
-    return first?.settle ? { settle: first.settle, live: true } : undefined;
+    return first?.settle
+      ? { settle: first.settle, live: true, position: first.position }
+      : undefined;
   }
 
   private pump(): void {
@@ -179,6 +186,7 @@ export class DeliveryQueue {
       if (this.halted) return;
       this.released++;
       if (next.live) this.liveReleased++;
+      this.cascadePosition = next.position;
       this.hooks.began();
       this.inCascade = true;
       next.settle();

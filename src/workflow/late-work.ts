@@ -24,29 +24,42 @@ interface TimerLike {
   _destroyed?: boolean;
 }
 
-/** Where a resource of a run's workflow code was created (see `placeOfCurrentFlow`). */
-interface Place {
+/** A point of an execution's cascades (delivery.ts): the same point of the run's calls in
+ *  every execution. */
+export interface CascadePoint {
+  /** The execution's call count there. */
+  readonly seq: number;
+  /** The position of the outcome whose hand-over began that cascade, when it is handed over
+   *  in the order (DeliveryQueue.cascadePosition): every outcome of a lower position was
+   *  handed over before it, so its call had been made. */
+  readonly position: number | undefined;
+}
+
+/** Where a resource of a run's workflow code was created (see `placeOfCurrentFlow`): a point
+ *  of its run's cascades that precedes the creation. */
+interface Place extends CascadePoint {
   /** The execution (Context) whose workflow code created it. */
   readonly owner: object;
-  /** The execution's call count at a point of its cascades that precedes the creation. */
-  readonly seq: number;
 }
 
 const PLACE = Symbol("cairn.place");
 
 /** The late work of one execution's workflow code. */
 export class LateWork {
-  /** The execution's call count while a cascade of it runs (a fixed point of its code:
-   *  ordered delivery, delivery.ts); undefined outside its cascades. */
-  constructor(private readonly fixedSeq: () => number | undefined = () => undefined) {}
-  /** The last place given out (the call count does not change within a stretch of code). */
+  /** The point of the execution's cascade running now (a fixed point of its code: ordered
+   *  delivery, delivery.ts); undefined outside its cascades. */
+  constructor(private readonly fixedPoint: () => CascadePoint | undefined = () => undefined) {}
+  /** The last place given out (the point does not change within a stretch of code). */
   private lastPlace: Place | undefined;
 
   /** The place of code of `owner` running now inside one of its cascades, if it is. */
   fixedPlace(owner: object): Place | undefined {
-    const seq = this.fixedSeq();
-    if (seq === undefined) return undefined;
-    if (this.lastPlace?.seq !== seq) this.lastPlace = { owner, seq };
+    const point = this.fixedPoint();
+    if (point === undefined) return undefined;
+    const last = this.lastPlace;
+    if (last?.seq !== point.seq || last.position !== point.position) {
+      this.lastPlace = { owner, seq: point.seq, position: point.position };
+    }
     return this.lastPlace;
   }
 
@@ -108,23 +121,25 @@ const tracked = new Map<object, LateWork>();
 /**
  * Places. Every asynchronous resource the workflow code creates (a promise an `await` makes,
  * a timer, a file read) is marked with a point of its run's cascades that precedes its
- * creation: the call count when it was created inside a cascade, else the mark of the
- * resource whose callback (or continuation) is creating it. Code that runs from a resource
- * (the continuation of an `await`, a timer's callback) runs after the resource was created,
- * so after that point; and code inside a cascade runs at the same point of the run's calls
- * in every execution (delivery.ts). So a call of the name made at that point or before it
- * comes before the code, in every execution, whatever the code awaited since: what lets a
- * late call reuse a name made before a join (`await Promise.all(branches)`), which the call
- * tree (call-scope.ts) cannot see (context.ts, beginCall).
+ * creation: the cascade's point (call count, and the position of the outcome whose hand-over
+ * began it) when it was created inside a cascade, else the mark of the resource whose
+ * callback (or continuation) is creating it. Code that runs from a resource (the
+ * continuation of an `await`, a timer's callback) runs after the resource was created, so
+ * after that point; and code inside a cascade runs at the same point of the run's calls in
+ * every execution (delivery.ts). So a call of the name made at that point or before it, or
+ * whose outcome was handed over there or before, comes before the code, in every execution,
+ * whatever the code awaited since: what lets a late call reuse a name made before a join
+ * (`await Promise.all(branches)`), or by an earlier call of a helper that awaits I/O before
+ * its call, which the call tree (call-scope.ts) cannot see (context.ts, beginCall).
  */
 function placeOf(resource: unknown): Place | undefined {
   return (resource as { [PLACE]?: Place } | null | undefined)?.[PLACE];
 }
 
 /** The mark of the code running now, for `owner`'s workflow code: undefined when unknown. */
-export function placeOfCurrentFlow(owner: object): number | undefined {
+export function placeOfCurrentFlow(owner: object): CascadePoint | undefined {
   const place = placeOf(executionAsyncResource());
-  return place?.owner === owner ? place.seq : undefined;
+  return place?.owner === owner ? place : undefined;
 }
 
 const hook = createHook({
@@ -151,7 +166,7 @@ const DISABLE_AFTER_MS = 1_000;
 /** Counts the late work of `owner`'s workflow code until `stop()`. */
 export function trackLateWork(
   owner: object,
-  fixedSeq?: () => number | undefined,
+  fixedPoint?: () => CascadePoint | undefined,
 ): { work: LateWork; stop: () => void } {
   if (disableTimer !== undefined) {
     clearTimeout(disableTimer);
@@ -159,7 +174,7 @@ export function trackLateWork(
   }
   // enable() and disable() are no-ops when already in that state.
   hook.enable();
-  const work = new LateWork(fixedSeq);
+  const work = new LateWork(fixedPoint);
   tracked.set(owner, work);
   return {
     work,
