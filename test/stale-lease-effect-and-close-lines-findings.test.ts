@@ -1,5 +1,5 @@
 // Findings of an adversarial review of close() always ending and of runs held for step
-// bodies (h13). Each test failed on the code it was written against, and stays as the
+// bodies. Each test failed on the code it was written against, and stays as the
 // regression test of its mend.
 
 import { describe, expect, it } from "vitest";
