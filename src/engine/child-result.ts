@@ -93,15 +93,7 @@ export async function childOutcome(
   maxPayloadBytes: number,
 ): Promise<ChildOutcome | undefined> {
   const child = await store.getRun(childId);
-  if (!child || child.parentId !== parentId) {
-    return {
-      error: {
-        name: "RunNotFoundError",
-        code: "RUN_NOT_FOUND",
-        message: `Child run "${childId}" no longer exists (deleted, e.g. by retention); its outcome cannot be read`,
-      },
-    };
-  }
+  if (!child || child.parentId !== parentId) return { error: childNotFound(childId) };
   if (child.status === "completed") return { output: child.output ?? encode(undefined) };
   if (child.status === "failed" || child.status === "canceled") {
     const error: ErrorRecord =
@@ -112,4 +104,25 @@ export async function childOutcome(
     return { error: errorForParent(childId, error, maxPayloadBytes) };
   }
   return undefined;
+}
+
+/** The error a call gets for its child once no child of its run is under the child's id:
+ *  deleted (retention), maybe with a run of its own under that id since. */
+function childNotFound(childId: string): ErrorRecord {
+  return {
+    name: "RunNotFoundError",
+    code: "RUN_NOT_FOUND",
+    message: `Child run "${childId}" no longer exists (deleted, e.g. by retention); its outcome cannot be read`,
+  };
+}
+
+/** childNotFound's error when no child of run `parentId` is under `childId` any more, else
+ *  undefined (the child is there). */
+export async function deletedChild(
+  store: Store,
+  childId: string,
+  parentId: string,
+): Promise<ErrorRecord | undefined> {
+  const child = await store.getRun(childId);
+  return !child || child.parentId !== parentId ? childNotFound(childId) : undefined;
 }

@@ -11,7 +11,7 @@ import type { FoundChild } from "../workflow/child-identity.js";
 import { Context, type Outcome } from "../workflow/context.js";
 import type { Workflow } from "../workflow/define.js";
 import type { RetryPolicy } from "../workflow/retry.js";
-import { childOutcome } from "./child-result.js";
+import { childOutcome, deletedChild } from "./child-result.js";
 import { type Committer, leaseTakenOver } from "./committer.js";
 import type { WorkerEventFields } from "./logger.js";
 import { eventsIfCanceled, releaseOf } from "./release-of.js";
@@ -246,6 +246,7 @@ export class Execution {
       startChild: (childId, wf, input, inputDigest) =>
         this.deps.startChild(run.id, childId, wf, input, inputDigest),
       childOutcome: (childId) => childOutcome(store, childId, run.id, this.deps.maxPayloadBytes),
+      deletedChild: (childId) => deletedChild(store, childId, run.id),
       loadEvents: (settled) =>
         settled ? store.pendingEvents(run.id, { settled: true }) : store.pendingEvents(run.id),
       storeNow: () => store.now(),

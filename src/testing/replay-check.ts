@@ -109,6 +109,7 @@ function replayOnlyHost(run: RunRecord, wf: AnyWorkflow, timeoutMs: number): Con
     commit: () => Promise.reject(new Error("replay check: nothing is written")),
     startChild: () => Promise.reject(new Error("replay check: no child is started")),
     childOutcome: async () => undefined,
+    deletedChild: async () => undefined,
     loadEvents: async () => [],
     log: () => {},
   };

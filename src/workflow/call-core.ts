@@ -64,6 +64,8 @@ export interface CallCore {
   active0<T>(p: Promise<T>): Promise<T>;
   /** Blocks this branch until woken in process; when all are blocked, the run suspends. */
   block(on: BlockOn): Promise<void>;
+  /** Whether an event of that name is pending for this run (it is not taken). */
+  hasEvent(name: string): boolean;
   /** The oldest event of that name (past `deadline`, only one stored by then). */
   takeEvent(name: string, deadline?: number | null): EventRecord | undefined;
   /** Reads the run's events again; `settled` for the last look after a deadline. */

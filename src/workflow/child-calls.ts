@@ -90,6 +90,23 @@ export class ChildCalls {
     );
   }
 
+  /** A child an earlier execution of this call created and never recorded (it crashed, or
+   *  the run failed, before the intent) whose end has reached this run, and which is deleted
+   *  since (retention, deleteRun): the call's outcome is that error, as for a recorded child.
+   *  Created again, the child would run a second time, and the call would take the pending
+   *  end of the deleted one, maybe started with another input, for the new child's.
+   *  Undefined when no such end is pending, or the child is still there (compared as found).
+   *  While this run executes, its children are not deleted (it is unfinished). */
+  private async endedAndDeleted(
+    childId: string,
+  ): Promise<{ error: ErrorRecord; ended: EventRecord | undefined } | undefined> {
+    const eventName = `${CHILD_EVENT_PREFIX}${childId}`;
+    if (!this.core.hasEvent(eventName)) return undefined;
+    const error = await this.core.active0(this.core.host.deletedChild(childId));
+    if (!error) return undefined;
+    return { error, ended: this.core.takeEvent(eventName) };
+  }
+
   private async childCall<O>(
     call: Call,
     wf: Workflow<unknown, unknown>,
@@ -107,6 +124,11 @@ export class ChildCalls {
       // The child id is derived from (run, key), so starting it again after a crash is a
       // no-op: the child is created once.
       childId = childRunId(this.core.host.runId, call.key);
+      const gone = await this.endedAndDeleted(childId);
+      if (gone) {
+        const consume = gone.ended && [{ eventSeq: gone.ended.seq, key: call.key }];
+        return this.core.recordError<O>(call, gone.error, startedAt, { consume });
+      }
       // Creating the child is the one write of a run that no epoch fences: a worker stopped
       // past its lease (SIGSTOP, a long pause) may wake after another worker took the run
       // over, and canceled or finished it; it must not start a child that then executes.

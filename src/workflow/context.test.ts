@@ -73,6 +73,7 @@ async function execute(
     },
     startChild: async () => undefined,
     childOutcome: async () => undefined,
+    deletedChild: async () => undefined,
     loadEvents: async () => [],
     log: () => {},
     ...over,

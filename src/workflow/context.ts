@@ -177,6 +177,9 @@ export interface ContextHost {
   ): Promise<FoundChild | undefined>;
   /** The child's outcome if it has finished, else undefined. */
   childOutcome(childId: string): Promise<ChildOutcome | undefined>;
+  /** The error of a call whose child is no longer under its id (deleted, e.g. by retention),
+   *  else undefined. */
+  deletedChild(childId: string): Promise<ErrorRecord | undefined>;
   /** Re-reads the run's unconsumed events (after a hint that one arrived). */
   /** `settled`: the look after a wait's deadline, which also sees an event write under way
    *  (Store.pendingEvents). */
@@ -1733,6 +1736,11 @@ export class Context implements CallCore {
   }
 
   // ---- waiting and suspension ----
+
+  /** Whether an event of that name is pending for this run (it is not taken). */
+  hasEvent(name: string): boolean {
+    return this.events.some((e) => e.name === name);
+  }
 
   /** The oldest event of that name. Once `deadline` has passed, only one stored by then
    *  counts. */
