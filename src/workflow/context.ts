@@ -217,6 +217,12 @@ export interface ContextHost {
   }): Promise<{ deadline: number | null } | undefined>;
 }
 
+/** A call the journal holds that a function which settled did not make again: a record,
+ *  or a call begun and not finished (`begun`). */
+type MissingCall =
+  | StepRecord
+  | { kind: StepKind; name: string; key: string; issuedLate: boolean; begun: true };
+
 interface Blocked extends BlockOn {
   wake: () => void;
   timer?: AbortController;
@@ -254,6 +260,8 @@ export class Context implements CallCore {
   /** Call names already found valid (beginCall). */
   private readonly checkedNames = new Set<string>();
   private readonly consumed = new Set<string>();
+  /** Keys of calls begun durably and not finished (an intent) that this execution made again. */
+  private readonly begunCalledAgain = new Set<string>();
   /** Next journal.cascadeCalls entry the end-of-cascade check looks at. */
   private cascadeCursor = 0;
   /** The latest call made in a cascade that had no record (named by divergence errors). */
@@ -881,7 +889,11 @@ export class Context implements CallCore {
    *  replaced runs on, unawaited). */
   private matchIntent(call: Call): void {
     const intent = this.journal.intents.get(call.key);
-    if (!intent || (intent.kind === call.kind && intent.name === call.name)) return;
+    if (!intent) return;
+    if (intent.kind === call.kind && intent.name === call.name) {
+      this.begunCalledAgain.add(call.key);
+      return;
+    }
     this.fail(
       new NonDeterminismError(
         `Run "${this.host.runId}" no longer matches its journal at key "${call.key}": the journal recorded ${intent.kind} "${intent.name}" begun there, the code now calls ${call.kind} "${call.name}". ${this.remedy()}`,
@@ -1847,7 +1859,7 @@ export class Context implements CallCore {
       if (missing) {
         this.fail(
           new NonDeterminismError(
-            `Run "${this.host.runId}" no longer matches its journal: the workflow ${o.kind === "completed" ? "returned" : "failed"}, but the journal recorded ${missing.kind} "${missing.name}" (key "${missing.key}") that this code never called. ${this.remedy()}`,
+            `Run "${this.host.runId}" no longer matches its journal: the workflow ${o.kind === "completed" ? "returned" : "failed"}, but the journal recorded ${missing.kind} "${missing.name}" (key "${missing.key}")${"begun" in missing ? " begun and not finished" : ""} that this code never called. ${this.remedy()}`,
             { runId: this.host.runId, key: missing.key },
           ),
         );
@@ -1960,10 +1972,10 @@ export class Context implements CallCore {
    *  running had their chance: while work of the workflow's own is pending (a branch that
    *  joined it may still make the call), and for a call the first run made late, up to
    *  replayStallMs (like any late call, see watchStall). */
-  private async unreplayedAtEnd(): Promise<StepRecord | undefined> {
+  private async unreplayedAtEnd(): Promise<MissingCall | undefined> {
     const since = performance.now();
     for (;;) {
-      const missing = this.notReplayed();
+      const missing = this.notReplayed() ?? this.begunNotCalledAgain();
       if (missing === undefined || this.halted) return missing;
       const left = this.host.replayStallMs - (performance.now() - since);
       const busyMs = this.lateWork.busyForMs(LATE_WORK_GRACE_MS);
@@ -1981,6 +1993,23 @@ export class Context implements CallCore {
         continue;
       }
       return rec;
+    }
+    return undefined;
+  }
+
+  /** A call an earlier execution began durably (its intent: a child started, an effect about
+   *  to perform) and never finished, which this one did not make again: the function that
+   *  returned without it would end the run as if nothing had begun there (a child left
+   *  running, an effect maybe performed). A wait or sleep begun did nothing outside the run:
+   *  code that no longer makes it is judged by its recorded calls only, as before. An intent
+   *  holds no window: the replay judges it once the workflow's own work is over. */
+  private begunNotCalledAgain(): MissingCall | undefined {
+    for (const intent of this.journal.intents.values()) {
+      if (intent.kind !== "effect" && intent.kind !== "child") continue;
+      const key = intent.key;
+      if (this.journal.outcomes.has(key) || this.begunCalledAgain.has(key)) continue;
+      if (this.journal.isFree(key)) continue;
+      return { kind: intent.kind, name: intent.name, key, issuedLate: false, begun: true };
     }
     return undefined;
   }
