@@ -62,7 +62,7 @@ describe("codec: a value a copy would lose part of is refused, naming the path",
   it("an array with properties beside its elements (a regex match)", () => {
     const match = "a-b".match(/-/);
     expect(() => encode({ m: match })).toThrow(
-      "cannot store an Array with properties of its own beside its contents (they would be lost: store them beside it, in an object) at .m",
+      "cannot store an Array with properties of its own beside its elements (index, input, groups: they would be lost; store [...array] and them beside it, in an object) at .m",
     );
     const tagged = Object.assign([1, 2], { total: 2 });
     expect(() => encode([tagged])).toThrow(/an Array with properties of its own .* at \[0\]/);
@@ -182,7 +182,7 @@ describe.each(BACKENDS)("a step's value, first run and replay (%s)", (backend) =
     const e = h.engine([wf]);
     const run = await e.start(wf, undefined, { id: "m" });
     expect(await advanceUntil(h.clock, run.result(), 1000, 100)).toBe(
-      'Step "find" of run "m" returned a value that cannot store an Array with properties of its own beside its contents (they would be lost: store them beside it, in an object) at .found; step results must be serializable (plain data, Date, Map, Set, BigInt, Uint8Array, Error) and within the payload limit',
+      'Step "find" of run "m" returned a value that cannot store an Array with properties of its own beside its elements (index, input, groups: they would be lost; store [...array] and them beside it, in an object) at .found; step results must be serializable (plain data, Date, Map, Set, BigInt, Uint8Array, Error) and within the payload limit',
     );
   });
 });

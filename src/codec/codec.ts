@@ -20,8 +20,10 @@ import {
   isError,
   mayHoldFullError,
   plainErrorParts,
+  symbolErrorParts,
 } from "./error-parts.js";
 import { notKeptWhat } from "./kept-whole.js";
+import { readablePath } from "./readable-path.js";
 import { throwingReadPath } from "./throwing-read.js";
 
 export const DEFAULT_MAX_PAYLOAD_BYTES = 2 * 1024 * 1024;
@@ -50,7 +52,11 @@ export { isError } from "./error-parts.js";
 
 /** An Error is stored by its parts (error-parts.ts): the plain form first, as it always
  *  was, or the form with its cause and properties. */
-const reducers = { Error: plainErrorParts, ErrorWithProps: fullErrorParts };
+const reducers = {
+  Error: plainErrorParts,
+  ErrorWithProps: fullErrorParts,
+  ErrorWithSymbols: symbolErrorParts,
+};
 
 const revivers = errorRevivers;
 
@@ -70,6 +76,7 @@ const plainReducers = {
     return plainErrorParts(v);
   },
   ErrorWithProps: fullErrorParts,
+  ErrorWithSymbols: symbolErrorParts,
 };
 
 /** Whether one of `value`'s own properties is an accessor (read without running it). An
@@ -130,8 +137,13 @@ export function encode(value: unknown, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES): st
         path,
       );
     }
-    const path = err.path || "(root)";
-    throw new EncodeError(`cannot store ${refusedWhat(err)} at ${path}`, path);
+    const readable = readablePath(value, err.path);
+    const path = readable.path || "(root)";
+    // The user did not put it there, most often: an HTTP client's error holds its request.
+    const inError = readable.error
+      ? ` (a property of the Error at ${readable.error}: store a plain object with the parts of it you need, such as its message and status)`
+      : "";
+    throw new EncodeError(`cannot store ${refusedWhat(err)} at ${path}${inError}`, path);
   }
   if (mayHoldFullError(text)) refuseUndecodableErrors(text);
   // Byte length only matters near the limit; text.length is a lower bound of UTF-8 bytes.

@@ -131,7 +131,21 @@ export function notKeptWhat(value: unknown): string | undefined {
   if (builtIn === "RegExp" && (value as RegExp).lastIndex !== 0) {
     return "a RegExp whose lastIndex is not 0 (it would come back 0: store its source, flags and lastIndex)";
   }
+  if (builtIn === "Array") {
+    // A regex match (`str.match`, `RegExp.exec`, each of `matchAll`) is the common one: its
+    // `index`, `input` and `groups` are named, and how to store them.
+    const extra = Object.keys(value).filter((k) => String(Number(k) >>> 0) !== k);
+    return `an Array with properties of its own beside its elements (${keyNames(extra)}: they would be lost; store [...array] and them beside it, in an object)`;
+  }
   return `${article(builtIn)} ${builtIn} with properties of its own beside its contents (they would be lost: store them beside it, in an object)`;
+}
+
+/** Keys as a message names them: names only (a key that is not one may be data), a few. */
+function keyNames(keys: string[]): string {
+  const names = keys.filter((k) => /^[A-Za-z_$][\w$]{0,40}$/.test(k)).slice(0, 4);
+  const more = keys.length - names.length;
+  if (names.length === 0) return `${keys.length} of them`;
+  return more > 0 ? `${names.join(", ")} and ${more} more` : names.join(", ");
 }
 
 /** The built-in whose slots `value` has, among those keptWhole judges. */
