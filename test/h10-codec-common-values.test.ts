@@ -109,3 +109,25 @@ describe.each(BACKENDS)("a tool's AI SDK error, first run and replay (%s)", (bac
     expect(sameValue(seen[0], seen[1])).toBeUndefined();
   });
 });
+
+describe("the cheap pass (codec.ts) after its speed mends", () => {
+  it("an Error's counting getter is read once; an array without a prototype is still refused", () => {
+    let reads = 0;
+    const e = new Error("m");
+    // Its stack formatted now: V8 formats it on the first read, reading the message.
+    void e.stack;
+    Object.defineProperty(e, "message", {
+      get: () => `read ${++reads}`,
+      enumerable: false,
+      configurable: true,
+    });
+    // The typed array after it stops the cheap pass: the getter must not run again.
+    expect((roundTrip({ e, bytes: new Uint8Array([1]) }).e as Error).message).toBe("read 1");
+    expect(reads).toBe(1);
+    expect(() => encode({ a: Object.setPrototypeOf([1], null) })).toThrow(
+      /an Array of another class or prototype .* at \.a/,
+    );
+    const withProps = Object.assign(new Error("p"), { status: 1 });
+    expect((roundTrip([withProps, 1])[0] as Error & { status: number }).status).toBe(1);
+  });
+});

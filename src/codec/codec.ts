@@ -20,6 +20,7 @@ import {
   isError,
   mayHoldFullError,
   plainErrorParts,
+  plainErrorPartsWithoutGetters,
   symbolErrorParts,
 } from "./error-parts.js";
 import { notKeptWhat } from "./kept-whole.js";
@@ -64,31 +65,44 @@ const revivers = errorRevivers;
  *  the value otherwise than encoderReads. */
 const NEEDS_ENCODER_READS = new Error("needs encoderReads");
 
-/** The cheap pass's reducers, called on every part: an Error's parts as encode's, or
- *  nothing, or a stop where encoderReads would read the part otherwise, or where the part
- *  has a getter. A getter read by the cheap pass was read again when a later part stopped
- *  it: a getter that counts, logs or pulls the next item of a stream ran twice, and what
- *  was stored was its second answer. Stopped before it, the cheap pass reads no getter. */
+/** The cheap pass's reducer, called on every part (one reducer: devalue calls each on
+ *  every part, numbers and strings too): a plain Error's parts as encode's, or nothing, or
+ *  a stop where encoderReads would read the part otherwise, where the part has a getter, or
+ *  at an Error with more than its base parts (encode's other reducers store it). A getter
+ *  read by the cheap pass was read again when a later part stopped it: a getter that
+ *  counts, logs or pulls the next item of a stream ran twice, and what was stored was its
+ *  second answer. Stopped before it, the cheap pass reads no getter. */
 const plainReducers = {
   Error: (v: unknown) => {
     if (typeof v !== "object" || v === null) return false;
+    if (isError(v)) {
+      // As encode's reducers take it, whatever its tag; a proxy is read once, by them.
+      const parts = !types.isProxy(v) && plainErrorPartsWithoutGetters(v);
+      if (!parts) throw NEEDS_ENCODER_READS;
+      return parts;
+    }
     if (needsEncoderReads(v) || hasOwnGetter(v)) throw NEEDS_ENCODER_READS;
-    return plainErrorParts(v);
+    return false;
   },
-  ErrorWithProps: fullErrorParts,
-  ErrorWithSymbols: symbolErrorParts,
 };
 
-/** Whether one of `value`'s own properties is an accessor (read without running it). An
- *  array's indices are not looked at: reading every index's descriptor cost more than its
- *  encoding (an array with other keys is refused by needsEncoderReads anyway). */
+/** Whether one of the own enumerable properties of `value` (what the encoder lists) is an
+ *  accessor, looked at without running it. An array's indices are not looked at: reading
+ *  every index's descriptor cost more than its encoding (an array with other keys is
+ *  refused by needsEncoderReads anyway). */
 function hasOwnGetter(value: object): boolean {
   if (Array.isArray(value)) return false;
-  for (const key of Object.getOwnPropertyNames(value)) {
-    if (Object.getOwnPropertyDescriptor(value, key)?.get) return true;
+  const keys = Object.keys(value);
+  for (let i = 0; i < keys.length; i++) {
+    // The key is own: its getter, or none (a data property); no descriptor is made.
+    if (lookupGetter.call(value, keys[i] as string) !== undefined) return true;
   }
   return false;
 }
+
+const lookupGetter = (
+  Object.prototype as unknown as { __lookupGetter__: (this: object, key: string) => unknown }
+).__lookupGetter__;
 
 /** devalue's text of `value`, read as encoderReads say. devalue merges the operations it is
  *  handed into a new object on every call (~1 µs, 5 times the encoding of a number), so a
@@ -96,7 +110,8 @@ function hasOwnGetter(value: object): boolean {
  *  results) is encoded with devalue's own reads, and only the rest again with encoderReads.
  *  The text is the same either way; a refusal met before such a part is too. */
 function stringify(value: unknown): string {
-  if (typeof value !== "object" || value === null) return devalue.stringify(value, reducers);
+  // Not an object: no reducer can take it (devalue sets them up on every call).
+  if (typeof value !== "object" || value === null) return devalue.stringify(value);
   try {
     return devalue.stringify(value, plainReducers);
   } catch (err) {

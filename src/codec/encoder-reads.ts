@@ -15,7 +15,7 @@
 
 import { types } from "node:util";
 import type { StringifyOptions } from "devalue";
-import { isPlainObject, keptWhole } from "./kept-whole.js";
+import { hasNonIndexKey, isPlainObject, keptWhole } from "./kept-whole.js";
 
 type View = ArrayBufferView & { length?: number };
 
@@ -178,8 +178,11 @@ export function needsEncoderReads(value: unknown): boolean {
   const proto = Object.getPrototypeOf(value);
   const plain = proto === Object.prototype || proto === Array.prototype || proto === null;
   if (plain && !(Symbol.toStringTag in value)) {
-    // An array with properties beside its elements: refused by encoderReads' tagOf.
-    return Array.isArray(value) && !keptWhole(value, "Array");
+    // An array with properties beside its elements, or without a prototype: refused by
+    // encoderReads' tagOf (keptWhole's look for another realm's Array.prototype is not
+    // needed here: it cost more than the encoding of a small array).
+    if (!Array.isArray(value)) return false;
+    return proto !== Array.prototype || hasNonIndexKey(value);
   }
   // A tag a getter answers may answer otherwise on devalue's read than on the reads here
   // (a class instance stored as the array it said it was later): read once, by tagOf.

@@ -77,6 +77,20 @@ export function plainErrorParts(v: unknown): unknown[] | false {
   return shown.length === 0 && hidden.length === 0 && baseParts(v);
 }
 
+/** plainErrorParts', for the cheap pass (codec.ts), or false also when an own property is
+ *  an accessor (it is not run): one look at each own property, as few as an Error has. */
+export function plainErrorPartsWithoutGetters(e: Error): unknown[] | false {
+  for (const s of Object.getOwnPropertySymbols(e)) {
+    if (Object.prototype.propertyIsEnumerable.call(e, s)) return false;
+  }
+  for (const k of Object.getOwnPropertyNames(e)) {
+    const d = Object.getOwnPropertyDescriptor(e, k);
+    if (d === undefined || d.get !== undefined) return false;
+    if (!BASE_KEYS.has(k) && (d.enumerable || LANGUAGE_HIDDEN_KEYS.has(k))) return false;
+  }
+  return baseParts(e);
+}
+
 /** Each key's value in `e`, as a plain object (defined: a key "__proto__" is a key). */
 function read(e: Error, keys: string[], keyOf: (k: string) => PropertyKey = (k) => k) {
   const props: Record<string, unknown> = {};
@@ -166,5 +180,6 @@ export const errorRevivers = {
 
 /** True when `text` may hold an Error stored with its properties. */
 export function mayHoldFullError(text: string): boolean {
-  return text.includes('"ErrorWithProps"') || text.includes('"ErrorWithSymbols"');
+  // One scan of the text for both tags ("ErrorWithProps", "ErrorWithSymbols").
+  return text.includes('"ErrorWith');
 }

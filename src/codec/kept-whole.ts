@@ -58,7 +58,7 @@ export function isPlainObject(value: object): boolean {
 
 /** An array's own enumerable keys other than its indices. Object.keys lists indices
  *  first, in order, so one is there exactly when the last key is not an index. */
-function hasNonIndexKey(array: unknown[]): boolean {
+export function hasNonIndexKey(array: unknown[]): boolean {
   const keys = Object.keys(array);
   const last = keys[keys.length - 1];
   return last !== undefined && !(String(Number(last) >>> 0) === last && last !== "4294967295");
