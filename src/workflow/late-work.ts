@@ -12,7 +12,8 @@
 //
 // So pending is judged when the run is about to suspend: a timer or immediate is pending
 // until Node marks it destroyed (fired or cleared), exactly; any other resource (fs, DNS,
-// sockets) counts for a grace period after its creation, long enough for a file read. A
+// sockets) counts for a grace period after its creation, long enough for a file read (and a
+// few event-loop turns, which a blocked loop holds back: OTHER_WORK_TURNS). A
 // branch that awaits longer network I/O outside a step may still be abandoned by a
 // suspension and redone when the run wakes: I/O belongs in steps.
 
@@ -43,6 +44,12 @@ interface Place extends CascadePoint {
 }
 
 const PLACE = Symbol("cairn.place");
+
+/** Event-loop turns (each with its I/O poll) a file read may take: other work counts as
+ *  pending for its grace and at least this many turns, so a loop blocked or starved while it
+ *  ran (a long synchronous stretch, a loaded machine) does not end its grace early: a replay
+ *  would judge the call that follows it missing (NonDeterminismError) while it is on its way. */
+const OTHER_WORK_TURNS = 8;
 
 /** The late work of one execution's workflow code. */
 export class LateWork {
@@ -78,7 +85,33 @@ export class LateWork {
     } else if (type !== "TickObject" && type !== "Microtask") {
       this.lastOtherAt = performance.now();
       this.activity = true;
+      this.countTurns();
     }
+  }
+
+  /** Event-loop turns since other work last began (see OTHER_WORK_TURNS). */
+  private turns = OTHER_WORK_TURNS;
+  private counting: NodeJS.Immediate | undefined;
+
+  private countTurns(): void {
+    this.turns = 0;
+    if (this.counting !== undefined) return;
+    const turn = () => {
+      this.turns++;
+      this.counting = this.turns < OTHER_WORK_TURNS ? setImmediate(turn) : undefined;
+      this.counting?.unref?.();
+    };
+    // Outside the scope: cairn's own counting is no late work of the run.
+    this.counting = outsideWorkflow(() => setImmediate(turn));
+    this.counting.unref?.();
+  }
+
+  /** Other work may still be pending: started within the grace, or fewer loop turns ago
+   *  than a file read takes (a loop blocked meanwhile let it finish no sooner). */
+  private otherPendingMs(graceMs: number): number {
+    const since = performance.now() - this.lastOtherAt;
+    if (since < graceMs) return Math.ceil(graceMs - since);
+    return this.turns < OTHER_WORK_TURNS ? 1 : 0;
   }
 
   /** How long (ms) the workflow code may still be busy: 0 when nothing it started is
@@ -86,8 +119,7 @@ export class LateWork {
   busyForMs(graceMs: number): number {
     this.prune();
     if (this.timers.length > 0) return Math.min(graceMs, 50);
-    const since = performance.now() - this.lastOtherAt;
-    return since < graceMs ? Math.ceil(graceMs - since) : 0;
+    return this.otherPendingMs(graceMs);
   }
 
   /**
@@ -100,7 +132,7 @@ export class LateWork {
   takeActivity(graceMs: number): boolean {
     this.prune();
     // Other work's end is not observed (see the header): it counts while it may be pending.
-    const a = this.activity || performance.now() - this.lastOtherAt < graceMs;
+    const a = this.activity || this.otherPendingMs(graceMs) > 0;
     this.activity = false;
     return a;
   }
