@@ -1,9 +1,9 @@
-// h16: a wider fuzz of reused late names than late-call-swap-fuzz: besides steps, reads,
+// A wider fuzz of reused late names than late-call-swap-fuzz: besides steps, reads,
 // timers and helpers, branches race a call of the name against a timer (the loser's outcome
 // comes later), chain a call onto a step with .then, set up a timer early whose callback makes
 // the call, yield through setImmediate, and fire a call without awaiting it until the branch
-// ends, or join a step with a file read ("mixed": seed 43 found h16-findings 1). Timings differ
-// between the first execution and the replay (CAIRN_H16_FUZZ_SEEDS, CAIRN_H16_BACKEND). A run
+// ends, or join a step with a file read ("mixed": seed 43 found replay-held-delivery-swap-findings). Timings differ
+// between the first execution and the replay (CAIRN_WIDE_SWAP_FUZZ_SEEDS, CAIRN_WIDE_SWAP_FUZZ_BACKEND). A run
 // the first execution accepts must hand each call of the name its own value on the replay;
 // refusals are fine.
 
@@ -16,9 +16,9 @@ import { until } from "./helpers/sqlite.js";
 const delay = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const readSelf = () => readFile(new URL(import.meta.url), "utf8");
 const immediate = () => new Promise((r) => setImmediate(r));
-/** A soak, run on demand (CAIRN_H16_FUZZ_SEEDS=150): until h16-findings 1 is mended, the
+/** A soak, run on demand (CAIRN_WIDE_SWAP_FUZZ_SEEDS=150): until replay-held-delivery-swap-findings is mended, the
  *  "mixed" op can swap (seed 43), so it is not part of the default run. */
-const SEEDS = Number(process.env.CAIRN_H16_FUZZ_SEEDS ?? 0);
+const SEEDS = Number(process.env.CAIRN_WIDE_SWAP_FUZZ_SEEDS ?? 0);
 
 type Op =
   | "step"
@@ -63,8 +63,8 @@ function program(seed: number): Op[][] {
   );
 }
 
-const ONLY = process.env.CAIRN_H16_BACKEND;
-describe.each(BACKENDS.filter((b) => !ONLY || b === ONLY))("%s: h16 wider swap fuzz", (backend) => {
+const ONLY = process.env.CAIRN_WIDE_SWAP_FUZZ_BACKEND;
+describe.each(BACKENDS.filter((b) => !ONLY || b === ONLY))("%s: wider swap fuzz", (backend) => {
   const harness = useHarness(backend);
   it.skipIf(SEEDS === 0)(
     "accepted runs replay every call of the reused name with its own value",
@@ -78,7 +78,7 @@ describe.each(BACKENDS.filter((b) => !ONLY || b === ONLY))("%s: h16 wider swap f
         const jitter = () => Math.floor(Math.random() * 12 * scale);
         const branches = program(seed);
         const wf = workflow(
-          { name: `h16-fuzz-${seed}`, version: "1" },
+          { name: `wide-fuzz-${seed}`, version: "1" },
           async (ctx: WorkflowContext) => {
             const x = async (id: string) => {
               const v = await ctx.step("x", () => delay(jitter()).then(() => id));
