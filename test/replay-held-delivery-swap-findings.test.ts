@@ -64,11 +64,11 @@ describe.each(BACKENDS)(
                 (async () => {
                   await step("b1.0");
                   await step("b1.1");
-                  track(x("b1.2"));
+                  void track(x("b1.2"));
                   await delay(jitter());
                 })(),
                 (async () => {
-                  track(x("b2.0"));
+                  void track(x("b2.0"));
                   // Runs on in "m"'s cascade when the read was done first, else late.
                   await Promise.all([step("m"), readSelf()]);
                   await x("b2.1");
