@@ -92,28 +92,23 @@ function stepCount(steps: Json[], p: Paging): string {
   return `${shown} shown of more`;
 }
 
-function stepsPager(deps: UiDeps, p: Paging): Html {
-  if (p.stepsNext === undefined && !p.at.stepsFrom) return html``;
-  return html`<nav class="pager" aria-label="steps pages">${
-    p.at.stepsFrom
-      ? html`<a href="${pageUrl(deps, p, { stepsFrom: 0 })}#region-steps">First steps</a>`
-      : ""
-  }${
-    p.stepsNext !== undefined
-      ? html` <a rel="next" href="${pageUrl(deps, p, { stepsFrom: p.stepsNext })}#region-steps">Next ${String(UI_STEPS_PAGE)} steps</a>`
-      : ""
-  }</nav>`;
+/** One list's pager: what tells it apart is its name, its query field, its next start and its page size. */
+interface PagerOf {
+  list: "steps" | "events";
+  field: "stepsFrom" | "eventsAfter";
+  next: number | undefined;
+  size: number;
 }
 
-function eventsPager(deps: UiDeps, p: Paging): Html {
-  if (p.eventsNext === undefined && !p.at.eventsAfter) return html``;
-  return html`<nav class="pager" aria-label="events pages">${
-    p.at.eventsAfter
-      ? html`<a href="${pageUrl(deps, p, { eventsAfter: 0 })}#region-events">First events</a>`
-      : ""
+function pager(deps: UiDeps, p: Paging, of: PagerOf): Html {
+  const at = p.at[of.field];
+  if (of.next === undefined && !at) return html``;
+  const region = `#region-${of.list}`;
+  return html`<nav class="pager" aria-label="${of.list} pages">${
+    at ? html`<a href="${pageUrl(deps, p, { [of.field]: 0 })}${region}">First ${of.list}</a>` : ""
   }${
-    p.eventsNext !== undefined
-      ? html` <a rel="next" href="${pageUrl(deps, p, { eventsAfter: p.eventsNext })}#region-events">Next ${String(UI_EVENTS_PAGE)} events</a>`
+    of.next !== undefined
+      ? html` <a rel="next" href="${pageUrl(deps, p, { [of.field]: of.next })}${region}">Next ${String(of.size)} ${of.list}</a>`
       : ""
   }</nav>`;
 }
@@ -150,8 +145,8 @@ export async function runPage(deps: UiDeps, c: Context<AppEnv>, id: string): Pro
   // The input and output first: they are what a look at a run is most often for.
   const room: ShowRoom = { chars: PAGE_SHOW_CHARS };
   const ioHtml = io(run, room);
-  const stepsHtml = html`${stepList(steps, now, room)}${stepsPager(deps, paging)}`;
-  const eventsHtml = html`${eventList(events, now, room)}${eventsPager(deps, paging)}`;
+  const stepsHtml = html`${stepList(steps, now, room)}${pager(deps, paging, { list: "steps", field: "stepsFrom", next: paging.stepsNext, size: UI_STEPS_PAGE })}`;
+  const eventsHtml = html`${eventList(events, now, room)}${pager(deps, paging, { list: "events", field: "eventsAfter", next: paging.eventsNext, size: UI_EVENTS_PAGE })}`;
   const facts = act ? await runFacts(deps, run, view) : {};
 
   const body = html`
