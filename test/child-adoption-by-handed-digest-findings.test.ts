@@ -183,7 +183,8 @@ function revertibleStorage(backend: Backend) {
     revert = async () => {
       const raw = new Database(db.path);
       raw.exec(
-        "ALTER TABLE runs DROP COLUMN handed_input_digest; DELETE FROM schema_version WHERE version > 12",
+        "ALTER TABLE runs DROP COLUMN handed_input_digest; ALTER TABLE runs DROP COLUMN held_by; " +
+          "ALTER TABLE runs DROP COLUMN held_until; DELETE FROM schema_version WHERE version > 12",
       );
       raw.close();
     };
@@ -194,9 +195,10 @@ function revertibleStorage(backend: Backend) {
     store = () => postgresStore(url, { schema });
     revert = () =>
       withClient(url, async (c) => {
-        // Back to schema 18: migration 20's write tokens and 21's index go too.
+        // Back to schema 18: migration 20's write tokens, 21's index and 22's holds go too.
         await c.query(
-          `ALTER TABLE "${schema}".runs DROP COLUMN handed_input_digest, DROP COLUMN create_token`,
+          `ALTER TABLE "${schema}".runs DROP COLUMN handed_input_digest, DROP COLUMN create_token,
+             DROP COLUMN held_by, DROP COLUMN held_until`,
         );
         await c.query(`ALTER TABLE "${schema}".events DROP COLUMN send_token`);
         await c.query(`ALTER TABLE "${schema}".run_streams DROP COLUMN append_token`);

@@ -190,7 +190,8 @@ describe.skipIf(!url)("PostgreSQL store", () => {
       await c.query(`ALTER TABLE "${schema}".steps DROP COLUMN reconciled`);
       await c.query(
         `ALTER TABLE "${schema}".runs DROP COLUMN trace_context, DROP COLUMN crash_unjudged,
-           DROP COLUMN handed_input_digest, DROP COLUMN create_token`,
+           DROP COLUMN handed_input_digest, DROP COLUMN create_token, DROP COLUMN held_by,
+           DROP COLUMN held_until`,
       );
       await c.query(`ALTER TABLE "${schema}".events DROP COLUMN send_token`);
       await c.query(`DROP INDEX "${schema}".events_run`);

@@ -171,6 +171,7 @@ function executionDeps(
     inProcessRetryMs: config.inProcessRetryMs,
     abortGraceMs: config.abortGraceMs,
     replayStallMs: config.replayStallMs,
+    leaseMs: config.leaseMs,
     workspaceRoot: config.workspaceRoot,
     lifecycle: lifecycleReporter(config, workerId),
     log: config.log,

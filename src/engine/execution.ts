@@ -26,6 +26,9 @@ export interface ExecutionDeps {
   inProcessRetryMs: number;
   abortGraceMs: number;
   replayStallMs: number;
+  /** How long this worker's leases last: a run released while a step body of it still runs
+   *  here is held from other workers that long (Release's heldFor). */
+  leaseMs?: number;
   startChild(
     parentId: string,
     childId: string,
@@ -180,6 +183,16 @@ export class Execution {
     return this.ctx?.bodiesInFlight ?? 0;
   }
 
+  /** A release while a step body of this execution still runs here (past its abort's
+   *  grace): the store holds the run from other workers for a lease, as if this worker still
+   *  held it. Resumed by hand (or woken) meanwhile, another worker would claim it at once
+   *  and begin the same call beside the body; this worker keeps it from itself (worker.ts). */
+  private heldForBodies(): Pick<Release, "heldFor"> {
+    const workerId = this.claim.run.leaseOwner;
+    if (this.bodiesInFlight === 0 || !workerId || this.deps.leaseMs === undefined) return {};
+    return { heldFor: { workerId, ms: this.deps.leaseMs } };
+  }
+
   /** Settles once no step body of this execution runs any more. */
   bodiesSettled(): Promise<void> {
     return this.ctx?.bodiesSettled() ?? Promise.resolve();
@@ -324,6 +337,7 @@ export class Execution {
           readyAt: null,
           ...(crashUnjudged && { crashUnjudged }),
           ...eventsIfCanceled(this.claim.run),
+          ...this.heldForBodies(),
         })
         .then((res) => {
           this.letGo = res.ok;
@@ -406,7 +420,10 @@ export class Execution {
     // never let the event loop turn: no heartbeat, no timer, and no cascade tick of a
     // finished run would run, each holding that run's memory (a leak of ~18 KB a run).
     await nextTurn();
-    const release = releaseOf(this.claim.run, outcome, this.deps.maxPayloadBytes);
+    const release = {
+      ...releaseOf(this.claim.run, outcome, this.deps.maxPayloadBytes),
+      ...this.heldForBodies(),
+    };
     this.releasing = true;
     const res = await this.deps.store.releaseRun(release);
     if (!res.ok) {

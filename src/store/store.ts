@@ -300,6 +300,13 @@ export interface Release {
    *  crash yet. The store keeps the mark (a resume too), and the run's next claim takes it
    *  as recovered (ClaimedRun.recovered) and clears it. */
   crashUnjudged?: boolean;
+  /** Not completed or canceled: a step body of the run still runs in the releasing worker
+   *  (past its abort's grace). Until `ms` from the store's now no other worker claims the run
+   *  (a resume or an event makes it ready, not claimable by them), as if `workerId` still
+   *  held its lease: claimed meanwhile, the same call would begin beside that body. The
+   *  releasing worker may claim it (it keeps such a run unexecuted until the body ends). The
+   *  next claim or release clears the hold. */
+  heldFor?: { workerId: string; ms: number };
 }
 
 export type ReleaseOutcome = { ok: true; run: RunRecord } | { ok: false; reason: "lease-lost" };

@@ -34,11 +34,17 @@ export function createRunProblem(run: NewRun): StoreError | undefined {
 /** Why `r` cannot be applied as given, or undefined. */
 export function releaseProblem(r: Release): StoreError | undefined {
   return (
-    notFinite("releaseRun", r.runId, { epoch: r.epoch, readyAt: r.readyAt, wakeAt: r.wakeAt }) ??
+    notFinite("releaseRun", r.runId, {
+      epoch: r.epoch,
+      readyAt: r.readyAt,
+      wakeAt: r.wakeAt,
+      "heldFor.ms": r.heldFor?.ms,
+    }) ??
     unstorable("releaseRun", r.runId, {
       status: r.status,
       pausedFor: r.pausedFor,
       output: r.output,
+      "heldFor.workerId": r.heldFor?.workerId,
       ...Object.fromEntries((r.failedKeys ?? []).map((key, i) => [`failedKeys[${i}]`, key])),
       ...Object.fromEntries((r.waitingFor ?? []).map((name, i) => [`waitingFor[${i}]`, name])),
     })

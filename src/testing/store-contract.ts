@@ -620,6 +620,35 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect(c.run.epoch).toBe(later.epoch + 1);
       });
 
+      it("keeps a run released held for a step body from other workers until the hold ends", async () => {
+        const run = await started();
+        const heldFor = { workerId: "worker-1", ms: 10 * MINUTE };
+        await release(run, { status: "failed", error: { name: "Error", message: "x" }, heldFor });
+        // Made ready by hand: still no other worker's, as if worker-1 still held its lease.
+        expect((await store.resumeRun(run.id, {})).ok).toBe(true);
+        const none = await store.claimRuns({
+          workerId: "worker-2",
+          workflows: ["alpha@1"],
+          limit: 10,
+          leaseMs: LEASE_MS,
+        });
+        expect(none).toEqual([]);
+        advance(11 * MINUTE);
+        const c = await claim(run.id, "worker-2");
+        expect(c.run.leaseOwner).toBe("worker-2");
+      });
+
+      it("lets the worker that released a held run claim it, and its claim ends the hold", async () => {
+        const run = await started();
+        const heldFor = { workerId: "worker-1", ms: 10 * MINUTE };
+        await release(run, { status: "paused", pausedFor: "budget", readyAt: null, heldFor });
+        expect((await store.resumeRun(run.id, {})).ok).toBe(true);
+        const mine = await claim(run.id, "worker-1");
+        await release(mine.run, { status: "pending", readyAt: CONTRACT_T0 });
+        const c = await claim(run.id, "worker-2");
+        expect(c.run.epoch).toBe(mine.run.epoch + 1);
+      });
+
       it("claims only the listed workflow@version pairs", async () => {
         const { run: a1 } = await store.createRun(newRun({ workflow: "alpha", version: "1" }));
         await store.createRun(newRun({ workflow: "alpha", version: "2" }));

@@ -48,6 +48,9 @@ export async function claimRuns(
             AND (r.status <> 'paused' OR r.paused_for = 'version')
             AND (r.workflow || '@' || r.version) = ANY($3::text[])
             AND r.lease_owner IS DISTINCT FROM $2
+            -- Held for a step body still running in the worker that released it
+            -- (migration 22): that worker's alone until held_until.
+            AND (r.held_by IS NULL OR r.held_by = $2 OR r.held_until <= c.now)
           ORDER BY r.ready_at, r.id
           LIMIT $4
           FOR UPDATE OF r SKIP LOCKED
@@ -60,7 +63,7 @@ export async function claimRuns(
           paused_for = NULL, wake_at = NULL, waiting_for = '{}', updated_at = c.now,
           claim_token = $6,
           claimed_from = CASE WHEN r.crash_unjudged THEN 'running' ELSE r.status END,
-          crash_unjudged = false
+          crash_unjudged = false, held_by = NULL, held_until = NULL
         FROM cand, c
         WHERE r.id = cand.id
         RETURNING r.*`,

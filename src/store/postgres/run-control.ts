@@ -258,6 +258,8 @@ function releaseEntry(r: Release): Record<string, unknown> {
     waiting_for: r.waitingFor ?? [],
     failed_keys: r.failedKeys ?? [],
     crash_unjudged: r.crashUnjudged === true,
+    held_by: r.heldFor?.workerId ?? null,
+    held_ms: r.heldFor === undefined ? null : Math.ceil(r.heldFor.ms),
     finished_hint: hintPayload({ kind: "finished", runId: r.runId }),
     runnable_hint: hintPayload({ kind: "runnable", runId: r.runId }),
   };

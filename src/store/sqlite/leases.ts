@@ -13,6 +13,8 @@ export function claimRuns(
   if (p.workflows.length === 0 || p.limit <= 0) return Promise.resolve([]);
   return ctx.write("claimRuns", (tx) => {
     // A running run is claimable once readyAt (= leaseUntil) has passed: its lease expired.
+    // A run held for a step body still running in the worker that released it (Release's
+    // heldFor) is that worker's alone until held_until.
     const candidates = tx
       .prepare(
         `SELECT id, status, crash_unjudged FROM runs
@@ -20,11 +22,12 @@ export function claimRuns(
            AND status IN ('pending', 'waiting', 'running', 'paused')
            AND (status <> 'paused' OR paused_for = 'version')
            AND (lease_owner IS NULL OR lease_owner <> ?)
+           AND (held_by IS NULL OR held_by = ? OR held_until <= ?)
            AND (workflow || '@' || version) IN (SELECT value FROM json_each(?))
          ORDER BY ready_at, id
          LIMIT ?`,
       )
-      .all(tx.now, p.workerId, JSON.stringify(p.workflows), p.limit) as Array<{
+      .all(tx.now, p.workerId, p.workerId, tx.now, JSON.stringify(p.workflows), p.limit) as Array<{
       id: string;
       status: string;
       crash_unjudged: number;
@@ -35,7 +38,7 @@ export function claimRuns(
            epoch = epoch + 1, wake_at = NULL, waiting_for = '[]',
            reason = CASE WHEN status = 'paused' THEN NULL ELSE reason END, paused_for = NULL,
            claimed_from = CASE WHEN crash_unjudged <> 0 THEN 'running' ELSE status END,
-           crash_unjudged = 0, updated_at = ?
+           crash_unjudged = 0, held_by = NULL, held_until = NULL, updated_at = ?
          WHERE id = ?`,
     );
     return candidates.map((c) => {

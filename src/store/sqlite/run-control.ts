@@ -63,7 +63,7 @@ export function releaseRun(ctx: StoreContext, r: Release): Promise<ReleaseOutcom
       .prepare(
         `UPDATE runs SET status = ?, reason = ?, paused_for = ?, output = ?, error = ?,
            ready_at = ?, wake_at = ?, waiting_for = ?, lease_owner = NULL, lease_until = NULL,
-           failed_calls = ?, crash_unjudged = ?, updated_at = ?
+           failed_calls = ?, crash_unjudged = ?, held_by = ?, held_until = ?, updated_at = ?
          WHERE id = ?
          RETURNING ${RUN_COLUMNS}`,
       )
@@ -78,6 +78,8 @@ export function releaseRun(ctx: StoreContext, r: Release): Promise<ReleaseOutcom
         JSON.stringify(s.waitingFor),
         JSON.stringify(s.failedCalls),
         s.status === "paused" && r.crashUnjudged === true ? 1 : 0,
+        s.heldFor?.workerId ?? null,
+        s.heldFor ? tx.now + s.heldFor.ms : null,
         tx.now,
         r.runId,
       ) as RunRow;
@@ -118,7 +120,9 @@ function releasedState(tx: WriteTx, r: Release, row: RunRow) {
   if (status === "failed") {
     for (const key of r.failedKeys ?? []) failedCalls.push({ key, generation: row.generation });
   }
-  return { status, reason, readyAt, wakeAt, waitingFor, pausedFor, failedCalls };
+  // A run ended for good is never claimed again: nothing to hold it from.
+  const heldFor = status === "completed" || status === "canceled" ? undefined : r.heldFor;
+  return { status, reason, readyAt, wakeAt, waitingFor, pausedFor, failedCalls, heldFor };
 }
 
 function hasAwaitedEvent(tx: WriteTx, runId: string, names: string[]): boolean {

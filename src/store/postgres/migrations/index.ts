@@ -26,6 +26,7 @@ import { migration as crashUnjudged } from "./018-crash-unjudged.js";
 import { migration as handedInputDigest } from "./019-handed-input-digest.js";
 import { migration as writeTokens } from "./020-write-tokens.js";
 import { migration as stepsByCallOrder } from "./021-steps-by-call-order.js";
+import { migration as heldForBodies } from "./022-held-for-bodies.js";
 
 export interface Migration {
   version: number;
@@ -56,6 +57,7 @@ export const MIGRATIONS: readonly Migration[] = [
   handedInputDigest,
   writeTokens,
   stepsByCallOrder,
+  heldForBodies,
 ];
 
 /** The schema version this code writes and understands. */

@@ -17,6 +17,7 @@ import { migration as journalOrderIndex } from "./010-journal-order-index.js";
 import { migration as workerLeasesAndEpochFloor } from "./011-worker-leases-and-epoch-floor.js";
 import { migration as crashUnjudged } from "./012-crash-unjudged.js";
 import { migration as handedInputDigest } from "./013-handed-input-digest.js";
+import { migration as heldForBodies } from "./014-held-for-bodies.js";
 
 export interface Migration {
   version: number;
@@ -38,6 +39,7 @@ export const MIGRATIONS: readonly Migration[] = [
   workerLeasesAndEpochFloor,
   crashUnjudged,
   handedInputDigest,
+  heldForBodies,
 ];
 
 /** The schema version this code writes; a file with a higher one is refused. */

@@ -21,6 +21,7 @@ const RELEASED: Array<[version: number, sha256: string]> = [
   [11, "9922676af1a477696f06815c17da88fd27f0fcb2ead6c20f8c961128a01f133b"],
   [12, "1bbc2b42d083396aa172d6527f5dcb5dde656d481d390f17457c0d510c9b4c24"],
   [13, "ab29f46d353b1da16eb7ab3a9ee5f4c25f996846e2767c6a45bb1266a514f86e"],
+  [14, "3a472794b65336e606ae8764135b7067dc4844385eb49fd90c74ed2b1df8e126"],
 ];
 
 describe("SQLite migrations", () => {
