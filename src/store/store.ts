@@ -33,6 +33,16 @@ export const TERMINAL_STATUSES: ReadonlySet<RunStatus> = new Set([
   "canceled",
 ]);
 
+/** Whether a run of `status` keeps an event another run's transition sends it (a child's
+ *  end for its parent, Release's events, requestCancel's parentEvent): an unfinished run,
+ *  and a failed one, which a resume executes again. Dropped for a failed parent, a child's
+ *  end was lost once the child was deleted (retention, deleteRun): the resumed parent
+ *  created the child again, and its steps ran a second time, when the failed execution had
+ *  not recorded the call. sendEvent still refuses every finished run. */
+export function keepsSentEnds(status: RunStatus): boolean {
+  return status === "failed" || !TERMINAL_STATUSES.has(status);
+}
+
 export interface PendingEventsOptions {
   /** Wait for an event write under way (see Store.pendingEvents). */
   settled?: boolean;

@@ -1452,6 +1452,26 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         ]);
         expectNear((await mustGet(parent.id)).readyAt, CONTRACT_T0 + MINUTE);
       });
+
+      it("keeps a child's end for a failed parent (a resume reads it), not for a completed one", async () => {
+        const ends: Array<[string, number]> = [];
+        for (const status of ["failed", "completed"] as const) {
+          const parent = await started();
+          await release(parent, { status, readyAt: null });
+          const child = await started({ parentId: parent.id });
+          await release(child, {
+            status: "completed",
+            output: '"42"',
+            events: [{ runId: parent.id, name: "child:done", payload: '"42"' }],
+          });
+          ends.push([status, (await store.loadJournal(parent.id)).events.length]);
+          expect((await mustGet(parent.id)).status).toBe(status);
+        }
+        expect(ends).toEqual([
+          ["failed", 1],
+          ["completed", 0],
+        ]);
+      });
     });
 
     describe("loadJournal", () => {

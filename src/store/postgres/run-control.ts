@@ -17,6 +17,7 @@ import { errorJson } from "../error-json.js";
 import {
   type Amounts,
   type CancelOutcome,
+  keepsSentEnds,
   type NewEvent,
   type NewRun,
   type Release,
@@ -43,13 +44,14 @@ async function lockRun(tx: Tx, ctx: StoreContext, runId: string): Promise<RunRow
 }
 
 /** Stores an event for a locked-or-lockable run and wakes it if it waits for that name.
- *  Shared by sendEvent and by releaseRun's events (a child's result for its parent). */
+ *  Shared by sendEvent and by the events a transition sends another run (deliverEvent). */
 async function insertEvent(
   tx: Tx,
   ctx: StoreContext,
   e: NewEvent,
   hints: StoreHint[],
   token: string | null = null,
+  sentEnd = false,
 ): Promise<SendEventOutcome> {
   const { t } = ctx;
   // The row lock also orders events per run: seqs of one run increase in commit order.
@@ -78,7 +80,9 @@ async function insertEvent(
     }
   }
   const status = run.status as RunStatus;
-  if (TERMINAL_STATUSES.has(status)) return { ok: false, reason: "finished", status };
+  if (TERMINAL_STATUSES.has(status) && !(sentEnd && keepsSentEnds(status))) {
+    return { ok: false, reason: "finished", status };
+  }
   if (e.maxEvents !== undefined || e.maxPending !== undefined) {
     // Under the run's row lock: concurrent senders are counted one after the other. Events
     // cairn sends itself ("cairn." names: a child's result) are not counted: a parent with
@@ -123,6 +127,13 @@ async function insertEvent(
   return { ok: true, event: toEvent(event), duplicate: false };
 }
 
+/** An event a transition sends to another run (a child's end for its parent): dropped when
+ *  that run is gone or has ended for good (completed, canceled), which has no reader for
+ *  it; kept for a failed run, which a resume executes again (keepsSentEnds). */
+function deliverEvent(tx: Tx, ctx: StoreContext, e: NewEvent, hints: StoreHint[]) {
+  return insertEvent(tx, ctx, e, hints, null, true);
+}
+
 /**
  * The store assigns the seq, so a repeat of the INSERT would store a second event: every
  * try of the call writes the call's token with it, and a retry after a commit whose answer
@@ -165,9 +176,9 @@ export function releaseRun(ctx: StoreContext, r: Release): Promise<ReleaseOutcom
     const hints: StoreHint[] = [];
     // Events for unknown or finished runs are dropped: the release itself must not fail
     // because, say, the parent was canceled meanwhile.
-    for (const e of r.events ?? []) await insertEvent(tx, ctx, e, hints);
+    for (const e of r.events ?? []) await deliverEvent(tx, ctx, e, hints);
     if (released.run.status === "canceled" && r.status !== "canceled") {
-      for (const e of r.eventsIfCanceled ?? []) await insertEvent(tx, ctx, e, hints);
+      for (const e of r.eventsIfCanceled ?? []) await deliverEvent(tx, ctx, e, hints);
     }
     await publish(tx, ctx.channel, hints);
     return released;
@@ -303,7 +314,7 @@ export function requestCancel(
     // The parent learns of it in this transaction (a parent gone or finished is skipped).
     // Locks child then parent, the order releaseRun takes them in.
     if (p.parentEvent && cur.parent_id !== null) {
-      await insertEvent(tx, ctx, { runId: cur.parent_id, ...p.parentEvent }, hints);
+      await deliverEvent(tx, ctx, { runId: cur.parent_id, ...p.parentEvent }, hints);
     }
     await publish(tx, ctx.channel, hints);
     return { state: "canceled", run: toRun(mustRow(u.rows[0])) } as const;

@@ -5,11 +5,11 @@ import type Database from "better-sqlite3";
 import { StoreError } from "../../errors.js";
 import {
   type EventRecord,
+  keepsSentEnds,
   type NewEvent,
   type NewRun,
   type RunRecord,
   type StoreHint,
-  TERMINAL_STATUSES,
 } from "../store.js";
 import { amountsJson, type EventRow, eventFromRow, type RunRow, runFromRow } from "./rows.js";
 
@@ -125,10 +125,11 @@ export function storeEvent(tx: WriteTx, e: NewEvent): EventRecord {
 }
 
 /** storeEvent for an event a transition sends to another run (a child's outcome for its
- *  parent): dropped when that run is gone or finished, which has no reader for it, as
- *  sendEvent refuses it. */
+ *  parent): dropped when that run is gone or has ended for good (completed, canceled),
+ *  which has no reader for it; kept for a failed run, which a resume executes again
+ *  (keepsSentEnds). */
 export function deliverEvent(tx: WriteTx, e: NewEvent): void {
   const target = findRow(tx, e.runId);
-  if (!target || TERMINAL_STATUSES.has(target.status)) return;
+  if (!target || !keepsSentEnds(target.status)) return;
   storeEvent(tx, e);
 }
