@@ -21,7 +21,7 @@ import { useHarness } from "./helpers/engines.js";
 import { call } from "./helpers/http.js";
 import { tempDir, until } from "./helpers/sqlite.js";
 
-const TOKEN = "h4-token-h4-token-h4-token-0123";
+const TOKEN = "dash-token-dash-token-dash-01234";
 const auth = { authorization: `Bearer ${TOKEN}` };
 
 /** A parent waiting for "go-on" whose child "<parent>/k" failed; the parent is canceled when
@@ -37,12 +37,12 @@ async function failedChildOf(e: Engine, parentId: string, cancelParent: boolean)
   return kid;
 }
 
-const KID = workflow({ name: "h4-kid", version: "1" }, async (ctx) => {
+const KID = workflow({ name: "dash-kid", version: "1" }, async (ctx) => {
   await ctx.step("work", () => {
     throw new FatalError("broken");
   });
 });
-const PARENT = workflow({ name: "h4-parent", version: "1" }, async (ctx) => {
+const PARENT = workflow({ name: "dash-parent", version: "1" }, async (ctx) => {
   await ctx.child("k", KID, undefined).catch(() => undefined);
   await ctx.waitForEvent("go-on");
 });
@@ -84,7 +84,7 @@ describe("run page approval actions", () => {
 
   it("an approval whose deadline passed while no worker woke the run is not offered (the API refuses it); the reason says so", async () => {
     const h = harness();
-    const asks = workflow({ name: "h4-asks", version: "1" }, async (ctx) =>
+    const asks = workflow({ name: "dash-asks", version: "1" }, async (ctx) =>
       ctx.approval("merge", { request: "+fix", timeout: "1m", onTimeout: "reject" }),
     );
     const worker = h.engine([asks]);
@@ -115,7 +115,7 @@ describe("an Idempotency-Key header that is not ASCII", () => {
 
   it("is a 400 naming the header, nothing stored: its bytes' text encoding is the sender's guess (UTF-8 bytes read as Latin-1 would be another key)", async () => {
     const h = harness();
-    const waits = workflow({ name: "h4-keyed", version: "1" }, async (ctx) =>
+    const waits = workflow({ name: "dash-keyed", version: "1" }, async (ctx) =>
       ctx.waitForEvent("hook"),
     );
     const e = h.engine([waits]);
@@ -161,7 +161,7 @@ describe.runIf(hasChromium())("run page actions in Chromium", () => {
   }
 
   it("a Send event with a key that is not ASCII says so in the dialog, not that the server is unreachable", async () => {
-    const waits = workflow({ name: "h4-keyed-ui", version: "1" }, async (ctx) =>
+    const waits = workflow({ name: "dash-keyed-ui", version: "1" }, async (ctx) =>
       ctx.waitForEvent("hook"),
     );
     const e = harness().engine([waits]);
@@ -198,7 +198,7 @@ describe.runIf(hasChromium())("run page actions in Chromium", () => {
 
 describe("a withheld value and a user's string with its text", () => {
   const ENCRYPTED_TEXT = '[encrypted with key "k1"]';
-  const echo = workflow({ name: "h4-echo", version: "1" }, async (ctx, input: unknown) => {
+  const echo = workflow({ name: "dash-echo", version: "1" }, async (ctx, input: unknown) => {
     await ctx.step("echo", () => input);
     return ctx.waitForEvent("done");
   });
@@ -289,7 +289,7 @@ describe("the event route of a server without encryption keys", () => {
 
   it("checks the run for encrypted payloads without reading the run twice (the newest runs hold it), its approvals read alongside", async () => {
     const h = harness();
-    const waits = workflow({ name: "h4-waits", version: "1" }, async (ctx) =>
+    const waits = workflow({ name: "dash-waits", version: "1" }, async (ctx) =>
       ctx.waitForEvent("hook"),
     );
     const worker = h.engine([waits]);
@@ -327,7 +327,7 @@ describe.runIf(hasChromium())('runs "." and ".." in the dashboard and the API', 
 
   it("are reached from the runs list by a click, live, and canceled from their page; the API names them %20. and %20..", async () => {
     const h = harness();
-    const waits = workflow({ name: "h4-dots", version: "1" }, async (ctx) => {
+    const waits = workflow({ name: "dash-dots", version: "1" }, async (ctx) => {
       await ctx.step("first", () => 1);
       await ctx.waitForEvent("go");
     });
@@ -337,7 +337,7 @@ describe.runIf(hasChromium())('runs "." and ".." in the dashboard and the API', 
       await e.start(waits, undefined, { id: "." });
       // Started over HTTP too (this was refused: no URL could name it).
       const started = await call(fetch, "POST", `${server.url}/api/runs`, {
-        body: { workflow: "h4-dots", id: ".." },
+        body: { workflow: "dash-dots", id: ".." },
         headers: auth,
       });
       expect(started.status).toBe(201);
@@ -381,7 +381,7 @@ describe("the dashboard over a closed engine", () => {
 
   it("answers its pages 503 saying the engine is closed, as the API does, not 500 logged as unexpected", async () => {
     const h = harness();
-    const one = workflow({ name: "h4-closed", version: "1" }, async (ctx) =>
+    const one = workflow({ name: "dash-closed", version: "1" }, async (ctx) =>
       ctx.step("a", () => 1),
     );
     const e = h.engine([one]);
@@ -407,7 +407,7 @@ describe("text cut to fit the dashboard", () => {
   it("is never cut between the two halves of an emoji (a U+FFFD on the page)", async () => {
     const h = harness();
     const emoji = "\u{1F600}";
-    const wf = workflow({ name: "h4-emoji", version: "1" }, async (ctx) => {
+    const wf = workflow({ name: "dash-emoji", version: "1" }, async (ctx) => {
       await ctx.step(emoji.repeat(100), () => emoji.repeat(300_000));
       return ctx.waitForEvent("go");
     });
@@ -433,7 +433,7 @@ describe("a run page of many large values", () => {
   it("stays bounded: past 1 MB of shown values the rest are summarized and left to the API; the input first", async () => {
     const h = harness();
     const big = (c: string) => c.repeat(200_000);
-    const wf = workflow({ name: "h4-big", version: "1" }, async (ctx, _input: string) => {
+    const wf = workflow({ name: "dash-big", version: "1" }, async (ctx, _input: string) => {
       for (let i = 0; i < 12; i++) await ctx.step(`s${i}`, () => big(String(i % 10)));
       return ctx.waitForEvent("go");
     });
