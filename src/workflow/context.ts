@@ -1817,7 +1817,7 @@ export class Context implements CallCore {
     this.suspendScheduled = false;
     if (this.halted || this.finishing || !this.quiescent) return;
     // A branch may still be busy with work of its own (a timer, a file): look again later.
-    const busyMs = this.lateWork.busyForMs(LATE_WORK_GRACE_MS);
+    const busyMs = this.lateWork.holdsRunForMs(LATE_WORK_GRACE_MS);
     if (busyMs > 0) {
       if (this.lateRecheck === undefined) {
         this.lateRecheck = setTimeout(() => {

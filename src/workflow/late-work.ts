@@ -23,6 +23,8 @@ import { outsideWorkflow, workflowOwnerOfCurrentScope } from "./call-scope.js";
 /** A resource Node marks `_destroyed` once it has fired or was cleared. */
 interface TimerLike {
   _destroyed?: boolean;
+  /** False once unref'd (AbortSignal.timeout's timer is from the start). */
+  hasRef?: () => boolean;
 }
 
 /** A point of an execution's cascades (delivery.ts): the same point of the run's calls in
@@ -104,6 +106,23 @@ export class LateWork {
     // Outside the scope: cairn's own counting is no late work of the run.
     this.counting = outsideWorkflow(() => setImmediate(turn));
     this.counting.unref?.();
+  }
+
+  /**
+   * How long (ms) the workflow code's work keeps its run from suspending: as `busyForMs`, but
+   * an unref'd timer does not count. Its code said it must not keep a process alive, and
+   * `AbortSignal.timeout` (the AI SDK's `timeout.toolMs`, one per tool call) makes such a
+   * timer: counted, a run holding one while it waits for an event would hold its worker slot
+   * for the timer's whole span. A branch that awaits one may be abandoned by a suspension
+   * and redone when the run wakes, as one awaiting long network I/O is. The replay's checks
+   * (`busyForMs`) still count it: they wait at most replayStallMs, and only ever laxer.
+   */
+  holdsRunForMs(graceMs: number): number {
+    this.prune();
+    for (const ref of this.timers) {
+      if (ref.deref()?.hasRef?.() !== false) return Math.min(graceMs, 50);
+    }
+    return this.otherPendingMs(graceMs);
   }
 
   /** Other work may still be pending: started within the grace, or fewer loop turns ago
