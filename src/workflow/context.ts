@@ -95,7 +95,13 @@ import {
   placeOfCurrentFlow,
   trackLateWork,
 } from "./late-work.js";
-import { attemptRecord, intentRecord, outcomeRecord, workerLostAttempt } from "./records.js";
+import {
+  attemptRecord,
+  intentIssuedLate,
+  intentRecord,
+  outcomeRecord,
+  workerLostAttempt,
+} from "./records.js";
 import {
   isFatalFailure,
   judgeFailure,
@@ -2002,14 +2008,17 @@ export class Context implements CallCore {
    *  returned without it would end the run as if nothing had begun there (a child left
    *  running, an effect maybe performed). A wait or sleep begun did nothing outside the run:
    *  code that no longer makes it is judged by its recorded calls only, as before. An intent
-   *  holds no window: the replay judges it once the workflow's own work is over. */
+   *  holds no window: the replay judges it once the workflow's own work is over, or, for a
+   *  call the first run made late (after I/O of its own: a branch's fetch may outlast the
+   *  function), up to replayStallMs, as a late record's call (unreplayedAtEnd). */
   private begunNotCalledAgain(): MissingCall | undefined {
     for (const intent of this.journal.intents.values()) {
       if (intent.kind !== "effect" && intent.kind !== "child") continue;
       const key = intent.key;
       if (this.journal.outcomes.has(key) || this.begunCalledAgain.has(key)) continue;
       if (this.journal.isFree(key)) continue;
-      return { kind: intent.kind, name: intent.name, key, issuedLate: false, begun: true };
+      const issuedLate = intentIssuedLate(intent);
+      return { kind: intent.kind, name: intent.name, key, issuedLate, begun: true };
     }
     return undefined;
   }

@@ -1,6 +1,6 @@
 // The journal records an execution writes, built from named fields.
 
-import { encode } from "../codec/codec.js";
+import { decode, encode } from "../codec/codec.js";
 import type {
   Amounts,
   AttemptRecord,
@@ -105,13 +105,21 @@ export function workerLostAttempt(
   });
 }
 
-export function intentRecord(call: CallPlace, data: unknown, createdAt: number): IntentRecord {
+/** An intent's data says whether its call was made late, as a record's `issuedLate` does:
+ *  the end of a replay gives a begun call the first run made late its time to be made again
+ *  (context.ts, begunNotCalledAgain). Absent (older intents, calls made in a cascade): not. */
+export function intentRecord(call: CallPlace, data: object, createdAt: number): IntentRecord {
   return {
     runId: call.runId,
     key: call.key,
     kind: call.kind,
     name: call.name,
-    data: encode(data),
+    data: encode(call.issuedLate ? { ...data, issuedLate: true } : data),
     createdAt,
   };
+}
+
+/** Whether the call that wrote `intent` was made late (see intentRecord). */
+export function intentIssuedLate(intent: IntentRecord): boolean {
+  return decode<{ issuedLate?: unknown } | null>(intent.data)?.issuedLate === true;
 }
