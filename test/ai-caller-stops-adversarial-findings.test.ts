@@ -103,37 +103,31 @@ for (const backend of BACKENDS) {
   describe(`cairn/ai: the caller's abort, replayed, adversarial (${backend})`, () => {
     const harness = useHarness(backend);
 
-    // NOT MENDED (a repro, it.fails): the SDK hands a tool with a timeout a signal of its own
-    // (AbortSignal.any of the loop's signal and the timer), and its model calls the loop's
-    // signal. The stop is marked on the tool's signal, so the replay's next model call is
-    // made: the first execution stopped, its replay answers. A mend needs the record to
-    // tell a stop of the loop's signal from the tool's own timeout (both may be a
-    // TimeoutError), and the tool call linked to the loop's signal.
-    // SQLite only: on PostgreSQL the tool's pending timer keeps the run running for most of
-    // toolMs before it waits (late-work.ts counts it), which only makes the repro slow.
-    (backend === "sqlite" ? it.fails : it.skip)(
-      "a stop landing in a tool that has a timeout (timeout.toolMs) ends the replay's loop too",
-      async () => {
-        const h = harness();
-        const bodies: string[] = [];
-        const { wf, outcomes, calls } = loopWorkflow(
-          h,
-          `stop-tool-ms-${++unique}`,
-          ["c1"],
-          async (id, caller) => {
-            bodies.push(id);
-            caller.abort();
-            return "found";
-          },
-          { timeout: { toolMs: 60_000 } },
-        );
-        const { r } = await firstAndReplay(h, wf);
-        expect(r.error).toBeUndefined();
-        expect(bodies).toEqual(["c1"]);
-        expect(outcomes).toEqual([STOPPED, STOPPED]);
-        expect(calls()).toBe(1);
-      },
-    );
+    // The SDK hands a tool with a timeout a signal of its own (AbortSignal.any of the loop's
+    // signal and the timer), and its model calls the loop's signal: the stop was marked on
+    // the tool's signal alone, so the replay's next model call was made (the first execution
+    // stopped, its replay answered). The tool call is now linked to its loop's signal
+    // (caller-stop.ts, noteLoopSignal), and the stop marked on it too.
+    it("a stop landing in a tool that has a timeout (timeout.toolMs) ends the replay's loop too", async () => {
+      const h = harness();
+      const bodies: string[] = [];
+      const { wf, outcomes, calls } = loopWorkflow(
+        h,
+        `stop-tool-ms-${++unique}`,
+        ["c1"],
+        async (id, caller) => {
+          bodies.push(id);
+          caller.abort();
+          return "found";
+        },
+        { timeout: { toolMs: 60_000 } },
+      );
+      const { r } = await firstAndReplay(h, wf);
+      expect(r.error).toBeUndefined();
+      expect(bodies).toEqual(["c1"]);
+      expect(outcomes).toEqual([STOPPED, STOPPED]);
+      expect(calls()).toBe(1);
+    });
 
     // With toolCallConcurrency, the SDK starts no further tool call once the loop's signal
     // fired: the first execution never ran c2's body; a replay must not either.

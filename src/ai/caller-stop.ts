@@ -13,8 +13,18 @@
 // as its own outcome (model-attempt.ts). Marked by the signal object itself, so a tool
 // whose own timeout fired (the SDK hands it a signal of its own) stops nothing: the SDK's
 // loop went on then.
+//
+// A tool with a timeout of its own (the SDK's `timeout.toolMs`) is handed
+// `AbortSignal.any([loop's signal, its timer])`, not the signal of the loop's model calls:
+// a stop marked on it alone let the replay's next model call be made. So each tool call is
+// linked to the signal of the model call whose answer holds it (noteLoopSignal), and a stop
+// of that loop is marked on it too: when the loop's signal fired (in this execution), or,
+// for a replayed record, when the stop is an AbortError (a tool's own timeout is always a
+// TimeoutError; a loop stopped by a timeout of its own, a TimeoutError too, is not told
+// apart from the tool's and goes on as before).
 
 import type { WorkflowContext } from "../index.js";
+import { toolKey } from "./tool-order.js";
 
 const stops = new WeakMap<WorkflowContext, WeakMap<AbortSignal, Error>>();
 
@@ -42,4 +52,58 @@ export function markStopped(ctx: WorkflowContext, signal: AbortSignal, abort: Er
 /** The abort that stopped `signal` in this execution, if any. */
 export function stopOf(ctx: WorkflowContext, signal: AbortSignal | undefined): Error | undefined {
   return signal ? stops.get(ctx)?.get(signal) : undefined;
+}
+
+/** The signal of the model call whose answer holds each tool call not yet made, by toolKey;
+ *  null when answers not yet taken with other signals hold it too (which one a tool call
+ *  comes from is not told: it is linked to none). */
+const loops = new WeakMap<WorkflowContext, Map<string, AbortSignal | null>>();
+
+/** Notes the tool calls of a model call's answer (`parts`: its content or stream parts),
+ *  made with `signal`. */
+export function noteLoopSignal(
+  ctx: WorkflowContext,
+  parts: ReadonlyArray<{ type: string }> | undefined,
+  signal: AbortSignal | undefined,
+): void {
+  if (!signal) return;
+  for (const p of parts ?? []) {
+    if (p.type !== "tool-call") continue;
+    const c = p as { toolName?: unknown; toolCallId?: unknown; providerExecuted?: unknown };
+    if (c.providerExecuted === true) continue;
+    let mine = loops.get(ctx);
+    if (!mine) {
+      mine = new Map();
+      loops.set(ctx, mine);
+    }
+    const key = toolKey(String(c.toolName), String(c.toolCallId));
+    const had = mine.get(key);
+    mine.set(key, had === undefined || had === signal ? signal : null);
+  }
+}
+
+/** The signal of the loop a tool call comes from (see noteLoopSignal), taken: the next
+ *  answer with this tool and id is another turn's. */
+export function takeLoopSignal(
+  ctx: WorkflowContext,
+  toolName: string,
+  toolCallId: string,
+): AbortSignal | undefined {
+  const mine = loops.get(ctx);
+  const key = toolKey(toolName, toolCallId);
+  const signal = mine?.get(key);
+  mine?.delete(key);
+  return signal ?? undefined;
+}
+
+/** Whether a tool call's caller abort `abort`, handed the tool through `toolSignal`, also
+ *  stopped `loop`, the signal of its model calls (see the header). */
+export function stopsLoop(
+  loop: AbortSignal | undefined,
+  toolSignal: AbortSignal,
+  abort: Error,
+  replayed: boolean,
+): loop is AbortSignal {
+  if (!loop || loop === toolSignal) return false;
+  return loop.aborted || (replayed && abort.name === "AbortError");
 }

@@ -17,6 +17,7 @@ import { NonDeterminismError, type WorkflowContext } from "../index.js";
 import { failRunWith } from "../lib/fail-run.js";
 import { type CallRecord, streamOf } from "./call-record.js";
 import { asStreamEnd } from "./caller-abort.js";
+import { noteLoopSignal } from "./caller-stop.js";
 import { type Answered, answered, continueConversation } from "./conversation.js";
 import { type Asked, attempt } from "./model-attempt.js";
 import {
@@ -102,6 +103,7 @@ async function durableLoop(
       const twin = answered(ctx, name, made, rec);
       if (twin) return diverged(ctx, twin);
     }
+    noteLoopSignal(ctx, rec.generate?.content ?? rec.parts, asked.o.abortSignal);
     return rec;
   }
 }

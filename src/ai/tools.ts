@@ -21,7 +21,7 @@ import type { FlexibleSchema, Tool, ToolExecutionOptions, ToolSet } from "ai";
 import type { StepContext, StepOptions, WorkflowContext, Workspace } from "../index.js";
 import { callName, checkGivenName } from "./call-names.js";
 import { callerAborted } from "./caller-abort.js";
-import { isCallerAbort, markStopped, stopOf } from "./caller-stop.js";
+import { isCallerAbort, markStopped, stopOf, stopsLoop, takeLoopSignal } from "./caller-stop.js";
 import { placeToolCall } from "./tool-order.js";
 
 export interface ToolsOptions extends StepOptions {
@@ -151,11 +151,12 @@ export function durableTools<TOOLS extends ToolSet>(
       out[toolName] = t; // already durable, or not executed here (client or provider tools)
       continue;
     }
-    // `execution.ran`: whether this call's body ran in this execution (or its record replayed).
+    // `execution.ran`: whether this call's body ran in this execution (or its record replayed);
+    // `execution.loop`: the signal of the model calls of the loop it comes from (caller-stop.ts).
     let call: (
       input: unknown,
       o: ToolExecutionOptions<unknown>,
-      execution: { ran: boolean },
+      execution: { ran: boolean; loop: AbortSignal | undefined },
     ) => Promise<unknown>;
     if (effect) {
       call = (input, o, execution) =>
@@ -163,7 +164,7 @@ export function durableTools<TOOLS extends ToolSet>(
           callName(prefix, toolName, o.toolCallId),
           {
             perform: async (key, s) => {
-              notBegunAfterStop(ctx, o.abortSignal);
+              notBegunAfterStop(ctx, o.abortSignal, execution.loop);
               execution.ran = true;
               try {
                 return await effect.perform(input, {
@@ -191,7 +192,7 @@ export function durableTools<TOOLS extends ToolSet>(
         owner.step(
           callName(prefix, toolName, o.toolCallId),
           async (s) => {
-            notBegunAfterStop(ctx, o.abortSignal);
+            notBegunAfterStop(ctx, o.abortSignal, execution.loop);
             execution.ran = true;
             let output: unknown;
             try {
@@ -226,7 +227,7 @@ export function durableTools<TOOLS extends ToolSet>(
     // (tool-order.ts): synchronously, right before the call.
     const wrapped = async (input: unknown, o: ToolExecutionOptions<unknown>) => {
       const placed = placeToolCall(ctx, prefix, toolName, o.toolCallId, input);
-      const execution = { ran: false };
+      const execution = { ran: false, loop: takeLoopSignal(ctx, toolName, o.toolCallId) };
       try {
         return await call(input, o, execution);
       } catch (err) {
@@ -234,7 +235,14 @@ export function durableTools<TOOLS extends ToolSet>(
         // here, or (replayed) in the first execution. A tool's own error of that name,
         // thrown while the signal stayed quiet, ends nothing.
         const stops = !execution.ran || o.abortSignal?.aborted === true;
-        if (o.abortSignal && stops && isCallerAbort(err)) markStopped(ctx, o.abortSignal, err);
+        if (o.abortSignal && stops && isCallerAbort(err)) {
+          markStopped(ctx, o.abortSignal, err);
+          // A tool with a timeout of its own was handed a signal of its own: the loop's
+          // model calls see the loop's.
+          if (stopsLoop(execution.loop, o.abortSignal, err, !execution.ran)) {
+            markStopped(ctx, execution.loop, err);
+          }
+        }
         throw err;
       } finally {
         placed();
@@ -252,8 +260,12 @@ export function durableTools<TOOLS extends ToolSet>(
  *  queue), so the first execution never began it, or (cut by a crash) it would have ended
  *  after the stop, with it. Its outcome is that stop, and its body does not run: a replay,
  *  whose signal has not fired, would otherwise run a tool the first execution never ran. */
-function notBegunAfterStop(ctx: WorkflowContext, signal: AbortSignal | undefined): void {
-  const stop = stopOf(ctx, signal);
+function notBegunAfterStop(
+  ctx: WorkflowContext,
+  signal: AbortSignal | undefined,
+  loop: AbortSignal | undefined,
+): void {
+  const stop = stopOf(ctx, signal) ?? stopOf(ctx, loop);
   if (stop) throw callerAborted(stop);
 }
 
