@@ -568,7 +568,12 @@ export class Context implements CallCore {
       call = this.beginCall(name, kind);
       match?.(call);
     } catch (err) {
-      return Promise.reject(err);
+      const refused = Promise.reject(err);
+      // A call made after the execution stopped (from a timer or I/O of the workflow's own
+      // that outlived it, an unref'd one after the run suspended, unawaited): no unhandled
+      // rejection, which would end an embedding process with every run in it.
+      if (err instanceof HaltedSignal) refused.catch(ignoreRejection);
+      return refused;
     }
     // A call's failure is recorded and handed to whoever awaits it. A call not awaited yet
     // when it fails (a prefetch awaited after other work, a call left dangling) must not be
