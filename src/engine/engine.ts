@@ -13,6 +13,7 @@ import type { ApprovalKey } from "./approval-tokens.js";
 import { type ApprovalsApi, createApprovalsApi } from "./approvals.js";
 import { trackCloseLeftovers } from "./close-leftovers.js";
 import { resolveEngineConfig } from "./engine-config.js";
+import { trackHeartbeat } from "./engine-heartbeat.js";
 import {
   closedUnder,
   createEngineInternals,
@@ -275,6 +276,7 @@ export function createEngine(options: EngineOptions = {}): Engine {
   });
   if (encrypts(config.store)) markEncrypting(engine);
   trackCloseLeftovers(engine, internals);
+  trackHeartbeat(engine, internals.worker);
   return engine;
 }
 

@@ -110,6 +110,11 @@ export class Worker {
     this.requestClaimRound();
   }
 
+  /** The lease renewal round in flight, if any (engine-heartbeat.ts). */
+  get heartbeatInFlight(): Promise<void> | undefined {
+    return this.heartbeat.inFlight;
+  }
+
   /** Asks for a claim round now (a run was started, an event sent, a slot freed). */
   requestClaimRound(): void {
     if (this.closed) return;

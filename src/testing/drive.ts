@@ -30,6 +30,9 @@ export interface DriveOptions<T> {
   /** Timer wakes in a row with no work done in between before giving up (default
    *  DEFAULT_MAX_IDLE_WAKES). */
   maxIdleWakes?: number;
+  /** Called after each move of the clock; settles once what the move set off that must keep
+   *  pace with the clock has answered (the serving worker's lease renewals: test-engine.ts). */
+  caughtUp?: () => Promise<void>;
 }
 
 /** Timer wakes in a row, with no step or effect function started in between, after which a
@@ -60,6 +63,7 @@ export async function driveUntil<T>(o: DriveOptions<T>): Promise<T> {
     if (idle.count(jump, acted)) throw await idle.error(o.engine());
     if (jump) await o.clock.set(next);
     else await o.clock.advance(tickMs);
+    await o.caughtUp?.();
     await pause();
   }
   const waiting = await o.engine().listRuns({ status: "waiting", limit: 5 });

@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createEngine, type Engine, type EngineOptions, type RunHandle } from "../engine/engine.js";
+import { heartbeatInFlight } from "../engine/engine-heartbeat.js";
 import type { RunView } from "../engine/views.js";
 import { sqliteStore } from "../store/sqlite/sqlite-store.js";
 import type { Store } from "../store/store.js";
@@ -166,7 +167,11 @@ export function openTestEngine(
   // The harness reads and sends through a client engine of its own, so that it keeps
   // working while the serving engine is dead.
   const observer = createEngine({ store: storage.newStore(), clock, worker: false });
-  const drive = driverFor(observer, clock, { work: () => work, maxIdleWakes });
+  const drive = driverFor(observer, clock, {
+    work: () => work,
+    maxIdleWakes,
+    caughtUp: renewalsCaughtUp(serving),
+  });
 
   const t: TestEngine = {
     get engine() {
@@ -301,7 +306,7 @@ type Drive = <T>(what: string, done: () => Promise<T | undefined>, o?: DriveExtr
 function driverFor(
   observer: Engine,
   clock: VirtualClock,
-  idle: { work: () => number; maxIdleWakes: number },
+  idle: { work: () => number; maxIdleWakes: number; caughtUp: () => Promise<void> },
 ): Drive {
   const sendDue = async (events: EventScript[], sent: Set<number>) => {
     let any = false;
@@ -329,7 +334,53 @@ function driverFor(
       onTick: () => sendDue(o.events ?? [], o.sent ?? new Set()),
       work: idle.work,
       maxIdleWakes: idle.maxIdleWakes,
+      caughtUp: idle.caughtUp,
     });
+}
+
+/** How long a drive waits for one renewal round before it moves the clock on regardless. */
+const RENEWAL_WAIT_MS = 5_000;
+/** How often a drive waiting for a renewal round looks whether the engine crashed. */
+const CRASH_LOOK_MS = 10;
+
+/**
+ * Waits, after the drive moved the clock, for the lease renewals the move set off in the
+ * serving engine. Without it the clock ran a second per tick past renewals a slow store had
+ * not answered (PostgreSQL under load): a worker whose last answered renewal is a lease
+ * behind its clock takes its leases for lost, and an effect stops its execution rather
+ * than perform, so the run was executed again from the top with nothing crashed. Not for a
+ * crashed engine (its store never answers, also a round it had begun), nor one replaced
+ * meanwhile; a round that hangs (a stalled store in a fault test) is waited for once,
+ * within RENEWAL_WAIT_MS, then the clock moves on without it, as it must for that worker's
+ * leases to run out.
+ */
+function renewalsCaughtUp(serving: ReturnType<typeof servingEngines>): () => Promise<void> {
+  let givenUp: Promise<void> | undefined;
+  return async () => {
+    const engine = serving.engine;
+    const round = heartbeatInFlight(engine);
+    if (round === undefined || round === givenUp) return;
+    let answered = false;
+    void round.finally(() => {
+      answered = true;
+    });
+    const deadline = Date.now() + RENEWAL_WAIT_MS;
+    const moot = () => serving.store.crashed || serving.engine !== engine;
+    while (!answered && !moot()) {
+      if (Date.now() >= deadline) {
+        givenUp = round;
+        return;
+      }
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        round.catch(() => {}),
+        new Promise((r) => {
+          timer = setTimeout(r, CRASH_LOOK_MS);
+        }),
+      ]);
+      clearTimeout(timer);
+    }
+  };
 }
 
 /** The test engine's ways of waiting for a run: each drives the clock until it holds. */
