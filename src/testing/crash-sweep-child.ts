@@ -54,7 +54,7 @@ async function main(specFile: string): Promise<void> {
   } else if (spec.role === "crash") {
     const target = spec.target as NonNullable<ChildSpec["target"]>;
     let t: TestEngine | undefined;
-    const point = crashPoint(target.boundary, target.ordinal, () => {
+    const point = crashPoint(target.boundary, target.ordinal, new Set(target.known), () => {
       const death: Death = { clock: t?.clock.now() ?? 0, boundary: point.actual };
       die(spec.deathFile, death);
     });

@@ -20,9 +20,9 @@ export function inProcessMode<I>(options: CrashSweepOptions<I>, runId: string): 
       const outcome = await execute(options, sideEffects, runId, noteBoundaries(seen));
       return { outcome, boundaries: [...seen.values()] };
     },
-    async crashAt(boundary, ordinal) {
+    async crashAt(boundary, ordinal, known) {
       let engine: TestEngine | undefined;
-      const point = crashPoint(boundary, ordinal, (site) => {
+      const point = crashPoint(boundary, ordinal, known, (site) => {
         // What the dead engine's code does from here on is not counted.
         sideEffects.paused = true;
         if (site !== "function") return;

@@ -65,7 +65,10 @@ export interface CrashPoint {
  * A boundary is found again by its key, or by its place: the same ordinal among the
  * boundaries this execution crosses, of the same point and kind. Keys may differ between
  * executions (an AI SDK tool call's key holds the call id the model made up), while the
- * code, replayed on fresh storage, crosses its boundaries in the same order.
+ * code, replayed on fresh storage, crosses its boundaries in the same order. Only a boundary
+ * the undisturbed execution never crossed (one of `known`, the ids it crossed) stands in by
+ * its place: parallel branches may finish in another order, and a branch's boundary found at
+ * the target's place is that branch's, not the target's (which was then never crashed at).
  *
  * `crash(site)` is called once, when the boundary is reached. For a store call, returning
  * makes the crashable store crash; before a function, what it returns is awaited before
@@ -74,6 +77,7 @@ export interface CrashPoint {
 export function crashPoint(
   target: Boundary,
   ordinal: number,
+  known: ReadonlySet<string>,
   crash: (site: CrashSite) => void | Promise<void>,
 ): CrashPoint {
   const targetId = boundaryId(target);
@@ -84,11 +88,13 @@ export function crashPoint(
     if (fired) return false;
     for (const b of bs) {
       const id = boundaryId(b);
+      // Crossed again (a write tried again): it had its turn the first time.
+      if (crossed.has(id)) continue;
       crossed.add(id);
       const place = crossed.size - 1;
       const same =
         id === targetId ||
-        (place === ordinal && b.point === target.point && b.kind === target.kind);
+        (place === ordinal && !known.has(id) && b.point === target.point && b.kind === target.kind);
       if (same) {
         fired = true;
         actual = b;

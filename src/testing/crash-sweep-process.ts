@@ -32,8 +32,9 @@ export interface ChildSpec {
   engineOptions: string;
   maxIdleWakes?: number;
   store: { kind: "sqlite"; path: string } | { kind: "postgres"; url: string; schema: string };
-  /** "crash": the boundary to die at, the `ordinal`-th the undisturbed run crossed. */
-  target?: { boundary: Boundary; ordinal: number };
+  /** "crash": the boundary to die at, the `ordinal`-th the undisturbed run crossed, and the
+   *  ids of all it crossed (see crashPoint). */
+  target?: { boundary: Boundary; ordinal: number; known: string[] };
   /** Where a crashing child notes, right before it SIGKILLs itself, its clock's reading
    *  and the boundary it dies at (a `Death`); "resume" starts its clock after that plus
    *  the lease. */
@@ -165,8 +166,8 @@ export function processMode<I>(options: CrashSweepOptions<I>, runId: string): Sw
       const { outcome, boundaries } = await execute({ role: "baseline" }, "the undisturbed run");
       return { outcome, boundaries };
     },
-    async crashAt(boundary, ordinal) {
-      const target = { boundary, ordinal };
+    async crashAt(boundary, ordinal, known) {
+      const target = { boundary, ordinal, known: [...known] };
       const { outcome, death } = await execute(
         { role: "crash", target },
         `the crash ${boundary.label}`,

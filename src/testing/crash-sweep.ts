@@ -10,7 +10,7 @@ import type { RunView } from "../engine/views.js";
 import type { Store } from "../store/store.js";
 import type { AnyWorkflow, Workflow } from "../workflow/define.js";
 import type { CallFault } from "./call-faults.js";
-import type { Boundary } from "./crash-boundaries.js";
+import { type Boundary, boundaryId } from "./crash-boundaries.js";
 import { inProcessMode } from "./crash-sweep-in-process.js";
 import { compareOutcomes, normalized } from "./crash-sweep-outcome.js";
 import { checkProcessOptions, processMode } from "./crash-sweep-process.js";
@@ -98,10 +98,12 @@ export interface CrashSweepResult {
 export interface SweepMode {
   /** The undisturbed execution, and the boundaries it crossed in the order first crossed. */
   baseline(): Promise<{ outcome: SweepOutcome; boundaries: Boundary[] }>;
-  /** An execution crashed at `boundary`, the `ordinal`-th the undisturbed one crossed. */
+  /** An execution crashed at `boundary`, the `ordinal`-th the undisturbed one crossed
+   *  (`known`: the ids of all it crossed, see crashPoint). */
   crashAt(
     boundary: Boundary,
     ordinal: number,
+    known: ReadonlySet<string>,
   ): Promise<{ outcome: SweepOutcome; actual: Boundary; crashed: boolean }>;
   /** Removes what the mode made (temporary files). */
   close(): Promise<void>;
@@ -122,9 +124,10 @@ export async function crashSweep<I>(options: CrashSweepOptions<I>): Promise<Cras
     }
     const boundaries: BoundaryOutcome[] = [];
     const failures: string[] = [];
+    const known = new Set(undisturbed.boundaries.map(boundaryId));
     for (const [ordinal, boundary] of undisturbed.boundaries.entries()) {
       if (options.filter && !options.filter(boundary)) continue;
-      const { outcome, actual, crashed } = await mode.crashAt(boundary, ordinal);
+      const { outcome, actual, crashed } = await mode.crashAt(boundary, ordinal, known);
       const got = normalized(outcome, options.normalize);
       const differences = compareOutcomes(baseline, got);
       boundaries.push({ ...got, boundary: actual, differences, crashed });
