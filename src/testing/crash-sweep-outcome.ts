@@ -4,6 +4,7 @@
 
 import { isDeepStrictEqual } from "node:util";
 import type { SweepOutcome } from "./crash-sweep.js";
+import { firstDifference, show } from "./crash-sweep-difference.js";
 
 /** A finished run's outcome, side effects aside. */
 export function outcomeOf(view: {
@@ -35,16 +36,6 @@ export function normalized(
   return { ...outcome, output: normalize(outcome.output) };
 }
 
-function short(v: unknown): string {
-  let s: string;
-  try {
-    s = JSON.stringify(v) ?? String(v);
-  } catch {
-    s = String(v);
-  }
-  return s.length > 120 ? `${s.slice(0, 117)}...` : s;
-}
-
 /** What differs between the undisturbed outcome and a crashed execution's; empty when
  *  nothing does. */
 export function compareOutcomes(base: SweepOutcome, got: SweepOutcome): string[] {
@@ -53,10 +44,12 @@ export function compareOutcomes(base: SweepOutcome, got: SweepOutcome): string[]
     const why = got.error ? ` (${got.error.name}: ${got.error.message})` : "";
     out.push(`the run ended ${got.status}${why} instead of ${base.status}`);
   } else if (!isDeepStrictEqual(got.error, base.error)) {
-    out.push(`its error is ${short(got.error)} instead of ${short(base.error)}`);
+    out.push(`its error is ${show(got.error)} instead of ${show(base.error)}`);
   }
-  if (!isDeepStrictEqual(got.output, base.output)) {
-    out.push(`its output is ${short(got.output)} instead of ${short(base.output)}`);
+  const d = firstDifference(got.output, base.output);
+  if (d) {
+    const what = d.path === "" ? "its output is" : `its output differs at ${d.path}:`;
+    out.push(`${what} ${show(d.got)} instead of ${show(d.base)}`);
   }
   const names = new Set([...Object.keys(base.sideEffects), ...Object.keys(got.sideEffects)]);
   for (const name of [...names].sort()) {
