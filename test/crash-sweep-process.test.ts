@@ -2,10 +2,11 @@
 // boundary, resumed by a fresh child; side effects counted across them by a ledger file.
 // Kept small: each execution costs two Node processes.
 
+import { randomBytes } from "node:crypto";
 import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, onTestFinished } from "vitest";
 import { workflow } from "../src/index.js";
 import { type Boundary, crashSweep, createSideEffectCounter } from "../src/testing/index.js";
 import { broken, effects, safe } from "./fixtures/sweep-workflows.js";
@@ -134,14 +135,34 @@ const pgUrl = await postgresTestUrl();
 describe.skipIf(!pgUrl)('crashSweep({ crash: "process", postgres })', () => {
   it("keeps each execution's run in a fresh schema, reports the same, and drops the schemas", async () => {
     const url = pgUrl as string;
-    const sweepSchemas = () =>
+    // The sweep schemas holding this sweep's run. Not a count of all sweep schemas: another
+    // sweep on the same server (a test file beside this one, another checkout's test run)
+    // has schemas of its own while this one runs, which a count took for ours left behind.
+    const runId = `fresh-schemas-${randomBytes(4).toString("hex")}`;
+    const schemasOfThisSweep = () =>
       withClient(url, async (c) => {
         const r = await c.query(
-          "SELECT count(*)::int AS n FROM information_schema.schemata WHERE schema_name LIKE 'cairn_sweep_%'",
+          "SELECT schema_name FROM information_schema.schemata WHERE schema_name LIKE 'cairn_sweep_%'",
         );
-        return r.rows[0].n as number;
+        const ours: string[] = [];
+        for (const { schema_name: schema } of r.rows as Array<{ schema_name: string }>) {
+          // Another sweep's schema may be dropped (or not migrated yet) as it is looked at.
+          const holds = await c.query(`SELECT 1 FROM "${schema}".runs WHERE id = $1`, [runId]).then(
+            (q) => (q.rowCount ?? 0) > 0,
+            () => false,
+          );
+          if (holds) ours.push(schema);
+        }
+        return ours;
       });
-    const before = await sweepSchemas();
+    // Another sweep's schema, there throughout this one.
+    const other = `cairn_sweep_other_${randomBytes(4).toString("hex")}`;
+    await withClient(url, (c) =>
+      c.query(`CREATE SCHEMA "${other}"; CREATE TABLE "${other}".runs (id text)`),
+    );
+    onTestFinished(async () => {
+      await withClient(url, (c) => c.query(`DROP SCHEMA "${other}" CASCADE`));
+    });
     const w = world();
     const res = await crashSweep({
       crash: "process",
@@ -150,6 +171,7 @@ describe.skipIf(!pgUrl)('crashSweep({ crash: "process", postgres })', () => {
       workflows: [broken],
       workflow: broken,
       input: undefined,
+      runId,
       env: w.env,
       reset: w.reset,
       filter: (b) => b.point === "before-record",
@@ -161,10 +183,10 @@ describe.skipIf(!pgUrl)('crashSweep({ crash: "process", postgres })', () => {
     });
     expect(res.boundaries.map((b) => b.crashed)).toEqual([true]);
     expect(res.failures).toEqual([
-      `crash between effect "open-pr"'s perform and its completion record (run "crash-sweep"): ` +
+      `crash between effect "open-pr"'s perform and its completion record (run "${runId}"): ` +
         `side effect "email" happened 2 times (undisturbed: 1); ` +
         `side effect "pull-request" happened 2 times (undisturbed: 1)`,
     ]);
-    expect(await sweepSchemas()).toBe(before);
+    expect(await schemasOfThisSweep()).toEqual([]);
   });
 });
