@@ -13,7 +13,7 @@ import { join } from "node:path";
 import { describe, expect, it, onTestFinished } from "vitest";
 import { workflow } from "../src/index.js";
 import { crashSweep, createSideEffectCounter } from "../src/testing/index.js";
-import { mails, twoBranches } from "./fixtures/h3-sweep-branches.js";
+import { mails, twoBranches } from "./fixtures/sweep-branches.js";
 import { FIXTURES } from "./helpers/child.js";
 
 const realWork = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -59,12 +59,12 @@ describe("crashSweep with parallel branches that finish in another order", () =>
   });
 
   it('with crash: "process" too: the child crashes at the boundary named, not at its place', async () => {
-    const world = mkdtempSync(join(tmpdir(), "cairn-h3-branches-"));
+    const world = mkdtempSync(join(tmpdir(), "cairn-sweep-branches-"));
     onTestFinished(() => rmSync(world, { recursive: true, force: true }));
     let executions = 0;
     const res = await crashSweep({
       crash: "process",
-      module: join(FIXTURES, "h3-sweep-branches.ts"),
+      module: join(FIXTURES, "sweep-branches.ts"),
       workflows: [twoBranches],
       workflow: twoBranches,
       input: undefined,
