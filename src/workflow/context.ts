@@ -1045,7 +1045,10 @@ export class Context implements CallCore {
     ) {
       // Code that joined a cairn outcome with work of its own (a Promise.all of a step and a
       // timer) makes its next call once that work is done, which on a replay may be later
-      // than the first time. Look again then; new calls wait for the verdict.
+      // than the first time. Look again then; new calls wait for the verdict, and so does the
+      // next outcome: code it runs could make a call of the missing one's name first and take
+      // its record.
+      this.delivery.hold();
       this.recheckWindowLater();
       return;
     }
@@ -1065,6 +1068,7 @@ export class Context implements CallCore {
     const waiting = this.afterCascade;
     this.afterCascade = [];
     for (const w of waiting) w();
+    this.delivery.release();
     this.wakeStallWaiters();
     this.watchStall();
     this.maybeSuspend();
@@ -1077,7 +1081,8 @@ export class Context implements CallCore {
     this.windowRecheck = outsideWorkflow(() =>
       setTimeout(() => {
         this.windowRecheck = undefined;
-        if (!this.halted && this.delivery.idle) this.cascadeOver();
+        // Held (hold): the next outcome is ready but waits for this verdict.
+        if (!this.halted && (this.delivery.holding || this.delivery.idle)) this.cascadeOver();
       }, busyMs),
     );
     this.windowRecheck.unref?.();

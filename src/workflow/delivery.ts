@@ -54,6 +54,8 @@ export class DeliveryQueue {
   private readonly live: Array<{ position: number; settle?: Settle; dropped?: boolean }> = [];
   private nextPosition: number;
   private halted = false;
+  /** The owner holds the next hand-over back (hold): a cascade's recorded call is missing. */
+  private held = false;
 
   constructor(
     recordedPositions: readonly number[],
@@ -124,6 +126,25 @@ export class DeliveryQueue {
     this.pump();
   }
 
+  /** Holds the next hand-over back until `release`: the cascade just over recorded a call the
+   *  replay has not made yet, which code of the workflow's own work may still make. Handing the
+   *  next outcome over meanwhile would let the code it runs make a call of that name first. */
+  hold(): void {
+    this.held = true;
+  }
+
+  /** Hands over again after `hold`. */
+  release(): void {
+    if (!this.held) return;
+    this.held = false;
+    this.pump();
+  }
+
+  /** True while `hold` holds the hand-overs back. */
+  get holding(): boolean {
+    return this.held;
+  }
+
   /** Stops handing anything over. */
   halt(): void {
     this.halted = true;
@@ -166,7 +187,7 @@ export class DeliveryQueue {
   }
 
   private pump(): void {
-    if (this.busy || this.halted) return;
+    if (this.busy || this.halted || this.held) return;
     const next = this.nextReady();
     if (!next) return;
     // Take it out of its queue now, so a pump before the microtask runs cannot pick it again.

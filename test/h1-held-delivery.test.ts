@@ -1,0 +1,68 @@
+// A replay holds the next recorded outcome back while a cascade's recorded call is missing.
+//
+// The first run: "m"'s step and work of the workflow's own (a file read, then a timer) are
+// joined; the work is done first, so the code after the join runs in "m"'s cascade and calls
+// x ("a", key x). Then "s" is handed over and its code calls x ("b", key x#2). On the replay
+// the own work takes longer: "m"'s cascade ends without the call of "a". Handing "s" over at
+// once (the bug) let "b" make the first call of x and take "a"'s record and value, silently
+// (the read left "s"'s cascade window loose, so no window check stood in the way). The replay
+// now holds "s" back until "a"'s call is made (Context.cascadeOver, DeliveryQueue.hold).
+// Deterministic: x's body outlasts "s"'s in the first run (so "s" is handed over right after
+// "m" on the replay), and the replay's timer outlasts the hand-over of "m" by far.
+
+import { readFile } from "node:fs/promises";
+import { describe, expect, it } from "vitest";
+import { realClock, type WorkflowContext, workflow } from "../src/index.js";
+import { BACKENDS, useHarness } from "./helpers/engines.js";
+import { until } from "./helpers/sqlite.js";
+
+const delay = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const readSelf = () => readFile(new URL(import.meta.url), "utf8");
+
+describe.each(BACKENDS)("%s: a replay holds delivery for a cascade's missing call", (backend) => {
+  const harness = useHarness(backend);
+
+  it("the next outcome's code does not take the record of a call made after own work", async () => {
+    const h = harness();
+    let firstRun = true;
+    const got: string[] = [];
+    const wf = workflow({ name: "h1-held", version: "1" }, async (ctx: WorkflowContext) => {
+      const x = async (id: string) => {
+        const v = await ctx.step("x", () => delay(300).then(() => id));
+        got.push(`${id}=${v}`);
+      };
+      // A timer alone on the first run, done long before "m"; a read, then a timer the replay
+      // waits for, on the replay (the read leaves the later cascades' windows loose).
+      const ownWork = () => (firstRun ? delay(0) : readSelf().then(() => delay(300)));
+      await Promise.all([
+        (async () => {
+          await Promise.all([ctx.step("m", () => delay(50).then(() => "m")), ownWork()]);
+          await x("a");
+        })(),
+        (async () => {
+          await ctx.step("s", () => delay(150).then(() => "s"));
+          await x("b");
+        })(),
+      ]);
+      await ctx.waitForEvent("go");
+      return "done";
+    });
+    const e = h.engine([wf], { clock: realClock });
+    const run = await e.start(wf, undefined);
+    await until(
+      async () => ["waiting", "failed"].includes((await e.getRun(run.id))?.status ?? ""),
+      "the first run waits for go",
+    );
+    expect((await e.getRun(run.id))?.status).toBe("waiting");
+    expect(got).toEqual(["a=a", "b=b"]);
+    got.length = 0;
+    firstRun = false;
+    await e.sendEvent(run.id, "go");
+    const out = await run.result().catch((err: Error) => err.name);
+    // Each call replays its own value, never the other's. Once "a" is made late, "b" is
+    // checked as a late call's neighbour (madeAfter) and may be refused: a loud refusal, which
+    // a first run whose read was slower gives too.
+    expect(got.filter((g) => g.split("=")[0] !== g.split("=")[1])).toEqual([]);
+    expect(["done", "NonDeterminismError"]).toContain(out);
+  }, 20_000);
+});
