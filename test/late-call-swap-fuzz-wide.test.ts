@@ -16,8 +16,8 @@ import { until } from "./helpers/sqlite.js";
 const delay = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const readSelf = () => readFile(new URL(import.meta.url), "utf8");
 const immediate = () => new Promise((r) => setImmediate(r));
-/** A soak, run on demand (CAIRN_WIDE_SWAP_FUZZ_SEEDS=150): until replay-held-delivery-swap-findings is mended, the
- *  "mixed" op can swap (seed 43), so it is not part of the default run. */
+/** A soak, run on demand (CAIRN_WIDE_SWAP_FUZZ_SEEDS=150): slow, so not part of the default run.
+ *  Its "mixed" op swapped (seed 43) until replay-held-delivery-swap-findings was mended. */
 const SEEDS = Number(process.env.CAIRN_WIDE_SWAP_FUZZ_SEEDS ?? 0);
 
 type Op =

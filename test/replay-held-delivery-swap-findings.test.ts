@@ -1,20 +1,19 @@
 // Replays that handed a reused name's value to the other call.
 //
-// 1. NOT MENDED (it.fails). A cascade whose recorded call the replay has not made yet (its
-//    code joined a step with a file read of its own, which the first run found done sooner)
-//    is followed at once by the next recorded outcome (context.ts, cascadeOver: missing and
-//    busy, it only schedules a recheck; DeliveryQueue.cascadeOver pumps anyway): code that
-//    outcome runs can make a call of the same name first and take the missing call's record,
-//    value and all ("b1.2 got b2.1"; the replay is refused only afterwards, when the other
-//    call comes late). The first run made both calls inside cascades, so no late-call check
-//    stood between them, and the reads left the later cascades' windows loose. Present
-//    before c307d5a too. A mend that holds the delivery until the missing call is made
-//    (tried at stop 31, not kept) passes this test but makes
-//    replay-generative sk-pg:4 refuse a deterministic program (the held outcome is one the
-//    missing call's code needs), so it is not applied.
+// 1. Mended. A cascade whose recorded call the replay has not made yet (its code joined a
+//    step with a file read of its own, which the first run found done sooner) was followed at
+//    once by the next recorded outcome (context.ts, cascadeOver: missing and busy, it only
+//    scheduled a recheck; DeliveryQueue.cascadeOver pumped anyway): code that outcome ran
+//    could make a call of the same name first and take the missing call's record, value and
+//    all ("b1.2 got b2.1"; the replay was refused only afterwards, when the other call came
+//    late). The replay now holds the next hand-over until the missing call is made, the
+//    workflow's own work is over (then it is refused as before) or replayStallMs has passed
+//    (DeliveryQueue.hold/release). The recheck must run while the queue holds: one that ran
+//    only when the queue was idle (a held queue never is) left replay-generative sk-pg:4
+//    stuck, as the hold tried at stop 31 did.
 //    Found by test/late-call-swap-fuzz-wide.test.ts (seed 43); the timing is the replay's own, so the
-//    program runs up to ROUNDS times and stops at the first swap. Behind CAIRN_SOAK=1: a
-//    timing repro kept as `it.fails` could flake the default run (no swap in 40 rounds).
+//    program runs up to ROUNDS times and stops at the first swap. Behind CAIRN_SOAK=1 (30 s
+//    and more); test/h1-held-delivery.test.ts holds the same case deterministically.
 
 import { readFile } from "node:fs/promises";
 import { describe, expect, it } from "vitest";
@@ -31,7 +30,7 @@ describe.each(BACKENDS)(
   (backend) => {
     const harness = useHarness(backend);
 
-    (process.env.CAIRN_SOAK === "1" ? it.fails : it.skip)(
+    (process.env.CAIRN_SOAK === "1" ? it : it.skip)(
       "the next recorded outcome's code does not take the missing call's record",
       async () => {
         const swaps: string[] = [];
