@@ -27,15 +27,15 @@ describe.each(BACKENDS)("%s: a replay's race won early by a timer", (backend) =>
         const v = await ctx.step("x", () => delay(5).then(() => id));
         got.push(`${id}=${v}`);
       };
-      const ownWork = () => (firstRun ? delay(0) : readSelf().then(() => delay(300)));
+      const ownWork = () => (firstRun ? delay(0) : readSelf().then(() => delay(1000)));
       await Promise.all([
         (async () => {
           await Promise.all([ctx.step("m", () => delay(50).then(() => "m")), ownWork()]);
           await x("a");
         })(),
         (async () => {
-          const timer = delay(firstRun ? 1000 : 100);
-          await Promise.race([ctx.step("q", () => delay(150).then(() => "q")), timer]);
+          const timer = delay(firstRun ? 2000 : 100);
+          await Promise.race([ctx.step("q", () => delay(400).then(() => "q")), timer]);
           await x("b");
         })(),
       ]);

@@ -834,8 +834,10 @@ export class Context implements CallCore {
       );
       throw new HaltedSignal();
     }
-    if (call.record) this.matchRecord(call, call.record);
-    else {
+    if (call.record) {
+      this.matchRecord(call, call.record);
+      if (this.delivery.holding) this.recheckHeldSoon();
+    } else {
       this.matchIntent(call);
       if (!late) this.lastNewCall = call;
     }
@@ -1086,6 +1088,19 @@ export class Context implements CallCore {
       }, busyMs),
     );
     this.windowRecheck.unref?.();
+  }
+
+  /** A recorded call was made while the hand-overs are held: perhaps the missing one, so the
+   *  next outcome need not wait for the recheck's timer (up to a second of the work's grace). */
+  private recheckHeldSoon(): void {
+    if (this.windowRecheck === undefined) return;
+    clearTimeout(this.windowRecheck);
+    this.windowRecheck = undefined;
+    outsideWorkflow(() =>
+      setImmediate(() => {
+        if (!this.halted && this.delivery.holding) this.cascadeOver();
+      }),
+    );
   }
 
   /** A recorded call made inside a cascade up to `window`, not made again. */
