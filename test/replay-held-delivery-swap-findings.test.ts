@@ -13,7 +13,7 @@
 //    stuck, as the hold tried at stop 31 did.
 //    Found by test/late-call-swap-fuzz-wide.test.ts (seed 43); the timing is the replay's own, so the
 //    program runs up to ROUNDS times and stops at the first swap. Behind CAIRN_SOAK=1 (30 s
-//    and more); test/h1-held-delivery.test.ts holds the same case deterministically.
+//    and more); test/replay-holds-delivery-for-missing-call-findings.test.ts holds the same case deterministically.
 
 import { readFile } from "node:fs/promises";
 import { describe, expect, it } from "vitest";

@@ -22,7 +22,7 @@ describe.each(BACKENDS)("%s: a replay's race won early by a timer", (backend) =>
     const h = harness();
     let firstRun = true;
     const got: string[] = [];
-    const wf = workflow({ name: "h1-race-early", version: "1" }, async (ctx: WorkflowContext) => {
+    const wf = workflow({ name: "race-won-early", version: "1" }, async (ctx: WorkflowContext) => {
       const x = async (id: string) => {
         const v = await ctx.step("x", () => delay(5).then(() => id));
         got.push(`${id}=${v}`);

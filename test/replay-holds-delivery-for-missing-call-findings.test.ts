@@ -26,7 +26,7 @@ describe.each(BACKENDS)("%s: a replay holds delivery for a cascade's missing cal
     const h = harness();
     let firstRun = true;
     const got: string[] = [];
-    const wf = workflow({ name: "h1-held", version: "1" }, async (ctx: WorkflowContext) => {
+    const wf = workflow({ name: "held-for-missing-call", version: "1" }, async (ctx: WorkflowContext) => {
       const x = async (id: string) => {
         const v = await ctx.step("x", () => delay(300).then(() => id));
         got.push(`${id}=${v}`);
