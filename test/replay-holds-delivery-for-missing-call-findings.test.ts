@@ -26,27 +26,30 @@ describe.each(BACKENDS)("%s: a replay holds delivery for a cascade's missing cal
     const h = harness();
     let firstRun = true;
     const got: string[] = [];
-    const wf = workflow({ name: "held-for-missing-call", version: "1" }, async (ctx: WorkflowContext) => {
-      const x = async (id: string) => {
-        const v = await ctx.step("x", () => delay(300).then(() => id));
-        got.push(`${id}=${v}`);
-      };
-      // A timer alone on the first run, done long before "m"; a read, then a timer the replay
-      // waits for, on the replay (the read leaves the later cascades' windows loose).
-      const ownWork = () => (firstRun ? delay(0) : readSelf().then(() => delay(300)));
-      await Promise.all([
-        (async () => {
-          await Promise.all([ctx.step("m", () => delay(50).then(() => "m")), ownWork()]);
-          await x("a");
-        })(),
-        (async () => {
-          await ctx.step("s", () => delay(150).then(() => "s"));
-          await x("b");
-        })(),
-      ]);
-      await ctx.waitForEvent("go");
-      return "done";
-    });
+    const wf = workflow(
+      { name: "held-for-missing-call", version: "1" },
+      async (ctx: WorkflowContext) => {
+        const x = async (id: string) => {
+          const v = await ctx.step("x", () => delay(300).then(() => id));
+          got.push(`${id}=${v}`);
+        };
+        // A timer alone on the first run, done long before "m"; a read, then a timer the replay
+        // waits for, on the replay (the read leaves the later cascades' windows loose).
+        const ownWork = () => (firstRun ? delay(0) : readSelf().then(() => delay(300)));
+        await Promise.all([
+          (async () => {
+            await Promise.all([ctx.step("m", () => delay(50).then(() => "m")), ownWork()]);
+            await x("a");
+          })(),
+          (async () => {
+            await ctx.step("s", () => delay(150).then(() => "s"));
+            await x("b");
+          })(),
+        ]);
+        await ctx.waitForEvent("go");
+        return "done";
+      },
+    );
     const e = h.engine([wf], { clock: realClock });
     const run = await e.start(wf, undefined);
     await until(
