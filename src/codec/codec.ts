@@ -12,16 +12,22 @@ import { types } from "node:util";
 import * as devalue from "devalue";
 import { PayloadKeyError } from "../errors.js";
 import { escapeLoneSurrogatesInJson } from "../lib/text.js";
+import { arrayRevivers, arrayWithPropsParts } from "./array-parts.js";
 import { encoderReads, identityReads, needsEncoderReads, partViewBytes } from "./encoder-reads.js";
 import { encryptedTextKeyId } from "./encryption.js";
 import {
+  cycleErrorParts,
+  cycleErrorRevivers,
   errorRevivers,
   fullErrorParts,
+  inPlaceErrorRevivers,
   isError,
   mayHoldFullError,
+  NOT_WHOLE,
   plainErrorParts,
   plainErrorPartsWithoutGetters,
   symbolErrorParts,
+  wholeErrorRevivers,
 } from "./error-parts.js";
 import { notKeptWhat } from "./kept-whole.js";
 import { readablePath } from "./readable-path.js";
@@ -52,14 +58,37 @@ export class UndecodableError extends Error {
 export { isError } from "./error-parts.js";
 
 /** An Error is stored by its parts (error-parts.ts): the plain form first, as it always
- *  was, or the form with its cause and properties. */
+ *  was, or the form with its cause and properties; an array with properties beside its
+ *  elements by its own (array-parts.ts). */
 const reducers = {
-  Error: plainErrorParts,
+  Error: (v: unknown) => notedCode(plainErrorParts(v)),
   ErrorWithProps: fullErrorParts,
   ErrorWithSymbols: symbolErrorParts,
+  ArrayWithProps: arrayWithPropsParts,
 };
 
-const revivers = errorRevivers;
+/** The reducers of a value with a loop through an Error: every Error that may be in one is
+ *  stored under ErrorWithCycles (error-parts.ts). */
+const cycleReducers = {
+  ErrorWithCycles: cycleErrorParts,
+  Error: plainErrorParts,
+  ArrayWithProps: arrayWithPropsParts,
+};
+
+const revivers = { ...errorRevivers, ...cycleErrorRevivers, ...arrayRevivers };
+
+/** Whether the value encode is storing has an Error whose code is an object: its code may
+ *  lead back to it, which the "Error" tag's reviver does not see (it made a second Error,
+ *  without its code, where the value held the Error itself). */
+let objectCodeSeen = false;
+
+function notedCode<T>(parts: T): T {
+  if (Array.isArray(parts)) {
+    const code = parts[3] as unknown;
+    if (typeof code === "object" && code !== null) objectCodeSeen = true;
+  }
+  return parts;
+}
 
 /** Thrown (never seen outside stringify) where devalue's own reads would store a part of
  *  the value otherwise than encoderReads. */
@@ -79,7 +108,7 @@ const plainReducers = {
       // As encode's reducers take it, whatever its tag; a proxy is read once, by them.
       const parts = !types.isProxy(v) && plainErrorPartsWithoutGetters(v);
       if (!parts) throw NEEDS_ENCODER_READS;
-      return parts;
+      return notedCode(parts);
     }
     if (needsEncoderReads(v) || hasOwnGetter(v)) throw NEEDS_ENCODER_READS;
     return false;
@@ -123,6 +152,7 @@ function stringify(value: unknown): string {
 /** Encodes a value; throws EncodeError naming the offending path or the size. */
 export function encode(value: unknown, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES): string {
   let text: string;
+  objectCodeSeen = false;
   try {
     text = escapeLoneSurrogatesInJson(stringify(value));
   } catch (err) {
@@ -160,7 +190,7 @@ export function encode(value: unknown, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES): st
       : "";
     throw new EncodeError(`cannot store ${refusedWhat(err)} at ${path}${inError}`, path);
   }
-  if (mayHoldFullError(text)) refuseUndecodableErrors(text);
+  if (objectCodeSeen || mayHoldFullError(text)) text = withErrorLoopsRevivable(text);
   // Byte length only matters near the limit; text.length is a lower bound of UTF-8 bytes.
   if (text.length * 3 > maxBytes) {
     const bytes = Buffer.byteLength(text, "utf8");
@@ -175,18 +205,34 @@ export function encode(value: unknown, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES): st
   return text;
 }
 
-/** An Error's parts are revived before the Error is: an Error whose cause or properties
- *  lead back to itself (`err.cause = err`, a response that holds the error) cannot be
- *  decoded, and was recorded so: the run paused for good at its first replay. */
-function refuseUndecodableErrors(text: string): void {
+/** `text`, or, when an Error in it leads back to itself (`err.error = err`, a response
+ *  that holds the error), the same value written again with its Errors under
+ *  ErrorWithCycles: the older tags revive an Error from its parts, which cannot hold it yet
+ *  (the run paused for good at its first replay, or, for an Error whose code held it, was
+ *  handed a second Error without its code). Written again from the text, not the value: a
+ *  getter is read once. */
+function withErrorLoopsRevivable(text: string): string {
   try {
-    devalue.parse(text, revivers);
-  } catch {
-    throw new EncodeError(
-      "cannot store an Error whose cause or properties lead back to the Error itself; store the cause's message, or a plain copy without the loop",
-      "(root)",
-    );
+    devalue.parse(text, { ...wholeErrorRevivers, ...cycleErrorRevivers, ...arrayRevivers });
+    return text;
+  } catch (err) {
+    if (err !== NOT_WHOLE) throw undecodableErrorRefusal();
   }
+  try {
+    const copy = devalue.parse(text, { ...inPlaceErrorRevivers, ...arrayRevivers });
+    const again = escapeLoneSurrogatesInJson(devalue.stringify(copy, cycleReducers, encoderReads));
+    devalue.parse(again, revivers);
+    return again;
+  } catch {
+    throw undecodableErrorRefusal();
+  }
+}
+
+function undecodableErrorRefusal(): EncodeError {
+  return new EncodeError(
+    "cannot store an Error whose cause or properties lead back to it in a way cairn cannot read back; store the cause's message, or a plain copy without the loop",
+    "(root)",
+  );
 }
 
 /** Text that identifies a value as the code builds it, for a digest (a child call's input):

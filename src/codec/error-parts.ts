@@ -17,8 +17,17 @@
 // `isInstance` checks), and such an Error is stored with them under "ErrorWithSymbols". Any
 // other enumerable symbol key cannot be stored, and the Error is refused (as any object with
 // one is), naming the path.
+//
+// An Error whose parts lead back to it (`execFileSync` of a missing binary sets
+// `err.error = err`; a response that holds the error) cannot be revived by those tags:
+// devalue revives an Error from its parts, so the parts cannot hold the Error yet. Such a
+// value was refused; its Errors are now stored under "ErrorWithCycles" (the parts of
+// "ErrorWithSymbols"), revived in place (revive-in-place.ts), which a cairn that does not
+// know the tag pauses as undecodable. The other tags are kept for every value without such
+// a loop: text written so decodes as it always did.
 
 import { types } from "node:util";
+import { partsWhole, revivedInPlace } from "./revive-in-place.js";
 
 /** An Error of this realm or another (node:vm, a sandbox): instanceof knows only this
  *  realm's, and another's was refused as a class instance, where its Date and Map are kept. */
@@ -177,6 +186,98 @@ export const errorRevivers = {
     return e;
   },
 };
+
+/** The parts of an Error in a value with a loop through an Error (codec.ts): all it has
+ *  (symbolErrorParts'), or false for one with nothing beyond its base parts and a code that
+ *  is not an object (nothing of it can lead back to it). */
+export function cycleErrorParts(v: unknown): unknown[] | false {
+  if (!isError(v)) return false;
+  const symbols = registeredSymbolKeys(v);
+  if (symbols === undefined) return false;
+  const { shown, hidden } = extraKeys(v);
+  const code = (v as Coded).code;
+  if (shown.length + hidden.length + symbols.length === 0) {
+    if (typeof code !== "object" || code === null) return false;
+  }
+  return [...baseParts(v), read(v, shown), read(v, hidden), read(v, symbols, Symbol.for)];
+}
+
+/** Errors made bare, before their base parts were revived (an Error whose code holds it). */
+const bare = new WeakSet<Error>();
+
+/** An Error made before its parts are whole: as revivedError makes it when its base parts
+ *  are (the loop is in its properties), else bare (filledError gives it its base parts). */
+function madeError(parts: unknown[]): Error {
+  if (partsWhole(parts, 4)) return revivedError(parts as BaseParts);
+  const e = new Error();
+  bare.add(e);
+  return e;
+}
+
+/** The rest of an Error's parts, once whole (those of any Error tag: an older one has
+ *  fewer). */
+function filledError(e: Error, parts: unknown[]): void {
+  const [name, message, stack, code, shown = {}, hidden = {}, symbols = {}] = parts as [
+    ...BaseParts,
+    Props?,
+    Props?,
+    Props?,
+  ];
+  if (bare.has(e)) {
+    // Its base parts, as revivedError gives them (new Error(message) defines the message).
+    if (message !== undefined) {
+      Object.defineProperty(e, "message", {
+        value: String(message),
+        enumerable: false,
+        writable: true,
+        configurable: true,
+      });
+    }
+    e.name = name;
+    e.stack = stack;
+    if (code !== undefined) (e as Coded).code = code;
+  }
+  defineAll(e, hidden, false);
+  defineAll(e, shown, true);
+  for (const [k, value] of Object.entries(symbols)) {
+    Object.defineProperty(e, Symbol.for(k), {
+      value,
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
+  }
+}
+
+const inPlace = (size: number) => (parts: unknown[]) =>
+  revivedInPlace(parts, size, madeError, filledError);
+
+export const cycleErrorRevivers = { ErrorWithCycles: inPlace(7) };
+
+/** Every Error tag revived in place: for text written with the older tags whose Errors lead
+ *  back to themselves, which encode then writes again under ErrorWithCycles (codec.ts).
+ *  Never used to decode what is stored: such text decodes as it always did. */
+export const inPlaceErrorRevivers = {
+  Error: inPlace(4),
+  ErrorWithProps: inPlace(6),
+  ErrorWithSymbols: inPlace(7),
+  ErrorWithCycles: inPlace(7),
+};
+
+/** The revivers of the older tags, refusing (NOT_WHOLE) where they would be handed parts
+ *  not whole: the Error leads back to itself, and they would throw, or (an Error whose
+ *  code holds it) make a second Error without its code. */
+export const NOT_WHOLE = new Error("an Error leads back to itself");
+const sizes = { Error: 4, ErrorWithProps: 6, ErrorWithSymbols: 7 } as const;
+export const wholeErrorRevivers = Object.fromEntries(
+  Object.entries(errorRevivers).map(([tag, revive]) => [
+    tag,
+    (parts: never) => {
+      if (!partsWhole(parts, sizes[tag as keyof typeof sizes])) throw NOT_WHOLE;
+      return revive(parts);
+    },
+  ]),
+);
 
 /** True when `text` may hold an Error stored with its properties. */
 export function mayHoldFullError(text: string): boolean {

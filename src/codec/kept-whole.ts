@@ -22,7 +22,7 @@ const nativeCode = /\{\s*\[native code\]\s*\}$/;
 
 /** A built-in's prototype in this realm or another (node:vm): its constructor is native
  *  code of the built-in's name (a class of the user's is not). */
-function isBuiltInPrototype(proto: object | null, name: string): boolean {
+export function isBuiltInPrototype(proto: object | null, name: string): boolean {
   if (proto === null) return false;
   if (
     proto === (globalThis as Record<string, { prototype?: unknown } | undefined>)[name]?.prototype

@@ -12,6 +12,7 @@
 // Everything else counts as encoded: key order, -0, a Map's order, repeated references.
 
 import * as devalue from "devalue";
+import { arrayWithPropsParts } from "./array-parts.js";
 import { decode, isError } from "./codec.js";
 import { encoderReads } from "./encoder-reads.js";
 
@@ -35,4 +36,6 @@ function comparedText(value: unknown): string {
 
 const comparedReducers = {
   Error: (v: unknown) => isError(v) && [v.name, v.message, (v as { code?: unknown }).code],
+  // As stored: read by encoderReads alone, it was refused, and so not the same as itself.
+  ArrayWithProps: arrayWithPropsParts,
 };
