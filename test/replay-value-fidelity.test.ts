@@ -169,7 +169,28 @@ function oddities(inner: fc.Arbitrary<unknown>): fc.Arbitrary<unknown> {
     fc.constant(new TaggedMap([[1, 2]])),
     fc.constant(new Stamp(0)),
     fc.constant(List.from([1, 2])),
-    fc.constant("abc".match(/b/)),
+    // Regex matches (their index, input, groups and indices), one with extra properties.
+    fc
+      .tuple(hostileString, fc.constantFrom(/b/, /(?<g>b)(x)?/d, /(.)/g, /$/))
+      .map(([text, re]) => re.exec(`ab${text}`) ?? [...`ab${text}`.matchAll(/./g)]),
+    fc
+      .tuple(fc.array(inner, { maxLength: 3 }), inner)
+      .map(([items, note]) => Object.assign([...items], { note })),
+    // Values whose parts lead back to them: an Error (execFileSync's err.error = err, a
+    // cause holding it, a code holding it) and an array with properties.
+    fc
+      .tuple(hostileString, inner, fc.constantFrom("error", "cause", "code", "deep"))
+      .map(([message, v, where]) => {
+        const e = new Error(message) as Error & Record<string, unknown>;
+        if (where === "deep") e.response = { v, request: { error: e } };
+        else e[where] = where === "error" ? e : { v, self: e };
+        return e;
+      }),
+    inner.map((v) => {
+      const a = Object.assign([v], { self: undefined as unknown });
+      a.self = a;
+      return a;
+    }),
     // Symbol keys, enumerable or not; non-enumerable string keys.
     inner.map((v) => ({ v, [Symbol("s")]: 1 })),
     inner.map((v) =>

@@ -1,5 +1,6 @@
 // Values <-> stored text. devalue keeps Date, Map, Set, BigInt, undefined, typed arrays,
-// repeated and circular references; reducers add Error (error-parts.ts). Anything else that
+// repeated and circular references; reducers add Error (error-parts.ts) and an array with
+// properties beside its elements (array-parts.ts). Anything else that
 // is not plain data (functions, symbols, class instances), and a value a copy would lose
 // part of (kept-whole.ts), is refused with the path to the bad value: the workflow is
 // handed the decoded copy, on the first run as on every replay, never a value with less.
@@ -213,13 +214,13 @@ export function encode(value: unknown, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES): st
  *  getter is read once. */
 function withErrorLoopsRevivable(text: string): string {
   try {
-    devalue.parse(text, { ...wholeErrorRevivers, ...cycleErrorRevivers, ...arrayRevivers });
+    devalue.parse(text, wholeRevivers);
     return text;
   } catch (err) {
     if (err !== NOT_WHOLE) throw undecodableErrorRefusal();
   }
   try {
-    const copy = devalue.parse(text, { ...inPlaceErrorRevivers, ...arrayRevivers });
+    const copy = devalue.parse(text, inPlaceRevivers);
     const again = escapeLoneSurrogatesInJson(devalue.stringify(copy, cycleReducers, encoderReads));
     devalue.parse(again, revivers);
     return again;
@@ -227,6 +228,12 @@ function withErrorLoopsRevivable(text: string): string {
     throw undecodableErrorRefusal();
   }
 }
+
+/** decode's revivers, refusing an older Error tag's value that leads back to itself. */
+const wholeRevivers = { ...wholeErrorRevivers, ...cycleErrorRevivers, ...arrayRevivers };
+
+/** Every Error tag revived in place: a copy of such text to write again. */
+const inPlaceRevivers = { ...inPlaceErrorRevivers, ...arrayRevivers };
 
 function undecodableErrorRefusal(): EncodeError {
   return new EncodeError(

@@ -2,8 +2,9 @@
 // alone (an array's elements, a Map's entries, a Date's time) and a plain object by its own
 // enumerable keys; what else the value held was dropped without a word, and the workflow
 // was handed a copy without it on the first run and on every replay:
-// - the properties of an array (a regex match's `index`, `input` and `groups`), a Date, a
-//   Map, a Set, a RegExp (its `lastIndex` too) or a boxed primitive;
+// - the properties of a Date, a Map, a Set, a RegExp (its `lastIndex` too) or a boxed
+//   primitive (an array's are stored by array-parts.ts, a regex match's `index`, `input`
+//   and `groups`; those of one of another prototype are not);
 // - its class: a `class Tags extends Map`, an Array of another prototype, an object whose
 //   prototype has no prototype (its methods and inherited values), came back as plain
 //   built-ins or objects, where other class instances are refused.

@@ -187,9 +187,12 @@ export function faithfulCopy(original: unknown, copy: unknown): Diff {
     if (copiedPrototype(o) !== Object.getPrototypeOf(p)) return `${path}: prototype`;
     if (types.isNativeError(o) || o instanceof Error) {
       const [e, f] = [o as Error & { code?: unknown }, p as Error & { code?: unknown }];
-      for (const k of ["name", "message", "stack", "code"] as const) {
+      for (const k of ["name", "message", "stack"] as const) {
         if (!Object.is(e[k], f[k])) return `${path}.${k}`;
       }
+      // A code may be an object (one that holds the Error too): compared as data.
+      const code = walk(e.code, f.code, `${path}.code`);
+      if (code) return code;
       if (Object.hasOwn(e, "cause") !== Object.hasOwn(f, "cause"))
         return `${path}.cause: kept or not`;
       if (Object.hasOwn(e, "cause")) {
