@@ -153,7 +153,6 @@ function stringify(value: unknown): string {
 /** Encodes a value; throws EncodeError naming the offending path or the size. */
 export function encode(value: unknown, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES): string {
   let text: string;
-  objectCodeSeen = false;
   try {
     text = escapeLoneSurrogatesInJson(stringify(value));
   } catch (err) {
@@ -191,7 +190,12 @@ export function encode(value: unknown, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES): st
       : "";
     throw new EncodeError(`cannot store ${refusedWhat(err)} at ${path}${inError}`, path);
   }
-  if (objectCodeSeen || mayHoldFullError(text)) text = withErrorLoopsRevivable(text);
+  if (objectCodeSeen || mayHoldFullError(text)) {
+    // Reset here, not on every encode (a number's encoding paid for it); one left set by a
+    // refused value costs the next encode a look, never another text.
+    objectCodeSeen = false;
+    text = withErrorLoopsRevivable(text);
+  }
   // Byte length only matters near the limit; text.length is a lower bound of UTF-8 bytes.
   if (text.length * 3 > maxBytes) {
     const bytes = Buffer.byteLength(text, "utf8");
