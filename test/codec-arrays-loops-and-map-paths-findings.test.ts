@@ -1,4 +1,4 @@
-// The codec's leftovers (h6): a regex match array kept with its own properties
+// The codec's leftovers: a regex match array kept with its own properties
 // (ArrayWithProps), an Error whose parts lead back to it stored and read back as one object
 // (ErrorWithCycles), and refusals inside a Map's entry named by the property. Each test
 // failed before its mend.
@@ -82,7 +82,7 @@ describe("an Error whose parts lead back to it is stored as one object", () => {
   it("execFileSync's error for a missing binary (err.error === err)", () => {
     let thrown: unknown;
     try {
-      execFileSync("/nonexistent/h6-binary");
+      execFileSync("/nonexistent/cairn-missing-binary");
     } catch (err) {
       thrown = err;
     }
@@ -182,7 +182,7 @@ describe.each(BACKENDS)(
     it("are handed over whole, the same both times", async () => {
       const h = harness();
       const seen: unknown[] = [];
-      const wf = workflow({ name: "h6-match", version: "1" }, async (ctx) => {
+      const wf = workflow({ name: "codec-match", version: "1" }, async (ctx) => {
         const found = await ctx.step("find", () => {
           const err = new Error("spawn failed") as Error & { error?: unknown };
           err.error = err;
