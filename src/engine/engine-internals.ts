@@ -14,7 +14,7 @@ import type { EngineConfig } from "./engine-config.js";
 import { EngineOpening } from "./engine-open.js";
 import { type RetentionLoop, startRetentionLoop } from "./engine-retention.js";
 import type { ExecutionDeps } from "./execution.js";
-import { type WorkerEventFields, workerEventMessage } from "./logger.js";
+import { dropLine, type WorkerEventFields, workerEventMessage } from "./logger.js";
 import { RunWaiters } from "./run-waiters.js";
 import { Worker, type WorkerOptions } from "./worker.js";
 
@@ -180,6 +180,7 @@ function executionDeps(
 
 /** The worker's lifecycle events as info lines of the logger. */
 function lifecycleReporter(config: EngineConfig, workerId: string): ExecutionDeps["lifecycle"] {
+  if (config.logger.info === dropLine) return () => {};
   // A logger that throws must not stop the worker between a claim and its execution.
   return neverThrows((event) => {
     const fields: WorkerEventFields = { ...event, workerId };

@@ -56,8 +56,11 @@ export function consoleLogger(): Logger {
     const why = err === undefined ? "" : `: ${(err as Error)?.message ?? String(err)}`;
     console.error(`cairn: ${message ?? ""}${why}`);
   };
-  return { debug: () => {}, info: () => {}, warn: problem, error: problem };
+  return { debug: () => {}, info: dropLine, warn: problem, error: problem };
 }
+
+/** The default logger's info: lifecycle lines dropped, so none need be made (two a run). */
+export const dropLine = (): void => {};
 
 /** A logger that drops everything. */
 export const silentLogger: Logger = {
