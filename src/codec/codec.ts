@@ -31,6 +31,7 @@ import {
   wholeErrorRevivers,
 } from "./error-parts.js";
 import { notKeptWhat } from "./kept-whole.js";
+import { plainText } from "./plain-text.js";
 import { readablePath } from "./readable-path.js";
 import { throwingReadPath } from "./throwing-read.js";
 
@@ -140,6 +141,8 @@ const lookupGetter = (
  *  results) is encoded with devalue's own reads, and only the rest again with encoderReads.
  *  The text is the same either way; a refusal met before such a part is too. */
 function stringify(value: unknown): string {
+  const plain = plainText(value);
+  if (plain !== undefined) return plain;
   // Not an object: no reducer can take it (devalue sets them up on every call).
   if (typeof value !== "object" || value === null) return devalue.stringify(value);
   try {

@@ -1,0 +1,188 @@
+// devalue's text of plain data, written without devalue. devalue.stringify sets up its
+// operations (a merged object), a Map, its reducers and a closure on every call: in a run's
+// path, a value like { i: 3 } took 8-15 us to encode that way (measured in place; 3 us in a
+// tight loop), and every step's value, every run's input and output is encoded once. Plain
+// data (primitives, objects whose prototype is Object.prototype, dense arrays, shared and
+// cyclic references among them) is most of what steps return: it is written here in
+// devalue's format, character for character (test/h7-plain-text.test.ts compares the two
+// on generated values). Anything else (a Date, a Map, an Error, a proxy, a getter, a symbol
+// key, an array with holes or other keys, a class instance) answers undefined before any of
+// it is read twice: the encoder's own path then stores the value (codec.ts).
+
+import { types } from "node:util";
+
+// devalue's codes for values it writes as no entry (devalue/src/constants.js).
+const UNDEFINED = -1;
+const NAN = -3;
+const POSITIVE_INFINITY = -4;
+const NEGATIVE_INFINITY = -5;
+const NEGATIVE_ZERO = -6;
+
+/** Not plain data: the encoder's own path decides. */
+const NOT_PLAIN = Symbol("not plain");
+
+const lookupGetter = (
+  Object.prototype as unknown as { __lookupGetter__: (this: object, key: string) => unknown }
+).__lookupGetter__;
+
+/** devalue's text of `value` when it is plain data, else undefined. */
+export function plainText(value: unknown): string | undefined {
+  const entries: string[] = [];
+  const index = new PlainWriter(entries).flatten(value);
+  if (index === NOT_PLAIN) return undefined;
+  // As devalue: a value written as a code alone (undefined, NaN...) is that code.
+  if (index < 0) return `${index}`;
+  return `[${entries.join(",")}]`;
+}
+
+class PlainWriter {
+  private readonly indexes = new Map<unknown, number>();
+
+  constructor(private readonly entries: string[]) {}
+
+  /** The entry index of `thing` (written), a negative code, or NOT_PLAIN. Entries are
+   *  numbered as devalue numbers them: in the order first met, a part before what it holds. */
+  flatten(thing: unknown): number | typeof NOT_PLAIN {
+    if (thing === undefined) return UNDEFINED;
+    if (typeof thing === "number") {
+      if (Number.isNaN(thing)) return NAN;
+      if (thing === Number.POSITIVE_INFINITY) return POSITIVE_INFINITY;
+      if (thing === Number.NEGATIVE_INFINITY) return NEGATIVE_INFINITY;
+      if (thing === 0 && 1 / thing < 0) return NEGATIVE_ZERO;
+    }
+    const known = this.indexes.get(thing);
+    if (known !== undefined) return known;
+    if (typeof thing !== "object" || thing === null) {
+      const text = primitiveText(thing);
+      if (text === undefined) return NOT_PLAIN;
+      return this.write(thing, text);
+    }
+    const index = this.reserve(thing);
+    const text = Array.isArray(thing) ? this.arrayText(thing) : this.objectText(thing);
+    if (text === undefined) return NOT_PLAIN;
+    this.entries[index] = text;
+    return index;
+  }
+
+  private write(thing: unknown, text: string): number {
+    const index = this.reserve(thing);
+    this.entries[index] = text;
+    return index;
+  }
+
+  /** The next index, its entry held by a placeholder (an array with holes joins slowly). */
+  private reserve(thing: unknown): number {
+    const index = this.entries.length;
+    this.entries.push("");
+    this.indexes.set(thing, index);
+    return index;
+  }
+
+  /** A dense array of Array.prototype with no other keys: `[i,j,...]`. */
+  private arrayText(array: unknown[]): string | undefined {
+    if (!isPlainShell(array, Array.prototype)) return undefined;
+    // As many keys as elements and no hole: no key but the indices.
+    const length = array.length;
+    if (Object.keys(array).length !== length) return undefined;
+    if (typeof (array as { then?: unknown }).then === "function") return undefined;
+    let text = "[";
+    for (let i = 0; i < length; i++) {
+      const element = array[i];
+      if (element === undefined && !Object.hasOwn(array, i)) return undefined;
+      const index = this.flatten(element);
+      if (index === NOT_PLAIN) return undefined;
+      text += i === 0 ? `${index}` : `,${index}`;
+    }
+    return `${text}]`;
+  }
+
+  /** An object of Object.prototype, string keys only, no accessor: `{"key":i,...}`. */
+  private objectText(object: object): string | undefined {
+    if (!isPlainShell(object, Object.prototype)) return undefined;
+    if (Object.getOwnPropertySymbols(object).length > 0) return undefined;
+    const keys = Object.keys(object);
+    // Looked at before any property is read: a getter is never run here.
+    for (let i = 0; i < keys.length; i++) {
+      const key = keys[i] as string;
+      if (key === "__proto__" || lookupGetter.call(object, key) !== undefined) return undefined;
+    }
+    if (typeof (object as { then?: unknown }).then === "function") return undefined;
+    let text = "{";
+    for (let i = 0; i < keys.length; i++) {
+      const key = keys[i] as string;
+      const index = this.flatten((object as Record<string, unknown>)[key]);
+      if (index === NOT_PLAIN) return undefined;
+      text += `${i === 0 ? "" : ","}${quoted(key)}:${index}`;
+    }
+    return `${text}}`;
+  }
+}
+
+/** Of `proto`, no proxy, and the built-in tag devalue reads (get_type) is the prototype's:
+ *  no Symbol.toStringTag, no other built-in (a Date or an Error given another prototype).
+ *  `in` runs no getter on an object that is no proxy. */
+function isPlainShell(value: object, proto: object): boolean {
+  return (
+    Object.getPrototypeOf(value) === proto &&
+    !types.isProxy(value) &&
+    !(Symbol.toStringTag in value) &&
+    toTag.call(value) === (proto === Array.prototype ? "[object Array]" : "[object Object]")
+  );
+}
+
+const toTag = Object.prototype.toString;
+
+/** devalue's text of a primitive (stringify_primitive), or undefined for a symbol or function. */
+function primitiveText(thing: unknown): string | undefined {
+  switch (typeof thing) {
+    case "string":
+      return quoted(thing);
+    case "number":
+    case "boolean":
+      return String(thing);
+    case "bigint":
+      return `["BigInt","${thing}"]`;
+    case "object":
+      return thing === null ? "null" : undefined;
+    default:
+      return undefined;
+  }
+}
+
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are escaped.
+const ESCAPED = /["<\\\u0000-\u001f\u2028\u2029]/g;
+
+/** devalue's stringify_string: JSON's quoting, with `<`, U+2028 and U+2029 escaped too. */
+function quoted(text: string): string {
+  ESCAPED.lastIndex = 0;
+  if (!ESCAPED.test(text)) return `"${text}"`;
+  ESCAPED.lastIndex = 0;
+  return `"${text.replace(ESCAPED, escapedChar)}"`;
+}
+
+function escapedChar(char: string): string {
+  switch (char) {
+    case '"':
+      return '\\"';
+    case "<":
+      return "\\u003C";
+    case "\\":
+      return "\\\\";
+    case "\n":
+      return "\\n";
+    case "\r":
+      return "\\r";
+    case "\t":
+      return "\\t";
+    case "\b":
+      return "\\b";
+    case "\f":
+      return "\\f";
+    case "\u2028":
+      return "\\u2028";
+    case "\u2029":
+      return "\\u2029";
+    default:
+      return `\\u${char.charCodeAt(0).toString(16).padStart(4, "0")}`;
+  }
+}
