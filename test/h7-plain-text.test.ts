@@ -88,7 +88,12 @@ describe("plain data is written as devalue writes it", () => {
     const date = new Date(0);
     Object.setPrototypeOf(date, Object.prototype);
     const extraKey = Object.assign([1, 2], { more: 3 });
-    const holeAndKey = Object.assign([, 1], { more: 3 });
+    const withHole = (): unknown[] => {
+      const a: unknown[] = [];
+      a[1] = 1;
+      return a;
+    };
+    const holeAndKey = Object.assign(withHole(), { more: 3 });
     const notPlain = [
       new Date(0),
       new Map([[1, 2]]),
@@ -102,7 +107,7 @@ describe("plain data is written as devalue writes it", () => {
       Object.create(null),
       new (class Thing {})(),
       new Proxy({}, {}),
-      [, 1],
+      withHole(),
       extraKey,
       holeAndKey,
       { [Symbol.toStringTag]: "Array" },
