@@ -115,6 +115,7 @@ describe("plain data is written as devalue writes it", () => {
       date,
       Object(1),
       { nested: [{ deeper: new Date(0) }] },
+      // biome-ignore lint/suspicious/noThenProperty: a thenable is what is refused here.
       { then: () => 1 },
       { before: 1, getter },
     ];
