@@ -4,7 +4,7 @@
 // tight loop), and every step's value, every run's input and output is encoded once. Plain
 // data (primitives, objects whose prototype is Object.prototype, dense arrays, shared and
 // cyclic references among them) is most of what steps return: it is written here in
-// devalue's format, character for character (test/h7-plain-text.test.ts compares the two
+// devalue's format, character for character (test/codec-plain-text-matches-devalue.test.ts compares the two
 // on generated values). Anything else (a Date, a Map, an Error, a proxy, a getter, a symbol
 // key, an array with holes or other keys, a class instance) answers undefined before any of
 // it is read twice: the encoder's own path then stores the value (codec.ts).
