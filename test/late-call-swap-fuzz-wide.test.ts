@@ -21,6 +21,8 @@ const immediate = () => new Promise((r) => setImmediate(r));
 const SEEDS = Number(process.env.CAIRN_WIDE_SWAP_FUZZ_SEEDS ?? 0);
 /** CAIRN_WIDE_SWAP_FUZZ_BASE=<n>: programs n+1 .. n+SEEDS instead of 1 .. SEEDS (fresh shapes). */
 const BASE = Number(process.env.CAIRN_WIDE_SWAP_FUZZ_BASE ?? 0);
+/** CAIRN_WIDE_SWAP_FUZZ_EXCLUDE=mixed,read: ops left out (triage: is a swap the known one?). */
+const EXCLUDE = (process.env.CAIRN_WIDE_SWAP_FUZZ_EXCLUDE ?? "").split(",").filter(Boolean);
 
 type Op =
   | "step"
@@ -60,8 +62,9 @@ function program(seed: number): Op[][] {
     "fire",
     "mixed",
   ];
+  const kept = ops.filter((op) => !EXCLUDE.includes(op));
   return Array.from({ length: 2 + Math.floor(r() * 2) }, () =>
-    Array.from({ length: 2 + Math.floor(r() * 4) }, () => ops[Math.floor(r() * ops.length)]!),
+    Array.from({ length: 2 + Math.floor(r() * 4) }, () => kept[Math.floor(r() * kept.length)]!),
   );
 }
 
