@@ -21,6 +21,8 @@ const immediate = () => new Promise((r) => setImmediate(r));
 const SEEDS = Number(process.env.CAIRN_WIDE_SWAP_FUZZ_SEEDS ?? 0);
 /** CAIRN_WIDE_SWAP_FUZZ_BASE=<n>: programs n+1 .. n+SEEDS instead of 1 .. SEEDS (fresh shapes). */
 const BASE = Number(process.env.CAIRN_WIDE_SWAP_FUZZ_BASE ?? 0);
+/** CAIRN_WIDE_SWAP_FUZZ_REPEAT=<n>: each program n times (a swap's timing is the replay's own). */
+const REPEAT = Number(process.env.CAIRN_WIDE_SWAP_FUZZ_REPEAT ?? 1);
 /** CAIRN_WIDE_SWAP_FUZZ_EXCLUDE=mixed,read: ops left out (triage: is a swap the known one?). */
 const EXCLUDE = (process.env.CAIRN_WIDE_SWAP_FUZZ_EXCLUDE ?? "").split(",").filter(Boolean);
 /** CAIRN_WIDE_SWAP_FUZZ_CALL=effect|wait: the reused name is a ctx.effect or a
@@ -81,7 +83,8 @@ describe.each(BACKENDS.filter((b) => !ONLY || b === ONLY))("%s: wider swap fuzz"
       let replayRefused = 0;
       const failures: string[] = [];
       const refusedBy: Record<string, number> = {};
-      for (let seed = BASE + 1; seed <= BASE + SEEDS; seed++) {
+      for (let k = 0; k < SEEDS * REPEAT; k++) {
+        const seed = BASE + 1 + (k % SEEDS);
         const h = harness();
         const swaps: string[] = [];
         const firstSeen = new Map<string, string>();
@@ -189,7 +192,7 @@ describe.each(BACKENDS.filter((b) => !ONLY || b === ONLY))("%s: wider swap fuzz"
         await e.close();
       }
       console.log(
-        `${backend}: ${accepted} of ${SEEDS} accepted (first runs refused: ${JSON.stringify(refusedBy)}), ${replayRefused} replays refused`,
+        `${backend}: ${accepted} of ${SEEDS * REPEAT} accepted (first runs refused: ${JSON.stringify(refusedBy)}), ${replayRefused} replays refused`,
       );
       expect(failures).toEqual([]);
     },
