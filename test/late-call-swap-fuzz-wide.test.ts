@@ -5,7 +5,9 @@
 // ends, or join a step with a file read ("mixed": seed 43 found replay-held-delivery-swap-findings). Timings differ
 // between the first execution and the replay (CAIRN_WIDE_SWAP_FUZZ_SEEDS, CAIRN_WIDE_SWAP_FUZZ_BACKEND). A run
 // the first execution accepts must hand each call of the name its own value on the replay;
-// refusals are fine.
+// refusals are fine. Triage knobs (below): _BASE, _REPEAT, _EXCLUDE, and _CALL=effect|wait,
+// which reuses the name on effects or waits (the wait variant found
+// test/h8-held-delivery-swap-wait.test.ts).
 
 import { readFile } from "node:fs/promises";
 import { describe, expect, it } from "vitest";
