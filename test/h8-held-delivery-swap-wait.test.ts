@@ -3,7 +3,7 @@
 //
 // NOT MENDED (it.fails): by its shape the same cause as that file's finding 1 (context.ts
 // cascadeOver and DeliveryQueue.cascadeOver, another helper's area; with the file-read join
-// left out, CAIRN_WIDE_SWAP_FUZZ_EXCLUDE=mixed, 600 wide-fuzz programs on waits swapped
+// left out, CAIRN_WIDE_SWAP_FUZZ_EXCLUDE=mixed, 720 wide-fuzz programs on waits swapped
 // none). Both backends show it (run as `it`, both fail on the swap itself). A cascade whose
 // recorded call (a wait of "x") the replay has not made yet, because its code joined a step
 // with a file read of its own, is followed at once by the next recorded outcome; the code
