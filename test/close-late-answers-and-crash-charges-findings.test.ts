@@ -8,7 +8,7 @@ import { realClock } from "../src/lib/clock.js";
 import { crashableStore } from "../src/testing/crashable-store.js";
 import { createVirtualClock, faultyStore } from "../src/testing/index.js";
 import { advanceUntil } from "./helpers/engines.js";
-import { crashedRun, outcomeOf } from "./helpers/lifecycle.js";
+import { closeDeadEngine, crashedRun, outcomeOf } from "./helpers/lifecycle.js";
 import { tempDbPath, until } from "./helpers/sqlite.js";
 import { around, gate, lostAttempts } from "./helpers/store-verbs.js";
 
@@ -372,7 +372,7 @@ describe("close() of a worker replaying a crashed run, its workflow awaiting its
       closeGraceMs: 0,
       log: () => {},
     });
-    cleanups.push(() => a.close().catch(() => {}));
+    closeDeadEngine(a, cleanups);
     cleanups.push(hang.open);
     await a.start(wf, undefined, { id: "r" });
     await until(() => crashing.crashed, "the worker crashed in the step");
@@ -479,7 +479,7 @@ describe("close() of a worker that took over a crashed run and failed an attempt
       closeGraceMs: 0,
       log: () => {},
     });
-    cleanups.push(() => a.close().catch(() => {}));
+    closeDeadEngine(a, cleanups);
     await a.start(wf, undefined, { id: "r" });
     await until(async () => (await attempts()) === 1, "the first attempt failed and recorded");
     crashing.crash(); // in the first backoff

@@ -9,7 +9,13 @@ import type { RunWrite } from "../src/store/store.js";
 import { crashableStore } from "../src/testing/crashable-store.js";
 import { createVirtualClock } from "../src/testing/index.js";
 import { BACKENDS, freshStorage } from "./helpers/engines.js";
-import { cleanupsAfterEach, crashedRun, lifecycleLines, outcomeOf } from "./helpers/lifecycle.js";
+import {
+  cleanupsAfterEach,
+  closeDeadEngine,
+  crashedRun,
+  lifecycleLines,
+  outcomeOf,
+} from "./helpers/lifecycle.js";
 import { until } from "./helpers/sqlite.js";
 import { around, gate, lostAttempts } from "./helpers/store-verbs.js";
 
@@ -60,7 +66,7 @@ describe.each(BACKENDS)(
         closeGraceMs: 0,
         log: () => {},
       });
-      cleanups.push(() => a.close().catch(() => {}));
+      closeDeadEngine(a, cleanups);
       await a.start(deadWf, undefined, { id: "r" });
       await until(() => crashing.crashed, "the worker crashed after recording the failure");
       await crashing.settled();
