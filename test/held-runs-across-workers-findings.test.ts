@@ -85,11 +85,16 @@ describe.each(BACKENDS)("%s: a resumed run whose failed execution's body runs on
     await until(() => bClaims > after + 5 || seen.begun > 1, "claim rounds of B");
     expect({ begun: seen.begun, most: seen.most }).toEqual({ begun: 1, most: 1 });
 
-    // Once the lease A held would have run out, B takes the run (A's body ended meanwhile).
+    // Once A's body has ended, A renews the hold no more (h10-held-run-outlived): once the
+    // lease it held would have run out, B takes the run.
     latch.open();
-    await clock.advance(LEASE_MS + 1);
+    await until(() => seen.running === 0, "A's body ended");
     await until(
-      async () => (await b.getRun("r"))?.status === "completed",
+      async () => {
+        if ((await b.getRun("r"))?.status === "completed") return true;
+        await clock.advance(LEASE_MS / 2);
+        return false;
+      },
       "the run completed",
       10_000,
     );

@@ -56,6 +56,14 @@ export class OrphanRuns {
     this.orphans.set(runId, { epoch, crashUnjudged, heldForBody: this.hooks.bodyRunning(runId) });
   }
 
+  /** The orphans `bodyRunning` says a step body of still runs here, at their epochs: their
+   *  leases are renewed meanwhile (worker.ts keptForBodies). */
+  keptFor(bodyRunning: (runId: string) => boolean): Array<{ runId: string; epoch: number }> {
+    return [...this.orphans]
+      .filter(([runId]) => bodyRunning(runId))
+      .map(([runId, { epoch }]) => ({ runId, epoch }));
+  }
+
   /** A claim failed without an answer (see claimMayHaveLeased). */
   claimFailed(): void {
     this.claimMayHaveLeased = true;

@@ -20,6 +20,14 @@ export class WorkerHeartbeat {
     private readonly active: ReadonlyMap<string, Execution>,
     /** A round renewed everything: the worker table is swept beside it. */
     private readonly renewed: () => void,
+    /** Runs no execution here holds whose step body still runs here: claims kept
+     *  unexecuted (their leases), runs released held for it (their holds). Renewed with
+     *  the executions' leases while the body runs, or another worker would take the run
+     *  once a lease had passed and begin the same call beside it. */
+    private readonly keptForBodies: () => {
+      leased: Array<{ runId: string; epoch: number }>;
+      held: string[];
+    } = () => ({ leased: [], held: [] }),
   ) {
     this.lastRenewOk = options.clock.now();
   }
@@ -82,16 +90,23 @@ export class WorkerHeartbeat {
 
   private async beatOnce(): Promise<void> {
     const { store, clock, leaseMs } = this.options;
-    const runs = [...this.active.values()].map((e) => ({ runId: e.runId, epoch: e.epoch }));
+    const executing = [...this.active.values()].map((e) => ({ runId: e.runId, epoch: e.epoch }));
+    const kept = this.keptForBodies();
+    const runs = [...executing, ...kept.leased];
     // Taken before asking: the store extended the leases after this moment, not when its
     // answer arrived.
     const askedAt = clock.now();
     try {
-      if (runs.length > 0) {
-        const res = await store.renewLeases({ workerId: this.options.id, runs, leaseMs });
+      if (runs.length > 0 || kept.held.length > 0) {
+        const res = await store.renewLeases({
+          workerId: this.options.id,
+          runs,
+          leaseMs,
+          ...(kept.held.length > 0 && { holds: kept.held }),
+        });
         // Only the execution the renewal was for: while it was in flight the run may have
         // been released and claimed again here, under a new epoch that is not lost.
-        const renewed = new Map(runs.map((r) => [r.runId, r.epoch]));
+        const renewed = new Map(executing.map((r) => [r.runId, r.epoch]));
         for (const id of res.lost) {
           const ex = this.active.get(id);
           // An execution releasing the run learns from its release whether it still held it.
@@ -100,7 +115,8 @@ export class WorkerHeartbeat {
             ex.leaseLost();
           }
         }
-        for (const id of res.cancelRequested) {
+        // A kept claim's cancel is carried out by its hand-back (orphan-runs.ts).
+        for (const id of res.cancelRequested.filter((runId) => renewed.has(runId))) {
           // The reason is only words for the run's end: one this process cannot read (a
           // key it was not given, a store error) must not fail the heartbeat, which would
           // stop every run of this worker and never deliver the cancel.

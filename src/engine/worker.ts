@@ -66,7 +66,12 @@ export class Worker {
       closed: () => this.closed,
       canceled: (ids) => void cancelChildrenOfCanceled(options, ids),
     });
-    this.heartbeat = new WorkerHeartbeat(options, this.active, () => this.table.sweepAside());
+    this.heartbeat = new WorkerHeartbeat(
+      options,
+      this.active,
+      () => this.table.sweepAside(),
+      () => this.keptForBodies(),
+    );
     this.orphans = new OrphanRuns(options, {
       executing: (runId) => this.active.has(runId),
       bodyRunning: (runId) => this.bodiesLeft.has(runId),
@@ -275,6 +280,19 @@ export class Worker {
         this.requestClaimRound();
       }
     });
+  }
+
+  /** The runs a step body of which still runs here though no execution holds them: their
+   *  claims kept unexecuted (leases), and those released held for the body (holds), whose
+   *  heartbeat goes on while the body runs (a lease's worth alone let another worker
+   *  begin the same call beside a body that ran longer). */
+  private keptForBodies(): { leased: Array<{ runId: string; epoch: number }>; held: string[] } {
+    const leased = this.orphans.keptFor((runId) => this.bodiesLeft.has(runId));
+    const claimed = new Set(leased.map((r) => r.runId));
+    const held = [...this.bodiesLeft.keys()].filter(
+      (runId) => !this.active.has(runId) && !claimed.has(runId),
+    );
+    return { leased, held };
   }
 
   /** `ex` ended with a step body of it still running here: until that body settles its run

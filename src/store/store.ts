@@ -319,6 +319,15 @@ export interface Release {
   heldFor?: { workerId: string; ms: number };
 }
 
+/** Store.renewLeases's argument. */
+export interface RenewLeases {
+  workerId: string;
+  runs: Array<{ runId: string; epoch: number }>;
+  leaseMs: number;
+  /** Runs held for this worker's step bodies (Release's heldFor) whose holds go on. */
+  holds?: string[];
+}
+
 export type ReleaseOutcome = { ok: true; run: RunRecord } | { ok: false; reason: "lease-lost" };
 
 export interface WorkerRecord {
@@ -455,12 +464,11 @@ export interface Store extends WorkspaceVerbs, ApprovalVerbs {
 
   /** Extends the leases of runs this worker holds at the given epochs. Returns the runs
    *  whose lease is gone (epoch moved on or the run is no longer running) and the runs
-   *  with a pending cancel request. */
-  renewLeases(p: {
-    workerId: string;
-    runs: Array<{ runId: string; epoch: number }>;
-    leaseMs: number;
-  }): Promise<{ lost: string[]; cancelRequested: string[] }>;
+   *  with a pending cancel request. `holds`: runs released with `heldFor` this worker
+   *  whose step body still runs here; each one's hold, while it is still this worker's (no
+   *  claim or release cleared it), is extended to `leaseMs` from now, as a lease is: a
+   *  hold ended while the body ran on let another worker begin the same call beside it. */
+  renewLeases(p: RenewLeases): Promise<{ lost: string[]; cancelRequested: string[] }>;
 
   /** Ends the lease of a run at `epoch` now, leaving it running with no owner: the next
    *  claimer (any worker, this one too) takes it over as from a crashed worker

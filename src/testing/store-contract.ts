@@ -877,6 +877,36 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect((await mustGet(taken.id)).leaseOwner).toBe("worker-2");
       });
 
+      it("extends a hold still the worker's (holds), not another worker's", async () => {
+        const mine = await started();
+        const theirs = await started();
+        const heldFor = (workerId: string) => ({ workerId, ms: LEASE_MS });
+        const failed = { status: "failed", error: { name: "Error", message: "x" } } as const;
+        await release(mine, { ...failed, heldFor: heldFor("worker-1") });
+        await release(theirs, { ...failed, heldFor: heldFor("worker-3") });
+        expect((await store.resumeRun(mine.id, {})).ok).toBe(true);
+        expect((await store.resumeRun(theirs.id, {})).ok).toBe(true);
+        advance(LEASE_MS / 2);
+        const out = await store.renewLeases({
+          workerId: "worker-1",
+          runs: [],
+          leaseMs: LEASE_MS,
+          holds: [mine.id, theirs.id],
+        });
+        expect(out).toEqual({ lost: [], cancelRequested: [] });
+        // Past the hold's first end: the renewed one still keeps other workers out.
+        advance(LEASE_MS * 0.75);
+        const claimed = await store.claimRuns({
+          workerId: "worker-2",
+          workflows: ["alpha@1"],
+          limit: 10,
+          leaseMs: LEASE_MS,
+        });
+        expect(claimed.map((c) => c.run.id)).toEqual([theirs.id]);
+        advance(LEASE_MS);
+        expect((await claim(mine.id, "worker-2")).run.leaseOwner).toBe("worker-2");
+      });
+
       it("reports a pending cancel request", async () => {
         const run = await started();
         await store.requestCancel(run.id, "user asked");

@@ -7,7 +7,7 @@
 // (not the workers'), so workers with skewed clocks agree on expiry.
 
 import { randomUUID } from "node:crypto";
-import type { ClaimedRun } from "../store.js";
+import type { ClaimedRun, RenewLeases } from "../store.js";
 import { type RunRow, toRun } from "./rows.js";
 import { nowSql, publish, type StoreContext } from "./sql.js";
 
@@ -89,12 +89,9 @@ function toClaimed(row: RunRow & { claimed_from: string }): ClaimedRun {
 
 export async function renewLeases(
   ctx: StoreContext,
-  p: {
-    workerId: string;
-    runs: Array<{ runId: string; epoch: number }>;
-    leaseMs: number;
-  },
+  p: RenewLeases,
 ): Promise<{ lost: string[]; cancelRequested: string[] }> {
+  if (p.holds !== undefined && p.holds.length > 0) await renewHolds(ctx, p, p.holds);
   if (p.runs.length === 0) return { lost: [], cancelRequested: [] };
   const { db, t } = ctx;
   // Locks taken in id order, as removeWorker does, so the two never deadlock.
@@ -126,6 +123,25 @@ export async function renewLeases(
     lost: p.runs.filter((x) => !held.has(x.runId)).map((x) => x.runId),
     cancelRequested: r.rows.filter((row) => row.cancel_requested).map((row) => row.id),
   };
+}
+
+/** A hold still this worker's (no claim or release cleared it) goes on as a lease does.
+ *  Locks taken in id order, as renewLeases and removeWorker do. */
+async function renewHolds(ctx: StoreContext, p: RenewLeases, holds: string[]): Promise<void> {
+  const { db, t } = ctx;
+  await db.statement(
+    "renewLeases",
+    "idempotent",
+    `WITH c AS (SELECT ${nowSql(1)} AS now),
+      h AS (
+        SELECT r.id FROM ${t.runs} r
+        WHERE r.id = ANY($2::text[]) AND r.held_by = $3 AND r.held_until IS NOT NULL
+        ORDER BY r.id
+        FOR NO KEY UPDATE OF r
+      )
+    UPDATE ${t.runs} r SET held_until = c.now + $4::bigint FROM h, c WHERE r.id = h.id`,
+    [ctx.clockParam(), holds, p.workerId, Math.round(p.leaseMs)],
+  );
 }
 
 /** Idempotent: the epoch is left alone, so a repeat of a commit whose answer was lost finds

@@ -49,6 +49,7 @@ import type {
   RateLimits,
   Release,
   ReleaseOutcome,
+  RenewLeases,
   ResumeOutcome,
   RunFilter,
   RunRecord,
@@ -409,11 +410,7 @@ class PostgresStore implements Store {
     return claimRuns(this.#ctx, p);
   }
 
-  renewLeases(p: {
-    workerId: string;
-    runs: Array<{ runId: string; epoch: number }>;
-    leaseMs: number;
-  }): Promise<{ lost: string[]; cancelRequested: string[] }> {
+  renewLeases(p: RenewLeases): Promise<{ lost: string[]; cancelRequested: string[] }> {
     return renewLeases(this.#ctx, p);
   }
 

@@ -3,7 +3,7 @@
 // Claims take the file's write lock (BEGIN IMMEDIATE), so no two claimers, in this process
 // or another, ever see the same candidate free. Times are the store's Clock.
 
-import type { ClaimedRun } from "../store.js";
+import type { ClaimedRun, RenewLeases } from "../store.js";
 import { mustGetRun, type StoreContext } from "./sql.js";
 
 export function claimRuns(
@@ -53,13 +53,21 @@ export function claimRuns(
 
 export function renewLeases(
   ctx: StoreContext,
-  p: { workerId: string; runs: Array<{ runId: string; epoch: number }>; leaseMs: number },
+  p: RenewLeases,
 ): Promise<{ lost: string[]; cancelRequested: string[] }> {
-  if (p.runs.length === 0) return Promise.resolve({ lost: [], cancelRequested: [] });
+  const holds = p.holds ?? [];
+  if (p.runs.length === 0 && holds.length === 0) {
+    return Promise.resolve({ lost: [], cancelRequested: [] });
+  }
   return ctx.write("renewLeases", (tx) => {
     const lost: string[] = [];
     const cancelRequested: string[] = [];
     const leaseUntil = tx.now + p.leaseMs;
+    // A hold still this worker's (no claim or release cleared it) goes on as a lease does.
+    const renewHold = tx.prepare(
+      "UPDATE runs SET held_until = ? WHERE id = ? AND held_by = ? AND held_until IS NOT NULL",
+    );
+    for (const runId of holds) renewHold.run(leaseUntil, runId, p.workerId);
     for (const { runId, epoch } of p.runs) {
       const renewed = tx
         .prepare(

@@ -32,6 +32,7 @@ import type {
   RateLimits,
   Release,
   ReleaseOutcome,
+  RenewLeases,
   ResumeOutcome,
   RunFilter,
   RunRecord,
@@ -166,11 +167,7 @@ class SqliteStoreImpl implements SqliteStore {
     return claimRuns(this.#ctx, p);
   }
 
-  async renewLeases(p: {
-    workerId: string;
-    runs: Array<{ runId: string; epoch: number }>;
-    leaseMs: number;
-  }): Promise<{ lost: string[]; cancelRequested: string[] }> {
+  async renewLeases(p: RenewLeases): Promise<{ lost: string[]; cancelRequested: string[] }> {
     return renewLeases(this.#ctx, p);
   }
 
