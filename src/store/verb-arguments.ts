@@ -40,6 +40,7 @@ export function releaseProblem(r: Release): StoreError | undefined {
       wakeAt: r.wakeAt,
       "heldFor.ms": r.heldFor?.ms,
     }) ??
+    heldForProblem(r) ??
     unstorable("releaseRun", r.runId, {
       status: r.status,
       pausedFor: r.pausedFor,
@@ -49,6 +50,27 @@ export function releaseProblem(r: Release): StoreError | undefined {
       ...Object.fromEntries((r.waitingFor ?? []).map((name, i) => [`waitingFor[${i}]`, name])),
     })
   );
+}
+
+/** Why Release's heldFor (finite, or notFinite said so) cannot be kept as given: a hold
+ *  for no one (no workerId: neither backend holds the run) or for a negative time (no
+ *  hold) is not what its caller meant; one beyond MAX_SAFE_INTEGER ms was kept for ever by
+ *  SQLite and failed PostgreSQL's release with "out of range for type bigint". */
+function heldForProblem(r: Release): StoreError | undefined {
+  if (r.heldFor === undefined) return undefined;
+  const { workerId, ms } = r.heldFor;
+  const at = `releaseRun: run ${JSON.stringify(r.runId.slice(0, 80))}`;
+  if (typeof workerId !== "string" || workerId === "") {
+    return new StoreError(
+      `${at}: heldFor.workerId is ${JSON.stringify(workerId) ?? "undefined"}; pass the id of the worker whose step body still runs (or no heldFor).`,
+    );
+  }
+  if (typeof ms !== "number" || ms < 0 || ms > Number.MAX_SAFE_INTEGER) {
+    return new StoreError(
+      `${at}: heldFor.ms is ${JSON.stringify(ms) ?? "undefined"}; it must be a number of milliseconds from 0 to ${Number.MAX_SAFE_INTEGER} (the releasing worker's leaseMs).`,
+    );
+  }
+  return undefined;
 }
 
 /** The error for the first of `fields` that is a number but not finite (null and absent
