@@ -4,6 +4,7 @@
 
 import { RunConflictError, runNotFound } from "../errors.js";
 import type { Amounts } from "../store/store.js";
+import { CHILD_EVENT_PREFIX } from "../workflow/child-calls.js";
 import { cancelChildren } from "./cancel-children.js";
 import { canceledChildEvent } from "./child-result.js";
 import type { RunHandle } from "./engine.js";
@@ -46,10 +47,12 @@ export async function resumeRun(
 ): Promise<RunHandle> {
   await ready(internals);
   checkBudget(options.budget, "resume()");
-  const res = await internals.config.store.resumeRun(
-    id,
-    options.budget ? { budgetLimit: options.budget } : {},
-  );
+  // A child's end kept for its failed parent is withdrawn: the child's next end is its
+  // outcome (a resumed parent took the stale one, a failure the child was resumed from).
+  const res = await internals.config.store.resumeRun(id, {
+    ...(options.budget && { budgetLimit: options.budget }),
+    sentEnd: `${CHILD_EVENT_PREFIX}${id}`,
+  });
   if (!res.ok) {
     if (res.reason === "not-found") throw runNotFound(id);
     if (res.reason === "parent-canceled") {

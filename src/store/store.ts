@@ -319,6 +319,17 @@ export interface Release {
   heldFor?: { workerId: string; ms: number };
 }
 
+/** Store.resumeRun's options. */
+export interface ResumeOptions {
+  /** Raises the named limits. */
+  budgetLimit?: Amounts;
+  /** The name of the event this run's end sends its parent (a child's). An unconsumed one
+   *  kept for a failed parent (keepsSentEnds) is withdrawn: the resumed run's end is no
+   *  longer that one, and the parent's resume took the stale end (a failure the child
+   *  was resumed from) for the child's outcome. */
+  sentEnd?: string;
+}
+
 /** Store.renewLeases's argument. */
 export interface RenewLeases {
   workerId: string;
@@ -544,7 +555,7 @@ export interface Store extends WorkspaceVerbs, ApprovalVerbs {
 
   /** A paused or failed run becomes pending (ready now). A failed run gets generation + 1
    *  and its error cleared. budgetLimit entries given replace the named limits. */
-  resumeRun(runId: string, p: { budgetLimit?: Amounts }): Promise<ResumeOutcome>;
+  resumeRun(runId: string, p: ResumeOptions): Promise<ResumeOutcome>;
 
   /** Creates `run` (as createRun) at the source's generation, with copies of the source
    *  run's step records named in `copy` (by key and generation; each keeps its generation)

@@ -1483,6 +1483,25 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expectNear((await mustGet(parent.id)).readyAt, CONTRACT_T0 + MINUTE);
       });
 
+      it("withdraws a child's end kept for a failed parent when the child is resumed (sentEnd)", async () => {
+        const left: number[] = [];
+        for (const parentFails of [true, false]) {
+          const parent = await started();
+          // A workflow of its own each time: the first child, resumed, is claimable.
+          const workflow = parentFails ? "beta" : "gamma";
+          const child = await started({ parentId: parent.id, workflow });
+          const end = { runId: parent.id, name: "child:end", payload: '"x"' };
+          if (parentFails) await release(parent, { status: "failed", readyAt: null });
+          else await release(parent, { status: "waiting", readyAt: null, waitingFor: ["other"] });
+          await release(child, { status: "failed", events: [end] });
+          expect((await store.resumeRun(child.id, { sentEnd: "child:end" })).ok).toBe(true);
+          left.push((await store.loadJournal(parent.id)).events.length);
+        }
+        // Withdrawn for the failed parent; a live parent keeps it (an execution of it may
+        // be reading it).
+        expect(left).toEqual([0, 1]);
+      });
+
       it("keeps a child's end for a failed parent (a resume reads it), not for a completed one", async () => {
         const ends: Array<[string, number]> = [];
         for (const status of ["failed", "completed"] as const) {

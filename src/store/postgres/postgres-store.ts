@@ -50,6 +50,7 @@ import type {
   Release,
   ReleaseOutcome,
   RenewLeases,
+  ResumeOptions,
   ResumeOutcome,
   RunFilter,
   RunRecord,
@@ -483,7 +484,7 @@ class PostgresStore implements Store {
     return requestCancel(this.#ctx, runId, reason, p);
   }
 
-  resumeRun(runId: string, p: { budgetLimit?: Amounts }): Promise<ResumeOutcome> {
+  resumeRun(runId: string, p: ResumeOptions): Promise<ResumeOutcome> {
     if (noSuchText(runId)) return this.#nothing({ ok: false, reason: "not-found" });
     return resumeRun(this.#ctx, runId, p);
   }

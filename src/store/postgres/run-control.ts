@@ -22,6 +22,7 @@ import {
   type NewRun,
   type Release,
   type ReleaseOutcome,
+  type ResumeOptions,
   type ResumeOutcome,
   type RunRecord,
   type RunStatus,
@@ -326,7 +327,7 @@ export function requestCancel(
 export function resumeRun(
   ctx: StoreContext,
   runId: string,
-  p: { budgetLimit?: Amounts },
+  p: ResumeOptions,
 ): Promise<ResumeOutcome> {
   return ctx.db.transaction("resumeRun", "idempotent", async (tx) => {
     const cur = await lockRun(tx, ctx, runId);
@@ -344,6 +345,14 @@ export function resumeRun(
       );
       if (parent.rows[0]?.status === "canceled") {
         return { ok: false, reason: "parent-canceled", run: toRun(cur) } as const;
+      }
+      // Its end kept for a failed parent is no longer its outcome (ResumeOptions.sentEnd).
+      // The parent, locked FOR SHARE, stays failed: no execution of it reads its events.
+      if (parent.rows[0]?.status === "failed" && p.sentEnd !== undefined) {
+        await tx.query(
+          `DELETE FROM ${ctx.t.events} WHERE run_id = $1 AND name = $2 AND consumed_by IS NULL`,
+          [cur.parent_id, p.sentEnd],
+        );
       }
     }
     const failed = cur.status === "failed";

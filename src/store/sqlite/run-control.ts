@@ -14,6 +14,7 @@ import {
   type NewRun,
   type Release,
   type ReleaseOutcome,
+  type ResumeOptions,
   type ResumeOutcome,
   type RunRecord,
   type RunStatus,
@@ -214,7 +215,7 @@ export function requestCancel(
 export function resumeRun(
   ctx: StoreContext,
   runId: string,
-  p: { budgetLimit?: Amounts },
+  p: ResumeOptions,
 ): Promise<ResumeOutcome> {
   return ctx.write("resumeRun", (tx): ResumeOutcome => {
     const row = findRow(tx, runId);
@@ -222,8 +223,15 @@ export function resumeRun(
     if (row.status !== "paused" && row.status !== "failed") {
       return { ok: false, reason: "status", run: runFromRow(row) };
     }
-    if (row.parent_id !== null && findRow(tx, row.parent_id)?.status === "canceled") {
+    const parentStatus = row.parent_id === null ? undefined : findRow(tx, row.parent_id)?.status;
+    if (parentStatus === "canceled") {
       return { ok: false, reason: "parent-canceled", run: runFromRow(row) };
+    }
+    if (parentStatus === "failed" && p.sentEnd !== undefined) {
+      tx.prepare("DELETE FROM events WHERE run_id = ? AND name = ? AND consumed_by IS NULL").run(
+        row.parent_id,
+        p.sentEnd,
+      );
     }
     const limit = { ...parseAmounts(row.budget_limit), ...(p.budgetLimit ?? {}) };
     tx.prepare(

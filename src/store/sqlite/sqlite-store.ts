@@ -33,6 +33,7 @@ import type {
   Release,
   ReleaseOutcome,
   RenewLeases,
+  ResumeOptions,
   ResumeOutcome,
   RunFilter,
   RunRecord,
@@ -226,7 +227,7 @@ class SqliteStoreImpl implements SqliteStore {
     return requestCancel(this.#ctx, runId, reason, p);
   }
 
-  async resumeRun(runId: string, p: { budgetLimit?: Amounts }): Promise<ResumeOutcome> {
+  async resumeRun(runId: string, p: ResumeOptions): Promise<ResumeOutcome> {
     return resumeRun(this.#ctx, runId, p);
   }
 
