@@ -36,7 +36,6 @@ import type {
 import { checkPageArguments } from "../journal-page.js";
 import type {
   AcquireRateOutcome,
-  Amounts,
   AppendStreamOutcome,
   CancelOutcome,
   ClaimedRun,

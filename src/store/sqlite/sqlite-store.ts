@@ -19,7 +19,6 @@ import type {
 } from "../approval-records.js";
 import type {
   AcquireRateOutcome,
-  Amounts,
   AppendStreamOutcome,
   CancelOutcome,
   ClaimedRun,
