@@ -568,12 +568,14 @@ export class Context implements CallCore {
       call = this.beginCall(name, kind);
       match?.(call);
     } catch (err) {
-      const refused = Promise.reject(err);
       // A call made after the execution stopped (from a timer or I/O of the workflow's own
-      // that outlived it, an unref'd one after the run suspended, unawaited): no unhandled
-      // rejection, which would end an embedding process with every run in it.
-      if (err instanceof HaltedSignal) refused.catch(ignoreRejection);
-      return refused;
+      // that outlived it, an unref'd one after the run suspended) never settles: the
+      // execution is over and nothing its code does matters. Rejected, it was an unhandled
+      // rejection, which ends an embedding process with every run in it, wherever nobody
+      // listened: the call unawaited, or awaited by a branch the function awaits only after
+      // the wait it was abandoned on, or by an async timer callback.
+      if (err instanceof HaltedSignal) return never<T>();
+      return Promise.reject(err);
     }
     // A call's failure is recorded and handed to whoever awaits it. A call not awaited yet
     // when it fails (a prefetch awaited after other work, a call left dangling) must not be
