@@ -119,7 +119,13 @@ export function intentRecord(call: CallPlace, data: object, createdAt: number): 
   };
 }
 
-/** Whether the call that wrote `intent` was made late (see intentRecord). */
+/** Whether the call that wrote `intent` was made late (see intentRecord). Data that cannot
+ *  be read (a corrupted record) says not: the begun call is judged at once, as before intents
+ *  said so. Thrown, the read failed the end of the run itself, which then never ended. */
 export function intentIssuedLate(intent: IntentRecord): boolean {
-  return decode<{ issuedLate?: unknown } | null>(intent.data)?.issuedLate === true;
+  try {
+    return decode<{ issuedLate?: unknown } | null>(intent.data)?.issuedLate === true;
+  } catch {
+    return false;
+  }
 }
