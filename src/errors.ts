@@ -8,6 +8,7 @@ import { fromStoredText, toStoredText } from "./codec/stored-text.js";
 export type ErrorCode =
   | "NON_DETERMINISM"
   | "FATAL"
+  | "CALLER_ABORTED"
   | "RATE_LIMIT"
   | "BUDGET_EXCEEDED"
   | "RUN_CANCELED"
@@ -312,6 +313,7 @@ export function errorFromRecord(rec: {
 const ERROR_BY_CODE: Partial<Record<ErrorCode, (message: string) => CairnError>> = {
   NON_DETERMINISM: (m) => new NonDeterminismError(m),
   FATAL: (m) => new FatalError(m),
+  CALLER_ABORTED: (m) => Object.assign(new FatalError(m), { code: "CALLER_ABORTED" as const }),
   RATE_LIMIT: (m) => new RateLimitError(m),
   BUDGET_EXCEEDED: (m) => new BudgetExceededError(m),
   RUN_CANCELED: (m) => new RunCanceledError(m),

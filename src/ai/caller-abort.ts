@@ -13,6 +13,13 @@ export function callerAborted(err: unknown): FatalError {
     { cause: err },
   );
   fatal.name = typeof e?.name === "string" ? e.name : "AbortError";
+  // A stop with a reason of the caller's own (`controller.abort(new Error("stop"))`) keeps
+  // its name: its code says it is a caller's abort, which a replay must tell from the
+  // tool's own errors (caller-stop.ts). Recorded as FATAL, the replay took it for the
+  // tool's error and made the model call the first execution never made.
+  if (fatal.name !== "AbortError" && fatal.name !== "TimeoutError") {
+    (fatal as { code: string }).code = "CALLER_ABORTED";
+  }
   return fatal;
 }
 

@@ -29,13 +29,14 @@ import { toolKey } from "./tool-order.js";
 const stops = new WeakMap<WorkflowContext, WeakMap<AbortSignal, Error>>();
 
 /** Whether `err` is a call's caller abort, as made by callerAborted() or rebuilt from its
- *  record: a FatalError named as the abort's error. */
+ *  record: a FatalError named as the abort's error, or, for a reason of the caller's own
+ *  name, one whose code is CALLER_ABORTED. */
 export function isCallerAbort(err: unknown): err is Error {
   const e = err as { code?: unknown; name?: unknown } | null | undefined;
   return (
     err instanceof Error &&
-    e?.code === "FATAL" &&
-    (e.name === "AbortError" || e.name === "TimeoutError")
+    (e?.code === "CALLER_ABORTED" ||
+      (e?.code === "FATAL" && (e.name === "AbortError" || e.name === "TimeoutError")))
   );
 }
 
@@ -105,5 +106,7 @@ export function stopsLoop(
   replayed: boolean,
 ): loop is AbortSignal {
   if (!loop || loop === toolSignal) return false;
-  return loop.aborted || (replayed && abort.name === "AbortError");
+  const callersOwn =
+    abort.name === "AbortError" || (abort as { code?: unknown }).code === "CALLER_ABORTED";
+  return loop.aborted || (replayed && callersOwn);
 }

@@ -25,6 +25,7 @@ export class HttpError extends Error {
 const STATUS_BY_CODE: Record<ErrorCode, number | null> = {
   NON_DETERMINISM: null,
   FATAL: null,
+  CALLER_ABORTED: null,
   RATE_LIMIT: null,
   BUDGET_EXCEEDED: null,
   RUN_CANCELED: null,

@@ -115,6 +115,7 @@ export function isFatalFailure(failure: unknown, error: ErrorRecord): boolean {
     failure instanceof FatalError ||
     failure instanceof SerializationError ||
     error.code === "FATAL" ||
+    error.code === "CALLER_ABORTED" ||
     error.code === "BUDGET_EXCEEDED"
   );
 }
