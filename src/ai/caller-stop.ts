@@ -55,10 +55,8 @@ export function stopOf(ctx: WorkflowContext, signal: AbortSignal | undefined): E
   return signal ? stops.get(ctx)?.get(signal) : undefined;
 }
 
-/** The signal of the model call whose answer holds each tool call not yet made, by toolKey;
- *  null when answers not yet taken with other signals hold it too (which one a tool call
- *  comes from is not told: it is linked to none). */
-const loops = new WeakMap<WorkflowContext, Map<string, AbortSignal | null>>();
+/** The signal of the model call whose answer holds each tool call not yet made, by toolKey. */
+const loops = new WeakMap<WorkflowContext, Map<string, AbortSignal>>();
 
 /** Notes the tool calls of a model call's answer (`parts`: its content or stream parts),
  *  made with `signal`. */
@@ -68,18 +66,26 @@ export function noteLoopSignal(
   signal: AbortSignal | undefined,
 ): void {
   if (!signal) return;
+  let mine = loops.get(ctx);
+  if (!mine) {
+    mine = new Map();
+    loops.set(ctx, mine);
+  }
+  // A loop stopped since makes none of its tool calls left: its links are dropped.
+  for (const [key, linked] of mine) {
+    if (linked.aborted || stopOf(ctx, linked)) mine.delete(key);
+  }
   for (const p of parts ?? []) {
     if (p.type !== "tool-call") continue;
     const c = p as { toolName?: unknown; toolCallId?: unknown; providerExecuted?: unknown };
     if (c.providerExecuted === true) continue;
-    let mine = loops.get(ctx);
-    if (!mine) {
-      mine = new Map();
-      loops.set(ctx, mine);
-    }
-    const key = toolKey(String(c.toolName), String(c.toolCallId));
-    const had = mine.get(key);
-    mine.set(key, had === undefined || had === signal ? signal : null);
+    // The newest answer's: a link left by a tool call the SDK never made (its input failed
+    // the tool's schema, so the SDK answered the model with a tool error itself) is older,
+    // and a later loop's answer reuses its id (providers number calls per answer: call_0).
+    // Linked to none when two signals held it, a caller's stop in that later loop's tool
+    // with a signal of its own (timeout.toolMs) did not stop the replay's loop. (Two loops
+    // in flight at once answering the same tool and id cannot be told apart either way.)
+    mine.set(toolKey(String(c.toolName), String(c.toolCallId)), signal);
   }
 }
 
@@ -94,7 +100,7 @@ export function takeLoopSignal(
   const key = toolKey(toolName, toolCallId);
   const signal = mine?.get(key);
   mine?.delete(key);
-  return signal ?? undefined;
+  return signal;
 }
 
 /** Whether a tool call's caller abort `abort`, handed the tool through `toolSignal`, also
