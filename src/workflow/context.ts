@@ -563,19 +563,24 @@ export class Context implements CallCore {
      *  goes on may take its copy of what it was given here (copyAsStored). */
     match?: (call: Call) => void,
   ): Promise<T> {
+    // A call made after the execution stopped (from a timer or I/O of the workflow's own
+    // that outlived it, an unref'd one after the run suspended) never settles: the execution
+    // is over and nothing its code does matters. Rejected, it was an unhandled rejection,
+    // which ends an embedding process with every run in it, wherever nobody listened: the
+    // call unawaited, or awaited by a branch the function awaits only after the wait it was
+    // abandoned on, or by an async timer callback.
+    if (this.halted) return never<T>();
     let call: Call;
     try {
       call = this.beginCall(name, kind);
       match?.(call);
     } catch (err) {
-      // A call made after the execution stopped (from a timer or I/O of the workflow's own
-      // that outlived it, an unref'd one after the run suspended) never settles: the
-      // execution is over and nothing its code does matters. Rejected, it was an unhandled
-      // rejection, which ends an embedding process with every run in it, wherever nobody
-      // listened: the call unawaited, or awaited by a branch the function awaits only after
-      // the wait it was abandoned on, or by an async timer callback.
-      if (err instanceof HaltedSignal) return never<T>();
-      return Promise.reject(err);
+      const refused = Promise.reject(err);
+      // A call that stops the execution itself (a divergence, a call inside a step body)
+      // rejects with HaltedSignal, so the code awaiting it ends (a step body's attempt),
+      // marked handled: awaited later or never, it is no unhandled rejection.
+      if (err instanceof HaltedSignal) refused.catch(ignoreRejection);
+      return refused;
     }
     // A call's failure is recorded and handed to whoever awaits it. A call not awaited yet
     // when it fails (a prefetch awaited after other work, a call left dangling) must not be
