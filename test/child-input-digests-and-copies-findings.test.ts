@@ -38,7 +38,7 @@ describe("one object handed unchanged to many child calls", () => {
     expect(await run.result()).toEqual([3, 3, 3, 3, 1]);
     expect(seen).toHaveLength(5);
     // Held once (its stored text) until the calls' turns; each turn decodes a copy of its
-    // own, so what one child's schema does to it in place reaches no other (attack-h11).
+    // own, so what one child's schema does to it in place reaches no other.
     for (const v of seen.slice(1, 4)) expect(v).toEqual(seen[0]);
     expect(seen[4]).not.toBe(seen[0]);
     expect(seen[0]).toEqual({ rows: ["a", "b", "c"] });

@@ -137,7 +137,7 @@ for (const backend of BACKENDS) {
       let executions = 0;
       const { wf, outcomes, calls } = loopWorkflow(
         h,
-        `h11-stream-toolms-${++n}`,
+        `stream-toolms-${++n}`,
         "stream",
         async (_s, caller) => {
           executions++;
@@ -167,7 +167,7 @@ for (const backend of BACKENDS) {
         const h = harness();
         const { wf, outcomes, calls } = loopWorkflow(
           h,
-          `h11-own-reason-${mode}-${++n}`,
+          `own-reason-${mode}-${++n}`,
           mode,
           async (_s, caller) => {
             caller.abort(new Error("the user pressed stop"));
