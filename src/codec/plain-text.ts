@@ -21,6 +21,13 @@ const NEGATIVE_ZERO = -6;
 /** Not plain data: the encoder's own path decides. */
 const NOT_PLAIN = Symbol("not plain");
 
+/** Deeper than this, the value is left to devalue, whose stack decides as it always did.
+ *  This writer's frames are smaller than devalue's: it wrote values nested ~4,000 levels
+ *  deep that devalue.parse (as deep a recursion) cannot read back, so the step was recorded
+ *  with a value no replay could decode. devalue.stringify stops (a refusal naming the
+ *  depth) before its parse would. */
+const MAX_PLAIN_DEPTH = 1000;
+
 const lookupGetter = (
   Object.prototype as unknown as { __lookupGetter__: (this: object, key: string) => unknown }
 ).__lookupGetter__;
@@ -37,6 +44,7 @@ export function plainText(value: unknown): string | undefined {
 
 class PlainWriter {
   private readonly indexes = new Map<unknown, number>();
+  private depth = 0;
 
   constructor(private readonly entries: string[]) {}
 
@@ -57,8 +65,11 @@ class PlainWriter {
       if (text === undefined) return NOT_PLAIN;
       return this.write(thing, text);
     }
+    if (this.depth >= MAX_PLAIN_DEPTH) return NOT_PLAIN;
     const index = this.reserve(thing);
+    this.depth++;
     const text = Array.isArray(thing) ? this.arrayText(thing) : this.objectText(thing);
+    this.depth--;
     if (text === undefined) return NOT_PLAIN;
     this.entries[index] = text;
     return index;
@@ -81,15 +92,18 @@ class PlainWriter {
   /** A dense array of Array.prototype with no other keys: `[i,j,...]`. */
   private arrayText(array: unknown[]): string | undefined {
     if (!isPlainShell(array, Array.prototype)) return undefined;
-    // As many keys as elements and no hole: no key but the indices.
+    // As many keys as elements, the last one the last index: keys are listed indices first,
+    // ascending, so they are the indices 0..length-1, no hole and no other key. The count
+    // alone took [1, , 3] with an `x` for dense, and read its hole through the prototype.
     const length = array.length;
-    if (Object.keys(array).length !== length) return undefined;
+    const keys = Object.keys(array);
+    if (keys.length !== length || (length > 0 && keys[length - 1] !== `${length - 1}`)) {
+      return undefined;
+    }
     if (typeof (array as { then?: unknown }).then === "function") return undefined;
     let text = "[";
     for (let i = 0; i < length; i++) {
-      const element = array[i];
-      if (element === undefined && !Object.hasOwn(array, i)) return undefined;
-      const index = this.flatten(element);
+      const index = this.flatten(array[i]);
       if (index === NOT_PLAIN) return undefined;
       text += i === 0 ? `${index}` : `,${index}`;
     }
@@ -120,11 +134,12 @@ class PlainWriter {
 
 /** Of `proto`, no proxy, and the built-in tag devalue reads (get_type) is the prototype's:
  *  no Symbol.toStringTag, no other built-in (a Date or an Error given another prototype).
- *  `in` runs no getter on an object that is no proxy. */
+ *  A proxy is told first: asking its prototype runs its trap, which the encoder's own path
+ *  then runs again. `in` runs no getter on an object that is no proxy. */
 function isPlainShell(value: object, proto: object): boolean {
   return (
-    Object.getPrototypeOf(value) === proto &&
     !types.isProxy(value) &&
+    Object.getPrototypeOf(value) === proto &&
     !(Symbol.toStringTag in value) &&
     toTag.call(value) === (proto === Array.prototype ? "[object Array]" : "[object Object]")
   );
