@@ -1,6 +1,8 @@
 // h12: values on which codec/plain-text.ts (plain data written without devalue) stored
 // other text than devalue's own path, or text no replay could read back.
 
+import * as devalue from "devalue";
+import fc from "fast-check";
 import { afterEach, describe, expect, it } from "vitest";
 import { decode, encode } from "../src/codec/codec.js";
 import { plainText } from "../src/codec/plain-text.js";
@@ -87,5 +89,37 @@ describe("an array whose element is a getter, before a part that is not plain da
     const back = decode<{ a: unknown[] }>(encode({ a: array }));
     expect(reads).toBe(1);
     expect(back.a[0]).toBe(1);
+  });
+});
+
+describe("generated values with hostile keys and strings", () => {
+  // Keys devalue quotes or orders otherwise (numeric-like, "__proto__", empty, lone
+  // surrogates), holes, boxed values, null prototypes, Maps and Dates among plain parts:
+  // plainText writes devalue's text or leaves the value to it.
+  const key = fc.oneof(
+    fc.string({ unit: "binary" }),
+    fc.constantFrom("__proto__", "constructor", "01", "1e3", "-0", "4294967295", "", "😀", "then"),
+  );
+  const value = fc.anything({
+    key,
+    maxDepth: 4,
+    withBigInt: true,
+    withDate: true,
+    withMap: true,
+    withSet: true,
+    withNullPrototype: true,
+    withSparseArray: true,
+    withBoxedValues: true,
+    values: [fc.string({ unit: "binary" }), fc.double(), fc.constantFrom(-0, -0n, Number.NaN)],
+  });
+
+  it("are written as devalue writes them, or left to it", () => {
+    fc.assert(
+      fc.property(value, (v) => {
+        const text = plainText(v);
+        if (text !== undefined) expect(text).toBe(devalue.stringify(v));
+      }),
+      { numRuns: 3000, seed: 12 },
+    );
   });
 });
