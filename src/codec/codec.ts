@@ -31,7 +31,7 @@ import {
   wholeErrorRevivers,
 } from "./error-parts.js";
 import { notKeptWhat } from "./kept-whole.js";
-import { plainText } from "./plain-text.js";
+import { type GetterReads, plainTextOrReads } from "./plain-text.js";
 import { readablePath } from "./readable-path.js";
 import { throwingReadPath } from "./throwing-read.js";
 
@@ -141,16 +141,32 @@ const lookupGetter = (
  *  results) is encoded with devalue's own reads, and only the rest again with encoderReads.
  *  The text is the same either way; a refusal met before such a part is too. */
 function stringify(value: unknown): string {
-  const plain = plainText(value);
-  if (plain !== undefined) return plain;
+  const plain = plainTextOrReads(value);
+  if (typeof plain === "string") return plain;
   // Not an object: no reducer can take it (devalue sets them up on every call).
   if (typeof value !== "object" || value === null) return devalue.stringify(value);
+  // An array's getters plainText ran are not run again: their answers are handed over.
+  const get = plain && readsFirst(plain);
   try {
-    return devalue.stringify(value, plainReducers);
+    return devalue.stringify(value, plainReducers, get && { operations: { get } });
   } catch (err) {
     if (err !== NEEDS_ENCODER_READS) throw err;
   }
-  return devalue.stringify(value, reducers, encoderReads);
+  return devalue.stringify(
+    value,
+    reducers,
+    get ? { operations: { ...encoderReads.operations, get } } : encoderReads,
+  );
+}
+
+/** devalue's `get`, answering an array's elements plainText read with what it read. */
+function readsFirst(reads: GetterReads) {
+  return (thing: unknown, key: string | number): unknown => {
+    const read = reads.get(thing as unknown[]);
+    const i = typeof key === "number" ? key : Number(key);
+    if (read !== undefined && Number.isInteger(i) && i >= 0 && i < read.length) return read[i];
+    return (thing as Record<string | number, unknown>)[key];
+  };
 }
 
 /** Encodes a value; throws EncodeError naming the offending path or the size. */
