@@ -69,7 +69,7 @@ class PlainWriter {
   private readonly indexes = new Map<unknown, number>();
   private depth = 0;
   /** The element an array was reading when a part of it was found not plain. */
-  private readonly readLast = new Map<unknown[], { element: unknown; count: number }>();
+  private readLast: Map<unknown[], { element: unknown; count: number }> | undefined;
 
   constructor(private readonly entries: string[]) {}
 
@@ -134,6 +134,7 @@ class PlainWriter {
         // What was read, for getterReads: the entries of those before (in the entry's
         // placeholder), and this one.
         this.entries[this.indexes.get(array) as number] = text;
+        this.readLast ??= new Map();
         this.readLast.set(array, { element, count: i + 1 });
         return undefined;
       }
@@ -151,7 +152,7 @@ class PlainWriter {
     for (const [thing, at] of this.indexes) {
       if (!Array.isArray(thing)) continue;
       const text = this.entries[at] as string;
-      const last = this.readLast.get(thing);
+      const last = this.readLast?.get(thing);
       // Read whole (its text is written), up to the part not plain, or not at all.
       const whole = text.endsWith("]");
       const read = whole ? thing.length : (last?.count ?? 0);
@@ -187,6 +188,13 @@ class PlainWriter {
       if (key === "__proto__" || lookupGetter.call(object, key) !== undefined) return undefined;
     }
     if (typeof (object as { then?: unknown }).then === "function") return undefined;
+    // A part that is not plain data (a Date, a Map, a class instance) among these values is
+    // found before the others are written: found after them, their writing was thrown away
+    // (a step's { items, at: new Date() } took 8.2 us to encode, against 5.7 before plainText).
+    for (let i = 0; i < keys.length; i++) {
+      const part = (object as Record<string, unknown>)[keys[i] as string];
+      if (typeof part === "object" && part !== null && !plainProto(part)) return undefined;
+    }
     let text = "{";
     for (let i = 0; i < keys.length; i++) {
       const key = keys[i] as string;
@@ -212,6 +220,13 @@ function isPlainShell(value: object, proto: object): boolean {
 }
 
 const toTag = Object.prototype.toString;
+
+/** Whether `part` may be plain data, told by its prototype alone (a proxy's is not asked). */
+function plainProto(part: object): boolean {
+  if (types.isProxy(part)) return false;
+  const proto = Object.getPrototypeOf(part);
+  return proto === Object.prototype || proto === Array.prototype;
+}
 
 /** devalue's text of a primitive (stringify_primitive), or undefined for a symbol or function. */
 function primitiveText(thing: unknown): string | undefined {
