@@ -1,4 +1,4 @@
-// h12: values on which codec/plain-text.ts (plain data written without devalue) stored
+// Values on which codec/plain-text.ts (plain data written without devalue) stored
 // other text than devalue's own path, or text no replay could read back.
 
 import * as devalue from "devalue";

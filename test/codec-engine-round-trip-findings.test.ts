@@ -1,4 +1,4 @@
-// h12: values the codec's newest paths write (plain data without devalue, ArrayWithProps,
+// Values the codec's newest paths write (plain data without devalue, ArrayWithProps,
 // ErrorWithCycles), through the engine on each backend and an encrypted store: the first
 // run and the replay are handed the same value, and one nested deeper than devalue can read
 // back is refused when its step completes, never recorded.
@@ -51,7 +51,7 @@ function depthOf(value: unknown): number {
 }
 
 function wf(seen: unknown[]) {
-  return workflow({ name: "h12-mixed", version: "1" }, async (ctx) => {
+  return workflow({ name: "codec-mixed", version: "1" }, async (ctx) => {
     const found = await ctx.step("mixed", () => mixed());
     seen.push(found);
     await ctx.sleep("nap", 1000);
@@ -91,7 +91,7 @@ describe.each(BACKENDS)("a step's mixed value, first run and replay (%s)", (back
 
   it("nested deeper than the decoder reads: the step fails naming it, nothing undecodable is recorded", async () => {
     const h = harness();
-    const deep = workflow({ name: "h12-deep", version: "1" }, async (ctx) => {
+    const deep = workflow({ name: "codec-deep", version: "1" }, async (ctx) => {
       try {
         await ctx.step("deep", () => {
           let v: unknown = 1;
