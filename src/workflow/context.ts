@@ -934,6 +934,20 @@ export class Context implements CallCore {
       throw new HaltedSignal();
     }
     const exact = this.journal.exactWindows && !rec.issuedLate && rec.issuedAfter !== null;
+    // A call made inside cascade W was made by code that outcome W's hand-over set running:
+    // in every execution it comes after W hand-overs, however long the workflow's own work
+    // it joined takes. Made before them, it is code whose own timer or I/O won a race the
+    // first run's outcome won (Promise.race): it may be another call of that name, come
+    // early, and its record another call's value. Refused before anything is handed over.
+    if (exact && call.looseWindow && rec.issuedAfter! > call.issuedAfter) {
+      this.fail(
+        new NonDeterminismError(
+          `Run "${this.host.runId}" no longer matches its journal: ${call.kind} "${call.name}" (key "${call.key}") was called after ${rec.issuedAfter} outcomes when recorded, inside the code an outcome ran, and now after ${call.issuedAfter}, after work of the workflow's own (a timer, a file): code that raced a cairn call against its own timer or I/O (Promise.race) took the other side this time, so cairn cannot tell which recorded call this is. Make the race's outcome a recorded one (a step's timeout, ctx.waitForEvent's timeout, ctx.sleep in the race), or give each call its own name.`,
+          { runId: this.host.runId, key: call.key },
+        ),
+      );
+      throw new HaltedSignal();
+    }
     // A replayed call made after (or in a cascade that may continue) work of the workflow's
     // own, such as a timer the first run found done sooner, has no window to compare.
     if (exact && !call.looseWindow && rec.issuedAfter !== call.issuedAfter) {
