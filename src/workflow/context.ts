@@ -309,6 +309,9 @@ export class Context implements CallCore {
   /** Cancels the stall timer (a chain of timers: replayStallMs may be set past
    *  setTimeout's 2^31-1 ms, which a plain setTimeout fires after 1 ms). */
   private stallTimer: (() => void) | undefined;
+  /** Names of calls made after the workflow's own work while the hand-overs were held
+   *  (doubtfulCall). */
+  private readonly lateWhileHeld = new Set<string>();
   /** The stalled position and the hand-overs so far the stall timer is counting for. */
   private stallPosition: number | undefined;
   private stallReleased = -1;
@@ -843,7 +846,10 @@ export class Context implements CallCore {
     }
     if (call.record) {
       this.matchRecord(call, call.record);
-      if (this.delivery.holding) this.recheckHeldSoon();
+      if (this.delivery.holding) {
+        if (late) this.lateWhileHeld.add(name);
+        this.recheckHeldSoon();
+      }
     } else {
       this.matchIntent(call);
       if (!late) this.lastNewCall = call;
@@ -1056,7 +1062,7 @@ export class Context implements CallCore {
 
   /** A cascade is over: every call it recorded must have been made again. */
   private cascadeOver(): void {
-    const missing = this.missingCall(this.delivery.released);
+    const missing = this.missingCall(this.delivery.released) ?? this.doubtfulCall();
     // Postponed at most replayStallMs (real time, like the stall timer): a timer the code
     // never clears (an interval) must not hold a divergence back for ever.
     if (!missing) this.windowDeferredSince = undefined;
@@ -1075,7 +1081,8 @@ export class Context implements CallCore {
       this.recheckWindowLater();
       return;
     }
-    if (missing) {
+    this.lateWhileHeld.clear();
+    if (missing && missing.issuedAfter! <= this.delivery.released) {
       const instead = this.lastNewCall;
       const insteadText = instead
         ? `; it called ${instead.kind} "${instead.name}" (key "${instead.key}") instead`
@@ -1122,6 +1129,32 @@ export class Context implements CallCore {
         if (!this.halted && this.delivery.holding) this.cascadeOver();
       }),
     );
+  }
+
+  /** While the hand-overs are held for a missing call, a call of its name made after the
+   *  workflow's own work took its record. It may be that call, made late; or another call of
+   *  the name, from code whose own timer won a race (the first run's outcome won it) and that
+   *  came early, before the missing one (the replay of this record would hand it another
+   *  call's value). When a later call of the name was made inside a cascade (a record of a
+   *  later window), keep holding while the workflow's own work may still make a call: one of
+   *  that name made then is refused (beginCall's check of a late call's neighbour, or
+   *  matchRecord's of a call made before its window) with nothing handed over. Returns that
+   *  later record, or undefined. */
+  private doubtfulCall(): StepRecord | undefined {
+    if (this.lateWhileHeld.size === 0 || !this.journal.exactWindows) return undefined;
+    const released = this.delivery.released;
+    const list = this.journal.cascadeCalls;
+    for (let i = this.cascadeCursor; i < list.length; i++) {
+      const rec = list[i]!;
+      if (
+        rec.issuedAfter! > released &&
+        this.lateWhileHeld.has(rec.name) &&
+        !this.consumed.has(rec.key)
+      ) {
+        return rec;
+      }
+    }
+    return undefined;
   }
 
   /** A recorded call made inside a cascade up to `window`, not made again. */
