@@ -7,7 +7,7 @@
 // while a later call of the name, recorded inside a cascade, is still to come and the
 // workflow's own work may make it (Context.doubtfulCall); A's call then comes before B's
 // value is handed over and is refused. (Made before A's record's window, B's call is refused
-// at once: test/h9-race-early-before-window.)
+// at once: test/replay-race-early-before-window-findings.test.ts.)
 
 import { readFile } from "node:fs/promises";
 import { describe, expect, it } from "vitest";
