@@ -30,6 +30,14 @@ const EXCLUDE = (process.env.CAIRN_WIDE_SWAP_FUZZ_EXCLUDE ?? "").split(",").filt
 /** CAIRN_WIDE_SWAP_FUZZ_CALL=effect|wait: the reused name is a ctx.effect or a
  *  ctx.waitForEvent (one event sent per call) instead of a ctx.step. */
 const CALL = process.env.CAIRN_WIDE_SWAP_FUZZ_CALL ?? "step";
+/** CAIRN_WIDE_SWAP_FUZZ_ONLY=5130012,5130040: just these programs (each _REPEAT times), e.g.
+ *  seeds a soak's report listed as accepted. */
+const ONLY_SEEDS = (process.env.CAIRN_WIDE_SWAP_FUZZ_ONLY ?? "")
+  .split(",")
+  .filter(Boolean)
+  .map(Number);
+const SEED_LIST =
+  ONLY_SEEDS.length > 0 ? ONLY_SEEDS : Array.from({ length: SEEDS }, (_, i) => BASE + 1 + i);
 
 type Op =
   | "step"
@@ -78,15 +86,16 @@ function program(seed: number): Op[][] {
 const ONLY = process.env.CAIRN_WIDE_SWAP_FUZZ_BACKEND;
 describe.each(BACKENDS.filter((b) => !ONLY || b === ONLY))("%s: wider swap fuzz", (backend) => {
   const harness = useHarness(backend);
-  it.skipIf(SEEDS === 0)(
+  it.skipIf(SEED_LIST.length === 0)(
     "accepted runs replay every call of the reused name with its own value",
     async () => {
       let accepted = 0;
       let replayRefused = 0;
       const failures: string[] = [];
       const refusedBy: Record<string, number> = {};
-      for (let k = 0; k < SEEDS * REPEAT; k++) {
-        const seed = BASE + 1 + (k % SEEDS);
+      const acceptedSeeds = new Set<number>();
+      for (let k = 0; k < SEED_LIST.length * REPEAT; k++) {
+        const seed = SEED_LIST[k % SEED_LIST.length] as number;
         const h = harness();
         const swaps: string[] = [];
         const firstSeen = new Map<string, string>();
@@ -188,6 +197,7 @@ describe.each(BACKENDS.filter((b) => !ONLY || b === ONLY))("%s: wider swap fuzz"
           continue;
         }
         accepted++;
+        acceptedSeeds.add(seed);
         scale = Math.random() < 0.5 ? 0 : 3;
         await e.sendEvent(run.id, "go");
         const out = await run.result().catch((err: Error) => err.name);
@@ -199,7 +209,7 @@ describe.each(BACKENDS.filter((b) => !ONLY || b === ONLY))("%s: wider swap fuzz"
         await e.close();
       }
       console.log(
-        `${backend}: ${accepted} of ${SEEDS * REPEAT} accepted (first runs refused: ${JSON.stringify(refusedBy)}), ${replayRefused} replays refused`,
+        `${backend}: ${accepted} of ${SEED_LIST.length * REPEAT} accepted (first runs refused: ${JSON.stringify(refusedBy)}), ${replayRefused} replays refused; accepted seeds ${[...acceptedSeeds].join(",")}`,
       );
       expect(failures).toEqual([]);
     },
