@@ -1,4 +1,4 @@
-// h13 probe: a branch awaiting an unref'd timer (AbortSignal.timeout's kind) may be abandoned
+// A branch awaiting an unref'd timer (AbortSignal.timeout's kind) may be abandoned
 // by a suspension and redone on wake-up. A call of a reused name made from that branch in the
 // first execution (the timer fired while another branch's step ran) must keep its value on
 // the wake-up's replay, however the branches' timings fall then.
