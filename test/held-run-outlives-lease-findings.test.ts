@@ -6,50 +6,19 @@
 // renewed) or the hold had simply run out before the resume.
 
 import { describe, expect, it } from "vitest";
-import { createEngine, type Engine, workflow } from "../src/index.js";
+import { createEngine, type Engine } from "../src/index.js";
 import type { Store } from "../src/store-api.js";
 import { createVirtualClock } from "../src/testing/index.js";
+import { deafFailingRun } from "./helpers/deaf-run.js";
 import { BACKENDS, freshStorage } from "./helpers/engines.js";
 import { cleanupsAfterEach } from "./helpers/lifecycle.js";
 import { until } from "./helpers/sqlite.js";
-import { around, gate } from "./helpers/store-verbs.js";
+import { around } from "./helpers/store-verbs.js";
 
 const cleanups = cleanupsAfterEach();
 const LEASE_MS = 5_000;
 
-function deafRun() {
-  const latch = gate();
-  cleanups.push(latch.open);
-  const began = gate();
-  const seen = { begun: 0, running: 0, most: 0, bad: 0 };
-  const wf = workflow({ name: "outlives-its-hold", version: "1" }, async (ctx) =>
-    Promise.all([
-      ctx.step("slow", async () => {
-        seen.begun++;
-        began.open();
-        seen.running++;
-        seen.most = Math.max(seen.most, seen.running);
-        try {
-          await latch.opened; // deaf to its signal
-        } finally {
-          seen.running--;
-        }
-        return "slow";
-      }),
-      ctx.step(
-        "bad",
-        async () => {
-          await began.opened;
-          seen.bad++;
-          if (seen.bad === 1) throw new Error("bad input");
-          return "fixed";
-        },
-        { retry: { maxAttempts: 1 } },
-      ),
-    ]),
-  );
-  return { wf, seen, latch };
-}
+const deafRun = () => deafFailingRun("outlives-its-hold", cleanups);
 
 describe.each(BACKENDS)(
   "%s: a held run whose body outlives a lease in a live worker",

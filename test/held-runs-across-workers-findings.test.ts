@@ -5,12 +5,13 @@
 // lease A held would have run out, as after a crash.
 
 import { describe, expect, it } from "vitest";
-import { createEngine, workflow } from "../src/index.js";
+import { createEngine } from "../src/index.js";
 import { createVirtualClock } from "../src/testing/index.js";
+import { deafFailingRun } from "./helpers/deaf-run.js";
 import { BACKENDS, freshStorage } from "./helpers/engines.js";
 import { cleanupsAfterEach } from "./helpers/lifecycle.js";
 import { until } from "./helpers/sqlite.js";
-import { around, gate } from "./helpers/store-verbs.js";
+import { around } from "./helpers/store-verbs.js";
 
 const cleanups = cleanupsAfterEach();
 const LEASE_MS = 5_000;
@@ -19,36 +20,7 @@ describe.each(BACKENDS)("%s: a resumed run whose failed execution's body runs on
   it("is not claimed by another worker before that body's lease would have run out", async () => {
     const makeStore = freshStorage(backend, cleanups);
     const clock = createVirtualClock();
-    const latch = gate();
-    cleanups.push(latch.open);
-    const began = gate();
-    const seen = { begun: 0, running: 0, most: 0, bad: 0 };
-    const wf = workflow({ name: "fails-beside-two", version: "1" }, async (ctx) =>
-      Promise.all([
-        ctx.step("slow", async () => {
-          seen.begun++;
-          began.open();
-          seen.running++;
-          seen.most = Math.max(seen.most, seen.running);
-          try {
-            await latch.opened; // deaf to its signal
-          } finally {
-            seen.running--;
-          }
-          return "slow";
-        }),
-        ctx.step(
-          "bad",
-          async () => {
-            await began.opened;
-            seen.bad++;
-            if (seen.bad === 1) throw new Error("bad input");
-            return "fixed";
-          },
-          { retry: { maxAttempts: 1 } },
-        ),
-      ]),
-    );
+    const { wf, seen, latch } = deafFailingRun("fails-beside-two", cleanups);
     const options = { workflows: [wf], clock, pollIntervalMs: 10, abortGraceMs: 20 };
     // Worker A claims nothing once the run has failed: only B may take it after the resume.
     let aClaims = true;
