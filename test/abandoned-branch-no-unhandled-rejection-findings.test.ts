@@ -9,23 +9,15 @@
 // nothing the code does with the answer can matter.
 
 import { setTimeout as sleep } from "node:timers/promises";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { workflow } from "../src/index.js";
 import { advanceUntil, BACKENDS, useHarness } from "./helpers/engines.js";
 import { until } from "./helpers/sqlite.js";
+import { strayRejections } from "./helpers/stray-rejections.js";
 
 describe.each(BACKENDS)("%s: a branch abandoned by a suspension", (backend) => {
   const harness = useHarness(backend);
-  const stray: unknown[] = [];
-  const onRejection = (err: unknown) => stray.push(err);
-  // Ahead of vitest's own listener, which would report it as an error of the whole file.
-  beforeEach(() => {
-    stray.length = 0;
-    process.prependListener("unhandledRejection", onRejection);
-  });
-  afterEach(() => {
-    process.off("unhandledRejection", onRejection);
-  });
+  const stray = strayRejections();
 
   it("a branch awaited after the wait, awaiting its call once the run suspended, leaves no unhandled rejection", async () => {
     const h = harness();

@@ -4,23 +4,15 @@
 // the call was not awaited (`void ctx.step(...)` in a timer's callback): Node ends an
 // embedding process on an unhandled rejection, with every run in it.
 
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { workflow } from "../src/index.js";
 import { advanceUntil, BACKENDS, useHarness } from "./helpers/engines.js";
 import { until } from "./helpers/sqlite.js";
+import { strayRejections } from "./helpers/stray-rejections.js";
 
 describe.each(BACKENDS)("%s: calls made after the execution stopped", (backend) => {
   const harness = useHarness(backend);
-  const stray: unknown[] = [];
-  const onRejection = (err: unknown) => stray.push(err);
-  // Ahead of vitest's own listener, which would report it as an error of the whole file.
-  beforeEach(() => {
-    stray.length = 0;
-    process.prependListener("unhandledRejection", onRejection);
-  });
-  afterEach(() => {
-    process.off("unhandledRejection", onRejection);
-  });
+  const stray = strayRejections();
 
   it("an unref'd timer's unawaited call after the run suspended is no unhandled rejection", async () => {
     const h = harness();

@@ -5,10 +5,11 @@
 // its lease renewed for ever, where it failed with NonDeterminismError naming the call
 // before. Such an intent is judged as one of a call made in a cascade: at once.
 
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { NonDeterminismError, type Store, workflow } from "../src/index.js";
 import { advanceUntil, BACKENDS, useHarness } from "./helpers/engines.js";
 import { until } from "./helpers/sqlite.js";
+import { strayRejections } from "./helpers/stray-rejections.js";
 
 /** `store`, whose journals hold an intent of effect "charge" (begun, never finished, as a
  *  crash leaves it) with data no codec decodes. */
@@ -30,15 +31,7 @@ function withGarbledIntent(store: Store): Store {
 
 describe.each(BACKENDS)("%s: an undecodable intent at the end of a replay", (backend) => {
   const harness = useHarness(backend);
-  const stray: unknown[] = [];
-  const onRejection = (err: unknown) => stray.push(err);
-  beforeEach(() => {
-    stray.length = 0;
-    process.prependListener("unhandledRejection", onRejection);
-  });
-  afterEach(() => {
-    process.off("unhandledRejection", onRejection);
-  });
+  const stray = strayRejections();
 
   it("a begun effect the code no longer makes fails the run with NonDeterminismError", async () => {
     const h = harness();
