@@ -5,10 +5,11 @@
 import { describe, expect, it } from "vitest";
 import { createEngine, workflow } from "../src/index.js";
 import { createVirtualClock } from "../src/testing/index.js";
+import { deafFailingRun } from "./helpers/deaf-run.js";
 import { BACKENDS, freshStorage } from "./helpers/engines.js";
 import { cleanupsAfterEach, failingAtStep, slowBeside } from "./helpers/lifecycle.js";
 import { until } from "./helpers/sqlite.js";
-import { around, gate } from "./helpers/store-verbs.js";
+import { around } from "./helpers/store-verbs.js";
 
 const cleanups = cleanupsAfterEach();
 
@@ -56,36 +57,7 @@ describe.each(BACKENDS)("%s: a run released failed while a body of it runs on", 
   it("a resume by hand does not begin the call again beside it", async () => {
     const makeStore = freshStorage(backend, cleanups);
     const clock = createVirtualClock();
-    const latch = gate();
-    cleanups.push(latch.open);
-    const began = gate();
-    const seen = { begun: 0, running: 0, most: 0, bad: 0 };
-    const wf = workflow({ name: "fails-beside", version: "1" }, async (ctx) =>
-      Promise.all([
-        ctx.step("slow", async () => {
-          seen.begun++;
-          began.open();
-          seen.running++;
-          seen.most = Math.max(seen.most, seen.running);
-          try {
-            await latch.opened; // deaf to its signal
-          } finally {
-            seen.running--;
-          }
-          return "slow";
-        }),
-        ctx.step(
-          "bad",
-          async () => {
-            await began.opened;
-            seen.bad++;
-            if (seen.bad === 1) throw new Error("bad input");
-            return "fixed";
-          },
-          { retry: { maxAttempts: 1 } },
-        ),
-      ]),
-    );
+    const { wf, seen, latch } = deafFailingRun("fails-beside", cleanups);
     let claims = 0;
     const engine = createEngine({
       store: around(makeStore(), {
