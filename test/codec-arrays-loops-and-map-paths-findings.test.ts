@@ -204,27 +204,3 @@ describe.each(BACKENDS)(
     });
   },
 );
-
-describe("not mended: an Error's properties count for nothing when stored values are compared", () => {
-  // A child's input digest (encodeIdentity) and sameStoredValue (start again under an id, an
-  // event resent under its key, checkReplay's output) count an Error by its name, message
-  // and code only: two inputs whose Errors differ in `status` or `cause` are taken for one.
-  // Counting the stored form needs a version marker on the recorded digest (a digest taken
-  // before must keep matching its replay) and, for sameStoredValue, a rule for text written
-  // before ErrorWithProps (its Errors' properties were dropped: the same input started again
-  // now would be a conflict). Left as it is; these fail until it is done.
-  const failed = (status: number, cause: string) =>
-    Object.assign(new Error("upstream failed", { cause: new Error(cause) }), { status });
-
-  it.fails("a child's input digest tells Errors of another status or cause apart", () => {
-    expect(encodeIdentity({ e: failed(404, "a") })).not.toBe(
-      encodeIdentity({ e: failed(500, "b") }),
-    );
-  });
-
-  it.fails("sameStoredValue tells Errors of another status or cause apart", () => {
-    expect(sameStoredValue(encode({ e: failed(404, "a") }), encode({ e: failed(500, "b") }))).toBe(
-      false,
-    );
-  });
-});

@@ -19,6 +19,7 @@ import { encryptedTextKeyId } from "./encryption.js";
 import {
   cycleErrorParts,
   cycleErrorRevivers,
+  errorPartsWithoutStack,
   errorRevivers,
   fullErrorParts,
   inPlaceErrorRevivers,
@@ -267,7 +268,8 @@ function undecodableErrorRefusal(): EncodeError {
 
 /** Text that identifies a value as the code builds it, for a digest (a child call's input):
  *  encode's text, except that
- *  - an Error counts by its name, message and code. Its stack names the files, lines and
+ *  - an Error counts by every part encode stores but its stack (`byName`: by its name,
+ *    message and code, as cairn counted it before). Its stack names the files, lines and
  *    callers of the code that made it: the same code deployed at another path, or rebuilt,
  *    would be taken for another value;
  *  - a typed array or DataView showing part of its buffer counts by the bytes it shows.
@@ -275,11 +277,37 @@ function undecodableErrorRefusal(): EncodeError {
  *    Buffer's bytes shows part of Node's shared pool, which holds whatever the process
  *    made lately).
  *  Throws as encode does. */
-export function encodeIdentity(value: unknown): string {
+export function encodeIdentity(value: unknown, errors: "byParts" | "byName" = "byParts"): string {
+  const texts = encodeIdentities(value, errors === "byName");
+  return errors === "byName" ? (texts.byName ?? texts.text) : texts.text;
+}
+
+/** encodeIdentity's text, and, when the value holds an Error (only then do they differ),
+ *  its text with Errors counted by name, message and code (`byName`, when asked for): the
+ *  identity older records were taken by. */
+export function encodeIdentities(
+  value: unknown,
+  withByName = true,
+): { text: string; byName?: string } {
+  let sawError = false;
+  const byParts = {
+    ...identityReducers,
+    Error: (v: unknown) => {
+      const parts = errorPartsWithoutStack(v);
+      if (parts) sawError = true;
+      return parts;
+    },
+  };
+  const text = identityText(value, byParts);
+  if (!sawError || !withByName) return { text };
+  return { text, byName: identityText(value, identityReducers) };
+}
+
+function identityText(value: unknown, reducers: Record<string, (v: unknown) => unknown>): string {
   try {
     // Read as encode reads (encoderReads): devalue's own reads took an object that says it
     // is an Array (stored as the object it is) for the array it mimics.
-    return escapeLoneSurrogatesInJson(devalue.stringify(value, identityReducers, identityReads));
+    return escapeLoneSurrogatesInJson(devalue.stringify(value, reducers, identityReads));
   } catch {
     // encode's verdict, with its message (the same value is refused the same way).
     return encode(value, Number.POSITIVE_INFINITY);

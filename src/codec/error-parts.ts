@@ -135,6 +135,31 @@ export function symbolErrorParts(v: unknown): unknown[] | false {
   return [...baseParts(v), read(v, shown), read(v, hidden), read(v, symbols, Symbol.for)];
 }
 
+/** An Error as a value's identity counts it (codec.ts encodeIdentity, same-stored-value.ts):
+ *  every part encode stores but its stack, which names the frames of the code that made it,
+ *  not what it holds. False for what is not an Error, or an Error encode refuses (a symbol
+ *  key that is not registered). */
+export function errorPartsWithoutStack(v: unknown): unknown[] | false {
+  if (!isError(v)) return false;
+  const symbols = registeredSymbolKeys(v);
+  if (symbols === undefined) return false;
+  const { shown, hidden } = extraKeys(v);
+  return [
+    v.name,
+    v.message,
+    (v as Coded).code,
+    read(v, shown),
+    read(v, hidden),
+    read(v, symbols, Symbol.for),
+  ];
+}
+
+/** Whether an Error has parts beyond its name, message, stack and code. */
+export function hasExtraErrorParts(e: Error): boolean {
+  const { shown, hidden } = extraKeys(e);
+  return shown.length > 0 || hidden.length > 0 || registeredSymbolKeys(e)?.length !== 0;
+}
+
 type BaseParts = [string, string, string, unknown];
 
 function revivedError([name, message, stack, code]: BaseParts): Error {

@@ -4,8 +4,9 @@
 // may be too, for what the text keeps beyond the value:
 // - an Error's stack names the files, lines and callers of the code that made it: the same
 //   input made at another call site, or by the same code deployed at another path, is
-//   another text. An Error counts by its name, message and code (as a child's input does,
-//   codec.ts encodeIdentity);
+//   another text. An Error counts by its other parts (as a child's input does, codec.ts
+//   encodeIdentity); where one side's Error has no parts beyond its name, message, stack and
+//   code (text written before ErrorWithProps dropped them), by its name, message and code;
 // - a typed array or DataView showing part of its buffer was stored, before a3199a7, with
 //   its whole buffer and an offset; it is now stored as the bytes it shows. Both count by
 //   the bytes the view shows.
@@ -15,6 +16,7 @@ import * as devalue from "devalue";
 import { arrayWithPropsParts } from "./array-parts.js";
 import { decode, isError } from "./codec.js";
 import { encoderReads } from "./encoder-reads.js";
+import { errorPartsWithoutStack, hasExtraErrorParts } from "./error-parts.js";
 
 /** True when `a` and `b`, two texts the codec wrote, hold the same value (see above). Text
  *  that cannot be decoded (damaged, or encrypted under a key not given) is only the same
@@ -22,16 +24,40 @@ import { encoderReads } from "./encoder-reads.js";
 export function sameStoredValue(a: string, b: string): boolean {
   if (a === b) return true;
   try {
-    return comparedText(decode(a)) === comparedText(decode(b));
+    const [left, right] = [comparedTexts(decode(a)), comparedTexts(decode(b))];
+    if (left.byParts === right.byParts) return true;
+    // Text written before ErrorWithProps kept an Error's name, message, stack and code only:
+    // an Error with no more parts may be one whose others were dropped. Its parts count only
+    // where both sides have some.
+    if (left.errorsWithParts && right.errorsWithParts) return false;
+    return left.byName === right.byName;
   } catch {
     return false;
   }
 }
 
-/** A decoded value's text, with Errors by name, message and code, and views (through
- *  encoderReads) by the bytes they show. */
-function comparedText(value: unknown): string {
-  return devalue.stringify(value, comparedReducers, encoderReads);
+/** A decoded value's text, with Errors by every part but their stack (`byParts`) and by
+ *  name, message and code (`byName`), and views (through encoderReads) by the bytes they
+ *  show; `errorsWithParts` when an Error in it has parts beyond those four. */
+function comparedTexts(value: unknown): {
+  byParts: string;
+  byName: string;
+  errorsWithParts: boolean;
+} {
+  let errorsWithParts = false;
+  const byPartsReducers = {
+    ...comparedReducers,
+    Error: (v: unknown) => {
+      if (isError(v) && hasExtraErrorParts(v)) errorsWithParts = true;
+      return errorPartsWithoutStack(v);
+    },
+  };
+  const byParts = devalue.stringify(value, byPartsReducers, encoderReads);
+  return {
+    byParts,
+    byName: devalue.stringify(value, comparedReducers, encoderReads),
+    errorsWithParts,
+  };
 }
 
 const comparedReducers = {

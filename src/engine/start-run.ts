@@ -15,7 +15,7 @@ import {
 import { newId } from "../lib/ids.js";
 import { asStoreFailure } from "../lib/store-failure.js";
 import type { RunRecord } from "../store/store.js";
-import type { FoundChild } from "../workflow/child-identity.js";
+import { type FoundChild, isDigestOfOlderErrors } from "../workflow/child-identity.js";
 import { type AnyWorkflow, isWorkflowName, type Workflow } from "../workflow/define.js";
 import { formatIssues } from "../workflow/schema-check.js";
 import { workerLive } from "./dead-workers.js";
@@ -97,7 +97,13 @@ function foundWithSameInput(
   inputDigest: string | undefined,
 ): boolean | undefined {
   if (run.handedInputDigest == null) return sameInputAsHanded(run, wf, input);
-  return run.handedInputDigest === inputDigest;
+  if (run.handedInputDigest === inputDigest) return true;
+  // A digest taken before cairn counted an Error's every part, of an input with an Error
+  // (child-identity.ts): told by the stored input, as for a child that kept no digest.
+  if (isDigestOfOlderErrors(run.handedInputDigest, inputDigest)) {
+    return sameInputAsHanded(run, wf, input);
+  }
+  return false;
 }
 
 /** Whether a found child's stored input is `input` (as handed to ctx.child now), compared

@@ -19,7 +19,7 @@ import { unreadable } from "./call-errors.js";
 import {
   type ChildCallIdentity,
   type ChildIntent,
-  childInputDigest,
+  childInputDigests,
   childMismatch,
   type FoundChild,
   foundChildMismatch,
@@ -38,7 +38,7 @@ export class ChildCalls {
     // Taken when the call is made: the workflow may change the input object afterwards.
     const identity: ChildCallIdentity = {
       workflow: isWorkflowObject(wf) ? wf.name : undefined,
-      input: childInputDigest(input),
+      ...childInputDigests(input),
     };
     let handed: StoredCopy = { value: input };
     return this.core.makeCall(

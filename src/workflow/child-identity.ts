@@ -7,7 +7,7 @@
 // fields hold only the child id: nothing is compared for them.
 
 import { createHash } from "node:crypto";
-import { encodeIdentity } from "../codec/codec.js";
+import { encodeIdentities } from "../codec/codec.js";
 
 /** A child call's intent data. `workflow` and `input` are absent from older records. */
 export interface ChildIntent {
@@ -18,25 +18,61 @@ export interface ChildIntent {
   input?: string;
 }
 
+/** Marks a digest that counted an input's Errors by every part but their stacks. Digests
+ *  of inputs without an Error carry no mark: they are what cairn always took. Those with an
+ *  Error and no mark counted its name, message and code only (cairn before the mark). */
+const ERRORS_BY_PARTS = "e2.";
+
 /** What a child call is now: its workflow's name (undefined: not a workflow) and the
  *  digest of its input (undefined: the input cannot be encoded). */
 export interface ChildCallIdentity {
   workflow: string | undefined;
   input: string | undefined;
+  /** For an input with an Error, its digest as cairn took it before ERRORS_BY_PARTS (to
+   *  compare with a digest recorded then); absent when that is `input`. */
+  inputByName?: string;
 }
 
-/** The digest of a child's input. The value as handed in, not as its schema makes it: a
- *  schema's default drawn afresh (a request id, the time) is no change of the call. An
- *  Error in it counts without its stack, a typed array by the bytes it shows (encodeIdentity):
- *  the frames of the code that made an Error, or the bytes around a view, are no part of
- *  what the child is handed to do. Undefined for an input the codec refuses (refused when the
- *  child is created: the refusal is the outcome). */
-export function childInputDigest(input: unknown): string | undefined {
+/** The digests of a child's input (ChildCallIdentity's `input` and `inputByName`). The
+ *  value as handed in, not as its schema makes it: a schema's default drawn afresh (a request
+ *  id, the time) is no change of the call. An Error in it counts without its stack, a typed
+ *  array by the bytes it shows (encodeIdentity): the frames of the code that made an Error,
+ *  or the bytes around a view, are no part of what the child is handed to do. `input` is
+ *  undefined for an input the codec refuses (refused when the child is created: the refusal
+ *  is the outcome). */
+export function childInputDigests(
+  input: unknown,
+): Pick<ChildCallIdentity, "input" | "inputByName"> {
   try {
-    return digest(encodeIdentity(input));
+    const { text, byName } = encodeIdentities(input);
+    if (byName === undefined) return { input: digest(text) };
+    return { input: ERRORS_BY_PARTS + digest(text), inputByName: digest(byName) };
   } catch {
-    return undefined;
+    return { input: undefined };
   }
+}
+
+/** The digest of a child's input (childInputDigests' `input`). */
+export function childInputDigest(input: unknown): string | undefined {
+  return childInputDigests(input).input;
+}
+
+/** Whether `recorded`, a digest of a child's input taken by this or an older cairn, is the
+ *  digest of the input the call hands now: by Errors' every part when it was taken so, by
+ *  their name, message and code when it was taken before. */
+export function sameInputDigest(
+  recorded: string,
+  now: Pick<ChildCallIdentity, "input" | "inputByName">,
+): boolean {
+  if (recorded.startsWith(ERRORS_BY_PARTS)) return recorded === now.input;
+  return recorded === (now.inputByName ?? now.input);
+}
+
+/** Whether `kept` is a digest taken before ERRORS_BY_PARTS and `now` one of an input with
+ *  an Error taken since: the two cannot be compared (the input's Errors were counted two
+ *  ways). */
+export function isDigestOfOlderErrors(kept: string, now: string | undefined): boolean {
+  return !kept.startsWith(ERRORS_BY_PARTS) && now?.startsWith(ERRORS_BY_PARTS) === true;
 }
 
 function digest(text: string): string {
@@ -71,7 +107,8 @@ export function childMismatch(recorded: ChildIntent, now: ChildCallIdentity): st
   if (recorded.workflow !== undefined && recorded.workflow !== now.workflow) {
     return otherWorkflow(child, now);
   }
-  if (recorded.input !== undefined && recorded.input !== now.input) return otherInput(child);
+  if (recorded.input !== undefined && !sameInputDigest(recorded.input, now))
+    return otherInput(child);
   return undefined;
 }
 
