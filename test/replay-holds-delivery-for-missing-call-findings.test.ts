@@ -9,6 +9,13 @@
 // now holds "s" back until "a"'s call is made (Context.cascadeOver, DeliveryQueue.hold).
 // Deterministic: x's body outlasts "s"'s in the first run (so "s" is handed over right after
 // "m" on the replay), and the replay's timer outlasts the hand-over of "m" by far.
+//
+// The same swap on waitForEvent (the default run's guard; the fuzz-found timing repro is
+// test/replay-held-delivery-swap-wait-findings.test.ts, behind CAIRN_SOAK): "a" and "b" wait
+// for "x" instead, and both events are sent once "s" is recorded, while a third branch's step
+// keeps the first run from suspending. "b" took "a"'s event: events carry no id of the wait
+// they are meant for, so nothing refused it before workflow code saw the wrong event. On the
+// code before the hold (d7ff879^) this fails on both backends: "b got e0, first e1".
 
 import { readFile } from "node:fs/promises";
 import { describe, expect, it } from "vitest";
@@ -19,53 +26,114 @@ import { until } from "./helpers/sqlite.js";
 const delay = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const readSelf = () => readFile(new URL(import.meta.url), "utf8");
 
-describe.each(BACKENDS)("%s: a replay holds delivery for a cascade's missing call", (backend) => {
-  const harness = useHarness(backend);
+describe.each(BACKENDS)(
+  "%s: a replay holds delivery for a cascade's missing call or wait",
+  (backend) => {
+    const harness = useHarness(backend);
 
-  it("the next outcome's code does not take the record of a call made after own work", async () => {
-    const h = harness();
-    let firstRun = true;
-    const got: string[] = [];
-    const wf = workflow(
-      { name: "held-for-missing-call", version: "1" },
-      async (ctx: WorkflowContext) => {
-        const x = async (id: string) => {
-          const v = await ctx.step("x", () => delay(300).then(() => id));
-          got.push(`${id}=${v}`);
-        };
-        // A timer alone on the first run, done long before "m"; a read, then a timer the replay
-        // waits for, on the replay (the read leaves the later cascades' windows loose).
-        const ownWork = () => (firstRun ? delay(0) : readSelf().then(() => delay(300)));
-        await Promise.all([
-          (async () => {
-            await Promise.all([ctx.step("m", () => delay(50).then(() => "m")), ownWork()]);
-            await x("a");
-          })(),
-          (async () => {
-            await ctx.step("s", () => delay(150).then(() => "s"));
-            await x("b");
-          })(),
-        ]);
-        await ctx.waitForEvent("go");
-        return "done";
-      },
-    );
-    const e = h.engine([wf], { clock: realClock });
-    const run = await e.start(wf, undefined);
-    await until(
-      async () => ["waiting", "failed"].includes((await e.getRun(run.id))?.status ?? ""),
-      "the first run waits for go",
-    );
-    expect((await e.getRun(run.id))?.status).toBe("waiting");
-    expect(got).toEqual(["a=a", "b=b"]);
-    got.length = 0;
-    firstRun = false;
-    await e.sendEvent(run.id, "go");
-    const out = await run.result().catch((err: Error) => err.name);
-    // Each call replays its own value, never the other's. Once "a" is made late, "b" is
-    // checked as a late call's neighbour (madeAfter) and may be refused: a loud refusal, which
-    // a first run whose read was slower gives too.
-    expect(got.filter((g) => g.split("=")[0] !== g.split("=")[1])).toEqual([]);
-    expect(["done", "NonDeterminismError"]).toContain(out);
-  }, 20_000);
-});
+    it("the next outcome's code does not take the record of a call made after own work", async () => {
+      const h = harness();
+      let firstRun = true;
+      const got: string[] = [];
+      const wf = workflow(
+        { name: "held-for-missing-call", version: "1" },
+        async (ctx: WorkflowContext) => {
+          const x = async (id: string) => {
+            const v = await ctx.step("x", () => delay(300).then(() => id));
+            got.push(`${id}=${v}`);
+          };
+          // A timer alone on the first run, done long before "m"; a read, then a timer the replay
+          // waits for, on the replay (the read leaves the later cascades' windows loose).
+          const ownWork = () => (firstRun ? delay(0) : readSelf().then(() => delay(300)));
+          await Promise.all([
+            (async () => {
+              await Promise.all([ctx.step("m", () => delay(50).then(() => "m")), ownWork()]);
+              await x("a");
+            })(),
+            (async () => {
+              await ctx.step("s", () => delay(150).then(() => "s"));
+              await x("b");
+            })(),
+          ]);
+          await ctx.waitForEvent("go");
+          return "done";
+        },
+      );
+      const e = h.engine([wf], { clock: realClock });
+      const run = await e.start(wf, undefined);
+      await until(
+        async () => ["waiting", "failed"].includes((await e.getRun(run.id))?.status ?? ""),
+        "the first run waits for go",
+      );
+      expect((await e.getRun(run.id))?.status).toBe("waiting");
+      expect(got).toEqual(["a=a", "b=b"]);
+      got.length = 0;
+      firstRun = false;
+      await e.sendEvent(run.id, "go");
+      const out = await run.result().catch((err: Error) => err.name);
+      // Each call replays its own value, never the other's. Once "a" is made late, "b" is
+      // checked as a late call's neighbour (madeAfter) and may be refused: a loud refusal, which
+      // a first run whose read was slower gives too.
+      expect(got.filter((g) => g.split("=")[0] !== g.split("=")[1])).toEqual([]);
+      expect(["done", "NonDeterminismError"]).toContain(out);
+    }, 20_000);
+
+    it("the next outcome's code does not take the event of a wait made after own work", async () => {
+      const h = harness();
+      let firstRun = true;
+      const got = new Map<string, unknown>();
+      const swaps: string[] = [];
+      const wf = workflow(
+        { name: "held-for-missing-wait", version: "1" },
+        async (ctx: WorkflowContext) => {
+          const x = async (id: string) => {
+            const ev = await ctx.waitForEvent("x");
+            const v = ev.timedOut ? "timed out" : ev.payload;
+            if (firstRun) got.set(id, v);
+            else if (got.get(id) !== v) swaps.push(`${id} got ${v}, first ${got.get(id)}`);
+          };
+          const ownWork = () => (firstRun ? delay(0) : readSelf().then(() => delay(300)));
+          await Promise.all([
+            (async () => {
+              await Promise.all([ctx.step("m", () => delay(50).then(() => "m")), ownWork()]);
+              await x("a");
+            })(),
+            (async () => {
+              await ctx.step("s", () => delay(150).then(() => "s"));
+              await x("b");
+            })(),
+            // Keeps the first run from suspending while both waits wait for their events.
+            ctx.step("keep", async () => {
+              while (got.size < 2) await delay(10);
+              return "kept";
+            }),
+          ]);
+          await ctx.waitForEvent("go");
+          return "done";
+        },
+      );
+      const e = h.engine([wf], { clock: realClock });
+      const run = await e.start(wf, undefined);
+      // Sent once "s" is recorded (both waits are made by then): "a", made first, takes e0. The
+      // waits' records follow "s" in the journal.
+      await until(
+        async () =>
+          (await e.getSteps(run.id)).some((c) => c.key === "s" && c.status === "completed"),
+        "s is recorded",
+      );
+      await e.sendEvent(run.id, "x", "e0");
+      await e.sendEvent(run.id, "x", "e1");
+      await until(
+        async () => (await e.getRun(run.id))?.status === "waiting",
+        "the run waits for go",
+      );
+      expect(Object.fromEntries(got)).toEqual({ a: "e0", b: "e1" });
+      firstRun = false;
+      await e.sendEvent(run.id, "go");
+      const out = await run.result().catch((err: Error) => err.name);
+      // Each wait replays its own event, never the other's; a loud refusal is allowed.
+      expect(swaps).toEqual([]);
+      expect(["done", "NonDeterminismError"]).toContain(out);
+    }, 20_000);
+  },
+);
