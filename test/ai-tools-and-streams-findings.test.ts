@@ -272,7 +272,8 @@ describe("cairn/ai: an effect tool its caller aborted (sqlite)", () => {
     expect(performed).toBe(1);
     expect(reconciled).toBe(0);
     const step = (await engine.getSteps(run.id)).find((s) => s.key === "tool:lookup:c1");
-    expect(step?.error?.code).toBe("FATAL");
+    // Its loop's own signal fired: a stop the replay ends the loop at (caller-stop.ts).
+    expect(step?.error?.code).toBe("CALLER_ABORTED");
     expect(step?.error?.name).toBe("AbortError");
   });
 });

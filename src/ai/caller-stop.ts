@@ -9,28 +9,40 @@
 // with the SDK's signal aborted records the caller's abort (tools.ts). When that outcome
 // comes back (the first execution or a replay), the signal the tool was given is marked
 // stopped for this execution; a model call the SDK then makes with that same signal (a
-// replay only: in the first execution the SDK stopped) ends with the same abort, recorded
-// as its own outcome (model-attempt.ts). Marked by the signal object itself, so a tool
-// whose own timeout fired (the SDK hands it a signal of its own) stops nothing: the SDK's
-// loop went on then.
+// replay only: in the first execution the SDK stopped) fails with the same abort ahead of
+// its step, recording nothing (model.ts; as a step it took the next number of the model's
+// name, whose record is another call's). Marked by the signal object itself, so a tool whose own
+// timeout fired (the SDK hands it a signal of its own) stops nothing: the SDK's loop went on
+// then.
+//
+// Whether a record is such a stop: a tool call's record says so by its code,
+// CALLER_ABORTED, given when the loop's own signal had fired as the call ended (tools.ts).
+// Older records (and a tool's own error named AbortError) say FATAL under the abort's
+// name: such a stop is marked "doubtful", and the model call it stops is made as a step as
+// before, so a recorded answer (the first execution went on) is still handed over.
 //
 // A tool with a timeout of its own (the SDK's `timeout.toolMs`) is handed
 // `AbortSignal.any([loop's signal, its timer])`, not the signal of the loop's model calls:
 // a stop marked on it alone let the replay's next model call be made. So each tool call is
-// linked to the signal of the model call whose answer holds it (noteLoopSignal), and a stop
-// of that loop is marked on it too: when the loop's signal fired (in this execution), or,
-// for a replayed record, when the stop is an AbortError (a tool's own timeout is always a
-// TimeoutError; a loop stopped by a timeout of its own, a TimeoutError too, is not told
-// apart from the tool's and goes on as before).
+// linked to the signal of the model call whose answer holds it, and a stop of that loop is
+// marked on it too: when the loop's signal fired (in this execution), or, for a replayed
+// record, when it says CALLER_ABORTED or is an AbortError (a tool's own timeout is a
+// TimeoutError). Two loops at once answering the same tool and id (a mock's "call-1") are
+// told apart by the signals the tool's signal follows (takeLoopSignal).
 
 import type { WorkflowContext } from "../index.js";
 import { toolKey } from "./tool-order.js";
 
-const stops = new WeakMap<WorkflowContext, WeakMap<AbortSignal, Error>>();
+interface Stop {
+  abort: Error;
+  /** False for a record that may be a tool's own error (see the header). */
+  certain: boolean;
+}
+
+const stops = new WeakMap<WorkflowContext, WeakMap<AbortSignal, Stop>>();
 
 /** Whether `err` is a call's caller abort, as made by callerAborted() or rebuilt from its
- *  record: a FatalError named as the abort's error, or, for a reason of the caller's own
- *  name, one whose code is CALLER_ABORTED. */
+ *  record: a FatalError named as the abort's error, or one whose code is CALLER_ABORTED. */
 export function isCallerAbort(err: unknown): err is Error {
   const e = err as { code?: unknown; name?: unknown } | null | undefined;
   return (
@@ -40,23 +52,44 @@ export function isCallerAbort(err: unknown): err is Error {
   );
 }
 
-/** Marks `signal` as stopped by `abort` in this execution of the run. */
-export function markStopped(ctx: WorkflowContext, signal: AbortSignal, abort: Error): void {
+/** Whether a caller abort says it stopped its loop (tools.ts gives the code). */
+export const isLoopStop = (err: Error): boolean =>
+  (err as { code?: unknown }).code === "CALLER_ABORTED";
+
+/** Marks `signal` as stopped by `abort` in this execution of the run; `certain` when the
+ *  stop is known to have ended the loop (see the header). */
+export function markStopped(
+  ctx: WorkflowContext,
+  signal: AbortSignal,
+  abort: Error,
+  certain: boolean,
+): void {
   let mine = stops.get(ctx);
   if (!mine) {
     mine = new WeakMap();
     stops.set(ctx, mine);
   }
-  if (!mine.has(signal)) mine.set(signal, abort);
+  const had = mine.get(signal);
+  if (!had) mine.set(signal, { abort, certain });
+  else if (certain) had.certain = true;
 }
 
 /** The abort that stopped `signal` in this execution, if any. */
 export function stopOf(ctx: WorkflowContext, signal: AbortSignal | undefined): Error | undefined {
-  return signal ? stops.get(ctx)?.get(signal) : undefined;
+  return signal ? stops.get(ctx)?.get(signal)?.abort : undefined;
 }
 
-/** The signal of the model call whose answer holds each tool call not yet made, by toolKey. */
-const loops = new WeakMap<WorkflowContext, Map<string, AbortSignal>>();
+/** The abort that certainly stopped `signal` in this execution, if any. */
+export function certainStopOf(
+  ctx: WorkflowContext,
+  signal: AbortSignal | undefined,
+): Error | undefined {
+  const stop = signal ? stops.get(ctx)?.get(signal) : undefined;
+  return stop?.certain ? stop.abort : undefined;
+}
+
+/** The signals of the model calls whose answers hold tool calls not yet made, by toolKey. */
+const loops = new WeakMap<WorkflowContext, Map<string, AbortSignal[]>>();
 
 /** Notes the tool calls of a model call's answer (`parts`: its content or stream parts),
  *  made with `signal`. */
@@ -73,34 +106,79 @@ export function noteLoopSignal(
   }
   // A loop stopped since makes none of its tool calls left: its links are dropped.
   for (const [key, linked] of mine) {
-    if (linked.aborted || stopOf(ctx, linked)) mine.delete(key);
+    const live = linked.filter((l) => !l.aborted && !stopOf(ctx, l));
+    if (live.length === 0) mine.delete(key);
+    else if (live.length < linked.length) mine.set(key, live);
   }
   for (const p of parts ?? []) {
     if (p.type !== "tool-call") continue;
     const c = p as { toolName?: unknown; toolCallId?: unknown; providerExecuted?: unknown };
     if (c.providerExecuted === true) continue;
-    // The newest answer's: a link left by a tool call the SDK never made (its input failed
-    // the tool's schema, so the SDK answered the model with a tool error itself) is older,
-    // and a later loop's answer reuses its id (providers number calls per answer: call_0).
-    // Linked to none when two signals held it, a caller's stop in that later loop's tool
-    // with a signal of its own (timeout.toolMs) did not stop the replay's loop. (Two loops
-    // in flight at once answering the same tool and id cannot be told apart either way.)
-    mine.set(toolKey(String(c.toolName), String(c.toolCallId)), signal);
+    const key = toolKey(String(c.toolName), String(c.toolCallId));
+    mine.set(key, [...(mine.get(key) ?? []), signal]);
   }
 }
 
-/** The signal of the loop a tool call comes from (see noteLoopSignal), taken: the next
- *  answer with this tool and id is another turn's. */
+/** The signal of the loop a tool call comes from, taken (the next answer with this tool
+ *  and id is another turn's): of the answers holding this tool and id, the one whose signal
+ *  the tool's (`toolSignal`) is, or follows (see signalSources); none when it follows none
+ *  (a loop without a signal, whose tool has a timer's alone). Where that cannot be read,
+ *  the newest answer's: a link left by a tool call the SDK never made (its input failed the
+ *  tool's schema) is older, and a later loop's answer reuses its id (call_0). */
 export function takeLoopSignal(
   ctx: WorkflowContext,
   toolName: string,
   toolCallId: string,
+  toolSignal: AbortSignal | undefined,
 ): AbortSignal | undefined {
   const mine = loops.get(ctx);
   const key = toolKey(toolName, toolCallId);
-  const signal = mine?.get(key);
-  mine?.delete(key);
+  const linked = mine?.get(key);
+  if (!mine || !linked) return undefined;
+  let i = linked.length - 1;
+  if (toolSignal === undefined) return undefined;
+  if (linked.includes(toolSignal)) i = linked.lastIndexOf(toolSignal);
+  else {
+    const followed = signalSources(toolSignal);
+    if (followed === null) return undefined;
+    if (followed !== undefined) {
+      // A loop's own signal may be a composite too (its caller's, timeout.totalMs): the
+      // tool's follows every signal it follows.
+      i = linked.findLastIndex((l) => {
+        const own = signalSources(l);
+        return own ? [...own].every((s) => followed.has(s)) : followed.has(l);
+      });
+      if (i < 0) return undefined;
+    }
+  }
+  const signal = linked[i];
+  linked.splice(i, 1);
+  if (linked.length === 0) mine.delete(key);
   return signal;
+}
+
+/** The signals an `AbortSignal.any()` signal follows, as Node keeps them (weak refs under
+ *  its internal `kSourceSignals`; a composite of composites lists theirs); null for a
+ *  signal Node says follows none (its `kComposite` false); undefined where that is not
+ *  found (another runtime). Not public: read because nothing public tells which loop a tool
+ *  given a signal of its own by `timeout.toolMs` (`AbortSignal.any([loop's, its timer])`)
+ *  belongs to when two loops at once answer the same tool and id (a mock's "call-1"): the
+ *  newest answer's was taken, and one loop's stop marked the other's signal. */
+function signalSources(signal: AbortSignal): Set<AbortSignal> | null | undefined {
+  const own = signal as unknown as Record<symbol, unknown>;
+  const keys = Object.getOwnPropertySymbols(signal);
+  const composite = keys.find((k) => k.description === "kComposite");
+  const sources = keys.find((k) => k.description === "kSourceSignals");
+  if (composite !== undefined && own[composite] === false) return null;
+  const refs = (sources === undefined ? undefined : own[sources]) as Iterable<unknown> | undefined;
+  // Node's own SafeSet of SafeWeakRefs: neither is an instance of this realm's Set or WeakRef.
+  if (typeof refs?.[Symbol.iterator] !== "function") return undefined;
+  const out = new Set<AbortSignal>();
+  for (const ref of refs) {
+    const s = (ref as { deref?: () => unknown } | undefined)?.deref?.();
+    if (s instanceof AbortSignal) out.add(s);
+  }
+  return out;
 }
 
 /** Whether a tool call's caller abort `abort`, handed the tool through `toolSignal`, also
@@ -112,7 +190,6 @@ export function stopsLoop(
   replayed: boolean,
 ): loop is AbortSignal {
   if (!loop || loop === toolSignal) return false;
-  const callersOwn =
-    abort.name === "AbortError" || (abort as { code?: unknown }).code === "CALLER_ABORTED";
+  const callersOwn = abort.name === "AbortError" || isLoopStop(abort);
   return loop.aborted || (replayed && callersOwn);
 }

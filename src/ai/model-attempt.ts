@@ -46,8 +46,8 @@ export async function attempt(
 ): Promise<CallRecord> {
   const { rt, limitKey } = m;
   const { o, digest } = asked;
-  // A call the SDK would not have made: the caller's abort stopped its loop before it in
-  // the first execution (caller-stop.ts). Recorded as that abort, and never made.
+  // A signal marked stopped since the call began (model.ts refuses a call made after):
+  // the loop is over, the call is not made (caller-stop.ts).
   const stopped = stopOf(m.ctx, o.abortSignal);
   if (stopped) throw callerAborted(stopped);
   const deadline = deadlineOf(m);

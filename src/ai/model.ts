@@ -16,8 +16,8 @@
 import { NonDeterminismError, type WorkflowContext } from "../index.js";
 import { failRunWith } from "../lib/fail-run.js";
 import { type CallRecord, streamOf } from "./call-record.js";
-import { asStreamEnd } from "./caller-abort.js";
-import { noteLoopSignal } from "./caller-stop.js";
+import { asStreamEnd, callerAborted } from "./caller-abort.js";
+import { certainStopOf, noteLoopSignal } from "./caller-stop.js";
 import { type Answered, answered, continueConversation } from "./conversation.js";
 import { type Asked, attempt } from "./model-attempt.js";
 import {
@@ -64,6 +64,15 @@ export function durableModel(
  *  on replay the check that the recorded response answers this request. */
 async function durableCall(m: DurableModel, mode: Mode, o: CallOptions): Promise<CallRecord> {
   const { ctx, name } = m;
+  // A call the SDK would not have made: the caller's abort stopped its loop before it in
+  // the first execution (caller-stop.ts). It fails with that abort before its step: as a
+  // step it took the next number of the model's name (model:x#3), whose record is another
+  // call's, the next call of this model (another loop's, or the run's next generateText):
+  // the replay failed with NonDeterminismError, or, when that call's request was alike
+  // (the conversation so far, continued after the stop), handed this loop its answer. A
+  // doubtful stop (an older record) is still made as a step, stopped in its attempt.
+  const stopped = certainStopOf(ctx, o.abortSignal);
+  if (stopped) throw callerAborted(stopped);
   // The request's text, read once (request-text.ts: a file's bytes make it costly).
   const { digest, prefixes, promptChars, hasBytes } = readRequest(o, m.checkRequest);
   const made = continueConversation(ctx, name, o.prompt, prefixes);

@@ -21,7 +21,14 @@ import type { FlexibleSchema, Tool, ToolExecutionOptions, ToolSet } from "ai";
 import type { StepContext, StepOptions, WorkflowContext, Workspace } from "../index.js";
 import { callName, checkGivenName } from "./call-names.js";
 import { callerAborted } from "./caller-abort.js";
-import { isCallerAbort, markStopped, stopOf, stopsLoop, takeLoopSignal } from "./caller-stop.js";
+import {
+  isCallerAbort,
+  isLoopStop,
+  markStopped,
+  stopOf,
+  stopsLoop,
+  takeLoopSignal,
+} from "./caller-stop.js";
 import { placeToolCall } from "./tool-order.js";
 
 export interface ToolsOptions extends StepOptions {
@@ -176,7 +183,9 @@ export function durableTools<TOOLS extends ToolSet>(
               } catch (err) {
                 // As for a plain tool (below): retried, the effect was reconciled and
                 // performed again with the caller's signal already aborted.
-                if (o.abortSignal?.aborted && !s.signal.aborted) throw callerAborted(err);
+                if (o.abortSignal?.aborted && !s.signal.aborted) {
+                  throw callerStop(err, o.abortSignal, execution.loop);
+                }
                 throw asError(err);
               }
             },
@@ -210,13 +219,15 @@ export function durableTools<TOOLS extends ToolSet>(
               // The caller gave up (the SDK's abortSignal, its tool timeout): final, as for
               // a model call. Retried, every attempt ran the tool again with a signal
               // already aborted: its work before the first abortable await done again.
-              if (o.abortSignal?.aborted && !s.signal.aborted) throw callerAborted(err);
+              if (o.abortSignal?.aborted && !s.signal.aborted) {
+                throw callerStop(err, o.abortSignal, execution.loop);
+              }
               throw asError(err);
             }
             // The caller's stop landed while it ran: the SDK ends its loop here, so that is
             // this call's outcome, for a replay to stop here too (caller-stop.ts).
             if (o.abortSignal?.aborted && !s.signal.aborted) {
-              throw callerAborted(o.abortSignal.reason);
+              throw callerStop(o.abortSignal.reason, o.abortSignal, execution.loop);
             }
             return output;
           },
@@ -226,8 +237,12 @@ export function durableTools<TOOLS extends ToolSet>(
     // Made from the place of the earlier call with this tool and id it follows, if any
     // (tool-order.ts): synchronously, right before the call.
     const wrapped = async (input: unknown, o: ToolExecutionOptions<unknown>) => {
+      // The loop first: placing the call may move the flow to an earlier turn's place.
+      const execution = {
+        ran: false,
+        loop: takeLoopSignal(ctx, toolName, o.toolCallId, o.abortSignal),
+      };
       const placed = placeToolCall(ctx, prefix, toolName, o.toolCallId, input);
-      const execution = { ran: false, loop: takeLoopSignal(ctx, toolName, o.toolCallId) };
       try {
         return await call(input, o, execution);
       } catch (err) {
@@ -236,11 +251,12 @@ export function durableTools<TOOLS extends ToolSet>(
         // thrown while the signal stayed quiet, ends nothing.
         const stops = !execution.ran || o.abortSignal?.aborted === true;
         if (o.abortSignal && stops && isCallerAbort(err)) {
-          markStopped(ctx, o.abortSignal, err);
+          const certain = isLoopStop(err);
+          markStopped(ctx, o.abortSignal, err, certain);
           // A tool with a timeout of its own was handed a signal of its own: the loop's
           // model calls see the loop's.
           if (stopsLoop(execution.loop, o.abortSignal, err, !execution.ran)) {
-            markStopped(ctx, execution.loop, err);
+            markStopped(ctx, execution.loop, err, certain);
           }
         }
         throw err;
@@ -267,6 +283,20 @@ function notBegunAfterStop(
 ): void {
   const stop = stopOf(ctx, signal) ?? stopOf(ctx, loop);
   if (stop) throw callerAborted(stop);
+}
+
+/** A tool call the SDK's signal ended (the body saw it fired), as its record says it: code
+ *  CALLER_ABORTED when the loop's own signal had fired, which ends the SDK's loop (a replay
+ *  then stops it there for certain, caller-stop.ts); FATAL when only the tool's own timer
+ *  (`timeout.toolMs`) fired, after which the SDK's loop goes on. So a caller's TimeoutError
+ *  (`timeout.totalMs`, `AbortSignal.timeout`) is told from the tool's own by whose signal
+ *  fired, not by its name. Without a link to its loop, by its name, as callerAborted makes it. */
+function callerStop(err: unknown, toolSignal: AbortSignal, loop: AbortSignal | undefined): Error {
+  const stop = callerAborted(err);
+  if (loop === undefined) return stop;
+  const loopFired = loop === toolSignal || loop.aborted;
+  (stop as { code: string }).code = loopFired ? "CALLER_ABORTED" : "FATAL";
+  return stop;
 }
 
 /** What a tool threw, as an Error whose message is the text the SDK gives the model for it
