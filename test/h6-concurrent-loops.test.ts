@@ -129,6 +129,31 @@ describe.each(BACKENDS)("%s: a caller's TimeoutError in a tool with timeout.tool
     });
   }
 
+  it("generate: timeout.totalMs passing while the tool runs stops the replay's loop too", async () => {
+    const h = harness();
+    const { wf, outcomes, calls } = loopWorkflow(
+      h,
+      "total-ms-in-tool",
+      "generate",
+      // Waits until its signal fires: the loop's total timeout passes first (a real timer).
+      (signal) =>
+        new Promise<string>((_resolve, reject) => {
+          signal?.addEventListener("abort", () => reject(signal.reason));
+        }),
+      { toolMs: 60_000, totalMs: 300 },
+    );
+    const engine = h.engine([wf]);
+    const run = await engine.start(wf, null);
+    await waitForStatus(run, "waiting", { timeoutMs: 10_000 });
+    const firstCalls = calls();
+    await engine.sendEvent(run.id, "go-on", null);
+    const r = await advanceUntil(h.clock, settle(run.result()), 1_000, 100);
+    expect(outcomes[0]).toMatch(/^stopped: TimeoutError/);
+    expect(outcomes[1]).toBe(outcomes[0]);
+    expect(r).toEqual({ value: outcomes[0] });
+    expect(calls()).toBe(firstCalls); // the replay made no model call
+  });
+
   it("generate: a tool's own timeout (toolMs) that it answers with an error of its own ends no loop, first execution or replay", async () => {
     const h = harness();
     const { wf, outcomes, calls } = loopWorkflow(

@@ -79,7 +79,7 @@ export function loopWorkflow(
   name: string,
   mode: "generate" | "stream",
   lookup: Lookup,
-  timeout?: { toolMs: number },
+  timeout?: { toolMs: number; totalMs?: number },
 ) {
   const { model, calls } = oneToolModel();
   const ai = kitFor(h);
