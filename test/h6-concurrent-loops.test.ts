@@ -12,7 +12,7 @@
 // And a caller's TimeoutError (`timeout.totalMs`, `AbortSignal.timeout`) ending such a tool
 // was recorded as the tool's own timeout would be: the replay went on past it.
 
-import { generateText, stepCountIs, tool } from "ai";
+import { generateText, stepCountIs, streamText, tool } from "ai";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { workflow } from "../src/index.js";
@@ -28,7 +28,12 @@ import { advanceUntil, BACKENDS, type Harness, useHarness } from "./helpers/engi
 
 /** Loops "one" and "two" at once over one model whose first answer calls `lookup` as
  *  "c1"; `stopper`'s tool stops its own loop. */
-async function twoLoops(h: Harness, name: string, stopper: "one" | "two") {
+async function twoLoops(
+  h: Harness,
+  name: string,
+  stopper: "one" | "two",
+  mode: "generate" | "stream",
+) {
   const { model, calls } = oneToolModel();
   const ai = kitFor(h);
   const outcomes: string[] = [];
@@ -49,7 +54,7 @@ async function twoLoops(h: Harness, name: string, stopper: "one" | "two") {
         { name: which },
       );
       try {
-        const r = await generateText({
+        const settings = {
           model: ai.model(ctx, model),
           tools,
           stopWhen: stepCountIs(3),
@@ -60,8 +65,12 @@ async function twoLoops(h: Harness, name: string, stopper: "one" | "two") {
           onToolExecutionStart: async () => {
             await new Promise((resolve) => setTimeout(resolve, 5));
           },
-        });
-        return `${which} answered: ${r.text}`;
+        };
+        const text =
+          mode === "generate"
+            ? (await generateText(settings)).text
+            : await streamText({ ...settings, onError: () => {} }).text;
+        return `${which} answered: ${text}`;
       } catch (err) {
         return `${which} stopped: ${(err as Error).name}`;
       }
@@ -82,13 +91,19 @@ async function twoLoops(h: Harness, name: string, stopper: "one" | "two") {
 describe.each(BACKENDS)("%s: two loops at once, alike in tool and call id", (backend) => {
   const harness = useHarness(backend);
 
-  for (const stopper of ["one", "two"] as const) {
-    it(`a stop in loop ${stopper}'s tool (timeout.toolMs) stops that loop's replay, and only it`, async () => {
+  for (const [stopper, mode] of [
+    ["one", "generate"],
+    ["two", "generate"],
+    ["one", "stream"],
+    ["two", "stream"],
+  ] as const) {
+    it(`${mode}: a stop in loop ${stopper}'s tool (timeout.toolMs) stops that loop's replay, and only it`, async () => {
       const h = harness();
       const { outcomes, r, firstCalls, replayCalls } = await twoLoops(
         h,
-        `two-loops-${stopper}`,
+        `two-loops-${stopper}-${mode}`,
         stopper,
+        mode,
       );
       const expected =
         stopper === "one"
