@@ -309,9 +309,9 @@ export class Context implements CallCore {
   /** Cancels the stall timer (a chain of timers: replayStallMs may be set past
    *  setTimeout's 2^31-1 ms, which a plain setTimeout fires after 1 ms). */
   private stallTimer: (() => void) | undefined;
-  /** Names of calls made after the workflow's own work while the hand-overs were held
-   *  (doubtfulCall). */
-  private readonly lateWhileHeld = new Set<string>();
+  /** A call made after the workflow's own work took a record made inside a cascade while the
+   *  hand-overs were held (doubtfulCall). */
+  private lateTookHeldRecord = false;
   /** The stalled position and the hand-overs so far the stall timer is counting for. */
   private stallPosition: number | undefined;
   private stallReleased = -1;
@@ -847,7 +847,7 @@ export class Context implements CallCore {
     if (call.record) {
       this.matchRecord(call, call.record);
       if (this.delivery.holding) {
-        if (late) this.lateWhileHeld.add(name);
+        if (late && !call.record.issuedLate) this.lateTookHeldRecord = true;
         this.recheckHeldSoon();
       }
     } else {
@@ -1062,13 +1062,14 @@ export class Context implements CallCore {
 
   /** A cascade is over: every call it recorded must have been made again. */
   private cascadeOver(): void {
-    const missing = this.missingCall(this.delivery.released) ?? this.doubtfulCall();
+    const missing = this.missingCall(this.delivery.released);
+    const waitFor = missing !== undefined || this.doubtfulCall();
     // Postponed at most replayStallMs (real time, like the stall timer): a timer the code
     // never clears (an interval) must not hold a divergence back for ever.
-    if (!missing) this.windowDeferredSince = undefined;
+    if (!waitFor) this.windowDeferredSince = undefined;
     else this.windowDeferredSince ??= performance.now();
     if (
-      missing &&
+      waitFor &&
       performance.now() - (this.windowDeferredSince ?? 0) < this.host.replayStallMs &&
       this.lateWork.busyForMs(LATE_WORK_GRACE_MS) > 0
     ) {
@@ -1081,8 +1082,8 @@ export class Context implements CallCore {
       this.recheckWindowLater();
       return;
     }
-    this.lateWhileHeld.clear();
-    if (missing && missing.issuedAfter! <= this.delivery.released) {
+    this.lateTookHeldRecord = false;
+    if (missing) {
       const instead = this.lastNewCall;
       const insteadText = instead
         ? `; it called ${instead.kind} "${instead.name}" (key "${instead.key}") instead`
@@ -1132,29 +1133,19 @@ export class Context implements CallCore {
   }
 
   /** While the hand-overs are held for a missing call, a call of its name made after the
-   *  workflow's own work took its record. It may be that call, made late; or another call of
-   *  the name, from code whose own timer won a race (the first run's outcome won it) and that
-   *  came early, before the missing one (the replay of this record would hand it another
-   *  call's value). When a later call of the name was made inside a cascade (a record of a
-   *  later window), keep holding while the workflow's own work may still make a call: one of
-   *  that name made then is refused (beginCall's check of a late call's neighbour, or
-   *  matchRecord's of a call made before its window) with nothing handed over. Returns that
-   *  later record, or undefined. */
-  private doubtfulCall(): StepRecord | undefined {
-    if (this.lateWhileHeld.size === 0 || !this.journal.exactWindows) return undefined;
-    const released = this.delivery.released;
-    const list = this.journal.cascadeCalls;
-    for (let i = this.cascadeCursor; i < list.length; i++) {
-      const rec = list[i]!;
-      if (
-        rec.issuedAfter! > released &&
-        this.lateWhileHeld.has(rec.name) &&
-        !this.consumed.has(rec.key)
-      ) {
-        return rec;
-      }
-    }
-    return undefined;
+   *  workflow's own work took its record (one made inside a cascade). It may be that call,
+   *  made late; or another call of the name, from code whose own timer won a race (the first
+   *  run's outcome won it) and that came early, before the missing one: the replay of this
+   *  record would hand it another call's value, and the code it runs could record or perform
+   *  with it before the missing one comes. Whether a later call of the name has a record
+   *  tells nothing: the journal may end before it (a crash right after the missing call's
+   *  record). So keep holding while the workflow's own work may still make calls (at most
+   *  replayStallMs): another call of that name made meanwhile is refused (beginCall's check
+   *  of a late call's neighbour, or matchRecord's of a call made before its window) with
+   *  nothing handed over. The code the held outcomes run makes its calls after them in
+   *  every execution; only code the workflow's own work resumes can come meanwhile. */
+  private doubtfulCall(): boolean {
+    return this.lateTookHeldRecord && this.journal.exactWindows;
   }
 
   /** A recorded call made inside a cascade up to `window`, not made again. */

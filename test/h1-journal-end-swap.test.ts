@@ -1,0 +1,90 @@
+// A swap left at the end of a journal. Branch A makes x ("a") after step "m" joined with work
+// of its own; branch B races step "q" against a timer of its own, then makes x ("b") and
+// performs an effect with what x handed it. The first execution records m and A's x, and its
+// worker dies right then (before q, or B's x, has a record). The replay's own work is slower
+// (A's x comes late, so the hand-overs are held for it) and B's timer wins: B's call is the
+// name's first, takes A's record, and was handed "a" once it released the hold (no later
+// record of x told the replay that B's call may be another one, come early); B then performed
+// its effect with A's value, and only A's call, which came later with no record, was refused.
+// Now a late call that takes a record made inside a cascade while the hand-overs are held
+// keeps the hold while the workflow's own work may still make calls (Context.doubtfulCall):
+// A's call comes first and is refused before anything of x is handed over.
+// Deterministic: B's timer is 100 ms, A's call comes after a file read and 1 s.
+
+import { readFile } from "node:fs/promises";
+import { describe, expect, it } from "vitest";
+import { type WorkflowContext, workflow } from "../src/index.js";
+import { crashableEngine } from "./helpers/crash.js";
+import { BACKENDS, useHarness } from "./helpers/engines.js";
+import { until } from "./helpers/sqlite.js";
+
+const delay = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const never = () => new Promise<never>(() => {});
+const readSelf = () => readFile(new URL(import.meta.url), "utf8");
+
+describe.each(BACKENDS)("%s: a swap at the end of a journal", (backend) => {
+  const harness = useHarness(backend);
+
+  it("a late call taking a held record is not handed its value while another call of the name may come", async () => {
+    const h = harness();
+    let firstRun = true;
+    let crash = () => {};
+    const got: string[] = [];
+    const performed: string[] = [];
+    const wf = workflow(
+      { name: "journal-end-swap", version: "1" },
+      async (ctx: WorkflowContext) => {
+        const x = async (id: string) => {
+          const v = await ctx.step("x", () => delay(5).then(() => id));
+          got.push(`${id}=${v}`);
+          return v;
+        };
+        const ownWork = () => (firstRun ? delay(0) : readSelf().then(() => delay(1000)));
+        await Promise.all([
+          (async () => {
+            await Promise.all([ctx.step("m", () => delay(50).then(() => "m")), ownWork()]);
+            await x("a");
+            // A's record is durable: the worker dies here, before q or B's x has a record.
+            if (firstRun) crash();
+          })(),
+          (async () => {
+            const timer = firstRun ? never() : delay(100);
+            const q = ctx.step("q", () => (firstRun ? never() : delay(400).then(() => "q")));
+            await Promise.race([q, timer]);
+            const v = await x("b");
+            await ctx.effect("send", {
+              perform: () => {
+                performed.push(`b sent ${v}`);
+                return v;
+              },
+              reconcile: () => undefined,
+            });
+          })(),
+        ]);
+        return "done";
+      },
+    );
+    const first = crashableEngine(h, [wf]);
+    crash = first.crash;
+    const run = await first.engine.start(wf, undefined);
+    await until(() => got.length === 1, "A's x is recorded");
+    expect(got).toEqual(["a=a"]);
+    got.length = 0;
+    firstRun = false;
+    await h.clock.advance(60_000);
+    const second = h.engine([wf]);
+    const out = await second
+      .handle(run.id)
+      .result()
+      .catch((err: Error) => err);
+    // No call of x was handed the other's value, and nothing was done with one.
+    expect(got.filter((g) => g.split("=")[0] !== g.split("=")[1])).toEqual([]);
+    expect(performed).toEqual([]);
+    const steps = await second.getSteps(run.id);
+    expect(steps.map((s) => `${s.key}=${s.result}`).filter((s) => s.startsWith("send"))).toEqual(
+      [],
+    );
+    expect(out).toBeInstanceOf(Error);
+    expect((out as Error).name).toBe("NonDeterminismError");
+  }, 30_000);
+});
