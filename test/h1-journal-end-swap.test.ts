@@ -10,10 +10,13 @@
 // keeps the hold while the workflow's own work may still make calls (Context.doubtfulCall):
 // A's call comes first and is refused before anything of x is handed over.
 // Deterministic: B's timer is 100 ms, A's call comes after a file read and 1 s.
+// The same early call took A's record when B's later call had a record, made late: only a
+// later record made inside a cascade kept the hold. And a late call that does own the record
+// still replays, at the end of a journal too (it waits for the workflow's other own work).
 
 import { readFile } from "node:fs/promises";
 import { describe, expect, it } from "vitest";
-import { type WorkflowContext, workflow } from "../src/index.js";
+import { realClock, type WorkflowContext, workflow } from "../src/index.js";
 import { crashableEngine } from "./helpers/crash.js";
 import { BACKENDS, useHarness } from "./helpers/engines.js";
 import { until } from "./helpers/sqlite.js";
@@ -86,5 +89,88 @@ describe.each(BACKENDS)("%s: a swap at the end of a journal", (backend) => {
     );
     expect(out).toBeInstanceOf(Error);
     expect((out as Error).name).toBe("NonDeterminismError");
+  }, 30_000);
+
+  it("a late call taking a held record is not handed its value when the name's later record was made late", async () => {
+    const h = harness();
+    let firstRun = true;
+    const got: string[] = [];
+    const wf = workflow({ name: "late-later-swap", version: "1" }, async (ctx: WorkflowContext) => {
+      const x = async (id: string) => {
+        const v = await ctx.step("x", () => delay(5).then(() => id));
+        got.push(`${id}=${v}`);
+      };
+      const m = ctx.step("m", () => delay(50).then(() => "m"));
+      await Promise.all([
+        (async () => {
+          await Promise.all([m, firstRun ? undefined : readSelf().then(() => delay(1000))]);
+          await x("a");
+        })(),
+        (async () => {
+          await m;
+          // In m's cascade, after A's x on the first run: B's late x comes after it there.
+          for (let i = 0; i < 5; i++) await undefined;
+          await delay(firstRun ? 200 : 100);
+          await x("b");
+        })(),
+      ]);
+      await ctx.waitForEvent("go");
+      return "done";
+    });
+    const e = h.engine([wf], { clock: realClock });
+    const run = await e.start(wf, undefined);
+    await until(
+      async () => ["waiting", "failed"].includes((await e.getRun(run.id))?.status ?? ""),
+      "the first run waits for go",
+    );
+    expect((await e.getRun(run.id))?.status).toBe("waiting");
+    expect(got).toEqual(["a=a", "b=b"]);
+    got.length = 0;
+    firstRun = false;
+    await e.sendEvent(run.id, "go");
+    const out = await run.result().catch((err: Error) => err.name);
+    expect(got.filter((g) => g.split("=")[0] !== g.split("=")[1])).toEqual([]);
+    expect(out).toBe("NonDeterminismError");
+  }, 20_000);
+
+  it("a late call that owns the held record replays at the end of a journal", async () => {
+    const h = harness();
+    let firstRun = true;
+    let crash = () => {};
+    const got: string[] = [];
+    const wf = workflow(
+      { name: "journal-end-owner", version: "1" },
+      async (ctx: WorkflowContext) => {
+        const x = async (id: string) => {
+          const v = await ctx.step("x", () => delay(5).then(() => id));
+          got.push(`${id}=${v}`);
+        };
+        const ownWork = () => (firstRun ? delay(0) : readSelf().then(() => delay(300)));
+        await Promise.all([
+          (async () => {
+            await Promise.all([ctx.step("m", () => delay(50).then(() => "m")), ownWork()]);
+            await x("a");
+            if (firstRun) crash();
+          })(),
+          (async () => {
+            await ctx.step("s", () => (firstRun ? never() : delay(150).then(() => "s")));
+            await x("b");
+          })(),
+        ]);
+        return "done";
+      },
+    );
+    const first = crashableEngine(h, [wf]);
+    crash = first.crash;
+    const run = await first.engine.start(wf, undefined);
+    await until(() => got.length === 1, "A's x is recorded");
+    got.length = 0;
+    firstRun = false;
+    await h.clock.advance(60_000);
+    const second = h.engine([wf]);
+    expect(await second.handle(run.id).result()).toBe("done");
+    expect(got).toEqual(["a=a", "b=b"]);
+    const steps = await second.getSteps(run.id);
+    expect(steps.map((s) => `${s.key}=${s.result}`).sort()).toEqual(["m=m", "s=s", "x#2=b", "x=a"]);
   }, 30_000);
 });
