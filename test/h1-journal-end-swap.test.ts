@@ -13,6 +13,9 @@
 // The same early call took A's record when B's later call had a record, made late: only a
 // later record made inside a cascade kept the hold. And a late call that does own the record
 // still replays, at the end of a journal too (it waits for the workflow's other own work).
+// A ctx.uuid() is handed its recorded value at once, so an early one holds A's value before
+// any verdict: B's effect performed with it. New calls now wait while such a call may hold
+// another's record, as they wait for a stalled recorded call.
 
 import { readFile } from "node:fs/promises";
 import { describe, expect, it } from "vitest";
@@ -172,5 +175,66 @@ describe.each(BACKENDS)("%s: a swap at the end of a journal", (backend) => {
     expect(got).toEqual(["a=a", "b=b"]);
     const steps = await second.getSteps(run.id);
     expect(steps.map((s) => `${s.key}=${s.result}`).sort()).toEqual(["m=m", "s=s", "x#2=b", "x=a"]);
+  }, 30_000);
+
+  it("a new call is not made with a ctx.uuid() value that an early late call took from the held record", async () => {
+    const h = harness();
+    let firstRun = true;
+    let crashed = false;
+    let crash = () => {};
+    const got: string[] = [];
+    const performed: string[] = [];
+    const wf = workflow(
+      { name: "journal-end-uuid", version: "1" },
+      async (ctx: WorkflowContext) => {
+        const ownWork = () => (firstRun ? delay(0) : readSelf().then(() => delay(1000)));
+        await Promise.all([
+          (async () => {
+            await Promise.all([ctx.step("m", () => delay(50).then(() => "m")), ownWork()]);
+            got.push(`a:${ctx.uuid("x")}`);
+            if (firstRun) {
+              // The uuid's record is written once its cascade is over: then the worker dies.
+              await delay(200);
+              crash();
+              crashed = true;
+            }
+          })(),
+          (async () => {
+            const timer = firstRun ? never() : delay(100);
+            const q = ctx.step("q", () => (firstRun ? never() : delay(400).then(() => "q")));
+            await Promise.race([q, timer]);
+            const u = ctx.uuid("x");
+            got.push(`b:${u}`);
+            await ctx.effect("send", {
+              perform: () => {
+                performed.push(u);
+                return u;
+              },
+              reconcile: () => undefined,
+            });
+          })(),
+        ]);
+        return "done";
+      },
+    );
+    const first = crashableEngine(h, [wf]);
+    crash = first.crash;
+    const run = await first.engine.start(wf, undefined);
+    await until(() => crashed, "the uuid is recorded and the worker dies");
+    const recorded = (await h.engine([], { worker: false }).getSteps(run.id)).find(
+      (s) => s.key === "@uuid:x",
+    );
+    expect(`a:${recorded?.result}`).toBe(got[0]);
+    firstRun = false;
+    await h.clock.advance(60_000);
+    const second = h.engine([wf]);
+    const out = await second
+      .handle(run.id)
+      .result()
+      .catch((err: Error) => err.name);
+    expect(performed).toEqual([]);
+    const steps = await second.getSteps(run.id);
+    expect(steps.filter((s) => s.key === "send")).toEqual([]);
+    expect(out).toBe("NonDeterminismError");
   }, 30_000);
 });

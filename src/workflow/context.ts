@@ -1041,7 +1041,14 @@ export class Context implements CallCore {
     // The next recorded outcome's call has not been made again: until it is (or the stall
     // fails the run, watchStall), a new call may be what replaced it, and must not execute.
     // Nothing a new call does can bring that call about: new outcomes come after recorded ones.
-    while (this.delivery.stalledOn !== undefined && !this.halted && !this.draining) {
+    // Nor while a late call holds a record that may be another call's (doubtfulCall): a
+    // ctx.now/random/uuid value is handed over at once, so the code may already hold that
+    // call's value, and a new call could record or perform with it before the verdict.
+    while (
+      (this.delivery.stalledOn !== undefined || (this.delivery.holding && this.doubtfulCall())) &&
+      !this.halted &&
+      !this.draining
+    ) {
       await new Promise<void>((resolve) => this.stallWaiters.push(resolve));
     }
     // Each await below may outlast the function: once it settled, nothing new starts.
