@@ -102,6 +102,13 @@ export interface RunRecord {
    *  child's input schema), as NewRun gave it; null for other runs and for runs created
    *  before cairn kept it (absent from a store that does not keep it). */
   handedInputDigest?: string | null;
+  /** A run released while a step body of it still ran in its worker (Release's heldFor):
+   *  that worker, and until when (ms, the store's time) no other worker claims the run.
+   *  Both null when no hold was set since the last claim or release, or the hold was ended;
+   *  a heldUntil past means the hold has run out (absent from a store that does not keep
+   *  them). */
+  heldBy?: string | null;
+  heldUntil?: number | null;
   createdAt: number;
   updatedAt: number;
 }
@@ -337,6 +344,10 @@ export interface RenewLeases {
   leaseMs: number;
   /** Runs held for this worker's step bodies (Release's heldFor) whose holds go on. */
   holds?: string[];
+  /** Runs held for this worker's step bodies whose bodies have all ended: each one's hold,
+   *  if still this worker's and set at `epoch` (no claim cleared it since), ends now, so
+   *  another worker may claim the run at once rather than once the hold runs out. */
+  endHolds?: Array<{ runId: string; epoch: number }>;
 }
 
 export type ReleaseOutcome = { ok: true; run: RunRecord } | { ok: false; reason: "lease-lost" };
@@ -478,7 +489,9 @@ export interface Store extends WorkspaceVerbs, ApprovalVerbs {
    *  with a pending cancel request. `holds`: runs released with `heldFor` this worker
    *  whose step body still runs here; each one's hold, while it is still this worker's (no
    *  claim or release cleared it), is extended to `leaseMs` from now, as a lease is: a
-   *  hold ended while the body ran on let another worker begin the same call beside it. */
+   *  hold ended while the body ran on let another worker begin the same call beside it.
+   *  `endHolds`: holds ended now, their bodies having ended (a store that ignores it leaves
+   *  them to run out). */
   renewLeases(p: RenewLeases): Promise<{ lost: string[]; cancelRequested: string[] }>;
 
   /** Ends the lease of a run at `epoch` now, leaving it running with no owner: the next
@@ -593,8 +606,10 @@ export interface Store extends WorkspaceVerbs, ApprovalVerbs {
   /** Inserts or replaces a worker row (heartbeatAt = now). */
   registerWorker(w: Omit<WorkerRecord, "startedAt" | "heartbeatAt">): Promise<void>;
   heartbeatWorker(id: string): Promise<void>;
-  /** Removes the row and makes every run it leases claimable now (readyAt = now); with
-   *  `expireLeases: false` only the row goes (its runs' leases end when they end). */
+  /** Removes the row and makes every run it leases claimable now (readyAt = now), and
+   *  ends every hold it has (Release's heldFor: the worker is known dead, so no body of it
+   *  runs); with `expireLeases: false` only the row goes (its runs' leases and holds end
+   *  when they end). */
   removeWorker(id: string, options?: { expireLeases?: boolean }): Promise<void>;
   listWorkers(): Promise<WorkerRecord[]>;
 

@@ -649,6 +649,50 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect(c.run.epoch).toBe(mine.run.epoch + 1);
       });
 
+      it("says who holds a held run and until when (heldBy, heldUntil); a claim clears both", async () => {
+        const run = await started();
+        const heldFor = { workerId: "worker-1", ms: 10 * MINUTE };
+        await release(run, { status: "failed", error: { name: "Error", message: "x" }, heldFor });
+        const held = await mustGet(run.id);
+        expect(held.heldBy).toBe("worker-1");
+        expectNear(held.heldUntil, CONTRACT_T0 + 10 * MINUTE);
+        expect((await store.resumeRun(run.id, {})).ok).toBe(true);
+        const mine = await claim(run.id, "worker-1");
+        expect([mine.run.heldBy, mine.run.heldUntil]).toEqual([null, null]);
+      });
+
+      it("endHolds ends a hold still the worker's at that epoch now, not another's or an older one's", async () => {
+        const failed = { status: "failed", error: { name: "Error", message: "x" } } as const;
+        const heldFor = (workerId: string) => ({ workerId, ms: 10 * MINUTE });
+        const [mine, theirs, reclaimed] = [await started(), await started(), await started()];
+        // Held, made ready, claimed again by its holder and released held again: a newer hold.
+        await release(reclaimed, { ...failed, heldFor: heldFor("worker-1") });
+        expect((await store.resumeRun(reclaimed.id, {})).ok).toBe(true);
+        const again = await claim(reclaimed.id, "worker-1");
+        await release(again.run, { ...failed, heldFor: heldFor("worker-1") });
+        await release(mine, { ...failed, heldFor: heldFor("worker-1") });
+        await release(theirs, { ...failed, heldFor: heldFor("worker-3") });
+        for (const r of [mine, theirs, reclaimed]) {
+          expect((await store.resumeRun(r.id, {})).ok).toBe(true);
+        }
+        const out = await store.renewLeases({
+          workerId: "worker-1",
+          runs: [],
+          leaseMs: LEASE_MS,
+          endHolds: [mine, theirs, reclaimed].map((r) => ({ runId: r.id, epoch: r.epoch })),
+        });
+        expect(out).toEqual({ lost: [], cancelRequested: [] });
+        const claimed = await store.claimRuns({
+          workerId: "worker-2",
+          workflows: ["alpha@1"],
+          limit: 10,
+          leaseMs: LEASE_MS,
+        });
+        expect(claimed.map((c) => c.run.id)).toEqual([mine.id]);
+        expect((await mustGet(theirs.id)).heldBy).toBe("worker-3");
+        expect((await mustGet(reclaimed.id)).heldBy).toBe("worker-1");
+      });
+
       it("claims only the listed workflow@version pairs", async () => {
         const { run: a1 } = await store.createRun(newRun({ workflow: "alpha", version: "1" }));
         await store.createRun(newRun({ workflow: "alpha", version: "2" }));
@@ -2364,6 +2408,31 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect(claimed.map((c) => [c.run.id, c.recovered])).toEqual([[run.id, true]]);
         // Another worker's lease is not affected.
         expect((await mustGet(other.id)).leaseOwner).toBe("worker-9");
+      });
+
+      it("removeWorker ends the worker's holds, not another's; with expireLeases: false it keeps them", async () => {
+        const failed = { status: "failed", error: { name: "Error", message: "x" } } as const;
+        const heldFor = (workerId: string) => ({ workerId, ms: 10 * MINUTE });
+        const [dead, alive, kept] = [await started(), await started(), await started()];
+        await release(dead, { ...failed, heldFor: heldFor("worker-1") });
+        await release(alive, { ...failed, heldFor: heldFor("worker-3") });
+        await release(kept, { ...failed, heldFor: heldFor("worker-4") });
+        for (const r of [dead, alive, kept]) {
+          expect((await store.resumeRun(r.id, {})).ok).toBe(true);
+        }
+        await store.removeWorker("worker-1");
+        await store.removeWorker("worker-4", { expireLeases: false });
+        const unheld = await mustGet(dead.id);
+        expect([unheld.heldBy, unheld.heldUntil]).toEqual([null, null]);
+        const claimed = await store.claimRuns({
+          workerId: "worker-2",
+          workflows: ["alpha@1"],
+          limit: 10,
+          leaseMs: LEASE_MS,
+        });
+        expect(claimed.map((c) => c.run.id)).toEqual([dead.id]);
+        expect((await mustGet(alive.id)).heldBy).toBe("worker-3");
+        expect((await mustGet(kept.id)).heldBy).toBe("worker-4");
       });
 
       it("removeWorker with expireLeases: false deletes only the row; its runs wait for their leases", async () => {

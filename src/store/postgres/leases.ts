@@ -92,6 +92,7 @@ export async function renewLeases(
   p: RenewLeases,
 ): Promise<{ lost: string[]; cancelRequested: string[] }> {
   if (p.holds !== undefined && p.holds.length > 0) await renewHolds(ctx, p, p.holds);
+  if (p.endHolds !== undefined && p.endHolds.length > 0) await endHolds(ctx, p, p.endHolds);
   if (p.runs.length === 0) return { lost: [], cancelRequested: [] };
   const { db, t } = ctx;
   // Locks taken in id order, as removeWorker does, so the two never deadlock.
@@ -142,6 +143,31 @@ async function renewHolds(ctx: StoreContext, p: RenewLeases, holds: string[]): P
     UPDATE ${t.runs} r SET held_until = c.now + $4::bigint FROM h, c WHERE r.id = h.id`,
     [ctx.clockParam(), holds, p.workerId, Math.round(p.leaseMs)],
   );
+}
+
+/** A hold whose bodies ended goes now, if still this worker's and no claim took the run
+ *  since (its epoch). Locks taken in id order, as renewLeases and removeWorker do. */
+async function endHolds(
+  ctx: StoreContext,
+  p: RenewLeases,
+  ended: Array<{ runId: string; epoch: number }>,
+): Promise<void> {
+  const { db, t, channel } = ctx;
+  await db.transaction("renewLeases", "idempotent", async (tx) => {
+    const r = await tx.query(
+      `WITH h AS (
+          SELECT r.id FROM ${t.runs} r
+          JOIN unnest($1::text[], $2::bigint[]) AS u(id, epoch)
+            ON r.id = u.id AND r.epoch = u.epoch
+          WHERE r.held_by = $3 AND r.held_until IS NOT NULL
+          ORDER BY r.id
+          FOR NO KEY UPDATE OF r
+        )
+      UPDATE ${t.runs} r SET held_by = NULL, held_until = NULL FROM h WHERE r.id = h.id`,
+      [ended.map((x) => x.runId), ended.map((x) => x.epoch), p.workerId],
+    );
+    if ((r.rowCount ?? 0) > 0) await publish(tx, channel, [{ kind: "runnable" }]);
+  });
 }
 
 /** Idempotent: the epoch is left alone, so a repeat of a commit whose answer was lost finds

@@ -45,6 +45,9 @@ export interface RunRow {
   failed_calls: RunRecord["failedCalls"];
   trace_context: string | null;
   handed_input_digest: string | null;
+  /** Absent from rows a verb returns with only some columns. */
+  held_by?: string | null;
+  held_until?: string | number | null;
 }
 
 function num(v: string | number): number {
@@ -80,6 +83,8 @@ export function toRun(row: RunRow): RunRecord {
     failedCalls: row.failed_calls ?? [],
     traceContext: row.trace_context ?? null,
     handedInputDigest: row.handed_input_digest ?? null,
+    heldBy: row.held_by ?? null,
+    heldUntil: numOrNull(row.held_until ?? null),
     createdAt: num(row.created_at),
     updatedAt: num(row.updated_at),
   };

@@ -56,7 +56,8 @@ export function renewLeases(
   p: RenewLeases,
 ): Promise<{ lost: string[]; cancelRequested: string[] }> {
   const holds = p.holds ?? [];
-  if (p.runs.length === 0 && holds.length === 0) {
+  const endHolds = p.endHolds ?? [];
+  if (p.runs.length === 0 && holds.length === 0 && endHolds.length === 0) {
     return Promise.resolve({ lost: [], cancelRequested: [] });
   }
   return ctx.write("renewLeases", (tx) => {
@@ -68,6 +69,14 @@ export function renewLeases(
       "UPDATE runs SET held_until = ? WHERE id = ? AND held_by = ? AND held_until IS NOT NULL",
     );
     for (const runId of holds) renewHold.run(leaseUntil, runId, p.workerId);
+    // A hold whose bodies ended goes now, if no claim took the run since (its epoch).
+    const endHold = tx.prepare(
+      `UPDATE runs SET held_by = NULL, held_until = NULL
+       WHERE id = ? AND epoch = ? AND held_by = ? AND held_until IS NOT NULL`,
+    );
+    let ended = 0;
+    for (const { runId, epoch } of endHolds) ended += endHold.run(runId, epoch, p.workerId).changes;
+    if (ended > 0) tx.hint({ kind: "runnable" });
     for (const { runId, epoch } of p.runs) {
       const renewed = tx
         .prepare(

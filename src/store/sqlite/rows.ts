@@ -45,6 +45,9 @@ export interface RunRow {
   failed_calls: string;
   trace_context: string | null;
   handed_input_digest: string | null;
+  /** Absent from rows a verb returns with NEW_RUN_COLUMNS (a new run holds nothing). */
+  held_by?: string | null;
+  held_until?: number | null;
 }
 
 /** Canonical JSON of named amounts; refuses what JSON would silently turn into null.
@@ -100,6 +103,8 @@ export function runFromRow(r: RunRow): RunRecord {
     failedCalls: JSON.parse(r.failed_calls) as RunRecord["failedCalls"],
     traceContext: r.trace_context ?? null,
     handedInputDigest: r.handed_input_digest ?? null,
+    heldBy: r.held_by ?? null,
+    heldUntil: r.held_until ?? null,
     createdAt: r.created_at,
     updatedAt: r.updated_at,
   };

@@ -43,11 +43,14 @@ export interface StoreContext {
   read<T>(verb: string, fn: (tx: ReadTx) => T): Promise<T>;
 }
 
-export const RUN_COLUMNS =
+/** The columns insertRun writes. */
+const NEW_RUN_COLUMNS =
   "id, workflow, version, status, reason, paused_for, input, output, error, budget_limit, " +
   "budget_spent, parent_id, ready_at, wake_at, waiting_for, lease_owner, lease_until, epoch, " +
   "generation, cancel_requested, created_at, updated_at, failed_calls, trace_context, " +
   "handed_input_digest";
+
+export const RUN_COLUMNS = `${NEW_RUN_COLUMNS}, held_by, held_until`;
 
 export function findRow(tx: ReadTx, id: string): RunRow | undefined {
   return tx.prepare(`SELECT ${RUN_COLUMNS} FROM runs WHERE id = ?`).get(id) as RunRow | undefined;
@@ -73,11 +76,11 @@ export function insertRun(tx: WriteTx, run: NewRun, budgetSpent: string): RunRec
   const leaseUntil = run.claimBy ? tx.now + run.claimBy.leaseMs : null;
   const inserted = tx
     .prepare(
-      `INSERT INTO runs (${RUN_COLUMNS}) VALUES
+      `INSERT INTO runs (${NEW_RUN_COLUMNS}) VALUES
          (?, ?, ?, ?, NULL, NULL, ?, NULL, NULL, ?, ?, ?, ?, NULL, '[]', ?, ?,
           (SELECT epoch FROM epoch_floor) + ?, 0, 0, ?, ?, '[]', ?, ?)
        ON CONFLICT (id) DO NOTHING
-       RETURNING ${RUN_COLUMNS}`,
+       RETURNING ${NEW_RUN_COLUMNS}`,
     )
     .get(
       run.id,

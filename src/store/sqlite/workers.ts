@@ -54,7 +54,14 @@ export async function removeWorker(
          WHERE lease_owner = ? AND status = 'running'`,
       )
       .run(tx.now, tx.now, tx.now, id);
-    if (freed.changes > 0) tx.hint({ kind: "runnable" });
+    // Its holds end too: no body of a worker known dead runs (migration 15 finds them).
+    const unheld = tx
+      .prepare(
+        `UPDATE runs SET held_by = NULL, held_until = NULL, updated_at = ?
+         WHERE held_by = ? AND held_until IS NOT NULL`,
+      )
+      .run(tx.now, id);
+    if (freed.changes > 0 || unheld.changes > 0) tx.hint({ kind: "runnable" });
   });
 }
 

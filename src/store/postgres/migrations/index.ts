@@ -27,6 +27,7 @@ import { migration as handedInputDigest } from "./019-handed-input-digest.js";
 import { migration as writeTokens } from "./020-write-tokens.js";
 import { migration as stepsByCallOrder } from "./021-steps-by-call-order.js";
 import { migration as heldForBodies } from "./022-held-for-bodies.js";
+import { migration as holdsByWorker } from "./023-holds-by-worker.js";
 
 export interface Migration {
   version: number;
@@ -58,6 +59,7 @@ export const MIGRATIONS: readonly Migration[] = [
   writeTokens,
   stepsByCallOrder,
   heldForBodies,
+  holdsByWorker,
 ];
 
 /** The schema version this code writes and understands. */

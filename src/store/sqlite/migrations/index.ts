@@ -18,6 +18,7 @@ import { migration as workerLeasesAndEpochFloor } from "./011-worker-leases-and-
 import { migration as crashUnjudged } from "./012-crash-unjudged.js";
 import { migration as handedInputDigest } from "./013-handed-input-digest.js";
 import { migration as heldForBodies } from "./014-held-for-bodies.js";
+import { migration as holdsByWorker } from "./015-holds-by-worker.js";
 
 export interface Migration {
   version: number;
@@ -40,6 +41,7 @@ export const MIGRATIONS: readonly Migration[] = [
   crashUnjudged,
   handedInputDigest,
   heldForBodies,
+  holdsByWorker,
 ];
 
 /** The schema version this code writes; a file with a higher one is refused. */

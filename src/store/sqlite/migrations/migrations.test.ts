@@ -22,6 +22,7 @@ const RELEASED: Array<[version: number, sha256: string]> = [
   [12, "1bbc2b42d083396aa172d6527f5dcb5dde656d481d390f17457c0d510c9b4c24"],
   [13, "ab29f46d353b1da16eb7ab3a9ee5f4c25f996846e2767c6a45bb1266a514f86e"],
   [14, "3a472794b65336e606ae8764135b7067dc4844385eb49fd90c74ed2b1df8e126"],
+  [15, "c8023d954a7dce07fa9fec8ab81b1c82cd6eba8bafeb7f313d6a3fd48ec87d3c"],
 ];
 
 describe("SQLite migrations", () => {
