@@ -302,9 +302,30 @@ export class Worker {
     const settled: Promise<void> = ex.bodiesSettled().then(() => {
       if (this.bodiesLeft.get(runId) !== settled) return;
       this.bodiesLeft.delete(runId);
+      // Released held for that body (Release's heldFor): the hold ends now rather than a
+      // lease later, so another worker may take the run at once (this one may be full).
+      if (ex.letGo && !this.closed) void this.endHold(runId, ex.epoch);
       this.requestClaimRound();
     });
     this.bodiesLeft.set(runId, settled);
+  }
+
+  /** Ends this worker's hold on `runId` set by the release at `epoch` (none: nothing is
+   *  written). A store error leaves the hold to run out. */
+  private async endHold(runId: string, epoch: number): Promise<void> {
+    try {
+      await this.options.store.renewLeases({
+        workerId: this.options.id,
+        runs: [],
+        leaseMs: this.options.leaseMs,
+        endHolds: [{ runId, epoch }],
+      });
+    } catch (err) {
+      this.options.execution.log(
+        `run "${runId}": could not end its hold now that no step body of it runs here; other workers may claim it once the hold runs out`,
+        err,
+      );
+    }
   }
 
   /** A run taken from a crashed worker keeps that crash for its next claimer to charge:

@@ -6,7 +6,5 @@ import type { Migration } from "./index.js";
 
 export const migration: Migration = {
   version: 23,
-  statements: (t) => [
-    `CREATE INDEX runs_held_by ON ${t.runs} (held_by) WHERE held_by IS NOT NULL`,
-  ],
+  statements: (t) => [`CREATE INDEX runs_held_by ON ${t.runs} (held_by) WHERE held_by IS NOT NULL`],
 };
