@@ -1,7 +1,8 @@
 // Why a run is where it is, in one line a person can act on: what a waiting run waits for
 // and until when, which worker holds a running run and until when (or that none does:
 // its lease was ended, see Store.expireLease), why a pending run is
-// not picked up (no worker at all, or none serving its name@version), what paused it.
+// not picked up (no worker at all, or none serving its name@version), what paused it, and
+// which worker holds a run released while a step body of it still ran there.
 // Judged from the run and the workers' heartbeats; finished runs keep their own reason.
 
 import { APPROVAL_EVENT_PREFIX, type RunView, type WorkerView } from "../index.js";
@@ -15,12 +16,34 @@ export function explainNeedsWorkers(run: RunView, now: Date): boolean {
   return !run.leaseOwner || (run.leaseUntil !== undefined && run.leaseUntil < now);
 }
 
-/** `lease: false` leaves a running run's lease out, for a view that shows it on its own. */
+/** `lease: false` leaves a running run's lease out, and a run's hold, for a view that
+ *  shows them on their own. */
 export function explainRun(
   run: RunView,
   workers: readonly WorkerView[],
   now: Date,
   options: { lease?: boolean } = {},
+): string {
+  const why = explainStatus(run, workers, now, options);
+  if (options.lease === false) return why;
+  // First: a long reason (a failed run's error) is cut short in a table.
+  const held = heldText(run, now);
+  return held === undefined ? why : why ? `${held}; ${why}` : held;
+}
+
+/** A hold still on (RunView.heldBy: a step body of the run still runs in that worker, and
+ *  no other worker takes the run before then): which worker and until when; undefined when
+ *  the run has none, or it has run out. */
+function heldText(run: RunView, now: Date): string | undefined {
+  if (!run.heldBy || !run.heldUntil || run.heldUntil.getTime() <= now.getTime()) return undefined;
+  return `held by ${run.heldBy} until ${iso(run.heldUntil)}`;
+}
+
+function explainStatus(
+  run: RunView,
+  workers: readonly WorkerView[],
+  now: Date,
+  options: { lease?: boolean },
 ): string {
   const ref = `${run.workflow}@${run.version}`;
   switch (run.status) {

@@ -37,6 +37,11 @@ export interface RunView {
   /** For a running run: the worker executing it, and when its lease ends unless renewed. */
   leaseOwner?: string;
   leaseUntil?: Date;
+  /** For a run not running, released while a step body of it still ran in its worker: that
+   *  worker, and until when no other worker claims the run (renewed while the body runs,
+   *  ended when it ends). A `heldUntil` past: the hold has run out. */
+  heldBy?: string;
+  heldUntil?: Date;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -273,6 +278,10 @@ export function toRunView(run: RunRecord): RunView {
   if (run.status === "running") {
     if (run.leaseOwner !== null) view.leaseOwner = run.leaseOwner;
     if (run.leaseUntil !== null) view.leaseUntil = new Date(run.leaseUntil);
+  }
+  if (run.status !== "running" && run.heldBy != null && run.heldUntil != null) {
+    view.heldBy = run.heldBy;
+    view.heldUntil = new Date(run.heldUntil);
   }
   if (run.status === "waiting") {
     if (run.wakeAt !== null) view.wakeAt = new Date(run.wakeAt);

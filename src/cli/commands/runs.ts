@@ -32,7 +32,8 @@ export const runs = defineCommand({
 Lists runs, newest first: id, workflow@version, status, reason, created, updated. Every
 run not finished says why it is where it is: what it waits for and until when, the worker
 running it, "pending: no worker is running", "pending: no live worker serves name@1", or
-what paused it.
+what paused it. A run released while a step body of it still ran in its worker says
+"held by WORKER until TIME": no other worker takes it before then.
 
 Options:
   --status <s>      only runs with this status (comma-separated for several):

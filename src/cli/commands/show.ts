@@ -25,7 +25,8 @@ export const show = defineCommand({
   help: `Usage: cairn show <id> [--json]
 
 Shows a run (status, why it is where it is, the worker holding it and its lease end,
-input, output or error, budget, what it waits for), the approvals it asked for (request,
+the worker a run released while a step body of it still ran there is held for and until
+when, input, output or error, budget, what it waits for), the approvals it asked for (request,
 status, who answered, when, comment), its steps in call order (key, kind, status,
 attempts with their errors, spend, duration from when the call began: a wait's or an
 effect's intent; an effect says whether perform made it or reconcile found it:
@@ -96,6 +97,13 @@ function describeRun(run: RunView, why: string, steps: StepView[], now: Date): s
         ? " (ended: another worker takes the run over)"
         : "";
     lines.push(field("lease", `${printable(run.leaseOwner)}${until}${ended}`));
+  }
+  if (run.heldBy && run.heldUntil) {
+    const over = run.heldUntil.getTime() <= now.getTime();
+    const note = over
+      ? "ran out: any worker may take the run"
+      : "a step body of it still runs there: no other worker takes the run before then";
+    lines.push(field("held", `${printable(run.heldBy)} until ${iso(run.heldUntil)} (${note})`));
   }
   if (run.waitingFor) lines.push(field("waiting for", run.waitingFor.map(quoted).join(", ")));
   if (run.wakeAt) lines.push(field("wakes at", iso(run.wakeAt)));

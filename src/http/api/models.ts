@@ -77,6 +77,13 @@ const runFields = {
   parentId: s.string(),
   wakeAt: dateTime("A waiting run's timer (sleep end or wait timeout)."),
   waitingFor: s.array(s.string(), { description: "Event names a waiting run waits for." }),
+  heldBy: s.string({
+    description:
+      "A run released while a step body of it still ran in its worker: that worker, which alone may claim the run until heldUntil.",
+  }),
+  heldUntil: dateTime(
+    "Until when no worker but heldBy claims the run (renewed while the body runs, ended when it ends); past: the hold has run out.",
+  ),
   createdAt: dateTime("When the run was created."),
   updatedAt: dateTime("When the run's row last changed."),
   withheld: withheldOf(["reason"]),
