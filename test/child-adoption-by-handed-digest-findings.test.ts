@@ -183,7 +183,8 @@ function revertibleStorage(backend: Backend) {
     revert = async () => {
       const raw = new Database(db.path);
       raw.exec(
-        "ALTER TABLE runs DROP COLUMN handed_input_digest; ALTER TABLE runs DROP COLUMN held_by; " +
+        "DROP INDEX runs_held_by; " +
+          "ALTER TABLE runs DROP COLUMN handed_input_digest; ALTER TABLE runs DROP COLUMN held_by; " +
           "ALTER TABLE runs DROP COLUMN held_until; DELETE FROM schema_version WHERE version > 12",
       );
       raw.close();
@@ -195,7 +196,8 @@ function revertibleStorage(backend: Backend) {
     store = () => postgresStore(url, { schema });
     revert = () =>
       withClient(url, async (c) => {
-        // Back to schema 18: migration 20's write tokens, 21's index and 22's holds go too.
+        // Back to schema 18: migration 20's write tokens, 21's index and 22's holds (23's index
+        // with them) go too.
         await c.query(
           `ALTER TABLE "${schema}".runs DROP COLUMN handed_input_digest, DROP COLUMN create_token,
              DROP COLUMN held_by, DROP COLUMN held_until`,
