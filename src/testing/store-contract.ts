@@ -2420,10 +2420,14 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         for (const r of [dead, alive, kept]) {
           expect((await store.resumeRun(r.id, {})).ok).toBe(true);
         }
+        const finishedAt = (await mustGet(dead.id)).updatedAt;
+        advance(LEASE_MS / 4);
         await store.removeWorker("worker-1");
         await store.removeWorker("worker-4", { expireLeases: false });
         const unheld = await mustGet(dead.id);
         expect([unheld.heldBy, unheld.heldUntil]).toEqual([null, null]);
+        // Not a change of the run's own: retention goes by a finished run's updatedAt.
+        expect(unheld.updatedAt).toBe(finishedAt);
         const claimed = await store.claimRuns({
           workerId: "worker-2",
           workflows: ["alpha@1"],

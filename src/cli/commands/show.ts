@@ -98,11 +98,9 @@ function describeRun(run: RunView, why: string, steps: StepView[], now: Date): s
         : "";
     lines.push(field("lease", `${printable(run.leaseOwner)}${until}${ended}`));
   }
-  if (run.heldBy && run.heldUntil) {
-    const over = run.heldUntil.getTime() <= now.getTime();
-    const note = over
-      ? "ran out: any worker may take the run"
-      : "a step body of it still runs there: no other worker takes the run before then";
+  // A hold that ran out says nothing any more (its worker's name stays until a claim).
+  if (run.heldBy && run.heldUntil && run.heldUntil.getTime() > now.getTime()) {
+    const note = "a step body of it still runs there: no other worker takes the run before then";
     lines.push(field("held", `${printable(run.heldBy)} until ${iso(run.heldUntil)} (${note})`));
   }
   if (run.waitingFor) lines.push(field("waiting for", run.waitingFor.map(quoted).join(", ")));

@@ -56,24 +56,25 @@ export async function removeWorker(
     // Its runs become claimable now (lease_until moves with ready_at, as for any running
     // run). The epoch is left alone: the next claim increments it, fencing the worker out
     // should it still be alive.
-    // Its holds end too: no body of a worker known dead runs (migration 23 finds them).
-    // One statement, its locks taken in id order as renewLeases takes them.
+    // Its holds end too: no body of a worker known dead runs (migration 23 finds them);
+    // a held run's updated_at stays (a failed run's is when it finished, which retention
+    // goes by). One statement, its locks taken in id order as renewLeases takes them.
     const r = await tx.query(
       `WITH c AS (SELECT ${nowSql(1)} AS now),
         l AS (
-          SELECT id, lease_owner = $2 AND status = 'running' AS leased,
-              held_by = $2 AND held_until IS NOT NULL AS held
-            FROM ${t.runs}
-            WHERE (lease_owner = $2 AND status = 'running')
-              OR (held_by = $2 AND held_until IS NOT NULL)
-          ORDER BY id FOR NO KEY UPDATE
+          SELECT x.id, x.lease_owner = $2 AND x.status = 'running' AS leased,
+              x.held_by = $2 AND x.held_until > c.now AS held
+            FROM ${t.runs} x, c
+            WHERE (x.lease_owner = $2 AND x.status = 'running')
+              OR (x.held_by = $2 AND x.held_until > c.now)
+          ORDER BY x.id FOR NO KEY UPDATE OF x
         )
       UPDATE ${t.runs} r SET
           ready_at = CASE WHEN l.leased THEN c.now ELSE r.ready_at END,
           lease_until = CASE WHEN l.leased THEN c.now ELSE r.lease_until END,
           held_by = CASE WHEN l.held THEN NULL ELSE r.held_by END,
           held_until = CASE WHEN l.held THEN NULL ELSE r.held_until END,
-          updated_at = c.now
+          updated_at = CASE WHEN l.leased THEN c.now ELSE r.updated_at END
         FROM l, c WHERE r.id = l.id`,
       [ctx.clockParam(), id],
     );

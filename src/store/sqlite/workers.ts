@@ -55,12 +55,12 @@ export async function removeWorker(
       )
       .run(tx.now, tx.now, tx.now, id);
     // Its holds end too: no body of a worker known dead runs (migration 15 finds them).
+    // updated_at stays: a failed run's is when it finished, which retention goes by.
     const unheld = tx
       .prepare(
-        `UPDATE runs SET held_by = NULL, held_until = NULL, updated_at = ?
-         WHERE held_by = ? AND held_until IS NOT NULL`,
+        "UPDATE runs SET held_by = NULL, held_until = NULL WHERE held_by = ? AND held_until > ?",
       )
-      .run(tx.now, id);
+      .run(id, tx.now);
     if (freed.changes > 0 || unheld.changes > 0) tx.hint({ kind: "runnable" });
   });
 }
