@@ -1,4 +1,4 @@
-// h7: when a run's hold (Release's heldFor: released while a step body of it ran on in its
+// when a run's hold (Release's heldFor: released while a step body of it ran on in its
 // worker) ends. Each test failed on the code it was written against, and stays as the
 // regression test of its mend.
 

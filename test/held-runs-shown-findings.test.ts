@@ -1,4 +1,4 @@
-// h7: a held run says so (Release's heldFor: released while a step body of it still ran in
+// a held run says so (Release's heldFor: released while a step body of it still ran in
 // its worker; no other worker takes it until the hold ends). Before: `cairn runs`, `cairn
 // show`, getRun and the HTTP API's run said nothing of it: a resumed run sat pending with
 // live workers serving it, and nothing told why.

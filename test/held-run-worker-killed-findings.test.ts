@@ -1,4 +1,4 @@
-// h7: a worker process SIGKILLed the moment its release holding a run for a step body has
+// a worker process SIGKILLed the moment its release holding a run for a step body has
 // committed (Release's heldFor). Its hold outlives it; before, a worker on the same host
 // found its pid dead and ended its leases (removeWorker), not its hold: the run, resumed,
 // waited out the hold (a whole lease, here 60 s) with no body of it running anywhere.
@@ -8,19 +8,19 @@ import { join } from "node:path";
 import { afterAll, expect, it } from "vitest";
 import { createEngine, realClock, sqliteStore } from "../src/index.js";
 import { pidNamespace } from "../src/lib/process-identity.js";
-import { holdWorkflow } from "./fixtures/h7-hold-workflows.js";
+import { holdWorkflow } from "./fixtures/held-run-workflows.js";
 import { spawnFixture } from "./helpers/child.js";
 import { tempDir } from "./helpers/sqlite.js";
 import { within } from "./helpers/within.js";
 
-const tmp = tempDir("cairn-h7-kill-");
+const tmp = tempDir("cairn-held-kill-");
 afterAll(() => tmp.cleanup());
 
 it.skipIf(pidNamespace() === null)(
   "the hold of a worker killed as it set it ends when another worker finds it dead",
   async () => {
     const db = join(tmp.dir, "cairn.db");
-    const res = await spawnFixture("h7-hold-kill-child.ts", [db, tmp.dir, "r"]).done;
+    const res = await spawnFixture("held-run-kill-child.ts", [db, tmp.dir, "r"]).done;
     expect(res.signal, res.stderr).toBe("SIGKILL");
     const side = sqliteStore(db);
     await side.open({ clock: realClock });

@@ -1,4 +1,4 @@
-// h7: held runs (Release's heldFor) in shapes not tried before: the holding engine closed
+// held runs (Release's heldFor) in shapes not tried before: the holding engine closed
 // while the body runs on, and a hold lost (its renewals failing) while the body runs on, so
 // that another worker takes the run: the older worker's late end of the hold must not end
 // what the newer claim holds.
