@@ -30,6 +30,10 @@ export interface CallNode {
   readonly fixed: boolean;
   /** Made inside a cascade on a replay, matching a record its first run made inside one. */
   readonly replayedInCascade?: boolean;
+  /** On a replay: the window (hand-overs made) of the cascade its first run made it in, when
+   *  this replay makes it in that same window (inside the cascade, or late: code joined with
+   *  work of the workflow's own that the replay found unfinished). Context.recordedWindowOf. */
+  readonly recordedWindow?: number;
 }
 
 interface RootScope {

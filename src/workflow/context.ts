@@ -790,11 +790,13 @@ export class Context implements CallCore {
     const n = (this.counts.get(name) ?? 0) + 1;
     const key = n === 1 ? name : `${name}#${n}`;
     const record = this.journal.outcomes.get(key);
+    const recordedWindow = this.recordedWindowOf(record);
     if (
       prev &&
       (prev.late || late) &&
+      !inRecordedCascadesApart(prev, recordedWindow) &&
       !isAncestor(prev, scope.node) &&
-      !this.madeAfter(prev, late && record?.issuedLate === true)
+      !this.madeAfter(prev, late && record?.issuedLate === true, recordedWindow)
     ) {
       this.fail(
         new NonDeterminismError(
@@ -814,6 +816,7 @@ export class Context implements CallCore {
       seq: this.seq,
       fixed: !late && !this.cascadeTainted,
       replayedInCascade: !late && record !== undefined && !record.issuedLate,
+      ...(recordedWindow === undefined ? {} : { recordedWindow }),
     };
     this.lastCallOf.set(name, node);
     enterCall(node);
@@ -869,7 +872,11 @@ export class Context implements CallCore {
    *  such a `prev`: its place is timing's; nor one made in a cascade that may continue work
    *  of the workflow's own (`Promise.all` of a step and a file read runs in that cascade
    *  only when the read was done first, else late). */
-  private madeAfter(prev: CallNode, replayingLate: boolean): boolean {
+  private madeAfter(
+    prev: CallNode,
+    replayingLate: boolean,
+    recordedWindow: number | undefined,
+  ): boolean {
     // Both judgements below depend on timing: whether a cascade may continue work of the
     // workflow's own (a timer fired, a file read begun within the last second), and where
     // code joined with such work runs (in the cascade that found it done, or late, with the
@@ -880,10 +887,34 @@ export class Context implements CallCore {
     // another order would make one with the other's record, of the other kind, and be
     // checked as on a first run.
     if (replayingLate && prev.replayedInCascade) return true;
+    // A late call that replays a record made inside the cascade of the window it is made in
+    // is code of that cascade, which the replay found its join with the workflow's own work
+    // unfinished: the first run judged it at that cascade's point, and so does this one (by
+    // the delivery order alone: whether a cascade continued such work is timing).
+    if (recordedWindow !== undefined && !this.delivery.inCascade) {
+      const position = this.delivery.cascadePosition;
+      if (this.handedOverBefore(prev, { seq: this.seq, position })) return true;
+    }
     const point = this.delivery.inCascade ? this.cascadePoint() : placeOfCurrentFlow(this);
     if (point === undefined) return false;
     if (this.handedOverBefore(prev, point)) return true;
     return prev.fixed && prev.seq < point.seq;
+  }
+
+  /**
+   * On a replay, the window of the cascade `record` was made in, when a call made now (in a
+   * cascade or late) takes it after as many hand-overs as its first run had made. Whether
+   * code joined with work of the workflow's own (a `Promise.all` of a step and a file read)
+   * runs in the cascade that finds both done or late is timing: a replay, whose recorded
+   * outcomes are ready at once, finds the read unfinished where the first run found it done.
+   * Such code is still that cascade's: no hand-over comes before the calls recorded inside
+   * the cascade before it are made again (cascadeOver holds it back), so a call made in that
+   * window, late or not, is made where its first run made it, after every earlier window's.
+   */
+  private recordedWindowOf(record: StepRecord | undefined): number | undefined {
+    if (record === undefined || record.issuedLate || !this.journal.exactWindows) return undefined;
+    const window = record.issuedAfter;
+    return window !== null && window === this.delivery.released ? window : undefined;
   }
 
   /** True when `prev`'s outcome was handed over in the order at or before the hand-over
@@ -2181,6 +2212,18 @@ export class Context implements CallCore {
 
 /** Marks a promise's rejection handled: the failure still goes to whoever awaits it. */
 function ignoreRejection(): void {}
+
+/** On a replay, `prev` and a call taking a record of `recordedWindow` were both made inside
+ *  cascades by the first run, in two of them, `prev` in the earlier, and are made in those
+ *  windows again (recordedWindowOf): their order is the delivery order's, whichever of them
+ *  the replay made late, as it was on the first run, which checked nothing. */
+function inRecordedCascadesApart(prev: CallNode, recordedWindow: number | undefined): boolean {
+  return (
+    recordedWindow !== undefined &&
+    prev.recordedWindow !== undefined &&
+    prev.recordedWindow < recordedWindow
+  );
+}
 
 /** Waits for `p` (which never rejects), at most `ms` of real time (a grace for code to
  *  stop, not workflow time); the timer is cleared when `p` settles first. */
