@@ -90,7 +90,7 @@ describe.each(BACKENDS)("%s: a replay of calls joined with a file read", (backen
         })(),
         (async () => {
           await Promise.all([
-            ctx.step("m", () => delay(400).then(() => "m")),
+            ctx.step("m", () => delay(1000).then(() => "m")),
             delay(150).then(readSelf),
           ]);
           return ctx.step("x", () => "x by B");
