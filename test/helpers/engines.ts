@@ -1,6 +1,7 @@
-// Engines on a fresh store of either backend (a temp SQLite file, or a Postgres schema of
-// its own) with a virtual clock; everything is closed and removed after each test. Suites
-// that must hold on both backends run once per entry of BACKENDS.
+// Engines on a fresh store of either backend (a temp SQLite file, or an empty Postgres
+// schema of its own: perhaps one an earlier test of the file used, emptied) with a virtual
+// clock; everything is closed and removed after each test. Suites that must hold on both
+// backends run once per entry of BACKENDS.
 
 import { afterEach } from "vitest";
 import {
@@ -13,7 +14,8 @@ import {
 } from "../../src/index.js";
 import { postgresStore } from "../../src/store/postgres/postgres-store.js";
 import { createVirtualClock, type VirtualClock } from "../../src/testing/index.js";
-import { postgresTestUrl, testSchema } from "./postgres.js";
+import { postgresTestUrl } from "./postgres.js";
+import { reusableSchema } from "./postgres-reuse.js";
 import { tempDbPath } from "./sqlite.js";
 
 export type Backend = "sqlite" | "postgres";
@@ -46,9 +48,10 @@ export function freshStorage(
   }
   const url = pgUrl;
   if (!url) throw new Error("postgres storage without a database");
-  const { schema, drop } = testSchema(url);
-  cleanups.push(drop);
-  return () => postgresStore(url, { schema });
+  // A migrated schema the file's earlier tests used, emptied (helpers/postgres-reuse.ts).
+  const reused = reusableSchema(url);
+  cleanups.push(reused.release);
+  return () => postgresStore(reused.url, { schema: reused.schema });
 }
 
 export function useHarness(backend: Backend): () => Harness {
