@@ -19,8 +19,9 @@ export default defineConfig({
     ],
   },
   test: {
-    // Prints what the torture tests did (kills, zombies, restarts, runs) after the run.
-    globalSetup: ["test/helpers/torture-summary.ts"],
+    // Prints what the torture tests did (kills, zombies, restarts, runs) after the run; shares
+    // the shape of a migrated PostgreSQL schema between files (test/helpers/postgres-reuse.ts).
+    globalSetup: ["test/helpers/torture-summary.ts", "test/helpers/postgres-shape-dir.ts"],
     testTimeout: 120_000,
     hookTimeout: 60_000,
     pool: "forks",
