@@ -7,6 +7,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { rmSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { buildSync } from "esbuild";
+import { afterAll } from "vitest";
 
 export const FIXTURES = fileURLToPath(new URL("../fixtures/", import.meta.url));
 
@@ -18,14 +19,18 @@ const BUNDLES = fileURLToPath(
   new URL(`../../node_modules/.cache/cairn-fixtures/${process.pid}/`, import.meta.url),
 );
 const bundles = new Map<string, string>();
+// Registered on import, so on the test file that spawns (vitest ends its workers without
+// an "exit" event to hook).
+afterAll(() => {
+  if (bundles.size > 0) rmSync(BUNDLES, { recursive: true, force: true });
+  bundles.clear();
+});
 
 /** The bundle of fixture `file` (built on first use in this process). */
 function bundleOf(file: string): string {
   let out = bundles.get(file);
   if (!out) {
     out = `${BUNDLES}${file.replace(/\.ts$/, ".mjs")}`;
-    if (bundles.size === 0)
-      process.on("exit", () => rmSync(BUNDLES, { recursive: true, force: true }));
     buildSync({
       entryPoints: [FIXTURES + file],
       bundle: true,
