@@ -49,6 +49,7 @@ export type StartChildRun = (
   wf: Workflow<unknown, unknown>,
   input: unknown,
   inputDigest: string | undefined,
+  inputByName?: string,
 ) => Promise<FoundChild | undefined>;
 
 /** Builds the shared parts and starts opening the store (and the worker, and retention). */
@@ -67,8 +68,8 @@ export function createEngineInternals(
         workerId,
         {
           ...executionDeps(config, committer, workerId),
-          startChild: (parentId, childId, wf, input, inputDigest) =>
-            startChildRun(internals!, parentId, childId, wf, input, inputDigest),
+          startChild: (parentId, childId, wf, input, inputDigest, inputByName) =>
+            startChildRun(internals!, parentId, childId, wf, input, inputDigest, inputByName),
           cancelChildren: (runId, reason) =>
             cancelChildren(config.store, runId, reason, (child, why) =>
               internals?.worker?.active.get(child)?.cancel(why),

@@ -35,6 +35,7 @@ export interface ExecutionDeps {
     wf: Workflow<unknown, unknown>,
     input: unknown,
     inputDigest: string | undefined,
+    inputByName?: string,
   ): Promise<FoundChild | undefined>;
   log(message: string, err?: unknown): void;
   /** Reports a lifecycle event of a run this worker executes (logged at info). */
@@ -256,8 +257,8 @@ export class Execution {
       replayStallMs: this.deps.replayStallMs,
       retry: this.wf.options.retry as Partial<RetryPolicy> | undefined,
       commit: (w) => committer.write({ ...w, runId: run.id, epoch: run.epoch }),
-      startChild: (childId, wf, input, inputDigest) =>
-        this.deps.startChild(run.id, childId, wf, input, inputDigest),
+      startChild: (childId, wf, input, inputDigest, inputByName) =>
+        this.deps.startChild(run.id, childId, wf, input, inputDigest, inputByName),
       childOutcome: (childId) => childOutcome(store, childId, run.id, this.deps.maxPayloadBytes),
       deletedChild: (childId) => deletedChild(store, childId, run.id),
       loadEvents: (settled) =>

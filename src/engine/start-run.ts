@@ -62,7 +62,7 @@ interface ChildOf {
 /** ctx.child: the child run `childId` of run `parentId`, on the code the parent handed in,
  *  keeping `inputDigest` with it. Undefined when created now; else what the child found
  *  under its id was started as (an earlier execution of the call created it and crashed
- *  before recording so). */
+ *  before recording so), told by `inputByName` too for a digest an older cairn took. */
 export async function startChildRun(
   internals: EngineInternals,
   parentId: string,
@@ -70,6 +70,7 @@ export async function startChildRun(
   wf: Workflow<unknown, unknown>,
   input: unknown,
   inputDigest: string | undefined,
+  inputByName?: string,
 ): Promise<FoundChild | undefined> {
   const { run, created } = await createRun(
     internals,
@@ -82,7 +83,7 @@ export async function startChildRun(
   return {
     workflow: run.workflow,
     version: run.version,
-    sameInput: foundWithSameInput(run, wf, input, inputDigest),
+    sameInput: foundWithSameInput(run, wf, input, inputDigest, inputByName),
   };
 }
 
@@ -95,12 +96,17 @@ function foundWithSameInput(
   wf: Workflow<unknown, unknown>,
   input: unknown,
   inputDigest: string | undefined,
+  inputByName: string | undefined,
 ): boolean | undefined {
   if (run.handedInputDigest == null) return sameInputAsHanded(run, wf, input);
   if (run.handedInputDigest === inputDigest) return true;
   // A digest taken before cairn counted an Error's every part, of an input with an Error
-  // (child-identity.ts): told by the stored input, as for a child that kept no digest.
+  // (child-identity.ts): compared as it was taken (by name, message and code), as a
+  // recorded intent's is, then told by the stored input where that can say more. By the
+  // stored input alone, a child behind an input schema or of another version was adopted
+  // whatever the input now was.
   if (isDigestOfOlderErrors(run.handedInputDigest, inputDigest)) {
+    if (run.handedInputDigest !== inputByName) return false;
     return sameInputAsHanded(run, wf, input);
   }
   return false;

@@ -139,7 +139,13 @@ export class ChildCalls {
       const starting =
         isWorkflowObject(wf) && isWorkflowName(wf.name) && isWorkflowName(wf.version)
           ? // A copy of its own: what its schema does with it in place reaches no other call.
-            this.core.host.startChild(childId, wf, takeCopy(input), identity.input)
+            this.core.host.startChild(
+              childId,
+              wf,
+              takeCopy(input),
+              identity.input,
+              identity.inputByName,
+            )
           : Promise.reject(notAWorkflow(call.name, this.core.host.runId, wf));
       // Until it has landed (or failed), the run is not released (halt): a finished parent
       // may be deleted, and a child created after that would be left behind.

@@ -174,12 +174,14 @@ export interface ContextHost {
   commit(write: Omit<RunWrite, "runId" | "epoch">): Promise<void>;
   /** Creates the child run (idempotent on its id), keeping `inputDigest` (the digest of the
    *  input as the call handed it, childInputDigest) with it: undefined when created now,
-   *  else what the child found under its id was started as. */
+   *  else what the child found under its id was started as (`inputByName`, the input's
+   *  digest as an older cairn took it, tells a found child that kept one). */
   startChild(
     childId: string,
     wf: Workflow<unknown, unknown>,
     input: unknown,
     inputDigest: string | undefined,
+    inputByName?: string,
   ): Promise<FoundChild | undefined>;
   /** The child's outcome if it has finished, else undefined. */
   childOutcome(childId: string): Promise<ChildOutcome | undefined>;
