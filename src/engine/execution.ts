@@ -59,6 +59,8 @@ export class Execution {
    *  paused it or handed it back. False when it stopped without writing (lease judged stale,
    *  lost, a store error on the hand-back): the worker then looks after the lease. */
   letGo = false;
+  /** Its release (or pause) asked the store to hold the run for a step body (heldFor). */
+  heldAtRelease = false;
   /** Its release is on its way to the store: a renewal answered meanwhile may find the run
    *  no longer running (released by this very execution), which is not a lost lease. */
   releasing = false;
@@ -191,6 +193,7 @@ export class Execution {
   private heldForBodies(): Pick<Release, "heldFor"> {
     const workerId = this.claim.run.leaseOwner;
     if (this.bodiesInFlight === 0 || !workerId || this.deps.leaseMs === undefined) return {};
+    this.heldAtRelease = true;
     return { heldFor: { workerId, ms: this.deps.leaseMs } };
   }
 
