@@ -5,6 +5,8 @@
 // child's input schema (or on another version) that cannot tell, and the child was adopted
 // whatever the input now was, even an Error of another message, which the older digest
 // itself refuses. The older digest is now compared with the input's digest by name first.
+// The same held for a child created by this very cairn with an input without an Error (an
+// unmarked digest) found by a call that now hands one with an Error.
 
 import { createHash } from "node:crypto";
 import Database from "better-sqlite3";
@@ -44,15 +46,16 @@ const kid = workflow(
     return `kid saw ${x.e.message}`;
   },
 );
-const parentHanding = (message: string) =>
+const parentHanding = (message: string, asError = true) =>
   workflow({ name: "h9-parent", version: "1" }, async (ctx) =>
-    ctx.child("kid", kid as never, { e: new Error(message) }),
+    ctx.child("kid", kid as never, { e: asError ? new Error(message) : { message } }),
   );
 
-/** The parent on `before` creates its child and crashes before the child's intent; the
- *  child's kept digest is made the one an older cairn took of `{ e: new Error(first) }`;
- *  an engine on `after` then takes the parent over. */
-async function crashWithOlderDigest(first: string, after: AnyWorkflow[]) {
+/** The parent hands `{ e: new Error(first) }` (`older`: false, `{ e: { message: first } }`),
+ *  creates its child and crashes before the child's intent; with `older`, the child's kept
+ *  digest is made the one an older cairn took; an engine on `after` then takes the parent
+ *  over. */
+async function crashWithOlderDigest(first: string, after: AnyWorkflow[], older = true) {
   const db = tempDbPath();
   cleanups.push(db.cleanup);
   const clock = createVirtualClock();
@@ -61,18 +64,20 @@ async function crashWithOlderDigest(first: string, after: AnyWorkflow[]) {
   });
   const e1 = createEngine({
     store,
-    workflows: [parentHanding(first), kid],
+    workflows: [parentHanding(first, older), kid],
     clock,
     pollIntervalMs: 10,
   });
-  await e1.start(parentHanding(first), undefined, { id: "p" });
+  await e1.start(parentHanding(first, older), undefined, { id: "p" });
   await until(async () => store.crashed, "crash before the child's intent");
   await store.settled();
-  const raw = new Database(db.path);
-  raw
-    .prepare("UPDATE runs SET handed_input_digest = ? WHERE id = 'p/kid'")
-    .run(olderDigest({ e: new Error(first) }));
-  raw.close();
+  if (older) {
+    const raw = new Database(db.path);
+    raw
+      .prepare("UPDATE runs SET handed_input_digest = ? WHERE id = 'p/kid'")
+      .run(olderDigest({ e: new Error(first) }));
+    raw.close();
+  }
   const e2: Engine = createEngine({
     store: sqliteStore(db.path),
     workflows: after,
@@ -96,5 +101,12 @@ describe("a found child whose digest an older cairn took, of an input with an Er
   it("is adopted when the call hands the same input", async () => {
     const out = crashWithOlderDigest("same", [parentHanding("same"), kid]);
     expect(await out).toBe("kid saw same");
+  });
+
+  it("a child this cairn created with an input without an Error is refused to a call that now hands one", async () => {
+    // Created with { e: { message: "same" } }; the code now hands { e: new Error("same") }.
+    const out = crashWithOlderDigest("same", [parentHanding("same"), kid], false);
+    await expect(out).rejects.toBeInstanceOf(NonDeterminismError);
+    await expect(out).rejects.toThrow(/Run "p".*key "kid".*another input/);
   });
 });

@@ -100,11 +100,11 @@ function foundWithSameInput(
 ): boolean | undefined {
   if (run.handedInputDigest == null) return sameInputAsHanded(run, wf, input);
   if (run.handedInputDigest === inputDigest) return true;
-  // A digest taken before cairn counted an Error's every part, of an input with an Error
-  // (child-identity.ts): compared as it was taken (by name, message and code), as a
-  // recorded intent's is, then told by the stored input where that can say more. By the
-  // stored input alone, a child behind an input schema or of another version was adopted
-  // whatever the input now was.
+  // An unmarked digest (taken before cairn counted an Error's every part, or of an input
+  // without an Error) and an input with an Error now (child-identity.ts): compared as it
+  // was taken (by name, message and code), as a recorded intent's is, then told by the
+  // stored input where that can say more. By the stored input alone, a child behind an
+  // input schema or of another version was adopted whatever the input now was.
   if (isDigestOfOlderErrors(run.handedInputDigest, inputDigest)) {
     if (run.handedInputDigest !== inputByName) return false;
     return sameInputAsHanded(run, wf, input);
