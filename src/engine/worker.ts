@@ -268,7 +268,7 @@ export class Worker {
       // and begin that call beside it. Not a run that ended for good.
       if (ex.bodiesInFlight > 0 && !endedForGood(ex.released)) {
         this.bodyLeftRunning(claim.run.id, ex);
-      } else if (ex.heldAtRelease && ex.letGo && !this.closed) {
+      } else if (ex.bodiesInFlight === 0 && ex.heldAtRelease && ex.letGo && !this.closed) {
         // Released held for a body that ended while the release was written: nothing looks
         // at the hold again (bodyLeftRunning), which kept other workers off for a lease.
         void this.endHold(claim.run.id, ex.epoch);
