@@ -37,9 +37,10 @@ export interface RunView {
   /** For a running run: the worker executing it, and when its lease ends unless renewed. */
   leaseOwner?: string;
   leaseUntil?: Date;
-  /** For a run not running, released while a step body of it still ran in its worker: that
-   *  worker, and until when no other worker claims the run (renewed while the body runs,
-   *  ended when it ends). A `heldUntil` past: the hold has run out. */
+  /** For a run not running, completed or canceled (one that may be claimed again), released
+   *  while a step body of it still ran in its worker: that worker, and until when no other
+   *  worker claims the run (renewed while the body runs, ended when it ends). A `heldUntil`
+   *  past: the hold has run out. */
   heldBy?: string;
   heldUntil?: Date;
   createdAt: Date;
@@ -250,6 +251,11 @@ export function toWorkerView(w: WorkerRecord, storeNow: number, leaseMs: number)
   };
 }
 
+/** A run of this status may be claimed again (a failed one once resumed). */
+function mayBeClaimed(status: RunRecord["status"]): boolean {
+  return status !== "running" && status !== "completed" && status !== "canceled";
+}
+
 export function toRunView(run: RunRecord): RunView {
   const view: RunView = {
     id: run.id,
@@ -279,7 +285,9 @@ export function toRunView(run: RunRecord): RunView {
     if (run.leaseOwner !== null) view.leaseOwner = run.leaseOwner;
     if (run.leaseUntil !== null) view.leaseUntil = new Date(run.leaseUntil);
   }
-  if (run.status !== "running" && run.heldBy != null && run.heldUntil != null) {
+  // Only a run that may still be claimed: a canceled one (a cancel keeps the hold it had)
+  // or a completed one never is, and a running one's claim ended any hold.
+  if (mayBeClaimed(run.status) && run.heldBy != null && run.heldUntil != null) {
     view.heldBy = run.heldBy;
     view.heldUntil = new Date(run.heldUntil);
   }
