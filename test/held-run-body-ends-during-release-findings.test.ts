@@ -1,4 +1,4 @@
-// h9 finding: a run released held for a step body (Release's heldFor) keeps that hold for a
+// Finding: a run released held for a step body (Release's heldFor) keeps that hold for a
 // whole lease when the body ends while the release is being written: the execution then
 // ends with no body in flight, so the worker never looks at the hold again (bodyLeftRunning
 // ends a hold only for a body still running when the execution ends), and no other worker
@@ -20,7 +20,7 @@ describe.each(BACKENDS)("%s: a hold whose body ends while the release is written
   it("ends with the body: another worker may claim the run at once", async () => {
     const makeStore = freshStorage(backend, cleanups);
     const clock = createVirtualClock();
-    const { wf: deaf, seen, latch } = deafFailingRun("h9-held-release", cleanups);
+    const { wf: deaf, seen, latch } = deafFailingRun("held-release-body-ends", cleanups);
     const store = around(makeStore(), {
       releaseRun: async (call, ...args) => {
         const release = args[0] as { heldFor?: unknown };

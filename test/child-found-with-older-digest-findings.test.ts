@@ -1,4 +1,4 @@
-// h9 finding: a parent that crashed between its child's create and its intent, on a cairn
+// Finding: a parent that crashed between its child's create and its intent, on a cairn
 // that took a child's input digest with Errors by name, message and code (no "e2." mark),
 // is replayed by this cairn. Its digest of the input now is marked, so the two cannot be
 // compared as they are, and the found child was told by its stored input alone: through the
@@ -40,14 +40,14 @@ const writesChildIntent = (args: unknown[]) =>
   (args[0] as RunWrite[]).some((w) => w.intents?.some((i) => i.kind === "child"));
 
 const kid = workflow(
-  { name: "h9-kid", version: "1", input: z.object({ e: z.any() }) },
+  { name: "found-older-kid", version: "1", input: z.object({ e: z.any() }) },
   async (ctx, x: { e: Error }) => {
     await ctx.sleep("nap", "1s");
     return `kid saw ${x.e.message}`;
   },
 );
 const parentHanding = (message: string, asError = true) =>
-  workflow({ name: "h9-parent", version: "1" }, async (ctx) =>
+  workflow({ name: "found-older-parent", version: "1" }, async (ctx) =>
     ctx.child("kid", kid as never, { e: asError ? new Error(message) : { message } }),
   );
 

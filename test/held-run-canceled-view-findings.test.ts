@@ -1,4 +1,4 @@
-// h9 finding: a run canceled while it was held for a step body (Release's heldFor) kept
+// Finding: a run canceled while it was held for a step body (Release's heldFor) kept
 // saying it was held: getRun's heldBy/heldUntil, the HTTP API's run, and `cairn runs`'
 // REASON column ("held by wrk_… until …; <the cancel's reason>"), though a canceled run is
 // never claimed again, so no hold of it means anything (a release to completed or canceled
@@ -10,7 +10,7 @@ import { workflow } from "../src/index.js";
 import { BACKENDS, useHarness } from "./helpers/engines.js";
 
 const LEASE_MS = 60_000;
-const wf = workflow({ name: "h9-held-cancel", version: "1" }, async (ctx) =>
+const wf = workflow({ name: "found-held-cancel", version: "1" }, async (ctx) =>
   ctx.waitForEvent("go"),
 );
 
