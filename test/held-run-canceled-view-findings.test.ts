@@ -10,7 +10,7 @@ import { workflow } from "../src/index.js";
 import { BACKENDS, useHarness } from "./helpers/engines.js";
 
 const LEASE_MS = 60_000;
-const wf = workflow({ name: "found-held-cancel", version: "1" }, async (ctx) =>
+const wf = workflow({ name: "held-cancel-view", version: "1" }, async (ctx) =>
   ctx.waitForEvent("go"),
 );
 
