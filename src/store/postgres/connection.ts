@@ -49,6 +49,10 @@ export interface Tx {
   query<R extends pg.QueryResultRow = pg.QueryResultRow>(
     sql: string,
     params?: unknown[],
+    /** A name to prepare it under, once per connection: honoured on the store's own pool
+     *  only (a caller's pool may be shared, or sit behind a pooler that drops them). One
+     *  name is one text for the life of the pool. */
+    name?: string,
   ): Promise<pg.QueryResult<R>>;
 }
 
@@ -107,6 +111,19 @@ export function isConnectionError(err: unknown): boolean {
   return CONNECTION_MESSAGES.some((m) => message.includes(m));
 }
 
+/** A prepared statement (Tx.query's name) whose result columns changed since it was
+ *  prepared on this connection: a newer cairn's migration added a column to a table it
+ *  returns rows of, while this store was open. The server refuses it before it runs. */
+function isStalePlan(err: unknown): boolean {
+  return (
+    errorCode(err) === "0A000" &&
+    errorMessage(err).includes("cached plan must not change result type")
+  );
+}
+
+/** More stale connections than any pool holds: past this, the error is reported. */
+const MAX_STALE_PLANS = 100;
+
 /** The server rolled the transaction back and asks for it to be run again. */
 function isRolledBackForRetry(err: unknown): boolean {
   const code = errorCode(err);
@@ -145,19 +162,26 @@ export class Database {
         `SET LOCAL idle_in_transaction_session_timeout = ${IDLE_IN_TRANSACTION_TIMEOUT_MS}`;
   }
 
+  /** Whether a statement's name prepares it (Tx.query): on the store's own pool only. */
+  get prepares(): boolean {
+    return this.#autocommit;
+  }
+
   /** Runs `body` in one transaction, retrying per `policy` (see the file header). */
   transaction<T>(verb: string, policy: RetryPolicy, body: (tx: Tx) => Promise<T>): Promise<T> {
     return this.#run(verb, policy, true, body);
   }
 
-  /** One statement. Autocommit where the session timeouts are set on the connection. */
+  /** One statement. Autocommit where the session timeouts are set on the connection.
+   *  `name`: prepared under it (see Tx.query). */
   async statement<R extends pg.QueryResultRow = pg.QueryResultRow>(
     verb: string,
     policy: RetryPolicy,
     sql: string,
     params: unknown[] = [],
+    name?: string,
   ): Promise<pg.QueryResult<R>> {
-    return this.#run(verb, policy, !this.#autocommit, (tx) => tx.query<R>(sql, params));
+    return this.#run(verb, policy, !this.#autocommit, (tx) => tx.query<R>(sql, params, name));
   }
 
   /** Like statement(), for a body of statements that need no common transaction (each
@@ -198,6 +222,7 @@ export class Database {
     body: (tx: Tx) => Promise<T>,
   ): Promise<T> {
     let mayHaveCommitted = false;
+    let stalePlans = 0;
     for (let attempt = 1; ; attempt++) {
       // "connect": nothing sent. "body": sent, not committed. "commit": outcome unknown.
       let phase: "connect" | "body" | "commit" = "connect";
@@ -206,7 +231,14 @@ export class Database {
         client = await this.#pool.connect();
         client.on("error", ignoreError);
         const c = client;
-        const tx: Tx = { mayHaveCommitted, query: (sql, params) => c.query(sql, params) };
+        const named = this.#autocommit;
+        const tx: Tx = {
+          mayHaveCommitted,
+          query: (sql, params, name) =>
+            name !== undefined && named
+              ? c.query({ name, text: sql, values: params ?? [] })
+              : c.query(sql, params),
+        };
         let value: T;
         if (inTransaction) {
           phase = "body";
@@ -228,6 +260,15 @@ export class Database {
         this.#release(c);
         return value;
       } catch (err) {
+        if (client && isStalePlan(err)) {
+          // Its prepared statement is stale on this connection, and on no new one: drop the
+          // connection and try again. Nothing ran, whatever the policy.
+          this.#release(client, err instanceof Error ? err : new Error(String(err)));
+          if (++stalePlans <= MAX_STALE_PLANS) {
+            attempt--;
+            continue;
+          }
+        }
         if (client) await this.#discard(client, err);
         const retryable =
           isRolledBackForRetry(err) ||

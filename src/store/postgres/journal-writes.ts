@@ -2,7 +2,9 @@
 // (loadJournal). The journal is the durable truth, so this is where fencing and
 // idempotency live.
 //
-// appendRecords is ONE round trip whatever the batch size: the batch travels as one jsonb
+// appendRecords is ONE round trip whatever the batch size (a write of one step alone, on the
+// store's own pool, is a prepared fenced INSERT instead, single-step.ts: a second round trip
+// only when it lands nothing). The batch travels as one jsonb
 // parameter to the store's append_records function (made by migration 2, last replaced by
 // migration 14; its SQL is in migrations/append-records.ts), called as a single autocommit
 // statement, and the outcomes come back as jsonb.
@@ -52,6 +54,7 @@ import {
   toIntent,
   toStep,
 } from "./rows.js";
+import { insertSingleStep, singleStepOf } from "./single-step.js";
 import type { StoreContext } from "./sql.js";
 
 export async function appendRecords(
@@ -86,12 +89,20 @@ async function appendBatchIsolated(ctx: StoreContext, writes: RunWrite[]): Promi
 }
 
 async function appendBatch(ctx: StoreContext, writes: RunWrite[]): Promise<WriteOutcome[]> {
+  // One step alone (a run executing by itself): a prepared fenced INSERT (single-step.ts);
+  // inserting nothing leaves the decision to append_records. Unprepared (a caller's pool)
+  // its planning cost more than append_records's cached plans.
+  const single = ctx.db.prepares ? singleStepOf(writes) : undefined;
+  if (single !== undefined && (await insertSingleStep(ctx, writes[0]!.epoch, single))) {
+    return [{ ok: true }];
+  }
   const batch = JSON.stringify(writes.map(toBatchEntry));
   const r = await ctx.db.statement<{ outcomes: unknown }>(
     "appendRecords",
     "idempotent",
     `SELECT ${ctx.t.appendRecords}($1::jsonb, $2::bigint) AS outcomes`,
     [batch, ctx.clockParam()],
+    "cairn_append_records",
   );
   const outcomes = r.rows[0]?.outcomes;
   if (!Array.isArray(outcomes) || outcomes.length !== writes.length) {

@@ -229,12 +229,11 @@ async function releaseRows(
   releases: Release[],
   mayHaveCommitted: boolean,
 ): Promise<ReleaseOutcome[]> {
-  const res = await tx.query<RunRow>(`SELECT * FROM ${ctx.t.releaseRuns}($1, $2::jsonb, $3, $4)`, [
-    ctx.clockParam(),
-    JSON.stringify(releases.map(releaseEntry)),
-    mayHaveCommitted,
-    ctx.channel,
-  ]);
+  const res = await tx.query<RunRow>(
+    `SELECT * FROM ${ctx.t.releaseRuns}($1, $2::jsonb, $3, $4)`,
+    [ctx.clockParam(), JSON.stringify(releases.map(releaseEntry)), mayHaveCommitted, ctx.channel],
+    "cairn_release_runs",
+  );
   const rows = new Map(res.rows.map((row) => [row.id, row]));
   return releases.map((r): ReleaseOutcome => {
     const row = rows.get(r.runId);

@@ -113,6 +113,10 @@ async function insertTogether(
       ),
       ctx.channel,
     ],
+    // Prepared on the store's own pool: planning this statement took about half of a
+    // create's server time (a sequential run's create, 1.0 ms of CPU on a loaded machine,
+    // 0.5 prepared).
+    "cairn_create_runs",
   );
   const rows = new Map(ins.rows.map((row) => [row.id, row]));
   return items.map(({ run }) => rows.get(run.id));
