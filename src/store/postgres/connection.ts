@@ -51,7 +51,9 @@ export interface Tx {
     params?: unknown[],
     /** A name to prepare it under, once per connection: honoured on the store's own pool
      *  only (a caller's pool may be shared, or sit behind a pooler that drops them). One
-     *  name is one text for the life of the pool. */
+     *  name is one text for the life of the pool. A stale one is tried again on another
+     *  connection (isStalePlan), so name only a body's one statement or one in a
+     *  transaction: an autocommit statement before it would run twice. */
     name?: string,
   ): Promise<pg.QueryResult<R>>;
 }
@@ -264,6 +266,7 @@ export class Database {
           // Its prepared statement is stale on this connection, and on no new one: drop the
           // connection and try again. Nothing ran, whatever the policy.
           this.#release(client, err instanceof Error ? err : new Error(String(err)));
+          client = undefined;
           if (++stalePlans <= MAX_STALE_PLANS) {
             attempt--;
             continue;
