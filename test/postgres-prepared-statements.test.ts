@@ -12,7 +12,7 @@ import { postgresTestUrl, testSchema, withClient } from "./helpers/postgres.js";
 
 const url = await postgresTestUrl();
 
-describe.skipIf(!url)("PostgreSQL prepared statements (h3)", () => {
+describe.skipIf(!url)("PostgreSQL prepared statements", () => {
   const base = url as string;
   const cleanups: Array<() => Promise<unknown>> = [];
   afterEach(async () => {
@@ -126,7 +126,7 @@ describe.skipIf(!url)("PostgreSQL prepared statements (h3)", () => {
       }),
     ).toMatchObject({ ok: true });
     // What a later migration does to the table whose rows createRun and release_runs return.
-    await withClient(base, (c) => c.query(`ALTER TABLE "${schema}".runs ADD COLUMN h3_added text`));
+    await withClient(base, (c) => c.query(`ALTER TABLE "${schema}".runs ADD COLUMN later_added text`));
     const second = await claimedRun(store, "run_2");
     expect(second).toMatchObject({ id: "run_2", status: "running" });
     expect(
