@@ -236,7 +236,7 @@ export function createEngine(options: EngineOptions = {}): Engine {
     workerId: internals.workerId,
     async start(wfOrName: AnyWorkflow | string, input: unknown, opts: StartOptions = {}) {
       const { run, created } = await startRun(internals, wfOrName, input, opts);
-      return { ...runHandle(internals, run.id), created };
+      return { ...runHandle(internals, run.id, run), created };
     },
     handle: ((idOrWorkflow: string | AnyWorkflow, maybeId?: string) =>
       handleFor(internals, idOrWorkflow, maybeId)) as Engine["handle"],

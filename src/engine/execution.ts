@@ -13,8 +13,9 @@ import type { Workflow } from "../workflow/define.js";
 import type { RetryPolicy } from "../workflow/retry.js";
 import { childOutcome, deletedChild } from "./child-result.js";
 import { type Committer, leaseTakenOver } from "./committer.js";
+import type { PendingCreate } from "./folded-start.js";
 import type { WorkerEventFields } from "./logger.js";
-import { eventsIfCanceled, releaseOf } from "./release-of.js";
+import { eventsIfCanceled, type ReleasedOutcome, releaseOf } from "./release-of.js";
 import { ExecutionTrace } from "./tracing.js";
 
 export interface ExecutionDeps {
@@ -51,7 +52,16 @@ export interface ExecutionDeps {
 
 export class Execution {
   readonly runId: string;
-  readonly epoch: number;
+  /** The claim's epoch (of a run begun before its create committed, once it did). */
+  epoch: number;
+  /** The run as claimed; begun before its create committed (folded-start.ts), the run as
+   *  that create will leave it until durable() hands over the claim it made. */
+  private claim: ClaimedRun;
+  /** Whether this execution holds its run in the store: false until the create of a run
+   *  begun before it committed says so (createdDurably). */
+  private held: Promise<boolean> | undefined;
+  /** held has settled true: no await is needed any more. */
+  private heldNow: boolean;
   private ctx: Context | undefined;
   private pendingCancel: string | undefined;
   private abandoned = false;
@@ -79,10 +89,16 @@ export class Execution {
    *  worker just created claimed has an empty one); otherwise it is loaded. */
   constructor(
     private readonly deps: ExecutionDeps,
-    private readonly claim: ClaimedRun,
+    claim: ClaimedRun,
     private readonly wf: Workflow<unknown, unknown>,
     private readonly journal?: Journal,
+    /** Begun before its run's create committed (folded-start.ts): nothing is written or
+     *  begun before it says the run is this execution's. */
+    private readonly pending?: PendingCreate,
   ) {
+    this.claim = claim;
+    this.heldNow = pending === undefined;
+    if (!pending) this.held = Promise.resolve(true);
     this.runId = claim.run.id;
     this.epoch = claim.run.epoch;
     this.trace = new ExecutionTrace(claim.run, claim.recovered);
@@ -259,7 +275,16 @@ export class Execution {
       abortGraceMs: this.deps.abortGraceMs,
       replayStallMs: this.deps.replayStallMs,
       retry: this.wf.options.retry as Partial<RetryPolicy> | undefined,
-      commit: (w) => committer.write({ ...w, runId: run.id, epoch: run.epoch }),
+      commit: this.pending
+        ? (w) => {
+            if (this.heldNow) return committer.write({ ...w, runId: run.id, epoch: this.epoch });
+            return this.createdDurably().then((held) => {
+              if (!held) throw leaseTakenOver(run.id, this.epoch);
+              return committer.write({ ...w, runId: run.id, epoch: this.epoch });
+            });
+          }
+        : (w) => committer.write({ ...w, runId: run.id, epoch: run.epoch }),
+      ...(this.pending && { created: () => this.heldNow || this.createdDurably() }),
       startChild: (childId, wf, input, inputDigest, inputByName) =>
         this.deps.startChild(run.id, childId, wf, input, inputDigest, inputByName),
       childOutcome: (childId) => childOutcome(store, childId, run.id, this.deps.maxPayloadBytes),
@@ -276,20 +301,20 @@ export class Execution {
         put: async (objects, refs) => {
           const res = await store.putWorkspaceObjects({
             runId: run.id,
-            epoch: run.epoch,
+            epoch: this.epoch,
             objects,
             refs,
           });
           if (res.ok) return { missing: [] };
           if (res.reason === "missing") return { missing: res.hashes };
-          throw leaseTakenOver(run.id, run.epoch);
+          throw leaseTakenOver(run.id, this.epoch);
         },
         get: (hashes) => store.getWorkspaceObjects(hashes),
         log: (message) => this.deps.log(message),
       },
       requestApproval: async (p) => {
-        const res = await store.requestApproval({ ...p, runId: run.id, epoch: run.epoch });
-        if (!res.ok) throw leaseTakenOver(run.id, run.epoch);
+        const res = await store.requestApproval({ ...p, runId: run.id, epoch: this.epoch });
+        if (!res.ok) throw leaseTakenOver(run.id, this.epoch);
         return { deadline: res.approval.deadline };
       },
     };
@@ -409,6 +434,24 @@ export class Execution {
       this.trace.end(this.abandoned ? "abandoned" : outcome.kind);
       return;
     }
+    if (this.held === undefined) {
+      // Begun before its run's create was asked, and ended needing no record: the release
+      // goes into the create's transaction (folded-start.ts).
+      const folded = RELEASED_KINDS.has(outcome.kind)
+        ? this.pending?.fold(
+            releaseOf(this.claim.run, outcome as ReleasedOutcome, this.deps.maxPayloadBytes),
+          )
+        : undefined;
+      if (folded !== undefined) {
+        await this.releasedWithCreate(folded, outcome as ReleasedOutcome);
+        return;
+      }
+    }
+    if (!this.heldNow && !(await this.createdDurably())) {
+      this.endedUnwritten = true;
+      this.trace.end("abandoned");
+      return;
+    }
     if (outcome.kind === "interrupted") {
       await this.interruptedByStore(outcome.error);
       return;
@@ -440,6 +483,53 @@ export class Execution {
     this.reportRelease(res.run.status, release);
     this.trace.end(res.run.status, res.run.status === "failed" ? release.error : null);
     if (res.run.status === "canceled") await this.cancelChildren(res.run);
+  }
+
+  /** Whether this execution holds its run: at once for a claimed run; for one begun before
+   *  its create committed, once that create is answered (and it asks for it now: the run
+   *  needs a record, or a call is about to begin). Not held (the create failed or found the
+   *  id taken, or the worker closed meanwhile), it stops, writing nothing. */
+  private createdDurably(): Promise<boolean> {
+    this.held ??= this.pending!.durable().then((claim) => {
+      if (!claim) {
+        this.stopWithoutWriting();
+        return false;
+      }
+      this.claim = claim;
+      this.epoch = claim.run.epoch;
+      this.heldNow = true;
+      return true;
+    });
+    return this.held;
+  }
+
+  /** Its run was created and released in one transaction (folded-start.ts). */
+  private async releasedWithCreate(
+    folded: Promise<{ run: RunRecord; created: boolean }>,
+    outcome: ReleasedOutcome,
+  ): Promise<void> {
+    this.releasing = true;
+    let made: { run: RunRecord; created: boolean };
+    try {
+      made = await folded;
+    } catch (err) {
+      // start() fails with the store's error; nothing of the run was written.
+      this.endedUnwritten = true;
+      this.trace.end("interrupted", errorFields(err));
+      return;
+    }
+    if (!made.created) {
+      this.endedUnwritten = true;
+      this.trace.end("abandoned");
+      return;
+    }
+    this.claim = { run: made.run, recovered: false };
+    this.epoch = made.run.epoch;
+    this.letGo = true;
+    this.released = made.run;
+    const release = releaseOf(made.run, outcome, this.deps.maxPayloadBytes);
+    this.reportRelease(made.run.status, release);
+    this.trace.end(made.run.status, made.run.status === "failed" ? release.error : null);
   }
 
   /** The engine closes and nothing is in flight: the ctx.now/random/uuid records land
@@ -477,6 +567,15 @@ export class Execution {
     }
   }
 }
+
+/** The outcomes released to a status of their own (release-of.ts). */
+const RELEASED_KINDS = new Set<Outcome["kind"]>([
+  "completed",
+  "failed",
+  "canceled",
+  "paused",
+  "suspended",
+]);
 
 /** Whether a run handed back still has a crash to charge: yes, no, or "if-recovered" (a run
  *  leased by a claim whose answer was lost: whether that claim took it from a crashed worker

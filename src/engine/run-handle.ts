@@ -19,27 +19,41 @@ export function handleFor<O>(
   return runHandle(internals, typeof idOrWorkflow === "string" ? idOrWorkflow : (maybeId ?? ""));
 }
 
-export function runHandle<O>(internals: EngineInternals, id: string): RunHandle<O> {
+/** `completed`: the run as a durable write of this process left it, completed (start()
+ *  of a run created and released at once): result() needs no read (a completed run never
+ *  changes). */
+export function runHandle<O>(
+  internals: EngineInternals,
+  id: string,
+  completed?: RunRecord,
+): RunHandle<O> {
+  const known = completed?.status === "completed" ? completed : undefined;
   return {
     id,
     info: () =>
       getRunView(internals, id).catch((err: unknown) => {
         throw closedUnder(internals, `handle("${id}").info()`, err);
       }),
-    result: () => awaitResult<O>(internals, id),
+    result: () => awaitResult<O>(internals, id, known),
   };
 }
 
 /** The run's output once it completes; its error once it fails or is canceled. */
-async function awaitResult<O>(internals: EngineInternals, id: string): Promise<O> {
+async function awaitResult<O>(
+  internals: EngineInternals,
+  id: string,
+  completed: RunRecord | undefined,
+): Promise<O> {
   await ready(internals);
   const { waiters, worker, config } = internals;
   // A run executing in this process: its execution's end hands over the run as its release
   // left it (durable), so no read is needed. Only another worker could end it sooner, and
   // only once our lease ran out: past that, polling takes over.
-  let known = worker?.active.has(id)
-    ? await waiters.waitForChange(id, Math.max(config.pollIntervalMs, config.leaseMs))
-    : undefined;
+  let known =
+    completed ??
+    (worker?.active.has(id)
+      ? await waiters.waitForChange(id, Math.max(config.pollIntervalMs, config.leaseMs))
+      : undefined);
   if (internals.closed) throw closedWhileWaiting(id);
   for (;;) {
     let run: RunRecord | undefined = known;

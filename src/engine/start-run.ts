@@ -14,14 +14,15 @@ import {
 } from "../errors.js";
 import { newId } from "../lib/ids.js";
 import { asStoreFailure } from "../lib/store-failure.js";
-import type { RunRecord } from "../store/store.js";
+import type { NewRun, RunRecord } from "../store/store.js";
 import { type FoundChild, isDigestOfOlderErrors } from "../workflow/child-identity.js";
 import { type AnyWorkflow, isWorkflowName, type Workflow } from "../workflow/define.js";
 import { formatIssues } from "../workflow/schema-check.js";
 import { workerLive } from "./dead-workers.js";
 import type { StartOptions } from "./engine.js";
 import { type EngineInternals, ready } from "./engine-internals.js";
-import { handBackRun } from "./execution.js";
+import { type Execution, handBackRun } from "./execution.js";
+import { claimToBe, FoldedStart } from "./folded-start.js";
 import { withStartSpan } from "./tracing.js";
 import { checkBudget, checkRunId } from "./validate.js";
 
@@ -210,12 +211,16 @@ async function createRun(
       : undefined;
   // Taken before asking: the store set the lease after this moment.
   const askedAt = config.clock.now();
+  // A run with a fresh id (no start again under an id taken, no child) is executed as its
+  // create waits for the turn's commit, where the store can fold its release into it.
+  const folds =
+    claimBy !== undefined && options.id === undefined && child === null && worker !== undefined;
   let made: { run: RunRecord; created: boolean };
   try {
     made = await withStartSpan(
       { workflow: target.name, version: target.version, runId: id },
-      (traceContext) =>
-        config.store.createRun({
+      (traceContext) => {
+        const newRun = {
           id,
           workflow: target.name,
           version: target.version,
@@ -225,8 +230,14 @@ async function createRun(
           traceContext,
           ...(child?.inputDigest !== undefined && { handedInputDigest: child.inputDigest }),
           ...(claimBy && { claimBy }),
-        }),
+        };
+        if (folds && claimBy && config.store.createReleasedRun) {
+          return createExecuted(internals, { ...newRun, claimBy }, askedAt);
+        }
+        return config.store.createRun(newRun);
+      },
     );
+    if (folds && config.store.createReleasedRun) return made;
   } catch (err) {
     if (claimBy) {
       worker?.releaseSlot();
@@ -247,6 +258,42 @@ async function createRun(
   if (!created) checkSameRun(run, { id, target, encoded, parentId });
   if (created && !claimBy) worker?.requestClaimRound();
   return { run, created };
+}
+
+/** Creates a run claimed by this engine's worker while executing it (folded-start.ts):
+ *  answers once it is durable, released already if its function ended needing no record. */
+async function createExecuted(
+  internals: EngineInternals,
+  run: NewRun & { claimBy: NonNullable<NewRun["claimBy"]> },
+  askedAt: number,
+): Promise<{ run: RunRecord; created: boolean }> {
+  const { config } = internals;
+  const worker = internals.worker!;
+  let ex: Execution | undefined;
+  const start = new FoldedStart(config.store, run, (made, folded) =>
+    ex ? worker.createAnswered(ex, made, folded) : undefined,
+  );
+  ex = worker.executeBeforeCreate(claimToBe(run, askedAt), start, askedAt);
+  let made: { run: RunRecord; created: boolean };
+  try {
+    made = await start.answer;
+  } catch (err) {
+    if (!start.folded) await start.durable(); // frees the slot, stops the execution
+    if (!ex) worker.releaseSlot();
+    disownIfClaimed(internals, run.id);
+    throw asStoreFailure(err);
+  }
+  if (!ex) {
+    // The worker closed before the execution began: the run is handed back as a create
+    // claimed then would be.
+    worker.releaseSlot();
+    if (made.created) disownIfClaimed(internals, run.id);
+  } else if (!start.folded) await start.durable(); // the worker tracks the run from now on
+  if (!made.created) {
+    const target = { name: run.workflow, version: run.version };
+    checkSameRun(made.run, { id: run.id, target, encoded: run.input, parentId: null });
+  }
+  return made;
 }
 
 /** A create that failed may still have committed (the store's answer was lost): a run left

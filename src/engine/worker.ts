@@ -10,6 +10,7 @@ import { settlesWithin, timerMs, waitAtMost } from "../lib/timers.js";
 import type { ClaimedRun, Journal, RunRecord } from "../store/store.js";
 import { cancelChildrenOfCanceled } from "./children-of-canceled.js";
 import { Execution, handBackRun } from "./execution.js";
+import type { Made, PendingCreate } from "./folded-start.js";
 import { OrphanRuns } from "./orphan-runs.js";
 import { storeClockAhead } from "./store-clock-ahead.js";
 import { WorkerHeartbeat } from "./worker-heartbeat.js";
@@ -260,6 +261,81 @@ export class Worker {
       wf,
       journal,
     );
+    this.track(claim, ex);
+  }
+
+  /** Begins executing a run this engine starts before its create (claimed by this worker)
+   *  has committed (folded-start.ts), in the slot reserveSlot() held: it is this worker's
+   *  once createAnswered says so. Its store's clock is the engine's (createReleasedRun). */
+  executeBeforeCreate(
+    claim: ClaimedRun,
+    pending: PendingCreate,
+    claimedAt: number,
+  ): Execution | undefined {
+    const wf = this.options.workflows.get(`${claim.run.workflow}@${claim.run.version}`);
+    if (!wf || this.closed) return undefined;
+    return new Execution(
+      { ...this.options.execution, leaseFresh: () => this.heartbeat.leaseFresh(claimedAt) },
+      claim,
+      wf,
+      emptyJournal(),
+      pending,
+    );
+  }
+
+  /** The create of a run executeBeforeCreate began was answered (folded-start.ts OnAnswer):
+   *  the claim `ex` holds from now on, tracked as any run this worker executes; undefined
+   *  when it holds none (the create failed or found the id taken; or it carried the run's
+   *  release: `folded`), or this worker is closing (the run is handed back). */
+  createAnswered(ex: Execution, made: Made | undefined, folded: boolean): ClaimedRun | undefined {
+    this.reserved--;
+    try {
+      const held =
+        made?.created === true &&
+        (folded || (made.run.status === "running" && made.run.leaseOwner === this.options.id));
+      if (!made || !held) {
+        this.slotFreed();
+        return undefined;
+      }
+      const claim: ClaimedRun = { run: made.run, recovered: false };
+      if (this.closed && !folded) {
+        // As launch() does for a claim answered after close() began.
+        const p = this.handBack(claim).finally(() => this.handingBack.delete(p));
+        this.handingBack.add(p);
+        return undefined;
+      }
+      this.stats.claimed++;
+      this.options.execution.lifecycle({
+        event: "claimed",
+        runId: made.run.id,
+        workflow: made.run.workflow,
+        version: made.run.version,
+        epoch: made.run.epoch,
+      });
+      if (!folded) {
+        this.track(claim, ex);
+        return claim;
+      }
+      void ex.finished.then(() => {
+        this.stats.executions++;
+        this.options.ended?.(made.run.id, ex.released);
+        this.slotFreed();
+      });
+      return undefined;
+    } finally {
+      this.noteSlotSettled();
+    }
+  }
+
+  /** A slot freed with no execution ending: a round that found the worker full asks again. */
+  private slotFreed(): void {
+    if (!this.roundSkippedWhileFull) return;
+    this.roundSkippedWhileFull = false;
+    this.requestClaimRound();
+  }
+
+  /** Tracks `ex`, the execution of `claim`, until it ends. */
+  private track(claim: ClaimedRun, ex: Execution): void {
     this.active.set(claim.run.id, ex);
     void ex.finished.then(() => {
       if (this.active.get(claim.run.id) === ex) this.active.delete(claim.run.id);

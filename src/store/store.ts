@@ -352,6 +352,10 @@ export interface RenewLeases {
 
 export type ReleaseOutcome = { ok: true; run: RunRecord } | { ok: false; reason: "lease-lost" };
 
+/** What a release sets, for a run released in the very transaction that creates it
+ *  (Store.createReleasedRun): its fence is the created run's. */
+export type RunEnd = Omit<Release, "runId" | "epoch">;
+
 export interface WorkerRecord {
   id: string;
   host: string;
@@ -469,6 +473,17 @@ export interface Store extends WorkspaceVerbs, ApprovalVerbs {
    *  floor), so a write fenced with a deleted run's epoch never lands in it. Idempotent on id: returns the existing run with created=false and
    *  changes nothing if the id exists (whatever its workflow). */
   createRun(run: NewRun): Promise<{ run: RunRecord; created: boolean }>;
+  /** Optional. As createRun with `claimBy`, and in the same transaction (one commit) the
+   *  run is released as `end` says (as releaseRun would, fenced by the epoch it was created
+   *  with); only a run this call created: an existing id is returned untouched, nothing
+   *  released. For a run whose workflow ended before it needed any record
+   *  (engine/folded-start.ts): created and released in two commits otherwise, which a
+   *  store without this verb does. Only for a store whose clock is the engine's (SQLite):
+   *  the engine executes such a run before the store stamps its lease. */
+  createReleasedRun?(
+    run: NewRun & { claimBy: NonNullable<NewRun["claimBy"]> },
+    end: RunEnd,
+  ): Promise<{ run: RunRecord; created: boolean }>;
   getRun(id: string): Promise<RunRecord | undefined>;
   listRuns(filter?: RunFilter): Promise<RunRecord[]>;
 

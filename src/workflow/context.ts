@@ -155,6 +155,10 @@ export interface ContextHost {
   /** Replay only (the replay check): never execute a step body or write anything; stop at
    *  the first call that would. */
   replayOnly?: boolean;
+  /** The run's create has not committed yet (engine/folded-start.ts): asks for it and
+   *  settles true once the run is durable and this execution's, false if it is not (the
+   *  execution is stopped then). No call begins before it settles true. */
+  created?: () => true | Promise<boolean>;
   budgetLimit: Amounts;
   budgetSpent: Amounts;
   /** The calls whose errors failed the run (RunRecord.failedCalls). */
@@ -1071,6 +1075,8 @@ export class Context implements CallCore {
     if (this.delivery.inCascade) await this.cascadeEnd();
     if (this.halted || this.finishing) return never();
     if (this.host.replayOnly) return this.reachFrontier(call.key);
+    const created = this.host.created?.();
+    if (created !== undefined && created !== true && !(await created)) return never();
     // The next recorded outcome's call has not been made again: until it is (or the stall
     // fails the run, watchStall), a new call may be what replaced it, and must not execute.
     // Nothing a new call does can bring that call about: new outcomes come after recorded ones.

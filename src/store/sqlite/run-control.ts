@@ -53,7 +53,12 @@ const CANCELABLE_ON_RELEASE = new Set<RunStatus>(["pending", "waiting", "paused"
 
 /** Fenced by epoch: only the run's current owner releases it. */
 export function releaseRun(ctx: StoreContext, r: Release): Promise<ReleaseOutcome> {
-  return ctx.writeGrouped("releaseRun", (tx): ReleaseOutcome => {
+  return ctx.writeGrouped("releaseRun", (tx) => releaseInTx(tx, r));
+}
+
+/** releaseRun's work, in a transaction the caller holds (createReleasedRun's too). */
+export function releaseInTx(tx: WriteTx, r: Release): ReleaseOutcome {
+  {
     const row = findRow(tx, r.runId);
     if (!row || row.epoch !== r.epoch || row.status !== "running") {
       return { ok: false, reason: "lease-lost" };
@@ -89,7 +94,7 @@ export function releaseRun(ctx: StoreContext, r: Release): Promise<ReleaseOutcom
       tx.hint({ kind: "runnable", runId: r.runId });
     }
     return { ok: true, run: runFromRow(released) };
-  });
+  }
 }
 
 /** What a release leaves the run as: the status asked for, unless a cancel was requested

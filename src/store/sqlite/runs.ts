@@ -1,8 +1,9 @@
 // Runs as records on SQLite: creating one, reading one, listing them, and a run's events.
 
 import { TERMINAL_STATUS_LIST } from "../status-sql.js";
-import type { EventRecord, NewRun, RunFilter, RunRecord } from "../store.js";
+import type { EventRecord, NewRun, RunEnd, RunFilter, RunRecord } from "../store.js";
 import { type EventRow, eventFromRow, type RunRow, runFromRow } from "./rows.js";
+import { releaseInTx } from "./run-control.js";
 import { findRun, insertRun, mustGetRun, RUN_COLUMNS, type StoreContext } from "./sql.js";
 
 export function createRun(
@@ -16,6 +17,25 @@ export function createRun(
     return inserted
       ? { run: inserted, created: true }
       : { run: mustGetRun(tx, run.id), created: false };
+  });
+}
+
+/** createRun claimed, and in the same transaction the release `end` of the run it created
+ *  (Store.createReleasedRun): a run whose workflow ended before it needed a record costs one
+ *  commit. An id found taken is answered as createRun answers it, nothing released. */
+export function createReleasedRun(
+  ctx: StoreContext,
+  run: NewRun,
+  end: RunEnd,
+): Promise<{ run: RunRecord; created: boolean }> {
+  return ctx.writeGrouped("createReleasedRun", (tx) => {
+    const inserted = insertRun(tx, run, "{}");
+    if (!inserted) return { run: mustGetRun(tx, run.id), created: false };
+    const released = releaseInTx(tx, { ...end, runId: inserted.id, epoch: inserted.epoch });
+    // Cannot happen (the row was inserted running, under this epoch, a statement ago); a
+    // throw undoes the insert with it.
+    if (!released.ok) throw new Error(`createReleasedRun: run "${run.id}" was not released`);
+    return { run: released.run, created: true };
   });
 }
 

@@ -34,6 +34,7 @@ import type {
   RenewLeases,
   ResumeOptions,
   ResumeOutcome,
+  RunEnd,
   RunFilter,
   RunRecord,
   RunWrite,
@@ -68,7 +69,7 @@ import {
   resumeRun,
   sendEvent,
 } from "./run-control.js";
-import { createRun, getRun, listEvents, listRuns } from "./runs.js";
+import { createReleasedRun, createRun, getRun, listEvents, listRuns } from "./runs.js";
 import { heartbeatWorker, listWorkers, registerWorker, removeWorker } from "./workers.js";
 import * as workspace from "./workspace.js";
 
@@ -146,6 +147,15 @@ class SqliteStoreImpl implements SqliteStore {
     const bad = createRunProblem(run);
     if (bad) throw bad;
     return createRun(this.#ctx, run);
+  }
+
+  async createReleasedRun(
+    run: NewRun & { claimBy: NonNullable<NewRun["claimBy"]> },
+    end: RunEnd,
+  ): Promise<{ run: RunRecord; created: boolean }> {
+    const bad = createRunProblem(run) ?? releaseProblem({ ...end, runId: run.id, epoch: 1 });
+    if (bad) throw bad;
+    return createReleasedRun(this.#ctx, run, end);
   }
 
   async getRun(id: string): Promise<RunRecord | undefined> {
