@@ -210,3 +210,41 @@ describe("a run that makes calls, begun before its create committed (SQLite)", (
     expect(log).not.toContain("createReleasedRun");
   });
 });
+
+describe("Store.createReleasedRun (SQLite)", () => {
+  const claimBy = { workerId: "w1", leaseMs: 30_000 };
+  const newRun = (id: string) => ({
+    id,
+    workflow: "w",
+    version: "1",
+    input: "0",
+    budgetLimit: {},
+    claimBy,
+  });
+  const end = { status: "completed" as const, output: '["done"]', readyAt: null, reason: null };
+
+  it("an id found taken is answered untouched; nothing is released", async () => {
+    const store = sqliteStore(db());
+    await store.open({ clock: { now: () => Date.now() } });
+    cleanups.push(() => store.close());
+    const first = await store.createRun(newRun("taken"));
+    const again = await store.createReleasedRun!(newRun("taken"), end);
+    expect(again.created).toBe(false);
+    expect(again.run.status).toBe("running");
+    expect(await store.getRun("taken")).toEqual(first.run);
+  });
+
+  it("releases the run it created under the epoch it was created with (above a deleted run's)", async () => {
+    const store = sqliteStore(db());
+    await store.open({ clock: { now: () => Date.now() } });
+    cleanups.push(() => store.close());
+    const old = await store.createRun(newRun("again"));
+    await store.releaseRun({ ...end, runId: "again", epoch: old.run.epoch });
+    expect((await store.deleteRun("again")).deleted).toBe(true);
+    const made = await store.createReleasedRun!(newRun("again"), end);
+    expect(made.created).toBe(true);
+    expect(made.run.epoch).toBeGreaterThan(old.run.epoch);
+    expect(made.run).toMatchObject({ status: "completed", output: '["done"]', leaseOwner: null });
+    expect(await store.getRun("again")).toEqual(made.run);
+  });
+});
