@@ -8,7 +8,14 @@
 
 import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
-import { type AnyWorkflow, createEngine, type Store, sqliteStore, workflow } from "../src/index.js";
+import {
+  type AnyWorkflow,
+  createEngine,
+  realClock,
+  type Store,
+  sqliteStore,
+  workflow,
+} from "../src/index.js";
 import { crashableStore } from "../src/testing/crashable-store.js";
 import { tempDbPath, until } from "./helpers/sqlite.js";
 
@@ -225,7 +232,7 @@ describe("Store.createReleasedRun (SQLite)", () => {
 
   it("an id found taken is answered untouched; nothing is released", async () => {
     const store = sqliteStore(db());
-    await store.open({ clock: { now: () => Date.now() } });
+    await store.open({ clock: realClock });
     cleanups.push(() => store.close());
     const first = await store.createRun(newRun("taken"));
     const again = await store.createReleasedRun!(newRun("taken"), end);
@@ -236,7 +243,7 @@ describe("Store.createReleasedRun (SQLite)", () => {
 
   it("releases the run it created under the epoch it was created with (above a deleted run's)", async () => {
     const store = sqliteStore(db());
-    await store.open({ clock: { now: () => Date.now() } });
+    await store.open({ clock: realClock });
     cleanups.push(() => store.close());
     const old = await store.createRun(newRun("again"));
     await store.releaseRun({ ...end, runId: "again", epoch: old.run.epoch });
