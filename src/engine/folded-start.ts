@@ -1,15 +1,15 @@
 // A run that this engine's own worker executes as it starts it (start-run.ts), on a store
 // that can create a run and release it in one transaction (Store.createReleasedRun, SQLite):
-// its execution begins while the create waits for the turn's commit. A workflow function that
-// ends before it needs any record (a run with no call) has its release go into the create's
-// transaction: one commit instead of two. Otherwise its first call that needs a record (a
-// step, an effect, a child, a wait, ctx.now()'s record: Context.beforeExecute and every write)
-// asks for the create and waits until it is durable, so nothing begins before the run exists;
-// a function still running when the turn ends (awaiting I/O of its own) gets the create asked
-// then. Only the workflow function's own code runs before the create commits, as it runs again
-// on every replay; if the create fails, nothing of the execution is written and start() fails.
+// its create is asked as before, and its execution begins while the create waits for the
+// turn's commit. The store asks, as it writes the create, whether the execution has ended
+// by then: a workflow function that ended before it needed any record (a run with no call)
+// has its release written in the create's transaction, one commit instead of two.
+// Otherwise the run is created claimed, and the execution's first call that needs a record
+// (a step, an effect, a child, a wait, ctx.now()'s record: Context.beforeExecute and every
+// write) waits until the create is durable, so nothing begins before the run exists. Only
+// the workflow function's own code runs before the create commits, as it runs again on every
+// replay; if the create fails, nothing of the execution is written and start() fails.
 
-import { setImmediate } from "node:timers";
 import type { ClaimedRun, NewRun, RunEnd, RunRecord, Store } from "../store/store.js";
 
 /** A create's answer (Store.createRun). */
@@ -17,13 +17,13 @@ export type Made = { run: RunRecord; created: boolean };
 
 /** What an execution begun before its run's create committed asks of that create. */
 export interface PendingCreate {
-  /** Asks for the create now (if not yet asked) and settles once it is answered: the claim
-   *  the execution then holds, or undefined when it holds nothing (the create failed, or
-   *  found the id taken): then nothing of the execution may be written. */
+  /** Settles once the create is answered: the claim the execution then holds, or undefined
+   *  when it holds nothing (the create failed, or found the id taken): then nothing of the
+   *  execution may be written. */
   durable(): Promise<ClaimedRun | undefined>;
-  /** The execution ended with `end` before the create was asked: both go in one
-   *  transaction, answered here (rejects as the create does). Undefined once the create was
-   *  asked: release the run as usual, once durable() says it is held. */
+  /** The execution ended with `end` before the store wrote the create: both go in one
+   *  transaction, answered here (rejects as the create does). Undefined once the store
+   *  wrote it without: release the run as usual, once durable() says it is held. */
   fold(end: RunEnd): Promise<Made> | undefined;
 }
 
@@ -32,29 +32,31 @@ export interface PendingCreate {
 export type OnAnswer = (made: Made | undefined, folded: boolean) => ClaimedRun | undefined;
 
 export class FoldedStart implements PendingCreate {
-  #asked: Promise<Made> | undefined;
-  #folded = false;
-  #resolveAsked!: (p: Promise<Made>) => void;
-  /** The create's answer, whoever asked for it: what start() waits for. */
-  readonly answer: Promise<Made>;
+  /** The release the execution ended with before the store decided (fold). */
+  #end: RunEnd | undefined;
+  /** The store has asked for the release (decide): from then on the run's create is what
+   *  it is, and the execution waits for it. */
+  #decided = false;
   #held: Promise<ClaimedRun | undefined> | undefined;
+  /** The create's answer: what start() waits for. */
+  readonly answer: Promise<Made>;
 
   constructor(
-    private readonly store: Store,
-    private readonly run: NewRun & { claimBy: NonNullable<NewRun["claimBy"]> },
+    run: NewRun & { claimBy: NonNullable<NewRun["claimBy"]> },
+    create: NonNullable<Store["createReleasedRun"]>,
     private readonly onAnswer: OnAnswer,
   ) {
-    const asked = new Promise<Promise<Made>>((resolve) => {
-      this.#resolveAsked = resolve;
-    });
-    this.answer = asked.then((p) => p);
-    // A function still running at the end of this turn (awaiting I/O of its own) is not
-    // waited for: its run is created now, and start() resolves as it would have.
-    setImmediate(() => this.#ask(undefined));
+    // Asked now, as a plain create would be: the store decides, as it writes (on SQLite at
+    // the turn's group commit), whether the release goes with it.
+    this.answer = (async () => create(run, () => this.#decide()))();
+  }
+
+  #decide(): RunEnd | undefined {
+    this.#decided = true;
+    return this.#end;
   }
 
   durable(): Promise<ClaimedRun | undefined> {
-    this.#ask(undefined);
     this.#held ??= this.answer.then(
       (made) => this.onAnswer(made, false),
       () => this.onAnswer(undefined, false),
@@ -63,9 +65,8 @@ export class FoldedStart implements PendingCreate {
   }
 
   fold(end: RunEnd): Promise<Made> | undefined {
-    if (this.#asked !== undefined) return undefined;
-    this.#folded = true;
-    this.#ask(end);
+    if (this.#decided) return undefined;
+    this.#end = end;
     return this.answer.then(
       (made) => {
         this.onAnswer(made, true);
@@ -78,22 +79,9 @@ export class FoldedStart implements PendingCreate {
     );
   }
 
-  /** Whether the create was asked with the execution's release in it. */
+  /** Whether the execution's release was handed to the create (fold). */
   get folded(): boolean {
-    return this.#folded;
-  }
-
-  #ask(end: RunEnd | undefined): void {
-    if (this.#asked !== undefined) return;
-    const { store, run } = this;
-    // Called from a timer or the execution: a throw (a refused argument) is the create's
-    // answer, not an exception here.
-    const asked = (async () =>
-      end !== undefined && store.createReleasedRun
-        ? store.createReleasedRun(run, end)
-        : store.createRun(run))();
-    this.#asked = asked;
-    this.#resolveAsked(asked);
+    return this.#end !== undefined;
   }
 }
 

@@ -270,7 +270,8 @@ async function createExecuted(
   const { config } = internals;
   const worker = internals.worker!;
   let ex: Execution | undefined;
-  const start = new FoldedStart(config.store, run, (made, folded) =>
+  const create = config.store.createReleasedRun!.bind(config.store);
+  const start = new FoldedStart(run, create, (made, folded) =>
     ex ? worker.createAnswered(ex, made, folded) : undefined,
   );
   ex = worker.executeBeforeCreate(claimToBe(run, askedAt), start, askedAt);

@@ -27,6 +27,7 @@ import type {
   Journal,
   NewEvent,
   NewRun,
+  RunEnd,
   RunRecord,
   RunWrite,
   StepRecord,
@@ -259,19 +260,27 @@ function runVerbs(inner: Store, c: Cipher) {
     async releaseRun(r) {
       const bad = releaseProblem(r);
       if (bad) throw bad;
-      const mayQuoteError = r.status === "failed" || r.status === "canceled";
-      const res = await inner.releaseRun({
-        ...r,
-        ...(r.output !== undefined && { output: enc(c, r.output) }),
-        ...(r.error !== undefined && { error: encError(c, r.error) }),
-        ...(mayQuoteError && r.reason != null && { reason: c.encryptText(displayText(r.reason)) }),
-        ...(r.events && { events: r.events.map((e) => encEvent(c, e)) }),
-        ...(r.eventsIfCanceled && {
-          eventsIfCanceled: r.eventsIfCanceled.map((e) => encEvent(c, e)),
-        }),
-      });
+      const res = await inner.releaseRun(encRelease(c, r));
       return res.ok ? { ok: true, run: decRun(c, res.run) } : res;
     },
+    // Offered only when the inner store has it (without, the engine creates, then releases).
+    ...(inner.createReleasedRun && {
+      async createReleasedRun(run, end) {
+        const bad = createRunProblem(run);
+        if (bad) throw bad;
+        const res = await inner.createReleasedRun!(
+          { ...encNewRun(c, run), claimBy: run.claimBy },
+          () => {
+            const release = end();
+            if (release === undefined) return undefined;
+            const refused = releaseProblem({ ...release, runId: run.id, epoch: 1 });
+            if (refused) throw refused;
+            return encRelease(c, release);
+          },
+        );
+        return { ...res, run: decRun(c, res.run) };
+      },
+    }),
     async requestCancel(runId, reason, p) {
       const res = await inner.requestCancel(runId, c.encryptText(displayText(reason)), {
         ...p,
@@ -295,6 +304,22 @@ function runVerbs(inner: Store, c: Cipher) {
       return { ...res, run: decRun(c, res.run) };
     },
   } satisfies Partial<Store>;
+}
+
+/** A release (or a run's end, createReleasedRun) with its payloads encrypted: output, error,
+ *  the reason of a failed or canceled run (it may quote the error), events. */
+function encRelease<R extends RunEnd>(c: Cipher, r: R): R {
+  const mayQuoteError = r.status === "failed" || r.status === "canceled";
+  return {
+    ...r,
+    ...(r.output !== undefined && { output: enc(c, r.output) }),
+    ...(r.error !== undefined && { error: encError(c, r.error) }),
+    ...(mayQuoteError && r.reason != null && { reason: c.encryptText(displayText(r.reason)) }),
+    ...(r.events && { events: r.events.map((e) => encEvent(c, e)) }),
+    ...(r.eventsIfCanceled && {
+      eventsIfCanceled: r.eventsIfCanceled.map((e) => encEvent(c, e)),
+    }),
+  };
 }
 
 /** The claimed runs this worker can read; one whose payload names a key it was not given

@@ -473,16 +473,18 @@ export interface Store extends WorkspaceVerbs, ApprovalVerbs {
    *  floor), so a write fenced with a deleted run's epoch never lands in it. Idempotent on id: returns the existing run with created=false and
    *  changes nothing if the id exists (whatever its workflow). */
   createRun(run: NewRun): Promise<{ run: RunRecord; created: boolean }>;
-  /** Optional. As createRun with `claimBy`, and in the same transaction (one commit) the
-   *  run is released as `end` says (as releaseRun would, fenced by the epoch it was created
-   *  with); only a run this call created: an existing id is returned untouched, nothing
-   *  released. For a run whose workflow ended before it needed any record
-   *  (engine/folded-start.ts): created and released in two commits otherwise, which a
-   *  store without this verb does. Only for a store whose clock is the engine's (SQLite):
-   *  the engine executes such a run before the store stamps its lease. */
+  /** Optional. As createRun with `claimBy`, and once this call has inserted the run, in the
+   *  same transaction (one commit), `end()` is asked for the run's release: a RunEnd is
+   *  applied as releaseRun would (fenced by the epoch the run was created with), undefined
+   *  leaves it claimed. Asked again if the transaction is retried (it answers the same). An
+   *  existing id is returned untouched, `end` not asked. The engine asks it as it would
+   *  createRun, and answers from `end` whether the run's workflow has already ended needing no
+   *  record (engine/folded-start.ts): on SQLite the create waits for the turn's group
+   *  commit, and a run with no call costs one commit instead of two. Only for a store whose
+   *  clock is the engine's (SQLite): the run is executed before the store stamps its lease. */
   createReleasedRun?(
     run: NewRun & { claimBy: NonNullable<NewRun["claimBy"]> },
-    end: RunEnd,
+    end: () => RunEnd | undefined,
   ): Promise<{ run: RunRecord; created: boolean }>;
   getRun(id: string): Promise<RunRecord | undefined>;
   listRuns(filter?: RunFilter): Promise<RunRecord[]>;

@@ -20,18 +20,20 @@ export function createRun(
   });
 }
 
-/** createRun claimed, and in the same transaction the release `end` of the run it created
- *  (Store.createReleasedRun): a run whose workflow ended before it needed a record costs one
- *  commit. An id found taken is answered as createRun answers it, nothing released. */
+/** createRun claimed, and in the same transaction the release `end()` gives of the run it
+ *  created, if any (Store.createReleasedRun): a run whose workflow ended before it needed a
+ *  record costs one commit. An id found taken is answered as createRun answers it. */
 export function createReleasedRun(
   ctx: StoreContext,
   run: NewRun,
-  end: RunEnd,
+  end: () => RunEnd | undefined,
 ): Promise<{ run: RunRecord; created: boolean }> {
-  return ctx.writeGrouped("createReleasedRun", (tx) => {
+  return ctx.writeGrouped("createRun", (tx) => {
     const inserted = insertRun(tx, run, "{}");
     if (!inserted) return { run: mustGetRun(tx, run.id), created: false };
-    const released = releaseInTx(tx, { ...end, runId: inserted.id, epoch: inserted.epoch });
+    const release = end();
+    if (release === undefined) return { run: inserted, created: true };
+    const released = releaseInTx(tx, { ...release, runId: inserted.id, epoch: inserted.epoch });
     // Cannot happen (the row was inserted running, under this epoch, a statement ago); a
     // throw undoes the insert with it.
     if (!released.ok) throw new Error(`createReleasedRun: run "${run.id}" was not released`);

@@ -151,11 +151,18 @@ class SqliteStoreImpl implements SqliteStore {
 
   async createReleasedRun(
     run: NewRun & { claimBy: NonNullable<NewRun["claimBy"]> },
-    end: RunEnd,
+    end: () => RunEnd | undefined,
   ): Promise<{ run: RunRecord; created: boolean }> {
-    const bad = createRunProblem(run) ?? releaseProblem({ ...end, runId: run.id, epoch: 1 });
+    const bad = createRunProblem(run);
     if (bad) throw bad;
-    return createReleasedRun(this.#ctx, run, end);
+    return createReleasedRun(this.#ctx, run, () => {
+      const release = end();
+      // A release refused (a non-finite time, a lone surrogate) fails the create with it:
+      // nothing is written, and start() says why.
+      const refused = release && releaseProblem({ ...release, runId: run.id, epoch: 1 });
+      if (refused) throw refused;
+      return release;
+    });
   }
 
   async getRun(id: string): Promise<RunRecord | undefined> {
