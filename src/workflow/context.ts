@@ -1129,6 +1129,10 @@ export class Context implements CallCore {
       return;
     }
     this.lateTookHeldRecord = false;
+    // The hold is over: a later hold counts its replayStallMs from its own start. (A doubtful
+    // hold ends with waitFor still true: left set, the next cascade's hold for a call the
+    // workflow's own work delays found its time spent, and refused a correct program.)
+    this.windowDeferredSince = undefined;
     if (missing) {
       const instead = this.lastNewCall;
       const insteadText = instead
