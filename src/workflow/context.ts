@@ -1979,6 +1979,18 @@ export class Context implements CallCore {
   /** The workflow function settled: once the values it drew are durable, the run ends so. */
   private async finishWith(o: Outcome & { kind: "completed" | "failed" }): Promise<void> {
     if (this.halted) return;
+    // A late call holds a record that may be another call's (doubtfulCall), and a
+    // ctx.now/random/uuid value is handed over at once: the function's output may hold that
+    // other call's value. It waits for the verdict, as new calls do (beforeExecute); a close
+    // meanwhile hands the run back for the next execution to judge.
+    while (this.delivery.holding && this.doubtfulCall() && !this.halted) {
+      if (this.draining) {
+        this.halt({ kind: "handed-back" });
+        return;
+      }
+      await new Promise<void>((resolve) => this.stallWaiters.push(resolve));
+    }
+    if (this.halted) return;
     if (o.kind === "completed" || o.failedKeys.length > 0) {
       const missing = await this.unreplayedAtEnd();
       if (this.halted) return;
