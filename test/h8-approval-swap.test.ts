@@ -1,4 +1,4 @@
-// UNMENDED (fails now). An approval answered for one request was handed to another. No crash
+// An approval answered for one request was handed to another. No crash
 // is needed: a run waiting for an approval is replayed when the answer comes. Branch A asks
 // approval "x" ({ what: "deploy staging" }) after step "m" joined with work of its own;
 // branch B races waitForEvent("q") against a timer that keeps no process alive (unref'd, as
@@ -8,9 +8,11 @@
 // B's timer wins: B's call is the name's first, matches A's begun intent (kind and name only;
 // the request is not compared, and an intent holds no window), takes the answer event of key
 // "x" and is handed "approved": B performs "drop production", and only A's call, made
-// later, is refused. What would have caught it: a request digest in the approval's intent,
-// compared as a child's input is (child-identity.ts), or an intent made inside a cascade
-// held for as a record is (Context.doubtfulCall).
+// later, is refused. Now a late call that finds an intent written inside a cascade waits,
+// before it executes, while the workflow's own work may still make calls
+// (Context.beforeExecute, at most replayStallMs): A's call comes meanwhile and is refused.
+// (The request is still not compared with the one asked: a digest in the intent, compared
+// as a child's input is, would refuse B whatever the timing.)
 // Deterministic: B's timer is 100 ms on the replay; A's call comes after a file read and 1 s.
 
 import { readFile } from "node:fs/promises";

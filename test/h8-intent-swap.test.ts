@@ -1,4 +1,4 @@
-// UNMENDED (fails now). A swap through a begun effect's intent, at the end of a journal.
+// A swap through a begun effect's intent, at the end of a journal.
 // Branch A makes effect x ("a") after step "m" joined with work of its own; its perform runs
 // (the provider stores "a" under the call's idempotency key) and the worker dies before x's
 // record. Branch B races step "q" against a timer of its own, then makes effect x ("b") and
@@ -7,7 +7,9 @@
 // only: "an intent holds no window"), so B's reconcile is asked with A's idempotency key, is
 // handed "a", and B performs "send" with it; only A's call, made later, is refused. The held
 // hand-over (doubtfulCall) guards a record made inside a cascade, not an intent: with no
-// record of x, nothing was held at all.
+// record of x, nothing was held at all. Now a late call that finds an intent written inside a
+// cascade waits, before it executes, while the workflow's own work may still make calls
+// (Context.beforeExecute, at most replayStallMs): A's call comes meanwhile and is refused.
 // Deterministic: B's timer is 100 ms; A's call comes after a file read and 1 s.
 
 import { readFile } from "node:fs/promises";

@@ -1090,6 +1090,12 @@ export class Context implements CallCore {
     ) {
       await new Promise<void>((resolve) => this.stallWaiters.push(resolve));
     }
+    // A late call that found a begun call's intent written inside a cascade may be another
+    // call of its name, come early from a race its own timer won (doubtfulCall, for a
+    // record): reconciled, or taking the answer of that key, it would be handed the other
+    // call's value. It waits while the workflow's own work may still make calls, at most
+    // replayStallMs: that call, if it comes, is refused first (beginCall).
+    if (call.issuedLate && this.intentFromCascade(call.key)) await this.ownWorkOver();
     // Each await below may outlast the function: once it settled, nothing new starts.
     if (this.halted || this.draining || this.finishing) return never();
     if (this.syncWritesPending > 0) {
@@ -1099,6 +1105,25 @@ export class Context implements CallCore {
     if (this.workspaces.needSync) {
       await this.workspaces.sync();
       if (this.halted || this.finishing) return never();
+    }
+  }
+
+  /** Whether `key` holds a begun call's intent, written by a call made inside a cascade. */
+  private intentFromCascade(key: string): boolean {
+    const intent = this.journal.intents.get(key);
+    return intent !== undefined && this.journal.exactWindows && !intentIssuedLate(intent);
+  }
+
+  /** Resolves once no work of the workflow's own is pending (at most replayStallMs), or the
+   *  execution stops. */
+  private async ownWorkOver(): Promise<void> {
+    const since = performance.now();
+    for (;;) {
+      if (this.halted || this.draining || this.finishing) return;
+      const busyMs = this.lateWork.busyForMs(LATE_WORK_GRACE_MS);
+      const left = this.host.replayStallMs - (performance.now() - since);
+      if (busyMs === 0 || left <= 0) return;
+      await outsideWorkflow(() => realDelay(Math.min(left, busyMs)));
     }
   }
 
