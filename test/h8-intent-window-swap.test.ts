@@ -1,0 +1,88 @@
+// UNMENDED (fails now). A correct program swapped through a begun effect's intent after a
+// crash; no race against a timer of its own. Branch A makes effect x ("a") after step "m"
+// joined with work of its own; branch B makes effect x ("b") after step "s". The first run
+// makes A's x inside m's cascade (its own work was done), and its worker dies while A's
+// perform runs (the provider stored "a" under x's idempotency key; x has an intent, no
+// record), before s ends. On the replay, A's own work takes 300 ms and s (a new call now)
+// 150 ms: B's call, made inside s's cascade, is the name's first and matches A's intent (kind
+// and name only), so B's reconcile is asked with A's key and B is handed "a"; A's call,
+// made later, is then refused. Had the first run gone on, B's call would have been x#2 with
+// its own value: the program is deterministic, and its replay handed one call another's
+// value. A record of x would not let this happen: a call recorded inside a cascade is
+// demanded by the end of that cascade, and the hand-overs (s's) are held until it is made
+// (Context.missingCall). An intent holds no window: s's outcome is handed over before A's
+// call is made. A mend: write the call's window (issuedAfter) into its intent, and demand
+// and hold for an intent made inside a cascade as for a record (missingCall, doubtfulCall).
+// Deterministic: s takes 150 ms; A's call comes after a file read and 300 ms.
+
+import { readFile } from "node:fs/promises";
+import { describe, expect, it } from "vitest";
+import { type WorkflowContext, workflow } from "../src/index.js";
+import { crashableEngine } from "./helpers/crash.js";
+import { BACKENDS, useHarness } from "./helpers/engines.js";
+import { until } from "./helpers/sqlite.js";
+
+const delay = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const never = () => new Promise<never>(() => {});
+const readSelf = () => readFile(new URL(import.meta.url), "utf8");
+
+describe.each(BACKENDS)("%s: a begun effect's intent made inside a cascade", (backend) => {
+  const harness = useHarness(backend);
+
+  it("is reconciled for its own call, not for a later call of its name", async () => {
+    const h = harness();
+    let firstRun = true;
+    let crashed = false;
+    let crash = () => {};
+    const got: string[] = [];
+    const performs: string[] = [];
+    const provider = new Map<string, string>();
+    const wf = workflow({ name: "intent-window", version: "1" }, async (ctx: WorkflowContext) => {
+      const x = async (id: string) => {
+        const v = await ctx.effect("x", {
+          perform: (key) => {
+            performs.push(id);
+            provider.set(key, id);
+            if (firstRun) {
+              crash();
+              crashed = true;
+              return never();
+            }
+            return id;
+          },
+          reconcile: (key) => provider.get(key),
+        });
+        got.push(`${id}=${v}`);
+      };
+      const ownWork = () => (firstRun ? delay(0) : readSelf().then(() => delay(300)));
+      await Promise.all([
+        (async () => {
+          await Promise.all([ctx.step("m", () => delay(50).then(() => "m")), ownWork()]);
+          await x("a");
+        })(),
+        (async () => {
+          await ctx.step("s", () => (firstRun ? never() : delay(150).then(() => "s")));
+          await x("b");
+        })(),
+      ]);
+      return "done";
+    });
+    const first = crashableEngine(h, [wf]);
+    crash = first.crash;
+    const run = await first.engine.start(wf, undefined);
+    await until(() => crashed, "A's x performs and the worker dies");
+    firstRun = false;
+    await h.clock.advance(60_000);
+    const second = h.engine([wf]);
+    const out = await second
+      .handle(run.id)
+      .result()
+      .catch((err: Error) => err.name);
+    // Was: got ["b=a"], then NonDeterminismError at A's call.
+    expect(got.filter((g) => g.split("=")[0] !== g.split("=")[1])).toEqual([]);
+    expect(out).toBe("done");
+    expect(got.sort()).toEqual(["a=a", "b=b"]);
+    // A's perform ran once, before the crash: its replay is reconciled.
+    expect(performs).toEqual(["a", "b"]);
+  }, 30_000);
+});
