@@ -7,7 +7,7 @@
 // the first execution accepts must hand each call of the name its own value on the replay;
 // refusals are fine. Triage knobs (below): _BASE, _REPEAT, _EXCLUDE, and _CALL=effect|wait,
 // which reuses the name on effects or waits (the wait variant found
-// test/h8-held-delivery-swap-wait.test.ts).
+// test/replay-held-delivery-swap-wait-findings.test.ts).
 
 import { readFile } from "node:fs/promises";
 import { describe, expect, it } from "vitest";
