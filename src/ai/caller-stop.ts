@@ -76,7 +76,7 @@ export function markStopped(
 
 /** The abort that stopped `signal` in this execution, if any. */
 export function stopOf(ctx: WorkflowContext, signal: AbortSignal | undefined): Error | undefined {
-  return signal ? stops.get(ctx)?.get(signal)?.abort : undefined;
+  return stopEntry(ctx, signal, false)?.abort;
 }
 
 /** The abort that certainly stopped `signal` in this execution, if any. */
@@ -84,8 +84,29 @@ export function certainStopOf(
   ctx: WorkflowContext,
   signal: AbortSignal | undefined,
 ): Error | undefined {
-  const stop = signal ? stops.get(ctx)?.get(signal) : undefined;
-  return stop?.certain ? stop.abort : undefined;
+  return stopEntry(ctx, signal, true)?.abort;
+}
+
+/** The stop marked on `signal`, or on a signal it follows (`AbortSignal.any([caller's,
+ *  own])`: fired with it in the first execution). Without the latter, a loop whose signal
+ *  follows a stopped caller's went on where the first execution's SDK stopped it (its stop
+ *  landed in onStepFinish, with no tool of its own to record it): its next model call took
+ *  the next number of the model's name, another call's record. */
+function stopEntry(
+  ctx: WorkflowContext,
+  signal: AbortSignal | undefined,
+  certainOnly: boolean,
+): Stop | undefined {
+  const mine = signal ? stops.get(ctx) : undefined;
+  if (!mine || !signal) return undefined;
+  const fits = (s: Stop | undefined) => (s && (!certainOnly || s.certain) ? s : undefined);
+  const own = fits(mine.get(signal));
+  if (own) return own;
+  for (const source of signalSources(signal) ?? []) {
+    const followed = fits(mine.get(source));
+    if (followed) return followed;
+  }
+  return undefined;
 }
 
 /** The signals of the model calls whose answers hold tool calls not yet made, by toolKey. */
