@@ -6,7 +6,9 @@
 // call its first execution never made, under the next number of the model's name, and was
 // handed the next call's record: the run's call continuing b's conversation after the stop
 // (a silent swap: b "answered" with that call's answer, which then paid for a new one),
-// or, for another request, a false NonDeterminismError.
+// or, for another request, a false NonDeterminismError. So did a loop of the caller's very
+// signal when a's loop had `timeout.totalMs`: a's stop was marked on the SDK's
+// AbortSignal.any([caller's, its timer]) alone.
 
 import { generateText, type ModelMessage, stepCountIs, tool } from "ai";
 import { MockLanguageModelV4 } from "ai/test";
@@ -50,6 +52,9 @@ interface Shape {
   cleanupMs: number;
   /** How long b's log step (in its onStepFinish) runs on after the stop. */
   logMs: number;
+  /** a's loop has `timeout.totalMs` (its calls' and tools' signal then follows the
+   *  caller's and the SDK's timer). */
+  aTotalMs?: boolean;
   /** The run's call after both loops: a prompt of its own, or b's conversation continued. */
   after: "final" | "continue-b";
 }
@@ -98,6 +103,7 @@ async function stopInOnStepFinish(h: Harness, name: string, shape: Shape) {
           stopWhen: stepCountIs(3),
           messages: which === "a" ? [{ role: "user", content: "loop a" }] : [...bSoFar],
           abortSignal: signal,
+          ...(which === "a" && shape.aTotalMs ? { timeout: { totalMs: 600_000 } } : {}),
           onStepFinish: async (s) => {
             if (which !== "b") return;
             bSoFar.push(...s.response.messages);
@@ -159,11 +165,19 @@ describe.each(BACKENDS)(
         "b's signal follows the caller's (AbortSignal.any), the run then continues b's conversation",
         { bSignal: "any", cleanupMs: 0, logMs: 100, after: "continue-b" },
       ],
+      [
+        "a's loop has timeout.totalMs, b's signal is the caller's, the run then calls the model anew",
+        { bSignal: "same", cleanupMs: 0, logMs: 100, aTotalMs: true, after: "final" },
+      ],
+      [
+        "a's loop has timeout.totalMs, b's signal is the caller's, the run then continues b's conversation",
+        { bSignal: "same", cleanupMs: 0, logMs: 100, aTotalMs: true, after: "continue-b" },
+      ],
     ];
     for (const [title, shape] of shapes) {
       it(`${title}: b stays stopped on replay, and the replay pays for no call`, async () => {
         const h = harness();
-        const name = `h10-osf-${shape.bSignal}-${shape.after}`;
+        const name = `h10-osf-${shape.bSignal}-${shape.aTotalMs ? "total-" : ""}${shape.after}`;
         const { outcomes, r, replayCalls } = await stopInOnStepFinish(h, name, shape);
         expect(outcomes[0]).toBe(expected);
         expect(r).toEqual({ value: expected });

@@ -69,9 +69,30 @@ export function markStopped(
     mine = new WeakMap();
     stops.set(ctx, mine);
   }
-  const had = mine.get(signal);
-  if (!had) mine.set(signal, { abort, certain });
-  else if (certain) had.certain = true;
+  for (const s of certain ? withCallerSource(signal, abort) : [signal]) {
+    const had = mine.get(s);
+    if (!had) mine.set(s, { abort, certain });
+    else if (certain) had.certain = true;
+  }
+}
+
+/** `signal`, and the caller's signal it follows when that alone can have fired with
+ *  `abort`. A loop given `timeout.totalMs` makes its model calls and tools with
+ *  `AbortSignal.any([caller's, its timer])`: a stop marked on that alone left another loop
+ *  of the same caller's signal going on in its replay (its stop landed in onStepFinish),
+ *  into the next call's record. A stop that is not a TimeoutError came from a signal that is
+ *  not a timer's (AbortSignal.timeout); when only one such signal is followed, it fired. */
+function withCallerSource(signal: AbortSignal, abort: Error): AbortSignal[] {
+  if (abort.name === "TimeoutError") return [signal];
+  const callers = [...(signalSources(signal) ?? [])].filter((s) => !isTimerSignal(s));
+  return callers.length === 1 ? [signal, callers[0] as AbortSignal] : [signal];
+}
+
+/** Whether Node made `signal` with AbortSignal.timeout() (its internal `kTimeout`). */
+function isTimerSignal(signal: AbortSignal): boolean {
+  const own = signal as unknown as Record<symbol, unknown>;
+  const key = Object.getOwnPropertySymbols(signal).find((k) => k.description === "kTimeout");
+  return key !== undefined && own[key] === true;
 }
 
 /** The abort that stopped `signal` in this execution, if any. */
