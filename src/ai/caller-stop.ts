@@ -29,6 +29,12 @@
 // record, when it says CALLER_ABORTED or is an AbortError (a tool's own timeout is a
 // TimeoutError). Two loops at once answering the same tool and id (a mock's "call-1") are
 // told apart by the signals the tool's signal follows (takeLoopSignal).
+//
+// A stop marked on a signal also stops a signal that follows it (AbortSignal.any: a loop
+// of the caller's signal and one of its own), and a stop on a loop's merged signal
+// (`timeout.totalMs`) is marked on the caller's signal it follows too (stopEntry,
+// withCallerSource): a loop whose stop landed between its steps, with no tool to record
+// it, stops in its replay where the stop's record is handed over.
 
 import type { WorkflowContext } from "../index.js";
 import { toolKey } from "./tool-order.js";
