@@ -177,7 +177,7 @@ describe.each(BACKENDS)(
     for (const [title, shape] of shapes) {
       it(`${title}: b stays stopped on replay, and the replay pays for no call`, async () => {
         const h = harness();
-        const name = `h10-osf-${shape.bSignal}-${shape.aTotalMs ? "total-" : ""}${shape.after}`;
+        const name = `composite-stop-${shape.bSignal}-${shape.aTotalMs ? "total-" : ""}${shape.after}`;
         const { outcomes, r, replayCalls } = await stopInOnStepFinish(h, name, shape);
         expect(outcomes[0]).toBe(expected);
         expect(r).toEqual({ value: expected });
