@@ -318,6 +318,8 @@ export class Context implements CallCore {
   /** A call made after the workflow's own work took a record made inside a cascade while the
    *  hand-overs were held (doubtfulCall). */
   private lateTookHeldRecord = false;
+  /** The first such call's key (lateTookHeldRecord), named when its verdict never comes. */
+  private lateHeldKey: string | undefined;
   /** The stalled position and the hand-overs so far the stall timer is counting for. */
   private stallPosition: number | undefined;
   private stallReleased = -1;
@@ -856,7 +858,10 @@ export class Context implements CallCore {
     if (call.record) {
       this.matchRecord(call, call.record);
       if (this.delivery.holding) {
-        if (late && !call.record.issuedLate) this.lateTookHeldRecord = true;
+        if (late && !call.record.issuedLate) {
+          if (!this.lateTookHeldRecord) this.lateHeldKey = call.key;
+          this.lateTookHeldRecord = true;
+        }
         this.recheckHeldSoon();
       }
     } else {
@@ -1151,6 +1156,20 @@ export class Context implements CallCore {
       // its record.
       this.delivery.hold();
       this.recheckWindowLater();
+      return;
+    }
+    // Out of time with the workflow's own work still pending: the held record's own call may
+    // yet come, and the late call that took it may be another of its name whose timer won a
+    // race. Handing the record over would hand it that call's value (and the replay's later
+    // checks take the two for calls of cascades apart): refused instead.
+    if (this.doubtfulCall() && this.lateWork.busyForMs(LATE_WORK_GRACE_MS) > 0) {
+      const key = this.lateHeldKey ?? "?";
+      this.fail(
+        new NonDeterminismError(
+          `Run "${this.host.runId}" no longer matches its journal: the call keyed "${key}" was made after work of the workflow's own (a timer, a file) and took a record made inside the code an outcome ran, and that work was still pending after ${this.host.replayStallMs} ms (replayStallMs), so cairn cannot tell whether that record is this call's or another call's of its name still to come (code that raced a cairn call against its own timer, Promise.race, took the other side this time). Make the race's outcome a recorded one (a step's timeout, ctx.waitForEvent's timeout, ctx.sleep in the race), or give each call its own name.`,
+          { runId: this.host.runId, key },
+        ),
+      );
       return;
     }
     this.lateTookHeldRecord = false;
