@@ -34,6 +34,9 @@ export interface CallNode {
    *  this replay makes it in that same window (inside the cascade, or late: code joined with
    *  work of the workflow's own that the replay found unfinished). Context.recordedWindowOf. */
   readonly recordedWindow?: number;
+  /** On a replay: made late while the hand-overs were held, taking a record made inside a
+   *  cascade (Context.doubtfulCall): perhaps another call's of its name, come early. */
+  readonly tookHeldRecord?: boolean;
 }
 
 interface RootScope {

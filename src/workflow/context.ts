@@ -799,12 +799,17 @@ export class Context implements CallCore {
     const key = n === 1 ? name : `${name}#${n}`;
     const record = this.journal.outcomes.get(key);
     const recordedWindow = this.recordedWindowOf(record);
+    // A late call is not judged by windows after a `prev` that took a held record late: that
+    // record may be this call's own, taken by `prev` from a race its timer or I/O won, and
+    // handed over once the hold ended (the workflow's own work looked done: a request past
+    // the grace); this call then takes `prev`'s record, of a later window (h11-held-network-swap).
+    const trusted = late && prev?.tookHeldRecord === true ? undefined : recordedWindow;
     if (
       prev &&
       (prev.late || late) &&
-      !inRecordedCascadesApart(prev, recordedWindow) &&
+      !inRecordedCascadesApart(prev, trusted) &&
       !isAncestor(prev, scope.node) &&
-      !this.madeAfter(prev, late && record?.issuedLate === true, recordedWindow)
+      !this.madeAfter(prev, late && record?.issuedLate === true, trusted)
     ) {
       this.fail(
         new NonDeterminismError(
@@ -825,6 +830,9 @@ export class Context implements CallCore {
       fixed: !late && !this.cascadeTainted,
       replayedInCascade: !late && record !== undefined && !record.issuedLate,
       ...(recordedWindow === undefined ? {} : { recordedWindow }),
+      ...(late && this.delivery.holding && record !== undefined && !record.issuedLate
+        ? { tookHeldRecord: true }
+        : {}),
     };
     this.lastCallOf.set(name, node);
     enterCall(node);
