@@ -1,14 +1,13 @@
-// A hold after a doubtful hold that ran its course (Context.cascadeOver). A late call that
-// takes a record made inside a cascade while the hand-overs are held keeps the hold while the
-// workflow's own work may still make calls, at most replayStallMs (doubtfulCall). That hold
-// ended with its "waiting since" time left set (it is cleared only by a cascade with nothing to
-// wait for), so the next cascade's hold, for a call the workflow's own work delays, found its
-// replayStallMs already spent and refused the run at once: a correct program (a timer of its
-// own pending longer than replayStallMs, as an uncleared race timeout is) was failed with
-// NonDeterminismError ("the journal recorded step "y" ... which the code did not call at that
-// point") though y came 200 ms later. It replayed before the doubtful hold (fbf4a58).
-// Deterministic: the replay's own work is a file read and timers; replayStallMs is 1.5 s, the
-// pending timer 1.7 s.
+// A hold after a doubtful hold (Context.cascadeOver). A late call that takes a record made
+// inside a cascade while the hand-overs are held keeps the hold while the workflow's own work
+// may still make calls, at most replayStallMs (doubtfulCall). Found (h8): such a hold kept on
+// past replayStallMs by a pending timer ended with its "waiting since" time left set, and the
+// next cascade's hold, for a call the workflow's own work delays, found its replayStallMs
+// spent and refused a correct program at once; mended by clearing it whenever a hold ends.
+// That repro no longer applies: a doubtful hold whose work is still pending at replayStallMs
+// now refuses the run itself (replay-held-timeout-swap-findings). What is left here guards the
+// neighbouring shape, a doubtful hold ended by its work (1.2 s) and a second hold whose call
+// comes 0.6 s in, with replayStallMs 1.5 s: it replays. It passes without the mend too.
 
 import { readFile } from "node:fs/promises";
 import { describe, expect, it } from "vitest";
@@ -30,14 +29,16 @@ describe.each(BACKENDS)("%s: a hold after a doubtful hold", (backend) => {
       { name: "hold-after-doubtful", version: "1" },
       async (ctx: WorkflowContext) => {
         const own = (ms: number) => (firstRun ? delay(0) : readSelf().then(() => delay(ms)));
-        // Pending through the first hold, past replayStallMs (on the replay).
-        const slow = own(1700);
+        // Pending through the first hold (on the replay), which ends when it fires.
+        const slow = own(1200);
         // x is recorded in m's cascade; on the replay it comes late and takes its own record
         // while the hand-overs are held for it: a doubtful hold, which the slow timer keeps.
         await Promise.all([ctx.step("m", () => delay(50).then(() => "m")), own(200)]);
         got.push(await ctx.step("x", () => "x"));
-        // y is recorded in x's cascade; on the replay it comes once the slow timer fires.
+        // y is recorded in x's cascade; on the replay it comes 600 ms after the slow timer fired:
+        // within its own hold's replayStallMs, past the first hold's.
         await slow;
+        await own(600);
         got.push(await ctx.step("y", () => "y"));
         await ctx.waitForEvent("go");
         return "done";

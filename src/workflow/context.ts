@@ -802,7 +802,7 @@ export class Context implements CallCore {
     // A late call is not judged by windows after a `prev` that took a held record late: that
     // record may be this call's own, taken by `prev` from a race its timer or I/O won, and
     // handed over once the hold ended (the workflow's own work looked done: a request past
-    // the grace); this call then takes `prev`'s record, of a later window (h11-held-network-swap).
+    // the grace); this call then takes `prev`'s record, of a later window (test/replay-held-network-swap-findings.test.ts).
     const trusted = late && prev?.tookHeldRecord === true ? undefined : recordedWindow;
     if (
       prev &&

@@ -1,4 +1,4 @@
-// h11: the held-record verdict ends when the workflow's own work looks done, and other work
+// the held-record verdict ends when the workflow's own work looks done, and other work
 // than timers (a socket, a file) counts only for a grace (late-work.ts): a request that takes
 // longer is still pending when the hold ends. A late call that took a record made inside the
 // cascade of its own window (its own request won a race the first run's outcome won) was

@@ -1,4 +1,4 @@
-// h11: a late call that took a record made inside the cascade of its own window while the
+// a late call that took a record made inside the cascade of its own window while the
 // hand-overs were held, and whose hold then ended by replayStallMs (the workflow's own work
 // still pending), was handed that record; the owner, made late in the next window, took the
 // impostor's record made inside that window's cascade, and the pair check was skipped for
