@@ -124,8 +124,9 @@ describe.skipIf(!pgUrl)("generative harness: a kill with a record on the wire (P
     const waitingAtServer = async () => {
       for (;;) {
         const r = await watcher.query(
-          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1",
-          [`%${schema}%append_records%`],
+          // A step written alone is one fenced INSERT (single-step.ts), others append_records.
+          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1 AND (query LIKE '%append_records%' OR query LIKE '%INSERT INTO%')",
+          [`%${schema}%`],
         );
         if ((r.rows[0] as { n: number }).n > 0) return;
         await turns(1);
