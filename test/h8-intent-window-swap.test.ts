@@ -1,18 +1,18 @@
-// UNMENDED (fails now). A correct program swapped through a begun effect's intent after a
-// crash; no race against a timer of its own. Branch A makes effect x ("a") after step "m"
-// joined with work of its own; branch B makes effect x ("b") after step "s". The first run
-// makes A's x inside m's cascade (its own work was done), and its worker dies while A's
-// perform runs (the provider stored "a" under x's idempotency key; x has an intent, no
-// record), before s ends. On the replay, A's own work takes 300 ms and s (a new call now)
-// 150 ms: B's call, made inside s's cascade, is the name's first and matches A's intent (kind
-// and name only), so B's reconcile is asked with A's key and B is handed "a"; A's call,
-// made later, is then refused. Had the first run gone on, B's call would have been x#2 with
-// its own value: the program is deterministic, and its replay handed one call another's
-// value. A record of x would not let this happen: a call recorded inside a cascade is
-// demanded by the end of that cascade, and the hand-overs (s's) are held until it is made
-// (Context.missingCall). An intent holds no window: s's outcome is handed over before A's
-// call is made. A mend: write the call's window (issuedAfter) into its intent, and demand
-// and hold for an intent made inside a cascade as for a record (missingCall, doubtfulCall).
+// Finding (h8; mended by h12). A correct program swapped through a begun effect's intent
+// after a crash; no race against a timer of its own. Branch A makes effect x ("a") after
+// step "m" joined with work of its own; branch B makes effect x ("b") after step "s". The
+// first run makes A's x inside m's cascade (its own work was done), and its worker dies
+// while A's perform runs (the provider stored "a" under x's idempotency key; x has an
+// intent, no record), before s ends. On the replay, A's own work takes 300 ms and s (a new
+// call now) 150 ms: B's call, made inside s's cascade, was the name's first and matched A's
+// intent (kind and name only), so B's reconcile was asked with A's key and B was handed "a";
+// A's call, made later, was then refused. Had the first run gone on, B's call would have
+// been x#2 with its own value. A record of x would not let this happen: a call recorded
+// inside a cascade is demanded by the end of that cascade, and the hand-overs (s's) are held
+// until it is made (Context.missingCall). The mend: an effect's or a child's intent written
+// inside a cascade holds its window (records.ts, intentRecord), the replay demands it there
+// as a record (JournalIndex.cascadeCalls), a late call taking it while held keeps the hold
+// (doubtful) and is placed in that cascade (its node is fixed), so B's call is x#2.
 // Deterministic: s takes 150 ms; A's call comes after a file read and 300 ms.
 
 import { readFile } from "node:fs/promises";

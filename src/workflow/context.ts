@@ -88,7 +88,7 @@ import type { Effect, StepContext, StepOptions, WorkflowContext } from "./contex
 import { CrashCharges } from "./crash-charges.js";
 import type { Workflow } from "./define.js";
 import { DeliveryQueue } from "./delivery.js";
-import { JournalIndex } from "./journal-index.js";
+import { type CascadeCall, JournalIndex } from "./journal-index.js";
 import {
   type CascadePoint,
   type LateWork,
@@ -99,6 +99,7 @@ import {
   attemptRecord,
   intentIssuedLate,
   intentRecord,
+  intentWindow,
   outcomeRecord,
   workerLostAttempt,
 } from "./records.js";
@@ -819,6 +820,13 @@ export class Context implements CallCore {
       );
       throw new HaltedSignal();
     }
+    // A late call taking a record, or an effect's or a child's intent, made inside the
+    // cascade whose hand-overs are held for it (missingCall) is that cascade's code: its
+    // first run made it there, and no later hand-over comes before it is made again. It is
+    // placed as a call made in that cascade is (fixed), so a later cascade's call of its
+    // name follows it; and the record it writes says that window, not late, so the next
+    // replay demands it there too (a later call of its name could take it otherwise).
+    const tookHeldIntent = late && record === undefined && this.takesHeldIntent(key);
     this.counts.set(name, n);
     const node: CallNode = {
       owner: this,
@@ -827,7 +835,7 @@ export class Context implements CallCore {
       depth: (scope.node?.depth ?? 0) + 1,
       late,
       seq: this.seq,
-      fixed: !late && !this.cascadeTainted,
+      fixed: late ? tookHeldIntent || recordedWindow !== undefined : !this.cascadeTainted,
       replayedInCascade: !late && record !== undefined && !record.issuedLate,
       ...(recordedWindow === undefined ? {} : { recordedWindow }),
       ...(late && this.delivery.holding && record !== undefined && !record.issuedLate
@@ -847,7 +855,7 @@ export class Context implements CallCore {
       // A call made inside a cascade is recorded as such even when the cascade may continue
       // work of the workflow's own: a replay still demands it by the end of that cascade,
       // once that work is done (cascadeOver). Only a late call's window is left unchecked.
-      issuedLate: late,
+      issuedLate: late && !tookHeldIntent,
       looseWindow: late || this.cascadeTainted,
       node,
       record,
@@ -875,6 +883,13 @@ export class Context implements CallCore {
     } else {
       this.matchIntent(call);
       if (!late) this.lastNewCall = call;
+      else if (tookHeldIntent) {
+        // As a late call that takes a held record (above): it may be another call of the
+        // name, come early; the hand-overs stay held while the workflow's own work may make
+        // the one that began there.
+        this.lateTookHeldRecord = true;
+        this.recheckHeldSoon();
+      }
     }
     return call;
   }
@@ -888,9 +903,10 @@ export class Context implements CallCore {
    *  again from the code its result continues), or when `prev` was itself made inside a
    *  cascade before that point: the code after `await Promise.all(branches)` that reads a
    *  file, then reuses a name the branches used. For the latter, a call made late is never
-   *  such a `prev`: its place is timing's; nor one made in a cascade that may continue work
-   *  of the workflow's own (`Promise.all` of a step and a file read runs in that cascade
-   *  only when the read was done first, else late). */
+   *  such a `prev`: its place is timing's (but one that took a record or a begun call's
+   *  intent made inside the cascade held for it: that cascade's code, beginCall); nor one
+   *  made in a cascade that may continue work of the workflow's own (`Promise.all` of a step
+   *  and a file read runs in that cascade only when the read was done first, else late). */
   private madeAfter(
     prev: CallNode,
     replayingLate: boolean,
@@ -1108,7 +1124,7 @@ export class Context implements CallCore {
     // record): reconciled, or taking the answer of that key, it would be handed the other
     // call's value. It waits while the workflow's own work may still make calls, at most
     // replayStallMs: that call, if it comes, is refused first (beginCall).
-    if (call.issuedLate && this.intentFromCascade(call.key)) await this.ownWorkOver();
+    if (call.node.late && this.intentFromCascade(call.key)) await this.ownWorkOver();
     // Each await below may outlast the function: once it settled, nothing new starts.
     if (this.halted || this.draining || this.finishing) return never();
     if (this.syncWritesPending > 0) {
@@ -1125,6 +1141,14 @@ export class Context implements CallCore {
   private intentFromCascade(key: string): boolean {
     const intent = this.journal.intents.get(key);
     return intent !== undefined && this.journal.exactWindows && !intentIssuedLate(intent);
+  }
+
+  /** Whether `key` holds an intent written inside the cascade of the window the hand-overs
+   *  are held at now (its call is missing there: missingCall). */
+  private takesHeldIntent(key: string): boolean {
+    if (!this.delivery.holding || !this.journal.exactWindows) return false;
+    const intent = this.journal.intents.get(key);
+    return intent !== undefined && intentWindow(intent)?.issuedAfter === this.delivery.released;
   }
 
   /** Resolves once no work of the workflow's own is pending (at most replayStallMs), or the
@@ -1251,13 +1275,13 @@ export class Context implements CallCore {
   }
 
   /** A recorded call made inside a cascade up to `window`, not made again. */
-  private missingCall(window: number): StepRecord | undefined {
+  private missingCall(window: number): CascadeCall | undefined {
     if (!this.journal.exactWindows) return undefined;
     const list = this.journal.cascadeCalls;
     while (this.cascadeCursor < list.length) {
       const rec = list[this.cascadeCursor]!;
       if ((rec.issuedAfter ?? 0) > window) return undefined;
-      if (!this.consumed.has(rec.key)) return rec;
+      if (!this.consumed.has(rec.key) && !this.begunCalledAgain.has(rec.key)) return rec;
       this.cascadeCursor++;
     }
     return undefined;

@@ -12,6 +12,10 @@ import type {
   Journal,
   StepRecord,
 } from "../store/store.js";
+import { intentWindow } from "./records.js";
+
+/** A call the journal says was made inside a cascade: its key, and its window and place. */
+export type CascadeCall = Pick<StepRecord, "key" | "kind" | "name" | "seq" | "issuedAfter">;
 
 export class JournalIndex {
   /** The outcome each key holds for this execution. */
@@ -33,8 +37,9 @@ export class JournalIndex {
   readonly freeSince = new Map<string, number>();
   /** The generation of the record at each ordered position. */
   readonly positionGenerations = new Map<number, number>();
-  /** Calls made inside a cascade (their window is a fact of the program), by window. */
-  readonly cascadeCalls: StepRecord[];
+  /** Calls made inside a cascade (their window is a fact of the program), by window: those
+   *  recorded, and effects and children begun (an intent with its window). */
+  readonly cascadeCalls: CascadeCall[];
   /** The first position a new outcome may take. */
   readonly firstNewPosition: number;
   /** Windows can be compared exactly: no outcome of this journal is outside the order. */
@@ -118,7 +123,7 @@ export class JournalIndex {
             ? s.issuedAfter! > r.calledAt
             : s.delivery > r.after && s.issuedAfter! >= r.calledAt),
       );
-    const cascade: StepRecord[] = [];
+    const cascade: CascadeCall[] = [];
     for (const [key, rec] of byKey) {
       this.outcomes.set(key, rec);
       if (isFree(rec)) {
@@ -145,6 +150,19 @@ export class JournalIndex {
       if (!rec.issuedLate) cascade.push(rec);
     }
     this.exactWindows = this.freeKeys.size === 0;
+    // An effect or a child call begun inside a cascade and not finished (its intent, with
+    // its window) is demanded by that cascade's end as a record's call is: a later call of
+    // its name must not come first and take what it began (an effect reconciled to its
+    // value). Not where a resume replaced a failure: the window may be the replaced
+    // history's. Intents written before they kept a window are judged as before.
+    if (replaced.length === 0) {
+      for (const i of journal.intents) {
+        if (byKey.has(i.key) || (i.kind !== "effect" && i.kind !== "child")) continue;
+        const w = intentWindow(i);
+        if (w === undefined) continue;
+        cascade.push({ key: i.key, kind: i.kind, name: i.name, ...w });
+      }
+    }
     this.cascadeCalls = cascade.sort((a, b) => (a.issuedAfter ?? 0) - (b.issuedAfter ?? 0));
     // Spend is summed per key by generation, then attempt: the order the execution that
     // recorded them summed it in (Context.countSpend), whatever order the store lists them in.

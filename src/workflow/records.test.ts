@@ -7,6 +7,7 @@ import {
   attemptRecord,
   type CallPlace,
   intentRecord,
+  intentWindow,
   outcomeRecord,
   workerLostAttempt,
 } from "./records.js";
@@ -112,6 +113,23 @@ describe("intentRecord", () => {
       name: "open-pr",
       createdAt: 7,
     });
-    expect(decode(rec.data)).toEqual({ idempotencyKey: "k" });
+    // An effect made inside a cascade: its window and place, which a replay demands it by.
+    expect(decode(rec.data)).toEqual({ idempotencyKey: "k", issuedAfter: 3, seq: 4 });
+    expect(intentWindow(rec)).toEqual({ issuedAfter: 3, seq: 4 });
+  });
+
+  it("a late call's intent says so and holds no window; a wait's holds none", () => {
+    const late = intentRecord({ ...call, issuedLate: true }, { idempotencyKey: "k" }, 7);
+    expect(decode(late.data)).toEqual({ idempotencyKey: "k", issuedLate: true });
+    expect(intentWindow(late)).toBeUndefined();
+    const wait = intentRecord({ ...call, kind: "wait" }, { deadline: 9 }, 7);
+    expect(decode(wait.data)).toEqual({ deadline: 9 });
+    expect(intentWindow(wait)).toBeUndefined();
+  });
+
+  it("an intent written before intents kept a window, or unreadable, holds none", () => {
+    const older = { ...intentRecord(call, {}, 7), data: '[{"idempotencyKey":1},"k"]' };
+    expect(intentWindow(older)).toBeUndefined();
+    expect(intentWindow({ ...older, data: "not devalue" })).toBeUndefined();
   });
 });

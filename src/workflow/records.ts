@@ -107,14 +107,25 @@ export function workerLostAttempt(
 
 /** An intent's data says whether its call was made late, as a record's `issuedLate` does:
  *  the end of a replay gives a begun call the first run made late its time to be made again
- *  (context.ts, begunNotCalledAgain). Absent (older intents, calls made in a cascade): not. */
+ *  (context.ts, begunNotCalledAgain). Absent (older intents, calls made in a cascade): not.
+ *  An effect or a child call made inside a cascade writes its window and place instead: a
+ *  replay demands it by that cascade's end, as it does a record's call
+ *  (JournalIndex.cascadeCalls), so a later call of its name cannot come first and take what
+ *  it began (an effect reconciled to its value, its child). */
 export function intentRecord(call: CallPlace, data: object, createdAt: number): IntentRecord {
+  const windowed = call.kind === "effect" || call.kind === "child";
   return {
     runId: call.runId,
     key: call.key,
     kind: call.kind,
     name: call.name,
-    data: encode(call.issuedLate ? { ...data, issuedLate: true } : data),
+    data: encode(
+      call.issuedLate
+        ? { ...data, issuedLate: true }
+        : windowed
+          ? { ...data, issuedAfter: call.issuedAfter, seq: call.seq }
+          : data,
+    ),
     createdAt,
   };
 }
@@ -127,5 +138,23 @@ export function intentIssuedLate(intent: IntentRecord): boolean {
     return decode<{ issuedLate?: unknown } | null>(intent.data)?.issuedLate === true;
   } catch {
     return false;
+  }
+}
+
+/** The window and place of the call that wrote `intent` inside a cascade (see intentRecord);
+ *  undefined when it was made late, or its intent was written before intents kept them (or
+ *  cannot be read): such a begun call is judged as before, at the end of the run. */
+export function intentWindow(
+  intent: IntentRecord,
+): { issuedAfter: number; seq: number } | undefined {
+  try {
+    const d = decode<{ issuedAfter?: unknown; seq?: unknown; issuedLate?: unknown } | null>(
+      intent.data,
+    );
+    if (d?.issuedLate === true) return undefined;
+    if (typeof d?.issuedAfter !== "number" || typeof d.seq !== "number") return undefined;
+    return { issuedAfter: d.issuedAfter, seq: d.seq };
+  } catch {
+    return undefined;
   }
 }
