@@ -37,6 +37,10 @@ export interface CallNode {
   /** On a replay: made late while the hand-overs were held, taking a record made inside a
    *  cascade (Context.doubtfulCall): perhaps another call's of its name, come early. */
   readonly tookHeldRecord?: boolean;
+  /** On a replay, made late while the hand-overs were held at this window for the record or
+   *  begun call's intent it took (made inside that window's cascade): made before the next
+   *  hand-over (Context.madeAfter). */
+  readonly heldWindow?: number;
 }
 
 interface RootScope {

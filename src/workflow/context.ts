@@ -821,12 +821,14 @@ export class Context implements CallCore {
       throw new HaltedSignal();
     }
     // A late call taking a record, or an effect's or a child's intent, made inside the
-    // cascade whose hand-overs are held for it (missingCall) is that cascade's code: its
-    // first run made it there, and no later hand-over comes before it is made again. It is
-    // placed as a call made in that cascade is (fixed), so a later cascade's call of its
-    // name follows it; and the record it writes says that window, not late, so the next
-    // replay demands it there too (a later call of its name could take it otherwise).
+    // cascade whose hand-overs are held for it (missingCall) is made before the next
+    // hand-over: a call a later cascade makes of its name follows it (heldWindow,
+    // madeAfter). The record it writes says that window, not late, so the next replay
+    // demands it there too (a later call of its name could take it otherwise).
     const tookHeldIntent = late && record === undefined && this.takesHeldIntent(key);
+    const tookHeld =
+      tookHeldIntent ||
+      (late && this.delivery.holding && record !== undefined && !record.issuedLate);
     this.counts.set(name, n);
     const node: CallNode = {
       owner: this,
@@ -835,11 +837,12 @@ export class Context implements CallCore {
       depth: (scope.node?.depth ?? 0) + 1,
       late,
       seq: this.seq,
-      fixed: late ? tookHeldIntent || recordedWindow !== undefined : !this.cascadeTainted,
+      fixed: !late && !this.cascadeTainted,
       replayedInCascade: !late && record !== undefined && !record.issuedLate,
       ...(recordedWindow === undefined ? {} : { recordedWindow }),
-      ...(late && this.delivery.holding && record !== undefined && !record.issuedLate
-        ? { tookHeldRecord: true }
+      ...(tookHeld ? { tookHeldRecord: true } : {}),
+      ...(tookHeldIntent || (tookHeld && recordedWindow !== undefined)
+        ? { heldWindow: this.delivery.released }
         : {}),
     };
     this.lastCallOf.set(name, node);
@@ -903,10 +906,9 @@ export class Context implements CallCore {
    *  again from the code its result continues), or when `prev` was itself made inside a
    *  cascade before that point: the code after `await Promise.all(branches)` that reads a
    *  file, then reuses a name the branches used. For the latter, a call made late is never
-   *  such a `prev`: its place is timing's (but one that took a record or a begun call's
-   *  intent made inside the cascade held for it: that cascade's code, beginCall); nor one
-   *  made in a cascade that may continue work of the workflow's own (`Promise.all` of a step
-   *  and a file read runs in that cascade only when the read was done first, else late). */
+   *  such a `prev`: its place is timing's (but see heldWindow); nor one made in a cascade
+   *  that may continue work of the workflow's own (`Promise.all` of a step and a file read
+   *  runs in that cascade only when the read was done first, else late). */
   private madeAfter(
     prev: CallNode,
     replayingLate: boolean,
@@ -922,6 +924,17 @@ export class Context implements CallCore {
     // another order would make one with the other's record, of the other kind, and be
     // checked as on a first run.
     if (replayingLate && prev.replayedInCascade) return true;
+    // `prev` took a record or intent made inside the cascade held for it (beginCall): it was
+    // made before the next hand-over, as its first run made it inside that cascade; a call
+    // made inside a later cascade follows it in every execution. (A late call is not judged
+    // so: `prev` may be an impostor come early, h11-held-network-swap.)
+    if (
+      this.delivery.inCascade &&
+      prev.heldWindow !== undefined &&
+      this.delivery.released > prev.heldWindow
+    ) {
+      return true;
+    }
     // A late call that replays a record made inside the cascade of the window it is made in
     // is code of that cascade, which the replay found its join with the workflow's own work
     // unfinished: the first run judged it at that cascade's point, and so does this one (by
