@@ -1,4 +1,4 @@
-// Finding (h8; mended by h12). A correct program swapped through a begun effect's intent
+// Finding (mended). A correct program swapped through a begun effect's intent
 // after a crash; no race against a timer of its own. Branch A makes effect x ("a") after
 // step "m" joined with work of its own; branch B makes effect x ("b") after step "s". The
 // first run makes A's x inside m's cascade (its own work was done), and its worker dies

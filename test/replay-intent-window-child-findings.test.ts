@@ -1,4 +1,4 @@
-// Finding (h12), mended with h8's intent-window swap: an intent carries the window of the
+// Finding, mended with the intent-window swap: an intent carries the window of the
 // cascade its call was made in. Here the begun call is a child, not an effect. Branch A
 // starts child x (input "a") after step "m" joined with work of its own; branch B starts
 // child x (input "b") after step "s". The first run makes A's call inside m's cascade (its
@@ -28,7 +28,7 @@ describe.each(BACKENDS)("%s: a begun child's intent made inside a cascade", (bac
     let crashed = false;
     let crash = () => {};
     const got: string[] = [];
-    const kid = workflow({ name: "h12-kid", version: "1" }, async (ctx, id: string) =>
+    const kid = workflow({ name: "intent-window-kid", version: "1" }, async (ctx, id: string) =>
       ctx.step("work", async () => {
         if (firstRun) {
           // Long enough for the parent's intent (written after the child's create) to land.
@@ -40,7 +40,7 @@ describe.each(BACKENDS)("%s: a begun child's intent made inside a cascade", (bac
         return id;
       }),
     );
-    const wf = workflow({ name: "h12-parent", version: "1" }, async (ctx: WorkflowContext) => {
+    const wf = workflow({ name: "intent-window-parent", version: "1" }, async (ctx: WorkflowContext) => {
       got.length = 0; // each execution's own (the parent is replayed once a child ends)
       const x = async (id: string) => {
         got.push(`${id}=${await ctx.child("x", kid, id)}`);
