@@ -126,7 +126,9 @@ describe.skipIf(!url)("PostgreSQL prepared statements", () => {
       }),
     ).toMatchObject({ ok: true });
     // What a later migration does to the table whose rows createRun and release_runs return.
-    await withClient(base, (c) => c.query(`ALTER TABLE "${schema}".runs ADD COLUMN later_added text`));
+    await withClient(base, (c) =>
+      c.query(`ALTER TABLE "${schema}".runs ADD COLUMN later_added text`),
+    );
     const second = await claimedRun(store, "run_2");
     expect(second).toMatchObject({ id: "run_2", status: "running" });
     expect(

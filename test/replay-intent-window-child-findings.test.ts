@@ -40,24 +40,27 @@ describe.each(BACKENDS)("%s: a begun child's intent made inside a cascade", (bac
         return id;
       }),
     );
-    const wf = workflow({ name: "intent-window-parent", version: "1" }, async (ctx: WorkflowContext) => {
-      got.length = 0; // each execution's own (the parent is replayed once a child ends)
-      const x = async (id: string) => {
-        got.push(`${id}=${await ctx.child("x", kid, id)}`);
-      };
-      const ownWork = () => (firstRun ? delay(0) : readSelf().then(() => delay(300)));
-      await Promise.all([
-        (async () => {
-          await Promise.all([ctx.step("m", () => delay(50).then(() => "m")), ownWork()]);
-          await x("a");
-        })(),
-        (async () => {
-          await ctx.step("s", () => (firstRun ? never() : delay(150).then(() => "s")));
-          await x("b");
-        })(),
-      ]);
-      return "done";
-    });
+    const wf = workflow(
+      { name: "intent-window-parent", version: "1" },
+      async (ctx: WorkflowContext) => {
+        got.length = 0; // each execution's own (the parent is replayed once a child ends)
+        const x = async (id: string) => {
+          got.push(`${id}=${await ctx.child("x", kid, id)}`);
+        };
+        const ownWork = () => (firstRun ? delay(0) : readSelf().then(() => delay(300)));
+        await Promise.all([
+          (async () => {
+            await Promise.all([ctx.step("m", () => delay(50).then(() => "m")), ownWork()]);
+            await x("a");
+          })(),
+          (async () => {
+            await ctx.step("s", () => (firstRun ? never() : delay(150).then(() => "s")));
+            await x("b");
+          })(),
+        ]);
+        return "done";
+      },
+    );
     const first = crashableEngine(h, [wf, kid]);
     crash = first.crash;
     const run = await first.engine.start(wf, undefined);
