@@ -437,13 +437,12 @@ export class Execution {
     if (this.held === undefined) {
       // Begun before its run's create was asked, and ended needing no record: the release
       // goes into the create's transaction (folded-start.ts).
-      const folded = RELEASED_KINDS.has(outcome.kind)
-        ? this.pending?.fold(
-            releaseOf(this.claim.run, outcome as ReleasedOutcome, this.deps.maxPayloadBytes),
-          )
+      const end = RELEASED_KINDS.has(outcome.kind)
+        ? releaseOf(this.claim.run, outcome as ReleasedOutcome, this.deps.maxPayloadBytes)
         : undefined;
-      if (folded !== undefined) {
-        await this.releasedWithCreate(folded, outcome as ReleasedOutcome);
+      const folded = end && this.pending?.fold(end);
+      if (end && folded !== undefined) {
+        await this.releasedWithCreate(folded, end);
         return;
       }
     }
@@ -506,7 +505,7 @@ export class Execution {
   /** Its run was created and released in one transaction (folded-start.ts). */
   private async releasedWithCreate(
     folded: Promise<{ run: RunRecord; created: boolean }>,
-    outcome: ReleasedOutcome,
+    release: Release,
   ): Promise<void> {
     this.releasing = true;
     let made: { run: RunRecord; created: boolean };
@@ -527,7 +526,8 @@ export class Execution {
     this.epoch = made.run.epoch;
     this.letGo = true;
     this.released = made.run;
-    const release = releaseOf(made.run, outcome, this.deps.maxPayloadBytes);
+    // The release the create's transaction wrote (its output encoded once): what it reports
+    // (status, error, reason, wake) does not depend on the epoch the create gave the run.
     this.reportRelease(made.run.status, release);
     this.trace.end(made.run.status, made.run.status === "failed" ? release.error : null);
   }
