@@ -3,11 +3,18 @@
 // the run only through CallCore (call-core.ts).
 
 import { copyAsStored, decode, encode, type StoredCopy, takeCopy } from "../codec/codec.js";
-import { InputValidationError, SerializationError, toErrorRecord } from "../errors.js";
+import {
+  InputValidationError,
+  NonDeterminismError,
+  SerializationError,
+  toErrorRecord,
+} from "../errors.js";
 import { toMs } from "../lib/duration.js";
 import type { ErrorRecord } from "../store/store.js";
 import { type ApprovalAnswer, answeredApproval, timedOutApproval } from "./approval-outcome.js";
-import type { Call, CallCore } from "./call-core.js";
+import { type Call, type CallCore, HaltedSignal } from "./call-core.js";
+import { unreadable } from "./call-errors.js";
+import { type ChildCallIdentity, childInputDigests, sameInputDigest } from "./child-identity.js";
 import type { ContextHost } from "./context.js";
 import type { ApprovalOptions, ApprovalResult } from "./context-types.js";
 import { checkSchemaOrThrown } from "./schema-check.js";
@@ -39,11 +46,14 @@ export class ApprovalCalls {
       return Promise.reject(err);
     }
     let request: StoredCopy = { value: options.request };
+    // Taken when the call is made: the workflow may change the request object afterwards.
+    const asked = childInputDigests(options.request);
     return this.core.makeCall(
       name,
       "approval",
-      (call) => this.approvalCall<R, A>(call, name, options, request, onTimeout, timeoutMs),
+      (call) => this.approvalCall<R, A>(call, name, options, request, asked, onTimeout, timeoutMs),
       (call) => {
+        this.matchAsking(call, name, asked);
         // An asking that may be stored (anew after a crash, or asked again by a resume): its
         // request as it is now (copyAsStored).
         if (!call.record) request = copyAsStored(options.request, this.core.storedTexts);
@@ -57,6 +67,7 @@ export class ApprovalCalls {
     options: ApprovalOptions<R, A>,
     /** options.request as it was when the call was made. */
     given: StoredCopy,
+    asked: Pick<ChildCallIdentity, "input">,
     onTimeout: "approve" | "reject",
     timeoutMs: number | undefined,
   ): Promise<ApprovalResult<A>> {
@@ -81,7 +92,11 @@ export class ApprovalCalls {
     }
     const encoded = this.encodeApprovalRequest(call, request);
     if (typeof encoded !== "string") return this.core.recordError(call, encoded, startedAt);
-    const extra = { event: eventName, onTimeout };
+    const extra = {
+      event: eventName,
+      onTimeout,
+      ...(asked.input !== undefined && { request: asked.input }),
+    };
     const waited = waitDeadline(call, intent, startedAt, timeoutMs, extra);
     if (waited.fresh) await this.core.commit({ intents: [waited.fresh] });
     // A resume asks an asking its answer failed anew, with a deadline of its own from now
@@ -140,6 +155,34 @@ export class ApprovalCalls {
       }
       await this.core.block({ key: call.key, wakeAt: deadline, event: eventName });
     }
+  }
+
+  /** An asking with an intent was made by a call that asked a request: it must still be the
+   *  same request, or the answer given to that one (stored with the approvals row the
+   *  approver saw) would be handed to another: "deploy staging" approved, "drop production"
+   *  performed. Compared by a digest of the request as handed in, as a child's input is
+   *  (child-identity.ts): the code's request before its schema, an Error by its every part
+   *  but the stack. Intents written before cairn kept the digest hold none: not compared. */
+  private matchAsking(call: Call, name: string, asked: Pick<ChildCallIdentity, "input">): void {
+    const intent = this.core.journal.intents.get(call.key);
+    if (!intent) return;
+    let recorded: { request?: unknown };
+    try {
+      recorded = decode<{ request?: unknown }>(intent.data);
+    } catch (err) {
+      // An intent this worker cannot read: the call's own path stops on it (unlessKeyMissing).
+      if (unreadable(err)) return;
+      throw err;
+    }
+    if (typeof recorded.request !== "string" || sameInputDigest(recorded.request, asked)) return;
+    const answered = call.record ? "answered" : "asked";
+    this.core.fail(
+      new NonDeterminismError(
+        `Run "${this.core.host.runId}" no longer matches its journal at key "${call.key}": the journal recorded approval "${name}" ${answered} for another request than the code now asks (the recorded asking and its answer belong to that request). Build the request from the workflow's input and recorded results only (ctx.now() for a time). ${this.core.remedy()}`,
+        { runId: this.core.host.runId, key: call.key },
+      ),
+    );
+    throw new HaltedSignal();
   }
 
   /** An approval's request as stored, or why it cannot be (the call's error). */
