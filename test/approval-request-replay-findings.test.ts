@@ -50,7 +50,7 @@ describe.each(BACKENDS)("an approval replayed with another request on %s", (back
     await e.sendEvent("answered", "proceed", null);
     await expect(e.handle("answered").result()).rejects.toThrow(NonDeterminismError);
     await expect(e.handle("answered").result()).rejects.toThrow(
-      /key "go": the journal recorded approval "go" answered for another request/,
+      /key "go": the journal recorded approval "go" asked with another request than the code now asks \(its recorded outcome/,
     );
     expect(performed).toEqual([]);
   });
@@ -68,7 +68,7 @@ describe.each(BACKENDS)("an approval replayed with another request on %s", (back
     expect(shown?.request).toEqual({ action: "deploy staging" });
     await e.approve("waiting", "go", { by: "alice" });
     await expect(e.handle("waiting").result()).rejects.toThrow(
-      /key "go": the journal recorded approval "go" asked for another request/,
+      /key "go": the journal recorded approval "go" asked with another request than the code now asks \(an answer to it/,
     );
     expect(performed).toEqual([]);
   });

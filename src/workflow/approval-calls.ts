@@ -175,10 +175,10 @@ export class ApprovalCalls {
       throw err;
     }
     if (typeof recorded.request !== "string" || sameInputDigest(recorded.request, asked)) return;
-    const answered = call.record ? "answered" : "asked";
+    const belongs = call.record ? "its recorded outcome belongs" : "an answer to it belongs";
     this.core.fail(
       new NonDeterminismError(
-        `Run "${this.core.host.runId}" no longer matches its journal at key "${call.key}": the journal recorded approval "${name}" ${answered} for another request than the code now asks (the recorded asking and its answer belong to that request). Build the request from the workflow's input and recorded results only (ctx.now() for a time). ${this.core.remedy()}`,
+        `Run "${this.core.host.runId}" no longer matches its journal at key "${call.key}": the journal recorded approval "${name}" asked with another request than the code now asks (${belongs} to that request). Build the request from the workflow's input and recorded results only (ctx.now() for a time). ${this.core.remedy()}`,
         { runId: this.core.host.runId, key: call.key },
       ),
     );
