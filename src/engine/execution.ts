@@ -50,6 +50,17 @@ export interface ExecutionDeps {
   cancelChildren?(runId: string, reason: string): Promise<void>;
 }
 
+/** Whether an execution holds its run in the store. A claimed run is held from the start;
+ *  one begun before its create committed (folded-start.ts) is "unasked" until it needs a
+ *  record or ends, "waiting" while that create is answered, then held or not (the create
+ *  failed or found the id taken, or the worker closed). `answer` settles once, with whether
+ *  it is held: every caller waiting meanwhile, or asking after, takes the same promise. */
+type Holding =
+  | { kind: "unasked"; create: PendingCreate }
+  | { kind: "waiting"; answer: Promise<boolean> }
+  | { kind: "held" }
+  | { kind: "not-held"; answer: Promise<boolean> };
+
 export class Execution {
   readonly runId: string;
   /** The claim's epoch (of a run begun before its create committed, once it did). */
@@ -57,11 +68,9 @@ export class Execution {
   /** The run as claimed; begun before its create committed (folded-start.ts), the run as
    *  that create will leave it until durable() hands over the claim it made. */
   private claim: ClaimedRun;
-  /** Whether this execution holds its run in the store: false until the create of a run
-   *  begun before it committed says so (createdDurably). */
-  private held: Promise<boolean> | undefined;
-  /** held has settled true: no await is needed any more. */
-  private heldNow: boolean;
+  /** Whether this execution holds its run in the store: at once for a claimed run; for one
+   *  begun before its create committed, once that create says so (createdDurably). */
+  private holding: Holding;
   private ctx: Context | undefined;
   private pendingCancel: string | undefined;
   private abandoned = false;
@@ -94,11 +103,10 @@ export class Execution {
     private readonly journal?: Journal,
     /** Begun before its run's create committed (folded-start.ts): nothing is written or
      *  begun before it says the run is this execution's. */
-    private readonly pending?: PendingCreate,
+    pending?: PendingCreate,
   ) {
     this.claim = claim;
-    this.heldNow = pending === undefined;
-    if (!pending) this.held = Promise.resolve(true);
+    this.holding = pending ? { kind: "unasked", create: pending } : { kind: "held" };
     this.runId = claim.run.id;
     this.epoch = claim.run.epoch;
     this.trace = new ExecutionTrace(claim.run, claim.recovered);
@@ -275,16 +283,17 @@ export class Execution {
       abortGraceMs: this.deps.abortGraceMs,
       replayStallMs: this.deps.replayStallMs,
       retry: this.wf.options.retry as Partial<RetryPolicy> | undefined,
-      commit: this.pending
-        ? (w) => {
-            if (this.heldNow) return committer.write({ ...w, runId: run.id, epoch: this.epoch });
-            return this.createdDurably().then((held) => {
-              if (!held) throw leaseTakenOver(run.id, this.epoch);
-              return committer.write({ ...w, runId: run.id, epoch: this.epoch });
-            });
-          }
-        : (w) => committer.write({ ...w, runId: run.id, epoch: run.epoch }),
-      ...(this.pending && { created: () => this.heldNow || this.createdDurably() }),
+      // this.epoch is the claim's, or (begun before its create) the create's once it is held.
+      commit: (w) => {
+        if (this.holding.kind === "held") {
+          return committer.write({ ...w, runId: run.id, epoch: this.epoch });
+        }
+        return this.createdDurably().then((held) => {
+          if (!held) throw leaseTakenOver(run.id, this.epoch);
+          return committer.write({ ...w, runId: run.id, epoch: this.epoch });
+        });
+      },
+      created: () => this.holding.kind === "held" || this.createdDurably(),
       startChild: (childId, wf, input, inputDigest, inputByName) =>
         this.deps.startChild(run.id, childId, wf, input, inputDigest, inputByName),
       childOutcome: (childId) => childOutcome(store, childId, run.id, this.deps.maxPayloadBytes),
@@ -434,19 +443,19 @@ export class Execution {
       this.trace.end(this.abandoned ? "abandoned" : outcome.kind);
       return;
     }
-    if (this.held === undefined) {
+    if (this.holding.kind === "unasked") {
       // Begun before its run's create was asked, and ended needing no record: the release
       // goes into the create's transaction (folded-start.ts).
       const end = RELEASED_KINDS.has(outcome.kind)
         ? releaseOf(this.claim.run, outcome as ReleasedOutcome, this.deps.maxPayloadBytes)
         : undefined;
-      const folded = end && this.pending?.fold(end);
+      const folded = end && this.holding.create.fold(end);
       if (end && folded !== undefined) {
         await this.releasedWithCreate(folded, end);
         return;
       }
     }
-    if (!this.heldNow && !(await this.createdDurably())) {
+    if (this.holding.kind !== "held" && !(await this.createdDurably())) {
       this.endedUnwritten = true;
       this.trace.end("abandoned");
       return;
@@ -489,17 +498,22 @@ export class Execution {
    *  needs a record, or a call is about to begin). Not held (the create failed or found the
    *  id taken, or the worker closed meanwhile), it stops, writing nothing. */
   private createdDurably(): Promise<boolean> {
-    this.held ??= this.pending!.durable().then((claim) => {
+    const h = this.holding;
+    if (h.kind === "held") return Promise.resolve(true);
+    if (h.kind !== "unasked") return h.answer;
+    const answer = h.create.durable().then((claim) => {
       if (!claim) {
         this.stopWithoutWriting();
+        this.holding = { kind: "not-held", answer };
         return false;
       }
       this.claim = claim;
       this.epoch = claim.run.epoch;
-      this.heldNow = true;
+      this.holding = { kind: "held" };
       return true;
     });
-    return this.held;
+    this.holding = { kind: "waiting", answer };
+    return answer;
   }
 
   /** Its run was created and released in one transaction (folded-start.ts). */
