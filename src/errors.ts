@@ -237,7 +237,7 @@ export function toErrorRecord(err: unknown): {
   // undefined was "" at first and "null" on replay; a BigInt one could not be stored at all,
   // and the run was handed back for ever). An Error of another realm (node:vm, a sandbox)
   // is one too: instanceof knows only this realm's, and its name and code were lost.
-  if (err instanceof Error || isNativeError(err)) {
+  if (isErrorValue(err)) {
     const code = read(err, "code");
     const stack = read(err, "stack");
     return {
@@ -251,6 +251,16 @@ export function toErrorRecord(err: unknown): {
     name: "Error",
     message: toStoredText(asText(err, err === null ? "null" : "undefined")),
   };
+}
+
+/** Whether a thrown value is an Error (of any realm). A revoked proxy throws on instanceof:
+ *  none (then its record failed to build, and the run's end was never written). */
+function isErrorValue(err: unknown): err is Error {
+  try {
+    return err instanceof Error || isNativeError(err);
+  } catch {
+    return false;
+  }
 }
 
 /** A property of a thrown value (a getter may throw: then undefined). */
@@ -270,7 +280,11 @@ function asText(v: unknown, fallback: string): string {
   try {
     return String(v);
   } catch {
-    return Object.prototype.toString.call(v);
+    try {
+      return Object.prototype.toString.call(v);
+    } catch {
+      return "[a value that cannot be read]"; // a revoked proxy
+    }
   }
 }
 

@@ -11,10 +11,15 @@ export const CALL_KEY = Symbol.for("cairn.callKey");
 /** The key of the call whose error this is (or caused it), if any. */
 export function failedCallKey(err: unknown): string | null {
   let e: unknown = err;
-  for (let depth = 0; depth < 8 && e instanceof Error; depth++) {
-    const key = (e as unknown as Record<symbol, unknown>)[CALL_KEY];
-    if (typeof key === "string") return key;
-    e = e.cause;
+  try {
+    for (let depth = 0; depth < 8 && e instanceof Error; depth++) {
+      const key = (e as unknown as Record<symbol, unknown>)[CALL_KEY];
+      if (typeof key === "string") return key;
+      e = e.cause;
+    }
+  } catch {
+    // A thrown value that throws when read (a revoked proxy): no call's error. Let through,
+    // the run's end was never written and the run stayed running, leased, for ever.
   }
   return null;
 }
@@ -53,7 +58,12 @@ export function failedCallKeys(err: unknown): string[] {
       e = e.cause;
     }
   };
-  visit(err, 0);
+  try {
+    visit(err, 0);
+  } catch {
+    // A thrown value that throws when read (a revoked proxy): the keys found before it.
+    // Let through, the run's end was never written and the run stayed running for ever.
+  }
   return [...keys];
 }
 
