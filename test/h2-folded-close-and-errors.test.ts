@@ -15,6 +15,7 @@ import {
   encryptedStore,
   type Store,
   sqliteStore,
+  type Workflow,
   workflow,
 } from "../src/index.js";
 import { tempDbPath } from "./helpers/sqlite.js";
@@ -60,7 +61,7 @@ describe("close() while folded creates wait for the committer (SQLite)", () => {
     });
     await engine.start(empty, { n: -1 }); // opens the store and starts the worker
     const starts = Array.from({ length: 40 }, (_, n) =>
-      engine.start(n % 2 === 0 ? empty : oneStep, { n }).then(
+      (n % 2 === 0 ? engine.start(empty, { n }) : engine.start(oneStep, { n })).then(
         (h) => ({ ok: true as const, id: h.id }),
         (err: unknown) => ({ ok: false as const, err }),
       ),
@@ -149,7 +150,7 @@ function engineOn(store: Store, workflows: AnyWorkflow[]) {
 }
 
 describe("a store error on the folded transaction, under encryptedStore (SQLite)", () => {
-  for (const wf of [empty, oneStep]) {
+  for (const wf of [empty, oneStep] as Array<Workflow<{ n: number }, unknown>>) {
     it(`the create throws (${wf.name}): start() rejects with it, nothing is written, the engine goes on`, async () => {
       const path = db();
       const { store, calls } = failingCreates(sqliteStore(path), 1);

@@ -13,12 +13,16 @@
 import { execFile } from "node:child_process";
 import { describe, expect, it } from "vitest";
 import { type WorkflowContext, workflow } from "../src/index.js";
-import { crashableEngine } from "./helpers/crash.js";
+import {
+  crashAfterRecordThenReplay,
+  delay,
+  outcome,
+  raceOwnTimer,
+  sendWith,
+  swaps,
+} from "./helpers/crash-replay.js";
 import { BACKENDS, useHarness } from "./helpers/engines.js";
-import { until } from "./helpers/sqlite.js";
 
-const delay = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const never = () => new Promise<never>(() => {});
 const command = () => new Promise<void>((r) => execFile("sleep", ["3"], () => r()));
 
 describe.each(BACKENDS)("%s: a held record's owner waiting for a command", (backend) => {
@@ -26,61 +30,45 @@ describe.each(BACKENDS)("%s: a held record's owner waiting for a command", (back
 
   it.fails("is not swapped with an early call of its name, nor an effect performed with its value", async () => {
     const h = harness();
-    let firstRun = true;
-    let crashed = false;
-    let crash = () => {};
     const got: string[] = [];
     const performed: string[] = [];
-    const wf = workflow({ name: "command-swap", version: "1" }, async (ctx: WorkflowContext) => {
-      const x = async (id: string) => {
-        const v = await ctx.step("x", () => delay(5).then(() => id));
-        got.push(`${id}=${v}`);
-        return v;
-      };
-      await Promise.all([
-        (async () => {
-          // The first run's command was done before m; the replay's takes 3 s.
+    const { runId, replay } = await crashAfterRecordThenReplay(
+      h,
+      (c) =>
+        workflow({ name: "command-swap", version: "1" }, async (ctx: WorkflowContext) => {
+          const x = async (id: string) => {
+            const v = await ctx.step("x", () => delay(5).then(() => id));
+            got.push(`${id}=${v}`);
+            return v;
+          };
           await Promise.all([
-            ctx.step("m", () => delay(50).then(() => "m")),
-            firstRun ? undefined : command(),
+            (async () => {
+              // The first run's command was done before m; the replay's takes 3 s.
+              await Promise.all([
+                ctx.step("m", () => delay(50).then(() => "m")),
+                c.firstRun ? undefined : command(),
+              ]);
+              await x("a");
+              if (c.firstRun) c.crash();
+            })(),
+            (async () => {
+              await raceOwnTimer(ctx, c);
+              await sendWith(ctx, await x("b"), performed);
+            })(),
           ]);
-          await x("a");
-          if (firstRun) {
-            crash();
-            crashed = true;
-          }
-        })(),
-        (async () => {
-          const timer = firstRun ? never() : delay(100);
-          const q = ctx.step("q", () => (firstRun ? never() : delay(400).then(() => "q")));
-          await Promise.race([q, timer]);
-          const v = await x("b");
-          await ctx.effect("send", {
-            perform: () => {
-              performed.push(`b sent ${v}`);
-              return v;
-            },
-            reconcile: () => undefined,
-          });
-        })(),
-      ]);
-      return "done";
-    });
-    const first = crashableEngine(h, [wf]);
-    crash = first.crash;
-    const run = await first.engine.start(wf, undefined);
-    await until(() => crashed, "A's x is recorded and the worker dies");
-    expect(got).toEqual(["a=a"]);
-    got.length = 0;
-    firstRun = false;
-    await h.clock.advance(60_000);
-    const second = h.engine([wf]);
-    const out = await second
-      .handle(run.id)
-      .result()
-      .catch((err: Error) => err.name);
+          return "done";
+        }),
+      {
+        crashed: "A's x is recorded and the worker dies",
+        beforeReplay: () => {
+          expect(got).toEqual(["a=a"]);
+          got.length = 0;
+        },
+      },
+    );
+    const out = await outcome(replay, runId);
     // Was: got ["b=a"], performed ["b sent a"], then refused at A's call.
-    expect(got.filter((g) => g.split("=")[0] !== g.split("=")[1])).toEqual([]);
+    expect(swaps(got)).toEqual([]);
     expect(performed).toEqual([]);
     expect(out).toBe("NonDeterminismError");
   }, 30_000);

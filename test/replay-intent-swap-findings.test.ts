@@ -12,82 +12,66 @@
 // (Context.beforeExecute, at most replayStallMs): A's call comes meanwhile and is refused.
 // Deterministic: B's timer is 100 ms; A's call comes after a file read and 1 s.
 
-import { readFile } from "node:fs/promises";
 import { describe, expect, it } from "vitest";
 import { type WorkflowContext, workflow } from "../src/index.js";
-import { crashableEngine } from "./helpers/crash.js";
+import {
+  crashAfterRecordThenReplay,
+  delay,
+  never,
+  outcome,
+  ownWork,
+  raceOwnTimer,
+  sendWith,
+  swaps,
+} from "./helpers/crash-replay.js";
 import { BACKENDS, useHarness } from "./helpers/engines.js";
-import { until } from "./helpers/sqlite.js";
-
-const delay = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const never = () => new Promise<never>(() => {});
-const readSelf = () => readFile(new URL(import.meta.url), "utf8");
 
 describe.each(BACKENDS)("%s: a begun effect's intent at the end of a journal", (backend) => {
   const harness = useHarness(backend);
 
   it("is not taken by an early call of its name from a race its own timer won", async () => {
     const h = harness();
-    let firstRun = true;
-    let crashed = false;
-    let crash = () => {};
     const got: string[] = [];
     const performed: string[] = [];
     // The provider applies each idempotency key once and tells what it did under it.
     const provider = new Map<string, string>();
-    const wf = workflow({ name: "intent-swap", version: "1" }, async (ctx: WorkflowContext) => {
-      const x = async (id: string) => {
-        const v = await ctx.effect("x", {
-          perform: (key) => {
-            provider.set(key, id);
-            if (firstRun) {
-              // A's perform happened: the worker dies before its record.
-              crash();
-              crashed = true;
-              return never();
-            }
-            return id;
-          },
-          reconcile: (key) => provider.get(key),
-        });
-        got.push(`${id}=${v}`);
-        return v;
-      };
-      const ownWork = () => (firstRun ? delay(0) : readSelf().then(() => delay(1000)));
-      await Promise.all([
-        (async () => {
-          await Promise.all([ctx.step("m", () => delay(50).then(() => "m")), ownWork()]);
-          await x("a");
-        })(),
-        (async () => {
-          const timer = firstRun ? never() : delay(100);
-          const q = ctx.step("q", () => (firstRun ? never() : delay(400).then(() => "q")));
-          await Promise.race([q, timer]);
-          const v = await x("b");
-          await ctx.effect("send", {
-            perform: () => {
-              performed.push(`b sent ${v}`);
-              return v;
-            },
-            reconcile: () => undefined,
-          });
-        })(),
-      ]);
-      return "done";
-    });
-    const first = crashableEngine(h, [wf]);
-    crash = first.crash;
-    const run = await first.engine.start(wf, undefined);
-    await until(() => crashed, "A's x performs and the worker dies");
-    firstRun = false;
-    await h.clock.advance(60_000);
-    const second = h.engine([wf]);
-    const out = await second
-      .handle(run.id)
-      .result()
-      .catch((err: Error) => err.name);
+    const { runId, replay } = await crashAfterRecordThenReplay(
+      h,
+      (c) =>
+        workflow({ name: "intent-swap", version: "1" }, async (ctx: WorkflowContext) => {
+          const x = async (id: string) => {
+            const v = await ctx.effect("x", {
+              perform: (key) => {
+                provider.set(key, id);
+                if (c.firstRun) {
+                  // A's perform happened: the worker dies before its record.
+                  c.crash();
+                  return never();
+                }
+                return id;
+              },
+              reconcile: (key) => provider.get(key),
+            });
+            got.push(`${id}=${v}`);
+            return v;
+          };
+          await Promise.all([
+            (async () => {
+              await Promise.all([ctx.step("m", () => delay(50).then(() => "m")), ownWork(c, 1000)]);
+              await x("a");
+            })(),
+            (async () => {
+              await raceOwnTimer(ctx, c);
+              await sendWith(ctx, await x("b"), performed);
+            })(),
+          ]);
+          return "done";
+        }),
+      { crashed: "A's x performs and the worker dies" },
+    );
+    const out = await outcome(replay, runId);
     // Was: got ["b=a"], performed ["b sent a"], then refused at A's call.
-    expect(got.filter((g) => g.split("=")[0] !== g.split("=")[1])).toEqual([]);
+    expect(swaps(got)).toEqual([]);
     expect(performed).toEqual([]);
     expect(out).toBe("NonDeterminismError");
   }, 30_000);

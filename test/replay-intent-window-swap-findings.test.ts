@@ -15,71 +15,62 @@
 // (doubtful) and is placed in that cascade (its node is fixed), so B's call is x#2.
 // Deterministic: s takes 150 ms; A's call comes after a file read and 300 ms.
 
-import { readFile } from "node:fs/promises";
 import { describe, expect, it } from "vitest";
 import { type WorkflowContext, workflow } from "../src/index.js";
-import { crashableEngine } from "./helpers/crash.js";
+import {
+  crashAfterRecordThenReplay,
+  delay,
+  never,
+  outcome,
+  ownWork,
+  swaps,
+} from "./helpers/crash-replay.js";
 import { BACKENDS, useHarness } from "./helpers/engines.js";
-import { until } from "./helpers/sqlite.js";
-
-const delay = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const never = () => new Promise<never>(() => {});
-const readSelf = () => readFile(new URL(import.meta.url), "utf8");
 
 describe.each(BACKENDS)("%s: a begun effect's intent made inside a cascade", (backend) => {
   const harness = useHarness(backend);
 
   it("is reconciled for its own call, not for a later call of its name", async () => {
     const h = harness();
-    let firstRun = true;
-    let crashed = false;
-    let crash = () => {};
     const got: string[] = [];
     const performs: string[] = [];
     const provider = new Map<string, string>();
-    const wf = workflow({ name: "intent-window", version: "1" }, async (ctx: WorkflowContext) => {
-      const x = async (id: string) => {
-        const v = await ctx.effect("x", {
-          perform: (key) => {
-            performs.push(id);
-            provider.set(key, id);
-            if (firstRun) {
-              crash();
-              crashed = true;
-              return never();
-            }
-            return id;
-          },
-          reconcile: (key) => provider.get(key),
-        });
-        got.push(`${id}=${v}`);
-      };
-      const ownWork = () => (firstRun ? delay(0) : readSelf().then(() => delay(300)));
-      await Promise.all([
-        (async () => {
-          await Promise.all([ctx.step("m", () => delay(50).then(() => "m")), ownWork()]);
-          await x("a");
-        })(),
-        (async () => {
-          await ctx.step("s", () => (firstRun ? never() : delay(150).then(() => "s")));
-          await x("b");
-        })(),
-      ]);
-      return "done";
-    });
-    const first = crashableEngine(h, [wf]);
-    crash = first.crash;
-    const run = await first.engine.start(wf, undefined);
-    await until(() => crashed, "A's x performs and the worker dies");
-    firstRun = false;
-    await h.clock.advance(60_000);
-    const second = h.engine([wf]);
-    const out = await second
-      .handle(run.id)
-      .result()
-      .catch((err: Error) => err.name);
+    const { runId, replay } = await crashAfterRecordThenReplay(
+      h,
+      (c) =>
+        workflow({ name: "intent-window", version: "1" }, async (ctx: WorkflowContext) => {
+          const x = async (id: string) => {
+            const v = await ctx.effect("x", {
+              perform: (key) => {
+                performs.push(id);
+                provider.set(key, id);
+                if (c.firstRun) {
+                  c.crash();
+                  return never();
+                }
+                return id;
+              },
+              reconcile: (key) => provider.get(key),
+            });
+            got.push(`${id}=${v}`);
+          };
+          await Promise.all([
+            (async () => {
+              await Promise.all([ctx.step("m", () => delay(50).then(() => "m")), ownWork(c, 300)]);
+              await x("a");
+            })(),
+            (async () => {
+              await ctx.step("s", () => (c.firstRun ? never() : delay(150).then(() => "s")));
+              await x("b");
+            })(),
+          ]);
+          return "done";
+        }),
+      { crashed: "A's x performs and the worker dies" },
+    );
+    const out = await outcome(replay, runId);
     // Was: got ["b=a"], then NonDeterminismError at A's call.
-    expect(got.filter((g) => g.split("=")[0] !== g.split("=")[1])).toEqual([]);
+    expect(swaps(got)).toEqual([]);
     expect(out).toBe("done");
     expect(got.sort()).toEqual(["a=a", "b=b"]);
     // A's perform ran once, before the crash: its replay is reconciled.

@@ -20,12 +20,19 @@
 import { readFile } from "node:fs/promises";
 import { describe, expect, it } from "vitest";
 import { realClock, type WorkflowContext, workflow } from "../src/index.js";
-import { crashableEngine } from "./helpers/crash.js";
+import {
+  crashAfterRecordThenReplay,
+  delay,
+  never,
+  outcome,
+  ownWork,
+  raceOwnTimer,
+  sendWith,
+  swaps,
+} from "./helpers/crash-replay.js";
 import { BACKENDS, useHarness } from "./helpers/engines.js";
 import { until } from "./helpers/sqlite.js";
 
-const delay = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const never = () => new Promise<never>(() => {});
 const readSelf = () => readFile(new URL(import.meta.url), "utf8");
 
 describe.each(BACKENDS)("%s: a swap at the end of a journal", (backend) => {
@@ -33,69 +40,48 @@ describe.each(BACKENDS)("%s: a swap at the end of a journal", (backend) => {
 
   it("a late call taking a held record is not handed its value while another call of the name may come", async () => {
     const h = harness();
-    let firstRun = true;
-    let crashed = false;
-    let crash = () => {};
     const got: string[] = [];
     const performed: string[] = [];
-    const wf = workflow(
-      { name: "journal-end-swap", version: "1" },
-      async (ctx: WorkflowContext) => {
-        const x = async (id: string) => {
-          const v = await ctx.step("x", () => delay(5).then(() => id));
-          got.push(`${id}=${v}`);
-          return v;
-        };
-        const ownWork = () => (firstRun ? delay(0) : readSelf().then(() => delay(1000)));
-        await Promise.all([
-          (async () => {
-            await Promise.all([ctx.step("m", () => delay(50).then(() => "m")), ownWork()]);
-            await x("a");
-            // A's record is durable: the worker dies here, before q or B's x has a record.
-            if (firstRun) {
-              crash();
-              crashed = true;
-            }
-          })(),
-          (async () => {
-            const timer = firstRun ? never() : delay(100);
-            const q = ctx.step("q", () => (firstRun ? never() : delay(400).then(() => "q")));
-            await Promise.race([q, timer]);
-            const v = await x("b");
-            await ctx.effect("send", {
-              perform: () => {
-                performed.push(`b sent ${v}`);
-                return v;
-              },
-              reconcile: () => undefined,
-            });
-          })(),
-        ]);
-        return "done";
+    const { runId, replay } = await crashAfterRecordThenReplay(
+      h,
+      (c) =>
+        workflow({ name: "journal-end-swap", version: "1" }, async (ctx: WorkflowContext) => {
+          const x = async (id: string) => {
+            const v = await ctx.step("x", () => delay(5).then(() => id));
+            got.push(`${id}=${v}`);
+            return v;
+          };
+          await Promise.all([
+            (async () => {
+              await Promise.all([ctx.step("m", () => delay(50).then(() => "m")), ownWork(c, 1000)]);
+              await x("a");
+              // A's record is durable: the worker dies here, before q or B's x has a record.
+              if (c.firstRun) c.crash();
+            })(),
+            (async () => {
+              await raceOwnTimer(ctx, c);
+              await sendWith(ctx, await x("b"), performed);
+            })(),
+          ]);
+          return "done";
+        }),
+      {
+        crashed: "A's x is recorded and the worker dies",
+        beforeReplay: () => {
+          expect(got).toEqual(["a=a"]);
+          got.length = 0;
+        },
       },
     );
-    const first = crashableEngine(h, [wf]);
-    crash = first.crash;
-    const run = await first.engine.start(wf, undefined);
-    await until(() => crashed, "A's x is recorded and the worker dies");
-    expect(got).toEqual(["a=a"]);
-    got.length = 0;
-    firstRun = false;
-    await h.clock.advance(60_000);
-    const second = h.engine([wf]);
-    const out = await second
-      .handle(run.id)
-      .result()
-      .catch((err: Error) => err);
+    const out = await outcome(replay, runId);
     // No call of x was handed the other's value, and nothing was done with one.
-    expect(got.filter((g) => g.split("=")[0] !== g.split("=")[1])).toEqual([]);
+    expect(swaps(got)).toEqual([]);
     expect(performed).toEqual([]);
-    const steps = await second.getSteps(run.id);
+    const steps = await replay.getSteps(runId);
     expect(steps.map((s) => `${s.key}=${s.result}`).filter((s) => s.startsWith("send"))).toEqual(
       [],
     );
-    expect(out).toBeInstanceOf(Error);
-    expect((out as Error).name).toBe("NonDeterminismError");
+    expect(out).toBe("NonDeterminismError");
   }, 30_000);
 
   it("a late call taking a held record is not handed its value when the name's later record was made late", async () => {
@@ -136,112 +122,88 @@ describe.each(BACKENDS)("%s: a swap at the end of a journal", (backend) => {
     firstRun = false;
     await e.sendEvent(run.id, "go");
     const out = await run.result().catch((err: Error) => err.name);
-    expect(got.filter((g) => g.split("=")[0] !== g.split("=")[1])).toEqual([]);
+    expect(swaps(got)).toEqual([]);
     expect(out).toBe("NonDeterminismError");
   }, 20_000);
 
   it("a late call that owns the held record replays at the end of a journal", async () => {
     const h = harness();
-    let firstRun = true;
-    let crashed = false;
-    let crash = () => {};
     const got: string[] = [];
-    const wf = workflow(
-      { name: "journal-end-owner", version: "1" },
-      async (ctx: WorkflowContext) => {
-        const x = async (id: string) => {
-          const v = await ctx.step("x", () => delay(5).then(() => id));
-          got.push(`${id}=${v}`);
-        };
-        const ownWork = () => (firstRun ? delay(0) : readSelf().then(() => delay(300)));
-        await Promise.all([
-          (async () => {
-            await Promise.all([ctx.step("m", () => delay(50).then(() => "m")), ownWork()]);
-            await x("a");
-            if (firstRun) {
-              crash();
-              crashed = true;
-            }
-          })(),
-          (async () => {
-            await ctx.step("s", () => (firstRun ? never() : delay(150).then(() => "s")));
-            await x("b");
-          })(),
-        ]);
-        return "done";
-      },
+    const { runId, replay } = await crashAfterRecordThenReplay(
+      h,
+      (c) =>
+        workflow({ name: "journal-end-owner", version: "1" }, async (ctx: WorkflowContext) => {
+          const x = async (id: string) => {
+            const v = await ctx.step("x", () => delay(5).then(() => id));
+            got.push(`${id}=${v}`);
+          };
+          await Promise.all([
+            (async () => {
+              await Promise.all([ctx.step("m", () => delay(50).then(() => "m")), ownWork(c, 300)]);
+              await x("a");
+              if (c.firstRun) c.crash();
+            })(),
+            (async () => {
+              await ctx.step("s", () => (c.firstRun ? never() : delay(150).then(() => "s")));
+              await x("b");
+            })(),
+          ]);
+          return "done";
+        }),
+      { crashed: "A's x is recorded and the worker dies", beforeReplay: () => (got.length = 0) },
     );
-    const first = crashableEngine(h, [wf]);
-    crash = first.crash;
-    const run = await first.engine.start(wf, undefined);
-    await until(() => crashed, "A's x is recorded and the worker dies");
-    got.length = 0;
-    firstRun = false;
-    await h.clock.advance(60_000);
-    const second = h.engine([wf]);
-    expect(await second.handle(run.id).result()).toBe("done");
+    expect(await replay.handle(runId).result()).toBe("done");
     expect(got).toEqual(["a=a", "b=b"]);
-    const steps = await second.getSteps(run.id);
+    const steps = await replay.getSteps(runId);
     expect(steps.map((s) => `${s.key}=${s.result}`).sort()).toEqual(["m=m", "s=s", "x#2=b", "x=a"]);
   }, 30_000);
 
   it("a new call is not made with a ctx.uuid() value that an early late call took from the held record", async () => {
     const h = harness();
-    let firstRun = true;
-    let crashed = false;
-    let crash = () => {};
     const got: string[] = [];
     const performed: string[] = [];
-    const wf = workflow(
-      { name: "journal-end-uuid", version: "1" },
-      async (ctx: WorkflowContext) => {
-        const ownWork = () => (firstRun ? delay(0) : readSelf().then(() => delay(1000)));
-        await Promise.all([
-          (async () => {
-            await Promise.all([ctx.step("m", () => delay(50).then(() => "m")), ownWork()]);
-            got.push(`a:${ctx.uuid("x")}`);
-            if (firstRun) {
-              // The uuid's record is written once its cascade is over: then the worker dies.
-              await delay(200);
-              crash();
-              crashed = true;
-            }
-          })(),
-          (async () => {
-            const timer = firstRun ? never() : delay(100);
-            const q = ctx.step("q", () => (firstRun ? never() : delay(400).then(() => "q")));
-            await Promise.race([q, timer]);
-            const u = ctx.uuid("x");
-            got.push(`b:${u}`);
-            await ctx.effect("send", {
-              perform: () => {
-                performed.push(u);
-                return u;
-              },
-              reconcile: () => undefined,
-            });
-          })(),
-        ]);
-        return "done";
+    const { runId, replay } = await crashAfterRecordThenReplay(
+      h,
+      (c) =>
+        workflow({ name: "journal-end-uuid", version: "1" }, async (ctx: WorkflowContext) => {
+          await Promise.all([
+            (async () => {
+              await Promise.all([ctx.step("m", () => delay(50).then(() => "m")), ownWork(c, 1000)]);
+              got.push(`a:${ctx.uuid("x")}`);
+              if (c.firstRun) {
+                // The uuid's record is written once its cascade is over: then the worker dies.
+                await delay(200);
+                c.crash();
+              }
+            })(),
+            (async () => {
+              await raceOwnTimer(ctx, c);
+              const u = ctx.uuid("x");
+              got.push(`b:${u}`);
+              await ctx.effect("send", {
+                perform: () => {
+                  performed.push(u);
+                  return u;
+                },
+                reconcile: () => undefined,
+              });
+            })(),
+          ]);
+          return "done";
+        }),
+      {
+        crashed: "the uuid is recorded and the worker dies",
+        beforeReplay: async (id) => {
+          const recorded = (await h.engine([], { worker: false }).getSteps(id)).find(
+            (s) => s.key === "@uuid:x",
+          );
+          expect(`a:${recorded?.result}`).toBe(got[0]);
+        },
       },
     );
-    const first = crashableEngine(h, [wf]);
-    crash = first.crash;
-    const run = await first.engine.start(wf, undefined);
-    await until(() => crashed, "the uuid is recorded and the worker dies");
-    const recorded = (await h.engine([], { worker: false }).getSteps(run.id)).find(
-      (s) => s.key === "@uuid:x",
-    );
-    expect(`a:${recorded?.result}`).toBe(got[0]);
-    firstRun = false;
-    await h.clock.advance(60_000);
-    const second = h.engine([wf]);
-    const out = await second
-      .handle(run.id)
-      .result()
-      .catch((err: Error) => err.name);
+    const out = await outcome(replay, runId);
     expect(performed).toEqual([]);
-    const steps = await second.getSteps(run.id);
+    const steps = await replay.getSteps(runId);
     expect(steps.filter((s) => s.key === "send")).toEqual([]);
     expect(out).toBe("NonDeterminismError");
   }, 30_000);

@@ -10,71 +10,65 @@
 // meanwhile hands the run back, and the next execution refuses it.
 // Deterministic: B's timer is 100 ms; A's call comes after a file read and 1 s.
 
-import { readFile } from "node:fs/promises";
 import { describe, expect, it } from "vitest";
-import { type Engine, type WorkflowContext, workflow } from "../src/index.js";
-import { crashableEngine } from "./helpers/crash.js";
+import { type WorkflowContext, workflow } from "../src/index.js";
+import {
+  crashAfterRecordThenReplay,
+  delay,
+  never,
+  outcome,
+  ownWork,
+  raceOwnTimer,
+} from "./helpers/crash-replay.js";
 import { BACKENDS, type Harness, useHarness } from "./helpers/engines.js";
 import { until } from "./helpers/sqlite.js";
 
-const delay = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const never = () => new Promise<never>(() => {});
-const readSelf = () => readFile(new URL(import.meta.url), "utf8");
-
-/** The run, its worker dead right after A's uuid record, and that record's value. */
+/** The run, its worker dead right after A's uuid record, and that record's value; the
+ *  engine that replays it. */
 async function crashedAfterA(h: Harness) {
-  let firstRun = true;
-  let crashed = false;
-  let crash = () => {};
-  const wf = workflow({ name: "output-swap", version: "1" }, async (ctx: WorkflowContext) => {
-    const ownWork = () => (firstRun ? delay(0) : readSelf().then(() => delay(1000)));
-    return await Promise.race([
-      (async () => {
-        await Promise.all([ctx.step("m", () => delay(50).then(() => "m")), ownWork()]);
-        const u = ctx.uuid("x");
-        if (firstRun) {
-          // The uuid's record is written once its cascade is over: then the worker dies.
-          await delay(200);
-          crash();
-          crashed = true;
-          await never();
-        }
-        await ctx.step("after", () => "after");
-        return `a:${u}`;
-      })(),
-      (async () => {
-        const timer = firstRun ? never() : delay(100);
-        const q = ctx.step("q", () => (firstRun ? never() : delay(400).then(() => "q")));
-        await Promise.race([q, timer]);
-        return `b:${ctx.uuid("x")}`;
-      })(),
-    ]);
-  });
-  const first = crashableEngine(h, [wf]);
-  crash = first.crash;
-  const run = await first.engine.start(wf, undefined);
-  await until(() => crashed, "the uuid is recorded and the worker dies");
-  const steps = await h.engine([], { worker: false }).getSteps(run.id);
-  const recorded = steps.find((s) => s.key === "@uuid:x")?.result;
-  expect(typeof recorded).toBe("string");
-  firstRun = false;
-  await h.clock.advance(60_000);
-  return { wf, runId: run.id, recorded };
+  let recorded: unknown;
+  const replayed = await crashAfterRecordThenReplay(
+    h,
+    (c) =>
+      workflow({ name: "output-swap", version: "1" }, async (ctx: WorkflowContext) => {
+        return await Promise.race([
+          (async () => {
+            await Promise.all([ctx.step("m", () => delay(50).then(() => "m")), ownWork(c, 1000)]);
+            const u = ctx.uuid("x");
+            if (c.firstRun) {
+              // The uuid's record is written once its cascade is over: then the worker dies.
+              await delay(200);
+              c.crash();
+              await never();
+            }
+            await ctx.step("after", () => "after");
+            return `a:${u}`;
+          })(),
+          (async () => {
+            await raceOwnTimer(ctx, c);
+            return `b:${ctx.uuid("x")}`;
+          })(),
+        ]);
+      }),
+    {
+      crashed: "the uuid is recorded and the worker dies",
+      beforeReplay: async (runId) => {
+        const steps = await h.engine([], { worker: false }).getSteps(runId);
+        recorded = steps.find((s) => s.key === "@uuid:x")?.result;
+        expect(typeof recorded).toBe("string");
+      },
+    },
+  );
+  return { ...replayed, recorded };
 }
-
-const outcome = (e: Engine, runId: string) =>
-  e
-    .handle(runId)
-    .result()
-    .catch((err: Error) => err.name);
 
 describe.each(BACKENDS)("%s: a run's output", (backend) => {
   const harness = useHarness(backend);
 
   it("is not a value an early call took from the record a hold waits for", async () => {
     const h = harness();
-    const { wf, runId, recorded } = await crashedAfterA(h);
-    const out = await outcome(h.engine([wf]), runId);
+    const { runId, recorded, replay } = await crashedAfterA(h);
+    const out = await outcome(replay, runId);
     // Was: "b:<A's uuid>", the run completed.
     expect(out).not.toBe(`b:${recorded}`);
     expect(out).toBe("NonDeterminismError");
@@ -82,8 +76,7 @@ describe.each(BACKENDS)("%s: a run's output", (backend) => {
 
   it("is not written by an engine closed while the verdict is pending", async () => {
     const h = harness();
-    const { wf, runId, recorded } = await crashedAfterA(h);
-    const second = h.engine([wf]);
+    const { wf, runId, recorded, replay: second } = await crashedAfterA(h);
     await until(async () => (await second.getRun(runId))?.status === "running", "the replay runs");
     // B's call took A's record (100 ms); A's comes after 1 s.
     await delay(400);
