@@ -46,6 +46,11 @@ function db(): string {
 const empty = workflow({ name: "empty", version: "1" }, async (_ctx, input: { n: number }) => ({
   n: input.n,
 }));
+/** Ends needing no record, but past the turn of its create's commit (own I/O). */
+const ownIo = workflow({ name: "own-io", version: "1" }, async (_ctx, input: { n: number }) => {
+  await new Promise((r) => setTimeout(r, 30));
+  return { n: input.n };
+});
 const oneStep = workflow({ name: "one-step", version: "1" }, async (ctx, input: { n: number }) =>
   ctx.step("s", () => input.n),
 );
@@ -55,18 +60,33 @@ describe("close() while folded creates wait for the committer (SQLite)", () => {
     const path = db();
     const engine = createEngine({
       store: sqliteStore(path),
-      workflows: [empty, oneStep],
+      workflows: [empty, ownIo, oneStep],
       pollIntervalMs: 20,
       concurrency: 64,
     });
     await engine.start(empty, { n: -1 }); // opens the store and starts the worker
-    const starts = Array.from({ length: 40 }, (_, n) =>
-      (n % 2 === 0 ? engine.start(empty, { n }) : engine.start(oneStep, { n })).then(
+    const starts = Array.from({ length: 45 }, (_, n) =>
+      (n % 3 === 0
+        ? engine.start(empty, { n })
+        : n % 3 === 1
+          ? engine.start(ownIo, { n })
+          : engine.start(oneStep, { n })
+      ).then(
         (h) => ({ ok: true as const, id: h.id }),
         (err: unknown) => ({ ok: false as const, err }),
       ),
     );
     const closed = engine.close();
+    // Asked once close() has begun: refused, nothing of them written (rows counted below).
+    const late = await Promise.all(
+      Array.from({ length: 5 }, (_, n) =>
+        engine.start(empty, { n: 100 + n }).then(
+          () => "resolved",
+          (err: Error) => err.name,
+        ),
+      ),
+    );
+    expect(late).toEqual(Array(5).fill("EngineClosedError"));
     const settled = await Promise.all(starts);
     await closed;
     const rows = committedRuns(path);
@@ -83,7 +103,7 @@ describe("close() while folded creates wait for the committer (SQLite)", () => {
     // A later engine executes every run handed back.
     const again = createEngine({
       store: sqliteStore(path),
-      workflows: [empty, oneStep],
+      workflows: [empty, ownIo, oneStep],
       pollIntervalMs: 20,
     });
     cleanups.push(() => again.close());
