@@ -14,6 +14,9 @@ export class WorkerHeartbeat {
   /** The heartbeat in flight, if any: close() waits for it before the store closes. */
   private beating: Promise<void> | undefined;
   private again = false;
+  /** Holds whose ending (endHold) the store failed: sent again with each round until one
+   *  answers, or until a lease has passed since (the hold has run out by then anyway). */
+  private readonly holdsToEnd = new Map<string, { epoch: number; since: number }>();
 
   constructor(
     private readonly options: WorkerOptions,
@@ -79,6 +82,20 @@ export class WorkerHeartbeat {
     return this.beating;
   }
 
+  /** Ends the hold on `runId` set at `epoch` with the next round: the write that ended it
+   *  failed, and a hold no round looks at again kept other workers off for a whole lease. */
+  endHoldLater(runId: string, epoch: number): void {
+    this.holdsToEnd.set(runId, { epoch, since: this.options.clock.now() });
+  }
+
+  /** The holds still to end, those a lease old dropped. */
+  private holdEnds(now: number): Array<{ runId: string; epoch: number }> {
+    for (const [runId, { since }] of this.holdsToEnd) {
+      if (now - since >= this.options.leaseMs) this.holdsToEnd.delete(runId);
+    }
+    return [...this.holdsToEnd].map(([runId, { epoch }]) => ({ runId, epoch }));
+  }
+
   /** Whether a lease taken at `claimedAt` may still be this worker's: the claim or the last
    *  renewal round was asked less than a lease ago. A process stopped past its lease
    *  (SIGSTOP, a long pause) finds this false on waking, before its heartbeat learns the
@@ -96,14 +113,20 @@ export class WorkerHeartbeat {
     // Taken before asking: the store extended the leases after this moment, not when its
     // answer arrived.
     const askedAt = clock.now();
+    const endHolds = this.holdEnds(askedAt);
     try {
-      if (runs.length > 0 || kept.held.length > 0) {
+      if (runs.length > 0 || kept.held.length > 0 || endHolds.length > 0) {
         const res = await store.renewLeases({
           workerId: this.options.id,
           runs,
           leaseMs,
           ...(kept.held.length > 0 && { holds: kept.held }),
+          ...(endHolds.length > 0 && { endHolds }),
         });
+        // Fenced by worker and epoch: sent once, a hold that was not ours to end stays.
+        for (const { runId, epoch } of endHolds) {
+          if (this.holdsToEnd.get(runId)?.epoch === epoch) this.holdsToEnd.delete(runId);
+        }
         // Only the execution the renewal was for: while it was in flight the run may have
         // been released and claimed again here, under a new epoch that is not lost.
         const renewed = new Map(executing.map((r) => [r.runId, r.epoch]));

@@ -391,7 +391,8 @@ export class Worker {
   }
 
   /** Ends this worker's hold on `runId` set by the release at `epoch` (none: nothing is
-   *  written). A store error leaves the hold to run out. */
+   *  written). After a store error the heartbeat tries again with its next round: left to
+   *  run out, the hold kept every other worker off the run for a whole lease. */
   private async endHold(runId: string, epoch: number): Promise<void> {
     try {
       await this.options.store.renewLeases({
@@ -402,9 +403,10 @@ export class Worker {
       });
     } catch (err) {
       this.options.execution.log(
-        `run "${runId}": could not end its hold now that no step body of it runs here; other workers may claim it once the hold runs out`,
+        `run "${runId}": could not end its hold now that no step body of it runs here; trying again with the next lease renewal`,
         err,
       );
+      this.heartbeat.endHoldLater(runId, epoch);
     }
   }
 
