@@ -14,6 +14,7 @@ import { runIdSegment } from "../run-id-segment.js";
 import { s } from "../schema.js";
 import type { AppEnv } from "../security.js";
 import { amounts, cut, duration, isFinished, number, pretty } from "./format.js";
+import { heldMeta } from "./held.js";
 import {
   ageTag,
   canAct,
@@ -242,6 +243,7 @@ ${error ? html`<p class="why s-failed"><strong>${error.name}${error.code ? ` [${
   <div><dt>Updated</dt><dd>${ageTag(run.updatedAt as string, now)}</dd></div>
   ${run.parentId ? html`<div><dt>Parent</dt><dd><a href="${runUrl(deps, run.parentId as string)}">${cut(run.parentId as string, 60)}</a></dd></div>` : ""}
   <div><dt>Steps</dt><dd>${stepCount(steps, paging)}</dd></div>
+  ${heldMeta(run, now)}
 </dl>
 ${budgetBlock(budget)}`;
 }

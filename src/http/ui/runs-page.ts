@@ -10,6 +10,7 @@ import { listRunPage, RUN_LIST_QUERY, RUN_LIST_VIEWS, type RunListQuery } from "
 import { HttpError } from "../errors.js";
 import type { AppEnv } from "../security.js";
 import { cut, number } from "./format.js";
+import { heldTag } from "./held.js";
 import {
   ageTag,
   canAct,
@@ -196,7 +197,7 @@ ${runs.map(
   <td>${statusBadge(r.status as string)}</td>
   <td class="id"><a href="${runUrl(deps, r.id as string)}">${cut(r.id as string, 64)}</a>${r.parentId ? html` <span class="muted" title="child or fork">↳</span>` : ""}</td>
   <td class="wf">${r.workflow as string}<span class="ver">@${r.version as string}</span></td>
-  <td class="reason">${reasonCell(r, now)}</td>
+  <td class="reason">${reasonCell(r, now)}${heldTag(r, now)}</td>
   <td class="num">${spendCell(r)}</td>
   <td>${ageTag(r.createdAt as string, now)}</td>
   <td>${ageTag(r.updatedAt as string, now)}</td>

@@ -1,0 +1,35 @@
+// A run held for a step body still running in the worker that released it (RunView's
+// heldBy/heldUntil): no other worker claims it until the hold ends. Shown in the runs list
+// (a tag beside why the run stands) and the run's details (which worker, until when), so a
+// run that stays pending while workers sit idle says why.
+
+import { html } from "hono/html";
+import { cut } from "./format.js";
+import { ageTag, type Html } from "./layout.js";
+
+type Json = Record<string, unknown>;
+
+/** Whether `run` is held now: a heldUntil past means the hold has run out. */
+function heldNow(run: Json, now: number): boolean {
+  const until = run.heldUntil as string | undefined;
+  return run.heldBy !== undefined && until !== undefined && Date.parse(until) > now;
+}
+
+/** The runs list's tag for a held run; nothing for one that is not held (now). */
+export function heldTag(run: Json, now: number): Html {
+  if (!heldNow(run, now)) return html``;
+  const title = `held by worker ${run.heldBy as string} until ${run.heldUntil as string}: a step body of it still runs there`;
+  return html` <span class="tag warn held" title="${title}">held</span>`;
+}
+
+/** The run page's line for a hold: the worker and until when (or that it has run out). */
+export function heldMeta(run: Json, now: number): Html {
+  const by = run.heldBy as string | undefined;
+  const until = run.heldUntil as string | undefined;
+  if (by === undefined || until === undefined) return html``;
+  return html`<div class="held"><dt>Held by</dt><dd><code>${cut(by, 60)}</code> ${
+    heldNow(run, now)
+      ? html`<span class="muted">(a step body still runs there) until</span> ${ageTag(until, now)}`
+      : html`<span class="muted">(the hold ran out</span> ${ageTag(until, now)}<span class="muted">)</span>`
+  }</dd></div>`;
+}
