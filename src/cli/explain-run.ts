@@ -6,7 +6,7 @@
 // Judged from the run and the workers' heartbeats; finished runs keep their own reason.
 
 import { APPROVAL_EVENT_PREFIX, type RunView, type WorkerView } from "../index.js";
-import { iso, quoted, shellArg } from "./format.js";
+import { iso, printable, quoted, shellArg } from "./format.js";
 
 /** Whether explaining `run` needs the workers: a pending run (which worker picks it up), a
  *  running one held by no worker or whose lease ended (which worker takes it over). */
@@ -36,7 +36,7 @@ export function explainRun(
  *  the run has none, or it has run out. */
 function heldText(run: RunView, now: Date): string | undefined {
   if (!run.heldBy || !run.heldUntil || run.heldUntil.getTime() <= now.getTime()) return undefined;
-  return `held by ${run.heldBy} until ${iso(run.heldUntil)}`;
+  return `held by ${printable(run.heldBy)} until ${iso(run.heldUntil)}`;
 }
 
 function explainStatus(
@@ -46,6 +46,9 @@ function explainStatus(
   options: { lease?: boolean },
 ): string {
   const ref = `${run.workflow}@${run.version}`;
+  // A worker id is the caller's text: a line break in it (folded into a space by a table's
+  // one-line cell) made it read as more of the explanation ("wrk_a\nrunning on wrk_b").
+  const owner = run.leaseOwner === undefined ? "" : printable(run.leaseOwner);
   switch (run.status) {
     case "waiting": {
       const names = run.waitingFor ?? [];
@@ -71,10 +74,10 @@ function explainStatus(
         if (serving.length === 0) return `${given}: no live worker serves ${ref}`;
         return `${given}: the next of ${serving.length} live worker(s) serving ${ref} takes it over`;
       }
-      if (options.lease === false) return `running on ${run.leaseOwner}`;
+      if (options.lease === false) return `running on ${owner}`;
       const until = run.leaseUntil;
       if (until && until.getTime() < now.getTime()) {
-        const ended = `running on ${run.leaseOwner}, whose lease ended ${iso(until)}`;
+        const ended = `running on ${owner}, whose lease ended ${iso(until)}`;
         const live = workers.filter((w) => w.live);
         if (live.some((w) => w.id !== run.leaseOwner && w.workflows.includes(ref))) {
           return `${ended}: another worker takes it over`;
@@ -86,7 +89,7 @@ function explainStatus(
         }
         return `${ended}: no live worker serves ${ref}; the next one to serve it takes it over`;
       }
-      return `running on ${run.leaseOwner}${until ? ` (lease until ${iso(until)})` : ""}`;
+      return `running on ${owner}${until ? ` (lease until ${iso(until)})` : ""}`;
     }
     case "pending": {
       const live = workers.filter((w) => w.live);
