@@ -90,8 +90,8 @@ async function drive(
     const { output, ...rest } = outcomeOf(await t.settle(spec.runId, { events }));
     return { ...rest, ...(output !== undefined ? { output: encode(output, Infinity) } : {}) };
   } catch (err) {
-    const { status, error } = settleFailed(err);
-    return { status, ...(error ? { error } : {}) };
+    const { status, error, driveError } = settleFailed(err);
+    return { status, ...(error ? { error } : {}), ...(driveError ? { driveError } : {}) };
   } finally {
     await t.close();
   }

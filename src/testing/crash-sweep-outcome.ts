@@ -19,12 +19,44 @@ export function outcomeOf(view: {
   };
 }
 
-/** The outcome of an execution whose run could not be driven to an end. */
+/** The outcome of an execution whose run could not be driven to an end, keeping the error
+ *  that stopped it as thrown (`driveError`): a store error there tested nothing. */
 export function settleFailed(err: unknown): Omit<SweepOutcome, "sideEffects"> {
+  const message = err instanceof Error ? err.message : String(err);
+  const name = err instanceof Error ? err.name : "Error";
+  const code = (err as { code?: unknown } | null)?.code;
   return {
     status: "running",
-    error: { name: "CrashSweepError", message: err instanceof Error ? err.message : String(err) },
+    error: { name: "CrashSweepError", message },
+    driveError: { name, message, ...(typeof code === "string" && { code }) },
   };
+}
+
+/** Whether the error that stopped an execution came from the store (StoreError, code
+ *  STORE; SQLite's own, which its store passes on as thrown): then the storage failed, not
+ *  the workflow, and that execution tested nothing. */
+export function storeFailed(outcome: SweepOutcome): boolean {
+  const e = outcome.driveError;
+  if (e === undefined) return false;
+  return (
+    e.code === "STORE" ||
+    e.name === "StoreError" ||
+    e.name === "SqliteError" ||
+    e.code?.startsWith("SQLITE_") === true
+  );
+}
+
+/** What to tell of an execution a store error stopped: which run, where it crashed (none:
+ *  the undisturbed run), the error, and what to do. */
+export function storeFailure(
+  runId: string,
+  where: string | undefined,
+  outcome: SweepOutcome,
+): string {
+  const e = outcome.driveError as { name: string; message: string };
+  const what =
+    where === undefined ? `the undisturbed run "${runId}"` : `crash ${where} (run "${runId}")`;
+  return `${what}: a store error stopped the execution, so nothing was compared there: ${e.name}: ${e.message}. The storage failed, not the workflow: check it (the \`storage\` or \`postgres\` given, the disk, the database's connections) and sweep again${where === undefined ? "" : " (`filter` can sweep this boundary alone)"}`;
 }
 
 /** `outcome` with its output mapped by the user's `normalize`. */

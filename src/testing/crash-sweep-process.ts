@@ -54,6 +54,8 @@ export interface ChildResult {
   /** Codec text of the output. */
   output?: string;
   error?: { name: string; message: string };
+  /** The error that kept the child from driving the run to its end, as thrown. */
+  driveError?: SweepOutcome["driveError"];
   /** "baseline": the boundaries crossed, in the order first crossed. */
   boundaries?: Boundary[];
 }
@@ -189,6 +191,7 @@ function outcomeFrom(result: ChildResult, ledger: string): SweepOutcome {
     status: result.status,
     ...(result.output !== undefined ? { output: decode(result.output) } : {}),
     ...(result.error ? { error: result.error } : {}),
+    ...(result.driveError ? { driveError: result.driveError } : {}),
     sideEffects: readLedger(ledger),
   };
 }

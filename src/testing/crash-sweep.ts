@@ -12,7 +12,7 @@ import type { AnyWorkflow, Workflow } from "../workflow/define.js";
 import type { CallFault } from "./call-faults.js";
 import { type Boundary, boundaryId } from "./crash-boundaries.js";
 import { inProcessMode } from "./crash-sweep-in-process.js";
-import { compareOutcomes, normalized } from "./crash-sweep-outcome.js";
+import { compareOutcomes, normalized, storeFailed, storeFailure } from "./crash-sweep-outcome.js";
 import { checkProcessOptions, processMode } from "./crash-sweep-process.js";
 import type { SideEffectCounter } from "./side-effects.js";
 import type { TestEngineOptions } from "./test-engine.js";
@@ -73,6 +73,9 @@ export interface SweepOutcome {
   output?: unknown;
   error?: { name: string; message: string };
   sideEffects: Record<string, number>;
+  /** The error that kept the sweep from driving the run to its end, as thrown (then
+   *  `status` is "running" and `error` a CrashSweepError with its message). */
+  driveError?: { name: string; message: string; code?: string };
 }
 
 export interface BoundaryOutcome extends SweepOutcome {
@@ -117,6 +120,9 @@ export async function crashSweep<I>(options: CrashSweepOptions<I>): Promise<Cras
   try {
     const undisturbed = await mode.baseline();
     const baseline = normalized(undisturbed.outcome, options.normalize);
+    if (storeFailed(baseline)) {
+      throw new Error(`crashSweep: ${storeFailure(runId, undefined, baseline)}`);
+    }
     if (baseline.status !== "completed" && baseline.status !== "failed") {
       throw new Error(
         `crashSweep: the undisturbed run "${runId}" ended ${baseline.status}${baseline.error ? ` (${baseline.error.message})` : ""}; it must complete or fail (send the events it waits for in \`events\`)`,
@@ -131,7 +137,10 @@ export async function crashSweep<I>(options: CrashSweepOptions<I>): Promise<Cras
       const got = normalized(outcome, options.normalize);
       const differences = compareOutcomes(baseline, got);
       boundaries.push({ ...got, boundary: actual, differences, crashed });
-      if (differences.length > 0) {
+      // A store error stopped the execution: the run "ended running" only because nothing
+      // drove it further; said as a difference, it read as a bug of the workflow.
+      if (storeFailed(got)) failures.push(storeFailure(actual.runId, actual.label, got));
+      else if (differences.length > 0) {
         failures.push(`crash ${actual.label} (run "${actual.runId}"): ${differences.join("; ")}`);
       }
     }
