@@ -88,6 +88,12 @@ export class WorkerHeartbeat {
     this.holdsToEnd.set(runId, { epoch, since: this.options.clock.now() });
   }
 
+  /** The holds whose ending the store failed, still to end (close() sends them: no round
+   *  follows it). */
+  pendingHoldEnds(): Array<{ runId: string; epoch: number }> {
+    return this.holdEnds(this.options.clock.now());
+  }
+
   /** The holds still to end, those a lease old dropped. */
   private holdEnds(now: number): Array<{ runId: string; epoch: number }> {
     for (const [runId, { since }] of this.holdsToEnd) {

@@ -59,6 +59,10 @@ export class Worker {
    *  then resumed) is neither executed here nor handed back by this worker meanwhile, or
    *  the same call would run twice at once. */
   private readonly bodiesLeft = new Map<string, Promise<void>>();
+  /** Holds (run id to the release's epoch) whose bodies ended once close() had begun: close()
+   *  ends them before this worker's row goes (one left to removeWorker stayed a whole lease
+   *  whenever a body of another run still ran here). */
+  private readonly holdsEndedClosing = new Map<string, number>();
   private unsubscribe: Array<() => void> = [];
   readonly stats = { claimed: 0, executions: 0 };
 
@@ -344,10 +348,10 @@ export class Worker {
       // and begin that call beside it. Not a run that ended for good.
       if (ex.bodiesInFlight > 0 && !endedForGood(ex.released)) {
         this.bodyLeftRunning(claim.run.id, ex);
-      } else if (ex.bodiesInFlight === 0 && ex.heldAtRelease && ex.letGo && !this.closed) {
+      } else if (ex.bodiesInFlight === 0 && ex.heldAtRelease && ex.letGo) {
         // Released held for a body that ended while the release was written: nothing looks
         // at the hold again (bodyLeftRunning), which kept other workers off for a lease.
-        void this.endHold(claim.run.id, ex.epoch);
+        this.bodyEnded(claim.run.id, ex.epoch);
       }
       if (!ex.letGo && !this.closed) this.orphans.add(claim.run.id, ex.epoch, ex.crashUnjudged);
       this.stats.executions++;
@@ -384,10 +388,47 @@ export class Worker {
       this.bodiesLeft.delete(runId);
       // Released held for that body (Release's heldFor): the hold ends now rather than a
       // lease later, so another worker may take the run at once (this one may be full).
-      if (ex.letGo && !this.closed) void this.endHold(runId, ex.epoch);
+      if (ex.letGo) this.bodyEnded(runId, ex.epoch);
       this.requestClaimRound();
     });
     this.bodiesLeft.set(runId, settled);
+  }
+
+  /** The bodies a hold at `epoch` was set for have ended: the hold ends now, or, once
+   *  close() has begun, by close() before this worker's row goes. */
+  private bodyEnded(runId: string, epoch: number): void {
+    if (this.closed) this.holdsEndedClosing.set(runId, epoch);
+    else void this.endHold(runId, epoch);
+  }
+
+  /** Ends, as close() removes this worker's row, the holds whose bodies have ended (and
+   *  those whose ending the store failed): removeWorker leaves every hold of this worker
+   *  to run out while a body of any run still runs here. Never waits past `boundMs`. */
+  private async endHoldsClosing(boundMs: number): Promise<void> {
+    const endHolds = [
+      ...this.heartbeat.pendingHoldEnds(),
+      ...[...this.holdsEndedClosing].map(([runId, epoch]) => ({ runId, epoch })),
+    ].filter(({ runId }) => !this.bodiesLeft.has(runId));
+    if (endHolds.length === 0) return;
+    const ended = this.options.store.renewLeases({
+      workerId: this.options.id,
+      runs: [],
+      leaseMs: this.options.leaseMs,
+      endHolds,
+    });
+    const settled = ended.then(
+      () => true,
+      (err: unknown) => {
+        this.options.execution.log(
+          "close(): ending the holds of runs whose step bodies have ended failed; other workers may claim them once the holds run out",
+          err,
+        );
+        return true;
+      },
+    );
+    if (!(await settlesWithin(settled, boundMs))) {
+      this.options.execution.log("close(): ending holds timed out; the store hangs");
+    }
   }
 
   /** Ends this worker's hold on `runId` set by the release at `epoch` (none: nothing is
@@ -580,6 +621,8 @@ export class Worker {
     if (registering !== undefined && !(await settlesWithin(registering, bound))) {
       this.options.execution.log("close(): writing this worker's row timed out; the store hangs");
     }
+    // With no body running here removeWorker ends every hold of this worker itself.
+    if (bodyRunning.size > 0) await this.endHoldsClosing(bound);
     const removed = this.options.store.removeWorker(this.options.id, {
       expireLeases: bodyRunning.size === 0,
     });
