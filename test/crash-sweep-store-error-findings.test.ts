@@ -1,4 +1,4 @@
-// h5: crashSweep names an execution a store error stopped (the storage failed, not the
+// crashSweep names an execution a store error stopped (the storage failed, not the
 // workflow): the run, the crash point, the error, and what to do. Before, it was reported
 // as a difference of the workflow's ("the run ended running (CrashSweepError: ...) instead
 // of completed; its output is undefined instead of 2"), the store's error name lost; and an

@@ -1,4 +1,4 @@
-// h5: `cairn runs` and `cairn show` print a worker id (caller-chosen text: any characters)
+// `cairn runs` and `cairn show` print a worker id (caller-chosen text: any characters)
 // as they print other caller text, with its control characters escaped. Before, `cairn
 // runs` folded a line break in a worker id into a space: "wrk_a\nrunning on wrk_b" read as
 // more of the explanation (a held run seemed to run on another worker).

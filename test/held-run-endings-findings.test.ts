@@ -1,4 +1,4 @@
-// h5: a run's hold (Release's heldFor: released while a step body of it ran on here) ends
+// a run's hold (Release's heldFor: released while a step body of it ran on here) ends
 // when that body ends, also when the store failed the first write that ended it, and when
 // the engine that holds it closes. Each test failed on the code before its mend.
 

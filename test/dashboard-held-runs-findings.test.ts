@@ -1,4 +1,4 @@
-// h5: the dashboard says that a run is held (released while a step body of it still ran in
+// the dashboard says that a run is held (released while a step body of it still ran in
 // its worker: RunView's heldBy/heldUntil), in the runs list and on the run's page, the
 // worker id (caller-chosen text) shown as text. Before, neither said so: a held run sat
 // pending while other workers idled, and nothing on the page told why.
