@@ -11,14 +11,17 @@
 // would make Node track every promise's collection, far too costly per step.
 //
 // So pending is judged when the run is about to suspend: a timer or immediate is pending
-// until Node marks it destroyed (fired or cleared), exactly; any other resource (fs, DNS,
-// sockets) counts for a grace period after its creation, long enough for a file read (and a
-// few event-loop turns, which a blocked loop holds back: OTHER_WORK_TURNS). A
-// branch that awaits longer network I/O outside a step may still be abandoned by a
-// suspension and redone when the run wakes: I/O belongs in steps.
+// until Node marks it destroyed (fired or cleared), exactly; a socket, pipe, child process or
+// UDP socket while its handle is open and ref'd (handle-work.ts); any other resource (fs,
+// DNS, a connect request) counts for a grace period after its creation, long enough for a
+// file read (and a few event-loop turns, which a blocked loop holds back: OTHER_WORK_TURNS).
+// A branch that awaits work the hook cannot see (a fetch over a connection an earlier run
+// opened makes no resource) may still be abandoned by a suspension and redone when the run
+// wakes: I/O belongs in steps.
 
 import { createHook, executionAsyncResource } from "node:async_hooks";
 import { outsideWorkflow, workflowOwnerOfCurrentScope } from "./call-scope.js";
+import { type HandleLike, handleState, workHandleOf } from "./handle-work.js";
 
 /** A resource Node marks `_destroyed` once it has fired or was cleared. */
 interface TimerLike {
@@ -77,14 +80,19 @@ export class LateWork {
   created = 0;
 
   private readonly timers: Array<WeakRef<TimerLike>> = [];
+  /** Sockets, pipes, child processes (handle-work.ts): pending while open and ref'd. */
+  private readonly handles: Array<WeakRef<HandleLike>> = [];
   private lastOtherAt = Number.NEGATIVE_INFINITY;
-  /** A timer fired (or was cleared) or other work started since `takeActivity`. */
+  /** A timer fired (or was cleared), a handle closed or other work started since
+   *  `takeActivity`. */
   private activity = false;
 
   note(type: string, resource: object): void {
     if (type === "Timeout" || type === "Immediate") {
       this.timers.push(new WeakRef(resource as TimerLike));
     } else if (type !== "TickObject" && type !== "Microtask") {
+      const handle = workHandleOf(type, resource);
+      if (handle !== undefined) this.handles.push(new WeakRef(handle));
       this.lastOtherAt = performance.now();
       this.activity = true;
       this.countTurns();
@@ -122,7 +130,17 @@ export class LateWork {
     for (const ref of this.timers) {
       if (ref.deref()?.hasRef?.() !== false) return Math.min(graceMs, 50);
     }
+    if (this.handleOpen()) return Math.min(graceMs, 50);
     return this.otherPendingMs(graceMs);
+  }
+
+  /** A handle of the workflow code is open and ref'd (prune dropped the closed ones). */
+  private handleOpen(): boolean {
+    for (const ref of this.handles) {
+      const h = ref.deref();
+      if (h !== undefined && handleState(h) === "working") return true;
+    }
+    return false;
   }
 
   /** Other work may still be pending: started within the grace, or fewer loop turns ago
@@ -137,7 +155,7 @@ export class LateWork {
    *  pending; else when to look again. */
   busyForMs(graceMs: number): number {
     this.prune();
-    if (this.timers.length > 0) return Math.min(graceMs, 50);
+    if (this.timers.length > 0 || this.handleOpen()) return Math.min(graceMs, 50);
     return this.otherPendingMs(graceMs);
   }
 
@@ -151,7 +169,7 @@ export class LateWork {
   takeActivity(graceMs: number): boolean {
     this.prune();
     // Other work's end is not observed (see the header): it counts while it may be pending.
-    const a = this.activity || this.otherPendingMs(graceMs) > 0;
+    const a = this.activity || this.handleOpen() || this.otherPendingMs(graceMs) > 0;
     this.activity = false;
     return a;
   }
@@ -162,6 +180,15 @@ export class LateWork {
       if (t === undefined || t._destroyed === true) {
         this.timers.splice(i, 1);
         this.activity = true;
+      }
+    }
+    for (let i = this.handles.length - 1; i >= 0; i--) {
+      const h = this.handles[i]!.deref();
+      const state = h === undefined ? "closed" : handleState(h);
+      if (state === "closed" || state === "stdio") {
+        this.handles.splice(i, 1);
+        // A closed handle's callbacks ran: code that joined its work may have run.
+        if (state === "closed") this.activity = true;
       }
     }
   }
