@@ -1,14 +1,15 @@
-// NOT MENDED (it.fails until it is). The held hand-over waits only for work the workflow's own code began
-// that late-work.ts still counts: a timer until it fires, anything else (a file read, a child
-// process, a socket) for a second's grace after it began. A late call that takes a record
-// made inside a cascade while the hand-overs are held keeps the hold only that long
-// (Context.doubtfulCall). A branch that runs a command in workflow code (execFile, 3 s)
-// before its call outlasts the grace: the hold ends, and the call of another branch, come
-// early from a race its own timer won, is handed the record's value (A's) and performs an
-// effect with it; the owner's call, when it comes, is refused, after the effect.
+// A held hand-over waits for work the workflow's own code began that late-work.ts still
+// counts: a timer until it fires, a child process or socket while its handle is open and
+// ref'd (handle-work.ts), anything else (a file read) for a second's grace after it began. A
+// late call that takes a record made inside a cascade while the hand-overs are held keeps the
+// hold that long (Context.doubtfulCall). A branch that runs a command in workflow code
+// (execFile, 3 s) before its call outlasted the grace when a child process counted only for
+// it: the hold ended, and the call of another branch, come early from a race its own timer
+// won, was handed the record's value (A's) and performed an effect with it; the owner's call,
+// when it came, was refused, after the effect. Mended: the hold lasts while the command runs.
 // The journal ends right after A's record (its worker dies then), as in
 // replay-journal-end-swap-findings, whose own work (a file read, then a timer) the hold sees.
-// Deterministic: B's timer is 100 ms, the grace 1 s, the command 3 s.
+// Deterministic: B's timer is 100 ms, the command 3 s (counted until it exits).
 
 import { execFile } from "node:child_process";
 import { describe, expect, it } from "vitest";

@@ -1,11 +1,11 @@
-// NOT MENDED (it.fails until it is). replay-journal-end-swap-findings' first case with A's own work
-// a request answered after 2.5 s instead of a file read and a 1 s timer. The held hand-over
-// keeps the hold while the workflow's own work may still make calls (Context.doubtfulCall),
-// but a socket counts as pending only for the late-work grace (1 s, late-work.ts): the hold
-// ends with A's request still pending, B (whose timer won the race the first run's q won) is
-// handed A's record ("b=a") and performs its effect with it ("b sent a") before A comes and
-// the run is refused. A silent swap with a side effect, on both backends. Pre-existing (not
-// from the late-call loosening): the verdict rests on the grace seeing all the work.
+// replay-journal-end-swap-findings' first case with A's own work a request answered after
+// 2.5 s instead of a file read and a 1 s timer. The held hand-over keeps the hold while the
+// workflow's own work may still make calls (Context.doubtfulCall). A socket counted as
+// pending only for the late-work grace (1 s): the hold ended with A's request still pending,
+// B (whose timer won the race the first run's q won) was handed A's record ("b=a") and
+// performed its effect with it ("b sent a") before A came and the run was refused: a silent
+// swap with a side effect, on both backends. Mended: late-work.ts counts the socket while its
+// handle is open and ref'd (handle-work.ts), so the hold lasts until A's request is answered.
 
 import { createServer, get } from "node:http";
 import type { AddressInfo } from "node:net";
