@@ -57,42 +57,49 @@ const ownWorks: Array<[string, () => Promise<unknown>]> = [
 describe.each(BACKENDS)("%s: a replay held for a call after own work", (backend) => {
   const harness = useHarness(backend);
 
-  it.each(ownWorks)("waits for %s, and the program completes", async (_name, replayWork) => {
-    const h = harness();
-    let firstRun = true;
-    const got: string[] = [];
-    const wf = workflow({ name: "held-for-handle", version: "1" }, async (ctx: WorkflowContext) => {
-      const x = async (id: string) => {
-        const v = await ctx.step("x", () => delay(300).then(() => id));
-        got.push(`${id}=${v}`);
-      };
-      const ownWork = () => (firstRun ? delay(0) : replayWork());
-      await Promise.all([
-        (async () => {
-          await Promise.all([ctx.step("m", () => delay(50).then(() => "m")), ownWork()]);
-          await x("a");
-        })(),
-        (async () => {
-          await ctx.step("s", () => delay(150).then(() => "s"));
-          await x("b");
-        })(),
-      ]);
-      await ctx.waitForEvent("go");
-      return "done";
-    });
-    const e = h.engine([wf], { clock: realClock, replayStallMs: 3_600_000 });
-    const run = await e.start(wf, undefined);
-    await until(
-      async () => ["waiting", "failed"].includes((await e.getRun(run.id))?.status ?? ""),
-      "the first run waits for go",
-    );
-    expect((await e.getRun(run.id))?.status).toBe("waiting");
-    expect(got).toEqual(["a=a", "b=b"]);
-    got.length = 0;
-    firstRun = false;
-    await e.sendEvent(run.id, "go");
-    const out = await run.result().catch((err: Error) => err.message);
-    expect(got).toEqual(["a=a", "b=b"]);
-    expect(out).toBe("done");
-  }, 30_000);
+  it.each(ownWorks)(
+    "waits for %s, and the program completes",
+    async (_name, replayWork) => {
+      const h = harness();
+      let firstRun = true;
+      const got: string[] = [];
+      const wf = workflow(
+        { name: "held-for-handle", version: "1" },
+        async (ctx: WorkflowContext) => {
+          const x = async (id: string) => {
+            const v = await ctx.step("x", () => delay(300).then(() => id));
+            got.push(`${id}=${v}`);
+          };
+          const ownWork = () => (firstRun ? delay(0) : replayWork());
+          await Promise.all([
+            (async () => {
+              await Promise.all([ctx.step("m", () => delay(50).then(() => "m")), ownWork()]);
+              await x("a");
+            })(),
+            (async () => {
+              await ctx.step("s", () => delay(150).then(() => "s"));
+              await x("b");
+            })(),
+          ]);
+          await ctx.waitForEvent("go");
+          return "done";
+        },
+      );
+      const e = h.engine([wf], { clock: realClock, replayStallMs: 3_600_000 });
+      const run = await e.start(wf, undefined);
+      await until(
+        async () => ["waiting", "failed"].includes((await e.getRun(run.id))?.status ?? ""),
+        "the first run waits for go",
+      );
+      expect((await e.getRun(run.id))?.status).toBe("waiting");
+      expect(got).toEqual(["a=a", "b=b"]);
+      got.length = 0;
+      firstRun = false;
+      await e.sendEvent(run.id, "go");
+      const out = await run.result().catch((err: Error) => err.message);
+      expect(got).toEqual(["a=a", "b=b"]);
+      expect(out).toBe("done");
+    },
+    30_000,
+  );
 });

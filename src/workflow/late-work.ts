@@ -15,8 +15,8 @@
 // UDP socket while its handle is open and ref'd (handle-work.ts); any other resource (fs,
 // DNS, a connect request) counts for a grace period after its creation, long enough for a
 // file read (and a few event-loop turns, which a blocked loop holds back: OTHER_WORK_TURNS).
-// A branch that awaits work the hook cannot see (a fetch over a connection an earlier run
-// opened makes no resource) may still be abandoned by a suspension and redone when the run
+// A suspension waits for handles only for that grace (holdsRunForMs): a branch that awaits
+// longer network I/O outside a step may still be abandoned by it and redone when the run
 // wakes: I/O belongs in steps.
 
 import { createHook, executionAsyncResource } from "node:async_hooks";
@@ -122,15 +122,16 @@ export class LateWork {
    * `AbortSignal.timeout` (the AI SDK's `timeout.toolMs`, one per tool call) makes such a
    * timer: counted, a run holding one while it waits for an event would hold its worker slot
    * for the timer's whole span. A branch that awaits one may be abandoned by a suspension
-   * and redone when the run wakes, as one awaiting long network I/O is. The replay's checks
-   * (`busyForMs`) still count it: they wait at most replayStallMs, and only ever laxer.
+   * and redone when the run wakes, as one awaiting long network I/O is. Nor does an open
+   * handle past its grace: a request to a server that never answers (the losing side of a
+   * race) would hold the run's worker slot for good. The replay's checks (`busyForMs`) still
+   * count both: they wait at most replayStallMs, and only ever laxer.
    */
   holdsRunForMs(graceMs: number): number {
     this.prune();
     for (const ref of this.timers) {
       if (ref.deref()?.hasRef?.() !== false) return Math.min(graceMs, 50);
     }
-    if (this.handleOpen()) return Math.min(graceMs, 50);
     return this.otherPendingMs(graceMs);
   }
 
