@@ -8,8 +8,9 @@
 // by a keep-alive agent (http's Agent, undici), until the pool unrefs it idle. A socket
 // reused from the pool arrives wrapped (http's ReusedHandle, `{ type, handle }`) and is
 // ref'd again for its request; undici (`fetch`) reuses one silently, making no resource in
-// the reusing run's scope: such a request is not seen at all. Servers and watchers (TCPSERVERWRAP, FSEVENTWRAP...) are
-// left to the grace: they live as long as the program, not as one piece of work.
+// the reusing run's scope: such a request is not seen at all. Servers and watchers
+// (TCPSERVERWRAP, FSEVENTWRAP...) are left to the grace: they live as long as the program,
+// not as one piece of work.
 
 /** A handle's JS wrap (TCP, Pipe, Process, UDP). */
 export interface HandleLike {
