@@ -260,6 +260,18 @@ export function isCallName(name: unknown): name is string {
   return typeof name === "string" && NAME_RE.test(name);
 }
 
+/** How to give a call of `name` a name of its own, as code to write. ctx.now/random/uuid
+ *  take a label, which cairn keys "@uuid:<label>": the key with ":${item.id}" added was
+ *  offered, and a label starting with "@" is refused (isCallName). */
+function ownNameExample(kind: StepKind, name: string): string {
+  const internal = `@${kind}`;
+  if (name === internal) return `ctx.${kind}(\`item:\${item.id}\`)`;
+  if (name.startsWith(`${internal}:`)) {
+    return `ctx.${kind}(\`${name.slice(internal.length + 1)}:\${item.id}\`)`;
+  }
+  return `\`${name}:\${item.id}\``;
+}
+
 /** After the workflow code started I/O of its own (not a timer), it counts as busy this
  *  long (late-work.ts). */
 const LATE_WORK_GRACE_MS = 1_000;
@@ -814,7 +826,7 @@ export class Context implements CallCore {
     ) {
       this.fail(
         new NonDeterminismError(
-          `Run "${this.host.runId}" calls ${kind} "${name}" again, and cairn cannot tell that this call always comes after the one keyed "${prev.key}": one of them is made after awaiting something that is not a cairn call (a timer, a file, a fetch), and this one is not made by code that continues from the earlier one (it is in a concurrent branch, or in a helper function that awaited something before making the call), so a replay could give each the other's result. Give each call its own name, e.g. \`${name}:\${item.id}\`, or make the call before the helper's own await, or do that I/O inside a step.`,
+          `Run "${this.host.runId}" calls ${kind} "${name}" again, and cairn cannot tell that this call always comes after the one keyed "${prev.key}": one of them is made after awaiting something that is not a cairn call (a timer, a file, a fetch), and this one is not made by code that continues from the earlier one (it is in a concurrent branch, or in a helper function that awaited something before making the call), so a replay could give each the other's result. Give each call its own name, e.g. ${ownNameExample(kind, name)}, or make the call before the helper's own await, or do that I/O inside a step.`,
           { runId: this.host.runId, key: prev.key },
         ),
       );
