@@ -7,10 +7,10 @@
 // the run as undecodable rather than hand over the array without them.
 //
 // Revived in place (revive-in-place.ts): its elements or properties may hold the array.
-// Its other non-enumerable properties are not stored (as an object's are not), nor its
-// symbol keys (as a plain array's are not).
+// Its other non-enumerable properties are not stored (as an object's are not); one with an
+// enumerable symbol key is refused (as a plain array or object is).
 
-import { isBuiltInPrototype } from "./kept-whole.js";
+import { hasSymbolKey, isBuiltInPrototype } from "./kept-whole.js";
 import { revivedInPlace } from "./revive-in-place.js";
 
 const isIndex = (k: string) => String(Number(k) >>> 0) === k && k !== "4294967295";
@@ -22,7 +22,8 @@ export function arrayWithPropsParts(v: unknown): [unknown[], Record<string, unkn
   if (!Array.isArray(v) || !isBuiltInPrototype(Object.getPrototypeOf(v), "Array")) return false;
   const keys = Object.keys(v);
   const last = keys[keys.length - 1];
-  if (last === undefined || isIndex(last)) return false;
+  // Its enumerable symbol keys cannot be stored: refused (kept-whole.ts), never dropped.
+  if (last === undefined || isIndex(last) || hasSymbolKey(v)) return false;
   // Every own index devalue would store (it asks hasOwn, not enumerability), read once.
   const elements: unknown[] = new Array((v as unknown[]).length);
   for (const k of Object.getOwnPropertyNames(v)) {

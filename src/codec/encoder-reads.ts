@@ -15,7 +15,14 @@
 
 import { types } from "node:util";
 import type { StringifyOptions } from "devalue";
-import { hasNonIndexKey, isPlainObject, keptWhole } from "./kept-whole.js";
+import {
+  hasBuiltInSlots,
+  hasHiddenSlots,
+  hasNonIndexKey,
+  hasSymbolKey,
+  isPlainObject,
+  keptWhole,
+} from "./kept-whole.js";
 
 type View = ArrayBufferView & { length?: number };
 
@@ -144,7 +151,9 @@ const SYMBOL_KEYS = { kind: "symbol-keys" } as const;
 /** devalue's own shapeOf, but plain only as isPlainObject says (an array tagOf did not
  *  take as one is refused, never stored as an object of its indices). */
 function shapeOf(value: object) {
-  if (!isPlainObject(value)) return NOT_PLAIN;
+  // A Map or a Date whose prototype was replaced is not plain data: its contents are in its
+  // slots, and an object of its own keys was stored (kept-whole.ts hasHiddenSlots).
+  if (!isPlainObject(value) || hasBuiltInSlots(value)) return NOT_PLAIN;
   const symbols = Object.getOwnPropertySymbols(value);
   if (symbols.some((s) => Object.prototype.propertyIsEnumerable.call(value, s))) return SYMBOL_KEYS;
   const kind = Object.getPrototypeOf(value) === null ? ("null-proto" as const) : ("plain" as const);
@@ -178,11 +187,16 @@ export function needsEncoderReads(value: unknown): boolean {
   const proto = Object.getPrototypeOf(value);
   const plain = proto === Object.prototype || proto === Array.prototype || proto === null;
   if (plain && !(Symbol.toStringTag in value)) {
-    // An array with properties beside its elements, or without a prototype: refused by
-    // encoderReads' tagOf (keptWhole's look for another realm's Array.prototype is not
-    // needed here: it cost more than the encoding of a small array).
-    if (!Array.isArray(value)) return false;
-    return proto !== Array.prototype || hasNonIndexKey(value);
+    // An object holding a built-in's slots (a Map or a Date given Object.prototype) is
+    // refused by shapeOf: devalue's own reads took it for plain data (`{}`), or read it as
+    // a Date through the prototype it no longer has.
+    if (!Array.isArray(value)) {
+      return hasHiddenSlots(value) || toTag.call(value) !== "[object Object]";
+    }
+    // An array with properties beside its elements or symbol keys, or without a prototype:
+    // refused by encoderReads' tagOf (keptWhole's look for another realm's Array.prototype
+    // is not needed here: it cost more than the encoding of a small array).
+    return proto !== Array.prototype || hasNonIndexKey(value) || hasSymbolKey(value);
   }
   // A tag a getter answers may answer otherwise on devalue's read than on the reads here
   // (a class instance stored as the array it said it was later): read once, by tagOf.
@@ -193,6 +207,8 @@ export function needsEncoderReads(value: unknown): boolean {
   if (tag === "Object") return !plain;
   return tagOf(value) !== tag;
 }
+
+const toTag = Object.prototype.toString;
 
 /** Whether the Symbol.toStringTag `value` answers comes from a getter (a typed array's own
  *  is one, but views are read by encoderReads anyway). */

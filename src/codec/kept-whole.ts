@@ -65,10 +65,27 @@ export function hasNonIndexKey(array: unknown[]): boolean {
   return last !== undefined && !(String(Number(last) >>> 0) === last && last !== "4294967295");
 }
 
+/** Whether `value` has an own enumerable symbol key: refused on a built-in as on a plain
+ *  object (devalue's "symbolic keys"). An array's, a Map's or a Date's was dropped without a
+ *  word; non-enumerable ones are not stored, as a plain object's are not. */
+export function hasSymbolKey(value: object): boolean {
+  const symbols = Object.getOwnPropertySymbols(value);
+  for (let i = 0; i < symbols.length; i++) {
+    if (isEnumerable.call(value, symbols[i] as symbol)) return true;
+  }
+  return false;
+}
+
+const isEnumerable = Object.prototype.propertyIsEnumerable;
+
 /** Whether a value with the internal slots of the built-in `tag` names is stored with all
- *  it holds: the built-in's own prototype (a Buffer's is Uint8Array's, as documented) and
- *  no properties of its own beside its contents. */
+ *  it holds: the built-in's own prototype (a Buffer's is Uint8Array's, as documented), no
+ *  properties of its own beside its contents, and no symbol keys. */
 export function keptWhole(value: object, tag: string): boolean {
+  return keptWholeByKeys(value, tag) && !(builtInName(value) !== undefined && hasSymbolKey(value));
+}
+
+function keptWholeByKeys(value: object, tag: string): boolean {
   switch (tag) {
     case "Array":
       return (
@@ -104,10 +121,45 @@ export function keptWhole(value: object, tag: string): boolean {
   return true;
 }
 
+/** Whether `value` holds a built-in's data in internal slots that Object.prototype.toString
+ *  does not show (a Map's entries, a Set's values, a buffer's or a view's bytes, a weak
+ *  collection, a Promise): with its prototype replaced by Object.prototype or none, it was
+ *  stored as an object of its own keys (`{}`), without a word. The encoder refuses it. */
+export function hasHiddenSlots(value: object): boolean {
+  return (
+    types.isMap(value) ||
+    types.isSet(value) ||
+    types.isAnyArrayBuffer(value) ||
+    ArrayBuffer.isView(value) ||
+    types.isWeakMap(value) ||
+    types.isWeakSet(value) ||
+    types.isPromise(value)
+  );
+}
+
+/** Whether an object the encoder would take for plain data (kept-whole's prototypes) holds
+ *  a built-in's slots, shown by toString (a Date's, a RegExp's) or not. */
+export function hasBuiltInSlots(value: object): boolean {
+  return slotName(value) !== undefined;
+}
+
 /** What a refused value is, when keptWhole refused it: the words of codec.ts's refusal. */
 export function notKeptWhat(value: unknown): string | undefined {
   if (typeof value !== "object" || value === null) return undefined;
   if (types.isProxy(value)) return undefined;
+  const slots = slotName(value);
+  const replaced = Object.getPrototypeOf(value) as object | null;
+  // An Array so made is stored as an Array (told below); these as an object of their keys.
+  if (
+    slots !== undefined &&
+    slots !== "Array" &&
+    (replaced === null || isObjectPrototype(replaced))
+  ) {
+    const instead = UNSTORABLE.has(slots)
+      ? "store a plain copy of its data"
+      : `store a plain ${slots}, or its data in a plain object`;
+    return `${article(slots)} ${slots} whose prototype was replaced (${replaced === null ? "null" : "Object.prototype"}): it would be stored as a plain object without its contents; ${instead}`;
+  }
   const builtIn = builtInName(value);
   if (isError(value) && hasSymbolKeys(value)) {
     return "an Error with symbol keys (symbols cannot be stored: use string keys)";
@@ -129,6 +181,9 @@ export function notKeptWhat(value: unknown): string | undefined {
   if (!isBuiltInPrototype(Object.getPrototypeOf(value), builtIn) && !Buffer.isBuffer(value)) {
     return `${article(builtIn)} ${builtIn} of another class or prototype (it would come back as a plain ${builtIn}: store its data as a plain ${builtIn} or object)`;
   }
+  if (hasSymbolKey(value)) {
+    return `${article(builtIn)} ${builtIn} with symbol keys (symbols cannot be stored: store what they hold beside it, in an object with string keys)`;
+  }
   if (builtIn === "RegExp" && (value as RegExp).lastIndex !== 0) {
     return "a RegExp whose lastIndex is not 0 (it would come back 0: store its source, flags and lastIndex)";
   }
@@ -149,6 +204,18 @@ function keyNames(keys: string[]): string {
   return more > 0 ? `${names.join(", ")} and ${more} more` : names.join(", ");
 }
 
+/** The built-in whose slots `value` has, among those keptWhole judges or hasHiddenSlots
+ *  finds (an Error is stored by its slots, whatever its prototype: error-parts.ts). */
+function slotName(value: object): string | undefined {
+  const name = builtInName(value);
+  if (name !== undefined) return name;
+  if (types.isSharedArrayBuffer(value)) return "SharedArrayBuffer";
+  if (types.isWeakMap(value)) return "WeakMap";
+  if (types.isWeakSet(value)) return "WeakSet";
+  if (types.isPromise(value)) return "Promise";
+  return undefined;
+}
+
 /** The built-in whose slots `value` has, among those keptWhole judges. */
 function builtInName(value: object): string | undefined {
   if (Array.isArray(value)) return "Array";
@@ -165,4 +232,7 @@ function builtInName(value: object): string | undefined {
   return typedArrayKind.call(value);
 }
 
-const article = (name: string) => (/^[AEIOU]/.test(name) ? "an" : "a");
+/** Built-ins the codec stores under no prototype. */
+const UNSTORABLE = new Set(["WeakMap", "WeakSet", "Promise", "SharedArrayBuffer"]);
+
+const article = (name: string) => (/^(?:[AEIO]|U(?!int))/.test(name) ? "an" : "a");

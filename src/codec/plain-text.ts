@@ -10,6 +10,7 @@
 // it is read twice: the encoder's own path then stores the value (codec.ts).
 
 import { types } from "node:util";
+import { hasHiddenSlots, hasSymbolKey } from "./kept-whole.js";
 
 // devalue's codes for values it writes as no entry (devalue/src/constants.js).
 const UNDEFINED = -1;
@@ -116,7 +117,8 @@ class PlainWriter {
 
   /** A dense array of Array.prototype with no other keys: `[i,j,...]`. */
   private arrayText(array: unknown[]): string | undefined {
-    if (!isPlainShell(array, Array.prototype)) return undefined;
+    // An enumerable symbol key is refused by the encoder's own path (kept-whole.ts).
+    if (!isPlainShell(array, Array.prototype) || hasSymbolKey(array)) return undefined;
     // As many keys as elements, the last one the last index: keys are listed indices first,
     // ascending, so they are the indices 0..length-1, no hole and no other key. The count
     // alone took [1, , 3] with an `x` for dense, and read its hole through the prototype.
@@ -215,7 +217,10 @@ function isPlainShell(value: object, proto: object): boolean {
     !types.isProxy(value) &&
     Object.getPrototypeOf(value) === proto &&
     !(Symbol.toStringTag in value) &&
-    toTag.call(value) === (proto === Array.prototype ? "[object Array]" : "[object Object]")
+    toTag.call(value) === (proto === Array.prototype ? "[object Array]" : "[object Object]") &&
+    // A Map or a buffer given Object.prototype: its toString tag is "Object", and `{}` was
+    // written without its entries or bytes (kept-whole.ts).
+    (proto === Array.prototype || !hasHiddenSlots(value))
   );
 }
 

@@ -65,6 +65,9 @@ function walk(value: unknown, rest: string, out: string, error: string | undefin
       return { path: out + m[0] + rest, error, exact: false };
     }
     if (index !== undefined && arrayWithPropsParts(value) !== false) {
+      // The parts themselves refused (its properties holding an own "__proto__" key): the
+      // array is the place, "[1]" named an element it may not have.
+      if (rest === "" && (index === 0 || index === 1)) return { path: out, error, exact };
       // [0][i]: its element i; [1].key: its property.
       const key = SEGMENT.exec(rest);
       const inner =
