@@ -10,7 +10,7 @@
 // 5. ctx.uuid's "give each call its own name" advice offered a label cairn refuses.
 
 import { describe, expect, it } from "vitest";
-import { decode, EncodeError, encode } from "../src/codec/codec.js";
+import { decode, EncodeError, encode, encodeIdentities } from "../src/codec/codec.js";
 import { NonDeterminismError, workflow } from "../src/index.js";
 import { useHarness } from "./helpers/engines.js";
 
@@ -55,6 +55,23 @@ describe("an array's getter before a typed array, in a value plainText gives up 
     const back = decode<{ s: unknown[] }>(encode({ at: new Date(0), s: sparse }));
     expect(reads()).toBe(1);
     expect((back.s[4_000_000_000] as unknown[])[0]).toBe(1);
+  });
+});
+
+describe("a child's input digest (encodeIdentities), found and not mended", () => {
+  // An input holding an Error is read twice, once for each digest (by parts, by name), each
+  // pass running every getter again: a getter with an effect runs twice (three times with
+  // the input's own encode), and the two digests may count two different answers. Mending
+  // it changes how digests are taken, which recorded digests must still match: held back.
+  it.fails("reads a getter once", () => {
+    let reads = 0;
+    encodeIdentities({
+      err: new Error("x"),
+      get n() {
+        return ++reads;
+      },
+    });
+    expect(reads).toBe(1);
   });
 });
 
@@ -148,6 +165,12 @@ describe('an own "__proto__" key', () => {
     const err = refusal({ list: [0, arrayWithProto()] });
     expect(err.path).toBe(".list[1]");
     expect(err.message).toContain('"__proto__" key');
+  });
+
+  it("on an Error, is refused at the Error's path (it was .e[4], a part index it does not have)", () => {
+    const e = Object.defineProperty(new Error("x"), "__proto__", { value: 1, enumerable: true });
+    expect(refusal({ e }).path).toBe(".e");
+    expect(refusal(e).path).toBe("(root)");
   });
 
   it("on an object JSON.parse made, is refused at the object's path, saying what to do", () => {

@@ -53,6 +53,11 @@ function walk(value: unknown, rest: string, out: string, error: string | undefin
         value = index === 3 ? read(value, "code") : undefined;
         continue;
       }
+      // The part itself refused (its properties holding an own "__proto__" key): the Error
+      // is the place, "[4]" named nothing it has.
+      if (rest === "" && (PROPS_PARTS.has(index) || index === SYMBOLS_PART)) {
+        return { path: out, error, exact };
+      }
       const key = SEGMENT.exec(rest);
       const name = key?.[1] ?? (key?.[3] === undefined ? undefined : JSON.parse(key[3]));
       if (key && typeof name === "string" && (PROPS_PARTS.has(index) || index === SYMBOLS_PART)) {
