@@ -1,4 +1,4 @@
-// Codec leftovers carried from earlier reviews (h6): each value either round-trips exactly or
+// Codec leftovers carried from earlier reviews: each value either round-trips exactly or
 // is refused naming where it is, never stored as something else.
 // 1. an array's getter read by the cheap pass was read again by encode's own pass when a
 //    typed array after it stopped the cheap one: the getter ran twice, its second answer stored;
