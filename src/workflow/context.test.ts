@@ -16,6 +16,7 @@ import type {
 import { createVirtualClock } from "../testing/virtual-clock.js";
 import { APPROVAL_EVENT_PREFIX } from "./approval-calls.js";
 import type { ApprovalAnswer } from "./approval-outcome.js";
+import { childInputDigests } from "./child-identity.js";
 import { Context, type ContextHost, type Outcome } from "./context.js";
 import type { WorkflowContext } from "./context-types.js";
 
@@ -818,7 +819,13 @@ describe("approvals", () => {
             key: "ship",
             kind: "approval",
             name: "ship",
-            data: encode({ deadline: now + 60_000, event, onTimeout: "reject" }),
+            data: encode({
+              deadline: now + 60_000,
+              event,
+              onTimeout: "reject",
+              // The request as asked, by its digest (matchAsking compares it on a replay).
+              request: childInputDigests({ pr: 7 }).input,
+            }),
             createdAt: now,
           },
         ],
