@@ -20,6 +20,8 @@ import { asStreamEnd, callerAborted } from "./caller-abort.js";
 import { certainStopOf, noteLoopSignal } from "./caller-stop.js";
 import { type Answered, answered, continueConversation } from "./conversation.js";
 import { type Asked, attempt } from "./model-attempt.js";
+import { reenterScope } from "../workflow/call-scope.js";
+import { CONTINUES, noteTurn } from "./stop-after-record.js";
 import {
   type DurableModel,
   type Mode,
@@ -80,8 +82,47 @@ async function durableCall(m: DurableModel, mode: Mode, o: CallOptions): Promise
     return await durableLoop(m, mode, { o, digest, promptChars, hasBytes }, prefixes, made);
   } catch (err) {
     if (made) made.failed = true;
+    const other = stopOfAnother(ctx, name, err, made);
+    if (other) return diverged(ctx, other);
     throw err;
   }
+}
+
+/** The answer a call continues, as a stop recorded in its place names it (stop-after-record.ts). */
+const answerId = (a: Answered): string => `${a.length}:${a.prefix}`;
+
+/** A loop's next call recorded as the caller's stop (stop-after-record.ts), handed to a call
+ *  that continues another answer: the loop ended on its own in the first execution (its
+ *  stopWhen met as the stop landed), and this call took its number. */
+function stopOfAnother(
+  ctx: WorkflowContext,
+  name: string,
+  err: unknown,
+  made: Answered | undefined,
+): NonDeterminismError | undefined {
+  const recorded = (err as Record<string, unknown> | null)?.[CONTINUES];
+  if (typeof recorded !== "string" || !made) return undefined;
+  if (made.continued && answerId(made.continued) === recorded) return undefined;
+  return new NonDeterminismError(
+    `Run "${ctx.runId}" no longer matches its journal: model call "${name}" was recorded as the caller's stop of a tool loop that continued another answer (the loop's signal fired as its last tool call ended), and this call does not continue that answer. Run the code this run started on (${ctx.workflow}@${ctx.version}), or fork the run onto a new version.`,
+  );
+}
+
+/** Makes the loop's next call, as the stop that ended the loop after `made`'s answer: from
+ *  the place a replay's SDK makes it from (that answer's, conversation.ts), failing with
+ *  `stop` (stop-after-record.ts). */
+function recordNextAsStop(m: DurableModel, made: Answered | undefined, stop: Error): Promise<unknown> {
+  if (made) {
+    reenterScope(made.scope);
+    Object.assign(stop, { [CONTINUES]: answerId(made) });
+  }
+  return m.ctx.step(
+    m.name,
+    () => {
+      throw stop;
+    },
+    m.stepOptions,
+  );
 }
 
 async function durableLoop(
@@ -112,7 +153,9 @@ async function durableLoop(
       const twin = answered(ctx, name, made, rec);
       if (twin) return diverged(ctx, twin);
     }
-    noteLoopSignal(ctx, rec.generate?.content ?? rec.parts, asked.o.abortSignal);
+    const parts = rec.generate?.content ?? rec.parts;
+    noteLoopSignal(ctx, parts, asked.o.abortSignal);
+    noteTurn(ctx, parts, asked.o.abortSignal, (stop) => recordNextAsStop(m, made, stop));
     return rec;
   }
 }

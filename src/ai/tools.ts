@@ -29,6 +29,7 @@ import {
   stopsLoop,
   takeLoopSignal,
 } from "./caller-stop.js";
+import { toolCallEnded } from "./stop-after-record.js";
 import { placeToolCall } from "./tool-order.js";
 
 export interface ToolsOptions extends StepOptions {
@@ -262,6 +263,8 @@ export function durableTools<TOOLS extends ToolSet>(
         throw err;
       } finally {
         placed();
+        // A stop that landed as its record was written, after its last check (stop-after-record.ts).
+        await toolCallEnded(ctx, execution.loop, execution.ran);
       }
     };
     const d = { ...t, execute: wrapped };

@@ -1,0 +1,152 @@
+// A caller's stop that lands before the stopping tool call's record is written: the SDK
+// reads its signal where no cairn call is in flight, so no record says the loop stopped.
+// The first execution stops; its replay (after a wait) must stop at the same place, with
+// the same outcome, without refusing the run and without a second (paid) model call.
+
+import { generateText, stepCountIs, streamText, tool } from "ai";
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import { type Store, workflow } from "../src/index.js";
+import { waitForStatus } from "../src/testing/index.js";
+import { kitFor } from "./helpers/ai.js";
+import { oneToolModel, settle } from "./helpers/ai-tool-loop.js";
+import { advanceUntil, BACKENDS, type Harness, useHarness } from "./helpers/engines.js";
+
+/** `store`, with `onToolRecord` called as a write holding a tool call's record is sent
+ *  (before it is durable): the moment a stop lands between a tool's end and its record. */
+function storeHooked(store: Store, onToolRecord: () => void): Store {
+  return new Proxy(store, {
+    get(target, prop, receiver) {
+      const v = Reflect.get(target, prop, receiver);
+      if (typeof v !== "function") return v;
+      if (prop !== "appendRecords") return v.bind(target); // its private fields are the target's
+      return (writes: Parameters<Store["appendRecords"]>[0]) => {
+        if (writes.some((w) => w.steps?.some((s) => s.name.startsWith("tool:")))) onToolRecord();
+        return (v as Store["appendRecords"]).call(target, writes);
+      };
+    },
+  });
+}
+
+type Mode = "generate" | "stream";
+
+async function runLoop(
+  mode: Mode,
+  settings: Parameters<typeof generateText>[0] & Parameters<typeof streamText>[0],
+) {
+  try {
+    const text =
+      mode === "generate"
+        ? (await generateText(settings)).text
+        : await streamText({ ...settings, onError: () => {} }).text;
+    return `answered: ${text}`;
+  } catch (err) {
+    return `stopped: ${(err as Error).name}: ${(err as Error).message}`;
+  }
+}
+
+let unique = 0;
+
+for (const backend of BACKENDS) {
+  describe(`cairn/ai: a caller's stop landing before the tool's record (${backend})`, () => {
+    const harness = useHarness(backend);
+
+    /** A loop whose stop lands as its tool's record is written (first execution only),
+     *  then a step and a second conversation of the same model; replayed by an event. */
+    async function stopAtRecord(h: Harness, mode: Mode) {
+      const { model, calls } = oneToolModel();
+      const ai = kitFor(h);
+      const outcomes: string[] = [];
+      let caller = new AbortController();
+      let armed = true;
+      const wf = workflow({ name: `stop-at-record-${mode}-${++unique}`, version: "1" }, async (ctx) => {
+        caller = new AbortController();
+        const tools = ai.tools(ctx, {
+          lookup: tool({ inputSchema: z.object({}), execute: async () => "found" }),
+        });
+        const base = { model: ai.model(ctx, model), tools, stopWhen: stepCountIs(3) };
+        const first = await runLoop(mode, { ...base, prompt: "go", abortSignal: caller.signal });
+        const n = await ctx.step("between", async () => 7);
+        const second = await runLoop(mode, { ...base, prompt: "again" });
+        outcomes.push(`${first} / ${n} / ${second}`);
+        await ctx.waitForEvent("go-on");
+        return outcomes.at(-1);
+      });
+      const engine = h.engine([wf], {
+        store: storeHooked(h.store(), () => {
+          if (!armed) return;
+          armed = false;
+          caller.abort(); // the user's stop, between the tool's end and its record
+        }),
+      });
+      const run = await engine.start(wf, null);
+      await waitForStatus(run, "waiting");
+      const firstCalls = calls();
+      await engine.sendEvent(run.id, "go-on", null);
+      const r = await advanceUntil(h.clock, settle(run.result()), 1_000, 100);
+      return { outcomes, r, firstCalls, replayCalls: calls() - firstCalls };
+    }
+
+    for (const mode of ["generate", "stream"] as const) {
+      it(`${mode}: the replay stops where the first execution did`, async () => {
+        const { outcomes, r, firstCalls, replayCalls } = await stopAtRecord(harness(), mode);
+        expect(outcomes[0]).toMatch(/^stopped: AbortError: .* \/ 7 \/ answered: the answer$/);
+        expect(r.error).toBeUndefined();
+        expect(outcomes[1]).toBe(outcomes[0]);
+        expect(r.value).toBe(outcomes[0]);
+        expect(firstCalls).toBe(3);
+        expect(replayCalls).toBe(0);
+      });
+    }
+
+    /** streamText rejects at once when its signal fires, while a tool is still running:
+     *  the workflow goes on (a step) before the tool's record is written. */
+    it("stream: a stop while a tool runs, the workflow going on before its record", async () => {
+      const h = harness();
+      const { model, calls } = oneToolModel();
+      const ai = kitFor(h);
+      const outcomes: string[] = [];
+      let release = () => {};
+      const wf = workflow({ name: `stream-stop-in-flight-${++unique}`, version: "1" }, async (ctx) => {
+        const caller = new AbortController();
+        const tools = ai.tools(ctx, {
+          lookup: tool({
+            inputSchema: z.object({}),
+            execute: async () => {
+              caller.abort(); // the user's stop, while the tool runs
+              await new Promise<void>((resolve) => {
+                release = resolve;
+              });
+              return "found";
+            },
+          }),
+        });
+        const first = await runLoop("stream", {
+          model: ai.model(ctx, model),
+          tools,
+          stopWhen: stepCountIs(3),
+          prompt: "go",
+          abortSignal: caller.signal,
+        });
+        const n = await ctx.step("after", async () => {
+          release(); // the tool ends (and records) only now
+          return 7;
+        });
+        outcomes.push(`${first} / ${n}`);
+        await ctx.waitForEvent("go-on");
+        return outcomes.at(-1);
+      });
+      const engine = h.engine([wf]);
+      const run = await engine.start(wf, null);
+      await waitForStatus(run, "waiting");
+      const firstCalls = calls();
+      await engine.sendEvent(run.id, "go-on", null);
+      const r = await advanceUntil(h.clock, settle(run.result()), 1_000, 100);
+      expect(outcomes[0]).toMatch(/^stopped: AbortError: .* \/ 7$/);
+      expect(r.error).toBeUndefined();
+      expect(outcomes[1]).toBe(outcomes[0]);
+      expect(firstCalls).toBe(1);
+      expect(calls() - firstCalls).toBe(0);
+    });
+  });
+}
