@@ -15,13 +15,12 @@
 
 import { NonDeterminismError, type WorkflowContext } from "../index.js";
 import { failRunWith } from "../lib/fail-run.js";
+import { reenterScope } from "../workflow/call-scope.js";
 import { type CallRecord, streamOf } from "./call-record.js";
 import { asStreamEnd, callerAborted } from "./caller-abort.js";
 import { certainStopOf, noteLoopSignal } from "./caller-stop.js";
 import { type Answered, answered, continueConversation } from "./conversation.js";
 import { type Asked, attempt } from "./model-attempt.js";
-import { reenterScope } from "../workflow/call-scope.js";
-import { CONTINUES, noteTurn } from "./stop-after-record.js";
 import {
   type DurableModel,
   type Mode,
@@ -32,6 +31,7 @@ import {
 import { EVERY_URL, hasUrlParts } from "./prompt-urls.js";
 import { legacyDigest, readRequest } from "./request-text.js";
 import type { CallOptions, LanguageModelV4, ModelObject } from "./sdk-types.js";
+import { CONTINUES, noteTurn } from "./stop-after-record.js";
 
 export function durableModel(
   rt: ModelRuntime,
@@ -111,7 +111,11 @@ function stopOfAnother(
 /** Makes the loop's next call, as the stop that ended the loop after `made`'s answer: from
  *  the place a replay's SDK makes it from (that answer's, conversation.ts), failing with
  *  `stop` (stop-after-record.ts). */
-function recordNextAsStop(m: DurableModel, made: Answered | undefined, stop: Error): Promise<unknown> {
+function recordNextAsStop(
+  m: DurableModel,
+  made: Answered | undefined,
+  stop: Error,
+): Promise<unknown> {
   if (made) {
     reenterScope(made.scope);
     Object.assign(stop, { [CONTINUES]: answerId(made) });
@@ -155,7 +159,9 @@ async function durableLoop(
     }
     const parts = rec.generate?.content ?? rec.parts;
     noteLoopSignal(ctx, parts, asked.o.abortSignal);
-    noteTurn(ctx, parts, asked.o.abortSignal, (stop) => recordNextAsStop(m, made, stop));
+    noteTurn(ctx, parts, asked.o.abortSignal, mode === "stream", (stop) =>
+      recordNextAsStop(m, made, stop),
+    );
     return rec;
   }
 }

@@ -21,6 +21,8 @@ import { certainStopOf, markStopped } from "./caller-stop.js";
  *  make the loop's next call as its stop. */
 interface Turn {
   open: number;
+  /** A streamed call's answer: streamText gives up on its tool calls at the stop. */
+  stream: boolean;
   recordStop: (stop: Error) => Promise<unknown>;
 }
 
@@ -34,6 +36,7 @@ export function noteTurn(
   ctx: WorkflowContext,
   parts: ReadonlyArray<{ type: string }> | undefined,
   signal: AbortSignal | undefined,
+  stream: boolean,
   recordStop: Turn["recordStop"],
 ): void {
   if (!signal) return;
@@ -43,10 +46,16 @@ export function noteTurn(
     turns.set(ctx, mine);
   }
   const open = (parts ?? []).filter(
-    (p) => p.type === "tool-call" && (p as { providerExecuted?: unknown }).providerExecuted !== true,
+    (p) =>
+      p.type === "tool-call" && (p as { providerExecuted?: unknown }).providerExecuted !== true,
   ).length;
   if (open === 0) mine.delete(signal);
-  else mine.set(signal, { open, recordStop });
+  else mine.set(signal, { open, stream, recordStop });
+}
+
+/** Whether `loop`'s tool calls running now come from a streamed answer. */
+export function isStreamTurn(ctx: WorkflowContext, loop: AbortSignal | undefined): boolean {
+  return loop !== undefined && turns.get(ctx)?.get(loop)?.stream === true;
 }
 
 /** A tool call of `loop`'s turn ended (its outcome handed over); `ran`: its body ran in this

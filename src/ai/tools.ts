@@ -29,8 +29,9 @@ import {
   stopsLoop,
   takeLoopSignal,
 } from "./caller-stop.js";
-import { toolCallEnded } from "./stop-after-record.js";
+import { isStreamTurn, toolCallEnded } from "./stop-after-record.js";
 import { placeToolCall } from "./tool-order.js";
+import { orAborted } from "./unheard-abort.js";
 
 export interface ToolsOptions extends StepOptions {
   /** The first part of its calls' names: "<name>:<toolName>:<toolCallId>". Default "tool".
@@ -175,12 +176,16 @@ export function durableTools<TOOLS extends ToolSet>(
               notBegunAfterStop(ctx, o.abortSignal, execution.loop);
               execution.ran = true;
               try {
-                return await effect.perform(input, {
-                  idempotencyKey: key,
-                  attempt: s.attempt,
-                  toolCallId: o.toolCallId,
-                  abortSignal: signalOf(s, o.abortSignal),
-                });
+                return await untilStreamStops(
+                  ctx,
+                  execution.loop,
+                  effect.perform(input, {
+                    idempotencyKey: key,
+                    attempt: s.attempt,
+                    toolCallId: o.toolCallId,
+                    abortSignal: signalOf(s, o.abortSignal),
+                  }),
+                );
               } catch (err) {
                 // As for a plain tool (below): retried, the effect was reconciled and
                 // performed again with the caller's signal already aborted.
@@ -206,15 +211,19 @@ export function durableTools<TOOLS extends ToolSet>(
             execution.ran = true;
             let output: unknown;
             try {
-              output = await finalOutput(
-                // Called on its tool, as the SDK calls it (tool.execute(...)): an execute
-                // that is a method (a class's, an object literal's) reads its `this`.
-                run.call(t, input, {
-                  ...o,
-                  abortSignal: signalOf(s, o.abortSignal),
-                  idempotencyKey: s.idempotencyKey,
-                  attempt: s.attempt,
-                } as ToolExecutionOptions<unknown> & DurableToolOptions),
+              output = await untilStreamStops(
+                ctx,
+                execution.loop,
+                finalOutput(
+                  // Called on its tool, as the SDK calls it (tool.execute(...)): an execute
+                  // that is a method (a class's, an object literal's) reads its `this`.
+                  run.call(t, input, {
+                    ...o,
+                    abortSignal: signalOf(s, o.abortSignal),
+                    idempotencyKey: s.idempotencyKey,
+                    attempt: s.attempt,
+                  } as ToolExecutionOptions<unknown> & DurableToolOptions),
+                ),
               );
             } catch (err) {
               // The caller gave up (the SDK's abortSignal, its tool timeout): final, as for
@@ -272,6 +281,20 @@ export function durableTools<TOOLS extends ToolSet>(
     out[toolName] = d;
   }
   return out as TOOLS;
+}
+
+/** A streamed loop's tool call, ended by the loop's stop: streamText gives up on its tool
+ *  calls then and the workflow goes on, while the tool may run on. Recorded only once the
+ *  tool ended, the call's record came after the workflow's next calls; a replay, whose
+ *  signal has not fired, waits for the tool's outcome before it goes on, and the run was
+ *  refused, its next recorded call never made. The tool, if it runs on, is given up on. */
+function untilStreamStops<T>(
+  ctx: WorkflowContext,
+  loop: AbortSignal | undefined,
+  work: PromiseLike<T> | T,
+): Promise<T> {
+  const p = Promise.resolve(work);
+  return isStreamTurn(ctx, loop) ? orAborted(p, loop) : p;
 }
 
 /** A tool body about to run (no record of it) whose signal a caller's stop already ended in
