@@ -167,18 +167,31 @@ export function noteLoopSignal(
   }
 }
 
+/** Answers of several loops (signals) hold a tool call's tool and id, and which one it
+ *  comes from cannot be read (a runtime without Node's record of AbortSignal.any): the
+ *  loops it may come from. */
+export interface UnknownLoop {
+  candidates: AbortSignal[];
+}
+
+/** Keys of tool calls that answers of several loops hold, not all taken yet, by toolKey:
+ *  those loops (see takeLoopSignal). */
+const unknownLoops = new WeakMap<WorkflowContext, Map<string, AbortSignal[]>>();
+
 /** The signal of the loop a tool call comes from, taken (the next answer with this tool
  *  and id is another turn's): of the answers holding this tool and id, the one whose signal
  *  the tool's (`toolSignal`) is, or follows (see signalSources); none when it follows none
  *  (a loop without a signal, whose tool has a timer's alone). Where that cannot be read,
- *  the newest answer's: a link left by a tool call the SDK never made (its input failed the
- *  tool's schema) is older, and a later loop's answer reuses its id (call_0). */
+ *  the newest answer's when all the answers are one loop's (a link left by a tool call the
+ *  SDK never made, its input failed the tool's schema, is older, and a later answer of the
+ *  loop reuses its id, call_0); an UnknownLoop when they are several loops' (taking the
+ *  newest, one loop's stop was marked on the other's signal: a silent swap in the replay). */
 export function takeLoopSignal(
   ctx: WorkflowContext,
   toolName: string,
   toolCallId: string,
   toolSignal: AbortSignal | undefined,
-): AbortSignal | undefined {
+): AbortSignal | UnknownLoop | undefined {
   const mine = loops.get(ctx);
   const key = toolKey(toolName, toolCallId);
   const linked = mine?.get(key);
@@ -189,6 +202,23 @@ export function takeLoopSignal(
   else {
     const followed = signalSources(toolSignal);
     if (followed === null) return undefined;
+    // Once several loops' answers held the key, every call of it is of an unknown loop:
+    // the one taken before may have been the other's.
+    const candidates = unknownLoops.get(ctx)?.get(key) ?? [...new Set(linked)];
+    if (followed === undefined && candidates.length > 1) {
+      let unknown = unknownLoops.get(ctx);
+      if (!unknown) {
+        unknown = new Map();
+        unknownLoops.set(ctx, unknown);
+      }
+      linked.splice(i, 1);
+      if (linked.length > 0) unknown.set(key, candidates);
+      else {
+        mine.delete(key);
+        unknown.delete(key);
+      }
+      return { candidates };
+    }
     if (followed !== undefined) {
       // A loop's own signal may be a composite too (its caller's, timeout.totalMs): the
       // tool's follows every signal it follows.
@@ -227,6 +257,13 @@ function signalSources(signal: AbortSignal): Set<AbortSignal> | null | undefined
     if (s instanceof AbortSignal) out.add(s);
   }
   return out;
+}
+
+/** Whether a tool call's caller abort `abort` may have stopped one of `unknown`'s loops:
+ *  one of them fired (this execution), or the record says the loop's own signal fired. */
+export function mayStopUnknownLoop(unknown: UnknownLoop, abort: Error, replayed: boolean): boolean {
+  const callersOwn = abort.name === "AbortError" || isLoopStop(abort);
+  return unknown.candidates.some((l) => l.aborted) || (replayed && callersOwn);
 }
 
 /** Whether a tool call's caller abort `abort`, handed the tool through `toolSignal`, also

@@ -18,16 +18,25 @@
 // "edited" without the edit.
 
 import type { FlexibleSchema, Tool, ToolExecutionOptions, ToolSet } from "ai";
-import type { StepContext, StepOptions, WorkflowContext, Workspace } from "../index.js";
+import {
+  NonDeterminismError,
+  type StepContext,
+  type StepOptions,
+  type WorkflowContext,
+  type Workspace,
+} from "../index.js";
+import { failRunWith } from "../lib/fail-run.js";
 import { callName, checkGivenName } from "./call-names.js";
 import { callerAborted } from "./caller-abort.js";
 import {
   isCallerAbort,
   isLoopStop,
   markStopped,
+  mayStopUnknownLoop,
   stopOf,
   stopsLoop,
   takeLoopSignal,
+  type UnknownLoop,
 } from "./caller-stop.js";
 import { isStreamTurn, toolCallEnded } from "./stop-after-record.js";
 import { placeToolCall } from "./tool-order.js";
@@ -248,9 +257,11 @@ export function durableTools<TOOLS extends ToolSet>(
     // (tool-order.ts): synchronously, right before the call.
     const wrapped = async (input: unknown, o: ToolExecutionOptions<unknown>) => {
       // The loop first: placing the call may move the flow to an earlier turn's place.
+      const link = takeLoopSignal(ctx, toolName, o.toolCallId, o.abortSignal);
+      const unknown = link instanceof AbortSignal || link === undefined ? undefined : link;
       const execution = {
         ran: false,
-        loop: takeLoopSignal(ctx, toolName, o.toolCallId, o.abortSignal),
+        loop: unknown ? undefined : (link as AbortSignal | undefined),
       };
       const placed = placeToolCall(ctx, prefix, toolName, o.toolCallId, input);
       try {
@@ -261,6 +272,9 @@ export function durableTools<TOOLS extends ToolSet>(
         // thrown while the signal stayed quiet, ends nothing.
         const stops = !execution.ran || o.abortSignal?.aborted === true;
         if (o.abortSignal && stops && isCallerAbort(err)) {
+          if (unknown && mayStopUnknownLoop(unknown, err, !execution.ran)) {
+            return failRunWith(ctx, unknownLoopStop(ctx, toolName, o.toolCallId));
+          }
           const certain = isLoopStop(err);
           markStopped(ctx, o.abortSignal, err, certain);
           // A tool with a timeout of its own was handed a signal of its own: the loop's
@@ -295,6 +309,15 @@ function untilStreamStops<T>(
 ): Promise<T> {
   const p = Promise.resolve(work);
   return isStreamTurn(ctx, loop) ? orAborted(p, loop) : p;
+}
+
+/** A caller's stop in a tool call that answers of several loops held, alike in tool and id,
+ *  where the loop it comes from cannot be read (see takeLoopSignal): refused, as marking
+ *  either loop stopped could stop the other's replay and let this one's go on. */
+function unknownLoopStop(ctx: WorkflowContext, toolName: string, toolCallId: string): Error {
+  return new NonDeterminismError(
+    `Run "${ctx.runId}": the caller's stop ended tool call "${toolName}" (id "${toolCallId}"), whose tool and id answers of several tool loops running at once held, and this runtime does not tell which loop's signal the tool's (timeout.toolMs) follows: a replay could not tell which loop stopped. Give each loop's tools their own tool names, run such loops one after the other, or run them without timeout.toolMs.`,
+  );
 }
 
 /** A tool body about to run (no record of it) whose signal a caller's stop already ended in
