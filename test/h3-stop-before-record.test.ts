@@ -21,6 +21,10 @@ function storeHooked(store: Store, onToolRecord: () => void): Store {
       if (typeof v !== "function") return v;
       if (prop !== "appendRecords") return v.bind(target); // its private fields are the target's
       return (writes: Parameters<Store["appendRecords"]>[0]) => {
+        console.log(
+          "WRITE",
+          JSON.stringify(writes.map((w) => w.steps?.map((s) => [s.name, s.key, s.error?.name]))),
+        );
         if (writes.some((w) => w.steps?.some((s) => s.name.startsWith("tool:")))) onToolRecord();
         return (v as Store["appendRecords"]).call(target, writes);
       };
@@ -53,7 +57,7 @@ for (const backend of BACKENDS) {
 
     /** A loop whose stop lands as its tool's record is written (first execution only),
      *  then a step and a second conversation of the same model; replayed by an event. */
-    async function stopAtRecord(h: Harness, mode: Mode) {
+    async function stopAtRecord(h: Harness, mode: Mode, steps = 3, then = true) {
       const { model, calls } = oneToolModel();
       const ai = kitFor(h);
       const outcomes: string[] = [];
@@ -67,9 +71,14 @@ for (const backend of BACKENDS) {
             lookup: tool({ inputSchema: z.object({}), execute: async () => "found" }),
           });
           const base = { model: ai.model(ctx, model), tools, stopWhen: stepCountIs(3) };
-          const first = await runLoop(mode, { ...base, prompt: "go", abortSignal: caller.signal });
+          const first = await runLoop(mode, {
+            ...base,
+            prompt: "go",
+            abortSignal: caller.signal,
+            stopWhen: stepCountIs(steps),
+          });
           const n = await ctx.step("between", async () => 7);
-          const second = await runLoop(mode, { ...base, prompt: "again" });
+          const second = then ? await runLoop(mode, { ...base, prompt: "again" }) : "-";
           outcomes.push(`${first} / ${n} / ${second}`);
           await ctx.waitForEvent("go-on");
           return outcomes.at(-1);
@@ -104,6 +113,25 @@ for (const backend of BACKENDS) {
     // The stop is recorded as the loop's next model call (src/ai/stop-after-record.ts).
     it("generate: the replay stops where the first execution did", () =>
       expectSameStop("generate"));
+
+    // The loop ends on its own after its tool turn (stepCountIs(1)) as the stop lands: the
+    // SDK makes no next call, in the first execution or its replay. The stop recorded as
+    // that call is no other call's: a later call of the model takes its own record.
+    for (const then of [true, false]) {
+      it(`generate: a loop ending on its own as the stop lands replays (${then ? "a later call of the model" : "nothing after"})`, async () => {
+        const { outcomes, r, firstCalls, replayCalls } = await stopAtRecord(
+          harness(),
+          "generate",
+          1,
+          then,
+        );
+        expect(outcomes[0]).toBe(`answered:  / 7 / ${then ? "answered: the answer" : "-"}`);
+        expect(r.error).toBeUndefined();
+        expect(outcomes[1]).toBe(outcomes[0]);
+        expect(firstCalls).toBe(then ? 3 : 1);
+        expect(replayCalls).toBe(0);
+      });
+    }
 
     // NOT MENDED: streamText gives up at the stop itself, and the workflow goes on ("between"
     // is recorded) before the tool's record, which says it succeeded, is handed back; the

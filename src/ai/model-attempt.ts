@@ -30,6 +30,8 @@ export interface Asked {
   digest: string;
   promptChars: number;
   hasBytes: boolean;
+  /** The caller's stop this call ends with, not made (stop-after-record.ts). */
+  stop?: Error | undefined;
 }
 
 /** The usage the provider reported during one attempt (set as soon as it arrives). */
@@ -48,7 +50,7 @@ export async function attempt(
   const { o, digest } = asked;
   // A signal marked stopped since the call began (model.ts refuses a call made after):
   // the loop is over, the call is not made (caller-stop.ts).
-  const stopped = stopOf(m.ctx, o.abortSignal);
+  const stopped = asked.stop ?? stopOf(m.ctx, o.abortSignal);
   if (stopped) throw callerAborted(stopped);
   const deadline = deadlineOf(m);
   // Unique to this execution of the attempt: attempt numbers start again at 1 when a failed

@@ -15,7 +15,6 @@
 
 import { NonDeterminismError, type WorkflowContext } from "../index.js";
 import { failRunWith } from "../lib/fail-run.js";
-import { reenterScope } from "../workflow/call-scope.js";
 import { type CallRecord, streamOf } from "./call-record.js";
 import { asStreamEnd, callerAborted } from "./caller-abort.js";
 import { certainStopOf, noteLoopSignal } from "./caller-stop.js";
@@ -31,7 +30,7 @@ import {
 import { EVERY_URL, hasUrlParts } from "./prompt-urls.js";
 import { legacyDigest, readRequest } from "./request-text.js";
 import type { CallOptions, LanguageModelV4, ModelObject } from "./sdk-types.js";
-import { CONTINUES, noteTurn } from "./stop-after-record.js";
+import { noteTurn, takeDeferredStop } from "./stop-after-record.js";
 
 export function durableModel(
   rt: ModelRuntime,
@@ -78,55 +77,14 @@ async function durableCall(m: DurableModel, mode: Mode, o: CallOptions): Promise
   // The request's text, read once (request-text.ts: a file's bytes make it costly).
   const { digest, prefixes, promptChars, hasBytes } = readRequest(o, m.checkRequest);
   const made = continueConversation(ctx, name, o.prompt, prefixes);
+  // The stop that landed as the loop's last tool call was recorded: this call's outcome.
+  const stop = takeDeferredStop(ctx, o.abortSignal, made?.continued);
   try {
-    return await durableLoop(m, mode, { o, digest, promptChars, hasBytes }, prefixes, made);
+    return await durableLoop(m, mode, { o, digest, promptChars, hasBytes, stop }, prefixes, made);
   } catch (err) {
     if (made) made.failed = true;
-    const other = stopOfAnother(ctx, name, err, made);
-    if (other) return diverged(ctx, other);
     throw err;
   }
-}
-
-/** The answer a call continues, as a stop recorded in its place names it (stop-after-record.ts). */
-const answerId = (a: Answered): string => `${a.length}:${a.prefix}`;
-
-/** A loop's next call recorded as the caller's stop (stop-after-record.ts), handed to a call
- *  that continues another answer: the loop ended on its own in the first execution (its
- *  stopWhen met as the stop landed), and this call took its number. */
-function stopOfAnother(
-  ctx: WorkflowContext,
-  name: string,
-  err: unknown,
-  made: Answered | undefined,
-): NonDeterminismError | undefined {
-  const recorded = (err as Record<string, unknown> | null)?.[CONTINUES];
-  if (typeof recorded !== "string" || !made) return undefined;
-  if (made.continued && answerId(made.continued) === recorded) return undefined;
-  return new NonDeterminismError(
-    `Run "${ctx.runId}" no longer matches its journal: model call "${name}" was recorded as the caller's stop of a tool loop that continued another answer (the loop's signal fired as its last tool call ended), and this call does not continue that answer. Run the code this run started on (${ctx.workflow}@${ctx.version}), or fork the run onto a new version.`,
-  );
-}
-
-/** Makes the loop's next call, as the stop that ended the loop after `made`'s answer: from
- *  the place a replay's SDK makes it from (that answer's, conversation.ts), failing with
- *  `stop` (stop-after-record.ts). */
-function recordNextAsStop(
-  m: DurableModel,
-  made: Answered | undefined,
-  stop: Error,
-): Promise<unknown> {
-  if (made) {
-    reenterScope(made.scope);
-    Object.assign(stop, { [CONTINUES]: answerId(made) });
-  }
-  return m.ctx.step(
-    m.name,
-    () => {
-      throw stop;
-    },
-    m.stepOptions,
-  );
 }
 
 async function durableLoop(
@@ -159,9 +117,7 @@ async function durableLoop(
     }
     const parts = rec.generate?.content ?? rec.parts;
     noteLoopSignal(ctx, parts, asked.o.abortSignal);
-    noteTurn(ctx, parts, asked.o.abortSignal, mode === "stream", (stop) =>
-      recordNextAsStop(m, made, stop),
-    );
+    noteTurn(ctx, parts, asked.o.abortSignal, mode === "stream", made);
     return rec;
   }
 }

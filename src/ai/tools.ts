@@ -36,7 +36,6 @@ import {
   stopOf,
   stopsLoop,
   takeLoopSignal,
-  type UnknownLoop,
 } from "./caller-stop.js";
 import { isStreamTurn, toolCallEnded } from "./stop-after-record.js";
 import { placeToolCall } from "./tool-order.js";
@@ -287,7 +286,7 @@ export function durableTools<TOOLS extends ToolSet>(
       } finally {
         placed();
         // A stop that landed as its record was written, after its last check (stop-after-record.ts).
-        await toolCallEnded(ctx, execution.loop, execution.ran);
+        toolCallEnded(ctx, execution.loop, execution.ran);
       }
     };
     const d = { ...t, execute: wrapped };
