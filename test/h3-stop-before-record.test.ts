@@ -135,12 +135,13 @@ for (const backend of BACKENDS) {
       });
     }
 
-    // NOT MENDED: with toolCallConcurrency 1, a stop landing as c1's record is written makes
-    // the SDK start no further tool call (its queue reads the signal, not from the loop's
-    // frame that stop-after-record.ts lets go on): c2 never ran and nothing recorded the
-    // stop. The replay, whose signal does not fire, runs c2's body (a tool the first
-    // execution never ran) and makes the loop's next model call.
-    it.fails("generate, toolCallConcurrency 1: the replay runs no tool the first execution did not", async () => {
+    // With toolCallConcurrency 1, a stop landing as c1's record is written made the SDK start
+    // no further tool call (its queue reads the signal), and nothing recorded the stop: the
+    // replay, whose signal does not fire, ran c2's body (a tool the first execution never
+    // ran), made the loop's next model call, and answered where the first execution had
+    // stopped. The queue's check now goes on too, and c2's call records the stop
+    // (stop-after-record.ts).
+    it("generate, toolCallConcurrency 1: the replay runs no tool the first execution did not", async () => {
       const h = harness();
       const ai = kitFor(h);
       let calls = 0;

@@ -36,8 +36,10 @@ interface Deferred {
 const turns = new WeakMap<WorkflowContext, WeakMap<AbortSignal, Turn>>();
 const deferred = new WeakMap<WorkflowContext, WeakMap<AbortSignal, Deferred>>();
 
-/** The SDK's function whose check before each model call after the first is let go on. */
-const SDK_LOOP_FRAME = /\bat (async )?executeGenerateText \(/;
+/** The SDK's functions whose checks are let go on: before each model call after the first
+ *  (`executeGenerateText`), and before each tool call its `toolCallConcurrency` queue starts
+ *  (`worker`), in the SDK's own file. */
+const SDK_LOOP_FRAME = /\n\s+at (async )?(executeGenerateText|worker) \([^)]*\/ai\/dist\//;
 
 /** Notes an answer (`parts`) of a model call made with `signal`: its tool calls now run. */
 export function noteTurn(
@@ -67,8 +69,9 @@ export function isStreamTurn(ctx: WorkflowContext, loop: AbortSignal | undefined
 }
 
 /** A tool call of `loop`'s turn ended (its outcome handed over); `ran`: its body ran in this
- *  execution. When it is the turn's last, and the loop's signal fired with no stop recorded
- *  for it, the SDK's next check goes on to the next model call (see the header). */
+ *  execution. When the loop's signal fired with no stop recorded for it, the SDK's next
+ *  check goes on, to the next model call or tool call, whose outcome is the stop (see the
+ *  header). */
 export function toolCallEnded(
   ctx: WorkflowContext,
   loop: AbortSignal | undefined,
@@ -77,8 +80,7 @@ export function toolCallEnded(
   const turn = loop ? turns.get(ctx)?.get(loop) : undefined;
   if (!loop || !turn) return;
   turn.open--;
-  if (turn.open > 0) return;
-  turns.get(ctx)?.delete(loop);
+  if (turn.open === 0) turns.get(ctx)?.delete(loop);
   // A replay's signal firing with no stop recorded is a stop the first execution did not
   // have: it stops that replay as the SDK does, unrecorded.
   if (!ran || turn.stream || !loop.aborted || certainStopOf(ctx, loop)) return;
@@ -92,13 +94,31 @@ export function toolCallEnded(
     configurable: true,
     writable: true,
     value: function throwIfAborted(this: AbortSignal) {
-      if (mine.has(loop) && SDK_LOOP_FRAME.test(new Error().stack ?? "")) {
+      // A tool call of the turn that ended since with the stop recorded it: the SDK stops.
+      const unrecorded = mine.has(loop) && !certainStopOf(ctx, loop);
+      if (unrecorded && SDK_LOOP_FRAME.test(new Error().stack ?? "")) {
         delete (loop as { throwIfAborted?: unknown }).throwIfAborted;
         return;
       }
       return AbortSignal.prototype.throwIfAborted.call(this);
     },
   });
+}
+
+/** The stop a tool call of `loop` the SDK's queue started after its check went on records
+ *  as its outcome (see the header). */
+export function takeDeferredToolStop(
+  ctx: WorkflowContext,
+  loop: AbortSignal | undefined,
+): Error | undefined {
+  const mine = loop ? deferred.get(ctx) : undefined;
+  const d = loop ? mine?.get(loop) : undefined;
+  if (!loop || !d) return undefined;
+  mine?.delete(loop);
+  delete (loop as { throwIfAborted?: unknown }).throwIfAborted;
+  const stop = callerAborted(d.stop);
+  (stop as { code: string }).code = "CALLER_ABORTED"; // the loop's own signal had fired
+  return stop;
 }
 
 /** The stop a model call made with `signal`, continuing `answer`, records as its outcome:

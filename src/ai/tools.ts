@@ -37,7 +37,7 @@ import {
   stopsLoop,
   takeLoopSignal,
 } from "./caller-stop.js";
-import { isStreamTurn, toolCallEnded } from "./stop-after-record.js";
+import { isStreamTurn, takeDeferredToolStop, toolCallEnded } from "./stop-after-record.js";
 import { placeToolCall } from "./tool-order.js";
 import { orAborted } from "./unheard-abort.js";
 
@@ -331,6 +331,9 @@ function notBegunAfterStop(
 ): void {
   const stop = stopOf(ctx, signal) ?? stopOf(ctx, loop);
   if (stop) throw callerAborted(stop);
+  // A stop that landed as an earlier tool call of the turn was recorded (stop-after-record.ts).
+  const deferred = takeDeferredToolStop(ctx, loop);
+  if (deferred) throw deferred;
 }
 
 /** A tool call the SDK's signal ended (the body saw it fired), as its record says it: code
