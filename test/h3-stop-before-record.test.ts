@@ -7,6 +7,7 @@ import { generateText, stepCountIs, streamText, tool } from "ai";
 import { MockLanguageModelV4 } from "ai/test";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
+import { effectTool } from "../src/ai/index.js";
 import { type Store, workflow } from "../src/index.js";
 import { waitForStatus } from "../src/testing/index.js";
 import { USAGE } from "./fixtures/ai-agent.js";
@@ -213,6 +214,52 @@ for (const backend of BACKENDS) {
       expect(outcomes[1]).toBe(outcomes[0]);
       expect(bodies).toEqual(["c1"]);
       expect(calls).toBe(1);
+    });
+
+    // An effectTool's perform that returns once the stop landed keeps its result (its effect
+    // happened), so nothing recorded the stop and the replay went on past it, paid. The
+    // loop's next call now records it (stop-after-record.ts).
+    it("generate: a stop landing in an effectTool's perform that returns ends the replay's loop too", async () => {
+      const h = harness();
+      const { model, calls } = oneToolModel();
+      const ai = kitFor(h);
+      const outcomes: string[] = [];
+      let performed = 0;
+      const wf = workflow({ name: `stop-in-effect-${++unique}`, version: "1" }, async (ctx) => {
+        const caller = new AbortController();
+        const tools = ai.tools(ctx, {
+          lookup: effectTool({
+            inputSchema: z.object({}),
+            perform: async () => {
+              performed++;
+              caller.abort(); // the user's stop, while the effect is performed
+              return "done";
+            },
+            reconcile: () => undefined,
+          }),
+        });
+        outcomes.push(
+          await runLoop("generate", {
+            model: ai.model(ctx, model),
+            tools,
+            stopWhen: stepCountIs(3),
+            prompt: "go",
+            abortSignal: caller.signal,
+          }),
+        );
+        await ctx.waitForEvent("go-on");
+        return outcomes.at(-1);
+      });
+      const engine = h.engine([wf], { replayStallMs: 3_000 });
+      const run = await engine.start(wf, null);
+      await waitForStatus(run, "waiting");
+      await engine.sendEvent(run.id, "go-on", null);
+      const r = await advanceUntil(h.clock, settle(run.result()), 1_000, 100);
+      expect(outcomes[0]).toMatch(/^stopped: AbortError/);
+      expect(r.error).toBeUndefined();
+      expect(outcomes[1]).toBe(outcomes[0]);
+      expect(performed).toBe(1);
+      expect(calls()).toBe(1);
     });
 
     // NOT MENDED: streamText gives up at the stop itself, and the workflow goes on ("between"
