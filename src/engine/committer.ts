@@ -64,38 +64,46 @@ export class Committer {
     const batch = this.queue;
     this.queue = [];
     this.batch = batch;
-    this.flushing = this.flushBatch(batch).finally(() => {
-      this.flushing = undefined;
-      this.batch = [];
-      if (this.queue.length > 0) this.schedule();
-    });
+    this.stats.batches++;
+    this.stats.writes += batch.length;
+    let written: ReturnType<Store["appendRecords"]>;
+    try {
+      written = this.store.appendRecords(batch.map((p) => p.write));
+    } catch (err) {
+      written = Promise.reject(err);
+    }
+    // One reaction settles the batch and ends the flush: an async function with a finally
+    // made five promises a batch, one batch a step for a run on its own.
+    this.flushing = written.then(
+      (outcomes) => this.flushed(batch, (p, i) => this.settle(p, outcomes[i])),
+      (err: unknown) => this.flushed(batch, (p) => p.reject(err as Error)),
+    );
     return this.flushing;
   }
 
-  private async flushBatch(batch: Pending[]): Promise<void> {
-    this.stats.batches++;
-    this.stats.writes += batch.length;
-    let outcomes: Awaited<ReturnType<Store["appendRecords"]>>;
+  /** Settles each write of the batch just flushed; then the next batch may begin. */
+  private flushed(batch: Pending[], settle: (p: Pending, i: number) => void): void {
     try {
-      outcomes = await this.store.appendRecords(batch.map((p) => p.write));
-    } catch (err) {
-      for (const p of batch) p.reject(err as Error);
-      return;
+      batch.forEach(settle);
+    } finally {
+      this.flushing = undefined;
+      this.batch = [];
+      if (this.queue.length > 0) this.schedule();
     }
-    batch.forEach((p, i) => {
-      const o = outcomes[i];
-      if (!o || o.ok) p.resolve();
-      else if (o.reason === "lease-lost") {
-        p.reject(leaseTakenOver(p.write.runId, p.write.epoch));
-      } else if (o.reason === "unstorable") {
-        // Only this write failed; the rest of its batch landed.
-        p.reject(
-          new SerializationError(
-            `Run "${p.write.runId}": the record ${JSON.stringify(o.key)} cannot be stored (${o.message}); nothing of this write was recorded. Values pass through the codec; check names, keys and spend names for NUL characters or broken UTF-16.`,
-          ),
-        );
-      } else p.reject(new WriteConflictError(p.write.runId, o.key));
-    });
+  }
+
+  private settle(p: Pending, o: Awaited<ReturnType<Store["appendRecords"]>>[number] | undefined) {
+    if (!o || o.ok) p.resolve();
+    else if (o.reason === "lease-lost") {
+      p.reject(leaseTakenOver(p.write.runId, p.write.epoch));
+    } else if (o.reason === "unstorable") {
+      // Only this write failed; the rest of its batch landed.
+      p.reject(
+        new SerializationError(
+          `Run "${p.write.runId}": the record ${JSON.stringify(o.key)} cannot be stored (${o.message}); nothing of this write was recorded. Values pass through the codec; check names, keys and spend names for NUL characters or broken UTF-16.`,
+        ),
+      );
+    } else p.reject(new WriteConflictError(p.write.runId, o.key));
   }
 }
 

@@ -991,8 +991,16 @@ export class Context implements CallCore {
   /** The point of the cascade running now; undefined outside the cascades. */
   private cascadePoint(): CascadePoint | undefined {
     if (!this.delivery.inCascade) return undefined;
-    return { seq: this.seq, position: this.delivery.cascadePosition };
+    const seq = this.seq;
+    const position = this.delivery.cascadePosition;
+    // The same point while it holds: late-work.ts asks for it at every asynchronous
+    // resource the workflow code creates (each promise of an await).
+    const last = this.lastCascadePoint;
+    if (last?.seq === seq && last.position === position) return last;
+    this.lastCascadePoint = { seq, position };
+    return this.lastCascadePoint;
   }
+  private lastCascadePoint: CascadePoint | undefined;
 
   /** Notes that `key`'s outcome is being handed over (in the order, or not: then nothing). */
   private noteHandedOver(key: string): void {
@@ -1771,24 +1779,32 @@ export class Context implements CallCore {
     // enough to show in a per-step profile).
     let stop: AbortController | undefined;
     let stopListening = () => {};
-    const stopped = new Promise<"halted">((resolve) => {
-      if (this.runAbort.aborted) resolve("halted");
-      else stopListening = this.runAbort.onAbort(() => resolve("halted"));
-    });
-    const racers: Array<
-      Promise<{ ok: boolean; value?: T; failure?: unknown } | "halted" | "timeout">
-    > = [settled, stopped];
-    if (timeoutMs !== undefined) {
+    let first: { ok: boolean; value?: T; failure?: unknown } | "halted" | "timeout";
+    if (timeoutMs === undefined) {
+      // Most steps have no timeout: one promise settled by whichever comes first, in the
+      // order Promise.race([settled, stopped]) would take them (the halt a microtask after
+      // the abort, as a reaction of an already settled promise), in two promises a step
+      // where the race made four (each also seen by the async hooks).
+      first = await new Promise((resolve) => {
+        settled.then(resolve);
+        const halted = () => void Promise.resolve("halted" as const).then(resolve);
+        if (this.runAbort.aborted) halted();
+        else stopListening = this.runAbort.onAbort(halted);
+      });
+    } else {
+      const stopped = new Promise<"halted">((resolve) => {
+        if (this.runAbort.aborted) resolve("halted");
+        else stopListening = this.runAbort.onAbort(() => resolve("halted"));
+      });
       stop = new AbortController();
-      racers.push(
-        this.host.clock.sleep(timeoutMs, stop.signal).then(
-          () => "timeout" as const,
-          () => never<"timeout">(),
-        ),
+      const timedOut = this.host.clock.sleep(timeoutMs, stop.signal).then(
+        () => "timeout" as const,
+        () => never<"timeout">(),
       );
+      // None of the three rejects.
+      first = await Promise.race([settled, stopped, timedOut]);
     }
     try {
-      const first = await Promise.race(racers);
       if (first !== "timeout" && first !== "halted") return first;
       const reason =
         first === "timeout"
@@ -1937,9 +1953,9 @@ export class Context implements CallCore {
       this.workEnded();
     }
     if (this.halted) return never();
-    for (const r of [...(write.steps ?? []), ...(write.attempts ?? [])]) {
-      this.budget.recorded(r.spend);
-    }
+    // Two loops, not one over a copy of both: this runs after every step.
+    for (const r of write.steps ?? []) this.budget.recorded(r.spend);
+    for (const r of write.attempts ?? []) this.budget.recorded(r.spend);
     this.budgetMayHaveRoom();
     this.maybeSuspend();
   }

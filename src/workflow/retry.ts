@@ -23,6 +23,11 @@ export const DEFAULT_RETRY: RetryPolicy = {
   jitter: true,
 };
 
+const DELAY_FIELDS = ["initialDelay", "maxDelay"] as const;
+/** Delay strings toMs has read (a pure function of the string): this runs before every
+ *  step, and the regular expression showed in a per-step profile. */
+const readableDelays = new Set<string>();
+
 /** The policy of a call: the defaults, then each layer's options over them. Every field is
  *  checked here, before any attempt runs: a duration found unreadable only when an attempt
  *  failed would fail the run with that attempt (and its spend) unrecorded. `where` prefixes
@@ -49,9 +54,12 @@ export function resolvePolicy(
   if (typeof p.factor !== "number" || !(p.factor >= 1)) {
     throw new TypeError(`${at()}retry.factor must be a number >= 1 (got ${String(p.factor)})`);
   }
-  for (const field of ["initialDelay", "maxDelay"] as const) {
+  for (const field of DELAY_FIELDS) {
+    const value = p[field];
+    if (typeof value === "string" && readableDelays.has(value)) continue;
     try {
-      toMs(p[field], `retry.${field}`);
+      toMs(value, `retry.${field}`);
+      if (typeof value === "string" && readableDelays.size < 64) readableDelays.add(value);
     } catch (err) {
       if (!(err instanceof TypeError)) throw err;
       throw new TypeError(`${at()}${err.message}`);
