@@ -1786,7 +1786,7 @@ export class Context implements CallCore {
       // the abort, as a reaction of an already settled promise), in two promises a step
       // where the race made four (each also seen by the async hooks).
       first = await new Promise((resolve) => {
-        settled.then(resolve);
+        void settled.then(resolve); // settled never rejects
         const halted = () => void Promise.resolve("halted" as const).then(resolve);
         if (this.runAbort.aborted) halted();
         else stopListening = this.runAbort.onAbort(halted);
