@@ -1,4 +1,4 @@
-// The per-step JavaScript of an executed step (issue 13): what h8 cut, held in place.
+// The per-step JavaScript of an executed step (issue 13): the cuts of 2026-12-07, held in place.
 // - promises made per executed step (each also costs the async hooks: AsyncLocalStorage's
 //   propagation, late-work.ts's init). A count, not a time: it holds on a loaded machine.
 // - the committer settles each batch in one reaction: a store that throws (synchronously or
@@ -13,7 +13,7 @@ import type { RunWrite, Store, WriteOutcome } from "../src/store/store.js";
 import { resolvePolicy } from "../src/workflow/retry.js";
 
 const loop = workflow(
-  { name: "h8-loop", version: "1" },
+  { name: "hot-path-loop", version: "1" },
   async (ctx, input: { steps: number }): Promise<number> => {
     let sum = 0;
     for (let i = 0; i < input.steps; i++) sum += (await ctx.step("s", async () => ({ i }))).i;
@@ -22,7 +22,7 @@ const loop = workflow(
 );
 
 describe("per-step promises", () => {
-  it("an executed step makes at most 33 promises (36.6 before h8's cuts)", async () => {
+  it("an executed step makes at most 33 promises (36.6 before the cuts of 2026-12-07)", async () => {
     const engine = createEngine({ store: sqliteStore(":memory:"), workflows: [loop] });
     let promises = 0;
     const hook = createHook({
@@ -48,7 +48,6 @@ describe("per-step promises", () => {
       await promisesPerRun(20, 5); // warm-up: first-use paths (statements prepared, imports)
       const perStep = ((await promisesPerRun(20, 20)) - (await promisesPerRun(0, 20))) / 20;
       expect(perStep).toBeGreaterThan(10); // the hook saw the steps at all
-      console.log(`h8: ${perStep} promises per executed step`);
       expect(perStep).toBeLessThanOrEqual(33);
     } finally {
       await engine.close();
