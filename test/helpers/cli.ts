@@ -1,14 +1,59 @@
-// Runs the `cairn` CLI as users do: a child process (node + tsx, from the sources) in the
+// Runs the `cairn` CLI as users do: a child process (node, from the sources) in the
 // repository root, with the CAIRN_* variables the CLI reads cleared unless given, so that
 // a developer's own settings never reach a test.
+//
+// The sources are bundled once per test process (esbuild, packages left as imports) and a
+// plain `node` runs the bundle: under the tsx loader every `cairn` started cost about a
+// second of CPU loading src/ file by file, and the suite starts a few hundred. Commands that
+// load a user's module (worker, ui, check-replay, or any argument naming a module file) run
+// under tsx from the sources as before: the module imports cairn's sources itself, and one
+// copy of cairn in the process is what a user has (ui also reads files beside its source).
 
 import { spawn } from "node:child_process";
+import { rmSync } from "node:fs";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { expect } from "vitest";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { buildSync } from "esbuild";
+import { afterAll, expect } from "vitest";
 
 export const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const MAIN = join(ROOT, "src/cli/main.ts");
+/** Under node_modules, so that the bundle's package imports resolve. */
+const BUNDLE_DIR = join(ROOT, "node_modules", ".cache", "cairn-cli", String(process.pid));
+let bundle: string | undefined;
+// Registered on import (vitest ends its workers without an "exit" event to hook).
+afterAll(() => {
+  if (bundle) rmSync(BUNDLE_DIR, { recursive: true, force: true });
+  bundle = undefined;
+});
+
+/** Commands and arguments that make the CLI import a module of the test's. */
+const LOADS_MODULES = new Set(["worker", "ui", "check-replay"]);
+
+function needsSources(args: string[]): boolean {
+  return args.some((a) => LOADS_MODULES.has(a) || /\.(c|m)?(t|j)sx?$/.test(a));
+}
+
+/** src/cli/main.ts bundled (built on first use in this process). */
+function cliBundle(): string {
+  if (!bundle) {
+    const out = join(BUNDLE_DIR, "main.mjs");
+    buildSync({
+      entryPoints: [MAIN],
+      bundle: true,
+      packages: "external",
+      platform: "node",
+      format: "esm",
+      target: "node20",
+      outfile: out,
+      logLevel: "warning",
+      // main.ts finds package.json (--version) beside its source, as from the sources.
+      define: { "import.meta.url": JSON.stringify(pathToFileURL(MAIN).href) },
+    });
+    bundle = out;
+  }
+  return bundle;
+}
 
 export interface CliResult {
   code: number | null;
@@ -33,7 +78,8 @@ const CLEARED = Object.fromEntries(
 );
 
 export function startCairn(args: string[], env: Record<string, string> = {}, input?: string) {
-  const child = spawn(process.execPath, ["--import", "tsx", MAIN, ...args], {
+  const entry = needsSources(args) ? ["--import", "tsx", MAIN] : [cliBundle()];
+  const child = spawn(process.execPath, [...entry, ...args], {
     cwd: ROOT,
     env: { ...process.env, ...CLEARED, ...env },
     stdio: [input === undefined ? "ignore" : "pipe", "pipe", "pipe"],
