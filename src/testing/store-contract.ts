@@ -2118,23 +2118,40 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect(await store.loadJournal(src.id)).toEqual(srcJournal);
       });
 
-      it("copies the intent of each copied child record, and no other intent", async () => {
+      it("copies the intent of each copied child or approval record, and no other intent", async () => {
         const src = await started();
         const child = (key: string, seq: number) =>
           step(src.id, key, seq, { kind: "child", name: key });
         const childIntent = (key: string) =>
           intent(src.id, key, { kind: "child", name: key, data: `{"childId":"${key}"}` });
+        const approvalIntent = (key: string) =>
+          intent(src.id, key, {
+            kind: "approval",
+            name: key,
+            data: `{"request":"d-${key}"}`,
+            // After the children's: intents are read back in order of creation.
+            createdAt: CONTRACT_T0 + 1,
+          });
         await store.appendRecords([
           {
             runId: src.id,
             epoch: src.epoch,
-            // c0 copied with its intent; c1 not copied; e0 an effect's intent; c2 unfinished.
-            steps: [child("c0", 0), child("c1", 1), step(src.id, "e0", 2, { kind: "effect" })],
+            // c0, a0 copied with their intents; c1, a1 not copied; e0 an effect's intent; c2
+            // unfinished.
+            steps: [
+              child("c0", 0),
+              child("c1", 1),
+              step(src.id, "e0", 2, { kind: "effect" }),
+              step(src.id, "a0", 3, { kind: "approval", name: "a0" }),
+              step(src.id, "a1", 4, { kind: "approval", name: "a1" }),
+            ],
             intents: [
               childIntent("c0"),
               childIntent("c1"),
               intent(src.id, "e0"),
               childIntent("c2"),
+              approvalIntent("a0"),
+              approvalIntent("a1"),
             ],
           },
         ]);
@@ -2144,10 +2161,14 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
           copy: [
             { key: "c0", generation: 0 },
             { key: "e0", generation: 0 },
+            { key: "a0", generation: 0 },
           ],
         });
         const j = await store.loadJournal("run_fork_child");
-        expect(j.intents).toEqual([{ ...childIntent("c0"), runId: "run_fork_child" }]);
+        expect(j.intents).toEqual([
+          { ...childIntent("c0"), runId: "run_fork_child" },
+          { ...approvalIntent("a0"), runId: "run_fork_child" },
+        ]);
       });
 
       it("a copy marked unordered gets issuedAfter null and the generation since; the others keep theirs", async () => {

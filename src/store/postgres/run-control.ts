@@ -450,14 +450,15 @@ export function forkRun(
         RETURNING key, spend`,
       [p.run.id, p.sourceId, keys, generations, created.generation, unordered, since],
     );
-    // The intents of copied child calls: what they record of the child that produced the
-    // copied result (its workflow, its input's digest) is what a replay checks the call
-    // against. No other intent: one without a copied outcome would make the fork take up
-    // the source's call (re-await its child) instead of executing the call anew.
+    // The intents of copied child and approval calls: what they record of the child that
+    // produced the copied result (its workflow, its input's digest), or of the request the
+    // copied answer was given to (its digest), is what a replay checks the call against.
+    // No other intent: one without a copied outcome would make the fork take up the
+    // source's call (re-await its child) instead of executing the call anew.
     await tx.query(
       `INSERT INTO ${t.intents} (run_id, key, kind, name, data, created_at)
         SELECT $1, i.key, i.kind, i.name, i.data, i.created_at FROM ${t.intents} i
-        WHERE i.run_id = $2 AND i.kind = 'child' AND i.key = ANY($3::text[])`,
+        WHERE i.run_id = $2 AND i.kind IN ('child', 'approval') AND i.key = ANY($3::text[])`,
       [p.run.id, p.sourceId, steps.rows.map((r) => r.key)],
     );
     // Attempts of every generation of the copied keys land in the fork's one generation,

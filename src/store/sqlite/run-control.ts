@@ -306,14 +306,16 @@ export function forkRun(
       }
       insertRow(tx.prepare, "steps", stepToRow(copy));
     }
-    // The intents of copied child calls: what they record of the child that produced the
-    // copied result (its workflow, its input's digest) is what a replay checks the call
-    // against. No other intent: one without a copied outcome would make the fork take up
-    // the source's call (re-await its child) instead of executing the call anew.
+    // The intents of copied child and approval calls: what they record of the child that
+    // produced the copied result (its workflow, its input's digest), or of the request the
+    // copied answer was given to (its digest), is what a replay checks the call against.
+    // No other intent: one without a copied outcome would make the fork take up the
+    // source's call (re-await its child) instead of executing the call anew.
     tx.prepare(
       `INSERT INTO intents (run_id, key, kind, name, data, created_at)
        SELECT ?, key, kind, name, data, created_at FROM intents
-        WHERE run_id = ? AND kind = 'child' AND key IN (SELECT value FROM json_each(?))
+        WHERE run_id = ? AND kind IN ('child', 'approval')
+          AND key IN (SELECT value FROM json_each(?))
         ORDER BY id`,
     ).run(p.run.id, p.sourceId, JSON.stringify([...keys]));
     // Attempts of every generation land in the fork's one generation, renumbered in order.
