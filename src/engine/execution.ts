@@ -333,6 +333,16 @@ export class Execution {
    *  so it resumes from its journal. A store problem never fails a run. A payload no worker
    *  can read as it is (a missing key, text it cannot decode) pauses it instead. */
   private async interruptedByStore(err: unknown): Promise<void> {
+    // Begun before its run's create was answered (folded-start.ts), it may be thrown out of
+    // before it asked for it: its hand-back or pause is fenced by the create's epoch, as a
+    // release is (release()). With the placeholder epoch 0 it was refused, and the run was
+    // created leased to this worker, executed by nothing, while the log said it would
+    // resume. Not held (the create failed or found the id taken): nothing is written.
+    if (this.holding.kind !== "held" && !(await this.createdDurably())) {
+      this.endedUnwritten = true;
+      this.trace.end("abandoned");
+      return;
+    }
     // A step body of it may still run here (its abort has its grace): handed back now, the
     // run would be claimed again at once (by this worker too) and the same call begun
     // beside it, a side effect performed twice at the same time. The hand-back waits for
