@@ -194,39 +194,7 @@ export function encode(value: unknown, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES): st
   try {
     text = escapeLoneSurrogatesInJson(stringify(value));
   } catch (err) {
-    // The encoder recurses: a value nested thousands of levels deep exhausts the stack. The
-    // message then said "cannot store Maximum call stack size exceeded", not what to change.
-    if (err instanceof RangeError && /call stack/i.test(err.message)) {
-      throw new EncodeError(
-        "cannot store a value nested this deeply (the encoder ran out of stack); flatten it, or store it as text",
-        "(root)",
-      );
-    }
-    if (err instanceof TypeError && /detached/i.test(err.message)) {
-      // Read as any buffer is, it threw: taken for a getter's failure, it said "a proxy".
-      throw new EncodeError(
-        "cannot be stored: it holds a detached ArrayBuffer (its memory was transferred); copy its bytes before it is transferred",
-        "(root)",
-      );
-    }
-    if (!(err instanceof devalue.DevalueError)) {
-      // Not the encoder's verdict: a getter of the value threw while it was read, and what
-      // it threw may be anything (null, a string). Reading a path off it threw a TypeError
-      // of cairn's own instead, which named nothing and escaped a step as its failure.
-      const path = throwingReadPath(value) || "(root)";
-      const where = path === "(root)" ? "it" : path;
-      throw new EncodeError(
-        `cannot be stored: reading ${where} threw ${thrownText(err)} (a getter or a proxy)`,
-        path,
-      );
-    }
-    const readable = readablePath(value, err.path);
-    const path = readable.path || "(root)";
-    // The user did not put it there, most often: an HTTP client's error holds its request.
-    const inError = readable.error
-      ? ` (a property of the Error at ${readable.error}: store a plain object with the parts of it you need, such as its message and status)`
-      : "";
-    throw new EncodeError(`cannot store ${refusedWhat(err)} at ${path}${inError}`, path);
+    throw refusal(value, err);
   }
   if (objectCodeSeen || mayHoldFullError(text)) {
     // Reset here, not on every encode (a number's encoding paid for it); one left set by a
@@ -246,6 +214,67 @@ export function encode(value: unknown, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES): st
     }
   }
   return text;
+}
+
+/** Why encode refused `value`, from what its encoder threw (`err`). What a getter threw may be
+ *  anything, read here without trusting it: a proxy whose traps throw (instanceof included)
+ *  escaped encode as what they threw, not an EncodeError, and a run returning such a value
+ *  was taken for one interrupted by its store, handed back and claimed again for ever. */
+function refusal(value: unknown, err: unknown): EncodeError {
+  try {
+    return encoderRefusal(value, err);
+  } catch {
+    const path = safeThrowingReadPath(value);
+    const where = path === "(root)" ? "it" : path;
+    return new EncodeError(
+      `cannot be stored: reading ${where} threw ${thrownText(err)} (a getter or a proxy)`,
+      path,
+    );
+  }
+}
+
+function safeThrowingReadPath(value: unknown): string {
+  try {
+    return throwingReadPath(value) || "(root)";
+  } catch {
+    return "(root)";
+  }
+}
+
+function encoderRefusal(value: unknown, err: unknown): EncodeError {
+  // The encoder recurses: a value nested thousands of levels deep exhausts the stack. The
+  // message then said "cannot store Maximum call stack size exceeded", not what to change.
+  if (err instanceof RangeError && /call stack/i.test(err.message)) {
+    return new EncodeError(
+      "cannot store a value nested this deeply (the encoder ran out of stack); flatten it, or store it as text",
+      "(root)",
+    );
+  }
+  if (err instanceof TypeError && /detached/i.test(err.message)) {
+    // Read as any buffer is, it threw: taken for a getter's failure, it said "a proxy".
+    return new EncodeError(
+      "cannot be stored: it holds a detached ArrayBuffer (its memory was transferred); copy its bytes before it is transferred",
+      "(root)",
+    );
+  }
+  if (!(err instanceof devalue.DevalueError)) {
+    // Not the encoder's verdict: a getter of the value threw while it was read, and what
+    // it threw may be anything (null, a string). Reading a path off it threw a TypeError
+    // of cairn's own instead, which named nothing and escaped a step as its failure.
+    const path = throwingReadPath(value) || "(root)";
+    const where = path === "(root)" ? "it" : path;
+    return new EncodeError(
+      `cannot be stored: reading ${where} threw ${thrownText(err)} (a getter or a proxy)`,
+      path,
+    );
+  }
+  const readable = readablePath(value, err.path);
+  const path = readable.path || "(root)";
+  // The user did not put it there, most often: an HTTP client's error holds its request.
+  const inError = readable.error
+    ? ` (a property of the Error at ${readable.error}: store a plain object with the parts of it you need, such as its message and status)`
+    : "";
+  return new EncodeError(`cannot store ${refusedWhat(err)} at ${path}${inError}`, path);
 }
 
 /** `text`, or, when an Error in it leads back to itself (`err.error = err`, a response
@@ -430,7 +459,11 @@ function thrownText(err: unknown): string {
   try {
     return err instanceof Error ? `${err.name}: ${err.message}` : String(err);
   } catch {
-    return Object.prototype.toString.call(err);
+    try {
+      return Object.prototype.toString.call(err);
+    } catch {
+      return "a value that cannot be read"; // a proxy whose traps throw
+    }
   }
 }
 
