@@ -77,7 +77,15 @@ export class ApprovalCalls {
     const startedAt = intent?.createdAt ?? this.core.host.clock.now();
     // A copy of its own: what the schema does with it in place reaches no other call.
     let request: unknown = takeCopy(given);
-    if (!intent && options.schema?.request) {
+    if (intent && options.schema?.request) {
+      // Asked before: its approvals row may not be stored yet (a crash between the intent
+      // and the row), and it holds the request as the schema makes it (a default filled in,
+      // a secret redacted), as the first execution would have stored it. Stored raw, the
+      // approver was shown another request than the code asks. That asking passed its
+      // schema: one that fails now (changed since) changes nothing of the asking.
+      const checked = await this.core.active0(checkSchemaOrThrown(options.schema.request, request));
+      if (!("thrown" in checked) && checked.ok) request = checked.value;
+    } else if (options.schema?.request) {
       const checked = await this.core.active0(checkSchemaOrThrown(options.schema.request, request));
       if ("thrown" in checked)
         return this.core.recordError(call, toErrorRecord(checked.thrown), startedAt);
