@@ -350,6 +350,30 @@ export function encodeIdentities(
   return { text, byName: identityText(value, identityReducers) };
 }
 
+/** encodeIdentity's text (Errors by their parts) of a value the codec refuses for the
+ *  class instances in it, each read as its class's name and its own enumerable properties.
+ *  For a digest only, never stored: an approval's request that its schema turns into data
+ *  (approval-request-digest.ts). Throws for a value refused for anything else. */
+export function encodeInstanceIdentity(value: unknown): string {
+  const reducers = {
+    ...identityReducers,
+    Error: errorPartsWithoutStack,
+    Instance: (v: unknown) => classInstanceParts(v),
+  };
+  return escapeLoneSurrogatesInJson(devalue.stringify(value, reducers, identityReads));
+}
+
+/** A class instance (an object of no built-in kind whose prototype is not Object's) as its
+ *  class's name and own enumerable properties; false for anything else. */
+function classInstanceParts(v: unknown): false | [string, Record<string, unknown>] {
+  if (typeof v !== "object" || v === null || Array.isArray(v)) return false;
+  const proto = Object.getPrototypeOf(v);
+  if (proto === null || proto === Object.prototype) return false;
+  if (Object.prototype.toString.call(v) !== "[object Object]") return false;
+  const name = (proto as { constructor?: { name?: unknown } }).constructor?.name;
+  return [typeof name === "string" ? name : "", { ...(v as Record<string, unknown>) }];
+}
+
 function identityText(value: unknown, reducers: Record<string, (v: unknown) => unknown>): string {
   try {
     // Read as encode reads (encoderReads): devalue's own reads took an object that says it

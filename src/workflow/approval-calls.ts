@@ -12,9 +12,10 @@ import {
 import { toMs } from "../lib/duration.js";
 import type { ErrorRecord } from "../store/store.js";
 import { type ApprovalAnswer, answeredApproval, timedOutApproval } from "./approval-outcome.js";
+import { approvalRequestDigests } from "./approval-request-digest.js";
 import { type Call, type CallCore, HaltedSignal } from "./call-core.js";
 import { unreadable } from "./call-errors.js";
-import { type ChildCallIdentity, childInputDigests, sameInputDigest } from "./child-identity.js";
+import { type ChildCallIdentity, sameInputDigest } from "./child-identity.js";
 import type { ContextHost } from "./context.js";
 import type { ApprovalOptions, ApprovalResult } from "./context-types.js";
 import { checkSchemaOrThrown } from "./schema-check.js";
@@ -47,7 +48,7 @@ export class ApprovalCalls {
     }
     let request: StoredCopy = { value: options.request };
     // Taken when the call is made: the workflow may change the request object afterwards.
-    const asked = childInputDigests(options.request);
+    const asked = approvalRequestDigests(options.request);
     return this.core.makeCall(
       name,
       "approval",
