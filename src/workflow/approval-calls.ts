@@ -170,8 +170,9 @@ export class ApprovalCalls {
    *  same request, or the answer given to that one (stored with the approvals row the
    *  approver saw) would be handed to another: "deploy staging" approved, "drop production"
    *  performed. Compared by a digest of the request as handed in, as a child's input is
-   *  (child-identity.ts): the code's request before its schema, an Error by its every part
-   *  but the stack. Intents written before cairn kept the digest hold none: not compared. */
+   *  (child-identity.ts; approval-request-digest.ts): the code's request before its schema,
+   *  an Error by its every part but the stack. Intents written before cairn kept the digest
+   *  hold none: not compared. */
   private matchAsking(call: Call, name: string, asked: Pick<ChildCallIdentity, "input">): void {
     const intent = this.core.journal.intents.get(call.key);
     if (!intent) return;
