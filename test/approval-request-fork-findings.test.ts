@@ -15,7 +15,7 @@ let asking: unknown = { action: "deploy staging" };
 const performed: string[] = [];
 
 function guardedDeploy(version: string) {
-  return workflow({ name: "h9-fork-deploy", version }, async (ctx) => {
+  return workflow({ name: "fork-deploy", version }, async (ctx) => {
     const decision = await ctx.approval("go", { request: asking });
     await ctx.step("deploy", () => {
       if (decision.approved) performed.push(JSON.stringify(asking));

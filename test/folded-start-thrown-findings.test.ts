@@ -37,7 +37,7 @@ function unreadable(): object {
   );
 }
 
-const oddOutput = workflow({ name: "h9-odd-output", version: "1" }, async () => ({
+const oddOutput = workflow({ name: "odd-output", version: "1" }, async () => ({
   get report(): unknown {
     throw unreadable();
   },
@@ -133,18 +133,18 @@ describe("an execution begun before its create, thrown out of before it asked fo
 
   const newRun = (input: string) => ({
     id: "r1",
-    workflow: "h9-thrown",
+    workflow: "thrown",
     version: "1",
     input,
     budgetLimit: {},
     parentId: null,
-    claimBy: { workerId: "wrk_h9", leaseMs: 30_000 },
+    claimBy: { workerId: "wrk_folded", leaseMs: 30_000 },
   });
 
   it("a throw that is no store's payload problem hands the run back to pending", async () => {
     // The workflow's function cannot even be read: thrown out of execute() at once.
     const wf = {
-      name: "h9-thrown",
+      name: "thrown",
       version: "1",
       options: {},
       get fn(): never {
@@ -154,7 +154,7 @@ describe("an execution begun before its create, thrown out of before it asked fo
     const { store, ex, logs, createdEpoch } = await begin(newRun("1"), wf);
     const after = await store.getRun("r1");
     expect(createdEpoch).toBeGreaterThan(0);
-    // Before the mend: running, leased to wrk_h9 (the hand-back, fenced by epoch 0, refused).
+    // Before the mend: running, leased to wrk_folded (the hand-back, fenced by epoch 0, refused).
     expect(after?.status).toBe("pending");
     expect(after?.leaseOwner).toBeNull();
     expect(ex.letGo).toBe(true);
@@ -162,10 +162,10 @@ describe("an execution begun before its create, thrown out of before it asked fo
   });
 
   it("an input no worker can decode pauses the run", async () => {
-    const wf = workflow({ name: "h9-thrown", version: "1" }, async () => "never");
+    const wf = workflow({ name: "thrown", version: "1" }, async () => "never");
     const { store, ex } = await begin(newRun("not a stored value"), wf);
     const after = await store.getRun("r1");
-    // Before the mend: running, leased to wrk_h9 (the pause, fenced by epoch 0, refused).
+    // Before the mend: running, leased to wrk_folded (the pause, fenced by epoch 0, refused).
     expect(after?.status).toBe("paused");
     expect(after?.reason).toMatch(/its input cannot be decoded/);
     expect(ex.letGo).toBe(true);

@@ -19,7 +19,7 @@ class Deploy {
 let target = "staging";
 const performed: string[] = [];
 
-const guarded = workflow({ name: "h9-undigested", version: "1" }, async (ctx) => {
+const guarded = workflow({ name: "undigested", version: "1" }, async (ctx) => {
   const request = new Deploy(target);
   const decision = await ctx.approval("go", {
     request,

@@ -12,7 +12,7 @@ import { faultyStore } from "../src/testing/index.js";
 import { BACKENDS, useHarness } from "./helpers/engines.js";
 import { until } from "./helpers/sqlite.js";
 
-const deploy = workflow({ name: "h9-schema-deploy", version: "1" }, async (ctx) => {
+const deploy = workflow({ name: "schema-deploy", version: "1" }, async (ctx) => {
   const decision = await ctx.approval("go", {
     request: { action: "deploy" } as { action: string; target?: string },
     schema: {
