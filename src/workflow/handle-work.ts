@@ -17,6 +17,9 @@ export interface HandleLike {
   hasRef(): boolean | undefined;
   /** The file descriptor, on POSIX (stream handles). */
   readonly fd?: number;
+  /** Bytes read and written so far (stream handles: TCP, Pipe; not Process or UDP). */
+  readonly bytesRead?: number;
+  readonly bytesWritten?: number;
 }
 
 const WORK_HANDLES = new Set(["TCPWRAP", "PIPEWRAP", "PROCESSWRAP", "UDPWRAP"]);
@@ -38,4 +41,12 @@ export function handleState(handle: HandleLike): "working" | "idle" | "closed" |
   const fd = handle.fd;
   if (fd !== undefined && fd >= 0 && fd <= 2) return "stdio";
   return ref ? "working" : "idle";
+}
+
+/** How far a handle has moved: bytes read and written, and whether it is ref'd (a pool
+ *  unrefs a socket whose request ended; a closing handle answers false before nothing). A
+ *  change tells that its callbacks ran, so code joined with its work may have run. An open
+ *  connection that only idles (a client kept for the run's life) does not move. */
+export function handleProgress(handle: HandleLike): string {
+  return `${(handle.bytesRead ?? 0) + (handle.bytesWritten ?? 0)}:${handle.hasRef()}`;
 }

@@ -21,7 +21,7 @@
 
 import { createHook, executionAsyncResource } from "node:async_hooks";
 import { outsideWorkflow, workflowOwnerOfCurrentScope } from "./call-scope.js";
-import { type HandleLike, handleState, workHandleOf } from "./handle-work.js";
+import { type HandleLike, handleProgress, handleState, workHandleOf } from "./handle-work.js";
 
 /** A resource Node marks `_destroyed` once it has fired or was cleared. */
 interface TimerLike {
@@ -82,6 +82,8 @@ export class LateWork {
   private readonly timers: Array<WeakRef<TimerLike>> = [];
   /** Sockets, pipes, child processes (handle-work.ts): pending while open and ref'd. */
   private readonly handles: Array<WeakRef<HandleLike>> = [];
+  /** Each handle's progress (handleProgress) when prune last looked. */
+  private readonly progress = new WeakMap<HandleLike, string>();
   private lastOtherAt = Number.NEGATIVE_INFINITY;
   /** A timer fired (or was cleared), a handle closed or other work started since
    *  `takeActivity`. */
@@ -92,7 +94,10 @@ export class LateWork {
       this.timers.push(new WeakRef(resource as TimerLike));
     } else if (type !== "TickObject" && type !== "Microtask") {
       const handle = workHandleOf(type, resource);
-      if (handle !== undefined) this.handles.push(new WeakRef(handle));
+      if (handle !== undefined) {
+        this.handles.push(new WeakRef(handle));
+        this.progress.set(handle, handleProgress(handle));
+      }
       this.lastOtherAt = performance.now();
       this.activity = true;
       this.countTurns();
@@ -161,16 +166,21 @@ export class LateWork {
   }
 
   /**
-   * True when, since the last call, a timer of the workflow code fired (or was cleared), or
-   * it started other work, or other work may still be running. Code that joins such work
-   * with a cairn outcome (a Promise.all of a step and a file read) runs in whichever cascade
-   * finds both done, which timing decides. An over-approximation: it only ever makes the
-   * replay's window checks laxer.
+   * True when, since the last call, a timer of the workflow code fired (or was cleared), a
+   * handle of it closed or moved bytes, or it started other work, or other work may still be
+   * running. Code that joins such work with a cairn outcome (a Promise.all of a step and a
+   * file read) runs in whichever cascade finds both done, which timing decides: the calls
+   * it makes have no fixed window, and a name they share is judged by the call tree alone
+   * (context.ts, madeAfter). So a handle counts here only when its callbacks ran (it
+   * closed, or moved bytes), not for being open: a client connection the workflow keeps
+   * for the run's life (a database's, made outside a step) is open and ref'd in every
+   * cascade, and made every call of the run one of no fixed window, refusing a name reused
+   * after I/O on the first run (h13-open-connection).
    */
   takeActivity(graceMs: number): boolean {
     this.prune();
     // Other work's end is not observed (see the header): it counts while it may be pending.
-    const a = this.activity || this.handleOpen() || this.otherPendingMs(graceMs) > 0;
+    const a = this.activity || this.otherPendingMs(graceMs) > 0;
     this.activity = false;
     return a;
   }
@@ -190,6 +200,13 @@ export class LateWork {
         this.handles.splice(i, 1);
         // A closed handle's callbacks ran: code that joined its work may have run.
         if (state === "closed") this.activity = true;
+        continue;
+      }
+      // So did those of one that read, wrote, or was unref'd since the last look.
+      const now = handleProgress(h!);
+      if (now !== this.progress.get(h!)) {
+        this.progress.set(h!, now);
+        this.activity = true;
       }
     }
   }
