@@ -1,5 +1,5 @@
 // Which asynchronous resources are work with an end that late-work.ts can watch: the libuv
-// handles of a socket, a pipe, a child process or a UDP socket. The async hook sees only a
+// handles of a socket, a pipe, a child process, a UDP socket or a worker thread. The async hook sees only a
 // resource's creation (no destroy hook, see late-work.ts), but such a resource is the
 // handle's JS wrap, which answers `hasRef()` at any time (Node's HandleWrap::HasRef, checked
 // on Node 20): true while open and ref'd, false once unref'd, and nothing (undefined) once
@@ -12,7 +12,7 @@
 // (TCPSERVERWRAP, FSEVENTWRAP...) are left to the grace: they live as long as the program,
 // not as one piece of work.
 
-/** A handle's JS wrap (TCP, Pipe, Process, UDP). */
+/** A handle's JS wrap (TCP, Pipe, Process, UDP, a worker thread's). */
 export interface HandleLike {
   hasRef(): boolean | undefined;
   /** The file descriptor, on POSIX (stream handles). */
@@ -22,7 +22,12 @@ export interface HandleLike {
   readonly bytesWritten?: number;
 }
 
-const WORK_HANDLES = new Set(["TCPWRAP", "PIPEWRAP", "PROCESSWRAP", "UDPWRAP"]);
+/** A worker thread's handle (WORKER) answers hasRef() the same way: true while it runs and
+ *  is ref'd, nothing once it exited. Left to the grace, a branch waiting for its answer past
+ *  it let a replay's hold end, and another call take that branch's record
+ *  (h13-own-work-swaps). Its MessagePorts are left out: a port lives as long as the
+ *  program that made it, as a server does. */
+const WORK_HANDLES = new Set(["TCPWRAP", "PIPEWRAP", "PROCESSWRAP", "UDPWRAP", "WORKER"]);
 
 /** The handle of a resource the hook saw created, when it is one whose end can be watched. */
 export function workHandleOf(type: string, resource: object): HandleLike | undefined {

@@ -11,8 +11,8 @@
 // would make Node track every promise's collection, far too costly per step.
 //
 // So pending is judged when the run is about to suspend: a timer or immediate is pending
-// until Node marks it destroyed (fired or cleared), exactly; a socket, pipe, child process or
-// UDP socket while its handle is open and ref'd (handle-work.ts); any other resource (fs,
+// until Node marks it destroyed (fired or cleared), exactly; a socket, pipe, child process,
+// UDP socket or worker thread while its handle is open and ref'd (handle-work.ts); any other resource (fs,
 // DNS, a connect request) counts for a grace period after its creation, long enough for a
 // file read (and a few event-loop turns, which a blocked loop holds back: OTHER_WORK_TURNS).
 // A suspension waits for handles only for that grace (holdsRunForMs): a branch that awaits
