@@ -1,6 +1,12 @@
 // A connection workflow code opens and keeps (a database or cache client made outside a
-// step, a socket to a local server) is open and ref'd for the whole run: no piece of work
-// with an end. Counted as pending while open (handle-work.ts), it ...
+// step; here a socket to a local server) is open and ref'd for the whole run: no piece of
+// work with an end. Since 29d4867 late-work.ts counted it as pending while open:
+// - in takeActivity too, so every cascade of the run "may continue the workflow's own work",
+//   its calls had no fixed place, and a name reused after I/O was refused on the first run
+//   (NonDeterminismError "calls step x again"); without the connection it runs. Mended: a
+//   handle taints a cascade only when it closed, moved bytes or was unref'd since the last.
+// - in a replay's hold: a late call that took a held record (doubtful hold) waits for it
+//   until replayStallMs, then the run is refused (it.fails below, held back).
 import { readFile } from "node:fs/promises";
 import type { AddressInfo } from "node:net";
 import { connect, createServer, type Server, type Socket } from "node:net";
