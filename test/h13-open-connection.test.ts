@@ -6,7 +6,8 @@
 //   (NonDeterminismError "calls step x again"); without the connection it runs. Mended: a
 //   handle taints a cascade only when it closed, moved bytes or was unref'd since the last.
 // - in a replay's hold: a late call that took a held record (doubtful hold) waits for it
-//   until replayStallMs, then the run is refused (it.fails below, held back).
+//   until replayStallMs, then the run is refused (it.fails below, held back); the refusal
+//   now names the open handle and what to do (it spoke only of a race against a timer).
 import { readFile } from "node:fs/promises";
 import type { AddressInfo } from "node:net";
 import { connect, createServer, type Server, type Socket } from "node:net";
@@ -78,6 +79,9 @@ describe.each(BACKENDS)("%s: a connection the workflow keeps open", (backend) =>
   // connection (it speaks of a race against a timer). Workaround: make the client in a step
   // or unref its socket.
   const replayAfterJoin = (keep: boolean) => async () => {
+    expect(await replayOutcome(keep)).toBe("done");
+  };
+  async function replayOutcome(keep: boolean): Promise<string> {
     const h = harness();
     let firstRun = true;
     const sockets: Socket[] = [];
@@ -103,8 +107,8 @@ describe.each(BACKENDS)("%s: a connection the workflow keeps open", (backend) =>
     await e.sendEvent(run.id, "go");
     const out = await run.result().catch((err: Error) => `${err.name}: ${err.message}`);
     for (const s of sockets) s.destroy();
-    expect(out).toBe("done");
-  };
+    return out;
+  }
 
   it("replay after a join with own work, no connection: completes", replayAfterJoin(false), 30_000);
   it.fails(
@@ -112,4 +116,11 @@ describe.each(BACKENDS)("%s: a connection the workflow keeps open", (backend) =>
     replayAfterJoin(true),
     30_000,
   );
+  // Before, the refusal spoke only of a race against a timer of the workflow's own.
+  it("the refusal a kept connection causes names it, and what to do", async () => {
+    const out = await replayOutcome(true);
+    expect(out).toMatch(/^NonDeterminismError: /);
+    expect(out).toContain("Still pending: an open, ref'd socket");
+    expect(out).toContain("unref it");
+  }, 30_000);
 });

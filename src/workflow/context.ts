@@ -1229,9 +1229,11 @@ export class Context implements CallCore {
     // checks take the two for calls of cascades apart): refused instead.
     if (this.doubtfulCall() && this.lateWork.busyForMs(LATE_WORK_GRACE_MS) > 0) {
       const key = this.lateHeldKey ?? "?";
+      const pending = this.lateWork.describePending(LATE_WORK_GRACE_MS);
+      const pendingText = pending === undefined ? "" : ` Still pending: ${pending}.`;
       this.fail(
         new NonDeterminismError(
-          `Run "${this.host.runId}" no longer matches its journal: the call keyed "${key}" was made after work of the workflow's own (a timer, a file) and took a record made inside the code an outcome ran, and that work was still pending after ${this.host.replayStallMs} ms (replayStallMs), so cairn cannot tell whether that record is this call's or another call's of its name still to come (code that raced a cairn call against its own timer, Promise.race, took the other side this time). Make the race's outcome a recorded one (a step's timeout, ctx.waitForEvent's timeout, ctx.sleep in the race), or give each call its own name.`,
+          `Run "${this.host.runId}" no longer matches its journal: the call keyed "${key}" was made after work of the workflow's own (a timer, a file) and took a record made inside the code an outcome ran, and that work was still pending after ${this.host.replayStallMs} ms (replayStallMs), so cairn cannot tell whether that record is this call's or another call's of its name still to come (code that raced a cairn call against its own timer, Promise.race, took the other side this time). Make the race's outcome a recorded one (a step's timeout, ctx.waitForEvent's timeout, ctx.sleep in the race), or give each call its own name.${pendingText}`,
           { runId: this.host.runId, key },
         ),
       );

@@ -149,6 +149,22 @@ export class LateWork {
     return false;
   }
 
+  /** What of the workflow code's own work is still pending, in words for an error (busyForMs
+   *  says whether any is): a refusal made while a kept connection holds the replay must say
+   *  so, not only speak of timers. */
+  describePending(graceMs: number): string | undefined {
+    this.prune();
+    const kinds: string[] = [];
+    if (this.timers.length > 0) kinds.push("a timer");
+    if (this.handleOpen()) {
+      kinds.push(
+        "an open, ref'd socket, pipe, child process or worker thread (a client or thread the workflow code keeps open counts for as long as it is open: make it outside the workflow code or in a step, or unref it)",
+      );
+    }
+    if (this.otherPendingMs(graceMs) > 0) kinds.push("I/O begun within the last second");
+    return kinds.length > 0 ? kinds.join("; ") : undefined;
+  }
+
   /** Other work may still be pending: started within the grace, or fewer loop turns ago
    *  than a file read takes (a loop blocked meanwhile let it finish no sooner). */
   private otherPendingMs(graceMs: number): number {
