@@ -25,7 +25,7 @@ export interface HandleLike {
 /** A worker thread's handle (WORKER) answers hasRef() the same way: true while it runs and
  *  is ref'd, nothing once it exited. Left to the grace, a branch waiting for its answer past
  *  it let a replay's hold end, and another call take that branch's record
- *  (h13-own-work-swaps). Its MessagePorts are left out: a port lives as long as the
+ *  (replay-own-work-swaps-findings). Its MessagePorts are left out: a port lives as long as the
  *  program that made it, as a server does. */
 const WORK_HANDLES = new Set(["TCPWRAP", "PIPEWRAP", "PROCESSWRAP", "UDPWRAP", "WORKER"]);
 

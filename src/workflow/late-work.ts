@@ -191,7 +191,7 @@ export class LateWork {
    * closed, or moved bytes), not for being open: a client connection the workflow keeps
    * for the run's life (a database's, made outside a step) is open and ref'd in every
    * cascade, and made every call of the run one of no fixed window, refusing a name reused
-   * after I/O on the first run (h13-open-connection).
+   * after I/O on the first run (replay-kept-connection-findings).
    */
   takeActivity(graceMs: number): boolean {
     this.prune();

@@ -40,7 +40,7 @@ const threadAnswer = () =>
  *  fs.watch's handle (FSEVENTWRAP) is left to the grace, as a server is. */
 const fileChange = () =>
   new Promise<void>((resolve) => {
-    const path = join(tmpdir(), `h13-watch-${process.pid}-${Math.random()}`);
+    const path = join(tmpdir(), `own-work-watch-${process.pid}-${Math.random()}`);
     writeFileSync(path, "0");
     const w = watch(path, () => {
       w.close();

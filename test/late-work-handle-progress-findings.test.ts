@@ -2,7 +2,7 @@
 // workflow's own: its calls have no fixed window) counts a handle when its callbacks ran (it
 // closed, or read or wrote bytes), not for being open. Before (29d4867), any open ref'd
 // handle counted: a client connection the workflow keeps for the run's life tainted every
-// cascade, and a name reused after I/O was refused on the first run (h13-open-connection).
+// cascade, and a name reused after I/O was refused on the first run (replay-kept-connection-findings).
 
 import { once } from "node:events";
 import { type AddressInfo, connect, createServer, type Socket } from "node:net";
