@@ -3,7 +3,11 @@
 // Client commands refuse a SQLite file that does not exist yet: creating an empty store
 // because the command ran in the wrong directory would only hide the mistake.
 
-import { unreadablePayloadOf, unreadableRecentPayload } from "../engine/unreadable-payloads.js";
+import {
+  markedEncryptedStore,
+  unreadablePayloadOf,
+  unreadableRecentPayload,
+} from "../engine/unreadable-payloads.js";
 import { type ApprovalKey, createEngine, type Engine, type Store } from "../index.js";
 import {
   openStoreSpec,
@@ -93,7 +97,8 @@ export async function refusePlainTextInto(
 ): Promise<void> {
   if (env.CAIRN_ENCRYPTION_KEYS?.trim()) return;
   const encrypted = await unreadablePayloadOf(engine, id);
-  if (encrypted === undefined) return;
+  // Nothing in the run tells (its newest records may not be encrypted yet): the store may.
+  if (encrypted === undefined) return refuseMarkedStore(engine, what, "nothing was written");
   throw new CliError(
     `run ${JSON.stringify(id)} is encrypted (key "${encrypted.keyId}") and $CAIRN_ENCRYPTION_KEYS is not set: ${what} would be stored in plain text. Set CAIRN_ENCRYPTION_KEYS as the workers have it; nothing was written`,
   );
@@ -104,8 +109,18 @@ export async function refusePlainTextInto(
 export async function refusePlainTextStart(engine: Engine, env: NodeJS.ProcessEnv): Promise<void> {
   if (env.CAIRN_ENCRYPTION_KEYS?.trim()) return;
   const found = await unreadableRecentPayload(engine, { forStart: true });
-  if (found === undefined) return;
+  if (found === undefined) return refuseMarkedStore(engine, "the input", "nothing was started");
   throw new CliError(
     `this store is encrypted (run ${JSON.stringify(found.runId)} is, with key "${found.value.keyId}") and $CAIRN_ENCRYPTION_KEYS is not set: the input would be stored in plain text. Set CAIRN_ENCRYPTION_KEYS as the workers have it; nothing was started`,
+  );
+}
+
+/** Refuses any payload when the store says it encrypts (an encrypted worker or server opened
+ *  it): its runs may hold no ciphertext yet (none finished), and still be encrypted. */
+async function refuseMarkedStore(engine: Engine, what: string, outcome: string): Promise<void> {
+  const store = await markedEncryptedStore(engine);
+  if (store === undefined) return;
+  throw new CliError(
+    `the store ${JSON.stringify(store)} is marked encrypted (its workers encrypt what they write) and $CAIRN_ENCRYPTION_KEYS is not set: ${what} would be stored in plain text. Set CAIRN_ENCRYPTION_KEYS as the workers have it; ${outcome}`,
   );
 }

@@ -32,7 +32,7 @@ import { cancelRun, resumeRun } from "./run-control.js";
 import { handleFor, runHandle } from "./run-handle.js";
 import { sendEvent } from "./send-event.js";
 import { startChildRun, startRun } from "./start-run.js";
-import { markEncrypting } from "./unreadable-payloads.js";
+import { markEncrypting, readsStoreMark } from "./unreadable-payloads.js";
 import type { EventView, RunView, StepView, WorkerView } from "./views.js";
 import { createWorkspaceViews, type WorkspaceViewsApi } from "./workspace-views.js";
 
@@ -275,6 +275,11 @@ export function createEngine(options: EngineOptions = {}): Engine {
     close: () => closeEngine(internals),
   });
   if (encrypts(config.store)) markEncrypting(engine);
+  readsStoreMark(engine, async () => {
+    await engineReady();
+    const marked = (await config.store.isMarkedEncrypted?.()) ?? false;
+    return marked ? config.store.description : undefined;
+  });
   trackCloseLeftovers(engine, internals);
   trackHeartbeat(engine, internals.worker);
   return engine;

@@ -23,6 +23,23 @@ export function writesEncrypted(engine: Engine): boolean {
   return encrypting.has(engine);
 }
 
+/** How each engine reads its store's mark (createEngine sets it): the store's description
+ *  when it is marked encrypted, else undefined. */
+const storeMarks = new WeakMap<Engine, () => Promise<string | undefined>>();
+
+export function readsStoreMark(engine: Engine, read: () => Promise<string | undefined>): void {
+  storeMarks.set(engine, read);
+}
+
+/** The description of `engine`'s store (its file, or database and schema) when the store
+ *  says it encrypts (encryptedStore marked it when it opened it), else undefined: a door
+ *  whose engine writes plain text refuses every payload then, whatever the runs hold yet.
+ *  (The reads below guess from what runs hold, and could not tell a store none of whose
+ *  newest runs had finished.) Undefined for an engine not made by createEngine. */
+export async function markedEncryptedStore(engine: Engine): Promise<string | undefined> {
+  return storeMarks.get(engine)?.();
+}
+
 /** A payload of run `id` that `engine` cannot decrypt, or undefined (no such run too).
  *  `quick` (a door that writes often: the HTTP API's webhook path) reads the run's events and
  *  journal only when the store's newest runs hold such payloads: where nothing is

@@ -214,12 +214,27 @@ export function encryptedStore(inner: Store, options: EncryptionOptions): Store 
   return store;
 }
 
+/** Opens `inner` and marks it encrypted: a process given no keys that opens the same
+ *  database then refuses to write plain text into it, whatever its runs hold yet. A mark
+ *  that cannot be written fails the open (and closes what it opened). */
+async function openMarked(inner: Store, o: Parameters<Store["open"]>[0]): Promise<void> {
+  await inner.open(o);
+  try {
+    await inner.markEncrypted?.();
+  } catch (err) {
+    await inner.close().catch(() => {});
+    throw err;
+  }
+}
+
 /** The verbs that carry no payload: names, ids, times, amounts, hashes. */
 function plainVerbs(inner: Store) {
   return {
-    open: (o) => inner.open(o),
+    open: (o) => openMarked(inner, o),
     close: () => inner.close(),
     now: () => inner.now(),
+    markEncrypted: () => inner.markEncrypted?.() ?? Promise.resolve(),
+    isMarkedEncrypted: () => inner.isMarkedEncrypted?.() ?? Promise.resolve(false),
     renewLeases: (p) => inner.renewLeases(p),
     expireLease: (p) => inner.expireLease(p),
     markUnserved: (p) => inner.markUnserved(p),

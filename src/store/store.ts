@@ -466,6 +466,14 @@ export interface Store extends WorkspaceVerbs, ApprovalVerbs {
   /** The store's current time (ms), as used for leases and timers. */
   now(): Promise<number>;
 
+  /** Marks the store as one that holds encrypted payloads (encryptedStore does when it
+   *  opens it); idempotent, never undone by cairn. Optional: a store without it is never
+   *  marked. */
+  markEncrypted?(): Promise<void>;
+  /** True once markEncrypted was called on this database (by any process): a client with
+   *  no keys (the CLI, the HTTP API) then refuses to write a payload in plain text. */
+  isMarkedEncrypted?(): Promise<boolean>;
+
   // ---- runs ----
   /** Inserts a pending run (readyAt = now), or with `claimBy` a run claimed by that
    *  worker (as claimRuns would leave it: running, its first epoch, leaseUntil = readyAt =

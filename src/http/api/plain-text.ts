@@ -5,6 +5,7 @@
 // refused. An engine on encryptedStore always writes encrypted: it is never refused.
 
 import {
+  markedEncryptedStore,
   unreadablePayloadOf,
   unreadableRecentPayload,
   writesEncrypted,
@@ -20,7 +21,8 @@ const GIVE_KEY =
 export async function refusePlainTextInto(engine: Engine, id: string, what: string): Promise<void> {
   if (writesEncrypted(engine)) return;
   const encrypted = await unreadablePayloadOf(engine, id, { quick: true });
-  if (encrypted === undefined) return;
+  // Nothing in the run tells (its newest records may not be encrypted yet): the store may.
+  if (encrypted === undefined) return refuseMarkedStore(engine, what, "nothing was written");
   throw new HttpError(
     409,
     "ENCRYPTION_KEY_MISSING",
@@ -33,10 +35,22 @@ export async function refusePlainTextInto(engine: Engine, id: string, what: stri
 export async function refusePlainTextStart(engine: Engine): Promise<void> {
   if (writesEncrypted(engine)) return;
   const found = await unreadableRecentPayload(engine, { forStart: true });
-  if (found === undefined) return;
+  if (found === undefined) return refuseMarkedStore(engine, "the input", "nothing was started");
   throw new HttpError(
     409,
     "ENCRYPTION_KEY_MISSING",
     `This store is encrypted (run ${quote(found.runId)} is, with key "${found.value.keyId}"), and this server's store has no keys: the input would be stored in plain text. To start runs, ${GIVE_KEY}; nothing was started`,
+  );
+}
+
+/** Refuses any payload when the store says it encrypts (an encrypted worker or server opened
+ *  it): its runs may hold no ciphertext yet (none finished), and still be encrypted. */
+async function refuseMarkedStore(engine: Engine, what: string, outcome: string): Promise<void> {
+  const store = await markedEncryptedStore(engine);
+  if (store === undefined) return;
+  throw new HttpError(
+    409,
+    "ENCRYPTION_KEY_MISSING",
+    `The store ${quote(store)} is marked encrypted (its workers encrypt what they write), and this server's store has no keys: ${what} would be stored in plain text. To write it, ${GIVE_KEY}; ${outcome}`,
   );
 }

@@ -95,6 +95,7 @@ import {
 } from "./run-control.js";
 import { createGroup, getRun, listEvents, listRuns } from "./runs.js";
 import { clockParamOf, nowSql, type StoreContext, schemaNameProblem, tablesIn } from "./sql.js";
+import { isMarkedEncrypted, markEncrypted } from "./store-marks.js";
 import { TurnBatch } from "./turn-batch.js";
 import { heartbeatWorker, listWorkers, registerWorker, removeWorker } from "./workers.js";
 import * as workspace from "./workspace.js";
@@ -376,6 +377,14 @@ class PostgresStore implements Store {
       [clockParamOf(this.#clock)],
     );
     return Number(r.rows[0]?.now);
+  }
+
+  markEncrypted(): Promise<void> {
+    return markEncrypted(this.#ctx);
+  }
+
+  isMarkedEncrypted(): Promise<boolean> {
+    return isMarkedEncrypted(this.#ctx);
   }
 
   // ---- runs ----

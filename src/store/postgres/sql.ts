@@ -60,6 +60,8 @@ export interface Tables {
   runStreamHeads: string;
   /** The largest epoch of a deleted run (migration 15): new runs start above it. */
   epochFloor: string;
+  /** What the store says of itself, by name (migration 24): `encrypted`. */
+  storeMarks: string;
 }
 
 /** Qualified, quoted table (and function) names. `schema` must already match SCHEMA_NAME:
@@ -82,6 +84,7 @@ export function tablesIn(schema: string): Tables {
     runStreams: `${q}.run_streams`,
     runStreamHeads: `${q}.run_stream_heads`,
     epochFloor: `${q}.epoch_floor`,
+    storeMarks: `${q}.store_marks`,
   };
 }
 

@@ -70,6 +70,7 @@ import {
   sendEvent,
 } from "./run-control.js";
 import { createReleasedRun, createRun, getRun, listEvents, listRuns } from "./runs.js";
+import { isMarkedEncrypted, markEncrypted } from "./store-marks.js";
 import { heartbeatWorker, listWorkers, registerWorker, removeWorker } from "./workers.js";
 import * as workspace from "./workspace.js";
 
@@ -139,6 +140,14 @@ class SqliteStoreImpl implements SqliteStore {
 
   async now(): Promise<number> {
     return this.#ctx.now();
+  }
+
+  markEncrypted(): Promise<void> {
+    return markEncrypted(this.#ctx);
+  }
+
+  isMarkedEncrypted(): Promise<boolean> {
+    return isMarkedEncrypted(this.#ctx);
   }
 
   // ---- runs ----

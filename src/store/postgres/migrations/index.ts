@@ -28,6 +28,7 @@ import { migration as writeTokens } from "./020-write-tokens.js";
 import { migration as stepsByCallOrder } from "./021-steps-by-call-order.js";
 import { migration as heldForBodies } from "./022-held-for-bodies.js";
 import { migration as holdsByWorker } from "./023-holds-by-worker.js";
+import { migration as storeMarks } from "./024-store-marks.js";
 
 export interface Migration {
   version: number;
@@ -60,6 +61,7 @@ export const MIGRATIONS: readonly Migration[] = [
   stepsByCallOrder,
   heldForBodies,
   holdsByWorker,
+  storeMarks,
 ];
 
 /** The schema version this code writes and understands. */

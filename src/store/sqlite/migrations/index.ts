@@ -19,6 +19,7 @@ import { migration as crashUnjudged } from "./012-crash-unjudged.js";
 import { migration as handedInputDigest } from "./013-handed-input-digest.js";
 import { migration as heldForBodies } from "./014-held-for-bodies.js";
 import { migration as holdsByWorker } from "./015-holds-by-worker.js";
+import { migration as storeMarks } from "./016-store-marks.js";
 
 export interface Migration {
   version: number;
@@ -42,6 +43,7 @@ export const MIGRATIONS: readonly Migration[] = [
   handedInputDigest,
   heldForBodies,
   holdsByWorker,
+  storeMarks,
 ];
 
 /** The schema version this code writes; a file with a higher one is refused. */

@@ -23,6 +23,7 @@ const RELEASED: Array<[version: number, sha256: string]> = [
   [13, "ab29f46d353b1da16eb7ab3a9ee5f4c25f996846e2767c6a45bb1266a514f86e"],
   [14, "3a472794b65336e606ae8764135b7067dc4844385eb49fd90c74ed2b1df8e126"],
   [15, "c8023d954a7dce07fa9fec8ab81b1c82cd6eba8bafeb7f313d6a3fd48ec87d3c"],
+  [16, "bdbd98a3ca62624c04dbaa9efd1fa2b075b7ff63d3284ac6b1ac4648dd41a96c"],
 ];
 
 describe("SQLite migrations", () => {

@@ -1,0 +1,12 @@
+// 24: what a store says of itself, by name. `encrypted` is written by encryptedStore when it
+// opens the store: a process given no keys then refuses to write plain text into it, however
+// its runs look (a guess from the newest runs missed ciphertext while none had finished).
+
+import type { Migration } from "./index.js";
+
+export const migration: Migration = {
+  version: 24,
+  statements: (t) => [
+    `CREATE TABLE ${t.storeMarks} (name text PRIMARY KEY, marked_at bigint NOT NULL)`,
+  ],
+};

@@ -1,0 +1,23 @@
+// What a SQLite store says of itself (migration 16): that it encrypts. Read before it is
+// written, so opening an encrypted store that is already marked writes nothing.
+
+import type { StoreContext } from "./sql.js";
+
+const ENCRYPTED = "encrypted";
+
+export async function markEncrypted(ctx: StoreContext): Promise<void> {
+  if (await isMarkedEncrypted(ctx)) return;
+  await ctx.write("markEncrypted", (tx) => {
+    tx.prepare("INSERT OR IGNORE INTO store_marks (name, marked_at) VALUES (?, ?)").run(
+      ENCRYPTED,
+      tx.now,
+    );
+  });
+}
+
+export function isMarkedEncrypted(ctx: StoreContext): Promise<boolean> {
+  return ctx.read(
+    "isMarkedEncrypted",
+    (tx) => tx.prepare("SELECT 1 FROM store_marks WHERE name = ?").get(ENCRYPTED) !== undefined,
+  );
+}
