@@ -16,6 +16,7 @@ import {
   sqliteStore,
   workflow,
 } from "../src/index.js";
+import { realClock } from "../src/lib/clock.js";
 import { crashSweep, createSideEffectCounter, faultyStore } from "../src/testing/index.js";
 import {
   answeringModel,
@@ -96,6 +97,12 @@ describe("a store that turned encryption off (its workers now write plain text)"
       await keyed.close();
     }
     // Encryption turned off: the workers have no keys now, and finish runs in plain text.
+    // The store's mark that it encrypts (written when encryptedStore opened it) is removed
+    // by whoever turns encryption off: with it, every keyless write would be refused.
+    const unmark = sqliteStore(path);
+    await unmark.open({ clock: realClock });
+    await unmark.unmarkEncrypted?.();
+    await unmark.close();
     const plain = createEngine({ store: sqliteStore(path), workflows: [wf], pollIntervalMs: 10 });
     const app = createHttpApp({ engine: plain });
     try {

@@ -18,6 +18,7 @@ import {
   sqliteStore,
   workflow,
 } from "../src/index.js";
+import { realClock } from "../src/lib/clock.js";
 import { postgresStore } from "../src/store/postgres/postgres-store.js";
 import { cairn, expectFailure } from "./helpers/cli.js";
 import { BACKENDS, type Backend, pgUrl } from "./helpers/engines.js";
@@ -101,6 +102,16 @@ describe.each(BACKENDS)(
         // Reading stays allowed: the step shows as encrypted.
         const read = await call(app.fetch, "GET", "/api/runs/p1");
         expect(read.status).toBe(200);
+        // Whoever turns encryption off removes the mark; then the guess alone decides again.
+        const unmark = make();
+        await unmark.open({ clock: realClock });
+        await unmark.unmarkEncrypted?.();
+        expect(await unmark.isMarkedEncrypted?.()).toBe(false);
+        await unmark.close();
+        const after = await call(app.fetch, "POST", "/api/runs/p3/events/card", {
+          body: "plain",
+        });
+        expect(after.status).toBe(404); // no such run: past the door, not refused by it
       } finally {
         for (const c of cleanups.splice(0).reverse()) await c();
       }

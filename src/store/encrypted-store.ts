@@ -235,6 +235,7 @@ function plainVerbs(inner: Store) {
     now: () => inner.now(),
     markEncrypted: () => inner.markEncrypted?.() ?? Promise.resolve(),
     isMarkedEncrypted: () => inner.isMarkedEncrypted?.() ?? Promise.resolve(false),
+    unmarkEncrypted: () => inner.unmarkEncrypted?.() ?? Promise.resolve(),
     renewLeases: (p) => inner.renewLeases(p),
     expireLease: (p) => inner.expireLease(p),
     markUnserved: (p) => inner.markUnserved(p),

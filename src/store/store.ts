@@ -473,6 +473,9 @@ export interface Store extends WorkspaceVerbs, ApprovalVerbs {
   /** True once markEncrypted was called on this database (by any process): a client with
    *  no keys (the CLI, the HTTP API) then refuses to write a payload in plain text. */
   isMarkedEncrypted?(): Promise<boolean>;
+  /** Removes the mark: for a store whose workers no longer encrypt, for good (an
+   *  encryptedStore that opens it marks it again). */
+  unmarkEncrypted?(): Promise<void>;
 
   // ---- runs ----
   /** Inserts a pending run (readyAt = now), or with `claimBy` a run claimed by that

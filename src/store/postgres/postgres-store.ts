@@ -95,7 +95,7 @@ import {
 } from "./run-control.js";
 import { createGroup, getRun, listEvents, listRuns } from "./runs.js";
 import { clockParamOf, nowSql, type StoreContext, schemaNameProblem, tablesIn } from "./sql.js";
-import { isMarkedEncrypted, markEncrypted } from "./store-marks.js";
+import { isMarkedEncrypted, markEncrypted, unmarkEncrypted } from "./store-marks.js";
 import { TurnBatch } from "./turn-batch.js";
 import { heartbeatWorker, listWorkers, registerWorker, removeWorker } from "./workers.js";
 import * as workspace from "./workspace.js";
@@ -385,6 +385,10 @@ class PostgresStore implements Store {
 
   isMarkedEncrypted(): Promise<boolean> {
     return isMarkedEncrypted(this.#ctx);
+  }
+
+  unmarkEncrypted(): Promise<void> {
+    return unmarkEncrypted(this.#ctx);
   }
 
   // ---- runs ----

@@ -27,3 +27,13 @@ export async function isMarkedEncrypted(ctx: StoreContext): Promise<boolean> {
   );
   return (r.rowCount ?? 0) > 0;
 }
+
+export async function unmarkEncrypted(ctx: StoreContext): Promise<void> {
+  const { db, t } = ctx;
+  await db.statement(
+    "unmarkEncrypted",
+    "idempotent",
+    `DELETE FROM ${t.storeMarks} WHERE name = $1`,
+    [ENCRYPTED],
+  );
+}

@@ -70,7 +70,7 @@ import {
   sendEvent,
 } from "./run-control.js";
 import { createReleasedRun, createRun, getRun, listEvents, listRuns } from "./runs.js";
-import { isMarkedEncrypted, markEncrypted } from "./store-marks.js";
+import { isMarkedEncrypted, markEncrypted, unmarkEncrypted } from "./store-marks.js";
 import { heartbeatWorker, listWorkers, registerWorker, removeWorker } from "./workers.js";
 import * as workspace from "./workspace.js";
 
@@ -148,6 +148,10 @@ class SqliteStoreImpl implements SqliteStore {
 
   isMarkedEncrypted(): Promise<boolean> {
     return isMarkedEncrypted(this.#ctx);
+  }
+
+  unmarkEncrypted(): Promise<void> {
+    return unmarkEncrypted(this.#ctx);
   }
 
   // ---- runs ----

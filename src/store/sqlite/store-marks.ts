@@ -21,3 +21,9 @@ export function isMarkedEncrypted(ctx: StoreContext): Promise<boolean> {
     (tx) => tx.prepare("SELECT 1 FROM store_marks WHERE name = ?").get(ENCRYPTED) !== undefined,
   );
 }
+
+export async function unmarkEncrypted(ctx: StoreContext): Promise<void> {
+  await ctx.write("unmarkEncrypted", (tx) => {
+    tx.prepare("DELETE FROM store_marks WHERE name = ?").run(ENCRYPTED);
+  });
+}
