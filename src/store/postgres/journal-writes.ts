@@ -259,7 +259,7 @@ export async function loadJournal(ctx: StoreContext, runId: string): Promise<Jou
     steps: StepRow[];
     attempts: AttemptRow[];
     intents: IntentRow[];
-    events: EventRow[];
+    events: EventRow[] | null;
   }>(
     "loadJournal",
     "idempotent",
@@ -270,15 +270,30 @@ export async function loadJournal(ctx: StoreContext, runId: string): Promise<Jou
         FROM ${t.attempts} a WHERE a.run_id = $1) AS attempts,
       (SELECT coalesce(json_agg(i ORDER BY i.created_at, i.key), '[]'::json)
         FROM ${t.intents} i WHERE i.run_id = $1) AS intents,
-      (SELECT coalesce(json_agg(e ORDER BY e.seq), '[]'::json)
+      (SELECT CASE WHEN coalesce(sum(octet_length(e.payload)), 0) > $2 THEN NULL
+          ELSE coalesce(json_agg(e ORDER BY e.seq), '[]'::json) END
         FROM ${t.events} e WHERE e.run_id = $1 AND e.consumed_by IS NULL) AS events`,
-    [runId],
+    [runId, EVENTS_AGGREGATED_BYTES],
   );
   const row = r.rows[0];
+  // Events too large to come as one JSON text (null) are read as rows, one each.
+  const events =
+    row?.events === null
+      ? await pendingEvents(ctx, runId, false)
+      : (row?.events ?? []).map(toEvent);
   return {
     steps: (row?.steps ?? []).map(toStep),
     attempts: (row?.attempts ?? []).map(toAttempt),
     intents: (row?.intents ?? []).map(toIntent),
-    events: (row?.events ?? []).map(toEvent),
+    events,
   };
 }
+
+/** Above this many bytes of unconsumed payloads, loadJournal reads a run's events as rows
+ *  instead of in its one JSON text: a text over 512 MiB (V8's longest string; JSON escapes
+ *  may make it up to six times the payloads) threw inside the driver's socket handler,
+ *  which no caller can catch, so every worker that claimed the run died (1,000 pending
+ *  events of 2 MiB each are within the default limits). The rows come in a statement of
+ *  their own, after the rest of the journal: the run's events are consumed only by its
+ *  lease holder, whose claim this read follows, so none is consumed between the two. */
+const EVENTS_AGGREGATED_BYTES = 64 * 1024 * 1024;
