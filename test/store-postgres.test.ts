@@ -190,7 +190,7 @@ describe.skipIf(!url)("PostgreSQL store", () => {
       await c.query(
         `ALTER TABLE "${schema}".workers DROP COLUMN pid_namespace, DROP COLUMN lease_ms`,
       );
-      await c.query(`DROP TABLE ${q}.epoch_floor`);
+      await c.query(`DROP TABLE ${q}.epoch_floor, ${q}.store_marks`);
       await c.query(`ALTER TABLE "${schema}".steps DROP COLUMN reconciled`);
       await c.query(
         `ALTER TABLE "${schema}".runs DROP COLUMN trace_context, DROP COLUMN crash_unjudged,

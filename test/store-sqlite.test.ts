@@ -173,7 +173,7 @@ describe("sqliteStore (file-specific)", () => {
       "DROP TABLE approvals; DROP TABLE workspace_refs; DROP TABLE workspace_objects; " +
         "DROP TABLE rate_limiters; DROP TABLE rate_grants; DROP TABLE run_streams; " +
         "ALTER TABLE workers DROP COLUMN pid_namespace; ALTER TABLE steps DROP COLUMN reconciled; " +
-        "ALTER TABLE workers DROP COLUMN lease_ms; DROP TABLE epoch_floor; " +
+        "ALTER TABLE workers DROP COLUMN lease_ms; DROP TABLE epoch_floor; DROP TABLE store_marks; " +
         "ALTER TABLE runs DROP COLUMN trace_context; ALTER TABLE runs DROP COLUMN crash_unjudged; " +
         "ALTER TABLE runs DROP COLUMN claimed_from; ALTER TABLE runs DROP COLUMN handed_input_digest; " +
         "DROP INDEX runs_held_by; " +
