@@ -219,12 +219,10 @@ export function encryptedStore(inner: Store, options: EncryptionOptions): Store 
  *  that cannot be written fails the open (and closes what it opened). */
 async function openMarked(inner: Store, o: Parameters<Store["open"]>[0]): Promise<void> {
   await inner.open(o);
-  try {
-    await inner.markEncrypted?.();
-  } catch (err) {
-    await inner.close().catch(() => {});
-    throw err;
-  }
+  // A store this process can only read (a read-only file or role: a dashboard, `cairn show`)
+  // cannot take the mark, and writes no plain payload either: it opens all the same. The
+  // mark is written by the next open that can (an engine's store must write anyway).
+  await inner.markEncrypted?.().catch(() => {});
 }
 
 /** The verbs that carry no payload: names, ids, times, amounts, hashes. */

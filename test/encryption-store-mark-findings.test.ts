@@ -159,6 +159,43 @@ describe.each(BACKENDS)(
       }
     });
 
+    it("an encryptedStore that cannot write the mark (read-only access) opens and reads; the next that can marks it", async () => {
+      const cleanups: Array<() => Promise<void> | void> = [];
+      const { make } = storage(backend, cleanups);
+      try {
+        await waitingEncryptedRun(make, cleanups);
+        const plain = make();
+        await plain.open({ clock: realClock });
+        await plain.unmarkEncrypted?.();
+        await plain.close();
+        // A read-only role or file: the mark's write fails, nothing else is asked of it.
+        const readOnly = new Proxy(make(), {
+          get(target, prop, receiver) {
+            if (prop === "markEncrypted") return () => Promise.reject(new Error("read-only"));
+            const value = Reflect.get(target, prop, receiver);
+            return typeof value === "function" ? value.bind(target) : value;
+          },
+        });
+        const reader = createEngine({
+          store: encryptedStore(readOnly, { keys: [k1] }),
+          workflows: [wf],
+          worker: false,
+        });
+        cleanups.push(() => reader.close());
+        expect((await reader.getSteps("p1"))[0]?.result).toBe("SECRET-step");
+        const check = make();
+        await check.open({ clock: realClock });
+        expect(await check.isMarkedEncrypted?.()).toBe(false);
+        await check.close();
+        const writer = encryptedStore(make(), { keys: [k1] });
+        await writer.open({ clock: realClock });
+        expect(await writer.isMarkedEncrypted?.()).toBe(true);
+        await writer.close();
+      } finally {
+        for (const c of cleanups.splice(0).reverse()) await c();
+      }
+    });
+
     it("a store no encryptedStore opened is not marked: a keyless door writes as before", async () => {
       const cleanups: Array<() => Promise<void> | void> = [];
       const { make } = storage(backend, cleanups);
