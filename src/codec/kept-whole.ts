@@ -124,8 +124,10 @@ function keptWholeByKeys(value: object, tag: string): boolean {
 
 /** Whether `value` holds a built-in's data in internal slots that Object.prototype.toString
  *  does not show (a Map's entries, a Set's values, a buffer's or a view's bytes, a weak
- *  collection, a Promise): with its prototype replaced by Object.prototype or none, it was
- *  stored as an object of its own keys (`{}`), without a word. The encoder refuses it. */
+ *  collection, a Promise, a boxed BigInt or Symbol): with its prototype replaced by
+ *  Object.prototype or none, it was stored as an object of its own keys (`{}`), without a
+ *  word. The encoder refuses it. (A boxed number, string or boolean is shown by toString,
+ *  and asked here in the same call.) */
 export function hasHiddenSlots(value: object): boolean {
   return (
     types.isMap(value) ||
@@ -134,7 +136,8 @@ export function hasHiddenSlots(value: object): boolean {
     ArrayBuffer.isView(value) ||
     types.isWeakMap(value) ||
     types.isWeakSet(value) ||
-    types.isPromise(value)
+    types.isPromise(value) ||
+    types.isBoxedPrimitive(value)
   );
 }
 
@@ -142,13 +145,9 @@ export function hasHiddenSlots(value: object): boolean {
  *  a built-in's slots, shown by toString (a Date's, a RegExp's) or not. */
 export function hasBuiltInSlots(value: object): boolean {
   // slotName's built-ins, asked in fewer calls (each ~12 ns; shapeOf asks every plain
-  // object): a boxed Symbol is not among them.
+  // object).
   return (
-    hasHiddenSlots(value) ||
-    Array.isArray(value) ||
-    types.isDate(value) ||
-    types.isRegExp(value) ||
-    (types.isBoxedPrimitive(value) && !types.isSymbolObject(value))
+    hasHiddenSlots(value) || Array.isArray(value) || types.isDate(value) || types.isRegExp(value)
   );
 }
 
@@ -222,6 +221,7 @@ function slotName(value: object): string | undefined {
   if (types.isWeakMap(value)) return "WeakMap";
   if (types.isWeakSet(value)) return "WeakSet";
   if (types.isPromise(value)) return "Promise";
+  if (types.isSymbolObject(value)) return "Symbol";
   return undefined;
 }
 
@@ -242,6 +242,6 @@ function builtInName(value: object): string | undefined {
 }
 
 /** Built-ins the codec stores under no prototype. */
-const UNSTORABLE = new Set(["WeakMap", "WeakSet", "Promise", "SharedArrayBuffer"]);
+const UNSTORABLE = new Set(["WeakMap", "WeakSet", "Promise", "SharedArrayBuffer", "Symbol"]);
 
 const article = (name: string) => (/^(?:[AEIO]|U(?!int))/.test(name) ? "an" : "a");
