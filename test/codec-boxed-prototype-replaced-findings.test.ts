@@ -1,4 +1,4 @@
-// h15: h6 refused a Map, Set, Date, buffer or view whose prototype was replaced with
+// the codec refused a Map, Set, Date, buffer or view whose prototype was replaced with
 // Object.prototype or none (kept-whole.ts hasHiddenSlots): stored as an object of its own
 // keys, its contents were lost without a word. A boxed BigInt (`Object(1n)`) or Symbol so
 // made was left out: Object.prototype.toString shows their slots through their prototype's

@@ -1,4 +1,4 @@
-// h15: the cheap pass looks for an accessor among an array's elements before reading it
+// the cheap pass looks for an accessor among an array's elements before reading it
 // (codec.ts hasIndexGetter), so that a getter it read is not read again by encode's own pass
 // when a later part (a typed array) stops it. A long array (over 65,536 elements) was looked
 // at by listing its own keys, a string each: a dense array of 3 million numbers beside a
