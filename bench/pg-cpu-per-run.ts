@@ -1,0 +1,132 @@
+// `tsx bench/pg-cpu-per-run.ts [runs] [url]`: on PostgreSQL, the client's CPU time
+// (process.cpuUsage) per 20-step run started and awaited one after another, and per run of
+// the raw floor (the same 20 rows as single-row INSERTs, one transaction each, on one
+// connection); the round trips each makes (queries sent on any connection of this process,
+// counted at pg.Client.prototype.query) and the notifications this process hears; and the
+// store verbs a run calls. CPU and counts, not wall time: the figures hold on a loaded
+// machine. The schema is one of its own, dropped at the end. PROFILE_ONLY=1 runs cairn's
+// runs alone (for `node --cpu-prof --import tsx`), leaving the schema behind.
+
+import { randomBytes } from "node:crypto";
+import pg from "pg";
+import { cairn, cairnPostgres } from "./cairn.js";
+import { expectedSum, loop } from "./workflows.js";
+
+const { createEngine } = cairn;
+const { postgresStore } = cairnPostgres;
+const runs = Number(process.argv[2] ?? 300);
+const url =
+  process.argv[3] ?? process.env.CAIRN_TEST_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/test";
+const STEPS = 20;
+
+// Every query any pg client of this process sends, and every notification it hears.
+let queries = 0;
+let notifications = 0;
+const proto = pg.Client.prototype as unknown as {
+  query: (...args: unknown[]) => unknown;
+  emit: (event: string, ...args: unknown[]) => boolean;
+};
+const realQuery = proto.query;
+proto.query = function (this: unknown, ...args: unknown[]) {
+  queries++;
+  return realQuery.apply(this, args);
+};
+const realEmit = proto.emit;
+proto.emit = function (this: unknown, event: string, ...args: unknown[]) {
+  if (event === "notification") notifications++;
+  return realEmit.call(this, event, ...args);
+};
+
+const schema = `cairn_cpu_${randomBytes(4).toString("hex")}`;
+const store = postgresStore(url, { schema });
+const calls = new Map<string, number>();
+const counted = new Proxy(store, {
+  get(target, prop, receiver) {
+    const value = Reflect.get(target, prop, receiver);
+    if (typeof value !== "function" || typeof prop !== "string") return value;
+    return (...args: unknown[]) => {
+      calls.set(prop, (calls.get(prop) ?? 0) + 1);
+      return (value as (...a: unknown[]) => unknown).apply(target, args);
+    };
+  },
+});
+const engine = createEngine({ store: counted, workflows: [loop], concurrency: 10 });
+const raw = new pg.Client({ connectionString: url });
+
+interface Figures {
+  cpuUs: number;
+  queries: number;
+  notifications: number;
+}
+
+async function measure(n: number, one: () => Promise<void>): Promise<Figures> {
+  const q0 = queries;
+  const n0 = notifications;
+  const c0 = process.cpuUsage();
+  for (let i = 0; i < n; i++) await one();
+  const c = process.cpuUsage(c0);
+  return {
+    cpuUs: (c.user + c.system) / n,
+    queries: (queries - q0) / n,
+    notifications: (notifications - n0) / n,
+  };
+}
+
+async function cairnRun(): Promise<void> {
+  const out = await (await engine.start(loop, { steps: STEPS })).result();
+  if (out !== expectedSum(STEPS)) throw new Error(`pg-cpu-per-run: a run returned ${String(out)}`);
+}
+
+let rawRun = 0;
+async function floorRun(): Promise<void> {
+  // The rows a cairn step writes, with the same columns filled (run_id is not a foreign key
+  // in the raw table).
+  const runId = `raw-${++rawRun}`;
+  for (let i = 0; i < STEPS; i++) {
+    const t = Date.now();
+    await raw.query(
+      `INSERT INTO "${schema}".raw_steps (run_id, key, generation, seq, name, kind, outcome,
+          result, attempt, started_at, completed_at)
+        VALUES ($1, $2, 0, $3, 's', 'step', 'ok', $4, 1, $5, $6)`,
+      [runId, `s#${i}`, i, `[{"i":1},${i}]`, t, t],
+    );
+  }
+}
+
+try {
+  await raw.connect();
+  await engine.start(loop, { steps: 0 }); // opens the store: the schema exists after
+  await new Promise((r) => setTimeout(r, 200));
+  await raw.query(
+    `CREATE TABLE IF NOT EXISTS "${schema}".raw_steps (LIKE "${schema}".steps INCLUDING ALL)`,
+  );
+  if (process.env.PROFILE_ONLY === "1") {
+    // For `node --cpu-prof`: cairn's runs alone, after the same warm-up.
+    await measure(runs / 4, cairnRun);
+    const c = await measure(runs, cairnRun);
+    console.log(`cairn ${c.cpuUs.toFixed(0)} us/run over ${runs} runs (${runs * STEPS} steps)`);
+    process.exit(0);
+  }
+  for (let i = 0; i < 2; i++) {
+    await measure(runs / 4, cairnRun);
+    await measure(runs / 4, floorRun);
+  }
+  const lines: string[] = [];
+  for (let i = 0; i < 3; i++) {
+    const c = await measure(runs, cairnRun);
+    const f = await measure(runs, floorRun);
+    calls.clear();
+    await measure(20, cairnRun);
+    const perRun = [...calls].map(([v, k]) => `${v} ${k / 20}`).join(", ");
+    lines.push(
+      `cairn ${c.cpuUs.toFixed(0)} us/run, ${c.queries.toFixed(2)} queries/run, ` +
+        `${c.notifications.toFixed(2)} notifications/run; floor ${f.cpuUs.toFixed(0)} us/run, ` +
+        `${f.queries.toFixed(2)} queries/run; ratio ${(c.cpuUs / f.cpuUs).toFixed(2)} (${perRun})`,
+    );
+  }
+  console.log(lines.join("\n"));
+} finally {
+  await engine.close();
+  await raw.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => {});
+  await raw.end().catch(() => {});
+}
