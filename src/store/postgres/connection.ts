@@ -231,7 +231,7 @@ export class Database {
       let client: pg.PoolClient | undefined;
       try {
         client = await this.#pool.connect();
-        client.on("error", ignoreError);
+        this.#listenFor(client);
         const c = client;
         const named = this.#autocommit;
         const tx: Tx = {
@@ -288,8 +288,22 @@ export class Database {
     }
   }
 
+  /** The store's own clients keep their listener for life, added at their first checkout:
+   *  adding and removing one per checkout was two emitter calls on every statement. A
+   *  caller's clients get one while checked out only, so they are handed back as they were. */
+  #listenFor(client: pg.PoolClient): void {
+    if (!this.#autocommit) {
+      client.on("error", ignoreError);
+    } else if (!this.#listening.has(client)) {
+      client.on("error", ignoreError);
+      this.#listening.add(client);
+    }
+  }
+
+  readonly #listening = new WeakSet<pg.PoolClient>();
+
   #release(client: pg.PoolClient, err?: Error): void {
-    client.removeListener("error", ignoreError);
+    if (!this.#autocommit) client.removeListener("error", ignoreError);
     client.release(err);
   }
 

@@ -31,7 +31,7 @@
 
 import { StoreError } from "../../errors.js";
 import { errorJson } from "../error-json.js";
-import { refuseUnstorable } from "../storable.js";
+import { findUnstorable, refuseUnstorable } from "../storable.js";
 import type {
   AttemptRecord,
   EventRecord,
@@ -63,8 +63,37 @@ export async function appendRecords(
 ): Promise<WriteOutcome[]> {
   if (writes.length === 0) return [];
   for (const w of writes) checkRunIds(w);
+  const single = ctx.db.prepares ? singleStepOf(writes) : undefined;
+  if (single !== undefined && findUnstorable(writes[0]!) === undefined) {
+    return appendSingleStep(ctx, writes, single);
+  }
   // A write that no backend can store fails alone, before the batch is sent (storable.ts).
   return refuseUnstorable(writes, (storable) => appendBatchIsolated(ctx, storable));
+}
+
+/**
+ * One step alone (a run executing by itself), storable: a prepared fenced INSERT
+ * (single-step.ts), called from here with no layer of the batch path between (each was
+ * an async function of its own: promises and microtask hops on every step of such a run).
+ * Inserting nothing leaves the decision to append_records; a value PostgreSQL refuses
+ * fails the write as "unstorable", as appendBatchIsolated answers it. Unprepared (a
+ * caller's pool) its planning cost more than append_records's cached plans, so it is
+ * taken on the store's own pool only.
+ */
+async function appendSingleStep(
+  ctx: StoreContext,
+  writes: RunWrite[],
+  step: StepRecord,
+): Promise<WriteOutcome[]> {
+  const w = writes[0]!;
+  try {
+    if (await insertSingleStep(ctx, w.epoch, step)) return [{ ok: true }];
+  } catch (err) {
+    const refused = valueRefused(err);
+    if (refused === undefined) throw err;
+    return [unstorableByDatabase(w, refused)];
+  }
+  return appendBatchIsolated(ctx, writes);
 }
 
 /**
@@ -89,13 +118,6 @@ async function appendBatchIsolated(ctx: StoreContext, writes: RunWrite[]): Promi
 }
 
 async function appendBatch(ctx: StoreContext, writes: RunWrite[]): Promise<WriteOutcome[]> {
-  // One step alone (a run executing by itself): a prepared fenced INSERT (single-step.ts);
-  // inserting nothing leaves the decision to append_records. Unprepared (a caller's pool)
-  // its planning cost more than append_records's cached plans.
-  const single = ctx.db.prepares ? singleStepOf(writes) : undefined;
-  if (single !== undefined && (await insertSingleStep(ctx, writes[0]!.epoch, single))) {
-    return [{ ok: true }];
-  }
   const batch = JSON.stringify(writes.map(toBatchEntry));
   const r = await ctx.db.statement<{ outcomes: unknown }>(
     "appendRecords",
