@@ -16,7 +16,9 @@ const { createEngine } = cairn;
 const { postgresStore } = cairnPostgres;
 const runs = Number(process.argv[2] ?? 300);
 const url =
-  process.argv[3] ?? process.env.CAIRN_TEST_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/test";
+  process.argv[3] ??
+  process.env.CAIRN_TEST_POSTGRES_URL ??
+  "postgres://postgres@127.0.0.1:5432/test";
 const STEPS = 20;
 
 // Every query any pg client of this process sends, and every notification it hears.
