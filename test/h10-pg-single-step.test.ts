@@ -1,0 +1,131 @@
+// A step written alone on the store's own pool goes from appendRecords straight to its
+// prepared INSERT (journal-writes.ts, appendSingleStep): one query a step, and the same
+// answers as the batch path for what it cannot store (refused before sending, or refused by
+// PostgreSQL) and for a record of another run.
+
+import pg from "pg";
+import { afterEach, describe, expect, it } from "vitest";
+import { realClock } from "../src/lib/clock.js";
+import { postgresStore } from "../src/store/postgres/postgres-store.js";
+import type { StepRecord, Store } from "../src/store/store.js";
+import { postgresTestUrl, testSchema } from "./helpers/postgres.js";
+
+const url = await postgresTestUrl();
+
+describe.skipIf(!url)("PostgreSQL: a step written alone", () => {
+  const base = url as string;
+  const cleanups: Array<() => Promise<unknown>> = [];
+  afterEach(async () => {
+    while (cleanups.length > 0) await cleanups.pop()?.();
+  });
+
+  async function openStore(): Promise<Store> {
+    const t = testSchema(base);
+    cleanups.push(t.drop);
+    const store = postgresStore(base, { schema: t.schema, poolSize: 1 });
+    await store.open({ clock: realClock });
+    cleanups.push(() => store.close());
+    return store;
+  }
+
+  async function claimedRun(store: Store, id: string) {
+    const { run } = await store.createRun({
+      id,
+      workflow: "alpha",
+      version: "1",
+      input: "{}",
+      budgetLimit: {},
+      claimBy: { workerId: "w1", leaseMs: 60_000 },
+    });
+    return run;
+  }
+
+  function stepOf(runId: string, key: string, seq: number, over: Partial<StepRecord> = {}) {
+    const rec: StepRecord = {
+      runId,
+      key,
+      generation: 0,
+      seq,
+      name: `name-${key}`,
+      kind: "step",
+      outcome: "ok",
+      result: `"result-${key}"`,
+      error: null,
+      spend: {},
+      attempt: 1,
+      startedAt: 1_700_000_000_000 + seq,
+      completedAt: 1_700_000_000_001 + seq,
+      delivery: seq,
+      issuedAfter: seq,
+      issuedLate: false,
+      ...over,
+    };
+    return rec;
+  }
+
+  /** Counts the queries every pg client of this process sends while `body` runs. */
+  async function countingQueries(body: () => Promise<void>): Promise<number> {
+    const proto = pg.Client.prototype as unknown as { query: (...a: unknown[]) => unknown };
+    const real = proto.query;
+    let n = 0;
+    proto.query = function (this: unknown, ...a: unknown[]) {
+      n++;
+      return real.apply(this, a);
+    };
+    try {
+      await body();
+    } finally {
+      proto.query = real;
+    }
+    return n;
+  }
+
+  it("is one query a step", async () => {
+    const store = await openStore();
+    const run = await claimedRun(store, "run_q");
+    const w = { runId: run.id, epoch: run.epoch };
+    const steps = [0, 1, 2].map((i) => stepOf(run.id, `s${i}`, i));
+    const queries = await countingQueries(async () => {
+      for (const s of steps)
+        expect(await store.appendRecords([{ ...w, steps: [s] }])).toEqual([{ ok: true }]);
+    });
+    expect(queries).toBe(3);
+    expect((await store.loadJournal(run.id)).steps).toEqual(steps);
+  });
+
+  it("what it cannot store fails as unstorable and lands nothing; the run goes on", async () => {
+    const store = await openStore();
+    const run = await claimedRun(store, "run_u");
+    const w = { runId: run.id, epoch: run.epoch };
+    const cases: Array<{ step: StepRecord; message: RegExp }> = [
+      // Refused before it is sent (storable.ts).
+      { step: stepOf(run.id, "nul\u0000key", 0), message: /key .*NUL character/ },
+      // Refused by PostgreSQL: a seq over int4 (SQLSTATE 22003).
+      { step: stepOf(run.id, "big", 2 ** 40), message: /SQLSTATE 22003/ },
+    ];
+    for (const c of cases) {
+      expect(await store.appendRecords([{ ...w, steps: [c.step] }])).toEqual([
+        {
+          ok: false,
+          reason: "unstorable",
+          key: c.step.key,
+          message: expect.stringMatching(c.message),
+        },
+      ]);
+    }
+    expect((await store.loadJournal(run.id)).steps).toEqual([]);
+    const good = stepOf(run.id, "good", 0);
+    expect(await store.appendRecords([{ ...w, steps: [good] }])).toEqual([{ ok: true }]);
+    expect((await store.loadJournal(run.id)).steps).toEqual([good]);
+  });
+
+  it("a record of another run is refused, as a rejection", async () => {
+    const store = await openStore();
+    const run = await claimedRun(store, "run_o");
+    const written = store.appendRecords([
+      { runId: run.id, epoch: run.epoch, steps: [stepOf("someone-else", "a", 0)] },
+    ]);
+    await expect(written).rejects.toThrow(/names run "someone-else"/);
+    expect((await store.loadJournal(run.id)).steps).toEqual([]);
+  });
+});
