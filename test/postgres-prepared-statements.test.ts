@@ -7,8 +7,9 @@ import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
 import { realClock } from "../src/lib/clock.js";
 import { postgresStore } from "../src/store/postgres/postgres-store.js";
-import type { StepRecord, Store } from "../src/store/store.js";
+import type { Store } from "../src/store/store.js";
 import { postgresTestUrl, testSchema, withClient } from "./helpers/postgres.js";
+import { claimedRun, stepOf } from "./helpers/step-records.js";
 
 const url = await postgresTestUrl();
 
@@ -31,41 +32,6 @@ describe.skipIf(!url)("PostgreSQL prepared statements", () => {
     await store.open({ clock: realClock });
     cleanups.push(() => store.close());
     return { store, schema: s };
-  }
-
-  async function claimedRun(store: Store, id: string) {
-    const { run } = await store.createRun({
-      id,
-      workflow: "alpha",
-      version: "1",
-      input: "{}",
-      budgetLimit: {},
-      claimBy: { workerId: "w1", leaseMs: 60_000 },
-    });
-    return run;
-  }
-
-  function stepOf(runId: string, key: string, seq: number, over: Partial<StepRecord> = {}) {
-    const rec: StepRecord = {
-      runId,
-      key,
-      generation: 0,
-      seq,
-      name: `name-${key}`,
-      kind: "step",
-      outcome: "ok",
-      result: `"result-${key}"`,
-      error: null,
-      spend: {},
-      attempt: 1,
-      startedAt: 1_700_000_000_000 + seq,
-      completedAt: 1_700_000_000_001 + seq,
-      delivery: seq,
-      issuedAfter: seq,
-      issuedLate: false,
-      ...over,
-    };
-    return rec;
   }
 
   it("a step written alone is fenced: a takeover committed while it waited lands nothing", async () => {

@@ -9,6 +9,7 @@ import { realClock } from "../src/lib/clock.js";
 import { postgresStore } from "../src/store/postgres/postgres-store.js";
 import type { StepRecord, Store } from "../src/store/store.js";
 import { postgresTestUrl, testSchema } from "./helpers/postgres.js";
+import { claimedRun, stepOf } from "./helpers/step-records.js";
 
 const url = await postgresTestUrl();
 
@@ -26,41 +27,6 @@ describe.skipIf(!url)("PostgreSQL: a step written alone", () => {
     await store.open({ clock: realClock });
     cleanups.push(() => store.close());
     return store;
-  }
-
-  async function claimedRun(store: Store, id: string) {
-    const { run } = await store.createRun({
-      id,
-      workflow: "alpha",
-      version: "1",
-      input: "{}",
-      budgetLimit: {},
-      claimBy: { workerId: "w1", leaseMs: 60_000 },
-    });
-    return run;
-  }
-
-  function stepOf(runId: string, key: string, seq: number, over: Partial<StepRecord> = {}) {
-    const rec: StepRecord = {
-      runId,
-      key,
-      generation: 0,
-      seq,
-      name: `name-${key}`,
-      kind: "step",
-      outcome: "ok",
-      result: `"result-${key}"`,
-      error: null,
-      spend: {},
-      attempt: 1,
-      startedAt: 1_700_000_000_000 + seq,
-      completedAt: 1_700_000_000_001 + seq,
-      delivery: seq,
-      issuedAfter: seq,
-      issuedLate: false,
-      ...over,
-    };
-    return rec;
   }
 
   /** Counts the queries every pg client of this process sends while `body` runs. */

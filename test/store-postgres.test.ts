@@ -17,6 +17,7 @@ import { createSettableClock, describeStoreContract } from "../src/testing/store
 import { postgresTestUrl, testSchema, withClient } from "./helpers/postgres.js";
 import { reusableSchema } from "./helpers/postgres-reuse.js";
 import { until } from "./helpers/sqlite.js";
+import { stepOf } from "./helpers/step-records.js";
 
 const url = await postgresTestUrl();
 
@@ -243,29 +244,6 @@ describe.skipIf(!url)("PostgreSQL store", () => {
 
   function newRunFor(id: string) {
     return { id, workflow: "alpha", version: "1", input: "{}", budgetLimit: {} };
-  }
-
-  function stepOf(runId: string, key: string, seq: number, over: Partial<StepRecord> = {}) {
-    const rec: StepRecord = {
-      runId,
-      key,
-      generation: 0,
-      seq,
-      name: `name-${key}`,
-      kind: "step",
-      outcome: "ok",
-      result: `"result-${key}"`,
-      error: null,
-      spend: {},
-      attempt: 1,
-      startedAt: 1_700_000_000_000 + seq,
-      completedAt: 1_700_000_000_001 + seq,
-      delivery: seq,
-      issuedAfter: seq,
-      issuedLate: false,
-      ...over,
-    };
-    return rec;
   }
 
   describe("configuration and migrations", () => {
