@@ -40,6 +40,15 @@ export function setLongTimeout(
   return () => clearTimeout(timer);
 }
 
+/** Resolves after `ms` of real time, on purpose: a grace for code to stop, not workflow
+ *  time. setLongTimeout: a grace (abortGraceMs, replayStallMs) may be set past setTimeout's
+ *  2^31-1 ms limit. Unref'd: it keeps no process alive. */
+export function realDelay(ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    setLongTimeout(resolve, ms, { unref: true });
+  });
+}
+
 /** Resolves in the check phase of the event loop's next turn: code that awaits it lets
  *  timers, I/O callbacks and process.nextTick callbacks run first. */
 export function nextTurn(): Promise<void> {

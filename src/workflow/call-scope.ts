@@ -32,14 +32,14 @@ export interface CallNode {
   readonly replayedInCascade?: boolean;
   /** On a replay: the window (hand-overs made) of the cascade its first run made it in, when
    *  this replay makes it in that same window (inside the cascade, or late: code joined with
-   *  work of the workflow's own that the replay found unfinished). Context.recordedWindowOf. */
+   *  work of the workflow's own that the replay found unfinished). LateCallCheck.recordedWindowOf. */
   readonly recordedWindow?: number;
   /** On a replay: made late while the hand-overs were held, taking a record made inside a
-   *  cascade (Context.doubtfulCall): perhaps another call's of its name, come early. */
+   *  cascade (HeldHandover.doubtfulCall): perhaps another call's of its name, come early. */
   readonly tookHeldRecord?: boolean;
   /** On a replay, made late while the hand-overs were held at this window for the record or
    *  begun call's intent it took (made inside that window's cascade): made before the next
-   *  hand-over (Context.madeAfter). */
+   *  hand-over (LateCallCheck.madeAfter). */
   readonly heldWindow?: number;
 }
 

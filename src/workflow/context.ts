@@ -28,12 +28,19 @@
 // set of blocked branches, the halt), and suspension is only correct if they all do it the
 // same way. The call kinds that only use that machine live beside it and reach it through
 // CallCore (call-core.ts): sleeps and waits (wait-calls.ts), approvals (approval-calls.ts),
-// children (child-calls.ts), workspaces (workspace-calls.ts). So do the parts that stand alone: delivery order (delivery.ts),
-// the causal call tree (call-scope.ts), the journal as this execution reads it
-// (journal-index.ts), record builders (records.ts), the retry decision (retry.ts), what an
-// approval hands the workflow (approval-outcome.ts), the budget's accounts (budget-ledger.ts),
-// the crash's charges (crash-charges.ts) and how a call's error is marked with its key
-// (call-errors.ts).
+// children (child-calls.ts), workspaces (workspace-calls.ts). Two parts of the replay checks
+// keep their own state behind a narrow interface: the held hand-over (held-handover.ts: the
+// hold of recorded outcomes while a doubtful late call's verdict is pending, its refusal past
+// replayStallMs, and the waiters for that verdict) and the reused-name check of late calls
+// (late-call-check.ts: recorded windows, where outcomes were handed over, cascade points).
+// The loops that await the hold stay here (beforeExecute, finishWith), as do the end-of-
+// cascade check (cascadeOver, missingCall) and the stall: they decide with the halt, the
+// drain and the function's end, which are this file's. The parts that stand alone live beside
+// it too: delivery order (delivery.ts), the causal call tree (call-scope.ts), the journal as this
+// execution reads it (journal-index.ts), record builders (records.ts), the retry decision
+// (retry.ts), what an approval hands the workflow (approval-outcome.ts), the budget's
+// accounts (budget-ledger.ts), the crash's charges (crash-charges.ts) and how a call's error
+// is marked with its key (call-errors.ts).
 
 import { randomUUID } from "node:crypto";
 import { decode, EncodeError, encode, type StoredTexts } from "../codec/codec.js";
@@ -57,7 +64,7 @@ import { idempotencyKey } from "../lib/ids.js";
 import { LazyAbort } from "../lib/lazy-abort.js";
 import { RUN_GENERATION } from "../lib/run-generation.js";
 import { checkText, quoteGiven } from "../lib/text.js";
-import { setLongTimeout } from "../lib/timers.js";
+import { realDelay, setLongTimeout } from "../lib/timers.js";
 import type {
   Amounts,
   AttemptRecord,
@@ -77,7 +84,6 @@ import {
   type CallNode,
   currentScope,
   enterCall,
-  isAncestor,
   outsideWorkflow,
   runAtRoot,
   runInBody,
@@ -88,18 +94,14 @@ import type { Effect, StepContext, StepOptions, WorkflowContext } from "./contex
 import { CrashCharges } from "./crash-charges.js";
 import type { Workflow } from "./define.js";
 import { DeliveryQueue } from "./delivery.js";
+import { HeldHandover } from "./held-handover.js";
 import { type CascadeCall, JournalIndex } from "./journal-index.js";
-import {
-  type CascadePoint,
-  type LateWork,
-  placeOfCurrentFlow,
-  trackLateWork,
-} from "./late-work.js";
+import { LateCallCheck } from "./late-call-check.js";
+import { type LateWork, trackLateWork } from "./late-work.js";
 import {
   attemptRecord,
   intentIssuedLate,
   intentRecord,
-  intentWindow,
   outcomeRecord,
   workerLostAttempt,
 } from "./records.js";
@@ -260,18 +262,6 @@ export function isCallName(name: unknown): name is string {
   return typeof name === "string" && NAME_RE.test(name);
 }
 
-/** How to give a call of `name` a name of its own, as code to write. ctx.now/random/uuid
- *  take a label, which cairn keys "@uuid:<label>": the key with ":${item.id}" added was
- *  offered, and a label starting with "@" is refused (isCallName). */
-function ownNameExample(kind: StepKind, name: string): string {
-  const internal = `@${kind}`;
-  if (name === internal) return `ctx.${kind}(\`item:\${item.id}\`)`;
-  if (name.startsWith(`${internal}:`)) {
-    return `ctx.${kind}(\`${name.slice(internal.length + 1)}:\${item.id}\`)`;
-  }
-  return `\`${name}:\${item.id}\``;
-}
-
 /** After the workflow code started I/O of its own (not a timer), it counts as busy this
  *  long (late-work.ts). */
 const LATE_WORK_GRACE_MS = 1_000;
@@ -315,8 +305,6 @@ export class Context implements CallCore {
   private readonly drainAbort = new LazyAbort();
   /** New calls made inside a cascade start once it is over (after the divergence check). */
   private afterCascade: Array<() => void> = [];
-  /** New calls waiting for a stalled replay's verdict (beforeExecute). */
-  private stallWaiters: Array<() => void> = [];
   /** ctx.now/random/uuid records: durable before any later call starts executing. */
   private syncWrites: Promise<void> = Promise.resolve();
   /** How many of those are not yet durable (none: a new call need not wait a turn). */
@@ -328,16 +316,9 @@ export class Context implements CallCore {
   /** Cancels the stall timer (a chain of timers: replayStallMs may be set past
    *  setTimeout's 2^31-1 ms, which a plain setTimeout fires after 1 ms). */
   private stallTimer: (() => void) | undefined;
-  /** A call made after the workflow's own work took a record made inside a cascade while the
-   *  hand-overs were held (doubtfulCall). */
-  private lateTookHeldRecord = false;
-  /** The first such call's key (lateTookHeldRecord), named when its verdict never comes. */
-  private lateHeldKey: string | undefined;
   /** The stalled position and the hand-overs so far the stall timer is counting for. */
   private stallPosition: number | undefined;
   private stallReleased = -1;
-  /** The position of each call's outcome handed over in the order (madeAfter). */
-  private readonly handedOverAt = new Map<string, number>();
   /** Work the workflow code started outside cairn calls (late-work.ts). */
   private readonly lateWork: LateWork;
   private readonly stopLateWork: () => void;
@@ -345,10 +326,6 @@ export class Context implements CallCore {
   /** The running cascade may continue code that joined a cairn outcome with work of the
    *  workflow's own (a timer, a file): the calls it makes have no fixed window. */
   private cascadeTainted = false;
-  /** A divergence check postponed while the workflow's own work is pending. */
-  private windowRecheck: NodeJS.Timeout | undefined;
-  /** When the pending divergence check was first postponed. */
-  private windowDeferredSince: number | undefined;
   private halted: Outcome | undefined;
   /** The workflow function has settled: start nothing new (settleInFlight). */
   private finishing = false;
@@ -374,6 +351,10 @@ export class Context implements CallCore {
   private readonly workspaces = new WorkspaceCalls(this);
   private readonly budget: BudgetLedger;
   private readonly crashes: CrashCharges;
+  /** The reused-name check of late calls (late-call-check.ts). */
+  private readonly lateCalls: LateCallCheck;
+  /** The hold of recorded outcomes while a verdict is pending (held-handover.ts). */
+  private readonly held: HeldHandover;
 
   constructor(
     readonly host: ContextHost,
@@ -407,9 +388,27 @@ export class Context implements CallCore {
       () => this.delivery.liveReleased,
       () => host.clock.now(),
     );
-    const late = trackLateWork(this, () => this.cascadePoint());
+    this.lateCalls = new LateCallCheck({
+      runId: host.runId,
+      delivery: this.delivery,
+      journal: this.journal,
+      seq: () => this.seq,
+      owner: this,
+    });
+    const late = trackLateWork(this, () => this.lateCalls.cascadePoint());
     this.lateWork = late.work;
     this.stopLateWork = late.stop;
+    this.held = new HeldHandover({
+      host,
+      delivery: this.delivery,
+      journal: this.journal,
+      busyForMs: () => this.lateWork.busyForMs(LATE_WORK_GRACE_MS),
+      describePending: () => this.lateWork.describePending(LATE_WORK_GRACE_MS),
+      halted: () => this.halted !== undefined,
+      stopped: () => this.halted !== undefined || this.draining || this.finishing,
+      fail: (error) => this.fail(error),
+      cascadeOver: () => this.cascadeOver(),
+    });
     this.api = this.makeApi();
   }
 
@@ -502,7 +501,7 @@ export class Context implements CallCore {
     if (this.halted || this.draining) return;
     this.draining = true;
     this.drainAbort.abort(undefined);
-    this.wakeStallWaiters();
+    this.held.wakeWaiters();
     this.maybeSuspend();
   }
 
@@ -811,33 +810,28 @@ export class Context implements CallCore {
     const n = (this.counts.get(name) ?? 0) + 1;
     const key = n === 1 ? name : `${name}#${n}`;
     const record = this.journal.outcomes.get(key);
-    const recordedWindow = this.recordedWindowOf(record);
-    // A late call is not judged by windows after a `prev` that took a held record late: that
-    // record may be this call's own, taken by `prev` from a race its timer or I/O won, and
-    // handed over once the hold ended (the workflow's own work looked done: a request past
-    // the grace); this call then takes `prev`'s record, of a later window (test/replay-held-network-swap-findings.test.ts).
-    const trusted = late && prev?.tookHeldRecord === true ? undefined : recordedWindow;
-    if (
+    const recordedWindow = this.lateCalls.recordedWindowOf(record);
+    // A name reused in an order only timing decides (late-call-check.ts).
+    const reused =
       prev &&
-      (prev.late || late) &&
-      !inRecordedCascadesApart(prev, trusted) &&
-      !isAncestor(prev, scope.node) &&
-      !this.madeAfter(prev, late && record?.issuedLate === true, trusted)
-    ) {
-      this.fail(
-        new NonDeterminismError(
-          `Run "${this.host.runId}" calls ${kind} "${name}" again, and cairn cannot tell that this call always comes after the one keyed "${prev.key}": one of them is made after awaiting something that is not a cairn call (a timer, a file, a fetch), and this one is not made by code that continues from the earlier one (it is in a concurrent branch, or in a helper function that awaited something before making the call), so a replay could give each the other's result. Give each call its own name, e.g. ${ownNameExample(kind, name)}, or make the call before the helper's own await, or do that I/O inside a step.`,
-          { runId: this.host.runId, key: prev.key },
-        ),
-      );
+      this.lateCalls.reusedName(prev, {
+        kind,
+        name,
+        late,
+        record,
+        recordedWindow,
+        parent: scope.node,
+      });
+    if (reused) {
+      this.fail(reused);
       throw new HaltedSignal();
     }
     // A late call taking a record, or an effect's or a child's intent, made inside the
     // cascade whose hand-overs are held for it (missingCall) is made before the next
     // hand-over: a call a later cascade makes of its name follows it (heldWindow,
-    // madeAfter). The record it writes says that window, not late, so the next replay
+    // late-call-check.ts). The record it writes says that window, not late, so the next replay
     // demands it there too (a later call of its name could take it otherwise).
-    const tookHeldIntent = late && record === undefined && this.takesHeldIntent(key);
+    const tookHeldIntent = late && record === undefined && this.held.takesHeldIntent(key);
     const tookHeld =
       tookHeldIntent ||
       (late && this.delivery.holding && record !== undefined && !record.issuedLate);
@@ -888,124 +882,13 @@ export class Context implements CallCore {
     }
     if (call.record) {
       this.matchRecord(call, call.record);
-      if (this.delivery.holding) {
-        if (late && !call.record.issuedLate) {
-          if (!this.lateTookHeldRecord) this.lateHeldKey = call.key;
-          this.lateTookHeldRecord = true;
-        }
-        this.recheckHeldSoon();
-      }
+      if (this.delivery.holding) this.held.recordTaken(call.key, late && !call.record.issuedLate);
     } else {
       this.matchIntent(call);
       if (!late) this.lastNewCall = call;
-      else if (tookHeldIntent) {
-        // As a late call that takes a held record (above): it may be another call of the
-        // name, come early; the hand-overs stay held while the workflow's own work may make
-        // the one that began there.
-        this.lateTookHeldRecord = true;
-        this.recheckHeldSoon();
-      }
+      else if (tookHeldIntent) this.held.intentTaken();
     }
     return call;
-  }
-
-  /** Whether a call made now comes after `prev` in every execution, though it does not
-   *  continue from it (one of the two was made late). The code making this call runs in a
-   *  cascade, or from an `await` (or a timer, a file read) it began inside one (late-work.ts,
-   *  places): a point fixed in the order of the run's calls, the same on every execution.
-   *  `prev` comes first when its outcome was handed over at or before that point (it was
-   *  made before its outcome could be: a helper that reads a file then makes the call, run
-   *  again from the code its result continues), or when `prev` was itself made inside a
-   *  cascade before that point: the code after `await Promise.all(branches)` that reads a
-   *  file, then reuses a name the branches used. For the latter, a call made late is never
-   *  such a `prev`: its place is timing's (but see heldWindow); nor one made in a cascade
-   *  that may continue work of the workflow's own (`Promise.all` of a step and a file read
-   *  runs in that cascade only when the read was done first, else late). */
-  private madeAfter(
-    prev: CallNode,
-    replayingLate: boolean,
-    recordedWindow: number | undefined,
-  ): boolean {
-    // Both judgements below depend on timing: whether a cascade may continue work of the
-    // workflow's own (a timer fired, a file read begun within the last second), and where
-    // code joined with such work runs (in the cascade that found it done, or late, with the
-    // place of its join). A replay, faster, judges otherwise and refused the run its first
-    // execution recorded. When both calls replay records of their own kinds (`prev`'s made
-    // inside a cascade, this one's late), the first run made this very pair (a name's calls
-    // are numbered in order) and its check let it through; a replay that made the two in
-    // another order would make one with the other's record, of the other kind, and be
-    // checked as on a first run.
-    if (replayingLate && prev.replayedInCascade) return true;
-    // `prev` took a record or intent made inside the cascade held for it (beginCall): it was
-    // made before the next hand-over, as its first run made it inside that cascade; a call
-    // made inside a later cascade follows it in every execution. (A late call is not judged
-    // so: `prev` may be an impostor come early, h11-held-network-swap.)
-    if (
-      this.delivery.inCascade &&
-      prev.heldWindow !== undefined &&
-      this.delivery.released > prev.heldWindow
-    ) {
-      return true;
-    }
-    // A late call that replays a record made inside the cascade of the window it is made in
-    // is code of that cascade, which the replay found its join with the workflow's own work
-    // unfinished: the first run judged it at that cascade's point, and so does this one (by
-    // the delivery order alone: whether a cascade continued such work is timing).
-    if (recordedWindow !== undefined && !this.delivery.inCascade) {
-      const position = this.delivery.cascadePosition;
-      if (this.handedOverBefore(prev, { seq: this.seq, position })) return true;
-    }
-    const point = this.delivery.inCascade ? this.cascadePoint() : placeOfCurrentFlow(this);
-    if (point === undefined) return false;
-    if (this.handedOverBefore(prev, point)) return true;
-    return prev.fixed && prev.seq < point.seq;
-  }
-
-  /**
-   * On a replay, the window of the cascade `record` was made in, when a call made now (in a
-   * cascade or late) takes it after as many hand-overs as its first run had made. Whether
-   * code joined with work of the workflow's own (a `Promise.all` of a step and a file read)
-   * runs in the cascade that finds both done or late is timing: a replay, whose recorded
-   * outcomes are ready at once, finds the read unfinished where the first run found it done.
-   * Such code is still that cascade's: no hand-over comes before the calls recorded inside
-   * the cascade before it are made again (cascadeOver holds it back), so a call made in that
-   * window, late or not, is made where its first run made it, after every earlier window's.
-   */
-  private recordedWindowOf(record: StepRecord | undefined): number | undefined {
-    if (record === undefined || record.issuedLate || !this.journal.exactWindows) return undefined;
-    const window = record.issuedAfter;
-    return window !== null && window === this.delivery.released ? window : undefined;
-  }
-
-  /** True when `prev`'s outcome was handed over in the order at or before the hand-over
-   *  that began `point`'s cascade. A call is made before its outcome is handed over, and
-   *  the outcomes in the order are handed over in it in every execution, so `prev` is made
-   *  before code running from that point, in every execution: however late `prev` was
-   *  made (after a file read in a branch, in a helper that awaited I/O), and however
-   *  late this code makes its call. */
-  private handedOverBefore(prev: CallNode, point: CascadePoint): boolean {
-    const handed = this.handedOverAt.get(prev.key);
-    return handed !== undefined && point.position !== undefined && handed <= point.position;
-  }
-
-  /** The point of the cascade running now; undefined outside the cascades. */
-  private cascadePoint(): CascadePoint | undefined {
-    if (!this.delivery.inCascade) return undefined;
-    const seq = this.seq;
-    const position = this.delivery.cascadePosition;
-    // The same point while it holds: late-work.ts asks for it at every asynchronous
-    // resource the workflow code creates (each promise of an await).
-    const last = this.lastCascadePoint;
-    if (last?.seq === seq && last.position === position) return last;
-    this.lastCascadePoint = { seq, position };
-    return this.lastCascadePoint;
-  }
-  private lastCascadePoint: CascadePoint | undefined;
-
-  /** Notes that `key`'s outcome is being handed over (in the order, or not: then nothing). */
-  private noteHandedOver(key: string): void {
-    const position = this.delivery.cascadePosition;
-    if (position !== undefined) this.handedOverAt.set(key, position);
   }
 
   /** A call begun durably (its intent: a child started, an effect about to perform, a wait
@@ -1088,7 +971,7 @@ export class Context implements CallCore {
       };
       const settle = () => {
         if (this.halted) return;
-        this.noteHandedOver(call.key);
+        this.lateCalls.noteHandedOver(call.key);
         this.budget.handOver(call.key, rec.spend);
         if (rec.outcome === "error") {
           // As for a new failure (record): ordered delivery hands it over on the same side
@@ -1146,18 +1029,19 @@ export class Context implements CallCore {
     // ctx.now/random/uuid value is handed over at once, so the code may already hold that
     // call's value, and a new call could record or perform with it before the verdict.
     while (
-      (this.delivery.stalledOn !== undefined || (this.delivery.holding && this.doubtfulCall())) &&
+      (this.delivery.stalledOn !== undefined ||
+        (this.delivery.holding && this.held.doubtfulCall())) &&
       !this.halted &&
       !this.draining
     ) {
-      await new Promise<void>((resolve) => this.stallWaiters.push(resolve));
+      await this.held.nextVerdict();
     }
     // A late call that found a begun call's intent written inside a cascade may be another
     // call of its name, come early from a race its own timer won (doubtfulCall, for a
     // record): reconciled, or taking the answer of that key, it would be handed the other
     // call's value. It waits while the workflow's own work may still make calls, at most
     // replayStallMs: that call, if it comes, is refused first (beginCall).
-    if (call.node.late && this.intentFromCascade(call.key)) await this.ownWorkOver();
+    if (call.node.late && this.held.intentFromCascade(call.key)) await this.held.ownWorkOver();
     // Each await below may outlast the function: once it settled, nothing new starts.
     if (this.halted || this.draining || this.finishing) return never();
     if (this.syncWritesPending > 0) {
@@ -1170,33 +1054,6 @@ export class Context implements CallCore {
     }
   }
 
-  /** Whether `key` holds a begun call's intent, written by a call made inside a cascade. */
-  private intentFromCascade(key: string): boolean {
-    const intent = this.journal.intents.get(key);
-    return intent !== undefined && this.journal.exactWindows && !intentIssuedLate(intent);
-  }
-
-  /** Whether `key` holds an intent written inside the cascade of the window the hand-overs
-   *  are held at now (its call is missing there: missingCall). */
-  private takesHeldIntent(key: string): boolean {
-    if (!this.delivery.holding || !this.journal.exactWindows) return false;
-    const intent = this.journal.intents.get(key);
-    return intent !== undefined && intentWindow(intent)?.issuedAfter === this.delivery.released;
-  }
-
-  /** Resolves once no work of the workflow's own is pending (at most replayStallMs), or the
-   *  execution stops. */
-  private async ownWorkOver(): Promise<void> {
-    const since = performance.now();
-    for (;;) {
-      if (this.halted || this.draining || this.finishing) return;
-      const busyMs = this.lateWork.busyForMs(LATE_WORK_GRACE_MS);
-      const left = this.host.replayStallMs - (performance.now() - since);
-      if (busyMs === 0 || left <= 0) return;
-      await outsideWorkflow(() => realDelay(Math.min(left, busyMs)));
-    }
-  }
-
   private cascadeEnd(): Promise<void> {
     return new Promise<void>((resolve) => this.afterCascade.push(resolve));
   }
@@ -1204,46 +1061,8 @@ export class Context implements CallCore {
   /** A cascade is over: every call it recorded must have been made again. */
   private cascadeOver(): void {
     const missing = this.missingCall(this.delivery.released);
-    const waitFor = missing !== undefined || this.doubtfulCall();
-    // Postponed at most replayStallMs (real time, like the stall timer): a timer the code
-    // never clears (an interval) must not hold a divergence back for ever.
-    if (!waitFor) this.windowDeferredSince = undefined;
-    else this.windowDeferredSince ??= performance.now();
-    if (
-      waitFor &&
-      performance.now() - (this.windowDeferredSince ?? 0) < this.host.replayStallMs &&
-      this.lateWork.busyForMs(LATE_WORK_GRACE_MS) > 0
-    ) {
-      // Code that joined a cairn outcome with work of its own (a Promise.all of a step and a
-      // timer) makes its next call once that work is done, which on a replay may be later
-      // than the first time. Look again then; new calls wait for the verdict, and so does the
-      // next outcome: code it runs could make a call of the missing one's name first and take
-      // its record.
-      this.delivery.hold();
-      this.recheckWindowLater();
-      return;
-    }
-    // Out of time with the workflow's own work still pending: the held record's own call may
-    // yet come, and the late call that took it may be another of its name whose timer won a
-    // race. Handing the record over would hand it that call's value (and the replay's later
-    // checks take the two for calls of cascades apart): refused instead.
-    if (this.doubtfulCall() && this.lateWork.busyForMs(LATE_WORK_GRACE_MS) > 0) {
-      const key = this.lateHeldKey ?? "?";
-      const pending = this.lateWork.describePending(LATE_WORK_GRACE_MS);
-      const pendingText = pending === undefined ? "" : ` Still pending: ${pending}.`;
-      this.fail(
-        new NonDeterminismError(
-          `Run "${this.host.runId}" no longer matches its journal: the call keyed "${key}" was made after work of the workflow's own (a timer, a file) and took a record made inside the code an outcome ran, and that work was still pending after ${this.host.replayStallMs} ms (replayStallMs), so cairn cannot tell whether that record is this call's or another call's of its name still to come (code that raced a cairn call against its own timer, Promise.race, took the other side this time). Make the race's outcome a recorded one (a step's timeout, ctx.waitForEvent's timeout, ctx.sleep in the race), or give each call its own name.${pendingText}`,
-          { runId: this.host.runId, key },
-        ),
-      );
-      return;
-    }
-    this.lateTookHeldRecord = false;
-    // The hold is over: a later hold counts its replayStallMs from its own start. (A doubtful
-    // hold ends with waitFor still true: left set, the next cascade's hold for a call the
-    // workflow's own work delays found its time spent, and refused a correct program.)
-    this.windowDeferredSince = undefined;
+    // Held while that call or a doubtful late call's verdict may still come (held-handover.ts).
+    if (!this.held.settle(missing !== undefined)) return;
     if (missing) {
       const instead = this.lastNewCall;
       const insteadText = instead
@@ -1261,52 +1080,10 @@ export class Context implements CallCore {
     this.afterCascade = [];
     for (const w of waiting) w();
     this.delivery.release();
-    this.wakeStallWaiters();
+    this.held.wakeWaiters();
     this.watchStall();
     this.maybeSuspend();
     this.frontierIfReplayed();
-  }
-
-  private recheckWindowLater(): void {
-    if (this.windowRecheck !== undefined) return;
-    const busyMs = Math.max(1, this.lateWork.busyForMs(LATE_WORK_GRACE_MS));
-    this.windowRecheck = outsideWorkflow(() =>
-      setTimeout(() => {
-        this.windowRecheck = undefined;
-        // Held (hold): the next outcome is ready but waits for this verdict.
-        if (!this.halted && (this.delivery.holding || this.delivery.idle)) this.cascadeOver();
-      }, busyMs),
-    );
-    this.windowRecheck.unref?.();
-  }
-
-  /** A recorded call was made while the hand-overs are held: perhaps the missing one, so the
-   *  next outcome need not wait for the recheck's timer (up to a second of the work's grace). */
-  private recheckHeldSoon(): void {
-    if (this.windowRecheck === undefined) return;
-    clearTimeout(this.windowRecheck);
-    this.windowRecheck = undefined;
-    outsideWorkflow(() =>
-      setImmediate(() => {
-        if (!this.halted && this.delivery.holding) this.cascadeOver();
-      }),
-    );
-  }
-
-  /** While the hand-overs are held for a missing call, a call of its name made after the
-   *  workflow's own work took its record (one made inside a cascade). It may be that call,
-   *  made late; or another call of the name, from code whose own timer won a race (the first
-   *  run's outcome won it) and that came early, before the missing one: the replay of this
-   *  record would hand it another call's value, and the code it runs could record or perform
-   *  with it before the missing one comes. Whether a later call of the name has a record
-   *  tells nothing: the journal may end before it (a crash right after the missing call's
-   *  record). So keep holding while the workflow's own work may still make calls (at most
-   *  replayStallMs): another call of that name made meanwhile is refused (beginCall's check
-   *  of a late call's neighbour, or matchRecord's of a call made before its window) with
-   *  nothing handed over. The code the held outcomes run makes its calls after them in
-   *  every execution; only code the workflow's own work resumes can come meanwhile. */
-  private doubtfulCall(): boolean {
-    return this.lateTookHeldRecord && this.journal.exactWindows;
   }
 
   /** A recorded call made inside a cascade up to `window`, not made again. */
@@ -1320,12 +1097,6 @@ export class Context implements CallCore {
       this.cascadeCursor++;
     }
     return undefined;
-  }
-
-  private wakeStallWaiters(): void {
-    const waiting = this.stallWaiters;
-    this.stallWaiters = [];
-    for (const w of waiting) w();
   }
 
   /** The replay waits for a call the first run made after non-durable async work: give it
@@ -1920,7 +1691,7 @@ export class Context implements CallCore {
     return new Promise<T>((resolve, reject) => {
       this.delivery.durable(rec.delivery!, () => {
         if (this.halted) return;
-        this.noteHandedOver(rec.key);
+        this.lateCalls.noteHandedOver(rec.key);
         this.budget.handOver(rec.key, rec.spend, write.attempts);
         if (rec.outcome === "error") {
           if (!this.functionSettled) this.unheardFailures.delete(rec.key);
@@ -2102,12 +1873,12 @@ export class Context implements CallCore {
     // ctx.now/random/uuid value is handed over at once: the function's output may hold that
     // other call's value. It waits for the verdict, as new calls do (beforeExecute); a close
     // meanwhile hands the run back for the next execution to judge.
-    while (this.delivery.holding && this.doubtfulCall() && !this.halted) {
+    while (this.delivery.holding && this.held.doubtfulCall() && !this.halted) {
       if (this.draining) {
         this.halt({ kind: "handed-back" });
         return;
       }
-      await new Promise<void>((resolve) => this.stallWaiters.push(resolve));
+      await this.held.nextVerdict();
     }
     if (this.halted) return;
     if (o.kind === "completed" || o.failedKeys.length > 0) {
@@ -2292,10 +2063,10 @@ export class Context implements CallCore {
     this.halted = o;
     this.lookIdle(); // a settle under way stops waiting (settleInFlight)
     this.delivery.halt();
-    this.wakeStallWaiters();
+    this.held.wakeWaiters();
     this.stopLateWork();
     this.stallTimer?.();
-    if (this.windowRecheck) clearTimeout(this.windowRecheck);
+    this.held.stop();
     if (this.lateRecheck) clearTimeout(this.lateRecheck);
     for (const b of this.blocked) b.timer?.abort();
     this.blocked.clear();
@@ -2356,18 +2127,6 @@ export class Context implements CallCore {
 /** Marks a promise's rejection handled: the failure still goes to whoever awaits it. */
 function ignoreRejection(): void {}
 
-/** On a replay, `prev` and a call taking a record of `recordedWindow` were both made inside
- *  cascades by the first run, in two of them, `prev` in the earlier, and are made in those
- *  windows again (recordedWindowOf): their order is the delivery order's, whichever of them
- *  the replay made late, as it was on the first run, which checked nothing. */
-function inRecordedCascadesApart(prev: CallNode, recordedWindow: number | undefined): boolean {
-  return (
-    recordedWindow !== undefined &&
-    prev.recordedWindow !== undefined &&
-    prev.recordedWindow < recordedWindow
-  );
-}
-
 /** Waits for `p` (which never rejects), at most `ms` of real time (a grace for code to
  *  stop, not workflow time); the timer is cleared when `p` settles first. */
 async function settledWithin(p: Promise<unknown>, ms: number): Promise<void> {
@@ -2379,12 +2138,4 @@ async function settledWithin(p: Promise<unknown>, ms: number): Promise<void> {
     }),
   ]);
   cancel?.();
-}
-
-/** Real time, on purpose: a grace for code to stop, not workflow time. */
-function realDelay(ms: number): Promise<void> {
-  // setLongTimeout: abortGraceMs may be set past setTimeout's 2^31-1 ms limit.
-  return new Promise((resolve) => {
-    setLongTimeout(resolve, ms, { unref: true });
-  });
 }
