@@ -23,6 +23,7 @@ function fakeRun(o: { busyMs: number; replayStallMs: number; exactWindows?: bool
     delivery,
     journal: { exactWindows: o.exactWindows ?? true, intents: new Map() },
     busyForMs: () => o.busyMs,
+    describePending: () => (o.busyMs > 0 ? "a timer" : undefined),
     halted: () => false,
     stopped: () => false,
     fail: (e: Error) => failures.push(e),
@@ -75,6 +76,7 @@ describe("held hand-over", () => {
     expect(f.failures).toHaveLength(1);
     expect(f.failures[0]).toBeInstanceOf(NonDeterminismError);
     expect(f.failures[0]?.message).toContain('the call keyed "k#2"');
+    expect(f.failures[0]?.message).toContain("Still pending: a timer.");
   });
 
   it("waiters for the verdict are woken together, and only once", async () => {
