@@ -10,36 +10,47 @@
 // SDK makes its next model call as a replay's SDK does, and that call's step fails with the
 // stop (model.ts), recorded: first execution and replay take the same path and end the loop
 // with the same abort, and a loop the SDK ends on its own (its stopWhen met) makes no call
-// in either. The check is the SDK's own when it is called from the SDK's loop (its frame,
-// `executeGenerateText`, on the stack); any other caller, or an SDK whose frame is named
-// otherwise, gets the signal's own check (the stop then goes unrecorded, as before).
+// in either. The check is the SDK's own when the SDK's loop calls it itself: the frame right
+// below it is `executeGenerateText` (or its tool queue's `worker`) of the SDK's file, read
+// from V8's call sites, not the stack's text (a stack limit of 0, or source maps writing
+// frames as ai/src/..., hid it; the user's own check in an onStepFinish, whose stack holds
+// that frame further down, was let go on, and the SDK's own then threw, unrecorded). Any
+// other caller, or an SDK whose frame is named otherwise, gets the signal's own check.
+//
+// Kept per answer, not per signal: loops sharing the caller's signal each end their turn,
+// and each of their checks goes on once (one kept per signal, the second loop's replaced
+// the first's, and one loop's stop went unrecorded: its replay went on, paid).
 // streamText rejects at the stop by itself: not done there (see tools.ts).
 
 import type { WorkflowContext } from "../index.js";
 import { callerAborted } from "./caller-abort.js";
 import { certainStopOf } from "./caller-stop.js";
+import { toolKey } from "./tool-order.js";
 
-/** A model call's answer whose tool calls are running: how many have not ended. */
-interface Turn {
-  open: number;
+/** A model call's answer whose tool calls are running. */
+export interface Turn {
+  /** The signal the call was made with: its loop's. */
+  signal: AbortSignal;
   /** A streamed call's answer: streamText gives up on its tool calls at the stop. */
   stream: boolean;
   /** The answer (conversation.ts's Answered), which the loop's next call continues. */
   answer: object | undefined;
+  /** The stop its loop's next call (or queued tool call) records, once one landed. */
+  deferred?: Error;
+  /** Whether the SDK's check was let go on for it. */
+  passed?: boolean;
 }
 
-interface Deferred {
-  stop: Error;
-  answer: object | undefined;
-}
-
-const turns = new WeakMap<WorkflowContext, WeakMap<AbortSignal, Turn>>();
-const deferred = new WeakMap<WorkflowContext, WeakMap<AbortSignal, Deferred>>();
+/** Turns by the key of a tool call they hold (toolKey), newest last. */
+const byTool = new WeakMap<WorkflowContext, Map<string, Turn[]>>();
+/** Turns whose stop is kept for the loop's next call, by their signal. */
+const pending = new WeakMap<WorkflowContext, WeakMap<AbortSignal, Turn[]>>();
 
 /** The SDK's functions whose checks are let go on: before each model call after the first
  *  (`executeGenerateText`), and before each tool call its `toolCallConcurrency` queue starts
  *  (`worker`), in the SDK's own file. */
-const SDK_LOOP_FRAME = /\n\s+at (async )?(executeGenerateText|worker) \([^)]*\/ai\/dist\//;
+const SDK_LOOP_FUNCTIONS = new Set(["executeGenerateText", "worker"]);
+const SDK_FILE = /[\\/]ai[\\/]dist[\\/]/;
 
 /** Notes an answer (`parts`) of a model call made with `signal`: its tool calls now run. */
 export function noteTurn(
@@ -50,54 +61,70 @@ export function noteTurn(
   answer: object | undefined,
 ): void {
   if (!signal) return;
-  let mine = turns.get(ctx);
-  if (!mine) {
-    mine = new WeakMap();
-    turns.set(ctx, mine);
+  const turn: Turn = { signal, stream, answer };
+  for (const p of parts ?? []) {
+    const c = p as { toolName?: unknown; toolCallId?: unknown; providerExecuted?: unknown };
+    if (p.type !== "tool-call" || c.providerExecuted === true) continue;
+    let mine = byTool.get(ctx);
+    if (!mine) {
+      mine = new Map();
+      byTool.set(ctx, mine);
+    }
+    const key = toolKey(String(c.toolName), String(c.toolCallId));
+    mine.set(key, [...(mine.get(key) ?? []), turn]);
   }
-  const open = (parts ?? []).filter(
-    (p) =>
-      p.type === "tool-call" && (p as { providerExecuted?: unknown }).providerExecuted !== true,
-  ).length;
-  if (open === 0) mine.delete(signal);
-  else mine.set(signal, { open, stream, answer });
 }
 
-/** Whether `loop`'s tool calls running now come from a streamed answer. */
-export function isStreamTurn(ctx: WorkflowContext, loop: AbortSignal | undefined): boolean {
-  return loop !== undefined && turns.get(ctx)?.get(loop)?.stream === true;
+/** The turn a tool call of `loop` comes from, taken: the newest answer of `loop` holding its
+ *  tool and id (an older one is a call the SDK never made, its input failing its schema). */
+export function takeTurn(
+  ctx: WorkflowContext,
+  toolName: string,
+  toolCallId: string,
+  loop: AbortSignal | undefined,
+): Turn | undefined {
+  const mine = byTool.get(ctx);
+  const key = toolKey(toolName, toolCallId);
+  const held = loop ? mine?.get(key) : undefined;
+  const i = held ? held.findLastIndex((t) => t.signal === loop) : -1;
+  if (!mine || !held || i < 0) return undefined;
+  const turn = held[i];
+  held.splice(i, 1);
+  if (held.length === 0) mine.delete(key);
+  return turn;
 }
 
-/** A tool call of `loop`'s turn ended (its outcome handed over); `ran`: its body ran in this
+/** Whether a tool call of `turn` comes from a streamed answer. */
+export const isStreamTurn = (turn: Turn | undefined): boolean => turn?.stream === true;
+
+/** A tool call of `turn` ended (its outcome handed over); `ran`: its body ran in this
  *  execution. When the loop's signal fired with no stop recorded for it, the SDK's next
  *  check goes on, to the next model call or tool call, whose outcome is the stop (see the
  *  header). */
-export function toolCallEnded(
-  ctx: WorkflowContext,
-  loop: AbortSignal | undefined,
-  ran: boolean,
-): void {
-  const turn = loop ? turns.get(ctx)?.get(loop) : undefined;
-  if (!loop || !turn) return;
-  turn.open--;
-  if (turn.open === 0) turns.get(ctx)?.delete(loop);
+export function toolCallEnded(ctx: WorkflowContext, turn: Turn | undefined, ran: boolean): void {
+  if (!turn || turn.deferred) return;
+  const loop = turn.signal;
   // A replay's signal firing with no stop recorded is a stop the first execution did not
   // have: it stops that replay as the SDK does, unrecorded.
   if (!ran || turn.stream || !loop.aborted || certainStopOf(ctx, loop)) return;
-  let mine = deferred.get(ctx);
+  let mine = pending.get(ctx);
   if (!mine) {
     mine = new WeakMap();
-    deferred.set(ctx, mine);
+    pending.set(ctx, mine);
   }
-  mine.set(loop, { stop: callerAborted(loop.reason), answer: turn.answer });
+  turn.deferred = callerAborted(loop.reason);
+  const kept = mine.get(loop) ?? [];
+  mine.set(loop, [...kept, turn]);
+  if (Object.hasOwn(loop, "throwIfAborted")) return;
   Object.defineProperty(loop, "throwIfAborted", {
     configurable: true,
     writable: true,
     value: function throwIfAborted(this: AbortSignal) {
       // A tool call of the turn that ended since with the stop recorded it: the SDK stops.
-      const unrecorded = mine.has(loop) && !certainStopOf(ctx, loop);
-      if (unrecorded && SDK_LOOP_FRAME.test(new Error().stack ?? "")) {
-        delete (loop as { throwIfAborted?: unknown }).throwIfAborted;
+      const unpassed = mine.get(loop)?.find((t) => !t.passed);
+      if (unpassed && !certainStopOf(ctx, loop) && calledFromSdkLoop(throwIfAborted)) {
+        unpassed.passed = true;
+        dropCheckIfDone(ctx, loop);
         return;
       }
       return AbortSignal.prototype.throwIfAborted.call(this);
@@ -105,18 +132,67 @@ export function toolCallEnded(
   });
 }
 
-/** The stop a tool call of `loop` the SDK's queue started after its check went on records
+/** Whether the function calling `check` is the SDK's loop itself (see the header): read
+ *  from V8's call sites, one frame, whatever the process's stack limit and formatter. */
+function calledFromSdkLoop(check: (...args: never[]) => unknown): boolean {
+  const E = Error as ErrorConstructor & { prepareStackTrace?: unknown };
+  const hadFormatter = Object.hasOwn(E, "prepareStackTrace");
+  const { prepareStackTrace, stackTraceLimit } = E;
+  let set = false;
+  try {
+    E.prepareStackTrace = (_err: Error, sites: NodeJS.CallSite[]) => sites;
+    E.stackTraceLimit = 1;
+    set = true;
+    const holder: { stack?: unknown } = {};
+    Error.captureStackTrace(holder, check);
+    const site = (holder.stack as NodeJS.CallSite[] | undefined)?.[0];
+    return (
+      site !== undefined &&
+      SDK_LOOP_FUNCTIONS.has(site.getFunctionName() ?? "") &&
+      SDK_FILE.test(site.getFileName() ?? "")
+    );
+  } catch {
+    return false; // a locked-down Error: the signal's own check
+  } finally {
+    if (set) {
+      E.stackTraceLimit = stackTraceLimit;
+      if (hadFormatter) E.prepareStackTrace = prepareStackTrace;
+      else delete (E as { prepareStackTrace?: unknown }).prepareStackTrace;
+    }
+  }
+}
+
+/** Removes `loop`'s check of its own once no kept stop waits for one to go on. */
+function dropCheckIfDone(ctx: WorkflowContext, loop: AbortSignal): void {
+  if (
+    pending
+      .get(ctx)
+      ?.get(loop)
+      ?.some((t) => !t.passed)
+  )
+    return;
+  delete (loop as { throwIfAborted?: unknown }).throwIfAborted;
+}
+
+/** Takes `turn` off its signal's kept stops. */
+function take(ctx: WorkflowContext, turn: Turn): Error | undefined {
+  const kept = pending.get(ctx)?.get(turn.signal);
+  const i = kept ? kept.indexOf(turn) : -1;
+  if (!kept || i < 0) return undefined;
+  kept.splice(i, 1);
+  dropCheckIfDone(ctx, turn.signal);
+  return turn.deferred;
+}
+
+/** The stop a tool call of `turn` the SDK's queue started after its check went on records
  *  as its outcome (see the header). */
 export function takeDeferredToolStop(
   ctx: WorkflowContext,
-  loop: AbortSignal | undefined,
+  turn: Turn | undefined,
 ): Error | undefined {
-  const mine = loop ? deferred.get(ctx) : undefined;
-  const d = loop ? mine?.get(loop) : undefined;
-  if (!loop || !d) return undefined;
-  mine?.delete(loop);
-  delete (loop as { throwIfAborted?: unknown }).throwIfAborted;
-  const stop = callerAborted(d.stop);
+  const d = turn ? take(ctx, turn) : undefined;
+  if (!d) return undefined;
+  const stop = callerAborted(d);
   (stop as { code: string }).code = "CALLER_ABORTED"; // the loop's own signal had fired
   return stop;
 }
@@ -128,10 +204,11 @@ export function takeDeferredStop(
   signal: AbortSignal | undefined,
   answer: object | undefined,
 ): Error | undefined {
-  const mine = signal ? deferred.get(ctx) : undefined;
-  const d = signal ? mine?.get(signal) : undefined;
-  if (!signal || !d) return undefined;
-  mine?.delete(signal);
-  delete (signal as { throwIfAborted?: unknown }).throwIfAborted;
-  return d.answer === answer ? d.stop : undefined;
+  const turn = signal
+    ? pending
+        .get(ctx)
+        ?.get(signal)
+        ?.find((t) => t.answer === answer)
+    : undefined;
+  return turn ? take(ctx, turn) : undefined;
 }

@@ -37,7 +37,13 @@ import {
   stopsLoop,
   takeLoopSignal,
 } from "./caller-stop.js";
-import { isStreamTurn, takeDeferredToolStop, toolCallEnded } from "./stop-after-record.js";
+import {
+  isStreamTurn,
+  type Turn,
+  takeDeferredToolStop,
+  takeTurn,
+  toolCallEnded,
+} from "./stop-after-record.js";
 import { placeToolCall } from "./tool-order.js";
 import { orAborted } from "./unheard-abort.js";
 
@@ -146,6 +152,15 @@ async function finalOutput(result: unknown): Promise<unknown> {
   return result;
 }
 
+/** One tool call as it goes: whether its body ran in this execution (or its record
+ *  replayed), its loop's signal (caller-stop.ts) and the answer it comes from
+ *  (stop-after-record.ts). */
+interface Execution {
+  ran: boolean;
+  loop: AbortSignal | undefined;
+  turn: Turn | undefined;
+}
+
 export function durableTools<TOOLS extends ToolSet>(
   ctx: WorkflowContext,
   tools: TOOLS,
@@ -168,12 +183,10 @@ export function durableTools<TOOLS extends ToolSet>(
       out[toolName] = t; // already durable, or not executed here (client or provider tools)
       continue;
     }
-    // `execution.ran`: whether this call's body ran in this execution (or its record replayed);
-    // `execution.loop`: the signal of the model calls of the loop it comes from (caller-stop.ts).
     let call: (
       input: unknown,
       o: ToolExecutionOptions<unknown>,
-      execution: { ran: boolean; loop: AbortSignal | undefined },
+      execution: Execution,
     ) => Promise<unknown>;
     if (effect) {
       call = (input, o, execution) =>
@@ -181,12 +194,11 @@ export function durableTools<TOOLS extends ToolSet>(
           callName(prefix, toolName, o.toolCallId),
           {
             perform: async (key, s) => {
-              notBegunAfterStop(ctx, o.abortSignal, execution.loop);
+              notBegunAfterStop(ctx, o.abortSignal, execution);
               execution.ran = true;
               try {
                 return await untilStreamStops(
-                  ctx,
-                  execution.loop,
+                  execution,
                   effect.perform(input, {
                     idempotencyKey: key,
                     attempt: s.attempt,
@@ -215,13 +227,12 @@ export function durableTools<TOOLS extends ToolSet>(
         owner.step(
           callName(prefix, toolName, o.toolCallId),
           async (s) => {
-            notBegunAfterStop(ctx, o.abortSignal, execution.loop);
+            notBegunAfterStop(ctx, o.abortSignal, execution);
             execution.ran = true;
             let output: unknown;
             try {
               output = await untilStreamStops(
-                ctx,
-                execution.loop,
+                execution,
                 finalOutput(
                   // Called on its tool, as the SDK calls it (tool.execute(...)): an execute
                   // that is a method (a class's, an object literal's) reads its `this`.
@@ -258,9 +269,11 @@ export function durableTools<TOOLS extends ToolSet>(
       // The loop first: placing the call may move the flow to an earlier turn's place.
       const link = takeLoopSignal(ctx, toolName, o.toolCallId, o.abortSignal);
       const unknown = link instanceof AbortSignal || link === undefined ? undefined : link;
-      const execution = {
+      const loop = unknown ? undefined : (link as AbortSignal | undefined);
+      const execution: Execution = {
         ran: false,
-        loop: unknown ? undefined : (link as AbortSignal | undefined),
+        loop,
+        turn: takeTurn(ctx, toolName, o.toolCallId, loop),
       };
       const placed = placeToolCall(ctx, prefix, toolName, o.toolCallId, input);
       try {
@@ -286,7 +299,7 @@ export function durableTools<TOOLS extends ToolSet>(
       } finally {
         placed();
         // A stop that landed as its record was written, after its last check (stop-after-record.ts).
-        toolCallEnded(ctx, execution.loop, execution.ran);
+        toolCallEnded(ctx, execution.turn, execution.ran);
       }
     };
     const d = { ...t, execute: wrapped };
@@ -301,13 +314,9 @@ export function durableTools<TOOLS extends ToolSet>(
  *  tool ended, the call's record came after the workflow's next calls; a replay, whose
  *  signal has not fired, waits for the tool's outcome before it goes on, and the run was
  *  refused, its next recorded call never made. The tool, if it runs on, is given up on. */
-function untilStreamStops<T>(
-  ctx: WorkflowContext,
-  loop: AbortSignal | undefined,
-  work: PromiseLike<T> | T,
-): Promise<T> {
+function untilStreamStops<T>(execution: Execution, work: PromiseLike<T> | T): Promise<T> {
   const p = Promise.resolve(work);
-  return isStreamTurn(ctx, loop) ? orAborted(p, loop) : p;
+  return isStreamTurn(execution.turn) ? orAborted(p, execution.loop) : p;
 }
 
 /** A caller's stop in a tool call that answers of several loops held, alike in tool and id,
@@ -327,12 +336,12 @@ function unknownLoopStop(ctx: WorkflowContext, toolName: string, toolCallId: str
 function notBegunAfterStop(
   ctx: WorkflowContext,
   signal: AbortSignal | undefined,
-  loop: AbortSignal | undefined,
+  execution: Execution,
 ): void {
-  const stop = stopOf(ctx, signal) ?? stopOf(ctx, loop);
+  const stop = stopOf(ctx, signal) ?? stopOf(ctx, execution.loop);
   if (stop) throw callerAborted(stop);
   // A stop that landed as an earlier tool call of the turn was recorded (stop-after-record.ts).
-  const deferred = takeDeferredToolStop(ctx, loop);
+  const deferred = takeDeferredToolStop(ctx, execution.turn);
   if (deferred) throw deferred;
 }
 
