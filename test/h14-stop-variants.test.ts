@@ -31,7 +31,7 @@ function storeHooked(store: Store, prefix: string, onWrite: () => void): Store {
 }
 
 /** Turn 1 calls `lookup` `n` times (ids c1..cn); turn 2 answers "the answer". */
-function toolsModel(n: number) {
+function toolsModel(n: number, invalid = false) {
   let calls = 0;
   const model = new MockLanguageModelV4({
     doGenerate: async (o) => {
@@ -44,7 +44,7 @@ function toolsModel(n: number) {
               type: "tool-call" as const,
               toolCallId: `c${i + 1}`,
               toolName: "lookup",
-              input: JSON.stringify({ id: `c${i + 1}` }),
+              input: JSON.stringify({ id: invalid ? i : `c${i + 1}` }),
             })),
         finishReason: { unified: toolTurn ? "stop" : "tool-calls", raw: "x" },
         usage: USAGE,
@@ -66,6 +66,8 @@ interface Variant {
   /** After the first loop, a second generateText on the same signal: "prompt" (a new one)
    *  or "continue" (the first loop's messages). */
   again?: "prompt" | "continue";
+  /** Turn 1's tool call inputs fail the tool's schema. */
+  invalidInput?: boolean;
   /** Tool bodies but c1's end only once the stop landed. */
   laterTools?: boolean;
 }
@@ -77,7 +79,7 @@ for (const backend of BACKENDS) {
     const harness = useHarness(backend);
 
     async function stopAt(h: Harness, v: Variant) {
-      const { model, calls } = toolsModel(v.tools ?? 1);
+      const { model, calls } = toolsModel(v.tools ?? 1, v.invalidInput);
       const ai = kitFor(h);
       const outcomes: string[] = [];
       const bodies: string[] = [];
@@ -170,6 +172,14 @@ for (const backend of BACKENDS) {
 
     it("the stop landing as the first model call is recorded", () =>
       expectReplayAlike({ at: "model:" }));
+
+    // The SDK reads its signal as it parses a tool call whose input fails the tool's schema
+    // (parseToolCall's catch): a stop landing as the model call's record is written ends the
+    // loop there, where no cairn code runs, and nothing records it. The replay, whose signal
+    // has not fired, hands the model the tool's input error and makes the next model call:
+    // paid, answered where the first execution stopped.
+    it("the stop landing as the model call is recorded, its tool call's input invalid", () =>
+      expectReplayAlike({ at: "model:", invalidInput: true }));
 
     it("timeout.totalMs: the loop's merged signal", () =>
       expectReplayAlike({ settings: { timeout: { totalMs: 600_000 } } }));
