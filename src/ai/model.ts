@@ -97,7 +97,15 @@ async function durableLoop(
   const { ctx, name } = m;
   const { digest } = asked;
   for (;;) {
-    const rec = await ctx.step<CallRecord>(name, (s) => attempt(m, s, mode, asked), m.stepOptions);
+    let ran = false; // made in this execution, not replayed
+    const rec = await ctx.step<CallRecord>(
+      name,
+      (s) => {
+        ran = true;
+        return attempt(m, s, mode, asked);
+      },
+      m.stepOptions,
+    );
     if (rec.throttledUntil !== undefined) {
       await ctx.sleepUntil(m.throttleName, rec.throttledUntil);
       continue;
@@ -117,7 +125,7 @@ async function durableLoop(
     }
     const parts = rec.generate?.content ?? rec.parts;
     noteLoopSignal(ctx, parts, asked.o.abortSignal);
-    noteTurn(ctx, parts, asked.o.abortSignal, mode === "stream", made);
+    noteTurn(ctx, parts, asked.o.abortSignal, mode === "stream", made, ran);
     return rec;
   }
 }

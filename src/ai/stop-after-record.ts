@@ -39,6 +39,8 @@ export interface Turn {
   deferred?: Error;
   /** Whether the SDK's check was let go on for it. */
   passed?: boolean;
+  /** Kept as the call was recorded: the SDK's parse of its tool calls goes on too. */
+  parse?: boolean;
 }
 
 /** Turns by the key of a tool call they hold (toolKey), newest last. */
@@ -47,21 +49,28 @@ const byTool = new WeakMap<WorkflowContext, Map<string, Turn[]>>();
 const pending = new WeakMap<WorkflowContext, WeakMap<AbortSignal, Turn[]>>();
 
 /** The SDK's functions whose checks are let go on: before each model call after the first
- *  (`executeGenerateText`), and before each tool call its `toolCallConcurrency` queue starts
- *  (`worker`), in the SDK's own file. */
-const SDK_LOOP_FUNCTIONS = new Set(["executeGenerateText", "worker"]);
+ *  (`executeGenerateText`), before each tool call its `toolCallConcurrency` queue starts
+ *  (`worker`), and as it parses a tool call whose input fails (`parseToolCall`), in the
+ *  SDK's own file. */
+const SDK_LOOP_FUNCTIONS = new Set(["executeGenerateText", "worker", "parseToolCall"]);
 const SDK_FILE = /[\\/]ai[\\/]dist[\\/]/;
 
-/** Notes an answer (`parts`) of a model call made with `signal`: its tool calls now run. */
+/** Notes an answer (`parts`) of a model call made with `signal`: its tool calls now run.
+ *  `ran`: the call was made in this execution; a stop that landed as its record was written
+ *  (its step succeeded) is kept for the loop's next call, as a tool's is: the SDK reads its
+ *  signal as it parses a tool call whose input fails, and ends the loop there, unrecorded
+ *  (a replay handed the model the input's error and made the next call, paid). */
 export function noteTurn(
   ctx: WorkflowContext,
   parts: ReadonlyArray<{ type: string }> | undefined,
   signal: AbortSignal | undefined,
   stream: boolean,
   answer: object | undefined,
+  ran = false,
 ): void {
   if (!signal) return;
   const turn: Turn = { signal, stream, answer };
+  let calls = 0;
   for (const p of parts ?? []) {
     const c = p as { toolName?: unknown; toolCallId?: unknown; providerExecuted?: unknown };
     if (p.type !== "tool-call" || c.providerExecuted === true) continue;
@@ -72,6 +81,11 @@ export function noteTurn(
     }
     const key = toolKey(String(c.toolName), String(c.toolCallId));
     mine.set(key, [...(mine.get(key) ?? []), turn]);
+    calls++;
+  }
+  if (ran && calls > 0) {
+    turn.parse = true;
+    defer(ctx, turn);
   }
 }
 
@@ -102,11 +116,16 @@ export const isStreamTurn = (turn: Turn | undefined): boolean => turn?.stream ==
  *  check goes on, to the next model call or tool call, whose outcome is the stop (see the
  *  header). */
 export function toolCallEnded(ctx: WorkflowContext, turn: Turn | undefined, ran: boolean): void {
-  if (!turn || turn.deferred) return;
-  const loop = turn.signal;
   // A replay's signal firing with no stop recorded is a stop the first execution did not
   // have: it stops that replay as the SDK does, unrecorded.
-  if (!ran || turn.stream || !loop.aborted || certainStopOf(ctx, loop)) return;
+  if (turn && ran) defer(ctx, turn);
+}
+
+/** Keeps the stop of `turn`'s loop for its next call, when its signal fired with none
+ *  recorded, and lets the SDK's next check go on once (see the header). */
+function defer(ctx: WorkflowContext, turn: Turn): void {
+  const loop = turn.signal;
+  if (turn.deferred || turn.stream || !loop.aborted || certainStopOf(ctx, loop)) return;
   let mine = pending.get(ctx);
   if (!mine) {
     mine = new WeakMap();
@@ -122,7 +141,12 @@ export function toolCallEnded(ctx: WorkflowContext, turn: Turn | undefined, ran:
     value: function throwIfAborted(this: AbortSignal) {
       // A tool call of the turn that ended since with the stop recorded it: the SDK stops.
       const unpassed = mine.get(loop)?.find((t) => !t.passed);
-      if (unpassed && !certainStopOf(ctx, loop) && calledFromSdkLoop(throwIfAborted)) {
+      const caller = unpassed && !certainStopOf(ctx, loop) && sdkCaller(throwIfAborted);
+      // Its parse of a tool call whose input fails (its answer's record): not a step's end.
+      if (caller === "parseToolCall" && mine.get(loop)?.some((t) => !t.passed && t.parse)) {
+        return;
+      }
+      if (unpassed && caller && caller !== "parseToolCall") {
         unpassed.passed = true;
         dropCheckIfDone(ctx, loop);
         return;
@@ -132,9 +156,9 @@ export function toolCallEnded(ctx: WorkflowContext, turn: Turn | undefined, ran:
   });
 }
 
-/** Whether the function calling `check` is the SDK's loop itself (see the header): read
- *  from V8's call sites, one frame, whatever the process's stack limit and formatter. */
-function calledFromSdkLoop(check: (...args: never[]) => unknown): boolean {
+/** The SDK's function calling `check` (see the header), if it is one of SDK_LOOP_FUNCTIONS:
+ *  read from V8's call sites, one frame, whatever the process's stack limit and formatter. */
+function sdkCaller(check: (...args: never[]) => unknown): string | undefined {
   const E = Error as ErrorConstructor & { prepareStackTrace?: unknown };
   const hadFormatter = Object.hasOwn(E, "prepareStackTrace");
   const { prepareStackTrace, stackTraceLimit } = E;
@@ -146,13 +170,11 @@ function calledFromSdkLoop(check: (...args: never[]) => unknown): boolean {
     const holder: { stack?: unknown } = {};
     Error.captureStackTrace(holder, check);
     const site = (holder.stack as NodeJS.CallSite[] | undefined)?.[0];
-    return (
-      site !== undefined &&
-      SDK_LOOP_FUNCTIONS.has(site.getFunctionName() ?? "") &&
-      SDK_FILE.test(site.getFileName() ?? "")
-    );
+    const name = site?.getFunctionName() ?? "";
+    const sdk = SDK_LOOP_FUNCTIONS.has(name) && SDK_FILE.test(site?.getFileName() ?? "");
+    return sdk ? name : undefined;
   } catch {
-    return false; // a locked-down Error: the signal's own check
+    return undefined; // a locked-down Error: the signal's own check
   } finally {
     if (set) {
       E.stackTraceLimit = stackTraceLimit;
