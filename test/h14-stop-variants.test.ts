@@ -222,6 +222,26 @@ for (const backend of BACKENDS) {
         }));
     }
 
+    // With toolCallConcurrency 2, the first execution's queue started one tool call after
+    // the stop (its check let go on once) and then stopped; the replay's queue, whose signal
+    // has not fired, starts two at once, and the second, with no record and begun before the
+    // first's recorded stop was handed back, ran its body: a tool the first execution never
+    // ran. Each queue check now goes on while the turn has tool calls not begun, each
+    // recording the stop (no body), as the replay's queue starts them all.
+    for (const toolCallConcurrency of [1, 2, undefined]) {
+      it(`the stop landing as the model call is recorded, three tool calls, toolCallConcurrency ${toolCallConcurrency ?? "unbounded"}`, () =>
+        expectReplayAlike({
+          at: "model:",
+          tools: 3,
+          settings: toolCallConcurrency ? { toolCallConcurrency } : {},
+        }));
+    }
+
+    // The same at a tool's record: two tool calls end before the stop, and the queue's
+    // two checks begin c3 and c4 in the replay.
+    it("four tool calls, toolCallConcurrency 2, the stop landing at the first two's records", () =>
+      expectReplayAlike({ tools: 4, settings: { toolCallConcurrency: 2 } }));
+
     for (const again of ["prompt", "continue"] as const) {
       it(`a second generateText on the stopped signal (${again})`, () =>
         expectReplayAlike({ again }));
