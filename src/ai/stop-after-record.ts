@@ -41,6 +41,9 @@ export interface Turn {
   passed?: boolean;
   /** Kept as the call was recorded: the SDK's parse of its tool calls goes on too. */
   parse?: boolean;
+  /** Its tool calls, and how many of them have begun. */
+  calls: number;
+  begun: number;
 }
 
 /** Turns by the key of a tool call they hold (toolKey), newest last. */
@@ -69,8 +72,7 @@ export function noteTurn(
   ran = false,
 ): void {
   if (!signal) return;
-  const turn: Turn = { signal, stream, answer };
-  let calls = 0;
+  const turn: Turn = { signal, stream, answer, calls: 0, begun: 0 };
   for (const p of parts ?? []) {
     const c = p as { toolName?: unknown; toolCallId?: unknown; providerExecuted?: unknown };
     if (p.type !== "tool-call" || c.providerExecuted === true) continue;
@@ -81,9 +83,9 @@ export function noteTurn(
     }
     const key = toolKey(String(c.toolName), String(c.toolCallId));
     mine.set(key, [...(mine.get(key) ?? []), turn]);
-    calls++;
+    turn.calls++;
   }
-  if (ran && calls > 0) {
+  if (ran && turn.calls > 0) {
     turn.parse = true;
     defer(ctx, turn);
   }
@@ -102,9 +104,10 @@ export function takeTurn(
   const held = loop ? mine?.get(key) : undefined;
   const i = held ? held.findLastIndex((t) => t.signal === loop) : -1;
   if (!mine || !held || i < 0) return undefined;
-  const turn = held[i];
+  const turn = held[i] as Turn;
   held.splice(i, 1);
   if (held.length === 0) mine.delete(key);
+  turn.begun++;
   return turn;
 }
 
@@ -139,14 +142,20 @@ function defer(ctx: WorkflowContext, turn: Turn): void {
     configurable: true,
     writable: true,
     value: function throwIfAborted(this: AbortSignal) {
+      const kept = mine.get(loop) ?? [];
+      const caller = kept.length > 0 ? sdkCaller(throwIfAborted) : undefined;
+      // Its tool queue starts every tool call of the turn, as a replay's does (its signal
+      // never fires there): each records the stop and runs no body. Stopped after one, the
+      // replay's queue began the others at once, before that one's record was handed back,
+      // and ran their bodies, which the first execution never ran.
+      if (caller === "worker" && kept.some((t) => t.begun < t.calls)) return;
       // A tool call of the turn that ended since with the stop recorded it: the SDK stops.
-      const unpassed = mine.get(loop)?.find((t) => !t.passed);
-      const caller = unpassed && !certainStopOf(ctx, loop) && sdkCaller(throwIfAborted);
+      const unpassed = certainStopOf(ctx, loop) ? undefined : kept.find((t) => !t.passed);
       // Its parse of a tool call whose input fails (its answer's record): not a step's end.
-      if (caller === "parseToolCall" && mine.get(loop)?.some((t) => !t.passed && t.parse)) {
+      if (caller === "parseToolCall" && unpassed && kept.some((t) => !t.passed && t.parse)) {
         return;
       }
-      if (unpassed && caller && caller !== "parseToolCall") {
+      if (unpassed && caller === "executeGenerateText") {
         unpassed.passed = true;
         dropCheckIfDone(ctx, loop);
         return;
@@ -190,7 +199,7 @@ function dropCheckIfDone(ctx: WorkflowContext, loop: AbortSignal): void {
     pending
       .get(ctx)
       ?.get(loop)
-      ?.some((t) => !t.passed)
+      ?.some((t) => !t.passed || t.begun < t.calls)
   )
     return;
   delete (loop as { throwIfAborted?: unknown }).throwIfAborted;
@@ -212,7 +221,9 @@ export function takeDeferredToolStop(
   ctx: WorkflowContext,
   turn: Turn | undefined,
 ): Error | undefined {
-  const d = turn ? take(ctx, turn) : undefined;
+  // Kept for the loop's next call too: every tool call of the turn records it.
+  const kept = turn ? pending.get(ctx)?.get(turn.signal) : undefined;
+  const d = turn && kept?.includes(turn) ? turn.deferred : undefined;
   if (!d) return undefined;
   const stop = callerAborted(d);
   (stop as { code: string }).code = "CALLER_ABORTED"; // the loop's own signal had fired
