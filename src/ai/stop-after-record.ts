@@ -17,6 +17,11 @@
 // that frame further down, was let go on, and the SDK's own then threw, unrecorded). Any
 // other caller, or an SDK whose frame is named otherwise, gets the signal's own check.
 //
+// A stop that lands as a model call whose answer holds tool calls is recorded is kept the
+// same way (noteTurn): the SDK's parse of a tool call whose input fails reads the signal too.
+// Its tool queue's checks go on until every tool call of the turn has begun, each recording
+// the stop, as a replay's queue begins them all.
+//
 // Kept per answer, not per signal: loops sharing the caller's signal each end their turn,
 // and each of their checks goes on once (one kept per signal, the second loop's replaced
 // the first's, and one loop's stop went unrecorded: its replay went on, paid).
