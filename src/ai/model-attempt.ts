@@ -52,6 +52,9 @@ export async function attempt(
   // the loop is over, the call is not made (caller-stop.ts).
   const stopped = asked.stop ?? stopOf(m.ctx, o.abortSignal);
   if (stopped) throw callerAborted(stopped);
+  // Made with a signal that already fired (a loop begun again on a stopped signal): not
+  // handed to the provider, whose answer would be thrown away, paid and its spend unrecorded.
+  if (o.abortSignal?.aborted && !s.signal.aborted) throw callerAborted(o.abortSignal.reason);
   const deadline = deadlineOf(m);
   // Unique to this execution of the attempt: attempt numbers start again at 1 when a failed
   // run is resumed, and a grant found under the same id is taken as already granted (the
