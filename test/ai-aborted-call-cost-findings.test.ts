@@ -15,7 +15,7 @@ import { BACKENDS, useHarness } from "./helpers/engines.js";
 let unique = 0;
 
 for (const backend of BACKENDS) {
-  describe(`h14: a model call made with a fired signal (${backend})`, () => {
+  describe(`a model call made with a fired signal (${backend})`, () => {
     const harness = useHarness(backend);
 
     it("is not handed to the provider, and ends with the stop, first execution and replay", async () => {
@@ -29,7 +29,7 @@ for (const backend of BACKENDS) {
         },
       });
       const outcomes: string[] = [];
-      const wf = workflow({ name: `h14-fired-${++unique}`, version: "1" }, async (ctx) => {
+      const wf = workflow({ name: `fired-${++unique}`, version: "1" }, async (ctx) => {
         const caller = new AbortController();
         caller.abort(); // stopped before (a loop the workflow caught, say)
         let said: string;

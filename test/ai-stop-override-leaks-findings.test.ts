@@ -66,7 +66,7 @@ async function loop(settings: Parameters<typeof generateText>[0]): Promise<strin
 let unique = 0;
 
 for (const backend of BACKENDS) {
-  describe(`h14: the stop let go on once at the SDK's check (${backend})`, () => {
+  describe(`the stop let go on once at the SDK's check (${backend})`, () => {
     const harness = useHarness(backend);
 
     /** One loop (or `loops` loops at once, sharing the caller's signal) whose stop lands as
@@ -89,7 +89,7 @@ for (const backend of BACKENDS) {
       let armed = true;
       let gate: () => void = () => {};
       let firstExecution = true;
-      const wf = workflow({ name: `h14-stop-${++unique}`, version: "1" }, async (ctx) => {
+      const wf = workflow({ name: `stop-${++unique}`, version: "1" }, async (ctx) => {
         caller = new AbortController();
         const signal = caller.signal;
         // Every loop's tool ends at once, once each has begun: their records share a write.

@@ -79,7 +79,7 @@ interface Variant {
 let unique = 0;
 
 for (const backend of BACKENDS) {
-  describe(`h14: a caller's stop landing at a record, variants (${backend})`, () => {
+  describe(`a caller's stop landing at a record, variants (${backend})`, () => {
     const harness = useHarness(backend);
 
     async function stopAt(h: Harness, v: Variant) {
@@ -90,7 +90,7 @@ for (const backend of BACKENDS) {
       let caller = new AbortController();
       let armed = true;
       let landed: () => void = () => {};
-      const wf = workflow({ name: `h14-variant-${++unique}`, version: "1" }, async (ctx) => {
+      const wf = workflow({ name: `variant-${++unique}`, version: "1" }, async (ctx) => {
         caller = new AbortController();
         const stopped = new Promise<void>((resolve) => {
           landed = resolve;
@@ -190,7 +190,7 @@ for (const backend of BACKENDS) {
     // first execution (the stop landed): the call stays invalid, and the loop's next call
     // records the stop. The replay's signal has not fired: its repair succeeds and it makes
     // the repaired tool call where the journal holds that next model call, and is refused
-    // (NonDeterminismError). Before the h14 mend the check before the repair threw,
+    // (NonDeterminismError). Before the 2026-12-07 mend the check before the repair threw,
     // unrecorded, and the replay ran the repaired tool (a body the first execution never
     // ran) and made the next model call, paid, answering where the first execution stopped.
     // Mending it needs the replay to fail the repair as the first execution did: nothing
