@@ -1,5 +1,5 @@
-// The journal on PostgreSQL: the group commit (appendRecords) and the one-query read
-// (loadJournal). The journal is the durable truth, so this is where fencing and
+// The journal on PostgreSQL: the group commit (appendRecords; its read, loadJournal, is
+// journal-load.ts). The journal is the durable truth, so this is where fencing and
 // idempotency live.
 //
 // appendRecords is ONE round trip whatever the batch size (a write of one step alone, on the
@@ -36,23 +36,16 @@ import type {
   AttemptRecord,
   EventRecord,
   IntentRecord,
-  Journal,
   RunWrite,
   StepRecord,
   WriteOutcome,
 } from "../store.js";
 import {
-  type AttemptRow,
   type EventRow,
-  type IntentRow,
   normalizeAttempt,
   normalizeIntent,
   normalizeStep,
-  type StepRow,
-  toAttempt,
   toEvent,
-  toIntent,
-  toStep,
 } from "./rows.js";
 import { insertSingleStep, singleStepOf } from "./single-step.js";
 import type { StoreContext } from "./sql.js";
@@ -273,49 +266,3 @@ export async function pendingEvents(
     return r.rows.map(toEvent);
   });
 }
-
-/** Everything replay needs, in ONE statement (one snapshot, one round trip). */
-export async function loadJournal(ctx: StoreContext, runId: string): Promise<Journal> {
-  const { t } = ctx;
-  const r = await ctx.db.statement<{
-    steps: StepRow[];
-    attempts: AttemptRow[];
-    intents: IntentRow[];
-    events: EventRow[] | null;
-  }>(
-    "loadJournal",
-    "idempotent",
-    `SELECT
-      (SELECT coalesce(json_agg(s ORDER BY s.seq, s.key, s.generation), '[]'::json)
-        FROM ${t.steps} s WHERE s.run_id = $1) AS steps,
-      (SELECT coalesce(json_agg(a ORDER BY a.generation, a.started_at, a.key, a.attempt), '[]'::json)
-        FROM ${t.attempts} a WHERE a.run_id = $1) AS attempts,
-      (SELECT coalesce(json_agg(i ORDER BY i.created_at, i.key), '[]'::json)
-        FROM ${t.intents} i WHERE i.run_id = $1) AS intents,
-      (SELECT CASE WHEN coalesce(sum(octet_length(e.payload)), 0) > $2 THEN NULL
-          ELSE coalesce(json_agg(e ORDER BY e.seq), '[]'::json) END
-        FROM ${t.events} e WHERE e.run_id = $1 AND e.consumed_by IS NULL) AS events`,
-    [runId, EVENTS_AGGREGATED_BYTES],
-  );
-  const row = r.rows[0];
-  // Events too large to come as one JSON text (null) are read as rows, one each.
-  const events =
-    row?.events === null
-      ? await pendingEvents(ctx, runId, false)
-      : (row?.events ?? []).map(toEvent);
-  return {
-    steps: (row?.steps ?? []).map(toStep),
-    attempts: (row?.attempts ?? []).map(toAttempt),
-    intents: (row?.intents ?? []).map(toIntent),
-    events,
-  };
-}
-
-/** Above this many bytes of unconsumed payloads, loadJournal reads a run's events as rows
- *  instead of in its one JSON text: a text over 512 MiB (V8's longest string; JSON escapes
- *  may make it up to six times the payloads) threw inside the driver's socket handler,
- *  which no caller can catch, so every worker that claimed the run died (1,000 pending
- *  events of 2 MiB each are within the default limits). The rows come in a statement of
- *  their own, after the rest of the journal: the run's events are consumed only by its
- *  lease holder, whose claim this read follows, so none is consumed between the two. */
-const EVENTS_AGGREGATED_BYTES = 64 * 1024 * 1024;

@@ -78,8 +78,9 @@ import {
   IDLE_IN_TRANSACTION_TIMEOUT_MS,
   STATEMENT_TIMEOUT_MS,
 } from "./connection.js";
+import { loadJournal } from "./journal-load.js";
 import { readEvents, readJournalPage } from "./journal-pages.js";
-import { appendRecords, loadJournal, pendingEvents } from "./journal-writes.js";
+import { appendRecords, pendingEvents } from "./journal-writes.js";
 import { claimRuns, expireLease, renewLeases } from "./leases.js";
 import { migrate } from "./migrate.js";
 import { channelFor, HintListener } from "./notify.js";

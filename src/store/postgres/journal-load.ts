@@ -1,0 +1,107 @@
+// A run's journal on PostgreSQL (loadJournal): everything replay and fork read of a run.
+//
+// Usually ONE statement (one snapshot, one round trip) that aggregates each part (steps,
+// attempts, intents, unconsumed events) into one JSON text. A JSON text over 512 MiB (V8's
+// longest string) threw inside the driver's socket handler, where no caller can catch it:
+// the worker process died, and so did every worker that claimed the run next (270 step
+// results of 2 MiB, or 1,000 pending events of 2 MiB, are within the default limits). So a
+// part whose rows pass AGGREGATED_BYTES comes back NULL from that statement, and is read as
+// rows instead, one row a message (each bounded by the store's per-record limits).
+//
+// The rows are read in a READ ONLY, REPEATABLE READ transaction that asks the aggregate
+// statement again: every part of the journal comes from that one snapshot. fork reads the
+// journal of a run it holds no lease on, whose holder may commit between two statements
+// (a step's outcome without its attempts would be a history that never was).
+
+import type { Journal } from "../store.js";
+import {
+  type AttemptRow,
+  type EventRow,
+  type IntentRow,
+  type StepRow,
+  toAttempt,
+  toEvent,
+  toIntent,
+  toStep,
+} from "./rows.js";
+import type { StoreContext, Tables } from "./sql.js";
+
+/** Above this many bytes of a part's rows (as text), loadJournal reads that part as rows
+ *  instead of as one JSON text: JSON's escapes may make a text up to six times its rows
+ *  (a control character becomes \u00XX), and 6 x 64 MiB stays under V8's 512 MiB. */
+const AGGREGATED_BYTES = 64 * 1024 * 1024;
+
+type PartName = "steps" | "attempts" | "intents" | "events";
+
+/** Each part's rows of run $1, in the order replay reads them. */
+function parts(t: Tables): Record<PartName, { from: string; order: string }> {
+  return {
+    steps: { from: `${t.steps} x WHERE x.run_id = $1`, order: "x.seq, x.key, x.generation" },
+    attempts: {
+      from: `${t.attempts} x WHERE x.run_id = $1`,
+      order: "x.generation, x.started_at, x.key, x.attempt",
+    },
+    intents: { from: `${t.intents} x WHERE x.run_id = $1`, order: "x.created_at, x.key" },
+    events: {
+      from: `${t.events} x WHERE x.run_id = $1 AND x.consumed_by IS NULL`,
+      order: "x.seq",
+    },
+  };
+}
+
+type Rows = { steps: StepRow[]; attempts: AttemptRow[]; intents: IntentRow[]; events: EventRow[] };
+type Aggregated = { [K in PartName]: Rows[K] | null };
+
+/** Every part as one JSON text, or NULL where its rows pass $2 bytes. */
+function aggregateSql(t: Tables): string {
+  const columns = Object.entries(parts(t)).map(
+    ([name, p]) =>
+      `(SELECT CASE WHEN coalesce(sum(octet_length(x::text)), 0) > $2 THEN NULL
+          ELSE coalesce(json_agg(x ORDER BY ${p.order}), '[]'::json) END
+        FROM ${p.from}) AS ${name}`,
+  );
+  return `SELECT ${columns.join(",\n")}`;
+}
+
+export async function loadJournal(ctx: StoreContext, runId: string): Promise<Journal> {
+  const sql = aggregateSql(ctx.t);
+  const params = [runId, AGGREGATED_BYTES];
+  const first = await ctx.db.statement<Aggregated>("loadJournal", "idempotent", sql, params);
+  const row = mustRow(first.rows[0]);
+  if (whole(row)) return toJournal(row);
+  return ctx.db.transaction("loadJournal", "idempotent", async (tx) => {
+    await tx.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
+    // Asked again in this snapshot: the first answer's parts may be older than its rows.
+    const again = mustRow((await tx.query<Aggregated>(sql, params)).rows[0]);
+    const all = parts(ctx.t);
+    const rows = async <K extends PartName>(name: K): Promise<Rows[K]> =>
+      again[name] ??
+      ((await tx.query(`SELECT x.* FROM ${all[name].from} ORDER BY ${all[name].order}`, [runId]))
+        .rows as Rows[K]);
+    return toJournal({
+      steps: await rows("steps"),
+      attempts: await rows("attempts"),
+      intents: await rows("intents"),
+      events: await rows("events"),
+    });
+  });
+}
+
+function whole(a: Aggregated): a is Rows {
+  return a.steps !== null && a.attempts !== null && a.intents !== null && a.events !== null;
+}
+
+function toJournal(r: Rows): Journal {
+  return {
+    steps: r.steps.map(toStep),
+    attempts: r.attempts.map(toAttempt),
+    intents: r.intents.map(toIntent),
+    events: r.events.map(toEvent),
+  };
+}
+
+/** The one row a SELECT of scalar subqueries always answers. */
+function mustRow(row: Aggregated | undefined): Aggregated {
+  if (row === undefined) throw new Error("loadJournal's statement returned no row");
+  return row;
+}

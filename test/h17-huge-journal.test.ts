@@ -1,0 +1,48 @@
+// A run whose 270 steps each returned a 2 MiB string (the default limits allow it): the
+// PostgreSQL store's loadJournal read all of a run's steps as one JSON text, longer than
+// V8's longest string (512 MiB), and the driver threw inside its socket handler, where no
+// caller can catch it: the worker died, and so would every worker that claimed the run
+// (and every fork of it). The run is executed, loaded, resumed and forked in a child
+// process (test/helpers/h17-huge-journal-child.ts), which exits 3 on such a throw. Failed
+// (exit 3, ERR_STRING_TOO_LONG) before the mend.
+
+import { spawnSync } from "node:child_process";
+import { describe, expect, it } from "vitest";
+import { pgUrl } from "./helpers/engines.js";
+import { reusableSchema } from "./helpers/postgres-reuse.js";
+
+const MIB = 1024 * 1024;
+
+describe.skipIf(!pgUrl)("PostgreSQL: a run whose step results pass 512 MiB", () => {
+  it("loads, resumes and forks (its steps are read as rows), and the worker lives", async () => {
+    const reused = reusableSchema(pgUrl!);
+    try {
+      const child = spawnSync(
+        process.execPath,
+        [
+          "--max-old-space-size=6144",
+          "--import",
+          "tsx",
+          "test/helpers/h17-huge-journal-child.ts",
+          reused.url,
+          reused.schema,
+        ],
+        { encoding: "utf8", maxBuffer: 16 * MIB },
+      );
+      expect(child.stderr).toBe("");
+      expect(child.status).toBe(0);
+      const out = JSON.parse(child.stdout.trim().split("\n").pop()!);
+      expect(out).toEqual({
+        swapped: 270,
+        steps: 270,
+        loaded: expect.any(Number),
+        resumed: 270 * 2 * MIB,
+        // The fork executes its fromStep anew (the child's step returns an 8-character mark).
+        forked: 269 * 2 * MIB + 8,
+      });
+      expect(out.loaded).toBeGreaterThan(270 * 2 * MIB);
+    } finally {
+      await reused.release();
+    }
+  }, 900_000);
+});
