@@ -52,13 +52,15 @@ function parts(t: Tables): Record<PartName, { from: string; order: string }> {
 type Rows = { steps: StepRow[]; attempts: AttemptRow[]; intents: IntentRow[]; events: EventRow[] };
 type Aggregated = { [K in PartName]: Rows[K] | null };
 
-/** Every part as one JSON text, or NULL where its rows pass $2 bytes. */
+/** Every part as one JSON text, or NULL where its rows pass $2 bytes. The size is asked
+ *  first, in a subquery of its own: the aggregate is then never built for a part too long
+ *  (past 1 GiB the server itself would refuse to build it, and the run could never load). */
 function aggregateSql(t: Tables): string {
   const columns = Object.entries(parts(t)).map(
     ([name, p]) =>
-      `(SELECT CASE WHEN coalesce(sum(octet_length(x::text)), 0) > $2 THEN NULL
-          ELSE coalesce(json_agg(x ORDER BY ${p.order}), '[]'::json) END
-        FROM ${p.from}) AS ${name}`,
+      `CASE WHEN (SELECT coalesce(sum(octet_length(x::text)), 0) FROM ${p.from}) > $2 THEN NULL
+        ELSE (SELECT coalesce(json_agg(x ORDER BY ${p.order}), '[]'::json) FROM ${p.from}) END
+        AS ${name}`,
   );
   return `SELECT ${columns.join(",\n")}`;
 }
