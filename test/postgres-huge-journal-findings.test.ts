@@ -3,7 +3,7 @@
 // V8's longest string (512 MiB), and the driver threw inside its socket handler, where no
 // caller can catch it: the worker died, and so would every worker that claimed the run
 // (and every fork of it). The run is executed, loaded, resumed and forked in a child
-// process (test/helpers/h17-huge-journal-child.ts), which exits 3 on such a throw. Failed
+// process (test/helpers/huge-journal-child.ts), which exits 3 on such a throw. Failed
 // (exit 3, ERR_STRING_TOO_LONG) before the mend.
 
 import { spawnSync } from "node:child_process";
@@ -23,7 +23,7 @@ describe.skipIf(!pgUrl)("PostgreSQL: a run whose step results pass 512 MiB", () 
           "--max-old-space-size=6144",
           "--import",
           "tsx",
-          "test/helpers/h17-huge-journal-child.ts",
+          "test/helpers/huge-journal-child.ts",
           reused.url,
           reused.schema,
         ],

@@ -1,4 +1,4 @@
-// Child process of test/h17-huge-journal.test.ts: a run whose 270 steps each returned a
+// Child process of test/postgres-huge-journal-findings.test.ts: a run whose 270 steps each returned a
 // 2 MiB string (540 MiB of results), loaded, resumed and forked on PostgreSQL. The driver
 // threw ERR_STRING_TOO_LONG inside its socket handler when loadJournal read the steps as
 // one JSON text: no caller can catch that, so it is caught here, process-wide, and told by
@@ -16,7 +16,7 @@ process.on("uncaughtException", (e) => {
 const [url, schema] = process.argv.slice(2) as [string, string];
 const STEPS = 270;
 const MIB = 1024 * 1024;
-const MARK = "h17-mark";
+const MARK = "huge-mark";
 
 const wf = workflow({ name: "w", version: "1" }, async (ctx) => {
   let total = 0;
