@@ -12,7 +12,7 @@ import { postgresStore } from "../src/store/postgres/postgres-store.js";
 import { pgUrl } from "./helpers/engines.js";
 import { reusableSchema } from "./helpers/postgres-reuse.js";
 
-const MARK = "huge-mark";
+const MARK = "big-mark";
 const BIG = 65 * 1024 * 1024;
 
 let failed = false;

@@ -16,7 +16,7 @@ process.on("uncaughtException", (e) => {
 const [url, schema] = process.argv.slice(2) as [string, string];
 const STEPS = 270;
 const MIB = 1024 * 1024;
-const MARK = "huge-mark";
+const MARK = "big-mark";
 
 const wf = workflow({ name: "w", version: "1" }, async (ctx) => {
   let total = 0;
