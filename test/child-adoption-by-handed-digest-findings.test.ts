@@ -185,7 +185,8 @@ function revertibleStorage(backend: Backend) {
       raw.exec(
         "DROP INDEX runs_held_by; " +
           "ALTER TABLE runs DROP COLUMN handed_input_digest; ALTER TABLE runs DROP COLUMN held_by; " +
-          "ALTER TABLE runs DROP COLUMN held_until; DELETE FROM schema_version WHERE version > 12",
+          "ALTER TABLE runs DROP COLUMN held_until; DROP TABLE store_marks; " +
+          "DELETE FROM schema_version WHERE version > 12",
       );
       raw.close();
     };
@@ -196,8 +197,8 @@ function revertibleStorage(backend: Backend) {
     store = () => postgresStore(url, { schema });
     revert = () =>
       withClient(url, async (c) => {
-        // Back to schema 18: migration 20's write tokens, 21's index and 22's holds (23's index
-        // with them) go too.
+        // Back to schema 18: migration 20's write tokens, 21's index, 22's holds (23's index
+        // with them) and 24's store marks go too.
         await c.query(
           `ALTER TABLE "${schema}".runs DROP COLUMN handed_input_digest, DROP COLUMN create_token,
              DROP COLUMN held_by, DROP COLUMN held_until`,
@@ -205,6 +206,7 @@ function revertibleStorage(backend: Backend) {
         await c.query(`ALTER TABLE "${schema}".events DROP COLUMN send_token`);
         await c.query(`ALTER TABLE "${schema}".run_streams DROP COLUMN append_token`);
         await c.query(`DROP INDEX "${schema}".steps_run_seq`);
+        await c.query(`DROP TABLE "${schema}".store_marks`);
         await c.query(`DELETE FROM "${schema}".schema_version WHERE version > 18`);
       });
   }
