@@ -31,20 +31,40 @@ import type { StoreContext, Tables } from "./sql.js";
  *  (a control character becomes \u00XX), and 6 x 64 MiB stays under V8's 512 MiB. */
 const AGGREGATED_BYTES = 64 * 1024 * 1024;
 
+/** What a row's columns other than its payloads weigh as JSON, at most: ids, keys and names
+ *  (names are at most 200 characters), numbers, times, flags, and their field names. */
+const ROW_BYTES = 2048;
+
 type PartName = "steps" | "attempts" | "intents" | "events";
 
-/** Each part's rows of run $1, in the order replay reads them. */
-function parts(t: Tables): Record<PartName, { from: string; order: string }> {
+/** Each part's rows of run $1, in the order replay reads them, and what a row weighs as
+ *  text: its payload columns' lengths plus ROW_BYTES for the rest. `octet_length` of a text
+ *  column reads its length from the stored header without decompressing it, so sizing a
+ *  run's journal costs no second serialization of its payloads (casting each row to text
+ *  to measure it did, on every load); a jsonb column (errors, spend) is cast, but is small
+ *  or absent on nearly every row. */
+function parts(t: Tables): Record<PartName, { from: string; order: string; bytes: string }> {
+  const rest = `${ROW_BYTES} + octet_length(x.spend::text)`;
   return {
-    steps: { from: `${t.steps} x WHERE x.run_id = $1`, order: "x.seq, x.key, x.generation" },
+    steps: {
+      from: `${t.steps} x WHERE x.run_id = $1`,
+      order: "x.seq, x.key, x.generation",
+      bytes: `coalesce(octet_length(x.result), 0) + coalesce(octet_length(x.error::text), 0) + ${rest}`,
+    },
     attempts: {
       from: `${t.attempts} x WHERE x.run_id = $1`,
       order: "x.generation, x.started_at, x.key, x.attempt",
+      bytes: `octet_length(x.error::text) + ${rest}`,
     },
-    intents: { from: `${t.intents} x WHERE x.run_id = $1`, order: "x.created_at, x.key" },
+    intents: {
+      from: `${t.intents} x WHERE x.run_id = $1`,
+      order: "x.created_at, x.key",
+      bytes: `octet_length(x.data) + ${ROW_BYTES}`,
+    },
     events: {
       from: `${t.events} x WHERE x.run_id = $1 AND x.consumed_by IS NULL`,
       order: "x.seq",
+      bytes: `octet_length(x.payload) + coalesce(octet_length(x.idempotency_key), 0) + ${ROW_BYTES}`,
     },
   };
 }
@@ -58,7 +78,7 @@ type Aggregated = { [K in PartName]: Rows[K] | null };
 function aggregateSql(t: Tables): string {
   const columns = Object.entries(parts(t)).map(
     ([name, p]) =>
-      `CASE WHEN (SELECT coalesce(sum(octet_length(x::text)), 0) FROM ${p.from}) > $2 THEN NULL
+      `CASE WHEN (SELECT coalesce(sum(${p.bytes}), 0) FROM ${p.from}) > $2 THEN NULL
         ELSE (SELECT coalesce(json_agg(x ORDER BY ${p.order}), '[]'::json) FROM ${p.from}) END
         AS ${name}`,
   );
