@@ -125,7 +125,7 @@ describe('crashSweep({ crash: "process" })', () => {
         input: 1,
       }),
     ).rejects.toThrow(
-      /the baseline child process of the undisturbed run exited with code 1:\nmodule ".*sweep-workflows\.ts" does not export workflow "not-exported@1" \(it exports "sweep-broken@1", "sweep-safe@1"\)/,
+      /the baseline child process of the undisturbed run \(run "[^"]+", workflow not-exported@1\) exited with code 1:\nmodule ".*sweep-workflows\.ts" does not export workflow "not-exported@1" \(it exports "sweep-broken@1", "sweep-safe@1"\)/,
     );
   });
 });

@@ -283,6 +283,6 @@ async function runChild(c: ChildContext, spec: ChildSpec): Promise<"killed" | "e
       ? `was killed by ${signal}`
       : `exited with code ${code}`;
   throw new Error(
-    `crashSweep({ crash: "process" }): the ${spec.role} child process of ${c.what} ${how}${stderr.trim() ? `:\n${stderr.trim()}` : ""}`,
+    `crashSweep({ crash: "process" }): the ${spec.role} child process of ${c.what} (run ${JSON.stringify(spec.runId)}, workflow ${spec.workflowId}) ${how}${stderr.trim() ? `:\n${stderr.trim()}` : ""}`,
   );
 }
