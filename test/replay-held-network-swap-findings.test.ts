@@ -10,17 +10,8 @@
 import { createServer, get, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { realClock, workflow } from "../src/index.js";
 import { BACKENDS, useHarness } from "./helpers/engines.js";
-import { until } from "./helpers/sqlite.js";
-
-function gate() {
-  let open!: () => void;
-  const p = new Promise<void>((r) => {
-    open = r;
-  });
-  return { p, open };
-}
+import { impostorAcrossWindows } from "./helpers/replay-at-go.js";
 
 /** The server answers /slow after 2.5 s (past the late-work grace), /b when the test says. */
 let port = 0;
@@ -56,65 +47,20 @@ describe.each(BACKENDS)("%s: a held record and a request past the grace", (backe
 
   it("an impostor whose request won takes the owner's record; the owner comes in the next window", async () => {
     holdB = true;
-    const g = { b0: gate(), m: gate(), t: gate() };
-    const seen = { aJoined: false, bRaced: false };
-    let first = true;
-    const handedToB: string[] = [];
-    const wf = workflow({ name: "held-network-swap", version: "1" }, async (ctx) => {
-      const m = ctx.step("m", async () => {
-        if (first) await g.m.p;
-        return "m";
-      });
-      const out = await Promise.all([
-        (async () => {
-          await Promise.all([m, fetchText("/slow").then(() => (seen.aJoined = true))]);
-          return ctx.step("x", () => "x by A");
-        })(),
-        (async () => {
-          await ctx.step("b0", async () => {
-            if (first) await g.b0.p;
-            return "b0";
-          });
-          const t = ctx.step("t", async () => {
-            if (first) await g.t.p;
-            return "t";
-          });
-          // Work of the workflow's own begun in t's cascade: the replay holds that cascade's
-          // verdict while it pends, and A's slow request answers meanwhile.
-          void t.then(() => new Promise((r) => setTimeout(r, 3000)));
-          seen.bRaced = true;
-          await Promise.race([t, fetchText("/b")]);
-          const x = await ctx.step("x", () => "x by B");
-          handedToB.push(x);
-          return x;
-        })(),
-      ]);
-      await ctx.waitForEvent("go");
-      return out;
+    const { handedToB, outcome: result } = await impostorAcrossWindows(harness(), {
+      name: "held-network-swap",
+      ownWork: () => fetchText("/slow"),
+      race: (t) => {
+        // Work of the workflow's own begun in t's cascade: the replay holds that cascade's
+        // verdict while it pends, and A's slow request answers meanwhile.
+        void t.then(() => new Promise((r) => setTimeout(r, 3000)));
+        return Promise.race([t, fetchText("/b")]);
+      },
+      beforeReplay: () => {
+        holdB = false;
+        for (const res of heldB.splice(0)) res.end("b");
+      },
     });
-    const h = harness();
-    const e = h.engine([wf], { clock: realClock });
-    const run = await e.start(wf, undefined);
-    await until(async () => seen.aJoined, "A's request is done");
-    g.b0.open();
-    await until(async () => seen.bRaced, "B races t");
-    g.m.open();
-    await until(
-      async () => (await e.getSteps(run.id)).some((s) => s.key === "x"),
-      "A's x is recorded",
-    );
-    g.t.open();
-    await until(
-      async () => ["waiting", "failed"].includes((await e.getRun(run.id))?.status ?? ""),
-      "the run waits",
-    );
-    expect((await e.getRun(run.id))?.status).toBe("waiting");
-    expect(handedToB).toEqual(["x by B"]);
-    first = false;
-    holdB = false;
-    for (const res of heldB.splice(0)) res.end("b");
-    await e.sendEvent(run.id, "go");
-    const result = await run.result().catch((err: Error) => err.name);
     // B may be handed A's value here: the hold ends once A's request is past the late-work
     // grace (I/O outside steps, late-work.ts), which cairn cannot tell from done. Once it was,
     // the run must be refused when A comes, never go on with each holding the other's value.

@@ -15,11 +15,9 @@ import { execFile } from "node:child_process";
 import { Agent, createServer, get } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { realClock, type WorkflowContext, workflow } from "../src/index.js";
 import { BACKENDS, useHarness } from "./helpers/engines.js";
-import { until } from "./helpers/sqlite.js";
+import { callAfterOwnWork, delay } from "./helpers/replay-at-go.js";
 
-const delay = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const command = () => new Promise<void>((r) => execFile("sleep", ["2.5"], () => r()));
 
 let port = 0;
@@ -60,45 +58,11 @@ describe.each(BACKENDS)("%s: a replay held for a call after own work", (backend)
   it.each(ownWorks)(
     "waits for %s, and the program completes",
     async (_name, replayWork) => {
-      const h = harness();
-      let firstRun = true;
-      const got: string[] = [];
-      const wf = workflow(
-        { name: "held-for-handle", version: "1" },
-        async (ctx: WorkflowContext) => {
-          const x = async (id: string) => {
-            const v = await ctx.step("x", () => delay(300).then(() => id));
-            got.push(`${id}=${v}`);
-          };
-          const ownWork = () => (firstRun ? delay(0) : replayWork());
-          await Promise.all([
-            (async () => {
-              await Promise.all([ctx.step("m", () => delay(50).then(() => "m")), ownWork()]);
-              await x("a");
-            })(),
-            (async () => {
-              await ctx.step("s", () => delay(150).then(() => "s"));
-              await x("b");
-            })(),
-          ]);
-          await ctx.waitForEvent("go");
-          return "done";
-        },
-      );
-      const e = h.engine([wf], { clock: realClock, replayStallMs: 3_600_000 });
-      const run = await e.start(wf, undefined);
-      await until(
-        async () => ["waiting", "failed"].includes((await e.getRun(run.id))?.status ?? ""),
-        "the first run waits for go",
-      );
-      expect((await e.getRun(run.id))?.status).toBe("waiting");
-      expect(got).toEqual(["a=a", "b=b"]);
-      got.length = 0;
-      firstRun = false;
-      await e.sendEvent(run.id, "go");
-      const out = await run.result().catch((err: Error) => err.message);
-      expect(got).toEqual(["a=a", "b=b"]);
-      expect(out).toBe("done");
+      // replayStallMs far past the test's timeout: a hold that never ends times the test out.
+      const replayed = await callAfterOwnWork(harness(), "held-for-handle", replayWork, {
+        replayStallMs: 3_600_000,
+      });
+      expect(replayed).toEqual({ got: ["a=a", "b=b"], outcome: "done" });
     },
     30_000,
   );

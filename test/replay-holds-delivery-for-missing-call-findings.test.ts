@@ -21,9 +21,9 @@ import { readFile } from "node:fs/promises";
 import { describe, expect, it } from "vitest";
 import { realClock, type WorkflowContext, workflow } from "../src/index.js";
 import { BACKENDS, useHarness } from "./helpers/engines.js";
+import { callAfterOwnWork, delay, replayAtGo } from "./helpers/replay-at-go.js";
 import { until } from "./helpers/sqlite.js";
 
-const delay = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const readSelf = () => readFile(new URL(import.meta.url), "utf8");
 
 describe.each(BACKENDS)(
@@ -32,50 +32,16 @@ describe.each(BACKENDS)(
     const harness = useHarness(backend);
 
     it("the next outcome's code does not take the record of a call made after own work", async () => {
-      const h = harness();
-      let firstRun = true;
-      const got: string[] = [];
-      const wf = workflow(
-        { name: "held-for-missing-call", version: "1" },
-        async (ctx: WorkflowContext) => {
-          const x = async (id: string) => {
-            const v = await ctx.step("x", () => delay(300).then(() => id));
-            got.push(`${id}=${v}`);
-          };
-          // A timer alone on the first run, done long before "m"; a read, then a timer the replay
-          // waits for, on the replay (the read leaves the later cascades' windows loose).
-          const ownWork = () => (firstRun ? delay(0) : readSelf().then(() => delay(300)));
-          await Promise.all([
-            (async () => {
-              await Promise.all([ctx.step("m", () => delay(50).then(() => "m")), ownWork()]);
-              await x("a");
-            })(),
-            (async () => {
-              await ctx.step("s", () => delay(150).then(() => "s"));
-              await x("b");
-            })(),
-          ]);
-          await ctx.waitForEvent("go");
-          return "done";
-        },
+      // A timer alone on the first run, done long before "m"; a read, then a timer the replay
+      // waits for, on the replay (the read leaves the later cascades' windows loose).
+      const { got, outcome } = await callAfterOwnWork(harness(), "held-for-missing-call", () =>
+        readSelf().then(() => delay(300)),
       );
-      const e = h.engine([wf], { clock: realClock });
-      const run = await e.start(wf, undefined);
-      await until(
-        async () => ["waiting", "failed"].includes((await e.getRun(run.id))?.status ?? ""),
-        "the first run waits for go",
-      );
-      expect((await e.getRun(run.id))?.status).toBe("waiting");
-      expect(got).toEqual(["a=a", "b=b"]);
-      got.length = 0;
-      firstRun = false;
-      await e.sendEvent(run.id, "go");
-      const out = await run.result().catch((err: Error) => err.name);
       // Each call replays its own value, never the other's. Once "a" is made late, "b" is
       // checked as a late call's neighbour (madeAfter) and may be refused: a loud refusal, which
       // a first run whose read was slower gives too.
       expect(got.filter((g) => g.split("=")[0] !== g.split("=")[1])).toEqual([]);
-      expect(["done", "NonDeterminismError"]).toContain(out);
+      expect(["done", "NonDeterminismError"]).toContain(outcome);
     }, 20_000);
 
     it("the next outcome's code does not take the event of a wait made after own work", async () => {
@@ -113,24 +79,23 @@ describe.each(BACKENDS)(
         },
       );
       const e = h.engine([wf], { clock: realClock });
-      const run = await e.start(wf, undefined);
-      // Sent once "s" is recorded (both waits are made by then): "a", made first, takes e0. The
-      // waits' records follow "s" in the journal.
-      await until(
-        async () =>
-          (await e.getSteps(run.id)).some((c) => c.key === "s" && c.status === "completed"),
-        "s is recorded",
-      );
-      await e.sendEvent(run.id, "x", "e0");
-      await e.sendEvent(run.id, "x", "e1");
-      await until(
-        async () => (await e.getRun(run.id))?.status === "waiting",
-        "the run waits for go",
-      );
-      expect(Object.fromEntries(got)).toEqual({ a: "e0", b: "e1" });
-      firstRun = false;
-      await e.sendEvent(run.id, "go");
-      const out = await run.result().catch((err: Error) => err.name);
+      const out = await replayAtGo(e, wf, {
+        // Sent once "s" is recorded (both waits are made by then): "a", made first, takes e0.
+        // The waits' records follow "s" in the journal.
+        drive: async (runId) => {
+          await until(
+            async () =>
+              (await e.getSteps(runId)).some((c) => c.key === "s" && c.status === "completed"),
+            "s is recorded",
+          );
+          await e.sendEvent(runId, "x", "e0");
+          await e.sendEvent(runId, "x", "e1");
+        },
+        flip: () => {
+          expect(Object.fromEntries(got)).toEqual({ a: "e0", b: "e1" });
+          firstRun = false;
+        },
+      });
       // Each wait replays its own event, never the other's; a loud refusal is allowed.
       expect(swaps).toEqual([]);
       expect(["done", "NonDeterminismError"]).toContain(out);

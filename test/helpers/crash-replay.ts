@@ -6,7 +6,8 @@
 // where its worker dies (from then on that engine's store never answers).
 
 import { readFile } from "node:fs/promises";
-import type { AnyWorkflow, Engine, WorkflowContext } from "../../src/index.js";
+import { expect } from "vitest";
+import { type AnyWorkflow, type Engine, type WorkflowContext, workflow } from "../../src/index.js";
 import { crashableEngine } from "./crash.js";
 import type { Harness } from "./engines.js";
 import { until } from "./sqlite.js";
@@ -27,9 +28,12 @@ export interface CrashReplay {
 /** Work of the workflow's own (no call): none in the first execution; in the replay a file
  *  read then `replayMs` of timer, so that a call after it comes late. */
 export function ownWork(c: CrashReplay, replayMs: number): Promise<unknown> {
-  return c.firstRun
-    ? delay(0)
-    : readFile(new URL(import.meta.url), "utf8").then(() => delay(replayMs));
+  return c.firstRun ? delay(0) : readThenDelay(replayMs);
+}
+
+/** A file read, then `ms` of timer. */
+export function readThenDelay(ms: number): Promise<unknown> {
+  return readFile(new URL(import.meta.url), "utf8").then(() => delay(ms));
 }
 
 /** Branch B's race: step "q" against a timer of its own. The first execution's q never
@@ -98,4 +102,83 @@ export async function crashAfterRecordThenReplay(
   c.firstRun = false;
   await h.clock.advance(60_000);
   return { wf, runId: run.id, replay: h.engine([wf]) };
+}
+
+/** What the replay of a journal-end swap did (journalEndSwap). */
+export interface SwapVerdict {
+  /** Calls of x handed the other call's value ("b=a"). */
+  swaps: string[];
+  /** Effects performed with what x handed ("b sent a"). */
+  performed: string[];
+  /** The effect's records ("send=a"). */
+  sent: string[];
+  /** The run's result, or the name of the error it ended with. */
+  outcome: unknown;
+}
+
+/** The replay refused the run before anything of x was handed to the wrong call. */
+export const REFUSED_UNSWAPPED: SwapVerdict = {
+  swaps: [],
+  performed: [],
+  sent: [],
+  outcome: "NonDeterminismError",
+};
+
+/** A swap at the end of a journal (replay-journal-end-swap-findings and the files that swap
+ *  its own work). Branch A, the owner, joins step "m" with work of its own, then calls x
+ *  ("a"); the first execution's worker dies right after that record (before q, or B's x,
+ *  has one). Branch B races step "q" against a timer of its own (raceOwnTimer), then calls x
+ *  ("b") and performs an effect with what x handed it (sendWith). The first execution has no
+ *  own work (A's x is made in m's cascade); the replay waits for `replayWork()`, so A's call
+ *  comes late, while B's timer wins and B's call comes first: the name's first call, which
+ *  takes A's record. Resolves to what the replay did. */
+export async function journalEndSwap(
+  h: Harness,
+  name: string,
+  replayWork: () => Promise<unknown>,
+): Promise<SwapVerdict> {
+  const got: string[] = [];
+  const performed: string[] = [];
+  const { runId, replay } = await crashAfterRecordThenReplay(
+    h,
+    (c) =>
+      workflow({ name, version: "1" }, async (ctx: WorkflowContext) => {
+        const x = async (id: string) => {
+          const v = await ctx.step("x", () => delay(5).then(() => id));
+          got.push(`${id}=${v}`);
+          return v;
+        };
+        await Promise.all([
+          (async () => {
+            await Promise.all([
+              ctx.step("m", () => delay(50).then(() => "m")),
+              c.firstRun ? undefined : replayWork(),
+            ]);
+            await x("a");
+            // A's record is durable: the worker dies here, before q or B's x has a record.
+            if (c.firstRun) c.crash();
+          })(),
+          (async () => {
+            await raceOwnTimer(ctx, c);
+            await sendWith(ctx, await x("b"), performed);
+          })(),
+        ]);
+        return "done";
+      }),
+    {
+      crashed: "A's x is recorded and the worker dies",
+      beforeReplay: () => {
+        expect(got).toEqual(["a=a"]);
+        got.length = 0;
+      },
+    },
+  );
+  const out = await outcome(replay, runId);
+  const steps = await replay.getSteps(runId);
+  return {
+    swaps: swaps(got),
+    performed,
+    sent: steps.filter((s) => s.key.startsWith("send")).map((s) => `${s.key}=${s.result}`),
+    outcome: out,
+  };
 }
