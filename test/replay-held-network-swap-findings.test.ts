@@ -13,12 +13,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BACKENDS, useHarness } from "./helpers/engines.js";
 import { impostorAcrossWindows } from "./helpers/replay-at-go.js";
 
-/** The server answers /slow after 2.5 s (past the late-work grace), /b when the test says. */
+/** The server answers /slow after 1.5 s (past the late-work grace), /b when the test says. */
 let port = 0;
 let holdB = true;
 const heldB: ServerResponse[] = [];
 const server = createServer((req, res) => {
-  if (req.url === "/slow") setTimeout(() => res.end("slow"), 2500);
+  if (req.url === "/slow") setTimeout(() => res.end("slow"), 1500);
   else if (holdB) heldB.push(res);
   else res.end("b");
 });
@@ -53,7 +53,7 @@ describe.each(BACKENDS)("%s: a held record and a request past the grace", (backe
       race: (t) => {
         // Work of the workflow's own begun in t's cascade: the replay holds that cascade's
         // verdict while it pends, and A's slow request answers meanwhile.
-        void t.then(() => new Promise((r) => setTimeout(r, 3000)));
+        void t.then(() => new Promise((r) => setTimeout(r, 2000)));
         return Promise.race([t, fetchText("/b")]);
       },
       beforeReplay: () => {

@@ -17,12 +17,12 @@ describe.each(BACKENDS)("%s: a held record handed over when the hold times out",
       name: "held-timeout-swap",
       // First run: the timer is done before m (the test opens m's gate after it), so x is
       // made inside m's cascade. Replay: m is handed over at once, the timer pends.
-      ownWork: () => delay(3000),
+      ownWork: () => delay(1500),
       // First run: t wins (its gate opens right after A's x); replay: t's hand-over is held
       // behind m's cascade, and this timer wins. (None on the first run, so t wins there
       // whatever the machine's load.)
-      race: (t, first) => Promise.race([t, first ? new Promise(() => {}) : delay(1200)]),
-      engine: { replayStallMs: 2000 },
+      race: (t, first) => Promise.race([t, first ? new Promise(() => {}) : delay(600)]),
+      engine: { replayStallMs: 1000 },
     });
     // Refused (NonDeterminismError) is fine; a swap is not, nor handing B A's value at all
     // (its code could go on to perform or record with it before A came and was refused).

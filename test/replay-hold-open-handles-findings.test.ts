@@ -8,7 +8,7 @@
 // the workflow's own and then x ("a") is called; "s" is handed over next and its code calls x
 // ("b"). The first run's own work is done before "m"; the replay's takes longer, so "m"'s
 // cascade ends without "a"'s call and the replay holds "s" back until it comes. Before the
-// handles were counted, the command's or request's hold ended with its grace, 2 s before the
+// handles were counted, the command's or request's hold ended with its grace, 0.8 s before the
 // call: the run was refused, a correct program.
 
 import { execFile } from "node:child_process";
@@ -18,11 +18,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BACKENDS, useHarness } from "./helpers/engines.js";
 import { callAfterOwnWork, delay } from "./helpers/replay-at-go.js";
 
-const command = () => new Promise<void>((r) => execFile("sleep", ["2.5"], () => r()));
+const command = () => new Promise<void>((r) => execFile("sleep", ["1.5"], () => r()));
 
 let port = 0;
 const server = createServer((req, res) => {
-  if (req.url === "/slow") setTimeout(() => res.end("slow"), 2500);
+  if (req.url === "/slow") setTimeout(() => res.end("slow"), 1500);
   else res.end("quick");
 });
 // Idle connections stay open (the default closes them after 5 s, which would end the wait).
@@ -46,8 +46,8 @@ const request = (path: string, agent: Agent | false) =>
   });
 
 const ownWorks: Array<[string, () => Promise<unknown>]> = [
-  ["a command (2.5 s)", command],
-  ["a request answered after 2.5 s", () => request("/slow", false)],
+  ["a command (1.5 s)", command],
+  ["a request answered after 1.5 s", () => request("/slow", false)],
   // A quick request leaves its socket idle in the pool; the timer keeps the hold on.
   ["a keep-alive request, then a timer", () => request("/quick", keepAlive).then(() => delay(300))],
 ];

@@ -1,5 +1,5 @@
 // replay-journal-end-swap-findings' first case with A's own work a request answered after
-// 2.5 s instead of a file read and a 1 s timer. The held hand-over keeps the hold while the
+// 1.5 s instead of a file read and a 500 ms timer. The held hand-over keeps the hold while the
 // workflow's own work may still make calls (Context.doubtfulCall). A socket counted as
 // pending only for the late-work grace (1 s): the hold ended with A's request still pending,
 // B (whose timer won the race the first run's q won) was handed A's record ("b=a") and
@@ -15,7 +15,7 @@ import { BACKENDS, useHarness } from "./helpers/engines.js";
 
 let port = 0;
 const server = createServer((_req, res) => {
-  setTimeout(() => res.end("slow"), 2500);
+  setTimeout(() => res.end("slow"), 1500);
 });
 beforeAll(async () => {
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));

@@ -9,7 +9,7 @@
 // Now a late call that takes a record made inside a cascade while the hand-overs are held
 // keeps the hold while the workflow's own work may still make calls (Context.doubtfulCall):
 // A's call comes first and is refused before anything of x is handed over.
-// Deterministic: B's timer is 100 ms, A's call comes after a file read and 1 s.
+// Deterministic: B's timer is 100 ms, A's call comes after a file read and 500 ms.
 // The same early call took A's record when B's later call had a record, made late: only a
 // later record made inside a cascade kept the hold. And a late call that does own the record
 // still replays, at the end of a journal too (it waits for the workflow's other own work).
@@ -41,8 +41,8 @@ describe.each(BACKENDS)("%s: a swap at the end of a journal", (backend) => {
   const harness = useHarness(backend);
 
   it("a late call taking a held record is not handed its value while another call of the name may come", async () => {
-    // A's own work in the replay: a file read and 1 s.
-    expect(await journalEndSwap(harness(), "journal-end-swap", () => readThenDelay(1000))).toEqual(
+    // A's own work in the replay: a file read and 500 ms.
+    expect(await journalEndSwap(harness(), "journal-end-swap", () => readThenDelay(500))).toEqual(
       REFUSED_UNSWAPPED,
     );
   }, 30_000);
@@ -59,7 +59,7 @@ describe.each(BACKENDS)("%s: a swap at the end of a journal", (backend) => {
       const m = ctx.step("m", () => delay(50).then(() => "m"));
       await Promise.all([
         (async () => {
-          await Promise.all([m, firstRun ? undefined : readSelf().then(() => delay(1000))]);
+          await Promise.all([m, firstRun ? undefined : readSelf().then(() => delay(500))]);
           await x("a");
         })(),
         (async () => {
@@ -126,7 +126,7 @@ describe.each(BACKENDS)("%s: a swap at the end of a journal", (backend) => {
         workflow({ name: "journal-end-uuid", version: "1" }, async (ctx: WorkflowContext) => {
           await Promise.all([
             (async () => {
-              await Promise.all([ctx.step("m", () => delay(50).then(() => "m")), ownWork(c, 1000)]);
+              await Promise.all([ctx.step("m", () => delay(50).then(() => "m")), ownWork(c, 500)]);
               got.push(`a:${ctx.uuid("x")}`);
               if (c.firstRun) {
                 // The uuid's record is written once its cascade is over: then the worker dies.
