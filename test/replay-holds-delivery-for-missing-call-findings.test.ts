@@ -21,7 +21,7 @@ import { readFile } from "node:fs/promises";
 import { describe, expect, it } from "vitest";
 import { realClock, type WorkflowContext, workflow } from "../src/index.js";
 import { BACKENDS, useHarness } from "./helpers/engines.js";
-import { callAfterOwnWork, delay, replayAtGo } from "./helpers/replay-at-go.js";
+import { callAfterOwnWork, callsAfterMAndS, delay, replayAtGo } from "./helpers/replay-at-go.js";
 import { until } from "./helpers/sqlite.js";
 
 const readSelf = () => readFile(new URL(import.meta.url), "utf8");
@@ -60,14 +60,7 @@ describe.each(BACKENDS)(
           };
           const ownWork = () => (firstRun ? delay(0) : readSelf().then(() => delay(300)));
           await Promise.all([
-            (async () => {
-              await Promise.all([ctx.step("m", () => delay(50).then(() => "m")), ownWork()]);
-              await x("a");
-            })(),
-            (async () => {
-              await ctx.step("s", () => delay(150).then(() => "s"));
-              await x("b");
-            })(),
+            callsAfterMAndS(ctx, ownWork, x),
             // Keeps the first run from suspending while both waits wait for their events.
             ctx.step("keep", async () => {
               while (got.size < 2) await delay(10);

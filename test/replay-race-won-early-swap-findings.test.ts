@@ -13,7 +13,7 @@ import { readFile } from "node:fs/promises";
 import { describe, expect, it } from "vitest";
 import { realClock, type WorkflowContext, workflow } from "../src/index.js";
 import { BACKENDS, useHarness } from "./helpers/engines.js";
-import { until } from "./helpers/sqlite.js";
+import { replayAtGo } from "./helpers/replay-at-go.js";
 
 const delay = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const readSelf = () => readFile(new URL(import.meta.url), "utf8");
@@ -45,18 +45,13 @@ describe.each(BACKENDS)("%s: a replay's race won early by a timer", (backend) =>
       await ctx.waitForEvent("go");
       return "done";
     });
-    const e = h.engine([wf], { clock: realClock });
-    const run = await e.start(wf, undefined);
-    await until(
-      async () => ["waiting", "failed"].includes((await e.getRun(run.id))?.status ?? ""),
-      "the first run waits for go",
-    );
-    expect((await e.getRun(run.id))?.status).toBe("waiting");
-    expect(got).toEqual(["a=a", "b=b"]);
-    got.length = 0;
-    firstRun = false;
-    await e.sendEvent(run.id, "go");
-    const out = await run.result().catch((err: Error) => err.name);
+    const out = await replayAtGo(h.engine([wf], { clock: realClock }), wf, {
+      flip: () => {
+        expect(got).toEqual(["a=a", "b=b"]);
+        got.length = 0;
+        firstRun = false;
+      },
+    });
     expect(got.filter((g) => g.split("=")[0] !== g.split("=")[1])).toEqual([]);
     expect(["done", "NonDeterminismError"]).toContain(out);
   }, 20_000);

@@ -1,8 +1,9 @@
 // The scaffold of the replay findings whose first execution runs until the workflow waits
 // for the event "go", and whose replay that event starts (replay-hold-open-handles,
 // replay-holds-delivery-for-missing-call, replay-held-network-swap, replay-held-timeout-swap,
-// replay-journal-end-swap's later-record case): the test flips what the workflow reads in
-// between, so the replay's own work or races go otherwise than the first execution's.
+// replay-race-won-early-swap, replay-journal-end-swap's later-record case): the test flips
+// what the workflow reads in between, so the replay's own work or races go otherwise than
+// the first execution's.
 
 import { expect } from "vitest";
 import {
@@ -48,6 +49,25 @@ export async function replayAtGo(
   return run.result().catch((err: Error) => err.name);
 }
 
+/** The held-delivery program's two branches: "m" is joined with `ownWork()` and then `x("a")`
+ *  is called; "s" (150 ms) is handed over next and its code calls `x("b")`. */
+export function callsAfterMAndS(
+  ctx: WorkflowContext,
+  ownWork: () => unknown,
+  x: (id: string) => Promise<unknown>,
+): Promise<unknown> {
+  return Promise.all([
+    (async () => {
+      await Promise.all([ctx.step("m", () => delay(50).then(() => "m")), ownWork()]);
+      await x("a");
+    })(),
+    (async () => {
+      await ctx.step("s", () => delay(150).then(() => "s"));
+      await x("b");
+    })(),
+  ]);
+}
+
 /** The held-delivery program (replay-holds-delivery-for-missing-call-findings): "m" is joined
  *  with work of the workflow's own and then x ("a") is called; "s" is handed over next and its
  *  code calls x ("b"). The first execution has no own work to wait for (a timer done long
@@ -67,17 +87,7 @@ export async function callAfterOwnWork(
       const v = await ctx.step("x", () => delay(300).then(() => id));
       got.push(`${id}=${v}`);
     };
-    const ownWork = () => (firstRun ? delay(0) : replayWork());
-    await Promise.all([
-      (async () => {
-        await Promise.all([ctx.step("m", () => delay(50).then(() => "m")), ownWork()]);
-        await x("a");
-      })(),
-      (async () => {
-        await ctx.step("s", () => delay(150).then(() => "s"));
-        await x("b");
-      })(),
-    ]);
+    await callsAfterMAndS(ctx, () => (firstRun ? delay(0) : replayWork()), x);
     await ctx.waitForEvent("go");
     return "done";
   });
