@@ -17,7 +17,7 @@ import { type WorkflowContext, workflow } from "../src/index.js";
 import {
   crashAfterRecordThenReplay,
   delay,
-  never,
+  effectX,
   outcome,
   ownWork,
   raceOwnTimer,
@@ -33,25 +33,13 @@ describe.each(BACKENDS)("%s: a begun effect's intent at the end of a journal", (
     const h = harness();
     const got: string[] = [];
     const performed: string[] = [];
-    // The provider applies each idempotency key once and tells what it did under it.
     const provider = new Map<string, string>();
     const { runId, replay } = await crashAfterRecordThenReplay(
       h,
       (c) =>
         workflow({ name: "intent-swap", version: "1" }, async (ctx: WorkflowContext) => {
           const x = async (id: string) => {
-            const v = await ctx.effect("x", {
-              perform: (key) => {
-                provider.set(key, id);
-                if (c.firstRun) {
-                  // A's perform happened: the worker dies before its record.
-                  c.crash();
-                  return never();
-                }
-                return id;
-              },
-              reconcile: (key) => provider.get(key),
-            });
+            const v = await effectX(ctx, c, id, provider);
             got.push(`${id}=${v}`);
             return v;
           };

@@ -20,6 +20,7 @@ import { type WorkflowContext, workflow } from "../src/index.js";
 import {
   crashAfterRecordThenReplay,
   delay,
+  effectX,
   never,
   outcome,
   ownWork,
@@ -40,18 +41,7 @@ describe.each(BACKENDS)("%s: a begun effect's intent made inside a cascade", (ba
       (c) =>
         workflow({ name: "intent-window", version: "1" }, async (ctx: WorkflowContext) => {
           const x = async (id: string) => {
-            const v = await ctx.effect("x", {
-              perform: (key) => {
-                performs.push(id);
-                provider.set(key, id);
-                if (c.firstRun) {
-                  c.crash();
-                  return never();
-                }
-                return id;
-              },
-              reconcile: (key) => provider.get(key),
-            });
+            const v = await effectX(ctx, c, id, provider, performs);
             got.push(`${id}=${v}`);
           };
           await Promise.all([

@@ -45,6 +45,32 @@ export function raceOwnTimer(ctx: WorkflowContext, c: CrashReplay): Promise<unkn
   return Promise.race([q, timer]);
 }
 
+/** Effect "x" for `id`, through a provider that applies each idempotency key once and tells
+ *  what it did under it (`provider`: key to id): the first execution's worker dies while its
+ *  perform runs (the intent is written, the record never), a replay reconciles with the
+ *  provider. `performs` notes each perform's id. */
+export function effectX(
+  ctx: WorkflowContext,
+  c: CrashReplay,
+  id: string,
+  provider: Map<string, string>,
+  performs: string[] = [],
+): Promise<unknown> {
+  return ctx.effect("x", {
+    perform: (key) => {
+      performs.push(id);
+      provider.set(key, id);
+      if (c.firstRun) {
+        // The perform happened: the worker dies before its record.
+        c.crash();
+        return never();
+      }
+      return id;
+    },
+    reconcile: (key) => provider.get(key),
+  });
+}
+
 /** An effect "send" performed with `v`, noted in `performed` as "b sent <v>". */
 export function sendWith(ctx: WorkflowContext, v: unknown, performed: string[]): Promise<unknown> {
   return ctx.effect("send", {
