@@ -40,6 +40,7 @@ export type {
 export { TERMINAL_STATUSES, unservedReason } from "./store/store.js";
 export type {
   DeleteRunOutcome,
+  DeleteRunsOptions,
   PutWorkspaceOutcome,
   WorkspaceObject,
   WorkspaceVerbs,

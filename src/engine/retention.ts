@@ -104,7 +104,12 @@ export async function collectFinishedRuns(
       result.runs += going.length;
       before = { createdAt: last.createdAt, id: last.id };
     } else {
-      const res = await store.deleteRuns(runs.map((r) => r.id));
+      // The cutoff again, in the deleting transaction: a run resumed and finished again since
+      // it was listed finished after it, and stays.
+      const res = await store.deleteRuns(
+        runs.map((r) => r.id),
+        { finishedBefore },
+      );
       result.runs += res.deleted.length;
       result.objects += res.objects;
       result.bytes += res.bytes;

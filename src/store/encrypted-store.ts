@@ -247,7 +247,7 @@ function plainVerbs(inner: Store) {
     missingWorkspaceObjects: (h) => inner.missingWorkspaceObjects(h),
     heldWorkspaceObjects: (runId, h) => inner.heldWorkspaceObjects(runId, h),
     deleteRun: (id) => inner.deleteRun(id),
-    deleteRuns: (ids) => inner.deleteRuns(ids),
+    deleteRuns: (ids, options) => inner.deleteRuns(ids, options),
     subscribe: (l) => inner.subscribe(l),
   } satisfies Partial<Store>;
 }

@@ -90,15 +90,29 @@ export interface WorkspaceVerbs {
   /** Retention in batches: deleteRun for each of `runIds` that exists and is finished
    *  (others are skipped: a run resumed since it was listed is unfinished again, a run whose
    *  child run stays behind is kept), all in one transaction, the shared objects checked
-   *  once. At most 1,000 ids a call. */
-  deleteRuns(runIds: string[]): Promise<DeleteRunsOutcome>;
+   *  once. At most 1,000 ids a call. With `finishedBefore` (ms), a run last updated at or
+   *  after it is skipped too: one resumed since it was listed that finished again
+   *  meanwhile finished just now, not before retention's cutoff. */
+  deleteRuns(runIds: string[], options?: DeleteRunsOptions): Promise<DeleteRunsOutcome>;
+}
+
+export interface DeleteRunsOptions {
+  /** Only runs last updated before this time (ms, the store's clock), as
+   *  `listRuns({ finishedBefore })` lists them. */
+  finishedBefore?: number;
 }
 
 /** The most ids one deleteRuns call takes. */
 export const MAX_DELETE_RUNS = 1_000;
 
 /** Refuses a deleteRuns call no backend should run (both backends call it first). */
-export function checkDeleteRunsIds(runIds: string[]): void {
+export function checkDeleteRunsIds(runIds: string[], options?: DeleteRunsOptions): void {
+  const before = options?.finishedBefore;
+  if (before !== undefined && (typeof before !== "number" || Number.isNaN(before))) {
+    throw new TypeError(
+      `deleteRuns(): finishedBefore must be a time in ms (got ${String(before).slice(0, 100)})`,
+    );
+  }
   if (!Array.isArray(runIds) || runIds.some((id) => typeof id !== "string")) {
     throw new TypeError("deleteRuns(): runIds must be an array of run ids");
   }

@@ -64,6 +64,7 @@ import type {
 import { createRunProblem, releaseProblem } from "../verb-arguments.js";
 import type {
   DeleteRunOutcome,
+  DeleteRunsOptions,
   DeleteRunsOutcome,
   PutWorkspaceOutcome,
   WorkspaceObject,
@@ -592,12 +593,13 @@ class PostgresStore implements Store {
     return workspace.deleteRun(this.#ctx, runId);
   }
 
-  async deleteRuns(runIds: string[]): Promise<DeleteRunsOutcome> {
-    checkDeleteRunsIds(runIds);
+  async deleteRuns(runIds: string[], options?: DeleteRunsOptions): Promise<DeleteRunsOutcome> {
+    checkDeleteRunsIds(runIds, options);
     // Ids no run can have are not among those deleted, as on SQLite.
     return workspace.deleteRuns(
       this.#ctx,
       runIds.filter((id) => !noSuchText(id)),
+      options,
     );
   }
 

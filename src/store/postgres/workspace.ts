@@ -12,6 +12,7 @@ import { TERMINAL_STATUS_LIST } from "../status-sql.js";
 import { type RunStatus, TERMINAL_STATUSES } from "../store.js";
 import type {
   DeleteRunOutcome,
+  DeleteRunsOptions,
   DeleteRunsOutcome,
   PutWorkspaceOutcome,
   WorkspaceObject,
@@ -155,15 +156,29 @@ export async function getObjects(ctx: StoreContext, hashes: string[]): Promise<W
 
 /** Deletes the finished runs among `runIds` (their rows go with them: ON DELETE CASCADE)
  *  and then the objects only they held, in one transaction. */
-export function deleteRuns(ctx: StoreContext, runIds: string[]): Promise<DeleteRunsOutcome> {
+export function deleteRuns(
+  ctx: StoreContext,
+  runIds: string[],
+  options: DeleteRunsOptions = {},
+): Promise<DeleteRunsOutcome> {
   const f = featureTables(ctx.t);
+  // A run updated since retention listed it (resumed, finished again) is not yet old enough:
+  // it finished after the cutoff. Every stored time is a Date's, so a bound past 2^53 is one.
+  const before =
+    options.finishedBefore === undefined
+      ? null
+      : Math.max(
+          -Number.MAX_SAFE_INTEGER,
+          Math.min(Number.MAX_SAFE_INTEGER, Math.round(options.finishedBefore)),
+        );
   return retriedOnForeignKeyRace(() =>
     ctx.db.transaction("deleteRuns", "idempotent", async (tx): Promise<DeleteRunsOutcome> => {
       const finished = await tx.query<{ id: string; parent_id: string | null }>(
         `SELECT id, parent_id FROM ${ctx.t.runs} WHERE id = ANY($1::text[])
             AND status IN (${TERMINAL_STATUS_LIST})
+            AND ($2::bigint IS NULL OR updated_at < $2::bigint)
           ORDER BY id FOR UPDATE`,
-        [runIds],
+        [runIds, before],
       );
       const candidates = await withoutChildrenOfUnfinished(ctx, tx, finished.rows);
       const children = await tx.query<{ id: string; parent_id: string }>(

@@ -48,6 +48,7 @@ import type {
 import { createRunProblem, releaseProblem } from "../verb-arguments.js";
 import type {
   DeleteRunOutcome,
+  DeleteRunsOptions,
   DeleteRunsOutcome,
   PutWorkspaceOutcome,
   WorkspaceObject,
@@ -341,9 +342,9 @@ class SqliteStoreImpl implements SqliteStore {
     return workspace.deleteRun(this.#ctx, runId);
   }
 
-  async deleteRuns(runIds: string[]): Promise<DeleteRunsOutcome> {
-    checkDeleteRunsIds(runIds);
-    return workspace.deleteRuns(this.#ctx, runIds);
+  async deleteRuns(runIds: string[], options?: DeleteRunsOptions): Promise<DeleteRunsOutcome> {
+    checkDeleteRunsIds(runIds, options);
+    return workspace.deleteRuns(this.#ctx, runIds, options);
   }
 
   // ---- approvals (approvals.ts) ----

@@ -7,6 +7,7 @@ import { TERMINAL_STATUS_LIST } from "../status-sql.js";
 import { type RunStatus, TERMINAL_STATUSES } from "../store.js";
 import type {
   DeleteRunOutcome,
+  DeleteRunsOptions,
   DeleteRunsOutcome,
   PutWorkspaceOutcome,
   WorkspaceObject,
@@ -164,18 +165,26 @@ const RUN_TABLES = [
 ] as const;
 
 /** Deletes the finished runs among `ids` with their records, then the objects only they held. */
-export function deleteRuns(ctx: StoreContext, ids: string[]): Promise<DeleteRunsOutcome> {
+export function deleteRuns(
+  ctx: StoreContext,
+  ids: string[],
+  options: DeleteRunsOptions = {},
+): Promise<DeleteRunsOutcome> {
   return ctx.write("deleteRuns", ({ prepare }): DeleteRunsOutcome => {
     const all = JSON.stringify(ids);
+    // A run updated since retention listed it (resumed, finished again) is not yet old
+    // enough: it finished after the cutoff.
+    const before = options.finishedBefore ?? null;
     // Not a child whose parent is unfinished: the parent may be about to read its outcome
     // (a resumed parent whose child ended while it was failed).
     const candidates = (
       prepare(
         `SELECT id FROM runs c WHERE id IN (SELECT value FROM json_each(?))
          AND status IN (${TERMINAL_STATUS_LIST})
+         AND (? IS NULL OR updated_at < ?)
          AND NOT EXISTS (SELECT 1 FROM runs p WHERE p.id = c.parent_id
                            AND p.status NOT IN (${TERMINAL_STATUS_LIST}))`,
-      ).all(all) as Array<{ id: string }>
+      ).all(all, before, before) as Array<{ id: string }>
     ).map((r) => r.id);
     const children = prepare(
       `SELECT id, parent_id AS parentId FROM runs
