@@ -3,7 +3,7 @@
 // into a reported failure (the user would do it again: a second event, a second cancel).
 // The run then comes as a listing shows it, such payloads as EncryptedValue.
 
-import { PayloadKeyError } from "../errors.js";
+import { PayloadKeyError, RunConflictError } from "../errors.js";
 import type { Engine } from "./engine.js";
 import type { RunView } from "./views.js";
 
@@ -22,4 +22,15 @@ export async function runAfter(engine: Engine, id: string): Promise<RunView | un
     if (run || page.length < 200 || !last) return run;
     before = { createdAt: last.createdAt.getTime(), id: last.id };
   }
+}
+
+/** After a cancel the store accepted for a run executing elsewhere: the run read afterwards
+ *  completed or failed, its worker having ended it before it heard of the cancel. Nothing
+ *  was canceled; a client must not report the cancel as requested (a finished run cannot be
+ *  canceled). Undefined when the run is canceled or still unfinished (its worker stops it). */
+export function cancelTooLate(run: RunView | undefined, id: string): RunConflictError | undefined {
+  if (run?.status !== "completed" && run?.status !== "failed") return undefined;
+  return new RunConflictError(
+    `Run "${id}" ${run.status} before its worker heard of the cancel; it was not canceled (a finished run cannot be canceled)`,
+  );
 }

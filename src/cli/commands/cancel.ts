@@ -1,6 +1,7 @@
 // `cairn cancel <id>`: stops a run. A run executing in another process stops within one
 // heartbeat of its worker; the command says which of the two happened.
 
+import { cancelTooLate } from "../../engine/run-after.js";
 import { defineCommand } from "../command.js";
 import { quoted, toJson } from "../format.js";
 import { refusePlainTextInto, runAfter, withClient } from "../store-spec.js";
@@ -29,7 +30,11 @@ Options:
         await refusePlainTextInto(engine, id, ctx.env, "the reason");
       }
       await engine.cancel(id, values.reason);
-      return runAfter(engine, id);
+      const after = await runAfter(engine, id);
+      // Requested, but its worker ended the run otherwise before it heard: not canceled.
+      const tooLate = cancelTooLate(after, id);
+      if (tooLate) throw tooLate;
+      return after;
     });
     if (values.json) ctx.out(toJson(run, 2));
     else if (run?.status === "canceled") ctx.out(`Canceled run ${quoted(id)}.`);

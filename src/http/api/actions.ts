@@ -1,7 +1,7 @@
 // Acting on a run: send it an event, cancel it, resume it (with a raised budget), fork it
 // from a step. Each needs the "act" role.
 
-import { runAfter } from "../../engine/run-after.js";
+import { cancelTooLate, runAfter } from "../../engine/run-after.js";
 import {
   checkBudget,
   checkCancelReason,
@@ -87,7 +87,8 @@ const cancelRun = route({
   summary: "Cancel a run",
   description:
     "A run that is not executing is canceled at once (state canceled); one that is executing " +
-    "is stopped by its worker within a heartbeat (state requested).",
+    "is stopped by its worker within a heartbeat (state requested). A finished run, also one " +
+    "that completed or failed before its worker heard of the cancel, is a 409.",
   tag: "actions",
   access: "act",
   params: RUN_ID_PARAM,
@@ -113,6 +114,9 @@ const cancelRun = route({
     }
     await deps.engine.cancel(params.id!, body?.reason);
     const run = await mustGetRunAfter(deps.engine, params.id!);
+    // Requested, but its worker ended the run otherwise before it heard: not canceled.
+    const tooLate = cancelTooLate(run, params.id!);
+    if (tooLate) throw tooLate;
     return json(c, 200, {
       run: runJson(run),
       state: run.status === "canceled" ? "canceled" : "requested",
