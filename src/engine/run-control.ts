@@ -2,7 +2,7 @@
 // in the cancel's own transaction; only a paused or failed run resumes), and this engine
 // passes the news on to its own execution of the run, its worker and its result() waiters.
 
-import { RunConflictError, runNotFound } from "../errors.js";
+import { RunConflictError, runNotFound, StoreError } from "../errors.js";
 import type { Amounts } from "../store/store.js";
 import { CHILD_EVENT_PREFIX } from "../workflow/child-calls.js";
 import { cancelChildren } from "./cancel-children.js";
@@ -35,9 +35,22 @@ export async function cancelRun(
   // canceled now, they would fail a parent that has not heard of its cancel yet, and the
   // children of a parent that ends completed or failed instead must go on.
   if (res.state !== "canceled") return;
-  await cancelChildren(internals.config.store, id, kept, (child, why) =>
-    internals.worker?.active.get(child)?.cancel(why),
-  );
+  try {
+    await cancelChildren(internals.config.store, id, kept, (child, why) =>
+      internals.worker?.active.get(child)?.cancel(why),
+    );
+  } catch (err) {
+    // The run is canceled (its own transaction committed); its children are canceled one
+    // by one after it, and nothing else cancels those left behind: say so, and what to do.
+    throw new StoreError(
+      `Run "${id}" was canceled, but canceling its unfinished child runs failed (${errorText(err)}); cancel run "${id}" again to cancel them`,
+      { cause: err, runId: id },
+    );
+  }
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? `${err.name}: ${err.message}` : String(err);
 }
 
 export async function resumeRun(
