@@ -18,9 +18,13 @@ import type { ApprovalAnswer } from "../workflow/approval-outcome.js";
 import { toApprovalView } from "./approval-lookup.js";
 import type { AnswerOptions, ApprovalsDeps, ApprovalView } from "./approvals.js";
 
-/** How an answer came: AnswerOptions, and the link's token id and asking when a link gave
- *  it (a link answers only the asking it was made for). */
-export type AnswerSource = AnswerOptions & { tokenId?: string; asking?: number };
+/** How an answer came: AnswerOptions, and the link's token id, asking and run's creation
+ *  time when a link gave it (a link answers only the asking, and run, it was made for). */
+export type AnswerSource = AnswerOptions & {
+  tokenId?: string;
+  asking?: number;
+  runCreatedAt?: number;
+};
 
 export async function answerApproval(
   deps: ApprovalsDeps,
@@ -57,6 +61,7 @@ export async function answerApproval(
     via,
     tokenId: source.tokenId ?? null,
     ...(source.asking !== undefined && { asking: source.asking }),
+    ...(source.runCreatedAt !== undefined && { runCreatedAt: source.runCreatedAt }),
     // The answer in it was held to maxPayloadBytes above; the rest is bounded text (by,
     // comment, via). Not held to the codec's default 2 MiB: an answer an engine with a larger
     // limit accepts would fail here with a raw EncodeError, nothing recorded.
@@ -126,7 +131,16 @@ function refusal(
       );
     case "other-asking":
       return earlierAskingError(runId, key);
+    case "other-run":
+      return earlierRunError(runId);
   }
+}
+
+/** A link made for a run that was deleted, whose id another run has taken since. */
+export function earlierRunError(runId: string): ApprovalTokenError {
+  return new ApprovalTokenError(
+    `This approval link was made for an earlier run "${runId}", which no longer exists; nothing was changed`,
+  );
 }
 
 /** A link made for an earlier asking of approval `key`, which ended by failing the run. */

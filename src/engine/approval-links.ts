@@ -5,7 +5,12 @@
 import { ApprovalNotFoundError, ApprovalTokenError, RunNotFoundError } from "../errors.js";
 import { type Duration, toMs } from "../lib/duration.js";
 import { askingOf } from "../store/approval-records.js";
-import { answerApproval, checkAnswerText, earlierAskingError } from "./approval-answer.js";
+import {
+  answerApproval,
+  checkAnswerText,
+  earlierAskingError,
+  earlierRunError,
+} from "./approval-answer.js";
 import { approvalKeyFor, loadApprovals } from "./approval-lookup.js";
 import {
   type ApprovalClaims,
@@ -108,8 +113,10 @@ export async function answerApprovalLink(
     by: claims.by ?? "approval link",
     via: "link",
     tokenId: claims.id,
-    // Checked again in the answer's transaction: a resume may ask anew meanwhile.
+    // Checked again in the answer's transaction: a resume may ask anew meanwhile, and the
+    // run may be deleted and its id taken by another that asks the same approval.
     asking: claims.asking ?? 0,
+    ...(claims.runCreatedAt !== undefined && { runCreatedAt: claims.runCreatedAt }),
     ...(options.comment !== undefined ? { comment: options.comment } : {}),
   });
 }
@@ -122,9 +129,7 @@ async function checkSameAsking(deps: ApprovalsDeps, claims: ApprovalClaims): Pro
   if (!run) return; // linkedApproval and the answer say the run is gone
   // Tokens carry whole ms (approval-tokens.ts): a clock may read fractions (SQLite keeps them).
   if (claims.runCreatedAt !== undefined && Math.floor(run.createdAt) !== claims.runCreatedAt) {
-    throw new ApprovalTokenError(
-      `This approval link was made for an earlier run "${claims.runId}", which no longer exists; nothing was changed`,
-    );
+    throw earlierRunError(claims.runId);
   }
   if (askingOf(run.failedCalls, claims.key) !== (claims.asking ?? 0)) {
     throw earlierAskingError(claims.runId, claims.key);

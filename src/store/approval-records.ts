@@ -51,7 +51,10 @@ export type AnswerApprovalOutcome =
   /** The run has finished (completed, failed, canceled). */
   | { ok: false; reason: "finished"; status: string; approval: ApprovalRecord }
   /** The answer was for another asking (`asking`) than the one the approval is at. */
-  | { ok: false; reason: "other-asking"; asking: number; approval: ApprovalRecord };
+  | { ok: false; reason: "other-asking"; asking: number; approval: ApprovalRecord }
+  /** The run under the id is not the one the answer was for (`runCreatedAt`): that one was
+   *  deleted, and another started under its id. */
+  | { ok: false; reason: "other-run" };
 
 export interface ApprovalVerbs {
   /** Stores a pending approval for (runId, key) unless one exists (then nothing changes and
@@ -91,6 +94,9 @@ export interface ApprovalVerbs {
     /** Answer only this asking of the approval (askingOf: an approval link answers only the
      *  asking it was made for); absent, whichever asking is pending. */
     asking?: number;
+    /** Answer only the run created at this time (whole ms): an approval link answers only
+     *  the run it was made for, not one started later under its id. */
+    runCreatedAt?: number;
   }): Promise<AnswerApprovalOutcome>;
 
   /** A run's approvals, in the order they were requested. */

@@ -594,6 +594,23 @@ export function describeFeatureContract(h: FeatureContractHelpers): void {
       expect((await store.listApprovals(other.id))[0]?.status).toBe("pending");
     });
 
+    it("answerApproval given runCreatedAt answers only the run created then (not another under its id)", async () => {
+      const store = h.store();
+      const run = await h.started();
+      await request(run, { deadline: null });
+      const created = Math.floor(run.createdAt);
+      expect(await answer(run, { runCreatedAt: created - 1 })).toEqual({
+        ok: false,
+        reason: "other-run",
+      });
+      expect(await store.listEvents(run.id)).toEqual([]);
+      expect((await store.listApprovals(run.id))[0]?.status).toBe("pending");
+      expect(await answer(run, { runCreatedAt: created })).toMatchObject({
+        ok: true,
+        approval: { status: "approved" },
+      });
+    });
+
     it("answerApproval given an asking answers only that asking (failedCalls of its key)", async () => {
       const store = h.store();
       const run = await h.started();

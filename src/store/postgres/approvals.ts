@@ -84,8 +84,9 @@ export function answerApproval(
       status: string;
       waiting_for: string[] | null;
       failed_calls: Array<{ key: string }> | null;
+      created_at: string;
     }>(
-      `SELECT r.status, r.waiting_for, r.failed_calls
+      `SELECT r.status, r.waiting_for, r.failed_calls, r.created_at
          FROM ${t.runs} r
         WHERE r.id = $1 FOR NO KEY UPDATE OF r`,
       [p.runId],
@@ -103,6 +104,9 @@ export function answerApproval(
     );
     const row = rows.rows[0];
     if (!row || !run) return { ok: false, reason: "not-found" };
+    if (p.runCreatedAt !== undefined && Math.floor(Number(run.created_at)) !== p.runCreatedAt) {
+      return { ok: false, reason: "other-run" };
+    }
     const approval = approvalFromRow(row);
     if (row.status !== "pending") {
       const ours =

@@ -61,6 +61,9 @@ export function answerApproval(
     const run = findRow(tx, p.runId);
     const row = find(prepare, p.runId, p.key);
     if (!row || !run) return { ok: false, reason: "not-found" };
+    if (p.runCreatedAt !== undefined && Math.floor(run.created_at) !== p.runCreatedAt) {
+      return { ok: false, reason: "other-run" };
+    }
     const approval = approvalFromRow(row);
     if (row.status !== "pending") return { ok: false, reason: "decided", approval };
     if (TERMINAL_STATUSES.has(run.status)) {
