@@ -2,7 +2,7 @@
 // of the dashboard's confirmation page), showing what a link would do, and answering with
 // one. Signing and verifying are approval-tokens.ts; the answer is approval-answer.ts.
 
-import { ApprovalNotFoundError, ApprovalTokenError, RunNotFoundError } from "../errors.js";
+import { ApprovalNotFoundError, RunNotFoundError } from "../errors.js";
 import { type Duration, toMs } from "../lib/duration.js";
 import { askingOf } from "../store/approval-records.js";
 import {
