@@ -62,6 +62,8 @@ export async function forkRun(
       store.forkRun({
         sourceId: id,
         copy,
+        // The run read above: another under its id since (retention) is not copied from.
+        sourceCreatedAt: source.createdAt,
         run: {
           id: newRunId,
           workflow: source.workflow,

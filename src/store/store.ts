@@ -614,6 +614,9 @@ export interface Store extends WorkspaceVerbs, ApprovalVerbs {
      *  in the fork is `since` (the generation whose failure put it out of the order; absent:
      *  the fork's). Ordered copies keep their generation; the fork takes the source's. */
     copy: Array<{ key: string; generation: number; unordered?: boolean; since?: number }>;
+    /** The source's createdAt as read when `copy` was chosen: a run under `sourceId` created
+     *  at another time (the source deleted, its id taken since) is refused as not found. */
+    sourceCreatedAt?: number;
   }): Promise<{
     run: RunRecord;
     created: boolean;

@@ -106,3 +106,7 @@ function unstorable(
   }
   return undefined;
 }
+
+/** A fork's source deleted, and its id taken by another run, since the fork read it. */
+export const FORK_SOURCE_REPLACED =
+  "it was deleted while it was being forked (another run has taken its id since); nothing was forked";

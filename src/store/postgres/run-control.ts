@@ -30,6 +30,7 @@ import {
   type StoreHint,
   TERMINAL_STATUSES,
 } from "../store.js";
+import { FORK_SOURCE_REPLACED } from "../verb-arguments.js";
 import { Rollback, type Tx } from "./connection.js";
 import { featureTables } from "./feature-tables.js";
 import { valueRefused } from "./journal-writes.js";
@@ -382,6 +383,7 @@ export function forkRun(
     sourceId: string;
     run: NewRun;
     copy: Array<{ key: string; generation: number; unordered?: boolean; since?: number }>;
+    sourceCreatedAt?: number;
   },
 ): Promise<{ run: RunRecord; created: boolean }> {
   // The call's token, the same on every try: a retry after a commit whose answer was lost
@@ -399,12 +401,16 @@ export function forkRun(
     }
     // FOR SHARE: a deleteRuns of the source (FOR UPDATE) waits for the fork, and then sees
     // the fork's refs to the source's workspace objects; or the fork finds the source gone.
-    const src = await tx.query<{ generation: number }>(
-      `SELECT generation FROM ${t.runs} WHERE id = $1 FOR SHARE`,
+    const src = await tx.query<{ generation: number; created_at: string }>(
+      `SELECT generation, created_at FROM ${t.runs} WHERE id = $1 FOR SHARE`,
       [p.sourceId],
     );
     if (!src.rows[0]) {
       throw runNotFound(p.sourceId, "nothing to fork");
+    }
+    // The run read to choose the copies, not another under its id since (retention).
+    if (p.sourceCreatedAt !== undefined && Number(src.rows[0].created_at) !== p.sourceCreatedAt) {
+      throw runNotFound(p.sourceId, FORK_SOURCE_REPLACED);
     }
     const clockParam = ctx.clockParam();
     const ins = await tx.query<RunRow>(insertRunSql(t), [

@@ -22,6 +22,7 @@ import {
   TERMINAL_STATUSES,
   unservedReason,
 } from "../store.js";
+import { FORK_SOURCE_REPLACED } from "../verb-arguments.js";
 import { insertRow } from "./journal-writes.js";
 import {
   type AttemptRow,
@@ -262,6 +263,7 @@ export function forkRun(
     sourceId: string;
     run: NewRun;
     copy: Array<{ key: string; generation: number; unordered?: boolean; since?: number }>;
+    sourceCreatedAt?: number;
   },
 ): Promise<{ run: RunRecord; created: boolean }> {
   return ctx.write("forkRun", (tx) => {
@@ -270,6 +272,9 @@ export function forkRun(
     const source = findRow(tx, p.sourceId);
     if (!source) {
       throw runNotFound(p.sourceId, "nothing to fork");
+    }
+    if (p.sourceCreatedAt !== undefined && source.created_at !== p.sourceCreatedAt) {
+      throw runNotFound(p.sourceId, FORK_SOURCE_REPLACED);
     }
     const wanted = new Map<string, number>(p.copy.map((c) => [c.key, c.generation]));
     const unordered = new Map(
