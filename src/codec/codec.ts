@@ -344,18 +344,37 @@ export function encodeIdentities(
   value: unknown,
   withByName = true,
 ): { text: string; byName?: string } {
-  let sawError = false;
+  // The second pass (byName) is handed what the first read: each property's value, each
+  // Error's name, message and code. Read again, a getter ran twice (an effect twice, a
+  // counter's two answers), and the two digests could count two different inputs.
+  const reads = new Map<unknown, Map<string | number, unknown>>();
+  const errorNames = new Map<unknown, unknown[]>();
   const byParts = {
     ...identityReducers,
     Error: (v: unknown) => {
       const parts = errorPartsWithoutStack(v);
-      if (parts) sawError = true;
+      if (parts) errorNames.set(v, parts.slice(0, 3));
       return parts;
     },
   };
-  const text = identityText(value, byParts);
-  if (!sawError || !withByName) return { text };
-  return { text, byName: identityText(value, identityReducers) };
+  const get = (thing: unknown, key: string | number): unknown => {
+    let read = reads.get(thing);
+    if (!read) {
+      read = new Map();
+      reads.set(thing, read);
+    }
+    if (read.has(key)) return read.get(key);
+    const v = (thing as Record<string | number, unknown>)[key];
+    read.set(key, v);
+    return v;
+  };
+  const text = identityText(value, byParts, get);
+  if (errorNames.size === 0 || !withByName) return { text };
+  const byName = {
+    ...identityReducers,
+    Error: (v: unknown) => errorNames.get(v) ?? identityReducers.Error(v),
+  };
+  return { text, byName: identityText(value, byName, get) };
 }
 
 /** encodeIdentity's text (Errors by their parts) of a value the codec refuses for the
@@ -382,11 +401,16 @@ function classInstanceParts(v: unknown): false | [string, Record<string, unknown
   return [typeof name === "string" ? name : "", { ...(v as Record<string, unknown>) }];
 }
 
-function identityText(value: unknown, reducers: Record<string, (v: unknown) => unknown>): string {
+function identityText(
+  value: unknown,
+  reducers: Record<string, (v: unknown) => unknown>,
+  get?: (thing: unknown, key: string | number) => unknown,
+): string {
   try {
     // Read as encode reads (encoderReads): devalue's own reads took an object that says it
     // is an Array (stored as the object it is) for the array it mimics.
-    return escapeLoneSurrogatesInJson(devalue.stringify(value, reducers, identityReads));
+    const reads = get ? { operations: { ...identityReads.operations, get } } : identityReads;
+    return escapeLoneSurrogatesInJson(devalue.stringify(value, reducers, reads));
   } catch {
     // encode's verdict, with its message (the same value is refused the same way).
     return encode(value, Number.POSITIVE_INFINITY);
