@@ -195,7 +195,7 @@ for (const backend of BACKENDS) {
     // ran) and made the next model call, paid, answering where the first execution stopped.
     // Mending it needs the replay to fail the repair as the first execution did: nothing
     // recorded before the repair says the stop had landed.
-    it.fails("the stop landing as the model call is recorded, its tool call's input repaired", () =>
+    it("the stop landing as the model call is recorded, its tool call's input repaired", () =>
       expectReplayAlike({
         at: "model:",
         invalidInput: true,

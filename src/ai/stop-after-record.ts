@@ -18,7 +18,9 @@
 // other caller, or an SDK whose frame is named otherwise, gets the signal's own check.
 //
 // A stop that lands as a model call whose answer holds tool calls is recorded is kept the
-// same way (noteTurn): the SDK's parse of a tool call whose input fails reads the signal too.
+// same way (noteTurn): the SDK's parse of a tool call whose input fails reads the signal too,
+// and its wait for that call's repair (`repairToolCall`) reads `aborted`: told the signal has
+// not fired, as a replay's wait is, the repaired call is made and records the stop.
 // Its tool queue's checks go on until every tool call of the turn has begun, each recording
 // the stop, as a replay's queue begins them all.
 //
@@ -143,6 +145,21 @@ function defer(ctx: WorkflowContext, turn: Turn): void {
   const kept = mine.get(loop) ?? [];
   mine.set(loop, [...kept, turn]);
   if (Object.hasOwn(loop, "throwIfAborted")) return;
+  // Its wait for a repair (`repairToolCall`) of a tool call whose input fails, which the
+  // SDK makes with the signal (waitForPromiseWithAbortSignal): a replay's, whose signal has
+  // not fired, takes the repaired call and runs it. Rejected at once here, the call stayed
+  // invalid and the replay ran a tool where the journal held the loop's next model call
+  // (NonDeterminismError). So that wait is told the signal has not fired; the repaired tool
+  // call then records the stop (notBegunAfterStop in tools.ts), as its replay finds it.
+  Object.defineProperty(loop, "aborted", {
+    configurable: true,
+    get: function aborted(this: AbortSignal) {
+      const fired = abortedOf.call(this);
+      if (!fired || certainStopOf(ctx, loop)) return fired;
+      const parsing = (mine.get(loop) ?? []).some((t) => !t.passed && t.parse);
+      return !(parsing && sdkRepairWait(aborted));
+    },
+  });
   Object.defineProperty(loop, "throwIfAborted", {
     configurable: true,
     writable: true,
@@ -198,6 +215,48 @@ function sdkCaller(check: (...args: never[]) => unknown): string | undefined {
   }
 }
 
+const abortedOf = Object.getOwnPropertyDescriptor(AbortSignal.prototype, "aborted")?.get as (
+  this: AbortSignal,
+) => boolean;
+
+/** Whether `read` (the signal's `aborted`) is read by the SDK's wait for a repaired tool
+ *  call: its `waitForPromiseWithAbortSignal` called by its `parseToolCall`, in the SDK's
+ *  own file (read from V8's call sites, a few frames: the wait's Promise executor, the
+ *  Promise constructor, the wait, the parse). */
+function sdkRepairWait(read: (...args: never[]) => unknown): boolean {
+  const sites = callSites(read, 5);
+  const i = sites.findIndex((s) => s.getFunctionName() === "waitForPromiseWithAbortSignal");
+  const sdk = (s: NodeJS.CallSite | undefined) => SDK_FILE.test(s?.getFileName() ?? "");
+  const parse = sites[i + 1];
+  return i >= 0 && sdk(sites[i]) && parse?.getFunctionName() === "parseToolCall" && sdk(parse);
+}
+
+/** Up to `limit` of V8's call sites above `fn`, whatever the process's stack limit and
+ *  formatter; none where Error is locked down. */
+function callSites(fn: (...args: never[]) => unknown, limit: number): NodeJS.CallSite[] {
+  const E = Error as ErrorConstructor & { prepareStackTrace?: unknown };
+  const hadFormatter = Object.hasOwn(E, "prepareStackTrace");
+  const { prepareStackTrace, stackTraceLimit } = E;
+  let set = false;
+  try {
+    E.prepareStackTrace = (_err: Error, sites: NodeJS.CallSite[]) => sites;
+    E.stackTraceLimit = limit;
+    set = true;
+    const holder: { stack?: unknown } = {};
+    Error.captureStackTrace(holder, fn);
+    const sites = holder.stack;
+    return Array.isArray(sites) ? (sites as NodeJS.CallSite[]) : [];
+  } catch {
+    return [];
+  } finally {
+    if (set) {
+      E.stackTraceLimit = stackTraceLimit;
+      if (hadFormatter) E.prepareStackTrace = prepareStackTrace;
+      else delete (E as { prepareStackTrace?: unknown }).prepareStackTrace;
+    }
+  }
+}
+
 /** Removes `loop`'s check of its own once no kept stop waits for one to go on. */
 function dropCheckIfDone(ctx: WorkflowContext, loop: AbortSignal): void {
   if (
@@ -208,6 +267,7 @@ function dropCheckIfDone(ctx: WorkflowContext, loop: AbortSignal): void {
   )
     return;
   delete (loop as { throwIfAborted?: unknown }).throwIfAborted;
+  delete (loop as { aborted?: unknown }).aborted;
 }
 
 /** Takes `turn` off its signal's kept stops. */
