@@ -262,14 +262,13 @@ for (const backend of BACKENDS) {
       expect(calls()).toBe(1);
     });
 
-    // NOT MENDED: streamText gives up at the stop itself, and the workflow goes on ("between"
-    // is recorded) before the tool's record, which says it succeeded, is handed back; the
-    // replay, whose signal does not fire, waits for the tool's outcome and then makes the
-    // loop's next call, and the recorded "between" is never called: the run is refused
-    // (after replayStallMs). Nothing the replay is handed before "between" says the stream
-    // stopped; a replay could only tell by reading the journal ahead.
-    it.fails("stream: the replay stops where the first execution did", () =>
-      expectSameStop("stream"));
+    // streamText gives up at the stop itself, and the workflow goes on ("between" is
+    // recorded) before the tool's record, which says it succeeded, is handed back; the
+    // replay, whose signal does not fire, waited for the tool's outcome and then made the
+    // loop's next call, and the recorded "between" was never called: the run was refused
+    // (after replayStallMs). The stop is now recorded as a call of its own, which the replay
+    // finds by reading the journal ahead (src/ai/stream-stop.ts).
+    it("stream: the replay stops where the first execution did", () => expectSameStop("stream"));
 
     /** streamText rejects at once when its signal fires, while a tool is still running:
      *  the workflow goes on (a step) before the tool's record is written. The tool's call

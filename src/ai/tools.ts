@@ -44,6 +44,7 @@ import {
   takeTurn,
   toolCallEnded,
 } from "./stop-after-record.js";
+import { type StreamStopWatch, watchStreamStop } from "./stream-stop.js";
 import { placeToolCall } from "./tool-order.js";
 import { orAborted } from "./unheard-abort.js";
 
@@ -159,6 +160,8 @@ interface Execution {
   ran: boolean;
   loop: AbortSignal | undefined;
   turn: Turn | undefined;
+  /** A streamed answer's tool call: a stop landing after its body ended (stream-stop.ts). */
+  watch?: StreamStopWatch | undefined;
 }
 
 export function durableTools<TOOLS extends ToolSet>(
@@ -213,6 +216,9 @@ export function durableTools<TOOLS extends ToolSet>(
                   throw callerStop(err, o.abortSignal, execution.loop);
                 }
                 throw asError(err);
+              } finally {
+                // Its outcome is not the stop: one landing from now on is recorded apart.
+                if (!o.abortSignal?.aborted) execution.watch?.bodyEnded();
               }
             },
             reconcile: (key) =>
@@ -251,6 +257,7 @@ export function durableTools<TOOLS extends ToolSet>(
               if (o.abortSignal?.aborted && !s.signal.aborted) {
                 throw callerStop(err, o.abortSignal, execution.loop);
               }
+              execution.watch?.bodyEnded();
               throw asError(err);
             }
             // The caller's stop landed while it ran: the SDK ends its loop here, so that is
@@ -258,6 +265,7 @@ export function durableTools<TOOLS extends ToolSet>(
             if (o.abortSignal?.aborted && !s.signal.aborted) {
               throw callerStop(o.abortSignal.reason, o.abortSignal, execution.loop);
             }
+            execution.watch?.bodyEnded();
             return output;
           },
           stepOptions,
@@ -276,9 +284,14 @@ export function durableTools<TOOLS extends ToolSet>(
         turn: takeTurn(ctx, toolName, o.toolCallId, loop),
       };
       const placed = placeToolCall(ctx, prefix, toolName, o.toolCallId, input);
+      const stream = isStreamTurn(execution.turn);
+      execution.watch = watchStreamStop(ctx, prefix, toolName, o.toolCallId, loop, stream);
       try {
-        return await call(input, o, execution);
+        const output = await call(input, o, execution);
+        await execution.watch?.settled();
+        return output;
       } catch (err) {
+        await execution.watch?.settled();
         // A caller's abort ends the SDK's loop when the SDK's own signal fired: as it did
         // here, or (replayed) in the first execution. A tool's own error of that name,
         // thrown while the signal stayed quiet, ends nothing.

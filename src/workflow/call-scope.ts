@@ -116,6 +116,13 @@ export function captureScope(): unknown {
   return scopes.getStore();
 }
 
+/** Runs `fn` in a scope `captureScope` returned, leaving the calling flow's as it was:
+ *  cairn/ai (ai/tools.ts) records a streamed loop's stop from the place of its tool call,
+ *  from the listener of the signal that fired (in whatever flow fired it). */
+export function runInScope<T>(scope: unknown, fn: () => T): T {
+  return scopes.run(scope as Scope | undefined, fn);
+}
+
 /** Moves the calling flow into a scope `captureScope` returned (test support, see there). */
 export function reenterScope(scope: unknown): void {
   if (scope !== undefined) scopes.enterWith(scope as Scope);

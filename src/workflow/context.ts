@@ -62,6 +62,7 @@ import { toMs } from "../lib/duration.js";
 import { FAIL_RUN } from "../lib/fail-run.js";
 import { idempotencyKey } from "../lib/ids.js";
 import { LazyAbort } from "../lib/lazy-abort.js";
+import { NEXT_CALL_RECORDED } from "../lib/next-call-recorded.js";
 import { RUN_GENERATION } from "../lib/run-generation.js";
 import { checkText, quoteGiven } from "../lib/text.js";
 import { realDelay, setLongTimeout } from "../lib/timers.js";
@@ -571,6 +572,11 @@ export class Context implements CallCore {
       [RUN_GENERATION]: this.host.generation,
       // cairn/ai (ai/conversation.ts) asks whether a model call made now would be late.
       [CALL_IS_LATE]: (): boolean => !this.delivery.inCascade,
+      // cairn/ai (ai/tools.ts) looks whether a streamed loop's stop was recorded.
+      [NEXT_CALL_RECORDED]: (name: string): boolean => {
+        const n = (this.counts.get(name) ?? 0) + 1;
+        return this.journal.outcomes.has(n === 1 ? name : `${name}#${n}`);
+      },
     } as WorkflowContext;
   }
 
