@@ -91,6 +91,8 @@ interface Variant {
   totalMs?: number;
   /** Steps of the loop (stepCountIs, default 3). */
   steps?: number;
+  /** The SDK's toolCallConcurrency. */
+  concurrency?: number;
 }
 
 let unique = 0;
@@ -136,6 +138,7 @@ for (const backend of BACKENDS) {
               stopWhen: stepCountIs(v.steps ?? 3),
               onError: () => {},
               ...(v.totalMs ? { timeout: { totalMs: v.totalMs } } : {}),
+              ...(v.concurrency ? { toolCallConcurrency: v.concurrency } : {}),
             }).text;
             return `answered: ${text}`;
           } catch (err) {
@@ -184,6 +187,12 @@ for (const backend of BACKENDS) {
 
     it("two tool calls at once, the stop landing at the second's record", () =>
       expectSameStop({ tools: 2, at: "tool:lookup:c2" }));
+
+    // The SDK's queue begins no tool call after the stop: c2's body runs in neither.
+    it("two tool calls, toolCallConcurrency 1, the stop landing at the first's record", async () => {
+      const x = await expectSameStop({ tools: 2, concurrency: 1 });
+      expect(x.bodies).toEqual(["c1"]);
+    });
 
     // c2's own record is the stop here: this replayed alike before stream-stop.ts too.
     it("two tool calls at once, the other ending after the stop", () =>
