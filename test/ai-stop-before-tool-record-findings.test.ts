@@ -24,10 +24,6 @@ function storeHooked(store: Store, onToolRecord: () => void): Store {
       if (typeof v !== "function") return v;
       if (prop !== "appendRecords") return v.bind(target); // its private fields are the target's
       return (writes: Parameters<Store["appendRecords"]>[0]) => {
-        console.log(
-          "WRITE",
-          JSON.stringify(writes.map((w) => w.steps?.map((s) => [s.name, s.key, s.error?.name]))),
-        );
         if (writes.some((w) => w.steps?.some((s) => s.name.startsWith("tool:")))) onToolRecord();
         return (v as Store["appendRecords"]).call(target, writes);
       };

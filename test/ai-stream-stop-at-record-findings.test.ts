@@ -109,7 +109,7 @@ for (const backend of BACKENDS) {
       let caller = new AbortController();
       let armed = true;
       let landed = () => {};
-      const wf = workflow({ name: `h5-stream-stop-${++unique}`, version: "1" }, async (ctx) => {
+      const wf = workflow({ name: `stream-stop-${++unique}`, version: "1" }, async (ctx) => {
         caller = new AbortController();
         const stopped = new Promise<void>((resolve) => {
           landed = resolve;

@@ -56,7 +56,7 @@ for (const backend of BACKENDS) {
       const outcomes: string[] = [];
       let caller = new AbortController();
       let armed = true;
-      const wf = workflow({ name: `h5-stream-crash-${++unique}`, version: "1" }, async (ctx) => {
+      const wf = workflow({ name: `stream-crash-${++unique}`, version: "1" }, async (ctx) => {
         caller = new AbortController();
         const tools = ai.tools(ctx, {
           lookup: tool({ inputSchema: z.object({}), execute: async () => "found" }),

@@ -76,7 +76,7 @@ for (const backend of BACKENDS) {
       const repairs: string[] = [];
       let caller = new AbortController();
       let armed = true;
-      const wf = workflow({ name: `h5-repair-${++unique}`, version: "1" }, async (ctx) => {
+      const wf = workflow({ name: `repair-${++unique}`, version: "1" }, async (ctx) => {
         caller = new AbortController();
         const tools = ai.tools(ctx, {
           lookup: tool({
