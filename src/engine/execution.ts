@@ -6,7 +6,15 @@ import { PayloadKeyError } from "../errors.js";
 import type { Clock } from "../lib/clock.js";
 import { nextTurn, settlesWithin } from "../lib/timers.js";
 import { unreadablePayloadReason } from "../store/encrypted-store.js";
-import type { ClaimedRun, Journal, Release, RunRecord, RunStatus, Store } from "../store/store.js";
+import type {
+  ClaimedRun,
+  Journal,
+  LoadJournalOptions,
+  Release,
+  RunRecord,
+  RunStatus,
+  Store,
+} from "../store/store.js";
 import type { FoundChild } from "../workflow/child-identity.js";
 import { Context, type Outcome } from "../workflow/context.js";
 import type { Workflow } from "../workflow/define.js";
@@ -113,6 +121,13 @@ export class Execution {
     this.finished = this.execute().catch((err) => this.interruptedByStore(err));
   }
 
+  /** loadJournal's options: the events without their payloads when the store reads those
+   *  apart (Store.pendingEventHeads and eventPayloads); a wait reads the payload it takes. */
+  private get journalOptions(): LoadJournalOptions | undefined {
+    const store = this.deps.store;
+    return store.pendingEventHeads && store.eventPayloads ? { eventPayloads: false } : undefined;
+  }
+
   cancel(reason: string): void {
     if (this.ctx) this.ctx.cancel(reason);
     else this.pendingCancel = reason;
@@ -162,7 +177,10 @@ export class Execution {
     const asked = this.ctx?.unconfirmedCrashCharges ?? [];
     if (asked.length === 0) return false;
     try {
-      const { attempts } = await this.deps.store.loadJournal(this.claim.run.id);
+      const { attempts } = await this.deps.store.loadJournal(
+        this.claim.run.id,
+        this.journalOptions,
+      );
       return asked.every(({ key, attempt }) =>
         attempts.some(
           (a) => a.key === key && a.attempt === attempt && a.error?.code === "WORKER_LOST",
@@ -248,7 +266,8 @@ export class Execution {
       await this.release({ kind: "canceled", reason: run.reason ?? "canceled" });
       return;
     }
-    const journal = this.journal ?? (await this.deps.store.loadJournal(run.id));
+    const journal =
+      this.journal ?? (await this.deps.store.loadJournal(run.id, this.journalOptions));
     const ctx = new Context(this.contextHost(run), journal);
     this.ctx = ctx;
     if (this.pendingCancel !== undefined) ctx.cancel(this.pendingCancel);
@@ -298,8 +317,19 @@ export class Execution {
         this.deps.startChild(run.id, childId, wf, input, inputDigest, inputByName),
       childOutcome: (childId) => childOutcome(store, childId, run.id, this.deps.maxPayloadBytes),
       deletedChild: (childId) => deletedChild(store, childId, run.id),
-      loadEvents: (settled) =>
-        settled ? store.pendingEvents(run.id, { settled: true }) : store.pendingEvents(run.id),
+      loadEvents: (settled) => {
+        const options = settled ? { settled: true } : undefined;
+        // Without payloads when the store can read them later (Store.eventPayloads): a wait
+        // reads the payload of the event it takes, not of every event the run was sent.
+        if (this.journalOptions && store.pendingEventHeads) {
+          return store.pendingEventHeads(run.id, options);
+        }
+        return store.pendingEvents(run.id, options);
+      },
+      ...(this.journalOptions &&
+        store.eventPayloads && {
+          eventPayloads: (seqs: readonly number[]) => store.eventPayloads!(run.id, seqs),
+        }),
       storeNow: () => store.now(),
       log: (message, err) => this.deps.log(message, err),
       traceAttempt: (a) => this.trace.attempt(a),

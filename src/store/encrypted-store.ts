@@ -27,6 +27,7 @@ import type {
   Journal,
   NewEvent,
   NewRun,
+  PendingEventsOptions,
   RunEnd,
   RunRecord,
   RunWrite,
@@ -163,6 +164,7 @@ function decJournal(c: Cipher, j: Journal): Journal {
     attempts: j.attempts.map((a) => decAttempt(c, a)),
     intents: j.intents.map((i) => decIntent(c, i)),
     events: j.events.map((e) => decEvent(c, e)),
+    ...(j.eventHeads && { eventHeads: j.eventHeads }),
   };
 }
 
@@ -372,8 +374,8 @@ function journalVerbs(inner: Store, c: Cipher) {
         inner.appendRecords(storable.map((w) => encWrite(c, w))),
       );
     },
-    async loadJournal(runId) {
-      return decJournal(c, await inner.loadJournal(runId));
+    async loadJournal(runId, options) {
+      return decJournal(c, await inner.loadJournal(runId, options));
     },
     async readJournalPage(p) {
       const page = await inner.readJournalPage(p);
@@ -404,6 +406,18 @@ function eventVerbs(inner: Store, c: Cipher) {
     async pendingEvents(runId, options) {
       return (await inner.pendingEvents(runId, options)).map((e) => decEvent(c, e));
     },
+    // A head holds no payload; the payloads are read as they are waited for.
+    ...(inner.pendingEventHeads &&
+      inner.eventPayloads && {
+        pendingEventHeads: (runId: string, options?: PendingEventsOptions) =>
+          inner.pendingEventHeads!(runId, options),
+        async eventPayloads(runId: string, seqs: readonly number[]) {
+          return (await inner.eventPayloads!(runId, seqs)).map((e) => ({
+            seq: e.seq,
+            payload: c.decryptText(e.payload, `Event #${e.seq} of run "${runId}"`),
+          }));
+        },
+      }),
     async sendEvent(e: NewEvent) {
       const res = await inner.sendEvent(encEvent(c, e));
       if (res.ok) return { ...res, event: decEvent(c, res.event) };

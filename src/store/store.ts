@@ -224,6 +224,28 @@ export interface EventRecord {
   idempotencyKey: string | null;
 }
 
+/** An unconsumed event without its payload (Store.pendingEventHeads, and loadJournal's
+ *  `eventHeads` when asked with `eventPayloads: false`): what an execution needs to know of
+ *  events it may never wait for. Its payload is read by Store.eventPayloads when a wait
+ *  takes it. */
+export type EventHead = Omit<EventRecord, "payload">;
+
+/** An unconsumed event as an execution holds it: whole, or its head until a wait takes it
+ *  and its payload is read (Store.eventPayloads). */
+export type PendingEvent = EventHead & { payload?: string };
+
+/** An event's payload by its seq (Store.eventPayloads). */
+export interface EventPayload {
+  seq: number;
+  payload: string;
+}
+
+export interface LoadJournalOptions {
+  /** false: the unconsumed events come without their payloads, as `eventHeads` (`events`
+   *  is then empty). A store without `eventPayloads` ignores it. */
+  eventPayloads?: boolean;
+}
+
 export interface NewEvent {
   runId: string;
   name: string;
@@ -245,6 +267,9 @@ export interface Journal {
   attempts: AttemptRecord[];
   intents: IntentRecord[];
   events: EventRecord[];
+  /** Asked with `eventPayloads: false` (LoadJournalOptions): the unconsumed events without
+   *  their payloads, oldest first, instead of `events` (then empty). Absent otherwise. */
+  eventHeads?: EventHead[];
 }
 
 /** A page of a run's journal for inspection (Store.readJournalPage): its completed calls
@@ -552,8 +577,11 @@ export interface Store extends WorkspaceVerbs, ApprovalVerbs {
    *  canceled (reason kept from the request). */
   releaseRun(r: Release): Promise<ReleaseOutcome>;
 
-  /** Reads everything replay needs for a run, in one query. */
-  loadJournal(runId: string): Promise<Journal>;
+  /** Reads everything replay needs for a run, in one query. With `eventPayloads: false`
+   *  (asked only of a store with `eventPayloads`), the unconsumed events come as
+   *  `eventHeads`, without their payloads; a store may ignore the option and answer
+   *  `events` whole. */
+  loadJournal(runId: string, options?: LoadJournalOptions): Promise<Journal>;
 
   /** A page of the run's journal for inspection, read in one snapshot, costing the page
    *  (indexed by (run_id, seq)), not the run: see JournalPage. `limit` >= 1. An unknown run
@@ -566,6 +594,16 @@ export interface Store extends WorkspaceVerbs, ApprovalVerbs {
    *  read must also see an event (or approval answer) whose write was under way, stamped
    *  before the deadline: it waits for such a write to commit. */
   pendingEvents(runId: string, options?: PendingEventsOptions): Promise<EventRecord[]>;
+
+  /** Optional, with `eventPayloads`: `pendingEvents` without the payloads (the same events,
+   *  order and `settled` semantics). An execution then reads a payload only when a wait
+   *  takes its event: a run waiting for one name pays nothing for the thousands of events
+   *  of another name it has been sent. */
+  pendingEventHeads?(runId: string, options?: PendingEventsOptions): Promise<EventHead[]>;
+
+  /** Optional, with `pendingEventHeads`: the payloads of run `runId`'s events with these
+   *  seqs, consumed or not, in any order; a seq the run has no event under is left out. */
+  eventPayloads?(runId: string, seqs: readonly number[]): Promise<EventPayload[]>;
 
   // ---- events ----
   /** Stores an event durably. A waiting run becomes ready now. An event for an unknown or

@@ -1631,6 +1631,41 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect(await store.pendingEvents(run.id, { settled: true })).toEqual([sent[0], sent[2]]);
         expect(await store.pendingEvents("run_unknown")).toEqual([]);
       });
+
+      it("without payloads (pendingEventHeads, loadJournal's eventHeads), read by seq when waited for (eventPayloads)", async () => {
+        if (!store.pendingEventHeads || !store.eventPayloads) return;
+        const run = await started();
+        const sent = [];
+        for (const n of ["a", "b", "c"]) {
+          const out = await store.sendEvent({ runId: run.id, name: n, payload: `"${n}"` });
+          if (!out.ok) throw new Error("refused");
+          sent.push(out.event);
+        }
+        await store.appendRecords([
+          {
+            runId: run.id,
+            epoch: run.epoch,
+            steps: [step(run.id, "w", 0, { kind: "wait" })],
+            consume: [{ eventSeq: sent[1]!.seq, key: "w" }],
+          },
+        ]);
+        const heads = [sent[0]!, sent[2]!].map(({ payload: _, ...head }) => head);
+        expect(await store.pendingEventHeads(run.id)).toEqual(heads);
+        expect(await store.pendingEventHeads(run.id, { settled: true })).toEqual(heads);
+        expect(await store.pendingEventHeads("run_unknown")).toEqual([]);
+        const j = await store.loadJournal(run.id, { eventPayloads: false });
+        expect({ events: j.events, eventHeads: j.eventHeads }).toEqual({
+          events: [],
+          eventHeads: heads,
+        });
+        // Consumed or not; a seq the run has no event under is left out.
+        const payloads = await store.eventPayloads(run.id, [sent[2]!.seq, sent[1]!.seq, 999_999]);
+        expect(payloads.sort((x, y) => x.seq - y.seq)).toEqual([
+          { seq: sent[1]!.seq, payload: '"b"' },
+          { seq: sent[2]!.seq, payload: '"c"' },
+        ]);
+        expect(await store.eventPayloads("run_unknown", [sent[0]!.seq])).toEqual([]);
+      });
     });
 
     // ---- events ----

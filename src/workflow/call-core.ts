@@ -8,7 +8,7 @@ import type {
   Amounts,
   AttemptRecord,
   ErrorRecord,
-  EventRecord,
+  PendingEvent,
   RunWrite,
   StepKind,
   StepRecord,
@@ -67,7 +67,11 @@ export interface CallCore {
   /** Whether an event of that name is pending for this run (it is not taken). */
   hasEvent(name: string): boolean;
   /** The oldest event of that name (past `deadline`, only one stored by then). */
-  takeEvent(name: string, deadline?: number | null): EventRecord | undefined;
+  takeEvent(name: string, deadline?: number | null): PendingEvent | undefined;
+  /** The payload of an event takeEvent handed out without one (its head): read from the
+   *  store, with those of the next pending events of its name (one read). A store failure
+   *  halts the run, and the promise never settles. */
+  eventPayload(ev: PendingEvent): Promise<string>;
   /** Reads the run's events again; `settled` for the last look after a deadline. */
   reloadEvents(settled?: boolean): Promise<void>;
   /** How far the store's clock is still before `deadline`. */

@@ -13,7 +13,7 @@ import {
 import { childRunId } from "../lib/ids.js";
 import { isStoreFailure } from "../lib/store-failure.js";
 import { quoteGiven } from "../lib/text.js";
-import type { ErrorRecord, EventRecord } from "../store/store.js";
+import type { ErrorRecord, PendingEvent } from "../store/store.js";
 import { type Call, type CallCore, HaltedSignal, never } from "./call-core.js";
 import { unreadable } from "./call-errors.js";
 import {
@@ -99,7 +99,7 @@ export class ChildCalls {
    *  While this run executes, its children are not deleted (it is unfinished). */
   private async endedAndDeleted(
     childId: string,
-  ): Promise<{ error: ErrorRecord; ended: EventRecord | undefined } | undefined> {
+  ): Promise<{ error: ErrorRecord; ended: PendingEvent | undefined } | undefined> {
     const eventName = `${CHILD_EVENT_PREFIX}${childId}`;
     if (!this.core.hasEvent(eventName)) return undefined;
     const error = await this.core.active0(this.core.host.deletedChild(childId));
@@ -204,7 +204,7 @@ export class ChildCalls {
           ev = this.core.takeEvent(eventName);
         }
       }
-      if (ev) res = childOutcomeOf(ev);
+      if (ev) res = childOutcomeOf(ev.payload ?? (await this.core.eventPayload(ev)));
       if (ev && res && "error" in res && res.error.code === "RUN_CANCELED") {
         // A child whose release met a requested cancel in the store sent its parent a reason
         // of its own; the cancel's reason is on the child's run, as a parent that reads it
@@ -253,8 +253,8 @@ function notAWorkflow(name: string, runId: string, wf: unknown): TypeError {
 }
 
 /** A child's outcome as its result event carries it. */
-function childOutcomeOf(ev: EventRecord): ChildOutcome {
-  const sent = decode<{ output?: unknown; error?: ErrorRecord }>(ev.payload);
+function childOutcomeOf(payload: string): ChildOutcome {
+  const sent = decode<{ output?: unknown; error?: ErrorRecord }>(payload);
   // The child's output, within the limit its release was held to: encoded again as it was
   // (not held to the codec's default limit, nor to this engine's), as the childOutcome path
   // records the child's stored output as it is.

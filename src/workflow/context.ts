@@ -52,6 +52,7 @@ import {
   RunCanceledError,
   SerializationError,
   StepTimeoutError,
+  StoreError,
   toErrorRecord,
   WriteConflictError,
 } from "../errors.js";
@@ -70,8 +71,9 @@ import type {
   Amounts,
   AttemptRecord,
   ErrorRecord,
-  EventRecord,
+  EventPayload,
   Journal,
+  PendingEvent,
   RunWrite,
   StepKind,
   StepRecord,
@@ -199,7 +201,10 @@ export interface ContextHost {
   /** Re-reads the run's unconsumed events (after a hint that one arrived). */
   /** `settled`: the look after a wait's deadline, which also sees an event write under way
    *  (Store.pendingEvents). */
-  loadEvents(settled?: boolean): Promise<EventRecord[]>;
+  loadEvents(settled?: boolean): Promise<PendingEvent[]>;
+  /** The payloads of the run's events with these seqs (Store.eventPayloads): given when
+   *  `loadEvents` and the journal may hand over events without their payloads. */
+  eventPayloads?(seqs: readonly number[]): Promise<EventPayload[]>;
   /** The store's now (PostgreSQL: the database's clock), by which it stamps events and
    *  judges approval answers; absent: this clock's. */
   storeNow?(): Promise<number>;
@@ -267,6 +272,10 @@ export function isCallName(name: unknown): name is string {
  *  long (late-work.ts). */
 const LATE_WORK_GRACE_MS = 1_000;
 
+/** How many payloads of pending events of one name one read takes (eventPayload): the one a
+ *  wait took and the next ones, which a loop of waits takes next. */
+const PAYLOADS_READ_TOGETHER = 16;
+
 export class Context implements CallCore {
   readonly journal: JournalIndex;
   private readonly delivery: DeliveryQueue;
@@ -282,7 +291,11 @@ export class Context implements CallCore {
   private cascadeCursor = 0;
   /** The latest call made in a cascade that had no record (named by divergence errors). */
   private lastNewCall: Call | undefined;
-  private events: EventRecord[];
+  /** The unconsumed events not taken yet, by name, oldest first: a wait looks only at its
+   *  own name's (a run sent thousands of events of another name pays nothing per take). */
+  private readonly events = new Map<string, PendingEvent[]>();
+  /** Payload reads under way, by the seq of each event they read (eventPayload). */
+  private readonly payloadReads = new Map<number, Promise<Map<number, string>>>();
   private readonly seenEventSeqs = new Set<number>();
   private readonly blocked = new Set<Blocked>();
   /** Child runs being created (each also counts in `active`). */
@@ -377,8 +390,7 @@ export class Context implements CallCore {
       },
       this.journal.positionGenerations,
     );
-    this.events = [...this.journal.events];
-    for (const e of this.events) this.seenEventSeqs.add(e.seq);
+    this.addEvents(this.journal.events);
     this.budget = new BudgetLedger(
       () => host.budgetLimit,
       host.budgetSpent,
@@ -517,18 +529,24 @@ export class Context implements CallCore {
     return [...this.blocked].some((b) => b.event !== undefined);
   }
 
-  addEvents(fresh: EventRecord[]): void {
+  addEvents(fresh: PendingEvent[]): void {
+    const unsorted = new Set<PendingEvent[]>();
     let added = false;
     for (const e of fresh) {
       if (this.seenEventSeqs.has(e.seq)) continue;
       this.seenEventSeqs.add(e.seq);
-      this.events.push(e);
+      const list = this.events.get(e.name);
+      if (!list) this.events.set(e.name, [e]);
+      else {
+        if (list[list.length - 1]!.seq > e.seq) unsorted.add(list);
+        list.push(e);
+      }
       added = true;
     }
     if (!added) return;
-    this.events.sort((a, b) => a.seq - b.seq);
+    for (const list of unsorted) list.sort((a, b) => a.seq - b.seq);
     for (const b of [...this.blocked]) {
-      if (b.event && this.events.some((e) => e.name === b.event)) b.wake();
+      if (b.event && this.hasEvent(b.event)) b.wake();
     }
   }
 
@@ -1773,18 +1791,71 @@ export class Context implements CallCore {
 
   /** Whether an event of that name is pending for this run (it is not taken). */
   hasEvent(name: string): boolean {
-    return this.events.some((e) => e.name === name);
+    return this.events.has(name);
   }
 
   /** The oldest event of that name. Once `deadline` has passed, only one stored by then
    *  counts. */
-  takeEvent(name: string, deadline: number | null = null): EventRecord | undefined {
+  takeEvent(name: string, deadline: number | null = null): PendingEvent | undefined {
     const sentBy = deadline !== null && this.host.clock.now() >= deadline ? deadline : undefined;
-    const i = this.events.findIndex(
-      (e) => e.name === name && (sentBy === undefined || e.createdAt <= sentBy),
-    );
+    const list = this.events.get(name);
+    if (!list) return undefined;
+    const i = sentBy === undefined ? 0 : list.findIndex((e) => e.createdAt <= sentBy);
     if (i < 0) return undefined;
-    return this.events.splice(i, 1)[0];
+    const ev = list.splice(i, 1)[0]!;
+    if (list.length === 0) this.events.delete(name);
+    return ev;
+  }
+
+  async eventPayload(ev: PendingEvent): Promise<string> {
+    if (ev.payload !== undefined) return ev.payload;
+    let read = this.payloadReads.get(ev.seq);
+    if (!read) {
+      // The next events of its name are likely waited for next (a loop of waits): read
+      // theirs in the same query, a few at a time (a payload may weigh megabytes).
+      const seqs = [ev.seq];
+      for (const e of this.events.get(ev.name) ?? []) {
+        if (seqs.length >= PAYLOADS_READ_TOGETHER) break;
+        if (e.payload === undefined && !this.payloadReads.has(e.seq)) seqs.push(e.seq);
+      }
+      read = this.readPayloads(ev.name, seqs);
+      for (const seq of seqs) this.payloadReads.set(seq, read);
+    }
+    const payload = (await read).get(ev.seq);
+    if (payload === undefined) {
+      this.halt({
+        kind: "interrupted",
+        error: new StoreError(
+          `run "${this.host.runId}": the store holds no payload for its event #${ev.seq} "${ev.name}", which it listed as pending; the run is handed back and reads its events again`,
+        ),
+      });
+      return never();
+    }
+    ev.payload = payload;
+    return payload;
+  }
+
+  /** Reads the payloads of these events of name `name` (eventPayload). */
+  private async readPayloads(name: string, seqs: number[]): Promise<Map<number, string>> {
+    const host = this.host;
+    if (!host.eventPayloads) {
+      const why = `cairn: run "${host.runId}" was handed events without their payloads (ContextHost.loadEvents), and no eventPayloads to read them`;
+      this.halt({ kind: "interrupted", error: new Error(why) });
+      return never();
+    }
+    const read = new Map<number, string>();
+    try {
+      for (const r of await this.active0(host.eventPayloads(seqs))) read.set(r.seq, r.payload);
+    } finally {
+      for (const seq of seqs) this.payloadReads.delete(seq);
+    }
+    for (const e of this.events.get(name) ?? []) {
+      if (e.payload === undefined) {
+        const payload = read.get(e.seq);
+        if (payload !== undefined) e.payload = payload;
+      }
+    }
+    return read;
   }
 
   /** Blocks this branch until woken in process (its timer fires or an event arrives). When

@@ -7,9 +7,9 @@ import { addAmounts } from "../lib/amounts.js";
 import type {
   Amounts,
   AttemptRecord,
-  EventRecord,
   IntentRecord,
   Journal,
+  PendingEvent,
   StepRecord,
 } from "../store/store.js";
 import { intentWindow } from "./records.js";
@@ -25,7 +25,8 @@ export class JournalIndex {
   /** Spend of every attempt of every generation, per key (replayed with the key). */
   readonly attemptSpend = new Map<string, Amounts>();
   readonly intents = new Map<string, IntentRecord>();
-  readonly events: EventRecord[];
+  /** The unconsumed events, oldest first: whole, or heads (their payloads read when taken). */
+  readonly events: PendingEvent[];
   /** Recorded outcomes that are handed over in the recorded order. */
   readonly orderedPositions: number[] = [];
   /** Keys whose recorded outcome is handed over as soon as its call is made again: records
@@ -182,7 +183,7 @@ export class JournalIndex {
     }
     for (const list of this.attempts.values()) list.sort((x, y) => x.attempt - y.attempt);
     for (const i of journal.intents) this.intents.set(i.key, i);
-    this.events = [...journal.events].sort((a, b) => a.seq - b.seq);
+    this.events = [...journal.events, ...(journal.eventHeads ?? [])].sort((a, b) => a.seq - b.seq);
     const begun = [...journal.intents.map((i) => i.key), ...journal.attempts.map((a) => a.key)];
     this.unfinished = [...new Set(begun)].filter((k) => !this.outcomes.has(k));
   }

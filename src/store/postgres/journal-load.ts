@@ -21,6 +21,7 @@ import {
   type StepRow,
   toAttempt,
   toEvent,
+  toEventHead,
   toIntent,
   toStep,
 } from "./rows.js";
@@ -37,13 +38,25 @@ const ROW_BYTES = 2048;
 
 type PartName = "steps" | "attempts" | "intents" | "events";
 
+/** A part: its rows, their order, what a row weighs, and what of a row is read (`x`: all
+ *  of it). */
+interface Part {
+  from: string;
+  order: string;
+  bytes: string;
+  columns?: string[];
+}
+
+/** An event's columns but its payload (loadJournal's `eventHeads`). */
+const HEAD_COLUMNS = ["seq", "run_id", "name", "created_at", "consumed_by", "idempotency_key"];
+
 /** Each part's rows of run $1, in the order replay reads them, and what a row weighs as
  *  text: its payload columns' lengths plus ROW_BYTES for the rest. `octet_length` of a text
  *  column reads its length from the stored header without decompressing it, so sizing a
  *  run's journal costs no second serialization of its payloads (casting each row to text
  *  to measure it did, on every load); a jsonb column (errors, spend) is cast, but is small
  *  or absent on nearly every row. */
-function parts(t: Tables): Record<PartName, { from: string; order: string; bytes: string }> {
+function parts(t: Tables, heads: boolean): Record<PartName, Part> {
   const rest = `${ROW_BYTES} + octet_length(x.spend::text)`;
   return {
     steps: {
@@ -64,7 +77,8 @@ function parts(t: Tables): Record<PartName, { from: string; order: string; bytes
     events: {
       from: `${t.events} x WHERE x.run_id = $1 AND x.consumed_by IS NULL`,
       order: "x.seq",
-      bytes: `octet_length(x.payload) + coalesce(octet_length(x.idempotency_key), 0) + ${ROW_BYTES}`,
+      bytes: `${heads ? "" : "octet_length(x.payload) + "}coalesce(octet_length(x.idempotency_key), 0) + ${ROW_BYTES}`,
+      ...(heads && { columns: HEAD_COLUMNS }),
     },
   };
 }
@@ -75,37 +89,56 @@ type Aggregated = { [K in PartName]: Rows[K] | null };
 /** Every part as one JSON text, or NULL where its rows pass $2 bytes. The size is asked
  *  first, in a subquery of its own: the aggregate is then never built for a part too long
  *  (past 1 GiB the server itself would refuse to build it, and the run could never load). */
-function aggregateSql(t: Tables): string {
-  const columns = Object.entries(parts(t)).map(
+function aggregateSql(all: Record<PartName, Part>): string {
+  const columns = Object.entries(all).map(
     ([name, p]) =>
       `CASE WHEN (SELECT coalesce(sum(${p.bytes}), 0) FROM ${p.from}) > $2 THEN NULL
-        ELSE (SELECT coalesce(json_agg(x ORDER BY ${p.order}), '[]'::json) FROM ${p.from}) END
+        ELSE (SELECT coalesce(json_agg(${rowOf(p)} ORDER BY ${p.order}), '[]'::json) FROM ${p.from}) END
         AS ${name}`,
   );
   return `SELECT ${columns.join(",\n")}`;
 }
 
-export async function loadJournal(ctx: StoreContext, runId: string): Promise<Journal> {
-  const sql = aggregateSql(ctx.t);
+/** A part's row as json_agg takes it. */
+function rowOf(p: Part): string {
+  if (!p.columns) return "x";
+  return `json_build_object(${p.columns.map((c) => `'${c}', x.${c}`).join(", ")})`;
+}
+
+/** `heads`: the unconsumed events without their payloads, as `eventHeads`. */
+export async function loadJournal(
+  ctx: StoreContext,
+  runId: string,
+  heads = false,
+): Promise<Journal> {
+  const all = parts(ctx.t, heads);
+  const sql = aggregateSql(all);
   const params = [runId, AGGREGATED_BYTES];
   const first = await ctx.db.statement<Aggregated>("loadJournal", "idempotent", sql, params);
   const row = mustRow(first.rows[0]);
-  if (whole(row)) return toJournal(row);
+  if (whole(row)) return toJournal(row, heads);
   return ctx.db.transaction("loadJournal", "idempotent", async (tx) => {
     await tx.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
     // Asked again in this snapshot: the first answer's parts may be older than its rows.
     const again = mustRow((await tx.query<Aggregated>(sql, params)).rows[0]);
-    const all = parts(ctx.t);
-    const rows = async <K extends PartName>(name: K): Promise<Rows[K]> =>
-      again[name] ??
-      ((await tx.query(`SELECT x.* FROM ${all[name].from} ORDER BY ${all[name].order}`, [runId]))
-        .rows as Rows[K]);
-    return toJournal({
-      steps: await rows("steps"),
-      attempts: await rows("attempts"),
-      intents: await rows("intents"),
-      events: await rows("events"),
-    });
+    const rows = async <K extends PartName>(name: K): Promise<Rows[K]> => {
+      const p = all[name];
+      const columns = p.columns?.map((c) => `x.${c}`).join(", ") ?? "x.*";
+      return (
+        again[name] ??
+        ((await tx.query(`SELECT ${columns} FROM ${p.from} ORDER BY ${p.order}`, [runId]))
+          .rows as Rows[K])
+      );
+    };
+    return toJournal(
+      {
+        steps: await rows("steps"),
+        attempts: await rows("attempts"),
+        intents: await rows("intents"),
+        events: await rows("events"),
+      },
+      heads,
+    );
   });
 }
 
@@ -113,12 +146,15 @@ function whole(a: Aggregated): a is Rows {
   return a.steps !== null && a.attempts !== null && a.intents !== null && a.events !== null;
 }
 
-function toJournal(r: Rows): Journal {
+/** `heads`: the event rows have no payload (loadJournal's `eventHeads`). */
+function toJournal(r: Rows, heads: boolean): Journal {
   return {
     steps: r.steps.map(toStep),
     attempts: r.attempts.map(toAttempt),
     intents: r.intents.map(toIntent),
-    events: r.events.map(toEvent),
+    ...(heads
+      ? { events: [], eventHeads: r.events.map(toEventHead) }
+      : { events: r.events.map(toEvent) }),
   };
 }
 

@@ -34,6 +34,8 @@ import { errorJson } from "../error-json.js";
 import { findUnstorable, refuseUnstorable } from "../storable.js";
 import type {
   AttemptRecord,
+  EventHead,
+  EventPayload,
   EventRecord,
   IntentRecord,
   RunWrite,
@@ -46,6 +48,7 @@ import {
   normalizeIntent,
   normalizeStep,
   toEvent,
+  toEventHead,
 } from "./rows.js";
 import { insertSingleStep, singleStepOf } from "./single-step.js";
 import type { StoreContext } from "./sql.js";
@@ -246,23 +249,61 @@ function toOutcome(o: unknown): WriteOutcome {
 }
 
 /** A run's unconsumed events, oldest first. */
-export async function pendingEvents(
+export function pendingEvents(
   ctx: StoreContext,
   runId: string,
   settled: boolean,
 ): Promise<EventRecord[]> {
-  const sql = `SELECT * FROM ${ctx.t.events} WHERE run_id = $1 AND consumed_by IS NULL ORDER BY seq`;
+  return unconsumed<EventRow, EventRecord>(ctx, runId, settled, "*", "pendingEvents", toEvent);
+}
+
+/** The columns of an event other than its payload (Store.pendingEventHeads). */
+export const EVENT_HEAD_COLUMNS = "seq, run_id, name, created_at, consumed_by, idempotency_key";
+
+/** A run's unconsumed events without their payloads, oldest first. */
+export function pendingEventHeads(
+  ctx: StoreContext,
+  runId: string,
+  settled: boolean,
+): Promise<EventHead[]> {
+  return unconsumed(ctx, runId, settled, EVENT_HEAD_COLUMNS, "pendingEventHeads", toEventHead);
+}
+
+/** The payloads of the run's events with these seqs (Store.eventPayloads). */
+export async function eventPayloads(
+  ctx: StoreContext,
+  runId: string,
+  seqs: readonly number[],
+): Promise<EventPayload[]> {
+  const r = await ctx.db.statement<{ seq: string | number; payload: string }>(
+    "eventPayloads",
+    "idempotent",
+    `SELECT seq, payload FROM ${ctx.t.events} WHERE run_id = $1 AND seq = ANY($2::bigint[])`,
+    [runId, seqs.map(String)],
+  );
+  return r.rows.map((row) => ({ seq: Number(row.seq), payload: row.payload }));
+}
+
+async function unconsumed<R, T>(
+  ctx: StoreContext,
+  runId: string,
+  settled: boolean,
+  columns: string,
+  verb: string,
+  toRecord: (row: R) => T,
+): Promise<T[]> {
+  const sql = `SELECT ${columns} FROM ${ctx.t.events} WHERE run_id = $1 AND consumed_by IS NULL ORDER BY seq`;
   if (!settled) {
-    const r = await ctx.db.statement<EventRow>("pendingEvents", "idempotent", sql, [runId]);
-    return r.rows.map(toEvent);
+    const r = await ctx.db.statement(verb, "idempotent", sql, [runId]);
+    return (r.rows as R[]).map(toRecord);
   }
-  return ctx.db.transaction("pendingEvents", "idempotent", async (tx) => {
+  return ctx.db.transaction(verb, "idempotent", async (tx) => {
     // FOR SHARE first: an event or approval answer being written holds the run's row (FOR
     // NO KEY UPDATE, its time read after the lock), so this read waits for it to commit and
     // then sees it. A run looking once more after a wait's deadline would otherwise miss an
     // answer the store had accepted before the deadline, and record the timeout.
     await tx.query(`SELECT 1 FROM ${ctx.t.runs} WHERE id = $1 FOR SHARE`, [runId]);
-    const r = await tx.query<EventRow>(sql, [runId]);
-    return r.rows.map(toEvent);
+    const r = await tx.query(sql, [runId]);
+    return (r.rows as R[]).map(toRecord);
   });
 }

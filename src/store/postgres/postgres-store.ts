@@ -39,9 +39,12 @@ import type {
   AppendStreamOutcome,
   CancelOutcome,
   ClaimedRun,
+  EventHead,
+  EventPayload,
   EventRecord,
   Journal,
   JournalPage,
+  LoadJournalOptions,
   NewEvent,
   NewRun,
   PendingEventsOptions,
@@ -81,7 +84,12 @@ import {
 } from "./connection.js";
 import { loadJournal } from "./journal-load.js";
 import { readEvents, readJournalPage } from "./journal-pages.js";
-import { appendRecords, pendingEvents } from "./journal-writes.js";
+import {
+  appendRecords,
+  eventPayloads,
+  pendingEventHeads,
+  pendingEvents,
+} from "./journal-writes.js";
 import { claimRuns, expireLease, renewLeases } from "./leases.js";
 import { migrate } from "./migrate.js";
 import { channelFor, HintListener } from "./notify.js";
@@ -446,11 +454,18 @@ class PostgresStore implements Store {
     return releaseRun(this.#ctx, r);
   }
 
-  loadJournal(runId: string): Promise<Journal> {
+  loadJournal(runId: string, options?: LoadJournalOptions): Promise<Journal> {
+    const heads = options?.eventPayloads === false;
     if (noSuchText(runId)) {
-      return this.#nothing({ steps: [], attempts: [], intents: [], events: [] });
+      return this.#nothing({
+        steps: [],
+        attempts: [],
+        intents: [],
+        events: [],
+        ...(heads && { eventHeads: [] }),
+      });
     }
-    return loadJournal(this.#ctx, runId);
+    return loadJournal(this.#ctx, runId, heads);
   }
 
   async readJournalPage(p: { runId: string; from: number; limit: number }): Promise<JournalPage> {
@@ -469,6 +484,16 @@ class PostgresStore implements Store {
   pendingEvents(runId: string, options?: PendingEventsOptions): Promise<EventRecord[]> {
     if (noSuchText(runId)) return this.#nothing([]);
     return pendingEvents(this.#ctx, runId, options?.settled === true);
+  }
+
+  pendingEventHeads(runId: string, options?: PendingEventsOptions): Promise<EventHead[]> {
+    if (noSuchText(runId)) return this.#nothing([]);
+    return pendingEventHeads(this.#ctx, runId, options?.settled === true);
+  }
+
+  eventPayloads(runId: string, seqs: readonly number[]): Promise<EventPayload[]> {
+    if (noSuchText(runId)) return this.#nothing([]);
+    return eventPayloads(this.#ctx, runId, seqs);
   }
 
   // ---- events and control ----

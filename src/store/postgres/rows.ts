@@ -8,6 +8,7 @@ import type {
   Amounts,
   AttemptRecord,
   ErrorRecord,
+  EventHead,
   EventRecord,
   IntentRecord,
   RunRecord,
@@ -207,6 +208,17 @@ export function toEvent(r: EventRow): EventRecord {
     runId: r.run_id,
     name: r.name,
     payload: r.payload,
+    createdAt: num(r.created_at),
+    consumedBy: r.consumed_by,
+    idempotencyKey: r.idempotency_key ?? null,
+  };
+}
+
+export function toEventHead(r: Omit<EventRow, "payload">): EventHead {
+  return {
+    seq: num(r.seq),
+    runId: r.run_id,
+    name: r.name,
     createdAt: num(r.created_at),
     consumedBy: r.consumed_by,
     idempotencyKey: r.idempotency_key ?? null,

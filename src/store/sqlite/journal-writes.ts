@@ -12,7 +12,15 @@
 
 import { addAmounts } from "../../lib/amounts.js";
 import { refuseUnstorable } from "../storable.js";
-import type { Amounts, EventRecord, Journal, RunWrite, WriteOutcome } from "../store.js";
+import type {
+  Amounts,
+  EventHead,
+  EventPayload,
+  EventRecord,
+  Journal,
+  RunWrite,
+  WriteOutcome,
+} from "../store.js";
 import {
   type AttemptRow,
   amountsJson,
@@ -62,8 +70,9 @@ export function appendRecords(ctx: StoreContext, writes: RunWrite[]): Promise<Wr
   });
 }
 
-/** Everything replay needs, in one read transaction (one snapshot). */
-export function loadJournal(ctx: StoreContext, runId: string): Promise<Journal> {
+/** Everything replay needs, in one read transaction (one snapshot). `heads`: the unconsumed
+ *  events without their payloads, as `eventHeads`. */
+export function loadJournal(ctx: StoreContext, runId: string, heads = false): Promise<Journal> {
   return ctx.read("loadJournal", (tx) => ({
     steps: (
       tx
@@ -79,7 +88,9 @@ export function loadJournal(ctx: StoreContext, runId: string): Promise<Journal> 
     intents: (
       tx.prepare("SELECT * FROM intents WHERE run_id = ? ORDER BY id").all(runId) as IntentRow[]
     ).map(intentFromRow),
-    events: unconsumedEvents(tx.prepare, runId),
+    ...(heads
+      ? { events: [], eventHeads: unconsumedHeads(tx.prepare, runId) }
+      : { events: unconsumedEvents(tx.prepare, runId) }),
   }));
 }
 
@@ -94,6 +105,49 @@ export function pendingEvents(
 ): Promise<EventRecord[]> {
   const read = (tx: { prepare: Prepare }) => unconsumedEvents(tx.prepare, runId);
   return settled ? ctx.write("pendingEvents", read) : ctx.read("pendingEvents", read);
+}
+
+/** pendingEvents without the payloads (Store.pendingEventHeads). */
+export function pendingEventHeads(
+  ctx: StoreContext,
+  runId: string,
+  settled: boolean,
+): Promise<EventHead[]> {
+  const read = (tx: { prepare: Prepare }) => unconsumedHeads(tx.prepare, runId);
+  return settled ? ctx.write("pendingEventHeads", read) : ctx.read("pendingEventHeads", read);
+}
+
+/** The payloads of the run's events with these seqs (Store.eventPayloads). */
+export function eventPayloads(
+  ctx: StoreContext,
+  runId: string,
+  seqs: readonly number[],
+): Promise<EventPayload[]> {
+  return ctx.read(
+    "eventPayloads",
+    (tx) =>
+      tx
+        .prepare(
+          "SELECT seq, payload FROM events WHERE run_id = ? AND seq IN (SELECT value FROM json_each(?))",
+        )
+        .all(runId, JSON.stringify(seqs)) as EventPayload[],
+  );
+}
+
+function unconsumedHeads(prepare: Prepare, runId: string): EventHead[] {
+  return (
+    prepare(
+      `SELECT seq, run_id, name, created_at, consumed_by, idempotency_key
+       FROM events WHERE run_id = ? AND consumed_by IS NULL ORDER BY seq`,
+    ).all(runId) as Array<Omit<EventRow, "payload">>
+  ).map(({ seq, run_id, name, created_at, consumed_by, idempotency_key }) => ({
+    seq,
+    runId: run_id,
+    name,
+    createdAt: created_at,
+    consumedBy: consumed_by,
+    idempotencyKey: idempotency_key,
+  }));
 }
 
 function unconsumedEvents(prepare: Prepare, runId: string): EventRecord[] {

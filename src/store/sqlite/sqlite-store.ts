@@ -22,9 +22,12 @@ import type {
   AppendStreamOutcome,
   CancelOutcome,
   ClaimedRun,
+  EventHead,
+  EventPayload,
   EventRecord,
   Journal,
   JournalPage,
+  LoadJournalOptions,
   NewEvent,
   NewRun,
   PendingEventsOptions,
@@ -59,7 +62,13 @@ import * as aiState from "./ai-state.js";
 import * as approvals from "./approvals.js";
 import { Connection } from "./connection.js";
 import { readEvents, readJournalPage } from "./journal-pages.js";
-import { appendRecords, loadJournal, pendingEvents } from "./journal-writes.js";
+import {
+  appendRecords,
+  eventPayloads,
+  loadJournal,
+  pendingEventHeads,
+  pendingEvents,
+} from "./journal-writes.js";
 import { claimRuns, expireLease, renewLeases } from "./leases.js";
 import { Hints } from "./notify.js";
 import {
@@ -223,8 +232,8 @@ class SqliteStoreImpl implements SqliteStore {
     return releaseRun(this.#ctx, r);
   }
 
-  async loadJournal(runId: string): Promise<Journal> {
-    return loadJournal(this.#ctx, runId);
+  async loadJournal(runId: string, options?: LoadJournalOptions): Promise<Journal> {
+    return loadJournal(this.#ctx, runId, options?.eventPayloads === false);
   }
 
   async readJournalPage(p: { runId: string; from: number; limit: number }): Promise<JournalPage> {
@@ -233,6 +242,14 @@ class SqliteStoreImpl implements SqliteStore {
 
   async pendingEvents(runId: string, options?: PendingEventsOptions): Promise<EventRecord[]> {
     return pendingEvents(this.#ctx, runId, options?.settled === true);
+  }
+
+  async pendingEventHeads(runId: string, options?: PendingEventsOptions): Promise<EventHead[]> {
+    return pendingEventHeads(this.#ctx, runId, options?.settled === true);
+  }
+
+  async eventPayloads(runId: string, seqs: readonly number[]): Promise<EventPayload[]> {
+    return eventPayloads(this.#ctx, runId, seqs);
   }
 
   // ---- events and control ----
