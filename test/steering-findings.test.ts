@@ -592,6 +592,8 @@ describe.each(BACKENDS)("%s: fencing across a deleted and restarted id", (backen
             "listRuns",
             "loadJournal",
             "pendingEvents",
+            "pendingEventHeads",
+            "eventPayloads",
           ]);
           await gate;
         }

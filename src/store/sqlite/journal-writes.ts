@@ -135,18 +135,21 @@ export function eventPayloads(
 }
 
 function unconsumedHeads(prepare: Prepare, runId: string): EventHead[] {
-  return (
-    prepare(
-      `SELECT seq, run_id, name, created_at, consumed_by, idempotency_key
-       FROM events WHERE run_id = ? AND consumed_by IS NULL ORDER BY seq`,
-    ).all(runId) as Array<Omit<EventRow, "payload">>
-  ).map(({ seq, run_id, name, created_at, consumed_by, idempotency_key }) => ({
+  // Rows as arrays, and none of the columns every row shares (its run, unconsumed): a run
+  // may have thousands of pending events.
+  const rows = prepare(
+    `SELECT seq, name, created_at, idempotency_key
+     FROM events WHERE run_id = ? AND consumed_by IS NULL ORDER BY seq`,
+  )
+    .raw(true)
+    .all(runId) as Array<[number, string, number, string | null]>;
+  return rows.map(([seq, name, createdAt, idempotencyKey]) => ({
     seq,
-    runId: run_id,
+    runId,
     name,
-    createdAt: created_at,
-    consumedBy: consumed_by,
-    idempotencyKey: idempotency_key,
+    createdAt,
+    consumedBy: null,
+    idempotencyKey,
   }));
 }
 
