@@ -172,6 +172,33 @@ describe.each(BACKENDS)("%s", (backend) => {
     });
   });
 
+  it("a payload the store does not answer hands the run back, and the next execution takes the event", async () => {
+    const h = harness();
+    const client = await waiting(h, "m");
+    await client.sendEvent("m", "approve", "yes");
+    await client.sendEvent("m", "approve", "again");
+    const logged: string[] = [];
+    let dropped = 0;
+    const store = around(h.store(), {
+      eventPayloads: async (call, ...args) => {
+        const payloads = (await call(...args)) as unknown[];
+        if (dropped++ === 0) return [];
+        return payloads;
+      },
+    });
+    const e = h.engine([approve], {
+      store,
+      log: (m, err) => logged.push(`${m}: ${(err as Error | undefined)?.message}`),
+    });
+    const out = await advanceUntil(h.clock, e.handle("m").result(), 100);
+    expect(out).toEqual([
+      { timedOut: false, payload: "yes" },
+      { timedOut: false, payload: "again" },
+    ]);
+    expect(dropped).toBeGreaterThan(1);
+    expect(logged.join("\n")).toContain("the store holds no payload for its event #");
+  });
+
   it("a child's result reaches its parent, which was sent noise meanwhile", async () => {
     const h = harness();
     const kid = workflow({ name: "kid", version: "1" }, async (ctx) => {
@@ -223,6 +250,58 @@ describe("encryptedStore", () => {
     } finally {
       await e.close();
       await client.close();
+      db.cleanup();
+    }
+  });
+
+  it("an event under a key the worker lacks stops only the wait that takes it, pausing the run then", async () => {
+    const db = tempDbPath();
+    const [k1, k2] = [key("k1"), key("k2")];
+    const mine = createEngine({
+      store: encryptedStore(sqliteStore(db.path), { keys: [k1] }),
+      workflows: [],
+      worker: false,
+    });
+    const theirs = createEngine({
+      store: encryptedStore(sqliteStore(db.path), { keys: [k2] }),
+      workflows: [],
+      worker: false,
+    });
+    const reader = workflow({ name: "reader", version: "1" }, async (ctx) => {
+      const first = await ctx.waitForEvent<string>("approve");
+      const other = await ctx.waitForEvent<string>("progress");
+      return [first, other];
+    });
+    const e = createEngine({
+      store: encryptedStore(sqliteStore(db.path), { keys: [k1] }),
+      workflows: [approve, reader],
+      pollIntervalMs: 10,
+      log: () => {},
+    });
+    try {
+      await mine.start(approve, undefined, { id: "a" });
+      await mine.start(reader, undefined, { id: "b" });
+      for (const id of ["a", "b"]) {
+        await theirs.sendEvent(id, "progress", "sealed");
+        await mine.sendEvent(id, "approve", "yes");
+      }
+      await mine.sendEvent("a", "approve", "again");
+      // Before: every execution decrypted every pending event, and paused both runs at once.
+      expect(await e.handle("a").result()).toEqual([
+        { timedOut: false, payload: "yes" },
+        { timedOut: false, payload: "again" },
+      ]);
+      await until(async () => (await e.getRun("b"))?.status === "paused", "b paused");
+      const b = await e.getRun("b");
+      expect(b?.reason).toContain('"k2"');
+      expect((await e.getSteps("b")).map((s) => [s.key, s.status])).toEqual([
+        ["approve", "completed"],
+        ["progress", "waiting"],
+      ]);
+    } finally {
+      await e.close();
+      await mine.close();
+      await theirs.close();
       db.cleanup();
     }
   });

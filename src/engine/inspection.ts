@@ -31,7 +31,8 @@ export function inspectionVerbs(internals: EngineInternals): InspectionVerbs {
     },
     async getSteps(id) {
       await ready(internals);
-      return stepViews(await store.loadJournal(id));
+      // The steps need no event payloads (a run may have gigabytes of them pending).
+      return stepViews(await store.loadJournal(id, { eventPayloads: false }));
     },
     readSteps: (id, options = {}) => readStepsPage(internals, id, options),
     async listEvents(id) {
