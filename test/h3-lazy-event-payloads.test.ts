@@ -6,6 +6,7 @@
 // child's result, events sent while the run executes, an encrypted store).
 
 import { randomBytes } from "node:crypto";
+import pg from "pg";
 import { describe, expect, it } from "vitest";
 import {
   createEngine,
@@ -16,7 +17,10 @@ import {
   type WaitResult,
   workflow,
 } from "../src/index.js";
-import { advanceUntil, BACKENDS, type Harness, useHarness } from "./helpers/engines.js";
+import { realClock } from "../src/lib/clock.js";
+import { postgresStore } from "../src/store/postgres/postgres-store.js";
+import { advanceUntil, BACKENDS, type Harness, pgUrl, useHarness } from "./helpers/engines.js";
+import { reusableSchema } from "./helpers/postgres-reuse.js";
 import { tempDbPath, until } from "./helpers/sqlite.js";
 import { around } from "./helpers/store-verbs.js";
 
@@ -305,4 +309,46 @@ describe("encryptedStore", () => {
       db.cleanup();
     }
   });
+});
+
+describe.skipIf(!pgUrl)("PostgreSQL: heads of more pending events than one JSON text holds", () => {
+  it("loadJournal answers them as rows, the same heads pendingEventHeads reads", async () => {
+    const reused = reusableSchema(pgUrl!);
+    const store = postgresStore(reused.url, { schema: reused.schema });
+    const c = new pg.Client({ connectionString: reused.url });
+    await c.connect();
+    try {
+      await store.open({ clock: realClock });
+      const { run } = await store.createRun({
+        id: "r1",
+        workflow: "approve",
+        version: "1",
+        input: "null",
+        budgetLimit: {},
+      });
+      // 40,000 rows weigh more than 64 MiB as loadJournal sizes a head (2 KiB at most each).
+      await c.query(
+        `INSERT INTO "${reused.schema}".events (run_id, name, payload, created_at, idempotency_key)
+          SELECT 'r1', 'n' || (i % 7), '"p"', i, CASE WHEN i % 3 = 0 THEN 'k' || i END
+          FROM generate_series(1, 40000) i`,
+      );
+      const heads = await store.pendingEventHeads!(run.id);
+      expect(heads).toHaveLength(40_000);
+      const j = await store.loadJournal(run.id, { eventPayloads: false });
+      expect(j.events).toEqual([]);
+      expect(j.eventHeads).toEqual(heads);
+      expect(heads[2]).toEqual({
+        seq: heads[2]!.seq,
+        runId: "r1",
+        name: "n3",
+        createdAt: 3,
+        consumedBy: null,
+        idempotencyKey: "k3",
+      });
+    } finally {
+      await c.end();
+      await store.close();
+      await reused.release();
+    }
+  }, 300_000);
 });

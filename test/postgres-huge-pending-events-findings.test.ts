@@ -7,6 +7,7 @@
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { createEngine, workflow } from "../src/index.js";
+import { realClock } from "../src/lib/clock.js";
 import { postgresStore } from "../src/store/postgres/postgres-store.js";
 import { pgUrl } from "./helpers/engines.js";
 import { reusableSchema } from "./helpers/postgres-reuse.js";
@@ -51,6 +52,15 @@ describe.skipIf(!pgUrl)("PostgreSQL: a run with more than 512 MiB of pending eve
           WHERE run_id = 'r1' AND consumed_by IS NULL`,
       );
       expect(left.rows[0].n).toBe(COUNT);
+      // The worker reads the events' heads only (Store.pendingEventHeads): the journal with
+      // its payloads, as fork reads it, still comes as rows.
+      const look = store();
+      await look.open({ clock: realClock });
+      try {
+        expect((await look.loadJournal("r1")).events).toHaveLength(COUNT);
+      } finally {
+        await look.close();
+      }
     } finally {
       await c.end();
       await client.close();

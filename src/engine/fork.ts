@@ -40,7 +40,8 @@ export async function forkRun(
   }
   const source = await store.getRun(id);
   if (!source) throw runNotFound(id, "nothing to fork");
-  const recorded = await store.loadJournal(id);
+  // A fork copies no event: their payloads are not read.
+  const recorded = await store.loadJournal(id, { eventPayloads: false });
   const journal = new JournalIndex(recorded, source.generation, source.failedCalls);
   const failedBy =
     source.status === "failed"
