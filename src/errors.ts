@@ -27,7 +27,8 @@ export type ErrorCode =
   | "APPROVAL_NOT_FOUND"
   | "APPROVAL_TOKEN"
   | "LIMIT"
-  | "PAYLOAD_KEY";
+  | "PAYLOAD_KEY"
+  | "ENCRYPTION_KEY_MISSING";
 
 /** The run (and the call in it) an error is about, as fields a caller can branch on. */
 export interface ErrorSubject {
@@ -347,6 +348,8 @@ const ERROR_BY_CODE: Partial<Record<ErrorCode, (message: string) => CairnError>>
   APPROVAL_TOKEN: (m) => new ApprovalTokenError(m),
   LIMIT: (m) => new LimitError(m, { limit: "unknown", max: Number.NaN }),
   PAYLOAD_KEY: (m) => new PayloadKeyError(m, { keyId: "unknown" }),
+  ENCRYPTION_KEY_MISSING: (m) =>
+    new EncryptionKeyMissingError(m, { store: "unknown", what: "a payload" }),
 };
 
 /** A stored payload is encrypted with a key this process was not given, or cannot be
@@ -358,6 +361,25 @@ export class PayloadKeyError extends CairnError {
     super("PAYLOAD_KEY", message, options);
     this.name = "PayloadKeyError";
     this.keyId = options.keyId;
+  }
+}
+
+/** A store marked encrypted (encryptedStore opened it) was given a payload in plain text by
+ *  a process that writes without keys (its store is not an encryptedStore): refused, nothing
+ *  written. `store` names the store, `what` the payload (never its content); `runId` and
+ *  `key` say where. Give the process the keys, or remove the mark (store.unmarkEncrypted())
+ *  if the store's workers no longer encrypt. */
+export class EncryptionKeyMissingError extends CairnError {
+  readonly store: string;
+  readonly what: string;
+  constructor(
+    message: string,
+    options: { store: string; what: string; cause?: unknown } & ErrorSubject,
+  ) {
+    super("ENCRYPTION_KEY_MISSING", message, options);
+    this.name = "EncryptionKeyMissingError";
+    this.store = options.store;
+    this.what = options.what;
   }
 }
 

@@ -57,6 +57,7 @@ export {
   ApprovalTokenError,
   BudgetExceededError,
   CairnError,
+  EncryptionKeyMissingError,
   EngineClosedError,
   FatalError,
   InputValidationError,

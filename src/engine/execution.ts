@@ -2,7 +2,7 @@
 // Context, then release the run with the outcome — all writes fenced by the claim's epoch.
 
 import { decode, UndecodableError } from "../codec/codec.js";
-import { PayloadKeyError } from "../errors.js";
+import { EncryptionKeyMissingError, PayloadKeyError } from "../errors.js";
 import type { Clock } from "../lib/clock.js";
 import { nextTurn, settlesWithin } from "../lib/timers.js";
 import { unreadablePayloadReason } from "../store/encrypted-store.js";
@@ -671,6 +671,11 @@ function decodeInput(text: string): unknown {
 function stuckReason(runId: string, err: unknown): string | undefined {
   const keyError = payloadKeyError(err);
   if (keyError) return unreadablePayloadReason(runId, keyError);
+  // Every worker without the keys would be refused the same: handed back, the run would be
+  // claimed again at once. Paused, it waits for a keyed worker to be told to resume it.
+  if (err instanceof EncryptionKeyMissingError) {
+    return `run "${runId}": this worker writes without encryption keys to the store ${JSON.stringify(err.store)}, which is marked encrypted, so ${err.what} was refused (nothing was written); give the worker the keys and resume the run`;
+  }
   if (!(err instanceof UndecodableError)) return undefined;
   const what = err.message.startsWith("cannot") ? `a stored value ${err.message}` : err.message;
   return `run "${runId}": ${what}; it was damaged or written by another version of cairn: repair it and resume the run, or cancel it`;

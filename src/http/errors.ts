@@ -47,6 +47,8 @@ const STATUS_BY_CODE: Record<ErrorCode, number | null> = {
   WORKSPACE: 410,
   LIMIT: 409,
   PAYLOAD_KEY: 503,
+  // A plain payload refused by a store marked encrypted: this server needs the keys.
+  ENCRYPTION_KEY_MISSING: 409,
 };
 
 export interface ErrorBody {

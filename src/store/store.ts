@@ -495,8 +495,10 @@ export interface Store extends WorkspaceVerbs, ApprovalVerbs {
    *  opens it); idempotent, never undone by cairn. Optional: a store without it is never
    *  marked. */
   markEncrypted?(): Promise<void>;
-  /** True once markEncrypted was called on this database (by any process): a client with
-   *  no keys (the CLI, the HTTP API) then refuses to write a payload in plain text. */
+  /** True once markEncrypted was called on this database (by any process): the store then
+   *  refuses a payload written in plain text (EncryptionKeyMissingError, nothing written),
+   *  whoever writes it (store/plain-payloads.ts). A store that implements markEncrypted
+   *  refuses so (the contract suite checks it). */
   isMarkedEncrypted?(): Promise<boolean>;
   /** Removes the mark: for a store whose workers no longer encrypt, for good (an
    *  encryptedStore that opens it marks it again). */

@@ -34,6 +34,18 @@ import type {
   RequestApprovalOutcome,
 } from "../approval-records.js";
 import { checkPageArguments } from "../journal-page.js";
+import {
+  PlainPayloadGuard,
+  plainInApprovalAnswer,
+  plainInApprovalRequest,
+  plainInCancel,
+  plainInEvents,
+  plainInNewRun,
+  plainInObjects,
+  plainInReleaseOf,
+  plainInStream,
+  plainInWrites,
+} from "../plain-payloads.js";
 import type {
   AcquireRateOutcome,
   AppendStreamOutcome,
@@ -179,6 +191,8 @@ class PostgresStore implements Store {
   #db: Database | undefined;
   #pool: pg.Pool | undefined;
   #clock: Clock | undefined;
+  /** Refuses a plain payload once the store is marked encrypted (plain-payloads.ts). */
+  readonly #guard: PlainPayloadGuard;
   #opens = 0;
   #opening: Promise<void> | undefined;
   #listener: HintListener | undefined;
@@ -219,6 +233,11 @@ class PostgresStore implements Store {
     };
     this.#ctx = context(false);
     this.#drainCtx = context(true);
+    this.#guard = new PlainPayloadGuard(
+      this.description,
+      () => isMarkedEncrypted(this.#ctx),
+      () => (this.#clock ? this.#clock.now() : Number.NaN),
+    );
   }
 
   // ---- lifecycle ----
@@ -238,6 +257,7 @@ class PostgresStore implements Store {
       throw err;
     }
     if (this.#opens > 0) this.#listen();
+    await this.#guard.opened();
   }
 
   async close(): Promise<void> {
@@ -389,16 +409,20 @@ class PostgresStore implements Store {
     return Number(r.rows[0]?.now);
   }
 
-  markEncrypted(): Promise<void> {
-    return markEncrypted(this.#ctx);
+  async markEncrypted(): Promise<void> {
+    await markEncrypted(this.#ctx);
+    this.#guard.saw(true);
   }
 
-  isMarkedEncrypted(): Promise<boolean> {
-    return isMarkedEncrypted(this.#ctx);
+  async isMarkedEncrypted(): Promise<boolean> {
+    const marked = await isMarkedEncrypted(this.#ctx);
+    this.#guard.saw(marked);
+    return marked;
   }
 
-  unmarkEncrypted(): Promise<void> {
-    return unmarkEncrypted(this.#ctx);
+  async unmarkEncrypted(): Promise<void> {
+    await unmarkEncrypted(this.#ctx);
+    this.#guard.saw(false);
   }
 
   // ---- runs ----
@@ -406,7 +430,10 @@ class PostgresStore implements Store {
   createRun(run: NewRun): Promise<{ run: RunRecord; created: boolean }> {
     const bad = createRunProblem(run) ?? this.#notOpenNow();
     if (bad) return Promise.reject(bad);
-    return this.#creates.ask(run);
+    return this.#guard.admit(
+      () => plainInNewRun(run),
+      () => this.#creates.ask(run),
+    );
   }
 
   getRun(id: string): Promise<RunRecord | undefined> {
@@ -444,14 +471,19 @@ class PostgresStore implements Store {
   }
 
   appendRecords(writes: RunWrite[]): Promise<WriteOutcome[]> {
-    return appendRecords(this.#ctx, writes);
+    return this.#guard.admit(
+      () => plainInWrites(writes),
+      () => appendRecords(this.#ctx, writes),
+    );
   }
 
   releaseRun(r: Release): Promise<ReleaseOutcome> {
     const bad = releaseProblem(r) ?? this.#notOpenNow();
     if (bad) return Promise.reject(bad);
-    if (hasNoEvents(r)) return this.#releases.ask(r);
-    return releaseRun(this.#ctx, r);
+    return this.#guard.admit(
+      () => plainInReleaseOf(r),
+      () => (hasNoEvents(r) ? this.#releases.ask(r) : releaseRun(this.#ctx, r)),
+    );
   }
 
   loadJournal(runId: string, options?: LoadJournalOptions): Promise<Journal> {
@@ -500,7 +532,10 @@ class PostgresStore implements Store {
 
   sendEvent(e: NewEvent): Promise<SendEventOutcome> {
     if (noSuchText(e.runId)) return this.#nothing({ ok: false, reason: "not-found" });
-    return sendEvent(this.#ctx, e);
+    return this.#guard.admit(
+      () => plainInEvents([e]),
+      () => sendEvent(this.#ctx, e),
+    );
   }
 
   listEvents(runId: string): Promise<EventRecord[]> {
@@ -520,7 +555,10 @@ class PostgresStore implements Store {
     p?: { parentEvent?: { name: string; payload: string } },
   ): Promise<CancelOutcome> {
     if (noSuchText(runId)) return this.#nothing({ state: "not-found" });
-    return requestCancel(this.#ctx, runId, reason, p);
+    return this.#guard.admit(
+      () => plainInCancel(runId, reason, p),
+      () => requestCancel(this.#ctx, runId, reason, p),
+    );
   }
 
   resumeRun(runId: string, p: ResumeOptions): Promise<ResumeOutcome> {
@@ -538,7 +576,10 @@ class PostgresStore implements Store {
         throw runNotFound(p.sourceId, "nothing to fork");
       });
     }
-    return forkRun(this.#ctx, p);
+    return this.#guard.admit(
+      () => plainInNewRun(p.run),
+      () => forkRun(this.#ctx, p),
+    );
   }
 
   markUnserved(p: Parameters<Store["markUnserved"]>[0]): Promise<number> {
@@ -584,7 +625,10 @@ class PostgresStore implements Store {
 
   appendStream(p: { runId: string; chunks: string[] }): Promise<AppendStreamOutcome> {
     if (noSuchText(p.runId)) return this.#nothing({ ok: false, reason: "not-found" });
-    return aiState.appendStream(this.#ctx, p);
+    return this.#guard.admit(
+      () => plainInStream(p),
+      () => aiState.appendStream(this.#ctx, p),
+    );
   }
 
   readStream(p: { runId: string; from: number; limit?: number }): Promise<StreamChunk[]> {
@@ -601,7 +645,10 @@ class PostgresStore implements Store {
   putWorkspaceObjects(
     p: Parameters<WorkspaceVerbs["putWorkspaceObjects"]>[0],
   ): Promise<PutWorkspaceOutcome> {
-    return workspace.putObjects(this.#ctx, p);
+    return this.#guard.admit(
+      () => plainInObjects(p),
+      () => workspace.putObjects(this.#ctx, p),
+    );
   }
 
   getWorkspaceObjects(hashes: string[]): Promise<WorkspaceObject[]> {
@@ -633,14 +680,20 @@ class PostgresStore implements Store {
   requestApproval(
     p: Parameters<ApprovalVerbs["requestApproval"]>[0],
   ): Promise<RequestApprovalOutcome> {
-    return approvals.requestApproval(this.#ctx, p);
+    return this.#guard.admit(
+      () => plainInApprovalRequest(p),
+      () => approvals.requestApproval(this.#ctx, p),
+    );
   }
 
   answerApproval(
     p: Parameters<ApprovalVerbs["answerApproval"]>[0],
   ): Promise<AnswerApprovalOutcome> {
     if (noSuchText(p.runId, p.key)) return this.#nothing({ ok: false, reason: "not-found" });
-    return approvals.answerApproval(this.#ctx, p);
+    return this.#guard.admit(
+      () => plainInApprovalAnswer(p),
+      () => approvals.answerApproval(this.#ctx, p),
+    );
   }
 
   listApprovals(runId: string): Promise<ApprovalRecord[]> {

@@ -17,6 +17,19 @@ import type {
   ApprovalVerbs,
   RequestApprovalOutcome,
 } from "../approval-records.js";
+import {
+  PlainPayloadGuard,
+  plainInApprovalAnswer,
+  plainInApprovalRequest,
+  plainInCancel,
+  plainInEvents,
+  plainInNewRun,
+  plainInObjects,
+  plainInRelease,
+  plainInReleaseOf,
+  plainInStream,
+  plainInWrites,
+} from "../plain-payloads.js";
 import type {
   AcquireRateOutcome,
   AppendStreamOutcome,
@@ -125,6 +138,8 @@ class SqliteStoreImpl implements SqliteStore {
   readonly description: string;
   readonly #hints = new Hints();
   readonly #ctx: Connection;
+  /** Refuses a plain payload once the store is marked encrypted (plain-payloads.ts). */
+  readonly #guard: PlainPayloadGuard;
 
   constructor(
     readonly path: string,
@@ -132,12 +147,18 @@ class SqliteStoreImpl implements SqliteStore {
   ) {
     this.description = path;
     this.#ctx = new Connection(path, options, (hint) => this.#hints.emit(hint));
+    this.#guard = new PlainPayloadGuard(
+      path,
+      () => isMarkedEncrypted(this.#ctx),
+      () => this.#ctx.now(),
+    );
   }
 
   // ---- lifecycle ----
 
   async open(p: { clock: Clock }): Promise<void> {
     this.#ctx.open(p.clock);
+    await this.#guard.opened();
   }
 
   async close(): Promise<void> {
@@ -152,16 +173,20 @@ class SqliteStoreImpl implements SqliteStore {
     return this.#ctx.now();
   }
 
-  markEncrypted(): Promise<void> {
-    return markEncrypted(this.#ctx);
+  async markEncrypted(): Promise<void> {
+    await markEncrypted(this.#ctx);
+    this.#guard.saw(true);
   }
 
-  isMarkedEncrypted(): Promise<boolean> {
-    return isMarkedEncrypted(this.#ctx);
+  async isMarkedEncrypted(): Promise<boolean> {
+    const marked = await isMarkedEncrypted(this.#ctx);
+    this.#guard.saw(marked);
+    return marked;
   }
 
-  unmarkEncrypted(): Promise<void> {
-    return unmarkEncrypted(this.#ctx);
+  async unmarkEncrypted(): Promise<void> {
+    await unmarkEncrypted(this.#ctx);
+    this.#guard.saw(false);
   }
 
   // ---- runs ----
@@ -169,7 +194,10 @@ class SqliteStoreImpl implements SqliteStore {
   async createRun(run: NewRun): Promise<{ run: RunRecord; created: boolean }> {
     const bad = createRunProblem(run);
     if (bad) throw bad;
-    return createRun(this.#ctx, run);
+    return this.#guard.admit(
+      () => plainInNewRun(run),
+      () => createRun(this.#ctx, run),
+    );
   }
 
   async createReleasedRun(
@@ -178,14 +206,23 @@ class SqliteStoreImpl implements SqliteStore {
   ): Promise<{ run: RunRecord; created: boolean }> {
     const bad = createRunProblem(run);
     if (bad) throw bad;
-    return createReleasedRun(this.#ctx, run, () => {
-      const release = end();
-      // A release refused (a non-finite time, a lone surrogate) fails the create with it:
-      // nothing is written, and start() says why.
-      const refused = release && releaseProblem({ ...release, runId: run.id, epoch: 1 });
-      if (refused) throw refused;
-      return release;
-    });
+    const guard = this.#guard;
+    return guard.admit(
+      () => plainInNewRun(run),
+      () =>
+        createReleasedRun(this.#ctx, run, () => {
+          const release = end();
+          // A release refused (a non-finite time, a lone surrogate) fails the create with it:
+          // nothing is written, and start() says why.
+          const refused = release && releaseProblem({ ...release, runId: run.id, epoch: 1 });
+          if (refused) throw refused;
+          // Asked inside the transaction, so the mark cannot be read here: a plain payload
+          // passes only when the store was just found unmarked (a plain input read it).
+          const plain = release && plainInRelease(run.id, release);
+          if (plain && !guard.believedUnmarked()) throw guard.refusal(plain);
+          return release;
+        }),
+    );
   }
 
   async getRun(id: string): Promise<RunRecord | undefined> {
@@ -220,7 +257,10 @@ class SqliteStoreImpl implements SqliteStore {
   // Not async (one promise less per commit), but a throw is still a rejection.
   appendRecords(writes: RunWrite[]): Promise<WriteOutcome[]> {
     try {
-      return appendRecords(this.#ctx, writes);
+      return this.#guard.admit(
+        () => plainInWrites(writes),
+        () => appendRecords(this.#ctx, writes),
+      );
     } catch (err) {
       return Promise.reject(err);
     }
@@ -229,7 +269,10 @@ class SqliteStoreImpl implements SqliteStore {
   async releaseRun(r: Release): Promise<ReleaseOutcome> {
     const bad = releaseProblem(r);
     if (bad) throw bad;
-    return releaseRun(this.#ctx, r);
+    return this.#guard.admit(
+      () => plainInReleaseOf(r),
+      () => releaseRun(this.#ctx, r),
+    );
   }
 
   async loadJournal(runId: string, options?: LoadJournalOptions): Promise<Journal> {
@@ -255,7 +298,10 @@ class SqliteStoreImpl implements SqliteStore {
   // ---- events and control ----
 
   async sendEvent(e: NewEvent): Promise<SendEventOutcome> {
-    return sendEvent(this.#ctx, e);
+    return this.#guard.admit(
+      () => plainInEvents([e]),
+      () => sendEvent(this.#ctx, e),
+    );
   }
 
   async listEvents(runId: string): Promise<EventRecord[]> {
@@ -271,7 +317,10 @@ class SqliteStoreImpl implements SqliteStore {
     reason: string,
     p?: { parentEvent?: { name: string; payload: string } },
   ): Promise<CancelOutcome> {
-    return requestCancel(this.#ctx, runId, reason, p);
+    return this.#guard.admit(
+      () => plainInCancel(runId, reason, p),
+      () => requestCancel(this.#ctx, runId, reason, p),
+    );
   }
 
   async resumeRun(runId: string, p: ResumeOptions): Promise<ResumeOutcome> {
@@ -283,7 +332,10 @@ class SqliteStoreImpl implements SqliteStore {
     run: NewRun;
     copy: Array<{ key: string; generation: number; unordered?: boolean; since?: number }>;
   }): Promise<{ run: RunRecord; created: boolean }> {
-    return forkRun(this.#ctx, p);
+    return this.#guard.admit(
+      () => plainInNewRun(p.run),
+      () => forkRun(this.#ctx, p),
+    );
   }
 
   async markUnserved(p: Parameters<Store["markUnserved"]>[0]): Promise<number> {
@@ -328,7 +380,10 @@ class SqliteStoreImpl implements SqliteStore {
   }
 
   async appendStream(p: { runId: string; chunks: string[] }): Promise<AppendStreamOutcome> {
-    return aiState.appendStream(this.#ctx, p);
+    return this.#guard.admit(
+      () => plainInStream(p),
+      () => aiState.appendStream(this.#ctx, p),
+    );
   }
 
   async readStream(p: { runId: string; from: number; limit?: number }): Promise<StreamChunk[]> {
@@ -344,7 +399,10 @@ class SqliteStoreImpl implements SqliteStore {
   async putWorkspaceObjects(
     p: Parameters<WorkspaceVerbs["putWorkspaceObjects"]>[0],
   ): Promise<PutWorkspaceOutcome> {
-    return workspace.putObjects(this.#ctx, p);
+    return this.#guard.admit(
+      () => plainInObjects(p),
+      () => workspace.putObjects(this.#ctx, p),
+    );
   }
 
   async getWorkspaceObjects(hashes: string[]): Promise<WorkspaceObject[]> {
@@ -369,13 +427,19 @@ class SqliteStoreImpl implements SqliteStore {
   async requestApproval(
     p: Parameters<ApprovalVerbs["requestApproval"]>[0],
   ): Promise<RequestApprovalOutcome> {
-    return approvals.requestApproval(this.#ctx, p);
+    return this.#guard.admit(
+      () => plainInApprovalRequest(p),
+      () => approvals.requestApproval(this.#ctx, p),
+    );
   }
 
   async answerApproval(
     p: Parameters<ApprovalVerbs["answerApproval"]>[0],
   ): Promise<AnswerApprovalOutcome> {
-    return approvals.answerApproval(this.#ctx, p);
+    return this.#guard.admit(
+      () => plainInApprovalAnswer(p),
+      () => approvals.answerApproval(this.#ctx, p),
+    );
   }
 
   async listApprovals(runId: string): Promise<ApprovalRecord[]> {

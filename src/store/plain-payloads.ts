@@ -1,0 +1,287 @@
+// A store marked encrypted (store-marks.ts: encryptedStore marks the store it opens) refuses
+// a payload written in plain text, whoever writes it: an engine, a worker, the CLI or the
+// HTTP API on a store opened without encryptedStore (the key configuration forgotten) would
+// otherwise keep secrets in clear in an "encrypted" database, with nothing said. Both
+// backends ask this guard before a verb that carries a payload; nothing is written when it
+// refuses.
+//
+// Ciphertext is told from plain text by its envelope alone (codec/encryption.ts): text that
+// begins "cairn:enc:" in any version but 0 (version 0 is plain text escaped, stored-text.ts),
+// bytes that begin with the bytes envelope. What encryptedStore leaves plain is not looked
+// at: names, keys, ids, statuses, times, amounts, hashes, an error's name and code, and the
+// reason of a run that is not failed or canceled (a pause's reason is the engine's). Nor is
+// the text of undefined (NOTHING), which holds nothing to keep secret.
+//
+// The mark is read without a read per write: once when the store opens, then by the mark
+// verbs of the store (they tell the guard what they read or wrote), and again, in the
+// background, by the first write after the last answer "not marked" is MARK_FRESH_MS old
+// (the store's clock): a plain store reads it about once per MARK_FRESH_MS while it writes,
+// an encrypted one never (its payloads are ciphertext: nothing to ask). A store that said
+// "marked" (or could not say) reads it again before it refuses a plain payload, so a mark
+// removed by another process (unmarkEncrypted) counts at once. The window left: a process
+// that read "not marked" may write plain text until its background read returns, about
+// MARK_FRESH_MS after another process marked the store (and the write that asked for that
+// read). A store opened after the mark refuses its first plain payload.
+
+import { ENVELOPE, PLAIN } from "../codec/stored-text.js";
+import { EncryptionKeyMissingError } from "../errors.js";
+import type { ApprovalVerbs } from "./approval-records.js";
+import type { ErrorRecord, NewEvent, NewRun, Release, RunEnd, RunWrite } from "./store.js";
+import type { WorkspaceVerbs } from "./workspace-records.js";
+
+/** How long (the store's clock, ms) a store's "not marked" is believed before a plain
+ *  payload reads the mark again. */
+export const MARK_FRESH_MS = 1_000;
+
+/** A plain payload found in a write: what it is (for the message), and its run and key. */
+export interface PlainPayload {
+  what: string;
+  runId?: string;
+  key?: string;
+}
+
+const BYTES_ENVELOPE = Buffer.from("CAIRNENC1", "latin1");
+
+/** True for text an encryptedStore wrote: an envelope of a version other than 0. */
+export function isCiphertext(text: string): boolean {
+  return text.startsWith(ENVELOPE) && !text.startsWith(PLAIN);
+}
+
+function isCipherBytes(data: Uint8Array): boolean {
+  if (data.byteLength < BYTES_ENVELOPE.length) return false;
+  for (let i = 0; i < BYTES_ENVELOPE.length; i++) {
+    if (data[i] !== BYTES_ENVELOPE[i]) return false;
+  }
+  return true;
+}
+
+/** The codec's text of undefined (devalue's -1): it holds nothing, so it is let through
+ *  plain: a run started without input, an event sent without payload (the CLI's and the
+ *  HTTP API's keyless doors always let those be). */
+const NOTHING = "-1";
+
+const plainText = (t: string | null | undefined): boolean =>
+  typeof t === "string" && t !== NOTHING && !isCiphertext(t);
+
+const plainError = (e: ErrorRecord | null | undefined): boolean =>
+  !!e && (plainText(e.message) || plainText(e.stack));
+
+export class PlainPayloadGuard {
+  /** The store's time when it last said it is not marked; undefined: marked, or not read. */
+  #unmarkedAt: number | undefined;
+  #refreshing = false;
+
+  constructor(
+    private readonly store: string,
+    private readonly readMark: () => Promise<boolean>,
+    private readonly now: () => number,
+  ) {}
+
+  /** What the store's own mark verbs (and its open) read or wrote. */
+  saw(marked: boolean): void {
+    this.#unmarkedAt = marked ? undefined : this.#time();
+  }
+
+  /** Reads the mark when the store opens: a store that cannot (a role without the table's
+   *  rights) reads it at its first plain payload instead. */
+  async opened(): Promise<void> {
+    try {
+      this.saw(await this.readMark());
+    } catch {
+      this.#unmarkedAt = undefined;
+    }
+  }
+
+  /** Runs `write` unless `find` finds a plain payload and the store is marked: then rejects
+   *  with an EncryptionKeyMissingError, nothing written. A store believed unmarked writes
+   *  at once (never later than asked: a close() right after it sends it, as before), and
+   *  reads the mark again, without waiting, when its answer is older than MARK_FRESH_MS. */
+  admit<T>(find: () => PlainPayload | undefined, write: () => Promise<T>): Promise<T> {
+    if (this.#believedUnmarked()) return write();
+    let plain: PlainPayload | undefined;
+    try {
+      plain = find();
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return plain === undefined ? write() : this.#admitPlain(plain, write);
+  }
+
+  /** For a verb that is asked its payload inside its transaction (createReleasedRun's end):
+   *  whether the store is believed unmarked now (then a plain payload is let through). */
+  believedUnmarked(): boolean {
+    return this.#believedUnmarked();
+  }
+
+  /** The refusal of `plain`. */
+  refusal(plain: PlainPayload): EncryptionKeyMissingError {
+    return new EncryptionKeyMissingError(
+      `The store ${JSON.stringify(this.store)} is marked encrypted (an encryptedStore opened it), and this process writes to it without keys: ${plain.what} would be stored in plain text beside encrypted payloads, so nothing was written. Give this process the keys (encryptedStore(store, { keys }); the CLI and cairn ui: $CAIRN_ENCRYPTION_KEYS), or, if this store's workers no longer encrypt, remove the mark: store.unmarkEncrypted()`,
+      {
+        store: this.store,
+        what: plain.what,
+        ...(plain.runId !== undefined && { runId: plain.runId }),
+        ...(plain.key !== undefined && { key: plain.key }),
+      },
+    );
+  }
+
+  /** Marked, or not known: the mark is read before a plain payload is written or refused
+   *  (a mark another process removed counts at once). */
+  async #admitPlain<T>(plain: PlainPayload, write: () => Promise<T>): Promise<T> {
+    const marked = await this.readMark();
+    this.saw(marked);
+    if (marked) throw this.refusal(plain);
+    return write();
+  }
+
+  #believedUnmarked(): boolean {
+    const at = this.#unmarkedAt;
+    if (at === undefined) return false;
+    const now = this.#time();
+    if (!(now >= at && now - at < MARK_FRESH_MS)) this.#refresh();
+    return true;
+  }
+
+  /** Reads the mark again, once at a time, without holding up the write that asked. */
+  #refresh(): void {
+    if (this.#refreshing) return;
+    this.#refreshing = true;
+    this.readMark().then(
+      (marked) => {
+        this.#refreshing = false;
+        this.saw(marked);
+      },
+      () => {
+        this.#refreshing = false; // closed meanwhile: the next write asks again
+      },
+    );
+  }
+
+  #time(): number {
+    try {
+      return this.now();
+    } catch {
+      return Number.NaN; // not open: the next write reads the mark again
+    }
+  }
+}
+
+// ---- the plain payloads of each verb (what encryptedStore encrypts) ----
+
+const ofRun = (runId: string, what: string): PlainPayload => ({ what, runId });
+
+export function plainInNewRun(run: NewRun): PlainPayload | undefined {
+  if (plainText(run.input)) return ofRun(run.id, `the input of run "${run.id}"`);
+  if (plainText(run.handedInputDigest)) {
+    return ofRun(run.id, `the handed-input digest of run "${run.id}"`);
+  }
+  return undefined;
+}
+
+export function plainInEvents(events: readonly NewEvent[] | undefined): PlainPayload | undefined {
+  for (const e of events ?? []) {
+    if (plainText(e.payload)) {
+      return ofRun(e.runId, `the payload of event "${e.name}" for run "${e.runId}"`);
+    }
+  }
+  return undefined;
+}
+
+export function plainInRelease(runId: string, r: RunEnd): PlainPayload | undefined {
+  if (plainText(r.output)) return ofRun(runId, `the output of run "${runId}"`);
+  if (plainError(r.error)) return ofRun(runId, `the error of run "${runId}"`);
+  const mayQuoteError = r.status === "failed" || r.status === "canceled";
+  if (mayQuoteError && plainText(r.reason)) return ofRun(runId, `the reason of run "${runId}"`);
+  return plainInEvents(r.events) ?? plainInEvents(r.eventsIfCanceled);
+}
+
+export function plainInReleaseOf(r: Release): PlainPayload | undefined {
+  return plainInRelease(r.runId, r);
+}
+
+export function plainInWrites(writes: readonly RunWrite[]): PlainPayload | undefined {
+  for (const w of writes) {
+    for (const s of w.steps ?? []) {
+      if (plainText(s.result) || plainError(s.error)) {
+        const part = plainText(s.result) ? "result" : "error";
+        return {
+          what: `the ${part} of step "${s.key}" of run "${w.runId}"`,
+          runId: w.runId,
+          key: s.key,
+        };
+      }
+    }
+    for (const a of w.attempts ?? []) {
+      if (plainError(a.error)) {
+        return {
+          what: `the error of attempt ${a.attempt} of step "${a.key}" of run "${w.runId}"`,
+          runId: w.runId,
+          key: a.key,
+        };
+      }
+    }
+    for (const i of w.intents ?? []) {
+      if (plainText(i.data)) {
+        return {
+          what: `the intent of "${i.key}" of run "${w.runId}"`,
+          runId: w.runId,
+          key: i.key,
+        };
+      }
+    }
+  }
+  return undefined;
+}
+
+export function plainInCancel(
+  runId: string,
+  reason: string,
+  p: { parentEvent?: { name: string; payload: string } } | undefined,
+): PlainPayload | undefined {
+  if (plainText(reason)) return ofRun(runId, `the cancel reason of run "${runId}"`);
+  const e = p?.parentEvent;
+  if (e && plainText(e.payload)) {
+    return ofRun(runId, `the payload of event "${e.name}" for the parent of run "${runId}"`);
+  }
+  return undefined;
+}
+
+export function plainInStream(p: { runId: string; chunks: string[] }): PlainPayload | undefined {
+  return p.chunks.some(plainText)
+    ? ofRun(p.runId, `a stream chunk of run "${p.runId}"`)
+    : undefined;
+}
+
+export function plainInObjects(
+  p: Parameters<WorkspaceVerbs["putWorkspaceObjects"]>[0],
+): PlainPayload | undefined {
+  const o = p.objects.find((x) => !isCipherBytes(x.data));
+  return o && ofRun(p.runId, `workspace object ${o.hash} of run "${p.runId}"`);
+}
+
+export function plainInApprovalRequest(
+  p: Parameters<ApprovalVerbs["requestApproval"]>[0],
+): PlainPayload | undefined {
+  if (!plainText(p.request)) return undefined;
+  return {
+    what: `the request of approval "${p.key}" of run "${p.runId}"`,
+    runId: p.runId,
+    key: p.key,
+  };
+}
+
+/** An answer's answer and comment. Not its event: that repeats the decision, who answered
+ *  and how (kept plain in the approval's row) beside the answer and the comment, so an
+ *  answer with neither (an approval from a keyless door) holds nothing to keep secret. */
+export function plainInApprovalAnswer(
+  p: Parameters<ApprovalVerbs["answerApproval"]>[0],
+): PlainPayload | undefined {
+  const part = plainText(p.answer) ? "answer" : plainText(p.comment) ? "comment" : undefined;
+  if (part === undefined) return undefined;
+  return {
+    what: `the ${part} of approval "${p.key}" of run "${p.runId}"`,
+    runId: p.runId,
+    key: p.key,
+  };
+}
