@@ -349,6 +349,7 @@ describeStoreContract("sqlite through encryptedStore", async () => {
     cleanup: async () => t.cleanup(),
     // "CAIRNENC1", the id's length and "k1", iv, tag.
     storedBytes: (n) => n + 9 + 1 + 2 + 12 + 16,
+    encrypts: true,
   };
 });
 

@@ -45,6 +45,9 @@ export interface StoreFixture {
    *  deleteRun reports). Default: the length itself; a store that transforms data (as
    *  encryptedStore does) says how it grows. */
   storedBytes?: (dataLength: number) => number;
+  /** The store encrypts every payload it is given (encryptedStore): marked, it never
+   *  refuses one. Default false: marked, it refuses a payload given in plain text. */
+  encrypts?: boolean;
 }
 
 /** 2023-11-14T22:13:20Z: any fixed instant works; a fixed one keeps failures reproducible. */
@@ -133,6 +136,7 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
     let clock: VirtualClockLike;
     let cleanup: () => Promise<void>;
     let storedBytes: (dataLength: number) => number = (n) => n;
+    let encrypts = false;
     let counter = 0;
 
     beforeEach(async () => {
@@ -141,6 +145,7 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
       clock = fixture.clock;
       cleanup = fixture.cleanup;
       storedBytes = fixture.storedBytes ?? ((n) => n);
+      encrypts = fixture.encrypts ?? false;
       clock.set(CONTRACT_T0);
       await store.open({ clock });
     });
@@ -316,6 +321,47 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         await expect(released).rejects.toThrow(/not open/);
         expect(await store.getRun(lateCreate.id)).toBeUndefined();
         expect((await store.getRun(kept.id))?.status).toBe("running");
+      });
+    });
+
+    // ---- the encryption mark (optional verbs) ----
+
+    describe("markEncrypted", () => {
+      it("a marked store refuses a plain payload, writing nothing; ciphertext and an unmarked store pass", async () => {
+        // A store without the mark verbs is never marked: nothing to refuse.
+        if (!store.markEncrypted || !store.unmarkEncrypted) return;
+        const run = await started();
+        await store.markEncrypted();
+        if (encrypts) {
+          // What it is given in plain text it stores encrypted: nothing to refuse.
+          expect((await store.createRun(newRun({ input: '"secret"' }))).created).toBe(true);
+          await store.unmarkEncrypted();
+          return;
+        }
+        try {
+          const plain = newRun({ input: '"secret"' });
+          await expect(store.createRun(plain)).rejects.toMatchObject({
+            code: "ENCRYPTION_KEY_MISSING",
+            runId: plain.id,
+          });
+          expect(await store.getRun(plain.id)).toBeUndefined();
+          await expect(
+            store.sendEvent({ runId: run.id, name: "e", payload: '"secret"' }),
+          ).rejects.toMatchObject({ code: "ENCRYPTION_KEY_MISSING", runId: run.id });
+          expect(await store.listEvents(run.id)).toEqual([]);
+          await expect(
+            store.appendRecords([
+              { runId: run.id, epoch: run.epoch, steps: [step(run.id, "s", 1)] },
+            ]),
+          ).rejects.toMatchObject({ code: "ENCRYPTION_KEY_MISSING", runId: run.id, key: "s" });
+          expect((await store.loadJournal(run.id)).steps).toEqual([]);
+          // What an encryptedStore writes passes (an envelope of version 1).
+          const sealed = newRun({ input: "cairn:enc:1:k1:AAAA" });
+          expect((await store.createRun(sealed)).created).toBe(true);
+        } finally {
+          await store.unmarkEncrypted();
+        }
+        expect((await store.createRun(newRun({ input: '"plain"' }))).created).toBe(true);
       });
     });
 
