@@ -8,6 +8,7 @@ import {
   unreadablePayloadOf,
   unreadableRecentPayload,
 } from "../engine/unreadable-payloads.js";
+import { EncryptionKeyMissingError } from "../errors.js";
 import { type ApprovalKey, createEngine, type Engine, type Store } from "../index.js";
 import {
   openStoreSpec,
@@ -61,13 +62,17 @@ export async function withClient<T>(
   values: { store?: string | undefined; schema?: string | undefined },
   ctx: CliContext,
   fn: (engine: Engine) => Promise<T>,
-  options: { approvalKeys?: ApprovalKey[] } = {},
+  options: { approvalKeys?: ApprovalKey[]; refused?: string } = {},
 ): Promise<T> {
+  const { refused = "nothing was written", ...engineOptions } = options;
   const store = await openStore(parseStoreSpec(values, ctx), { mustExist: true, env: ctx.env });
-  const engine = createEngine({ store, worker: false, ...options });
+  const engine = createEngine({ store, worker: false, ...engineOptions });
   try {
     return await fn(engine);
   } catch (err) {
+    if (err instanceof EncryptionKeyMissingError) {
+      throw markedStoreRefusal(err.store, err.what, refused, err);
+    }
     if (err instanceof TypeError) throw new UsageError(err.message, { cause: err });
     throw err;
   } finally {
@@ -116,11 +121,28 @@ export async function refusePlainTextStart(engine: Engine, env: NodeJS.ProcessEn
 }
 
 /** Refuses any payload when the store says it encrypts (an encrypted worker or server opened
- *  it): its runs may hold no ciphertext yet (none finished), and still be encrypted. */
+ *  it): its runs may hold no ciphertext yet (none finished), and still be encrypted. The
+ *  store refuses the write itself too (store/plain-payloads.ts), but a store opened before
+ *  another process marked it believes "not marked" for up to a second; this reads the mark
+ *  now, once per command. */
 async function refuseMarkedStore(engine: Engine, what: string, outcome: string): Promise<void> {
   const store = await markedEncryptedStore(engine);
   if (store === undefined) return;
-  throw new CliError(
+  throw markedStoreRefusal(store, what, outcome);
+}
+
+/** The CLI's words for a store marked encrypted that a payload would be written into in
+ *  plain text: said by refuseMarkedStore, and by withClient for the store's own refusal
+ *  (EncryptionKeyMissingError: a write no door check above covers, such as a cancel's
+ *  default reason). */
+function markedStoreRefusal(
+  store: string,
+  what: string,
+  outcome: string,
+  cause?: EncryptionKeyMissingError,
+): CliError {
+  return new CliError(
     `the store ${JSON.stringify(store)} is marked encrypted (its workers encrypt what they write) and $CAIRN_ENCRYPTION_KEYS is not set: ${what} would be stored in plain text. Set CAIRN_ENCRYPTION_KEYS as the workers have it; ${outcome}`,
+    cause && { cause },
   );
 }

@@ -54,14 +54,19 @@ Options:
             `quote strings: '"text"'; objects: '{"issue": 42}'`,
           );
     const budget = values.budget === undefined ? undefined : parseBudget(values.budget);
-    const { started, run } = await withClient(values, ctx, async (engine) => {
-      if (input !== undefined) await refusePlainTextStart(engine, ctx.env);
-      const started = await engine.start(ref, input, {
-        ...(values.id !== undefined ? { id: values.id } : {}),
-        ...(budget ? { budget } : {}),
-      });
-      return { started, run: await started.info() };
-    });
+    const { started, run } = await withClient(
+      values,
+      ctx,
+      async (engine) => {
+        if (input !== undefined) await refusePlainTextStart(engine, ctx.env);
+        const started = await engine.start(ref, input, {
+          ...(values.id !== undefined ? { id: values.id } : {}),
+          ...(budget ? { budget } : {}),
+        });
+        return { started, run: await started.info() };
+      },
+      { refused: "nothing was started" },
+    );
     if (values.json) {
       ctx.out(toJson({ created: started.created, run }, 2));
       return 0;
