@@ -74,4 +74,29 @@ describe.each(BACKENDS)("a keyless worker on a store marked encrypted (%s)", (ba
       for (const c of cleanups.splice(0).reverse()) await c();
     }
   });
+
+  it("a keyless worker's own start of a run that ends at once: its output is refused, the run paused", async () => {
+    const cleanups: Array<() => Promise<void> | void> = [];
+    try {
+      const make = freshStorage(backend, cleanups);
+      const keyed = createEngine({
+        store: encryptedStore(make(), { keys: [k1] }),
+        workflows: [],
+        worker: false,
+      });
+      cleanups.push(() => keyed.close());
+      expect(await keyed.listRuns({ limit: 1 })).toEqual([]); // opened: marked
+      const quick = workflow({ name: "quick", version: "1" }, async () => "SECRET-output");
+      const worker = createEngine({ store: make(), workflows: [quick], pollIntervalMs: 10 });
+      cleanups.push(() => worker.close());
+      // No input (nothing to keep secret): the run is made; its output is refused.
+      await worker.start(quick, undefined, { id: "q1" });
+      await until(async () => (await keyed.getRun("q1"))?.status === "paused", "q1 pauses");
+      const stored = await keyed.getRun("q1");
+      expect(stored?.reason).toMatch(/the output of run "q1" was refused/);
+      expect(stored?.output ?? null).toBeNull();
+    } finally {
+      for (const c of cleanups.splice(0).reverse()) await c();
+    }
+  });
 });

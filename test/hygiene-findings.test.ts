@@ -386,7 +386,11 @@ describe("encrypted workspace objects under a worker given no keys", () => {
       const overrides: Record<string, unknown> = {
         open: async (o: Parameters<typeof plainStore.open>[0]) => {
           await sealer.open(o);
-          return plainStore.open(o);
+          await plainStore.open(o);
+          // The sealer marks the store, which then refuses the plain writes this mixed
+          // store makes on purpose (store/plain-payloads.ts): unmarked, as a store whose
+          // workers turned encryption off.
+          await plainStore.unmarkEncrypted?.();
         },
         close: async () => {
           await sealer.close();
