@@ -321,4 +321,34 @@ describe.each(BACKENDS)("a store marked encrypted, written without keys (%s)", (
       for (const c of cleanups.splice(0).reverse()) await c();
     }
   });
+
+  it.skipIf(backend !== "sqlite")(
+    "createReleasedRun (SQLite): a plain payload of the release asked inside its transaction refuses the create whole",
+    async () => {
+      const cleanups: Array<() => Promise<void> | void> = [];
+      try {
+        const { plain } = await opened(backend, cleanups);
+        const run = { ...newRun("c1", "-1"), claimBy: { workerId: "w", leaseMs: 60_000 } };
+        await refused(
+          plain.createReleasedRun!(run, () => ({
+            status: "completed",
+            output: '"SECRET"',
+            readyAt: null,
+          })),
+          plain,
+          { runId: "c1", what: /^the output of run "c1"$/ },
+        );
+        expect(await plain.getRun("c1")).toBeUndefined();
+        // What it keeps plain passes: a run left claimed, or paused with a reason.
+        const made = await plain.createReleasedRun!(run, () => ({
+          status: "paused",
+          reason: "a pause",
+          readyAt: null,
+        }));
+        expect(made.run.status).toBe("paused");
+      } finally {
+        for (const c of cleanups.splice(0).reverse()) await c();
+      }
+    },
+  );
 });
