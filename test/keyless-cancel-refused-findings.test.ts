@@ -26,7 +26,7 @@ const wf = workflow({ name: "wf", version: "1" }, async (ctx) => ctx.waitForEven
 
 describe("a keyless cancel without a reason on a store marked encrypted", () => {
   it("is refused by the store: the CLI exits 1 naming the store, the HTTP API answers 409", async () => {
-    const t = tempDir("h2-cancel-");
+    const t = tempDir("cairn-keyless-cancel-");
     const path = join(t.dir, "cairn.db");
     const keyed = createEngine({
       store: encryptedStore(sqliteStore(path), { keys: [k1] }),

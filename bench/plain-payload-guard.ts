@@ -1,4 +1,4 @@
-// `tsx bench/h2-plain-payload-guard.ts [writes]`: the CPU time (process.cpuUsage) the check of
+// `tsx bench/plain-payload-guard.ts [writes]`: the CPU time (process.cpuUsage) the check of
 // a store marked encrypted (store/plain-payloads.ts) adds to one appendRecords call of one
 // step, against the raw floor of the same call without it, measured in the same run:
 // - marked, ciphertext (an encryptedStore's writes): the envelope prefix of each payload;
