@@ -27,16 +27,29 @@ export async function cancelChildren(
   executing?: (runId: string, reason: string) => void,
 ): Promise<void> {
   const children = await store.listRuns({ parentId, status: UNFINISHED });
-  for (const child of children) {
-    const why = parentCanceledReason(parentId, reason);
-    const res = await store.requestCancel(child.id, why, {
-      parentEvent: canceledChildEvent(child.id, why),
-    });
-    if (res.state === "not-found") continue; // deleted meanwhile
-    // A child canceled before keeps its first reason; one still executing cancels its own
-    // children when it is released canceled.
-    const kept = res.run.reason ?? why;
-    if (res.state === "requested") executing?.(child.id, kept);
-    if (res.state === "canceled") await cancelChildren(store, child.id, kept, executing);
-  }
+  for (const child of children) await cancelChild(store, parentId, child.id, reason, executing);
+}
+
+/**
+ * Cancels run `childId`, a child of run `parentId` canceled for `reason`, and, depth first,
+ * its unfinished children: one step of cancelChildren, also taken by the worker's sweep of
+ * children a cascade left behind (children-of-canceled.ts).
+ */
+export async function cancelChild(
+  store: Store,
+  parentId: string,
+  childId: string,
+  reason: string,
+  executing?: (runId: string, reason: string) => void,
+): Promise<void> {
+  const why = parentCanceledReason(parentId, reason);
+  const res = await store.requestCancel(childId, why, {
+    parentEvent: canceledChildEvent(childId, why),
+  });
+  if (res.state === "not-found") return; // deleted meanwhile
+  // A child canceled before keeps its first reason; one still executing cancels its own
+  // children when it is released canceled.
+  const kept = res.run.reason ?? why;
+  if (res.state === "requested") executing?.(childId, kept);
+  if (res.state === "canceled") await cancelChildren(store, childId, kept, executing);
 }

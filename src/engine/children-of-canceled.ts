@@ -3,6 +3,7 @@
 // canceled with them, off the path (heartbeat, claim round) that found them. A hand-back
 // made by close() (or after it) waits for the cascade: the store closes after it.
 
+import { cancelChild } from "./cancel-children.js";
 import type { WorkerOptions } from "./worker-options.js";
 
 /** Settles (never rejects) once the children are canceled, or their cancel failed. */
@@ -16,4 +17,94 @@ export function cancelChildrenOfCanceled(options: WorkerOptions, runIds: string[
       await cancelChildren(id, run.reason ?? "");
     }
   })().catch((err: unknown) => log("canceling the children of canceled runs failed", err));
+}
+
+/** Children of canceled parents listed (and canceled) per store query. */
+export const CHILD_SWEEP_BATCH = 100;
+/** Batches one sweep takes at most; the rest wait for the next sweep. */
+const CHILD_SWEEP_MAX_BATCHES = 10;
+/** The sweep runs as the worker starts, then with every this many-th lease renewal round
+ *  (with the default heartbeat of leaseMs / 3, every 100 s for a 30 s lease). */
+export const CHILD_SWEEP_EVERY_ROUNDS = 10;
+
+/**
+ * The worker's sweep of children a cancel's cascade left behind. A cancel commits the parent
+ * first and its children one by one after it (cancel-children.ts): when the process that
+ * canceled the parent dies (or its store fails) between the two, nothing else would cancel
+ * them, and a child waiting without a timeout (or sleeping for a month, or paused) would
+ * work for nobody for ever, resume refusing it. The sweep lists a bounded batch of
+ * unfinished runs whose parent is canceled (Store.listChildrenOfCanceled: one indexed query;
+ * a store without it is not swept) and cancels each as the cascade would: the same reason
+ * (naming the parent and quoting its reason), the parent told in the child's transaction,
+ * the child's own children cascading, a child executing somewhere told to stop (within a
+ * heartbeat), one that finished meanwhile left as it is. Workers sweeping at once cancel each
+ * child once: a cancel of a canceled run changes nothing. Retention never deletes a run with
+ * a child (deleteRuns keeps it), so a canceled parent stays until its children have ended.
+ */
+export class ChildrenOfCanceledSweep {
+  private rounds = 0;
+  private sweeping: Promise<void> | undefined;
+
+  constructor(
+    private readonly options: WorkerOptions,
+    private readonly hooks: {
+      /** close() began: no sweep starts. */
+      closed(): boolean;
+      /** Tells this worker's own execution of `runId`, if any, that it is canceled. */
+      executing(runId: string, reason: string): void;
+    },
+  ) {}
+
+  /** The sweep in flight, if any: close() lets it finish before the store closes. */
+  get inFlight(): Promise<void> | undefined {
+    return this.sweeping;
+  }
+
+  /** A lease renewal round went through: every CHILD_SWEEP_EVERY_ROUNDS-th one sweeps. */
+  renewed(): void {
+    this.rounds = (this.rounds + 1) % CHILD_SWEEP_EVERY_ROUNDS;
+    if (this.rounds === 0) this.sweepAside();
+  }
+
+  /** Sweeps beside the caller, one sweep at a time; never rejects (a failure is logged and
+   *  the next sweep tries again). */
+  sweepAside(): void {
+    if (this.sweeping !== undefined || this.hooks.closed()) return;
+    if (!this.options.store.listChildrenOfCanceled) return;
+    this.sweeping = this.sweep()
+      .catch((err: unknown) =>
+        this.options.execution.log(
+          "canceling the unfinished children of canceled runs failed; the next sweep tries again",
+          err,
+        ),
+      )
+      .finally(() => {
+        this.sweeping = undefined;
+      });
+  }
+
+  /** Cancels the unfinished children of canceled runs, a batch at a time. */
+  async sweep(): Promise<void> {
+    const { store } = this.options;
+    if (!store.listChildrenOfCanceled) return;
+    for (let batch = 0; batch < CHILD_SWEEP_MAX_BATCHES; batch++) {
+      if (this.hooks.closed()) return;
+      const found = await store.listChildrenOfCanceled({ limit: CHILD_SWEEP_BATCH });
+      const byParent = new Map<string, string[]>();
+      for (const { runId, parentId } of found) {
+        byParent.set(parentId, [...(byParent.get(parentId) ?? []), runId]);
+      }
+      for (const [parentId, children] of byParent) {
+        // Read for its reason (an encrypted store decrypts it): the children cite it.
+        const parent = await store.getRun(parentId);
+        if (parent?.status !== "canceled") continue;
+        for (const childId of children) {
+          await cancelChild(store, parentId, childId, parent.reason ?? "", (id, why) =>
+            this.hooks.executing(id, why),
+          );
+        }
+      }
+      if (found.length < CHILD_SWEEP_BATCH) return;
+    }
+  }
 }

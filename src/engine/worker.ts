@@ -8,7 +8,7 @@
 import { shiftedClock } from "../lib/clock.js";
 import { settlesWithin, timerMs, waitAtMost } from "../lib/timers.js";
 import type { ClaimedRun, Journal, RunRecord } from "../store/store.js";
-import { cancelChildrenOfCanceled } from "./children-of-canceled.js";
+import { ChildrenOfCanceledSweep, cancelChildrenOfCanceled } from "./children-of-canceled.js";
 import { Execution, handBackRun } from "./execution.js";
 import type { Made, PendingCreate } from "./folded-start.js";
 import { OrphanRuns } from "./orphan-runs.js";
@@ -51,6 +51,8 @@ export class Worker {
   private closed = false;
   private readonly heartbeat: WorkerHeartbeat;
   private readonly table: WorkerTable;
+  /** Cancels children a cancel's cascade left behind (children-of-canceled.ts). */
+  private readonly childSweep: ChildrenOfCanceledSweep;
   /** Runs leased to this worker that nothing here executes: handed back at claim rounds
    *  once their leases expire, and by close(). */
   private readonly orphans: OrphanRuns;
@@ -71,10 +73,17 @@ export class Worker {
       closed: () => this.closed,
       canceled: (ids) => void cancelChildrenOfCanceled(options, ids),
     });
+    this.childSweep = new ChildrenOfCanceledSweep(options, {
+      closed: () => this.closed,
+      executing: (runId, reason) => this.active.get(runId)?.cancel(reason),
+    });
     this.heartbeat = new WorkerHeartbeat(
       options,
       this.active,
-      () => this.table.sweepAside(),
+      () => {
+        this.table.sweepAside();
+        this.childSweep.renewed();
+      },
       () => this.keptForBodies(),
     );
     this.orphans = new OrphanRuns(options, {
@@ -98,6 +107,9 @@ export class Worker {
     // The first sweep: dead local workers' runs are claimable before our first claim.
     await this.table.sweep();
     if (this.closed) return;
+    // Children a cancel's cascade left behind (its process died): canceled now, then every
+    // so many heartbeats.
+    this.childSweep.sweepAside();
     this.unsubscribe.push(
       store.subscribe((hint) => {
         if (hint.kind === "runnable") {
@@ -590,6 +602,8 @@ export class Worker {
     if (beating !== undefined) await waitAtMost(beating, Math.min(graceMs, 2_000));
     const sweeping = this.table.sweepInFlight;
     if (sweeping !== undefined) await waitAtMost(sweeping, Math.min(graceMs, 2_000));
+    const childSweeping = this.childSweep.inFlight;
+    if (childSweeping !== undefined) await waitAtMost(childSweeping, Math.min(graceMs, 2_000));
     // Hand-backs of runs a claim round answered with after close() began: a store that stops
     // answering (a partition) held close() here for ever. Past the bound they go on, on a
     // store kept open for them (afterClose).

@@ -239,6 +239,10 @@ function plainVerbs(inner: Store) {
     renewLeases: (p) => inner.renewLeases(p),
     expireLease: (p) => inner.expireLease(p),
     markUnserved: (p) => inner.markUnserved(p),
+    // Ids only: nothing to decrypt. Offered only when the inner store has it.
+    ...(inner.listChildrenOfCanceled && {
+      listChildrenOfCanceled: (p: { limit: number }) => inner.listChildrenOfCanceled!(p),
+    }),
     registerWorker: (w) => inner.registerWorker(w),
     heartbeatWorker: (id) => inner.heartbeatWorker(id),
     removeWorker: (id, options) => inner.removeWorker(id, options),

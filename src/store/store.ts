@@ -673,6 +673,16 @@ export interface Store extends WorkspaceVerbs, ApprovalVerbs {
     canceled?(runIds: string[]): void;
   }): Promise<number>;
 
+  /** Optional. Up to `limit` (>= 1) unfinished runs (pending, running, waiting, paused)
+   *  whose parent run is canceled and that have no cancel requested yet, in no set order:
+   *  children a cancel's cascade left behind (the process that canceled the parent died, or
+   *  its store failed, before it canceled them). Ids only, read in one indexed query; the
+   *  worker cancels each through requestCancel (engine/children-of-canceled.ts). A store
+   *  without it leaves such children to whoever cancels the parent again. */
+  listChildrenOfCanceled?(p: {
+    limit: number;
+  }): Promise<Array<{ runId: string; parentId: string }>>;
+
   // ---- workers ----
   /** Inserts or replaces a worker row (heartbeatAt = now). */
   registerWorker(w: Omit<WorkerRecord, "startedAt" | "heartbeatAt">): Promise<void>;

@@ -2432,6 +2432,49 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
       });
     });
 
+    describe("listChildrenOfCanceled (optional)", () => {
+      it("lists the unfinished children of canceled runs with no cancel asked, at most `limit`", async () => {
+        const list = store.listChildrenOfCanceled?.bind(store);
+        if (!list) return; // a store without it is not swept
+        const { run: parent } = await store.createRun(newRun());
+        const { run: live } = await store.createRun(newRun());
+        const child = (over: Partial<NewRun> = {}) => newRun({ parentId: parent.id, ...over });
+        const { run: pending } = await store.createRun(child());
+        const waiting = await started(child({ workflow: "beta" }));
+        await release(waiting, { status: "waiting", waitingFor: ["go"] });
+        const paused = await started(child({ workflow: "gamma" }));
+        await release(paused, { status: "paused", pausedFor: "budget", reason: "over" });
+        const running = await started(child({ workflow: "delta" }));
+        const asked = await started(child({ workflow: "epsilon" }));
+        expect((await store.requestCancel(asked.id, "asked")).state).toBe("requested");
+        const completed = await started(child({ workflow: "zeta" }));
+        await release(completed, { status: "completed", output: "1" });
+        const failed = await started(child({ workflow: "eta" }));
+        await release(failed, { status: "failed", error: { name: "Error", message: "x" } });
+        const { run: canceled } = await store.createRun(child());
+        await store.requestCancel(canceled.id, "before");
+        // Children of an unfinished parent, and runs with no parent, are not listed.
+        await store.createRun(newRun({ parentId: live.id }));
+        expect(await list({ limit: 100 })).toEqual([]);
+
+        expect((await store.requestCancel(parent.id, "stop")).state).toBe("canceled");
+        const found = await list({ limit: 100 });
+        const sorted = (rows: Array<{ runId: string; parentId: string }>) =>
+          [...rows].sort((a, b) => a.runId.localeCompare(b.runId));
+        expect(sorted(found)).toEqual(
+          sorted(
+            [pending, waiting, paused, running].map((r) => ({ runId: r.id, parentId: parent.id })),
+          ),
+        );
+        const two = await list({ limit: 2 });
+        expect(two).toHaveLength(2);
+        for (const row of two) expect(found).toContainEqual(row);
+        // Canceled (as the sweep does), a child is listed no more.
+        await store.requestCancel(pending.id, "its parent was canceled");
+        expect((await list({ limit: 100 })).map((r) => r.runId)).not.toContain(pending.id);
+      });
+    });
+
     // ---- workers ----
 
     describe("workers", () => {

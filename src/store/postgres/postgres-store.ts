@@ -88,6 +88,7 @@ import type {
 import { checkDeleteRunsIds } from "../workspace-records.js";
 import * as aiState from "./ai-state.js";
 import * as approvals from "./approvals.js";
+import { listChildrenOfCanceled } from "./children-of-canceled.js";
 import {
   Database,
   dropSocket,
@@ -584,6 +585,12 @@ class PostgresStore implements Store {
 
   markUnserved(p: Parameters<Store["markUnserved"]>[0]): Promise<number> {
     return markUnserved(this.#ctx, p);
+  }
+
+  listChildrenOfCanceled(p: {
+    limit: number;
+  }): Promise<Array<{ runId: string; parentId: string }>> {
+    return listChildrenOfCanceled(this.#ctx, p);
   }
 
   // ---- workers ----

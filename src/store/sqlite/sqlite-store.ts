@@ -73,6 +73,7 @@ import type {
 import { checkDeleteRunsIds } from "../workspace-records.js";
 import * as aiState from "./ai-state.js";
 import * as approvals from "./approvals.js";
+import { listChildrenOfCanceled } from "./children-of-canceled.js";
 import { Connection } from "./connection.js";
 import { readEvents, readJournalPage } from "./journal-pages.js";
 import {
@@ -340,6 +341,12 @@ class SqliteStoreImpl implements SqliteStore {
 
   async markUnserved(p: Parameters<Store["markUnserved"]>[0]): Promise<number> {
     return markUnserved(this.#ctx, p);
+  }
+
+  async listChildrenOfCanceled(p: {
+    limit: number;
+  }): Promise<Array<{ runId: string; parentId: string }>> {
+    return listChildrenOfCanceled(this.#ctx, p);
   }
 
   // ---- workers ----
