@@ -2,6 +2,7 @@
 // (on the command line, in a URL) means.
 
 import { ApprovalNotFoundError, RunConflictError, runNotFound } from "../errors.js";
+import { quoteGiven } from "../lib/text.js";
 import type { ApprovalRecord } from "../store/approval-records.js";
 import { type Store, TERMINAL_STATUSES } from "../store/store.js";
 import type { ApprovalView } from "./approvals.js";
@@ -45,14 +46,16 @@ export async function findApproval(
   const pending = named.filter((r) => waits.has(r));
   if (pending.length > 1) {
     throw new RunConflictError(
-      `Run "${runId}" has ${pending.length} pending approvals named "${name}" (${pending.map((r) => `"${r.key}"`).join(", ")}); give the key`,
+      `Run ${quoteGiven(runId)} has ${pending.length} pending approvals named ${quoteGiven(name)} (${pending.map((r) => quoteGiven(r.key)).join(", ")}); give the key`,
     );
   }
   const found = pending[0] ?? exact ?? named.at(-1);
   if (!found) {
-    const known = records.map((r) => `"${r.key}"`).join(", ");
+    const known = records.map((r) => quoteGiven(r.key)).join(", ");
+    // Quoted as the run-id messages are: a NUL or lone surrogate given is escaped, not
+    // printed raw (a terminal, a log line).
     throw new ApprovalNotFoundError(
-      `Run "${runId}" has no approval "${name}"${known ? ` (its approvals: ${known})` : " (it has asked for none yet)"}`,
+      `Run ${quoteGiven(runId)} has no approval ${quoteGiven(name)}${known ? ` (its approvals: ${known})` : " (it has asked for none yet)"}`,
     );
   }
   return found;

@@ -4,6 +4,7 @@
 
 import { RunConflictError, runNotFound } from "../errors.js";
 import { newId } from "../lib/ids.js";
+import { displayText, quoteGiven } from "../lib/text.js";
 import type { StepRecord } from "../store/store.js";
 import { isWorkflowName } from "../workflow/define.js";
 import { JournalIndex } from "../workflow/journal-index.js";
@@ -190,6 +191,6 @@ function noSuchStep(id: string, fromStep: string, journal: JournalIndex): RunCon
     .sort((a, b) => (a.delivery ?? a.seq) - (b.delivery ?? b.seq))
     .map((s) => s.key);
   return new RunConflictError(
-    `Run "${id}" has no recorded step "${fromStep}"; fork from one of: ${[...keys, ...journal.unfinished].join(", ") || "(none)"}`,
+    `Run ${quoteGiven(id)} has no recorded step ${quoteGiven(fromStep)}; fork from one of: ${[...keys, ...journal.unfinished].map(displayText).join(", ") || "(none)"}`,
   );
 }
