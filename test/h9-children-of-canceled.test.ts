@@ -6,8 +6,9 @@
 // heartbeat, a finished one left as it is; two workers sweeping at once cancel each child
 // once. Without the sweep every child below stays unfinished for ever.
 
+import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { createEngine, type Engine, type Store, workflow } from "../src/index.js";
+import { createEngine, type Engine, encryptedStore, type Store, workflow } from "../src/index.js";
 import { BACKENDS, type Harness, useHarness } from "./helpers/engines.js";
 import { until } from "./helpers/sqlite.js";
 
@@ -63,9 +64,9 @@ function cascadeCut(inner: Store): Store {
 
 /** Cancels run `id` from a client whose cascade to the children fails: the parent ends
  *  canceled, its children are left as they were. */
-async function cancelCut(h: Harness, id: string): Promise<void> {
+async function cancelCut(h: Harness, id: string, store = h.store()): Promise<void> {
   const client = createEngine({
-    store: cascadeCut(h.store()),
+    store: cascadeCut(store),
     workflows: [],
     clock: h.clock,
     worker: false,
@@ -212,6 +213,27 @@ describe.each(BACKENDS)("%s: the children a cancel's cascade left behind", (back
       );
     }
     expect(logged.filter((m) => m.includes("cancel"))).toEqual([]);
+  });
+
+  it("on an encrypted store too: the parent's reason is decrypted and cited", async () => {
+    const h = harness();
+    const keys = [{ id: "k1", key: randomBytes(32).toString("base64") }];
+    const enc = () => encryptedStore(h.store(), { keys });
+    const opts = { clock: h.clock, pollIntervalMs: 10 };
+    const w = createEngine({ store: enc(), workflows: [chain, middle, never], ...opts });
+    await w.start(chain, undefined, { id: "p" });
+    await until(async () => (await statusOf(w, "p/k/g")) === "waiting", "grandchild waits");
+    await until(async () => (await statusOf(w, "p/k")) === "waiting", "child waits");
+    await until(async () => (await statusOf(w, "p")) === "waiting", "parent waits");
+    await w.close();
+    await cancelCut(h, "p", enc());
+    const w2 = createEngine({ store: enc(), workflows: [], ...opts });
+    try {
+      await until(async () => (await statusOf(w2, "p/k/g")) === "canceled", "grandchild canceled");
+      expect((await w2.getRun("p/k"))?.reason).toBe('its parent run "p" was canceled: stop');
+    } finally {
+      await w2.close();
+    }
   });
 
   it("a store without listChildrenOfCanceled is not swept, and nothing fails", async () => {

@@ -3,6 +3,7 @@
 // canceled with them, off the path (heartbeat, claim round) that found them. A hand-back
 // made by close() (or after it) waits for the cascade: the store closes after it.
 
+import { PayloadKeyError } from "../errors.js";
 import { cancelChild } from "./cancel-children.js";
 import type { WorkerOptions } from "./worker-options.js";
 
@@ -83,6 +84,25 @@ export class ChildrenOfCanceledSweep {
       });
   }
 
+  /** The reason canceled run `parentId` ended with, which its children cite; undefined when
+   *  it is gone or no longer canceled. One whose reason cannot be read here (an encrypted
+   *  store without its key: PayloadKeyError) is cited as such: its children are canceled
+   *  all the same, or they would fill every batch of every sweep. */
+  private async parentReason(parentId: string): Promise<string | undefined> {
+    try {
+      const parent = await this.options.store.getRun(parentId);
+      return parent?.status === "canceled" ? (parent.reason ?? "") : undefined;
+    } catch (err) {
+      // Any other failure (the store's) ends this sweep; the next one tries again.
+      if (!(err instanceof PayloadKeyError)) throw err;
+      this.options.execution.log(
+        `run "${parentId}": its cancel's reason cannot be read here (no key for it); its unfinished children are canceled citing none`,
+        err,
+      );
+      return "(its reason cannot be read here)";
+    }
+  }
+
   /** Cancels the unfinished children of canceled runs, a batch at a time. */
   async sweep(): Promise<void> {
     const { store } = this.options;
@@ -92,16 +112,26 @@ export class ChildrenOfCanceledSweep {
       const found = await store.listChildrenOfCanceled({ limit: CHILD_SWEEP_BATCH });
       const byParent = new Map<string, string[]>();
       for (const { runId, parentId } of found) {
-        byParent.set(parentId, [...(byParent.get(parentId) ?? []), runId]);
+        const ids = byParent.get(parentId);
+        if (ids) ids.push(runId);
+        else byParent.set(parentId, [runId]);
       }
       for (const [parentId, children] of byParent) {
-        // Read for its reason (an encrypted store decrypts it): the children cite it.
-        const parent = await store.getRun(parentId);
-        if (parent?.status !== "canceled") continue;
+        if (this.hooks.closed()) return;
+        const reason = await this.parentReason(parentId);
+        if (reason === undefined) continue; // gone meanwhile
         for (const childId of children) {
-          await cancelChild(store, parentId, childId, parent.reason ?? "", (id, why) =>
-            this.hooks.executing(id, why),
-          );
+          try {
+            await cancelChild(store, parentId, childId, reason, (id, why) =>
+              this.hooks.executing(id, why),
+            );
+          } catch (err) {
+            this.options.execution.log(
+              `run "${childId}": canceling it (its parent run "${parentId}" is canceled) failed; the next sweep tries again`,
+              err,
+            );
+            return;
+          }
         }
       }
       if (found.length < CHILD_SWEEP_BATCH) return;
