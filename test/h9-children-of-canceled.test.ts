@@ -42,6 +42,19 @@ const busy = workflow({ name: "busy", version: "1" }, async (ctx) =>
       }),
   ),
 );
+/** A parent executing a step (until canceled) beside its waiting child. */
+const holding = workflow({ name: "holding", version: "1" }, async (ctx) =>
+  Promise.all([
+    ctx.child("c", never, undefined),
+    ctx.step(
+      "hold",
+      (s) =>
+        new Promise<string>((_resolve, reject) => {
+          s.signal.addEventListener("abort", () => reject(s.signal.reason));
+        }),
+    ),
+  ]),
+);
 const busyParent = workflow({ name: "busy-parent", version: "1" }, async (ctx) =>
   ctx.child("k", busy, undefined),
 );
@@ -213,6 +226,32 @@ describe.each(BACKENDS)("%s: the children a cancel's cascade left behind", (back
       );
     }
     expect(logged.filter((m) => m.includes("cancel"))).toEqual([]);
+  });
+
+  it("a worker that released its run canceled and failed its cascade leaves the children to the sweep", async () => {
+    const h = harness();
+    const logged: string[] = [];
+    const w = createEngine({
+      store: cascadeCut(h.store()),
+      workflows: [holding, never],
+      clock: h.clock,
+      pollIntervalMs: 10,
+      log: (m) => logged.push(m),
+    });
+    try {
+      await w.start(holding, undefined, { id: "p" });
+      await until(async () => (await statusOf(w, "p/c")) === "waiting", "child waits");
+      await until(async () => (await statusOf(w, "p")) === "running", "parent executes");
+      await w.cancel("p", "stop"); // executing here: released canceled, then the cascade
+      await until(async () => (await statusOf(w, "p")) === "canceled", "parent canceled");
+      await until(() => logged.some((m) => m.includes("child")), "the cascade's failure logged");
+      expect(await statusOf(w, "p/c")).toBe("waiting");
+      const w2 = h.engine([]);
+      await until(async () => (await statusOf(w2, "p/c")) === "canceled", "child canceled");
+      expect((await w2.getRun("p/c"))?.reason).toBe('its parent run "p" was canceled: stop');
+    } finally {
+      await w.close();
+    }
   });
 
   it("on an encrypted store too: the parent's reason is decrypted and cited", async () => {
