@@ -50,7 +50,8 @@ async function seed(): Promise<void> {
   await store.requestCancel("c", "stop");
   await store.createRun({ ...run, id: "w" });
   await store.createRun({ ...run, id: "w/k", parentId: "w" });
-  for (const id of ["w", "w/k"]) {
+  // The parent, then its child: each claimed and released waiting.
+  for (let i = 0; i < 2; i++) {
     const [claim] = await store.claimRuns({
       workerId: "seed",
       workflows: ["w@1"],
@@ -64,7 +65,6 @@ async function seed(): Promise<void> {
       readyAt: null,
       waitingFor: ["never"],
     });
-    void id;
   }
   await store.close();
   if (backend === "sqlite") {
