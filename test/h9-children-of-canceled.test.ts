@@ -146,7 +146,11 @@ describe.each(BACKENDS)("%s: the children a cancel's cascade left behind", (back
     await until(async () => (await statusOf(w, "p/a")) === "waiting", "a waits");
     await w.sendEvent("p/b", "go", null);
     await until(async () => (await statusOf(w, "p/b")) === "completed", "b completed");
-    await until(async () => (await statusOf(w, "p")) === "waiting", "parent waits for a");
+    // The parent took b's end (its call is recorded completed) and waits for a again.
+    await until(async () => {
+      const b = (await w.getSteps("p")).find((s) => s.key === "b");
+      return b?.status === "completed" && (await statusOf(w, "p")) === "waiting";
+    }, "parent waits for a");
     await cancelCut(h, "p");
     const w2 = h.engine([]);
     await until(async () => (await statusOf(w2, "p/a")) === "canceled", "a canceled");
