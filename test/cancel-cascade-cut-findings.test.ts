@@ -70,7 +70,7 @@ describe.each(BACKENDS)("%s: a cancel whose cascade to the children is cut", (ba
   // The cascade is not durable: once the parent's cancel has committed, only the process
   // that asked it cancels the children. When that process dies (or its store fails) before
   // the cascade, the workers' sweep of children of canceled runs cancels them
-  // (engine/children-of-canceled.ts; more cases in h9-children-of-canceled.test.ts).
+  // (engine/children-of-canceled.ts; more cases in children-of-canceled-sweep-findings.test.ts).
   it("the children of a parent canceled by a process that died mid-cascade are canceled by the workers", async () => {
     const h = harness();
     const { w } = await cutCascade(h);
