@@ -19,7 +19,7 @@ export type CascadeCall = Pick<StepRecord, "key" | "kind" | "name" | "seq" | "is
 
 export class JournalIndex {
   /** The outcome each key holds for this execution. */
-  readonly outcomes = new Map<string, StepRecord>();
+  readonly outcomes: Map<string, StepRecord>;
   /** Attempts of this generation, per key, in order: they count toward maxAttempts. */
   readonly attempts = new Map<string, AttemptRecord[]>();
   /** Spend of every attempt of every generation, per key (replayed with the key). */
@@ -74,26 +74,30 @@ export class JournalIndex {
     // record of an older generation, replayed then (a caught failure rethrown): the record
     // the key held in that generation is the one that failed the run.
     const failedIn = new Map<StepRecord, number>();
-    // Records by key: a Promise.any over thousands of calls names each of them as failing
-    // the run, and a scan of the journal per name was quadratic.
-    const recordsOf = new Map<string, StepRecord[]>();
-    for (const s of journal.steps) {
-      const list = recordsOf.get(s.key);
-      if (list) list.push(s);
-      else recordsOf.set(s.key, [s]);
-    }
-    for (const f of failedCalls) {
-      if (f.generation >= generation) continue;
-      let held: StepRecord | undefined;
-      for (const s of recordsOf.get(f.key) ?? []) {
-        if (s.generation > f.generation) continue;
-        if (!held || s.generation > held.generation) held = s;
+    // Only failures of an earlier generation count: a run resumed after none (nearly every
+    // resume: a crash, an event, a wake-up) builds nothing more of its journal here.
+    const earlier = failedCalls.filter((f) => f.generation < generation);
+    if (earlier.length > 0) {
+      // Records by key: a Promise.any over thousands of calls names each of them as failing
+      // the run, and a scan of the journal per name was quadratic.
+      const recordsOf = new Map<string, StepRecord[]>();
+      for (const s of journal.steps) {
+        const list = recordsOf.get(s.key);
+        if (list) list.push(s);
+        else recordsOf.set(s.key, [s]);
       }
-      if (held?.outcome === "error") {
-        failedIn.set(held, Math.max(failedIn.get(held) ?? -1, f.generation));
+      for (const f of earlier) {
+        let held: StepRecord | undefined;
+        for (const s of recordsOf.get(f.key) ?? []) {
+          if (s.generation > f.generation) continue;
+          if (!held || s.generation > held.generation) held = s;
+        }
+        if (held?.outcome === "error") {
+          failedIn.set(held, Math.max(failedIn.get(held) ?? -1, f.generation));
+        }
       }
     }
-    for (const rec of journal.steps) {
+    for (const rec of failedIn.size === 0 ? [] : journal.steps) {
       const failedGeneration = failedIn.get(rec);
       if (failedGeneration === undefined) continue;
       // Unless the call has since been executed again (a later generation's record): then
@@ -125,8 +129,9 @@ export class JournalIndex {
             : s.delivery > r.after && s.issuedAfter! >= r.calledAt),
       );
     const cascade: CascadeCall[] = [];
+    // The outcomes are those left by key (a replaced failure's key taken out above).
+    this.outcomes = byKey;
     for (const [key, rec] of byKey) {
-      this.outcomes.set(key, rec);
       if (isFree(rec)) {
         this.freeKeys.add(key);
         const by = replaced.filter(
