@@ -13,12 +13,13 @@
 // journal of a run it holds no lease on, whose holder may commit between two statements
 // (a step's outcome without its attempts would be a history that never was).
 
-import type { Journal } from "../store.js";
+import type { Journal, StepRecord } from "../store.js";
 import {
   type AttemptRow,
   type EventRow,
   type IntentRow,
   type StepRow,
+  stepFromJsonValues,
   toAttempt,
   toEvent,
   toEventHead,
@@ -39,12 +40,14 @@ const ROW_BYTES = 2048;
 type PartName = "steps" | "attempts" | "intents" | "events";
 
 /** A part: its rows, their order, what a row weighs, and what of a row is read (`x`: all
- *  of it). */
+ *  of it): the named `columns` (an object of them), or `values`, the aggregate's own
+ *  expression of a row. */
 interface Part {
   from: string;
   order: string;
   bytes: string;
   columns?: string[];
+  values?: string;
 }
 
 /** An event's columns but its payload (loadJournal's `eventHeads`). */
@@ -63,6 +66,10 @@ function parts(t: Tables, heads: boolean): Record<PartName, Part> {
       from: `${t.steps} x WHERE x.run_id = $1`,
       order: "x.seq, x.key, x.generation",
       bytes: `coalesce(octet_length(x.result), 0) + coalesce(octet_length(x.error::text), 0) + ${rest}`,
+      // A step a JSON array of its columns, not an object: a run's steps are most of its
+      // journal, and an object repeats its 17 column names on every row (a 1,000-step
+      // journal was 2.5 times the text to build, send and parse). Not run_id: it is $1.
+      values: `json_build_array(${STEP_VALUES.map((c) => `x.${c}`).join(", ")})`,
     },
     attempts: {
       from: `${t.attempts} x WHERE x.run_id = $1`,
@@ -83,8 +90,37 @@ function parts(t: Tables, heads: boolean): Record<PartName, Part> {
   };
 }
 
+/** The step columns the aggregate holds of each step, in order (stepFromJsonValues reads
+ *  them so): every column of the table but run_id. */
+const STEP_VALUES = [
+  "key",
+  "generation",
+  "seq",
+  "name",
+  "kind",
+  "outcome",
+  "result",
+  "error",
+  "spend",
+  "attempt",
+  "started_at",
+  "completed_at",
+  "delivery",
+  "issued_after",
+  "issued_late",
+  "reconciled",
+] as const;
+
 type Rows = { steps: StepRow[]; attempts: AttemptRow[]; intents: IntentRow[]; events: EventRow[] };
-type Aggregated = { [K in PartName]: Rows[K] | null };
+/** The aggregate's answer: steps as arrays of STEP_VALUES, the other parts as rows; NULL
+ *  for a part read as rows instead. */
+type Aggregated = {
+  steps: unknown[][] | null;
+  attempts: AttemptRow[] | null;
+  intents: IntentRow[] | null;
+  events: EventRow[] | null;
+};
+type Whole = { [K in keyof Aggregated]: NonNullable<Aggregated[K]> };
 
 /** Every part as one JSON text, or NULL where its rows pass $2 bytes. The size is asked
  *  first, in a subquery of its own: the aggregate is then never built for a part too long
@@ -101,6 +137,7 @@ function aggregateSql(all: Record<PartName, Part>): string {
 
 /** A part's row as json_agg takes it. */
 function rowOf(p: Part): string {
+  if (p.values) return p.values;
   if (!p.columns) return "x";
   return `json_build_object(${p.columns.map((c) => `'${c}', x.${c}`).join(", ")})`;
 }
@@ -116,7 +153,7 @@ export async function loadJournal(
   const params = [runId, AGGREGATED_BYTES];
   const first = await ctx.db.statement<Aggregated>("loadJournal", "idempotent", sql, params);
   const row = mustRow(first.rows[0]);
-  if (whole(row)) return toJournal(row, heads);
+  if (whole(row)) return toJournal(runId, row, [], heads);
   return ctx.db.transaction("loadJournal", "idempotent", async (tx) => {
     await tx.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
     // Asked again in this snapshot: the first answer's parts may be older than its rows.
@@ -124,32 +161,35 @@ export async function loadJournal(
     const rows = async <K extends PartName>(name: K): Promise<Rows[K]> => {
       const p = all[name];
       const columns = p.columns?.map((c) => `x.${c}`).join(", ") ?? "x.*";
-      return (
-        again[name] ??
-        ((await tx.query(`SELECT ${columns} FROM ${p.from} ORDER BY ${p.order}`, [runId]))
-          .rows as Rows[K])
-      );
+      return (await tx.query(`SELECT ${columns} FROM ${p.from} ORDER BY ${p.order}`, [runId]))
+        .rows as Rows[K];
     };
     return toJournal(
+      runId,
       {
-        steps: await rows("steps"),
-        attempts: await rows("attempts"),
-        intents: await rows("intents"),
-        events: await rows("events"),
+        steps: again.steps ?? [],
+        attempts: again.attempts ?? (await rows("attempts")),
+        intents: again.intents ?? (await rows("intents")),
+        events: again.events ?? (await rows("events")),
       },
+      again.steps === null ? await rows("steps") : [],
       heads,
     );
   });
 }
 
-function whole(a: Aggregated): a is Rows {
+function whole(a: Aggregated): a is Whole {
   return a.steps !== null && a.attempts !== null && a.intents !== null && a.events !== null;
 }
 
-/** `heads`: the event rows have no payload (loadJournal's `eventHeads`). */
-function toJournal(r: Rows, heads: boolean): Journal {
+/** The journal of `runId` from its parts, its steps from `stepRows` instead when they were
+ *  read as rows (then `r.steps` is empty). `heads`: the event rows have no payload
+ *  (loadJournal's `eventHeads`). */
+function toJournal(runId: string, r: Whole, stepRows: StepRow[], heads: boolean): Journal {
+  const steps: StepRecord[] = stepRows.map(toStep);
+  for (const v of r.steps) steps.push(stepFromJsonValues(runId, v));
   return {
-    steps: r.steps.map(toStep),
+    steps,
     attempts: r.attempts.map(toAttempt),
     intents: r.intents.map(toIntent),
     ...(heads
