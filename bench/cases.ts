@@ -94,7 +94,7 @@ export interface ResumeResult {
  *  `floor(runId)` measures the raw read of that run's records right after its replay. */
 export async function measureResume(
   make: MakeEngine,
-  p: { steps: number; pairs: number; floor: (runId: string) => number },
+  p: { steps: number; pairs: number; floor: (runId: string) => number | Promise<number> },
 ): Promise<ResumeResult> {
   type Planned = { id: string; steps: number; loopEnds: number[]; dispose: () => void };
   const plan = { warm: [] as Planned[], full: [] as Planned[], control: [] as Planned[] };
@@ -153,7 +153,7 @@ export async function measureResume(
     };
     for (const run of plan.warm) {
       await resume(run);
-      if (run.steps === p.steps) p.floor(run.id);
+      if (run.steps === p.steps) await p.floor(run.id);
     }
     for (let i = 0; i < p.pairs; i++) {
       const control = await resume(plan.control[i]!);
@@ -163,7 +163,7 @@ export async function measureResume(
       out.fullMs.push(full.fullMs);
       out.replayMs.push(full.replayMs);
       out.loadJournalMs.push(full.loadMs);
-      out.floorMs.push(p.floor(plan.full[i]!.id));
+      out.floorMs.push(await p.floor(plan.full[i]!.id));
     }
   } finally {
     await second.close();

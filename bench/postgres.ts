@@ -9,6 +9,9 @@
 //   sendEvent (both ride LISTEN/NOTIFY; the worker polls only once a minute): beside the
 //   least a durable hand-off needs, an INSERT + pg_notify commit, the listener hearing it
 //   and committing an UPDATE that claims the row.
+// - resume of a run with 1,000 recorded steps (replay: from loadJournal to the workflow
+//   passing its last recorded step): beside one SELECT of those rows on a connection of its
+//   own, right after the replay.
 // The 4-process case runs this file as child processes (`--bench-child`), each with an
 // engine whose runs only it executes (a version of its own), coordinated over stdin/stdout.
 
@@ -22,6 +25,7 @@ import { cairn, cairnPostgres } from "./cairn.js";
 import {
   type BenchEngine,
   measureAgentRuns,
+  measureResume,
   measureRuns,
   measureSequentialRuns,
   type RunsResult,
@@ -103,6 +107,7 @@ async function runSection(title: string): Promise<SectionReport> {
     await oneWorker(ctx);
     await processes(ctx);
     await latencies(ctx);
+    await resume(ctx);
     report.notes.push(
       "raw tables are CREATE TABLE ... (LIKE steps INCLUDING ALL): the same columns, " +
         "primary key and defaults, without the foreign key to runs",
@@ -326,6 +331,50 @@ async function singleRun(ctx: Ctx): Promise<void> {
   } finally {
     await raw.end().catch(() => {});
     await b.close();
+  }
+}
+
+// ---- resuming a run with 1,000 recorded steps ----
+
+async function resume(ctx: Ctx): Promise<void> {
+  const steps = 1_000;
+  const raw = new pg.Client({ connectionString: ctx.url });
+  raw.on("error", () => {});
+  await raw.connect();
+  try {
+    // The floor: the run's step rows as the driver hands them over (objects), twice, the
+    // faster counting (the first may pay for the server's page cache).
+    const sql = `SELECT * FROM "${ctx.schema}".steps WHERE run_id = $1 AND seq < $2 ORDER BY seq`;
+    const res = await measureResume(({ concurrency }) => openEngine(ctx, concurrency), {
+      steps,
+      pairs: 5,
+      floor: async (runId) => {
+        const times: number[] = [];
+        for (let i = 0; i < 2; i++) {
+          const t0 = now();
+          const rows = await raw.query(sql, [runId, steps]);
+          times.push(now() - t0);
+          if (rows.rowCount !== steps) throw new Error(`bench: "${runId}" has ${rows.rowCount}`);
+        }
+        return Math.min(...times);
+      },
+    });
+    ctx.report.rows.push({
+      name: "resume: replay 1,000 recorded steps",
+      unit: "ms",
+      cairn: median(res.replayMs),
+      raw: median(res.floorMs),
+      better: "lower",
+      ratio: medianRatio(res.replayMs, res.floorMs),
+      goal: { atMost: 2 },
+    });
+    ctx.report.notes.push(
+      `resume: replay ${res.replayMs.map(fmt).join(", ")} ms (control run with no steps: ` +
+        `${res.controlReplayMs.map(fmt).join(", ")} ms); of which loadJournal ` +
+        `${res.loadJournalMs.map(fmt).join(", ")} ms; raw SELECT ${res.floorMs.map(fmt).join(", ")} ms`,
+    );
+  } finally {
+    await raw.end().catch(() => {});
   }
 }
 
