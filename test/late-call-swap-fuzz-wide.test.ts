@@ -11,8 +11,17 @@
 
 import { readFile } from "node:fs/promises";
 import { describe, expect, it } from "vitest";
-import { RunConflictError, realClock, type WorkflowContext, workflow } from "../src/index.js";
-import { BACKENDS, useHarness } from "./helpers/engines.js";
+import {
+  type AnyWorkflow,
+  createEngine,
+  type Engine,
+  type EngineOptions,
+  RunConflictError,
+  realClock,
+  type WorkflowContext,
+  workflow,
+} from "../src/index.js";
+import { BACKENDS, type Backend, freshStorage } from "./helpers/engines.js";
 import { until } from "./helpers/sqlite.js";
 
 const delay = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -83,9 +92,26 @@ function program(seed: number): Op[][] {
   );
 }
 
+/** Fresh storage for one program, released as soon as the program is done: on PostgreSQL
+ *  the schema is emptied and the next program takes it (helpers/postgres-reuse.ts), so a
+ *  soak of 240 programs uses one schema, not 240 left for the file's end to drop. */
+function programStorage(backend: Backend) {
+  const cleanups: Array<() => Promise<void> | void> = [];
+  const store = freshStorage(backend, cleanups);
+  return {
+    engine(workflows: AnyWorkflow[], opts: EngineOptions): Engine {
+      const e = createEngine({ store: store(), workflows, pollIntervalMs: 10, ...opts });
+      cleanups.push(() => e.close());
+      return e;
+    },
+    async release(): Promise<void> {
+      for (const c of cleanups.splice(0).reverse()) await c();
+    },
+  };
+}
+
 const ONLY = process.env.CAIRN_WIDE_SWAP_FUZZ_BACKEND;
 describe.each(BACKENDS.filter((b) => !ONLY || b === ONLY))("%s: wider swap fuzz", (backend) => {
-  const harness = useHarness(backend);
   it.skipIf(SEED_LIST.length === 0)(
     "accepted runs replay every call of the reused name with its own value",
     async () => {
@@ -94,125 +120,138 @@ describe.each(BACKENDS.filter((b) => !ONLY || b === ONLY))("%s: wider swap fuzz"
       const failures: string[] = [];
       const refusedBy: Record<string, number> = {};
       const acceptedSeeds = new Set<number>();
+      const refusedSeeds: string[] = [];
       for (let k = 0; k < SEED_LIST.length * REPEAT; k++) {
         const seed = SEED_LIST[k % SEED_LIST.length] as number;
-        const h = harness();
-        const swaps: string[] = [];
-        const firstSeen = new Map<string, string>();
-        let scale = 1;
-        const jitter = () => Math.floor(Math.random() * 12 * scale);
         const branches = program(seed);
-        const wf = workflow(
-          { name: `wide-fuzz-${seed}`, version: "1" },
-          async (ctx: WorkflowContext) => {
-            const x = async (id: string) => {
-              const body = () => delay(jitter()).then(() => id);
-              if (CALL === "wait") {
-                // Events have no id: each call of the name must get the event it got first.
-                const got = await ctx.waitForEvent("x");
-                const v = got.timedOut ? "timed out" : String(got.payload);
-                const first = firstSeen.get(id);
-                if (first === undefined) firstSeen.set(id, v);
-                else if (first !== v) swaps.push(`${id} got ${v}, first ${first}`);
-                return v;
-              }
-              const v =
-                CALL === "effect"
-                  ? await ctx.effect("x", { perform: body, reconcile: () => undefined })
-                  : await ctx.step("x", body);
-              if (v !== id) swaps.push(`${id} got ${v}`);
-              return v;
-            };
-            await Promise.all(
-              branches.map(async (ops, b) => {
-                const pending: Promise<unknown>[] = [];
-                // Marked handled when made: a branch a refusal stops early never reaches the
-                // join, and its calls' rejections (HaltedSignal) would go unhandled.
-                const track = (p: Promise<unknown>) => {
-                  p.catch(() => {});
-                  pending.push(p);
-                };
-                for (const [i, op] of ops.entries()) {
-                  const id = `b${b}.${i}`;
-                  if (op === "step")
-                    await ctx.step(`s:${id}`, () => delay(jitter()).then(() => id));
-                  else if (op === "read") await readSelf();
-                  else if (op === "timer") await delay(jitter());
-                  else if (op === "imm") await immediate();
-                  else if (op === "x") await x(id);
-                  else if (op === "race") {
-                    const call = x(id);
-                    track(call);
-                    await Promise.race([call, delay(jitter())]);
-                  } else if (op === "then")
-                    await ctx
-                      .step(`t:${id}`, () => delay(jitter()).then(() => id))
-                      .then(() => x(id));
-                  else if (op === "early") track(delay(jitter()).then(() => x(id)));
-                  else if (op === "fire") track(x(id));
-                  else if (op === "mixed") {
-                    // Runs on in the step's cascade when the read was done first, else late.
-                    await Promise.all([
-                      ctx.step(`m:${id}`, () => delay(jitter()).then(() => id)),
-                      readSelf(),
-                    ]);
-                    await x(id);
-                  } else {
-                    const helper = async () => {
-                      await readSelf();
-                      await delay(jitter());
-                      return x(id);
-                    };
-                    await helper();
-                  }
+        const h = programStorage(backend);
+        try {
+          const swaps: string[] = [];
+          const firstSeen = new Map<string, string>();
+          let scale = 1;
+          const jitter = () => Math.floor(Math.random() * 12 * scale);
+          const wf = workflow(
+            { name: `wide-fuzz-${seed}`, version: "1" },
+            async (ctx: WorkflowContext) => {
+              const x = async (id: string) => {
+                const body = () => delay(jitter()).then(() => id);
+                if (CALL === "wait") {
+                  // Events have no id: each call of the name must get the event it got first.
+                  const got = await ctx.waitForEvent("x");
+                  const v = got.timedOut ? "timed out" : String(got.payload);
+                  const first = firstSeen.get(id);
+                  if (first === undefined) firstSeen.set(id, v);
+                  else if (first !== v) swaps.push(`${id} got ${v}, first ${first}`);
+                  return v;
                 }
-                await Promise.all(pending);
-              }),
-            );
-            await ctx.waitForEvent("go");
-            return "done";
-          },
-        );
-        const e = h.engine([wf], { clock: realClock });
-        const run = await e.start(wf, undefined);
-        if (CALL === "wait") {
-          const calls = branches
-            .flat()
-            .filter((op) => !["step", "read", "timer", "imm"].includes(op));
-          // A first run refused before all are sent is finished: its events are refused too.
-          for (let k = 0; k < calls.length; k++) {
-            const sent = await e.sendEvent(run.id, "x", `e${k}`).catch((err: Error) => err);
-            if (sent instanceof RunConflictError) break;
-            if (sent instanceof Error) throw sent;
+                const v =
+                  CALL === "effect"
+                    ? await ctx.effect("x", { perform: body, reconcile: () => undefined })
+                    : await ctx.step("x", body);
+                if (v !== id) swaps.push(`${id} got ${v}`);
+                return v;
+              };
+              await Promise.all(
+                branches.map(async (ops, b) => {
+                  const pending: Promise<unknown>[] = [];
+                  // Marked handled when made: a branch a refusal stops early never reaches the
+                  // join, and its calls' rejections (HaltedSignal) would go unhandled.
+                  const track = (p: Promise<unknown>) => {
+                    p.catch(() => {});
+                    pending.push(p);
+                  };
+                  for (const [i, op] of ops.entries()) {
+                    const id = `b${b}.${i}`;
+                    if (op === "step")
+                      await ctx.step(`s:${id}`, () => delay(jitter()).then(() => id));
+                    else if (op === "read") await readSelf();
+                    else if (op === "timer") await delay(jitter());
+                    else if (op === "imm") await immediate();
+                    else if (op === "x") await x(id);
+                    else if (op === "race") {
+                      const call = x(id);
+                      track(call);
+                      await Promise.race([call, delay(jitter())]);
+                    } else if (op === "then")
+                      await ctx
+                        .step(`t:${id}`, () => delay(jitter()).then(() => id))
+                        .then(() => x(id));
+                    else if (op === "early") track(delay(jitter()).then(() => x(id)));
+                    else if (op === "fire") track(x(id));
+                    else if (op === "mixed") {
+                      // Runs on in the step's cascade when the read was done first, else late.
+                      await Promise.all([
+                        ctx.step(`m:${id}`, () => delay(jitter()).then(() => id)),
+                        readSelf(),
+                      ]);
+                      await x(id);
+                    } else {
+                      const helper = async () => {
+                        await readSelf();
+                        await delay(jitter());
+                        return x(id);
+                      };
+                      await helper();
+                    }
+                  }
+                  await Promise.all(pending);
+                }),
+              );
+              await ctx.waitForEvent("go");
+              return "done";
+            },
+          );
+          const e = h.engine([wf], { clock: realClock });
+          const run = await e.start(wf, undefined);
+          if (CALL === "wait") {
+            const calls = branches
+              .flat()
+              .filter((op) => !["step", "read", "timer", "imm"].includes(op));
+            // A first run refused before all are sent is finished: its events are refused too.
+            for (let k = 0; k < calls.length; k++) {
+              const sent = await e.sendEvent(run.id, "x", `e${k}`).catch((err: Error) => err);
+              if (sent instanceof RunConflictError) break;
+              if (sent instanceof Error) throw sent;
+            }
           }
-        }
-        // Waiting for "go" alone: a run of waits also waits (for "x") until its events are
-        // consumed, and the execution that takes them then is a first one, not a replay.
-        await until(async () => {
-          const view = await e.getRun(run.id);
-          if (view?.status === "failed") return true;
-          return view?.status === "waiting" && view.waitingFor?.join() === "go";
-        }, "the run waits for go or is refused");
-        if ((await e.getRun(run.id))?.status === "failed") {
-          const why = await run.result().catch((err: Error) => err.name);
-          refusedBy[why] = (refusedBy[why] ?? 0) + 1;
+          // Waiting for "go" alone: a run of waits also waits (for "x") until its events are
+          // consumed, and the execution that takes them then is a first one, not a replay.
+          await until(async () => {
+            const view = await e.getRun(run.id);
+            if (view?.status === "failed") return true;
+            return view?.status === "waiting" && view.waitingFor?.join() === "go";
+          }, "the run waits for go or is refused");
+          if ((await e.getRun(run.id))?.status === "failed") {
+            const why = await run.result().catch((err: Error) => err.name);
+            refusedBy[why] = (refusedBy[why] ?? 0) + 1;
+            await e.close();
+            continue;
+          }
+          accepted++;
+          acceptedSeeds.add(seed);
+          scale = Math.random() < 0.5 ? 0 : 3;
+          await e.sendEvent(run.id, "go");
+          const out = await run.result().catch((err: Error) => err.name);
+          // Collected, not thrown: a soak reports every failing seed, not just the first.
+          if (swaps.length > 0)
+            failures.push(`seed ${seed} (${branches.join(" | ")}): ${swaps.join(", ")}`);
+          if (!["done", "NonDeterminismError"].includes(out)) failures.push(`seed ${seed}: ${out}`);
+          if (out !== "done") {
+            replayRefused++;
+            refusedSeeds.push(`${seed} (${out})`);
+          }
           await e.close();
-          continue;
+        } catch (err) {
+          // Whatever broke (a run that never reached "go", a store error), the seed is named.
+          failures.push(
+            `seed ${seed} (${branches.join(" | ")}): ${String((err as Error)?.stack ?? err)}`,
+          );
+        } finally {
+          await h.release();
         }
-        accepted++;
-        acceptedSeeds.add(seed);
-        scale = Math.random() < 0.5 ? 0 : 3;
-        await e.sendEvent(run.id, "go");
-        const out = await run.result().catch((err: Error) => err.name);
-        // Collected, not thrown: a soak reports every failing seed, not just the first.
-        if (swaps.length > 0)
-          failures.push(`seed ${seed} (${branches.join(" | ")}): ${swaps.join(", ")}`);
-        if (!["done", "NonDeterminismError"].includes(out)) failures.push(`seed ${seed}: ${out}`);
-        if (out !== "done") replayRefused++;
-        await e.close();
       }
       console.log(
-        `${backend}: ${accepted} of ${SEED_LIST.length * REPEAT} accepted (first runs refused: ${JSON.stringify(refusedBy)}), ${replayRefused} replays refused; accepted seeds ${[...acceptedSeeds].join(",")}`,
+        `${backend}: ${accepted} of ${SEED_LIST.length * REPEAT} accepted (first runs refused: ${JSON.stringify(refusedBy)}), ${replayRefused} replays refused${refusedSeeds.length > 0 ? ` (seeds ${refusedSeeds.join(", ")})` : ""}; accepted seeds ${[...acceptedSeeds].join(",")}`,
       );
       expect(failures).toEqual([]);
     },
