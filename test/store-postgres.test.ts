@@ -210,17 +210,23 @@ describe.skipIf(!url)("PostgreSQL store", () => {
     });
   }
 
-  /** A store on a fresh schema, opened, closed and dropped after the test. */
+  /** A store on an empty schema of its own (or `o.schema`), opened, and closed after the
+   *  test. */
   async function openStore(
     o: { schema?: string; url?: string; pool?: pg.Pool } = {},
   ): Promise<{ store: Store; schema: string }> {
     let schema = o.schema;
+    let own: string | undefined;
     if (!schema) {
-      const s = testSchema(base);
+      // An empty migrated schema an earlier test of this file used (helpers/postgres-reuse.ts):
+      // migrating a fresh one for every test took seconds of the file; a test that altered
+      // its schema gets a fresh one next time.
+      const s = reusableSchema(base);
       schema = s.schema;
-      cleanups.push(s.drop);
+      own = s.url;
+      cleanups.push(s.release);
     }
-    const store = postgresStore(o.pool ?? o.url ?? base, { schema, poolSize: 4 });
+    const store = postgresStore(o.pool ?? o.url ?? own ?? base, { schema, poolSize: 4 });
     await store.open({ clock });
     cleanups.push(() => store.close());
     return { store, schema };
