@@ -16,7 +16,7 @@ import {
 import { postgresStore } from "../src/store/postgres/postgres-store.js";
 import { createVirtualClock, type FaultPlan, type VirtualClock } from "../src/testing/index.js";
 import { pgUrl } from "./helpers/engines.js";
-import { testSchema } from "./helpers/postgres.js";
+import { reusableSchema } from "./helpers/postgres-reuse.js";
 import { tempDbPath, until } from "./helpers/sqlite.js";
 import { within } from "./helpers/within.js";
 
@@ -42,9 +42,10 @@ function harness(backend: Backend): H {
     cleanups.push(db.cleanup);
     store = () => sqliteStore(db.path);
   } else {
-    const { schema, drop } = testSchema(pgUrl!, "cairn_steering");
-    cleanups.push(drop);
-    store = () => postgresStore(pgUrl!, { schema });
+    // An empty migrated schema an earlier test of this file used (helpers/postgres-reuse.ts).
+    const reused = reusableSchema(pgUrl!, "cairn_steering");
+    cleanups.push(reused.release);
+    store = () => postgresStore(reused.url, { schema: reused.schema });
   }
   return {
     clock,
