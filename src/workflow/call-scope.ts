@@ -11,8 +11,16 @@
 // The replay core uses it for one rule: a name used again is numbered `name#n` in call
 // order, which is only the same order on every replay when that order is fixed (see
 // context.ts, beginCall). It also marks step bodies, where ctx calls are refused.
+//
+// The scope is carried as Node 20's AsyncLocalStorage carries its store (the same
+// mechanism, kept here): each asynchronous resource, when created, takes the scope of the
+// resource whose code creates it (executionAsyncResource), and code reads the scope of the
+// resource it runs in. One async hook does it, and the same hook tells late-work.ts of each
+// resource the workflow code creates: an AsyncLocalStorage beside it made two hooks, each
+// looking up the current resource again, on every promise (about 35 a step, nearly all of
+// them cairn's own). The hook is on while a run executes (scopeHook, late-work.ts).
 
-import { AsyncLocalStorage } from "node:async_hooks";
+import { createHook, executionAsyncResource } from "node:async_hooks";
 
 /** One call in a run's causal tree. */
 export interface CallNode {
@@ -56,22 +64,73 @@ interface BodyScope {
 
 type Scope = CallNode | RootScope | BodyScope;
 
-const scopes = new AsyncLocalStorage<Scope | undefined>();
+const SCOPE = Symbol("cairn.scope");
+
+/** An asynchronous resource (or the top-level one) carrying the scope it was created in. */
+interface Carrier {
+  [SCOPE]?: Scope | undefined;
+}
+
+function getScope(): Scope | undefined {
+  return (executionAsyncResource() as Carrier)[SCOPE];
+}
+
+/** Runs `fn` in `scope`, then puts back the scope of the code that called it. */
+function runIn<T>(scope: Scope | undefined, fn: () => T): T {
+  const resource = executionAsyncResource() as Carrier;
+  const before = resource[SCOPE];
+  if (before === scope) return fn();
+  resource[SCOPE] = scope;
+  try {
+    return fn();
+  } finally {
+    resource[SCOPE] = before;
+  }
+}
+
+/** Told of each asynchronous resource created by a run's workflow code (not a step body):
+ *  `from` is the resource whose code created it. */
+export type WorkflowResourceListener = (
+  owner: object,
+  type: string,
+  resource: object,
+  from: object,
+) => void;
+
+let listener: WorkflowResourceListener | undefined;
+
+/** Sets the one listener (late-work.ts) told of the workflow code's resources. */
+export function onWorkflowResource(l: WorkflowResourceListener): void {
+  listener = l;
+}
+
+/** The hook carrying scopes to new resources. late-work.ts enables it while a run executes
+ *  (and a moment after), since turning promise hooks on and off has a cost of its own. */
+export const scopeHook = createHook({
+  init(_asyncId, type, _triggerAsyncId, resource) {
+    const from = executionAsyncResource() as Carrier;
+    const s = from[SCOPE];
+    (resource as Carrier)[SCOPE] = s;
+    if (s !== undefined && listener !== undefined && !("bodyOf" in s)) {
+      listener(s.owner, type, resource as object, from);
+    }
+  },
+});
 
 /** Runs the workflow function at the root of `owner`'s call tree. */
 export function runAtRoot<T>(owner: object, fn: () => T): T {
-  return scopes.run({ owner, root: true }, fn);
+  return runIn({ owner, root: true }, fn);
 }
 
 /** Runs a step body: code in it (and everything it awaits) is inside that body. */
 export function runInBody<T>(owner: object, key: string, fn: () => T): T {
-  return scopes.run({ owner, bodyOf: key }, fn);
+  return runIn({ owner, bodyOf: key }, fn);
 }
 
 /** Where code calling into `owner` stands: the call it continues from (undefined at the
  *  root, or when called from outside the workflow's own flow), or the body it runs in. */
 export function currentScope(owner: object): { node: CallNode | undefined; bodyOf?: string } {
-  const s = scopes.getStore();
+  const s = getScope();
   if (!s || s.owner !== owner) return { node: undefined };
   if ("bodyOf" in s) return { node: undefined, bodyOf: s.bodyOf };
   if ("root" in s) return { node: undefined };
@@ -81,22 +140,20 @@ export function currentScope(owner: object): { node: CallNode | undefined; bodyO
 /** Runs cairn's own work (commits, timers, store reads) outside any workflow scope, so it
  *  is never mistaken for the workflow's own asynchronous work (late-work.ts). */
 export function outsideWorkflow<T>(fn: () => T): T {
-  // run(undefined), not exit(): Node's exit() disables the storage and enables it again,
-  // toggling its promise hooks on every commit (a cost a per-step profile shows); run()
-  // only swaps the current resource's store. Either way the code inside, and what it
-  // starts, sees no scope.
-  return scopes.run(undefined, fn);
+  // Only swaps the current resource's scope (no hook toggled): the code inside, and what
+  // it starts, sees no scope.
+  return runIn(undefined, fn);
 }
 
 /** The execution whose workflow code (not a step body) is running now, if any. */
 export function workflowOwnerOfCurrentScope(): object | undefined {
-  const s = scopes.getStore();
+  const s = getScope();
   return s === undefined || "bodyOf" in s ? undefined : s.owner;
 }
 
 /** Moves the calling synchronous flow (and whatever it awaits next) into `node`. */
 export function enterCall(node: CallNode): void {
-  scopes.enterWith(node);
+  (executionAsyncResource() as Carrier)[SCOPE] = node;
 }
 
 /** True when `ancestor` is `node` or one of its ancestors. */
@@ -113,7 +170,7 @@ export function isAncestor(ancestor: CallNode, node: CallNode | undefined): bool
  *  cairn/ai (ai/conversation.ts): a model call whose prompt continues an earlier call's answer is
  *  made from that call's scope, which the AI SDK's own promise chain does not carry. */
 export function captureScope(): unknown {
-  return scopes.getStore();
+  return getScope();
 }
 
 /** Runs `fn` in a scope `captureScope` returned, leaving the calling flow's as it was:
@@ -125,5 +182,5 @@ export function runInScope<T>(scope: unknown, fn: () => T): T {
 
 /** Moves the calling flow into a scope `captureScope` returned (test support, see there). */
 export function reenterScope(scope: unknown): void {
-  if (scope !== undefined) scopes.enterWith(scope as Scope);
+  if (scope !== undefined) (executionAsyncResource() as Carrier)[SCOPE] = scope as Scope;
 }

@@ -3,9 +3,10 @@
 // not suspend yet: it would abandon that branch mid-way, and with only event waits left it
 // would never wake to redo it.
 //
-// An async hook sees each asynchronous resource when it is created, in the AsyncLocalStorage
-// scope of the code that created it (call-scope.ts): a resource created by a run's workflow
-// code is that run's late work. cairn's own work (commits, wake-up timers, store reads) runs
+// An async hook sees each asynchronous resource when it is created, in the scope of the code
+// that created it (call-scope.ts, whose hook carries the scopes and tells this file of each
+// resource the workflow code creates): a resource created by a run's workflow code is that
+// run's late work. cairn's own work (commits, wake-up timers, store reads) runs
 // outside any workflow scope (outsideWorkflow) and step bodies in a body scope: neither
 // counts. The hook only listens to creations (promises return at once): a destroy hook
 // would make Node track every promise's collection, far too costly per step.
@@ -19,8 +20,8 @@
 // longer network I/O outside a step may still be abandoned by it and redone when the run
 // wakes: I/O belongs in steps.
 
-import { createHook, executionAsyncResource } from "node:async_hooks";
-import { outsideWorkflow, workflowOwnerOfCurrentScope } from "./call-scope.js";
+import { executionAsyncResource } from "node:async_hooks";
+import { onWorkflowResource, outsideWorkflow, scopeHook } from "./call-scope.js";
 import { type HandleLike, handleProgress, handleState, workHandleOf } from "./handle-work.js";
 
 /** A resource Node marks `_destroyed` once it has fired or was cleared. */
@@ -254,24 +255,22 @@ export function placeOfCurrentFlow(owner: object): CascadePoint | undefined {
   return place?.owner === owner ? place : undefined;
 }
 
-const hook = createHook({
-  init(_asyncId, type, _triggerAsyncId, resource) {
-    if (tracked.size === 0) return;
-    const owner = workflowOwnerOfCurrentScope();
-    if (owner === undefined) return;
-    const work = tracked.get(owner);
-    if (work === undefined) return;
-    work.created++;
-    if (type !== "PROMISE") work.note(type, resource);
-    const place = work.fixedPlace(owner) ?? placeOf(executionAsyncResource());
-    if (place !== undefined && place.owner === owner) {
-      (resource as { [PLACE]?: Place })[PLACE] = place;
-    }
-  },
+// call-scope.ts's hook, which carries the scopes, tells of each resource the workflow code
+// creates (one hook for both: see there).
+onWorkflowResource((owner, type, resource, from) => {
+  const work = tracked.get(owner);
+  if (work === undefined) return;
+  work.created++;
+  if (type !== "PROMISE") work.note(type, resource);
+  const place = work.fixedPlace(owner) ?? placeOf(from);
+  if (place !== undefined && place.owner === owner) {
+    (resource as { [PLACE]?: Place })[PLACE] = place;
+  }
 });
+const hook = scopeHook;
 /** The hook stays on a moment after the last run stops: turning promise hooks on and off
  *  costs more than an executed step, and runs that follow one another would pay it twice
- *  each. While on with nothing tracked, the hook returns at once. */
+ *  each. While on with nothing tracked, it only carries scopes. */
 let disableTimer: NodeJS.Timeout | undefined;
 const DISABLE_AFTER_MS = 1_000;
 
