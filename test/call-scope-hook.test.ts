@@ -15,7 +15,7 @@ const timer = () => new Promise<void>((r) => setTimeout(r, 1));
 
 describe("call scopes through the one hook", () => {
   it("a run begun after the hook was turned off still finds a ctx call made, after awaits, inside a step body", async () => {
-    const nested = workflow({ name: "h6-nested-after-await", version: "1" }, async (ctx) =>
+    const nested = workflow({ name: "nested-after-await", version: "1" }, async (ctx) =>
       ctx.step("outer", async () => {
         await tick();
         await timer();
@@ -43,7 +43,7 @@ describe("call scopes through the one hook", () => {
       const s = captureScope() as { key?: string; root?: true; bodyOf?: string } | undefined;
       return s === undefined ? "none" : (s.key ?? s.bodyOf ?? (s.root ? "root" : "?"));
     };
-    const wf = workflow({ name: "h6-scope-follows", version: "1" }, async (ctx) => {
+    const wf = workflow({ name: "scope-follows", version: "1" }, async (ctx) => {
       seen.push(where());
       await ctx.step("a", async () => {
         await tick();
@@ -82,7 +82,7 @@ describe("call scopes through the one hook", () => {
   it("an application's AsyncLocalStorage keeps its store around and inside a run", async () => {
     const app = new AsyncLocalStorage<string>();
     const inside: Array<string | undefined> = [];
-    const wf = workflow({ name: "h6-app-storage", version: "1" }, async (ctx) => {
+    const wf = workflow({ name: "app-storage", version: "1" }, async (ctx) => {
       const v = await ctx.step("s", async () => {
         await app.run("in-body", async () => {
           await tick();
