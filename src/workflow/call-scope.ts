@@ -177,7 +177,7 @@ export function captureScope(): unknown {
  *  cairn/ai (ai/tools.ts) records a streamed loop's stop from the place of its tool call,
  *  from the listener of the signal that fired (in whatever flow fired it). */
 export function runInScope<T>(scope: unknown, fn: () => T): T {
-  return scopes.run(scope as Scope | undefined, fn);
+  return runIn(scope as Scope | undefined, fn);
 }
 
 /** Moves the calling flow into a scope `captureScope` returned (test support, see there). */
