@@ -14,9 +14,8 @@ import { z } from "zod";
 import { effectTool } from "../src/ai/index.js";
 import { FatalError, type Store, workflow } from "../src/index.js";
 import { waitForStatus } from "../src/testing/index.js";
-import { USAGE } from "./fixtures/ai-agent.js";
 import { kitFor } from "./helpers/ai.js";
-import { type StreamPart, settle } from "./helpers/ai-tool-loop.js";
+import { answerParts, settle, streamed, toolCallParts } from "./helpers/ai-tool-loop.js";
 import { advanceUntil, BACKENDS, type Harness, useHarness } from "./helpers/engines.js";
 
 /** `store`, with `onWrite` called as a write holding a step named `name` is sent. */
@@ -41,32 +40,16 @@ function streamedToolsModel(n: number) {
     doStream: async (o) => {
       calls++;
       const toolTurn = o.prompt.some((m) => m.role === "tool");
-      const parts: StreamPart[] = toolTurn
-        ? [
-            { type: "stream-start", warnings: [] },
-            { type: "text-start", id: "t" },
-            { type: "text-delta", id: "t", delta: "the answer" },
-            { type: "text-end", id: "t" },
-            { type: "finish", finishReason: { unified: "stop", raw: "stop" }, usage: USAGE },
-          ]
-        : [
-            { type: "stream-start", warnings: [] },
-            ...Array.from({ length: n }, (_, i) => ({
-              type: "tool-call" as const,
-              toolCallId: `c${i + 1}`,
-              toolName: "lookup",
-              input: JSON.stringify({ id: `c${i + 1}` }),
-            })),
-            { type: "finish", finishReason: { unified: "tool-calls", raw: "x" }, usage: USAGE },
-          ];
-      return {
-        stream: new ReadableStream<StreamPart>({
-          start(c) {
-            for (const p of parts) c.enqueue(p);
-            c.close();
-          },
-        }),
-      };
+      return streamed(
+        toolTurn
+          ? answerParts()
+          : toolCallParts(
+              Array.from({ length: n }, (_, i) => ({
+                id: `c${i + 1}`,
+                input: JSON.stringify({ id: `c${i + 1}` }),
+              })),
+            ),
+      );
     },
   });
   return { model, calls: () => calls };

@@ -8,9 +8,8 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { type Store, workflow } from "../src/index.js";
 import { waitForStatus } from "../src/testing/index.js";
-import { USAGE } from "./fixtures/ai-agent.js";
 import { kitFor } from "./helpers/ai.js";
-import { type StreamPart, settle } from "./helpers/ai-tool-loop.js";
+import { answerParts, settle, streamed, toolCallParts } from "./helpers/ai-tool-loop.js";
 import { advanceUntil, BACKENDS, useHarness } from "./helpers/engines.js";
 
 /** `store`, with `onWrite` called as a write holding the step keyed `key` is sent. */
@@ -35,28 +34,9 @@ function sameIdModel() {
     doStream: async (o) => {
       calls++;
       const results = o.prompt.filter((m) => m.role === "tool").length;
-      const parts: StreamPart[] =
-        results >= 2
-          ? [
-              { type: "stream-start", warnings: [] },
-              { type: "text-start", id: "t" },
-              { type: "text-delta", id: "t", delta: "the answer" },
-              { type: "text-end", id: "t" },
-              { type: "finish", finishReason: { unified: "stop", raw: "stop" }, usage: USAGE },
-            ]
-          : [
-              { type: "stream-start", warnings: [] },
-              { type: "tool-call", toolCallId: "call_0", toolName: "lookup", input: "{}" },
-              { type: "finish", finishReason: { unified: "tool-calls", raw: "x" }, usage: USAGE },
-            ];
-      return {
-        stream: new ReadableStream<StreamPart>({
-          start(c) {
-            for (const p of parts) c.enqueue(p);
-            c.close();
-          },
-        }),
-      };
+      return streamed(
+        results >= 2 ? answerParts() : toolCallParts([{ id: "call_0", input: "{}" }]),
+      );
     },
   });
   return { model, calls: () => calls };

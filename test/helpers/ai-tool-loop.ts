@@ -25,6 +25,47 @@ export const settle = <T>(p: Promise<T>): Promise<{ value?: T; error?: Error }> 
 
 const isToolTurn = (prompt: { role: string }[]) => prompt.some((m) => m.role === "tool");
 
+/** A streamed turn that answers `text`. */
+export function answerParts(text = "the answer"): StreamPart[] {
+  return [
+    { type: "stream-start", warnings: [] },
+    { type: "text-start", id: "t" },
+    { type: "text-delta", id: "t", delta: text },
+    { type: "text-end", id: "t" },
+    { type: "finish", finishReason: { unified: "stop", raw: "stop" }, usage: USAGE },
+  ];
+}
+
+/** A streamed turn that calls `lookup` (or `name`) once per entry of `calls`. */
+export function toolCallParts(
+  calls: ReadonlyArray<{ id: string; input: string; name?: string }>,
+): StreamPart[] {
+  return [
+    { type: "stream-start", warnings: [] },
+    ...calls.map(
+      (c): StreamPart => ({
+        type: "tool-call",
+        toolCallId: c.id,
+        toolName: c.name ?? "lookup",
+        input: c.input,
+      }),
+    ),
+    { type: "finish", finishReason: { unified: "tool-calls", raw: "x" }, usage: USAGE },
+  ];
+}
+
+/** The mock model's doStream answer streaming `parts`. */
+export function streamed(parts: StreamPart[]) {
+  return {
+    stream: new ReadableStream<StreamPart>({
+      start(c) {
+        for (const p of parts) c.enqueue(p);
+        c.close();
+      },
+    }),
+  };
+}
+
 /** Turn 1: one call of `lookup` (id "c1"); turn 2: "the answer". Generated and streamed. */
 export function oneToolModel() {
   let calls = 0;
@@ -43,28 +84,9 @@ export function oneToolModel() {
     },
     doStream: async (o) => {
       calls++;
-      const toolTurn = isToolTurn(o.prompt);
-      const parts: StreamPart[] = toolTurn
-        ? [
-            { type: "stream-start", warnings: [] },
-            { type: "text-start", id: "t" },
-            { type: "text-delta", id: "t", delta: "the answer" },
-            { type: "text-end", id: "t" },
-            { type: "finish", finishReason: { unified: "stop", raw: "stop" }, usage: USAGE },
-          ]
-        : [
-            { type: "stream-start", warnings: [] },
-            { type: "tool-call", toolCallId: "c1", toolName: "lookup", input: "{}" },
-            { type: "finish", finishReason: { unified: "tool-calls", raw: "x" }, usage: USAGE },
-          ];
-      return {
-        stream: new ReadableStream<StreamPart>({
-          start(c) {
-            for (const p of parts) c.enqueue(p);
-            c.close();
-          },
-        }),
-      };
+      return streamed(
+        isToolTurn(o.prompt) ? answerParts() : toolCallParts([{ id: "c1", input: "{}" }]),
+      );
     },
   });
   return { model, calls: () => calls };
