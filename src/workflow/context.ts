@@ -1808,19 +1808,25 @@ export class Context implements CallCore {
 
   async eventPayload(ev: PendingEvent): Promise<string> {
     if (ev.payload !== undefined) return ev.payload;
-    let read = this.payloadReads.get(ev.seq);
-    if (!read) {
+    // A read under way that took this payload along (another wait's); it may come back
+    // without it (its batch held one this worker cannot read: readPayloads).
+    const shared = this.payloadReads.get(ev.seq);
+    let payload = shared && (await shared).get(ev.seq);
+    if (payload === undefined && ev.payload !== undefined) payload = ev.payload;
+    if (payload === undefined) {
       // The next events of its name are likely waited for next (a loop of waits): read
       // theirs in the same query, a few at a time (a payload may weigh megabytes).
       const seqs = [ev.seq];
-      for (const e of this.events.get(ev.name) ?? []) {
-        if (seqs.length >= PAYLOADS_READ_TOGETHER) break;
-        if (e.payload === undefined && !this.payloadReads.has(e.seq)) seqs.push(e.seq);
+      if (!shared) {
+        for (const e of this.events.get(ev.name) ?? []) {
+          if (seqs.length >= PAYLOADS_READ_TOGETHER) break;
+          if (e.payload === undefined && !this.payloadReads.has(e.seq)) seqs.push(e.seq);
+        }
       }
-      read = this.readPayloads(ev.name, seqs);
+      const read = this.readPayloads(ev.name, seqs);
       for (const seq of seqs) this.payloadReads.set(seq, read);
+      payload = (await read).get(ev.seq);
     }
-    const payload = (await read).get(ev.seq);
     if (payload === undefined) {
       this.halt({
         kind: "interrupted",
@@ -1834,17 +1840,30 @@ export class Context implements CallCore {
     return payload;
   }
 
-  /** Reads the payloads of these events of name `name` (eventPayload). */
+  /** Reads the payloads of these events of name `name` (eventPayload); the first is the
+   *  one a wait took, the others are read along. */
   private async readPayloads(name: string, seqs: number[]): Promise<Map<number, string>> {
     const host = this.host;
-    if (!host.eventPayloads) {
+    const eventPayloads = host.eventPayloads;
+    if (!eventPayloads) {
       const why = `cairn: run "${host.runId}" was handed events without their payloads (ContextHost.loadEvents), and no eventPayloads to read them`;
       this.halt({ kind: "interrupted", error: new Error(why) });
       return never();
     }
+    const rows = async () => {
+      try {
+        return await eventPayloads.call(host, seqs);
+      } catch (err) {
+        if (seqs.length === 1) throw err;
+        // A payload read along may be one this worker cannot read (encryptedStore: under a
+        // key it lacks), which must stop only a wait that takes that event: the taken one
+        // alone (the others are read again when taken).
+        return eventPayloads.call(host, seqs.slice(0, 1));
+      }
+    };
     const read = new Map<number, string>();
     try {
-      for (const r of await this.active0(host.eventPayloads(seqs))) read.set(r.seq, r.payload);
+      for (const r of await this.active0(rows())) read.set(r.seq, r.payload);
     } finally {
       for (const seq of seqs) this.payloadReads.delete(seq);
     }
