@@ -4,7 +4,14 @@ import { TERMINAL_STATUS_LIST } from "../status-sql.js";
 import type { EventRecord, NewRun, RunEnd, RunFilter, RunRecord } from "../store.js";
 import { type EventRow, eventFromRow, type RunRow, runFromRow } from "./rows.js";
 import { releaseInTx } from "./run-control.js";
-import { findRun, insertRun, mustGetRun, RUN_COLUMNS, type StoreContext } from "./sql.js";
+import {
+  findRun,
+  insertRun,
+  mustGetRun,
+  type ReadTx,
+  RUN_COLUMNS,
+  type StoreContext,
+} from "./sql.js";
 
 export function createRun(
   ctx: StoreContext,
@@ -26,12 +33,12 @@ export function createRun(
 export function createReleasedRun(
   ctx: StoreContext,
   run: NewRun,
-  end: () => RunEnd | undefined,
+  end: (tx: ReadTx) => RunEnd | undefined,
 ): Promise<{ run: RunRecord; created: boolean }> {
   return ctx.writeGrouped("createRun", (tx) => {
     const inserted = insertRun(tx, run, "{}");
     if (!inserted) return { run: mustGetRun(tx, run.id), created: false };
-    const release = end();
+    const release = end(tx);
     if (release === undefined) return { run: inserted, created: true };
     const released = releaseInTx(tx, { ...release, runId: inserted.id, epoch: inserted.epoch });
     // Cannot happen (the row was inserted running, under this epoch, a statement ago); a

@@ -94,7 +94,7 @@ import {
   sendEvent,
 } from "./run-control.js";
 import { createReleasedRun, createRun, getRun, listEvents, listRuns } from "./runs.js";
-import { isMarkedEncrypted, markEncrypted, unmarkEncrypted } from "./store-marks.js";
+import { isMarkedEncrypted, markEncrypted, markedIn, unmarkEncrypted } from "./store-marks.js";
 import { heartbeatWorker, listWorkers, registerWorker, removeWorker } from "./workers.js";
 import * as workspace from "./workspace.js";
 
@@ -211,16 +211,20 @@ class SqliteStoreImpl implements SqliteStore {
     return guard.admit(
       () => plainInNewRun(run),
       () =>
-        createReleasedRun(this.#ctx, run, () => {
+        createReleasedRun(this.#ctx, run, (tx) => {
           const release = end();
           // A release refused (a non-finite time, a lone surrogate) fails the create with it:
           // nothing is written, and start() says why.
           const refused = release && releaseProblem({ ...release, runId: run.id, epoch: 1 });
           if (refused) throw refused;
-          // Asked inside the transaction, so the mark cannot be read here: a plain payload
-          // passes only when the store was just found unmarked (a plain input read it).
+          // Asked inside the transaction: a store not believed unmarked reads the mark there
+          // before it refuses a plain payload (a mark another process removed counts at once).
           const plain = release && plainInRelease(run.id, release);
-          if (plain && !guard.believedUnmarked()) throw guard.refusal(plain);
+          if (plain && !guard.believedUnmarked()) {
+            const marked = markedIn(tx);
+            guard.saw(marked);
+            if (marked) throw guard.refusal(plain);
+          }
           return release;
         }),
     );

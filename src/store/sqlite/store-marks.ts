@@ -1,7 +1,7 @@
 // What a SQLite store says of itself (migration 16): that it encrypts. Read before it is
 // written, so opening an encrypted store that is already marked writes nothing.
 
-import type { StoreContext } from "./sql.js";
+import type { ReadTx, StoreContext } from "./sql.js";
 
 const ENCRYPTED = "encrypted";
 
@@ -16,10 +16,12 @@ export async function markEncrypted(ctx: StoreContext): Promise<void> {
 }
 
 export function isMarkedEncrypted(ctx: StoreContext): Promise<boolean> {
-  return ctx.read(
-    "isMarkedEncrypted",
-    (tx) => tx.prepare("SELECT 1 FROM store_marks WHERE name = ?").get(ENCRYPTED) !== undefined,
-  );
+  return ctx.read("isMarkedEncrypted", markedIn);
+}
+
+/** The mark, read inside a transaction under way (createReleasedRun's end). */
+export function markedIn(tx: ReadTx): boolean {
+  return tx.prepare("SELECT 1 FROM store_marks WHERE name = ?").get(ENCRYPTED) !== undefined;
 }
 
 export async function unmarkEncrypted(ctx: StoreContext): Promise<void> {
