@@ -7,6 +7,7 @@ import { encode } from "../codec/codec.js";
 import { sameStoredValue } from "../codec/same-stored-value.js";
 import { LimitError, RunConflictError, runNotFound, SerializationError } from "../errors.js";
 import { checkText } from "../lib/text.js";
+import { isCiphertext } from "../store/plain-payloads.js";
 import type { SendEventOutcome } from "../store/store.js";
 import type { SendEventOptions, SentEvent } from "./engine.js";
 import { type EngineInternals, ready, runHasNews } from "./engine-internals.js";
@@ -92,6 +93,12 @@ function refusal(
     case "not-found":
       return runNotFound(id, `event "${name}" was not stored`);
     case "key-conflict":
+      // Ciphertext (an encryptedStore sent it) this process, without keys, cannot compare.
+      if (isCiphertext(res.event.payload)) {
+        return new RunConflictError(
+          `Run "${id}" already has event ${res.event.seq} ("${res.event.name}") with this idempotency key, its payload encrypted: this process has no encryption keys to tell whether it is the same event; event "${name}" was not stored. Resend it from a process with the keys (encryptedStore; the CLI and cairn ui: $CAIRN_ENCRYPTION_KEYS)`,
+        );
+      }
       return new RunConflictError(
         `Run "${id}" already has event ${res.event.seq} ("${res.event.name}") with this idempotency key, with another name or payload; event "${name}" was not stored`,
       );
