@@ -2,7 +2,7 @@
 // first execution has between the take and the record that a replay has not. Shapes where
 // that could change which branch wins, or what a key is named, run to a restart and replay:
 // a race of two waits of different names with both events pending, a wait racing a step,
-// waits in Promise.all beside a child's result, a loop of waits over more pending events of
+// waits in Promise.all beside a child's result and an approval, a loop of waits over more pending events of
 // its name than one read takes. Both backends.
 
 import { describe, expect, it } from "vitest";
@@ -30,6 +30,7 @@ const shapes = workflow({ name: "shapes", version: "1" }, async (ctx) => {
     ctx.waitForEvent<string>("d").then(got),
     ctx.child("kid", kid, undefined),
     ctx.waitForEvent<string>("e").then(got),
+    ctx.approval("go-ahead", { request: "deploy" }).then((a) => a.approved),
   ]);
   const loop: unknown[] = [];
   for (let i = 0; i < 40; i++) loop.push(got(await ctx.waitForEvent<number>("y")));
@@ -58,6 +59,15 @@ describe.each(BACKENDS)("%s", (backend) => {
     }
     for (let i = 0; i < 40; i++) await client.sendEvent("s", "y", i);
     const e1 = h.engine([shapes, kid]);
+    // The approval is answered once asked (the other calls of its Promise.all took events).
+    await until(
+      () =>
+        e1.approve("s", "go-ahead", { by: "alice" }).then(
+          () => true,
+          () => false,
+        ),
+      "the approval asked and answered",
+    );
     await until(async () => (await e1.getRun("s"))?.waitingFor?.includes("go") === true, "go");
     const firstSteps = (await e1.getSteps("s")).map((s) => s.key);
     await e1.close();
@@ -73,7 +83,7 @@ describe.each(BACKENDS)("%s", (backend) => {
     expect((await e2.getRun("s"))?.status).toBe("completed");
     expect(firstSteps).toContain(`after-${out.raced}`);
     expect(firstSteps).toContain(`after-${out.withStep}`);
-    expect(out.all).toEqual(["D1", "kid-out", "E1"]);
+    expect(out.all).toEqual(["D1", "kid-out", "E1", true]);
     expect(out.loop).toEqual(Array.from({ length: 40 }, (_, i) => i));
     // The race's loser took its event too (both were pending): the later waits take the next.
     expect(out.rest).toEqual(["B2", "A2"]);
