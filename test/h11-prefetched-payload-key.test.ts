@@ -5,28 +5,24 @@
 
 import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import {
-  createEngine,
-  type EncryptionKey,
-  encryptedStore,
-  sqliteStore,
-  workflow,
-} from "../src/index.js";
-import { tempDbPath, until } from "./helpers/sqlite.js";
+import { createEngine, type EncryptionKey, encryptedStore, workflow } from "../src/index.js";
+import { BACKENDS, freshStorage } from "./helpers/engines.js";
+import { until } from "./helpers/sqlite.js";
 
 const key = (id: string): EncryptionKey => ({ id, key: randomBytes(32).toString("base64") });
 
-describe("h11: prefetched payloads under a missing key", () => {
+describe.each(BACKENDS)("h11: prefetched payloads under a missing key (%s)", (backend) => {
   it("a wait takes its readable event though a later event of its name is under another key", async () => {
-    const db = tempDbPath();
+    const cleanups: Array<() => Promise<void> | void> = [];
+    const make = freshStorage(backend, cleanups);
     const [k1, k2] = [key("k1"), key("k2")];
     const mine = createEngine({
-      store: encryptedStore(sqliteStore(db.path), { keys: [k1] }),
+      store: encryptedStore(make(), { keys: [k1] }),
       workflows: [],
       worker: false,
     });
     const theirs = createEngine({
-      store: encryptedStore(sqliteStore(db.path), { keys: [k2] }),
+      store: encryptedStore(make(), { keys: [k2] }),
       workflows: [],
       worker: false,
     });
@@ -40,7 +36,7 @@ describe("h11: prefetched payloads under a missing key", () => {
       return [a, b].map((w) => (w.timedOut ? null : w.payload));
     });
     const e = createEngine({
-      store: encryptedStore(sqliteStore(db.path), { keys: [k1] }),
+      store: encryptedStore(make(), { keys: [k1] }),
       workflows: [once, twice],
       pollIntervalMs: 10,
       log: () => {},
@@ -71,7 +67,7 @@ describe("h11: prefetched payloads under a missing key", () => {
       await e.close();
       await mine.close();
       await theirs.close();
-      db.cleanup();
+      for (const c of cleanups.splice(0).reverse()) await c();
     }
   });
 });
