@@ -132,7 +132,7 @@ export class ApprovalCalls {
       const ev = this.core.takeEvent(eventName, deadline);
       if (ev) {
         const consume = [{ eventSeq: ev.seq, key: call.key }];
-        const sent = decode<ApprovalAnswer>(ev.payload ?? (await this.core.eventPayload(ev)));
+        const sent = decode<ApprovalAnswer>(await this.core.eventPayload(ev));
         let answer = sent.answer;
         if (answer !== undefined && options.schema?.answer) {
           const checked = await this.core.active0(

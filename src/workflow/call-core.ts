@@ -68,9 +68,10 @@ export interface CallCore {
   hasEvent(name: string): boolean;
   /** The oldest event of that name (past `deadline`, only one stored by then). */
   takeEvent(name: string, deadline?: number | null): PendingEvent | undefined;
-  /** The payload of an event takeEvent handed out without one (its head): read from the
-   *  store, with those of the next pending events of its name (one read). A store failure
-   *  halts the run, and the promise never settles. */
+  /** The payload of an event takeEvent handed out (a head's read from the store, with those
+   *  of the next pending events of its name, in one read), once the events taken before it
+   *  have theirs: takes go on in the order taken. A store failure halts the run, and the
+   *  promise never settles. */
   eventPayload(ev: PendingEvent): Promise<string>;
   /** Reads the run's events again; `settled` for the last look after a deadline. */
   reloadEvents(settled?: boolean): Promise<void>;

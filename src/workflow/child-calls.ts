@@ -204,7 +204,7 @@ export class ChildCalls {
           ev = this.core.takeEvent(eventName);
         }
       }
-      if (ev) res = childOutcomeOf(ev.payload ?? (await this.core.eventPayload(ev)));
+      if (ev) res = childOutcomeOf(await this.core.eventPayload(ev));
       if (ev && res && "error" in res && res.error.code === "RUN_CANCELED") {
         // A child whose release met a requested cancel in the store sent its parent a reason
         // of its own; the cancel's reason is on the child's run, as a parent that reads it

@@ -1806,7 +1806,24 @@ export class Context implements CallCore {
     return ev;
   }
 
-  async eventPayload(ev: PendingEvent): Promise<string> {
+  /** The payloads of the events taken so far, in the order taken (eventPayload). */
+  private takenInOrder: Promise<unknown> = Promise.resolve();
+
+  /** The payload of a taken event, once those taken before it have theirs: a wait goes on
+   *  (and records) in the order the events were taken, as when payloads came with the heads;
+   *  else a race of two waits whose events were both pending was won by the faster read. */
+  eventPayload(ev: PendingEvent): Promise<string> {
+    const before = this.takenInOrder;
+    const own = this.readEventPayload(ev);
+    const ordered = own.then(async (payload) => {
+      await before;
+      return payload;
+    });
+    this.takenInOrder = ordered.catch(() => {});
+    return ordered;
+  }
+
+  private async readEventPayload(ev: PendingEvent): Promise<string> {
     if (ev.payload !== undefined) return ev.payload;
     // A read under way that took this payload along (another wait's); it may come back
     // without it (its batch held one this worker cannot read: readPayloads).

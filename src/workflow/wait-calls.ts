@@ -97,7 +97,7 @@ export class WaitCalls {
       const ev = this.core.takeEvent(name, deadline);
       if (ev) {
         const consume = [{ eventSeq: ev.seq, key: call.key }];
-        let payload = decode<T>(ev.payload ?? (await this.core.eventPayload(ev)));
+        let payload = decode<T>(await this.core.eventPayload(ev));
         if (options?.schema) {
           // An event the schema refuses is consumed, and the wait fails with the reason: the
           // workflow sees it (and may wait again), a replay sees the same.
