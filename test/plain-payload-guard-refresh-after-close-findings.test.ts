@@ -27,7 +27,7 @@ afterEach(() => {
   process.off("unhandledRejection", onUnhandled);
 });
 
-describe.each(BACKENDS)("h11: the guard's background read after close() (%s)", (backend) => {
+describe.each(BACKENDS)("the guard's background read after close() (%s)", (backend) => {
   it("the write lands, the read's failure is caught, a reopen writes again", async () => {
     const cleanups: Array<() => Promise<void> | void> = [];
     try {

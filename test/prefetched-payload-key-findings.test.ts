@@ -11,7 +11,7 @@ import { until } from "./helpers/sqlite.js";
 
 const key = (id: string): EncryptionKey => ({ id, key: randomBytes(32).toString("base64") });
 
-describe.each(BACKENDS)("h11: prefetched payloads under a missing key (%s)", (backend) => {
+describe.each(BACKENDS)("prefetched payloads under a missing key (%s)", (backend) => {
   it("a wait takes its readable event though a later event of its name is under another key", async () => {
     const cleanups: Array<() => Promise<void> | void> = [];
     const make = freshStorage(backend, cleanups);

@@ -21,7 +21,7 @@ import { tempDbPath } from "./helpers/sqlite.js";
 const k1: EncryptionKey = { id: "k1", key: randomBytes(32).toString("base64") };
 const waits = workflow({ name: "waits", version: "1" }, async (ctx) => ctx.waitForEvent("go"));
 
-describe("h11: a keyless resend of an event without payload", () => {
+describe("a keyless resend of an event without payload", () => {
   it("is refused naming the encryption, not as another payload", async () => {
     const db = tempDbPath();
     const keyed = createEngine({

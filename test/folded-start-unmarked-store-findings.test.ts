@@ -24,7 +24,7 @@ const k1: EncryptionKey = { id: "k1", key: randomBytes(32).toString("base64") };
 
 const noCall = workflow({ name: "no-call", version: "1" }, async () => "plain output");
 
-describe("h11: a folded start on a store unmarked by another process", () => {
+describe("a folded start on a store unmarked by another process", () => {
   it("completes the run: the mark's removal counts at once", async () => {
     const db = tempDbPath();
     const keyed = encryptedStore(sqliteStore(db.path), { keys: [k1] });

@@ -17,7 +17,7 @@ const race = workflow({ name: "race", version: "1" }, async (ctx) =>
   ]),
 );
 
-describe.each(BACKENDS)("h11: a race of two pending events (%s)", (backend) => {
+describe.each(BACKENDS)("a race of two pending events (%s)", (backend) => {
   const harness = useHarness(backend);
 
   it("is won by the wait that took its event first, however its payload read is delayed", async () => {
