@@ -1,4 +1,4 @@
-// h10: runs whose execution (first or replay) begins while call-scope.ts's hook is off (a
+// Runs whose execution (first or replay) begins while call-scope.ts's hook is off (a
 // process idle over a second), begun from a timer, an immediate, a child process's 'exit',
 // an HTTP request handler; parallel branches reuse names across awaits of different
 // resource kinds, and a step body's ctx call after each kind must be refused.

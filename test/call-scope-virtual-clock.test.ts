@@ -1,4 +1,4 @@
-// h10: under the test engine's virtual clock (cairn/testing), with call-scope.ts's hook
+// Under the test engine's virtual clock (cairn/testing), with call-scope.ts's hook
 // turned off before each execution begins (as a second idle does): parallel branches wake
 // from ctx.sleep and make reused-name calls from timer and immediate callbacks, a crash
 // forces a replay on a new engine, and every branch's calls keep their own results.
@@ -16,7 +16,7 @@ const hookOff = () =>
     }, 0),
   );
 
-describe("h10: call scope under the virtual clock", () => {
+describe("call scope under the virtual clock", () => {
   it("branches that sleep, then reuse their names from timer and immediate callbacks, replay after a crash to the same result", async () => {
     const bodies: string[] = [];
     let crashNow = () => {};

@@ -1,4 +1,4 @@
-// h10: the call scope (call-scope.ts's own hook, off a second after the last run stops)
+// The call scope (call-scope.ts's own hook, off a second after the last run stops)
 // followed into the callbacks of the asynchronous constructs workflow code uses, each run
 // begun with the hook turned off: a ctx call made from such a callback continues from the
 // call made before it, and one made from a step body through it is refused.
@@ -127,7 +127,7 @@ const CONSTRUCTS: Array<[string, Via]> = [
   ],
 ];
 
-describe("h10: call scope into callbacks, the hook off when each run begins", () => {
+describe("call scope into callbacks, the hook off when each run begins", () => {
   it.each(CONSTRUCTS)("a ctx call from %s continues from the call before it", async (_n, via) => {
     const seen: string[] = [];
     const wf = workflow({ name: "probe", version: "1" }, async (ctx) => {
