@@ -148,7 +148,7 @@ export function toStep(r: StepRow): StepRecord {
 
 /** A step of `runId` as loadJournal's aggregate holds it: a JSON array of its columns in
  *  journal-load.ts's STEP_VALUES order (all but run_id). The record toStep makes of the
- *  same row, field for field (test/h7-postgres-journal-arrays.test.ts). */
+ *  same row, field for field (test/postgres-journal-step-arrays.test.ts). */
 export function stepFromJsonValues(runId: string, v: readonly unknown[]): StepRecord {
   const error = v[7] as StepRow["error"];
   const reconciled = v[15] as boolean | null;
