@@ -447,9 +447,10 @@ describe.skipIf(ONLY !== undefined)("generative replay", () => {
       (mode.backend === "postgres" && !pgUrl) || (ONLY_MODES && !ONLY_MODES.includes(modeName));
     // Concurrent: in-process cases mostly wait on timers, SIGKILL cases on other processes.
     (skip ? it.skip : it.concurrent)(
-      `${modeName}: ${mode.count} programs (${mode.nondet ? "non-deterministic, must be caught" : "replay equals the first run"}; ${mode.crash === "sigkill" ? "SIGKILLed worker processes" : "in-process crashes"}, ${mode.backend})`,
+      `${modeName}: ${COUNT ?? mode.count} programs (${mode.nondet ? "non-deterministic, must be caught" : "replay equals the first run"}; ${mode.crash === "sigkill" ? "SIGKILLed worker processes" : "in-process crashes"}, ${mode.backend})`,
       () => runMode(modeName),
-      600_000,
+      // The soak's counts (the six modes at once) take longer than the default run's limit.
+      SOAK || COUNT !== undefined ? 3_600_000 : 600_000,
     );
   }
 });
