@@ -58,6 +58,13 @@ export function encryptedTextKeyId(text: string, what = "A payload"): string | u
   return keyId;
 }
 
+/** True for bytes that begin with the marker of encrypted bytes (encryptedStore wrote them,
+ *  or they are damaged ones: encryptedBytesKeyId tells). */
+export function hasBytesEnvelope(data: Uint8Array): boolean {
+  const bytes = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  return bytes.subarray(0, BYTES_MAGIC.length).equals(BYTES_MAGIC);
+}
+
 /**
  * The key id of encrypted bytes, or undefined for plain ones. Bytes that begin with the
  * marker are encrypted (a stored workspace object never does: its first byte is 0 or 1),
@@ -65,8 +72,8 @@ export function encryptedTextKeyId(text: string, what = "A payload"): string | u
  * a readable encrypted payload, never a RangeError or an id read from beyond the bytes.
  */
 export function encryptedBytesKeyId(data: Uint8Array, what = "A payload"): string | undefined {
+  if (!hasBytesEnvelope(data)) return undefined;
   const bytes = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
-  if (!bytes.subarray(0, BYTES_MAGIC.length).equals(BYTES_MAGIC)) return undefined;
   const len = bytes[BYTES_MAGIC.length] ?? 0;
   const start = BYTES_MAGIC.length + 1;
   const keyId = bytes.subarray(start, start + len).toString("latin1");

@@ -23,6 +23,7 @@
 // MARK_FRESH_MS after another process marked the store (and the write that asked for that
 // read). A store opened after the mark refuses its first plain payload.
 
+import { hasBytesEnvelope } from "../codec/encryption.js";
 import { ENVELOPE, PLAIN } from "../codec/stored-text.js";
 import { EncryptionKeyMissingError } from "../errors.js";
 import type { ApprovalVerbs } from "./approval-records.js";
@@ -40,19 +41,9 @@ export interface PlainPayload {
   key?: string;
 }
 
-const BYTES_ENVELOPE = Buffer.from("CAIRNENC1", "latin1");
-
 /** True for text an encryptedStore wrote: an envelope of a version other than 0. */
 export function isCiphertext(text: string): boolean {
   return text.startsWith(ENVELOPE) && !text.startsWith(PLAIN);
-}
-
-function isCipherBytes(data: Uint8Array): boolean {
-  if (data.byteLength < BYTES_ENVELOPE.length) return false;
-  for (let i = 0; i < BYTES_ENVELOPE.length; i++) {
-    if (data[i] !== BYTES_ENVELOPE[i]) return false;
-  }
-  return true;
 }
 
 /** The codec's text of undefined (devalue's -1): it holds nothing, so it is let through
@@ -256,7 +247,7 @@ export function plainInStream(p: { runId: string; chunks: string[] }): PlainPayl
 export function plainInObjects(
   p: Parameters<WorkspaceVerbs["putWorkspaceObjects"]>[0],
 ): PlainPayload | undefined {
-  const o = p.objects.find((x) => !isCipherBytes(x.data));
+  const o = p.objects.find((x) => !hasBytesEnvelope(x.data));
   return o && ofRun(p.runId, `workspace object ${o.hash} of run "${p.runId}"`);
 }
 
