@@ -55,6 +55,9 @@ export interface Tx {
      *  connection (isStalePlan), so name only a body's one statement or one in a
      *  transaction: an autocommit statement before it would run twice. */
     name?: string,
+    /** "array": each row an array of its columns' values, in the statement's order (pg's
+     *  rowMode), not an object of them: no column names set on every row. */
+    rowMode?: "array",
   ): Promise<pg.QueryResult<R>>;
 }
 
@@ -182,8 +185,11 @@ export class Database {
     sql: string,
     params: unknown[] = [],
     name?: string,
+    rowMode?: "array",
   ): Promise<pg.QueryResult<R>> {
-    return this.#run(verb, policy, !this.#autocommit, (tx) => tx.query<R>(sql, params, name));
+    return this.#run(verb, policy, !this.#autocommit, (tx) =>
+      tx.query<R>(sql, params, name, rowMode),
+    );
   }
 
   /** Like statement(), for a body of statements that need no common transaction (each
@@ -239,10 +245,13 @@ export class Database {
         const named = this.#autocommit;
         const tx: Tx = {
           mayHaveCommitted,
-          query: (sql, params, name) =>
+          query: (sql, params, name, rowMode) =>
             name !== undefined && named
-              ? c.query({ name, text: sql, values: params ?? [] })
-              : c.query(sql, params),
+              ? c.query({ name, text: sql, values: params ?? [], ...(rowMode && { rowMode }) })
+              : rowMode
+                ? // Rows as arrays: the caller's R says so (rowMode is its own argument).
+                  (c.query({ text: sql, values: params ?? [], rowMode }) as never)
+                : c.query(sql, params),
         };
         let value: T;
         if (inTransaction) {

@@ -1,30 +1,35 @@
 // A run's journal on PostgreSQL (loadJournal): everything replay and fork read of a run.
 //
-// Usually ONE statement (one snapshot, one round trip) that aggregates each part (steps,
-// attempts, intents, unconsumed events) into one JSON text. A JSON text over 512 MiB (V8's
-// longest string) threw inside the driver's socket handler, where no caller can catch it:
-// the worker process died, and so did every worker that claimed the run next (270 step
-// results of 2 MiB, or 1,000 pending events of 2 MiB, are within the default limits). So a
+// Usually ONE statement (one snapshot, one round trip), prepared on the store's own pool:
+// the run's steps as rows (arrays of their columns: pg's rowMode "array"), and one more row
+// holding the other parts (attempts, intents, unconsumed events), each aggregated into one
+// JSON text. Steps are most of a journal: as one JSON text (json_build_array per step)
+// they cost the server about four times the plain rows (every payload escaped into the
+// text, and every row's size summed first, below), which made a resume of 1,000 steps
+// 1.3x reading its rows raw before any replay began. Rows bound nothing but their own
+// size, so steps need no size check.
+//
+// A JSON text over 512 MiB (V8's longest string) threw inside the driver's socket handler,
+// where no caller can catch it: the worker process died, and so did every worker that
+// claimed the run next (1,000 pending events of 2 MiB are within the default limits). So a
 // part whose rows pass AGGREGATED_BYTES comes back NULL from that statement, and is read as
 // rows instead, one row a message (each bounded by the store's per-record limits).
 //
-// The rows are read in a READ ONLY, REPEATABLE READ transaction that asks the aggregate
-// statement again: every part of the journal comes from that one snapshot. fork reads the
-// journal of a run it holds no lease on, whose holder may commit between two statements
-// (a step's outcome without its attempts would be a history that never was).
+// The rows are read in a READ ONLY, REPEATABLE READ transaction that asks the statement
+// again: every part of the journal comes from that one snapshot. fork reads the journal of
+// a run it holds no lease on, whose holder may commit between two statements (a step's
+// outcome without its attempts would be a history that never was).
 
 import type { Journal, StepRecord } from "../store.js";
 import {
   type AttemptRow,
   type EventRow,
   type IntentRow,
-  type StepRow,
-  stepFromJsonValues,
+  stepFromValues,
   toAttempt,
   toEvent,
   toEventHead,
   toIntent,
-  toStep,
 } from "./rows.js";
 import type { StoreContext, Tables } from "./sql.js";
 
@@ -37,44 +42,31 @@ const AGGREGATED_BYTES = 64 * 1024 * 1024;
  *  (names are at most 200 characters), numbers, times, flags, and their field names. */
 const ROW_BYTES = 2048;
 
-type PartName = "steps" | "attempts" | "intents" | "events";
+type PartName = "attempts" | "intents" | "events";
 
-/** A part: its rows, their order, what a row weighs, and what of a row is read (`x`: all
- *  of it): the named `columns` (an object of them), or `values`, the aggregate's own
- *  expression of a row. */
+/** A part aggregated as JSON: its rows, their order, what a row weighs, and which of its
+ *  columns are read (all of them, as an object, when none are named). */
 interface Part {
   from: string;
   order: string;
   bytes: string;
   columns?: string[];
-  values?: string;
 }
 
 /** An event's columns but its payload (loadJournal's `eventHeads`). */
 const HEAD_COLUMNS = ["seq", "run_id", "name", "created_at", "consumed_by", "idempotency_key"];
 
-/** Each part's rows of run $1, in the order replay reads them, and what a row weighs as
- *  text: its payload columns' lengths plus ROW_BYTES for the rest. `octet_length` of a text
- *  column reads its length from the stored header without decompressing it, so sizing a
- *  run's journal costs no second serialization of its payloads (casting each row to text
- *  to measure it did, on every load); a jsonb column (errors, spend) is cast, but is small
- *  or absent on nearly every row. */
+/** The parts aggregated as JSON, of run $1, in the order replay reads them, and what a row
+ *  weighs as text: its payload columns' lengths plus ROW_BYTES for the rest. `octet_length`
+ *  of a text column reads its length from the stored header without decompressing it, so
+ *  sizing a part costs no second serialization of its payloads; a jsonb column (spend) is
+ *  cast, but is small. */
 function parts(t: Tables, heads: boolean): Record<PartName, Part> {
-  const rest = `${ROW_BYTES} + octet_length(x.spend::text)`;
   return {
-    steps: {
-      from: `${t.steps} x WHERE x.run_id = $1`,
-      order: "x.seq, x.key, x.generation",
-      bytes: `coalesce(octet_length(x.result), 0) + coalesce(octet_length(x.error::text), 0) + ${rest}`,
-      // A step a JSON array of its columns, not an object: a run's steps are most of its
-      // journal, and an object repeats its 17 column names on every row (a 1,000-step
-      // journal was 2.5 times the text to build, send and parse). Not run_id: it is $1.
-      values: `json_build_array(${STEP_VALUES.map((c) => `x.${c}`).join(", ")})`,
-    },
     attempts: {
       from: `${t.attempts} x WHERE x.run_id = $1`,
       order: "x.generation, x.started_at, x.key, x.attempt",
-      bytes: `octet_length(x.error::text) + ${rest}`,
+      bytes: `octet_length(x.error::text) + ${ROW_BYTES} + octet_length(x.spend::text)`,
     },
     intents: {
       from: `${t.intents} x WHERE x.run_id = $1`,
@@ -90,8 +82,9 @@ function parts(t: Tables, heads: boolean): Record<PartName, Part> {
   };
 }
 
-/** The step columns the aggregate holds of each step, in order (stepFromJsonValues reads
- *  them so): every column of the table but run_id. */
+/** The step columns a step row holds, in order (stepFromValues reads them so): every
+ *  column of the table but run_id (it is $1), spend as its text (parsed only when it is not
+ *  the empty object nearly every step has). */
 const STEP_VALUES = [
   "key",
   "generation",
@@ -101,7 +94,7 @@ const STEP_VALUES = [
   "outcome",
   "result",
   "error",
-  "spend",
+  "spend::text",
   "attempt",
   "started_at",
   "completed_at",
@@ -111,35 +104,53 @@ const STEP_VALUES = [
   "reconciled",
 ] as const;
 
-type Rows = { steps: StepRow[]; attempts: AttemptRow[]; intents: IntentRow[]; events: EventRow[] };
-/** The aggregate's answer: steps as arrays of STEP_VALUES, the other parts as rows; NULL
- *  for a part read as rows instead. */
-type Aggregated = {
-  steps: unknown[][] | null;
-  attempts: AttemptRow[] | null;
-  intents: IntentRow[] | null;
-  events: EventRow[] | null;
-};
-type Whole = { [K in keyof Aggregated]: NonNullable<Aggregated[K]> };
+/** A row of the statement: a step's (`0`, then STEP_VALUES, then three NULLs), or the one
+ *  row of the other parts (`1`, NULLs in place of a step, then each part as the JSON of its
+ *  rows, or NULL where its rows pass $2 bytes). */
+type Row = unknown[];
+const PARTS_AT = 1 + STEP_VALUES.length;
 
-/** Every part as one JSON text, or NULL where its rows pass $2 bytes. The size is asked
- *  first, in a subquery of its own: the aggregate is then never built for a part too long
- *  (past 1 GiB the server itself would refuse to build it, and the run could never load). */
-function aggregateSql(all: Record<PartName, Part>): string {
-  const columns = Object.entries(all).map(
+type Rows = { attempts: AttemptRow[]; intents: IntentRow[]; events: EventRow[] };
+type Aggregated = { [K in PartName]: Rows[K] | null };
+
+/** The statement: the steps as rows in replay's order, then the parts' row (ORDER BY
+ *  puts it last). A part's size is asked first, in a subquery of its own: its aggregate is
+ *  then never built when too long (past 1 GiB the server itself would refuse to build it,
+ *  and the run could never load). */
+function journalSql(t: Tables, all: Record<PartName, Part>): string {
+  const aggregates = Object.entries(all).map(
     ([name, p]) =>
       `CASE WHEN (SELECT coalesce(sum(${p.bytes}), 0) FROM ${p.from}) > $2 THEN NULL
         ELSE (SELECT coalesce(json_agg(${rowOf(p)} ORDER BY ${p.order}), '[]'::json) FROM ${p.from}) END
         AS ${name}`,
   );
-  return `SELECT ${columns.join(",\n")}`;
+  const steps = STEP_VALUES.map((c) => `x.${c}`).join(", ");
+  const none = STEP_VALUES.map(() => "NULL").join(", ");
+  return `SELECT 0 AS part, ${steps}, NULL::json, NULL::json, NULL::json
+      FROM ${t.steps} x WHERE x.run_id = $1
+    UNION ALL
+    SELECT 1, ${none}, ${aggregates.join(",\n")}
+    ORDER BY part, seq, key, generation`;
 }
 
 /** A part's row as json_agg takes it. */
 function rowOf(p: Part): string {
-  if (p.values) return p.values;
   if (!p.columns) return "x";
   return `json_build_object(${p.columns.map((c) => `'${c}', x.${c}`).join(", ")})`;
+}
+
+/** The statement's text, built once per schema and kind. */
+const texts = new WeakMap<Tables, { full?: string; heads?: string }>();
+
+function statementFor(t: Tables, heads: boolean): string {
+  let cached = texts.get(t);
+  if (cached === undefined) {
+    cached = {};
+    texts.set(t, cached);
+  }
+  const kind = heads ? "heads" : "full";
+  cached[kind] ??= journalSql(t, parts(t, heads));
+  return cached[kind];
 }
 
 /** `heads`: the unconsumed events without their payloads, as `eventHeads`. */
@@ -148,17 +159,24 @@ export async function loadJournal(
   runId: string,
   heads = false,
 ): Promise<Journal> {
-  const all = parts(ctx.t, heads);
-  const sql = aggregateSql(all);
+  const sql = statementFor(ctx.t, heads);
   const params = [runId, AGGREGATED_BYTES];
-  const first = await ctx.db.statement<Aggregated>("loadJournal", "idempotent", sql, params);
-  const row = mustRow(first.rows[0]);
-  if (whole(row)) return toJournal(runId, row, [], heads);
+  // Prepared (the store's own pool): planning its eight subqueries and the union took the
+  // server about 0.8 ms, more than reading 1,000 steps.
+  const name = heads ? "cairn_load_journal_heads" : "cairn_load_journal";
+  const first = await ctx.db.statement("loadJournal", "idempotent", sql, params, name, "array");
+  const rows = first.rows as unknown as Row[];
+  const aggregated = partsOf(rows);
+  if (whole(aggregated)) return toJournal(runId, rows, aggregated, heads);
   return ctx.db.transaction("loadJournal", "idempotent", async (tx) => {
     await tx.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
     // Asked again in this snapshot: the first answer's parts may be older than its rows.
-    const again = mustRow((await tx.query<Aggregated>(sql, params)).rows[0]);
-    const rows = async <K extends PartName>(name: K): Promise<Rows[K]> => {
+    const again = (await tx.query(sql, params, undefined, "array")).rows as unknown as Row[];
+    const a = partsOf(again);
+    const all = parts(ctx.t, heads);
+    const read = async <K extends PartName>(name: K): Promise<Rows[K]> => {
+      const held = a[name];
+      if (held !== null) return held;
       const p = all[name];
       const columns = p.columns?.map((c) => `x.${c}`).join(", ") ?? "x.*";
       return (await tx.query(`SELECT ${columns} FROM ${p.from} ORDER BY ${p.order}`, [runId]))
@@ -166,28 +184,39 @@ export async function loadJournal(
     };
     return toJournal(
       runId,
+      again,
       {
-        steps: again.steps ?? [],
-        attempts: again.attempts ?? (await rows("attempts")),
-        intents: again.intents ?? (await rows("intents")),
-        events: again.events ?? (await rows("events")),
+        attempts: await read("attempts"),
+        intents: await read("intents"),
+        events: await read("events"),
       },
-      again.steps === null ? await rows("steps") : [],
       heads,
     );
   });
 }
 
-function whole(a: Aggregated): a is Whole {
-  return a.steps !== null && a.attempts !== null && a.intents !== null && a.events !== null;
+/** The parts the statement's last row holds. */
+function partsOf(rows: Row[]): Aggregated {
+  const last = rows[rows.length - 1];
+  if (last === undefined || last[0] !== 1)
+    throw new Error("loadJournal's statement returned no parts row");
+  return {
+    attempts: last[PARTS_AT] as AttemptRow[] | null,
+    intents: last[PARTS_AT + 1] as IntentRow[] | null,
+    events: last[PARTS_AT + 2] as EventRow[] | null,
+  };
 }
 
-/** The journal of `runId` from its parts, its steps from `stepRows` instead when they were
- *  read as rows (then `r.steps` is empty). `heads`: the event rows have no payload
- *  (loadJournal's `eventHeads`). */
-function toJournal(runId: string, r: Whole, stepRows: StepRow[], heads: boolean): Journal {
-  const steps: StepRecord[] = stepRows.map(toStep);
-  for (const v of r.steps) steps.push(stepFromJsonValues(runId, v));
+function whole(a: Aggregated): a is Rows {
+  return a.attempts !== null && a.intents !== null && a.events !== null;
+}
+
+/** The journal of `runId`: its steps from the statement's rows (all but the last), the
+ *  other parts from `r`. `heads`: the event rows have no payload (loadJournal's
+ *  `eventHeads`). */
+function toJournal(runId: string, rows: Row[], r: Rows, heads: boolean): Journal {
+  const steps: StepRecord[] = new Array(rows.length - 1);
+  for (let i = 0; i < steps.length; i++) steps[i] = stepFromValues(runId, rows[i]!, 1);
   return {
     steps,
     attempts: r.attempts.map(toAttempt),
@@ -196,10 +225,4 @@ function toJournal(runId: string, r: Whole, stepRows: StepRow[], heads: boolean)
       ? { events: [], eventHeads: r.events.map(toEventHead) }
       : { events: r.events.map(toEvent) }),
   };
-}
-
-/** The one row a SELECT of scalar subqueries always answers. */
-function mustRow(row: Aggregated | undefined): Aggregated {
-  if (row === undefined) throw new Error("loadJournal's statement returned no row");
-  return row;
 }

@@ -146,29 +146,31 @@ export function toStep(r: StepRow): StepRecord {
   };
 }
 
-/** A step of `runId` as loadJournal's aggregate holds it: a JSON array of its columns in
- *  journal-load.ts's STEP_VALUES order (all but run_id). The record toStep makes of the
- *  same row, field for field (test/postgres-journal-step-arrays.test.ts). */
-export function stepFromJsonValues(runId: string, v: readonly unknown[]): StepRecord {
-  const error = v[7] as StepRow["error"];
-  const reconciled = v[15] as boolean | null;
+/** A step of `runId` as loadJournal's statement reads it: an array of its columns from
+ *  `at` on, in journal-load.ts's STEP_VALUES order (all but run_id; spend as text). The
+ *  record toStep makes of the same row, field for field
+ *  (test/postgres-journal-step-arrays.test.ts). */
+export function stepFromValues(runId: string, v: readonly unknown[], at: number): StepRecord {
+  const error = v[at + 7] as StepRow["error"];
+  const spend = v[at + 8] as string;
+  const reconciled = v[at + 15] as boolean | null;
   const step: StepRecord = {
     runId,
-    key: v[0] as string,
-    generation: v[1] as number,
-    seq: v[2] as number,
-    name: v[3] as string,
-    kind: v[4] as StepKind,
-    outcome: v[5] as StepRecord["outcome"],
-    result: v[6] as string | null,
+    key: v[at] as string,
+    generation: v[at + 1] as number,
+    seq: v[at + 2] as number,
+    name: v[at + 3] as string,
+    kind: v[at + 4] as StepKind,
+    outcome: v[at + 5] as StepRecord["outcome"],
+    result: v[at + 6] as string | null,
     error: error === null ? null : parseError(error),
-    spend: (v[8] as Amounts | null) ?? {},
-    attempt: v[9] as number,
-    startedAt: num(v[10] as number),
-    completedAt: num(v[11] as number),
-    delivery: (v[12] as number | null) ?? null,
-    issuedAfter: (v[13] as number | null) ?? null,
-    issuedLate: v[14] === true,
+    spend: spend === "{}" ? {} : (JSON.parse(spend) as Amounts),
+    attempt: v[at + 9] as number,
+    startedAt: num(v[at + 10] as string),
+    completedAt: num(v[at + 11] as string),
+    delivery: (v[at + 12] as number | null) ?? null,
+    issuedAfter: (v[at + 13] as number | null) ?? null,
+    issuedLate: v[at + 14] === true,
   };
   if (reconciled !== null && reconciled !== undefined) step.reconciled = reconciled;
   return step;
