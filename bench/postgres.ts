@@ -102,12 +102,27 @@ async function runSection(title: string): Promise<SectionReport> {
         `fsync=${s?.fsync}; store and raw pools of ${POOL_SIZE} connections`,
     );
     const ctx: Ctx = { url, schema, admin, report };
-    await agentRuns(ctx);
-    await singleRun(ctx);
-    await oneWorker(ctx);
-    await processes(ctx);
-    await latencies(ctx);
-    await resume(ctx);
+    // CAIRN_BENCH_PG_CASES=agent,resume runs the named cases only (an A/B of one figure
+    // need not wait for the others): agent, single, one-worker, processes, latency, resume.
+    const only = process.env.CAIRN_BENCH_PG_CASES?.split(",").map((c) => c.trim());
+    const cases: Array<[string, (ctx: Ctx) => Promise<void>]> = [
+      ["agent", agentRuns],
+      ["single", singleRun],
+      ["one-worker", oneWorker],
+      ["processes", processes],
+      ["latency", latencies],
+      ["resume", resume],
+    ];
+    for (const name of only ?? []) {
+      if (!cases.some(([n]) => n === name)) {
+        throw new Error(
+          `bench: no PostgreSQL case "${name}" in CAIRN_BENCH_PG_CASES; cases: ${cases.map(([n]) => n).join(", ")}`,
+        );
+      }
+    }
+    for (const [name, run] of cases) {
+      if (!only || only.includes(name)) await run(ctx);
+    }
     report.notes.push(
       "raw tables are CREATE TABLE ... (LIKE steps INCLUDING ALL): the same columns, " +
         "primary key and defaults, without the foreign key to runs",

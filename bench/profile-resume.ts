@@ -82,6 +82,7 @@ try {
       if (session && n === 5) {
         session.connect();
         await session.post("Profiler.enable");
+        await session.post("Profiler.setSamplingInterval", { interval: 100 });
         await session.post("Profiler.start");
       }
       if (n >= 5) profiled++;
