@@ -39,9 +39,7 @@ if (postgres && mode === "prepare") {
   await admin.end();
 }
 const loads: Array<{ ms: number; cpuMs: number }> = [];
-const inner: Store = postgres
-  ? cairnPostgres.postgresStore(path, { schema })
-  : sqliteStore(path);
+const inner: Store = postgres ? cairnPostgres.postgresStore(path, { schema }) : sqliteStore(path);
 const store = new Proxy(inner, {
   get(target, prop) {
     const value = Reflect.get(target, prop, target);
@@ -97,7 +95,9 @@ try {
     if (session && profile) {
       const { profile: p } = await session.post("Profiler.stop");
       writeFileSync(profile, JSON.stringify(p));
-      console.log(`profile of ${profiled} resumes (${profiled * steps} replayed steps) in ${profile}`);
+      console.log(
+        `profile of ${profiled} resumes (${profiled * steps} replayed steps) in ${profile}`,
+      );
     }
     const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]?.toFixed(2);
     console.log(
