@@ -2,15 +2,17 @@
 // event, each resumed by sendEvent and replayed to its end, one after another. Two
 // processes, so that the profile holds the resumes only:
 //   npx tsx bench/profile-resume.ts prepare /tmp/resume.db [runs]
-//   node --cpu-prof --import tsx bench/profile-resume.ts resume /tmp/resume.db
+//   PROFILE=/tmp/resume.cpuprofile npx tsx bench/profile-resume.ts resume /tmp/resume.db
+// (PROFILE: a CPU profile of the resumes after the first 5, sampled every 100 us.)
 // The store is SQLite at that path, or PostgreSQL when it is a postgres:// URL (the runs in
 // schema CAIRN_PG_SCHEMA, default cairn_profile_resume; prepare drops it first).
 // The second prints the median time from sendEvent to result() and the median CPU time
 // of the process over it (process.cpuUsage: on a machine other work loads, wall time swings
 // with the scheduler, CPU time far less), and of loadJournal alone (its wall time, and the
 // process's CPU from its call to its answer: the driver's parse of the journal and the
-// store's records); it consumes the runs: prepare again before the next. bench/profile-summary.ts with runs x 1,000 as the step
-// count gives the cost per replayed call.
+// store's records); it consumes the runs: prepare again before the next.
+// bench/profile-summary.ts with the profiled resumes x 1,000 as the step count gives the
+// cost per replayed call.
 
 import { writeFileSync } from "node:fs";
 import { Session } from "node:inspector/promises";
