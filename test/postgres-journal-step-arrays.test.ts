@@ -1,5 +1,5 @@
-// loadJournal on PostgreSQL aggregates a run's steps as one JSON array per step (its columns
-// but run_id), not as one object per row (src/store/postgres/journal-load.ts): a replay must
+// loadJournal on PostgreSQL reads a run's steps as arrays of their columns (but run_id, and
+// spend as text), not as objects (src/store/postgres/journal-load.ts): a replay must
 // see every field exactly as the same rows read one by one make it (rows.ts toStep), for
 // every kind of step record: a value, a failure, spend, an effect performed and one
 // reconciled, a drawn value, a sleep, an event wait, and a key holding two generations.
@@ -47,7 +47,7 @@ const wf = workflow({ name: "w", version: "1" }, async (ctx) => {
   return last;
 });
 
-describe.skipIf(!pgUrl)("PostgreSQL loadJournal: steps aggregated as arrays", () => {
+describe.skipIf(!pgUrl)("PostgreSQL loadJournal: steps read as arrays", () => {
   it("hands replay every step field as the rows read one by one make it", async () => {
     const reused = reusableSchema(pgUrl!);
     const store = postgresStore(reused.url, { schema: reused.schema });
