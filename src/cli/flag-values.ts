@@ -4,6 +4,7 @@
 // payload) is never echoed back: it may hold secrets.
 
 import { readFileSync } from "node:fs";
+import { jsonNumberProblem } from "../http/json-numbers.js";
 import type { Amounts } from "../index.js";
 import { amountNameProblem } from "../lib/amounts.js";
 import { toMs } from "../lib/duration.js";
@@ -71,11 +72,17 @@ export function parseBudget(texts: string[]): Amounts {
 
 /** JSON a user gives; `what` names it ("--input") and `examples` shows valid ones. */
 export function parseJson(text: string, what: string, examples: string): unknown {
+  let value: unknown;
   try {
-    return JSON.parse(text);
+    value = JSON.parse(text);
   } catch {
     throw new UsageError(`${what} is not valid JSON (${examples})`);
   }
+  // As the HTTP API: 1e400 would be stored as Infinity (and shown as null), a 64-bit id
+  // as another integer. Nothing is stored; the message shows the number, not the value.
+  const problem = jsonNumberProblem(text);
+  if (problem) throw new UsageError(`${what} holds ${problem}; give it as a string (in quotes)`);
+  return value;
 }
 
 /** Everything on stdin, for a value given as "-"; `what` names it ("the input"). */

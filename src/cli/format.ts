@@ -2,6 +2,7 @@
 // survives the values the codec stores (bigint, Map, Set) instead of throwing on them.
 
 import { withheldFields } from "../engine/views.js";
+import { toJsonValue } from "../http/json.js";
 import { type Amounts, EncryptedValue, UndecodableValue } from "../index.js";
 import { amountOf } from "../lib/amounts.js";
 
@@ -80,22 +81,6 @@ export function table(headers: string[], given: string[][], indent = ""): string
   return [line(headers), ...rows.map(line)].join("\n");
 }
 
-function jsonReplacer(_key: string, value: unknown): unknown {
-  if (typeof value === "bigint") return value.toString();
-  if (isPlainObject(value)) return withWithheld(value);
-  if (value instanceof Map) return Object.fromEntries(value);
-  if (value instanceof Set) return [...value];
-  if (value instanceof RegExp) return value.toString();
-  if (value instanceof Error) return { name: value.name, message: value.message };
-  return value;
-}
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  if (typeof value !== "object" || value === null) return false;
-  const proto = Object.getPrototypeOf(value);
-  return proto === Object.prototype || proto === null;
-}
-
 /** A record (a run, a step, an event, an approval) with `withheld: { field: why }` naming
  *  its values that are placeholders: their JSON text (`[encrypted with key "k1"]`) could be
  *  a user's string. Only inspection's records hold such values, never a decoded one. */
@@ -107,10 +92,14 @@ function withWithheld(record: Record<string, unknown>): Record<string, unknown> 
   return { ...record, withheld: { ...(record.withheld as object | undefined), ...withheld } };
 }
 
-/** JSON for anything a run may hold: Dates as ISO strings, bigints as strings, Maps as
- *  objects, Sets as arrays. */
+/** JSON for anything a run may hold, as the HTTP API writes it (toJsonValue): Dates as ISO
+ *  strings, bigints as strings, Maps as objects (or [key, value] pairs), Sets and typed
+ *  arrays as arrays, NaN and ±Infinity as strings, a value met again inside itself as
+ *  "[Circular]". JSON.stringify would throw on a cycle (a run's output that holds itself
+ *  made `cairn show` an unexpected error) and write NaN, Infinity and bytes as what they
+ *  are not (null, an object of indices). */
 export function toJson(value: unknown, indent?: number): string {
-  return JSON.stringify(value, jsonReplacer, indent) ?? "undefined";
+  return JSON.stringify(toJsonValue(value, { record: withWithheld }), null, indent) ?? "undefined";
 }
 
 /** A stored value for humans: compact JSON, or indented (by `indent`) when long. */

@@ -19,8 +19,9 @@ export const UNDECODABLE_TEXT = "[undecodable value]";
  * payload of a few thousand nested arrays) must not overflow the stack here, where it
  * would be a 500 for the event just stored and for every later read of the run.
  */
-export function toJsonValue(value: unknown): unknown {
+export function toJsonValue(value: unknown, options: JsonValueOptions = {}): unknown {
   const ancestors = new Set<object>();
+  const visit = (v: unknown, seen: Set<object>) => visitValue(v, seen, options);
   const first = visit(value, ancestors);
   if (!("frame" in first)) return first.value;
   const stack: Frame[] = [first.frame];
@@ -47,6 +48,13 @@ export function toJsonValue(value: unknown): unknown {
   }
 }
 
+export interface JsonValueOptions {
+  /** Called with each plain object (prototype Object or null) before its entries are
+   *  converted: what it returns is converted in its place. The CLI adds a record's
+   *  `withheld` field here, where the placeholders it names are still themselves. */
+  record?: (value: Record<string, unknown>) => Record<string, unknown>;
+}
+
 /** A container being converted: its children, and the one being converted now. */
 interface Frame {
   source: object;
@@ -57,7 +65,11 @@ interface Frame {
 }
 
 /** One value: its JSON form when it has no children, else the frame to fill. */
-function visit(value: unknown, ancestors: Set<object>): { value: unknown } | { frame: Frame } {
+function visitValue(
+  value: unknown,
+  ancestors: Set<object>,
+  options: JsonValueOptions,
+): { value: unknown } | { frame: Frame } {
   switch (typeof value) {
     case "string":
     case "boolean":
@@ -105,9 +117,15 @@ function visit(value: unknown, ancestors: Set<object>): { value: unknown } | { f
   }
   if (value instanceof Set) return frame([], indexed([...value]));
   if (Array.isArray(value)) return frame([], indexed(value));
+  const proto = Object.getPrototypeOf(value);
+  const { record } = options;
+  const fields =
+    record && (proto === Object.prototype || proto === null)
+      ? record(value as Record<string, unknown>)
+      : value;
   return frame(
     {},
-    Object.entries(value).filter(([, v]) => v !== undefined),
+    Object.entries(fields).filter(([, v]) => v !== undefined),
   );
 }
 
