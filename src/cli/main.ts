@@ -71,7 +71,10 @@ async function main(argv: string[], ctx: CliContext): Promise<number> {
   let i = 0;
   while (i < argv.length) {
     const arg = argv[i]!;
-    if (GLOBAL_WITH_VALUE.has(arg) && i + 1 < argv.length) {
+    if (GLOBAL_WITH_VALUE.has(arg)) {
+      // "cairn --store" alone was "unknown command \"--store\"": the option is known, its
+      // value is what is missing.
+      if (i + 1 >= argv.length) throw new UsageError(`${arg} needs a value (see "cairn --help")`);
       globals.push(arg, argv[i + 1]!);
       i += 2;
     } else if ([...GLOBAL_WITH_VALUE].some((g) => arg.startsWith(`${g}=`))) {

@@ -6,6 +6,7 @@ import {
   type RunStatus,
   type RunView,
 } from "../../index.js";
+import { isWorkflowName } from "../../workflow/define.js";
 import { defineCommand, UsageError } from "../command.js";
 import { explainNeedsWorkers, explainRun } from "../explain-run.js";
 import { parseWholeNumber } from "../flag-values.js";
@@ -110,8 +111,12 @@ function parseFilter(
     const at = values.workflow.lastIndexOf("@");
     filter.workflow = at > 0 ? values.workflow.slice(0, at) : values.workflow;
     if (at > 0) version = values.workflow.slice(at + 1);
-    if (filter.workflow === "" || version === "") {
-      throw new UsageError(`--workflow must be NAME or NAME@VERSION (got "${values.workflow}")`);
+    // A name no workflow can have ("@1", "a b") matches no run: "No runs match." would
+    // read as an answer about a workflow that exists.
+    if (!isWorkflowName(filter.workflow) || (version !== undefined && !isWorkflowName(version))) {
+      throw new UsageError(
+        `--workflow must be NAME or NAME@VERSION, each 1-128 letters, digits and . _ : / - (not starting with a symbol; got ${JSON.stringify(values.workflow)})`,
+      );
     }
   }
   return { filter, version };
