@@ -131,12 +131,13 @@ function sameSecret(a: Buffer, b: Buffer): boolean {
 
 export function createSecurity(options: SecurityOptions, ctx: SecurityContext): Security {
   checkTokens(options);
+  checkAllowLists(options);
   const authRequired = options.token !== undefined || options.readToken !== undefined;
   const allowsHost = hostRule(options, ctx.boundHosts ?? [], authRequired);
   const origins = new Set(options.allowedOrigins ?? []);
   const roles = tokenRoles(options);
   const signIn = signInRules(ctx, roles);
-  const limit = bodyLimitOf(options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES, ctx.refuse);
+  const limit = bodyLimitOf(checkMaxBodyBytes(options.maxBodyBytes), ctx.refuse);
 
   const middleware: MiddlewareHandler<AppEnv> = async (c, next) => {
     const url = new URL(c.req.url);
@@ -208,6 +209,61 @@ function checkTokens(options: SecurityOptions): void {
     options.token === options.readToken
   ) {
     throw new TypeError("cairn http: token and readToken must differ");
+  }
+}
+
+/** The body limit, or a TypeError: unchecked, NaN (`Number(process.env.X)` of a variable
+ *  not set) made every request with a body a 500, and 0 or a negative number refused every
+ *  one as "larger than -1 bytes". */
+function checkMaxBodyBytes(value: unknown): number {
+  if (value === undefined) return DEFAULT_MAX_BODY_BYTES;
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 1) {
+    throw new TypeError(
+      `cairn http: maxBodyBytes must be a whole number of bytes >= 1 (got ${typeof value === "string" ? JSON.stringify(value) : String(value)}); the default is ${DEFAULT_MAX_BODY_BYTES}`,
+    );
+  }
+  return value;
+}
+
+/** allowedHosts and allowedOrigins as the checks compare them: a Host's name alone, an
+ *  Origin header's exact text. An entry written otherwise ("https://ops.example.com" as a
+ *  host, "https://ops.example.com/" as an origin) matched no request, and every request it
+ *  was meant to let through was refused (403) with nothing saying why. */
+function checkAllowLists(options: SecurityOptions): void {
+  for (const [name, list] of [
+    ["allowedHosts", options.allowedHosts],
+    ["allowedOrigins", options.allowedOrigins],
+  ] as const) {
+    if (list === undefined) continue;
+    if (!Array.isArray(list) || list.some((e) => typeof e !== "string")) {
+      throw new TypeError(`cairn http: ${name} must be an array of strings`);
+    }
+  }
+  for (const host of options.allowedHosts ?? []) {
+    const h = unbracket(host);
+    // A name, an IPv4 address, or an IPv6 address (colons, maybe in brackets): no scheme,
+    // port, path or space.
+    const ipv6 = /^[0-9a-f:.]+$/i.test(h) && h.includes(":");
+    if (host !== "*" && (h === "" || /[\s/@?#]/.test(h) || (h.includes(":") && !ipv6))) {
+      throw new TypeError(
+        `cairn http: allowed host ${JSON.stringify(host)} is not a host name; give the name alone (no scheme, port or path), e.g. "ops.example.com"`,
+      );
+    }
+  }
+  for (const origin of options.allowedOrigins ?? []) {
+    let own: string | undefined;
+    try {
+      own = new URL(origin).origin;
+    } catch {
+      own = undefined;
+    }
+    if (own !== origin) {
+      const hint =
+        own !== undefined && own !== "null" ? `; write it as ${JSON.stringify(own)}` : "";
+      throw new TypeError(
+        `cairn http: allowedOrigins entry ${JSON.stringify(origin)} is not an origin as browsers send it (scheme, host and port only, e.g. "https://ops.example.com")${hint}`,
+      );
+    }
   }
 }
 
