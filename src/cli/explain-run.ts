@@ -6,7 +6,21 @@
 // Judged from the run and the workers' heartbeats; finished runs keep their own reason.
 
 import { APPROVAL_EVENT_PREFIX, type RunView, type WorkerView } from "../index.js";
+import { CHILD_EVENT_PREFIX } from "../workflow/child-calls.js";
 import { iso, printable, quoted, shellArg } from "./format.js";
+
+/** One name a waiting run waits for (RunView.waitingFor), as a person reads it: an
+ *  approval's by its name, a child's by its run id (cairn's own events, which nobody
+ *  sends: "cairn.child:<id>" read as an event to send), an event's as it is. */
+export function waitText(name: string): string {
+  if (name.startsWith(APPROVAL_EVENT_PREFIX)) {
+    return `approval ${quoted(name.slice(APPROVAL_EVENT_PREFIX.length))}`;
+  }
+  if (name.startsWith(CHILD_EVENT_PREFIX)) {
+    return `child run ${quoted(name.slice(CHILD_EVENT_PREFIX.length))}`;
+  }
+  return quoted(name);
+}
 
 /** Whether explaining `run` needs the workers: a pending run (which worker picks it up), a
  *  running one held by no worker or whose lease ended (which worker takes it over). */
@@ -56,9 +70,17 @@ function explainStatus(
       const approvals = names
         .filter((n) => n.startsWith(APPROVAL_EVENT_PREFIX))
         .map((n) => quoted(n.slice(APPROVAL_EVENT_PREFIX.length)));
-      const events = names.filter((n) => !n.startsWith(APPROVAL_EVENT_PREFIX)).map(quoted);
+      // A parent awaiting ctx.child waits for the event "cairn.child:<child id>": cairn's
+      // own, which nobody sends; it was shown as an event to send.
+      const children = names
+        .filter((n) => n.startsWith(CHILD_EVENT_PREFIX))
+        .map((n) => quoted(n.slice(CHILD_EVENT_PREFIX.length)));
+      const events = names
+        .filter((n) => !n.startsWith(APPROVAL_EVENT_PREFIX) && !n.startsWith(CHILD_EVENT_PREFIX))
+        .map(quoted);
       const parts: string[] = [];
       if (approvals.length > 0) parts.push(`approval ${approvals.join(", ")}`);
+      if (children.length > 0) parts.push(`child run ${children.join(", ")}`);
       if (events.length > 0) parts.push(`event ${events.join(", ")}`);
       if (parts.length > 0) return `waiting for ${parts.join(" or ")}${until}`;
       return run.wakeAt ? `sleeping until ${iso(run.wakeAt)}` : (run.reason ?? "waiting");

@@ -6,7 +6,9 @@ import {
   PayloadKeyError,
   type RunView,
 } from "../../index.js";
+import { CHILD_EVENT_PREFIX } from "../../workflow/child-calls.js";
 import { defineCommand, UsageError } from "../command.js";
+import { waitText } from "../explain-run.js";
 import { parseJson, readStdin } from "../flag-values.js";
 import { iso, printable, quoted, table, toJson } from "../format.js";
 import { refusePlainTextInto, runAfter, withClient } from "../store-spec.js";
@@ -88,8 +90,10 @@ function notAwaited(
 ): string {
   const names = waits.map((n) =>
     n.startsWith(APPROVAL_EVENT_PREFIX)
-      ? `approval ${quoted(n.slice(APPROVAL_EVENT_PREFIX.length))} (answer it with cairn approve / cairn reject)`
-      : quoted(n),
+      ? `${waitText(n)} (answer it with cairn approve / cairn reject)`
+      : n.startsWith(CHILD_EVENT_PREFIX)
+        ? `${waitText(n)} (it goes on when that run finishes)`
+        : waitText(n),
   );
   const warning = `cairn: warning: run ${quoted(id)} is waiting for ${names.join(", ")}, not ${quoted(event)}; the event is stored, and only a wait for ${quoted(event)} will consume it.`;
   if (events === undefined) return warning;

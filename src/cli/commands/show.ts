@@ -3,7 +3,7 @@
 import { runNotFound } from "../../errors.js";
 import type { ApprovalView, EventView, RunView, StepView } from "../../index.js";
 import { defineCommand } from "../command.js";
-import { explainNeedsWorkers, explainRun } from "../explain-run.js";
+import { explainNeedsWorkers, explainRun, waitText } from "../explain-run.js";
 import {
   formatAmounts,
   formatBudget,
@@ -103,7 +103,7 @@ function describeRun(run: RunView, why: string, steps: StepView[], now: Date): s
     const note = "a step body of it still runs there: no other worker takes the run before then";
     lines.push(field("held", `${printable(run.heldBy)} until ${iso(run.heldUntil)} (${note})`));
   }
-  if (run.waitingFor) lines.push(field("waiting for", run.waitingFor.map(quoted).join(", ")));
+  if (run.waitingFor) lines.push(field("waiting for", run.waitingFor.map(waitText).join(", ")));
   if (run.wakeAt) lines.push(field("wakes at", iso(run.wakeAt)));
   if (run.parentId) lines.push(field("parent", quoted(run.parentId)));
   lines.push(field("created", iso(run.createdAt)), field("updated", iso(run.updatedAt)));

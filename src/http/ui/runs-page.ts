@@ -5,6 +5,7 @@ import type { Context } from "hono";
 import { html } from "hono/html";
 import { APPROVAL_EVENT_PREFIX } from "../../index.js";
 import { amountOf } from "../../lib/amounts.js";
+import { CHILD_EVENT_PREFIX } from "../../workflow/child-calls.js";
 import { readQuery } from "../api/route.js";
 import { listRunPage, RUN_LIST_QUERY, RUN_LIST_VIEWS, type RunListQuery } from "../api/run-list.js";
 import { HttpError } from "../errors.js";
@@ -148,13 +149,24 @@ export function reasonCell(run: Json, now: number): Html {
     const approvals = events
       .filter((e) => e.startsWith(APPROVAL_EVENT_PREFIX))
       .map((e) => e.slice(APPROVAL_EVENT_PREFIX.length));
-    const others = events.filter((e) => !e.startsWith(APPROVAL_EVENT_PREFIX));
+    // A parent awaiting ctx.child waits for "cairn.child:<child id>", cairn's own event
+    // that nobody sends: it read as "needs input", an event to send.
+    const children = events
+      .filter((e) => e.startsWith(CHILD_EVENT_PREFIX))
+      .map((e) => e.slice(CHILD_EVENT_PREFIX.length));
+    const others = events.filter(
+      (e) => !e.startsWith(APPROVAL_EVENT_PREFIX) && !e.startsWith(CHILD_EVENT_PREFIX),
+    );
+    const codes = (names: string[]) =>
+      names.map((e, i) => html`${i > 0 ? ", " : ""}<code>${cut(e, 40)}</code>`);
     const what =
       approvals.length > 0
-        ? html`<span class="tag human">approval</span> waits for ${approvals.map((a, i) => html`${i > 0 ? ", " : ""}<code>${cut(a, 40)}</code>`)}${others.length > 0 ? html` and ${others.map((e, i) => html`${i > 0 ? ", " : ""}<code>${cut(e, 40)}</code>`)}` : ""}`
+        ? html`<span class="tag human">approval</span> waits for ${codes(approvals)}${others.length > 0 ? html` and ${codes(others)}` : ""}`
         : others.length > 0
-          ? html`<span class="tag human">needs input</span> waits for ${others.map((e, i) => html`${i > 0 ? ", " : ""}<code>${cut(e, 40)}</code>`)}`
-          : html`<span class="tag">sleeping</span>`;
+          ? html`<span class="tag human">needs input</span> waits for ${codes(others)}`
+          : children.length > 0
+            ? html`<span class="tag">child</span> waits for child run ${codes(children)}`
+            : html`<span class="tag">sleeping</span>`;
     const until = approvals.length > 0 ? "until" : events.length > 0 ? "times out" : "wakes";
     return html`${what}${wake ? html` <span class="muted">· ${until} ${ageTag(wake, now)}</span>` : ""}`;
   }
