@@ -3,10 +3,11 @@
 // expiring, and usable once (the approval is answered once). The server behind --base-url
 // (a `cairn ui` with the same keys) shows the request and asks for confirmation.
 
+import type { ApprovalView } from "../../index.js";
 import { approvalKeysFromEnv } from "../approval-keys.js";
-import { defineCommand, UsageError } from "../command.js";
+import { CliError, defineCommand, UsageError } from "../command.js";
 import { parseDuration } from "../flag-values.js";
-import { iso, toJson } from "../format.js";
+import { iso, printable, quoted, toJson } from "../format.js";
 import { withClient } from "../store-spec.js";
 
 export const approvalLink = defineCommand({
@@ -17,7 +18,8 @@ export const approvalLink = defineCommand({
 Prints an approve link and a reject link for approval <name> of run <id>, to send to the
 person who decides (mail, chat). Opening one shows the request and asks to confirm; it
 needs no other credential. Each link expires, and works once: after the approval is
-answered (by a link, the CLI or the dashboard) every link to it is refused.
+answered (by a link, the CLI or the dashboard) every link to it is refused. An approval
+that is not pending (answered, timed out, its run finished) gets no link (exit code 1).
 
 Links are signed with the first key of $CAIRN_APPROVAL_KEYS ("id=secret[,id2=secret2]",
 each secret at least 32 characters, e.g. from "openssl rand -base64 32"); the server that
@@ -52,12 +54,20 @@ Options:
     const links = await withClient(
       values,
       ctx,
-      (engine) =>
-        engine.approvalLinks(id, name, {
+      async (engine) => {
+        const made = await engine.approvalLinks(id, name, {
           baseUrl,
           ...(expiresIn !== undefined ? { expiresIn } : {}),
           ...(values.by !== undefined ? { by: values.by } : {}),
-        }),
+        });
+        // Links to an approval already answered (or timed out, or whose run ended) were
+        // printed as if they worked; the person sent them got "already used". Tokens are
+        // not stored: nothing was made that needs undoing.
+        const token = made.approve.slice(made.approve.lastIndexOf("/") + 1);
+        const { approval } = await engine.inspectApprovalLink(token);
+        if (approval.status !== "pending") throw new CliError(notPending(id, approval));
+        return made;
+      },
       { approvalKeys },
     );
     if (values.json) ctx.out(toJson(links, 2));
@@ -69,3 +79,14 @@ Options:
     return 0;
   },
 });
+
+function notPending(id: string, a: ApprovalView): string {
+  const what = `Approval ${quoted(a.key)} of run ${quoted(id)}`;
+  const state =
+    a.status === "approved" || a.status === "rejected"
+      ? `was already ${a.status}${a.answeredBy !== undefined ? ` by ${printable(a.answeredBy)}` : ""}${a.answeredAt ? ` at ${iso(a.answeredAt)}` : ""}`
+      : a.status === "timed-out"
+        ? `timed out${a.deadline ? ` at ${iso(a.deadline)}` : ""} (the run took its onTimeout decision)`
+        : "was closed: its run finished without an answer";
+  return `${what} ${state}; a link to it would answer nothing, so none was printed`;
+}
