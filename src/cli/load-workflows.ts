@@ -4,7 +4,8 @@
 // workflows = [a, b]`). One value exported under several names counts once.
 
 import { existsSync } from "node:fs";
-import { resolve } from "node:path";
+import { createRequire } from "node:module";
+import { join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import type { AnyWorkflow } from "../index.js";
 import { CliError } from "./command.js";
@@ -34,7 +35,7 @@ export async function loadWorkflows(modulePath: string, cwd: string): Promise<An
     const code = (err as { code?: unknown }).code;
     const hint =
       code === "ERR_UNKNOWN_FILE_EXTENSION"
-        ? '; TypeScript needs a loader: NODE_OPTIONS="--import tsx" (npm install -D tsx; cairn worker also takes --import tsx), or compile it to .js first'
+        ? '; TypeScript needs a loader: --import tsx (npm install -D tsx), or NODE_OPTIONS="--import tsx", or compile it to .js first'
         : "";
     throw new CliError(
       `Cannot load module "${modulePath}": ${(err as Error)?.message ?? String(err)}${hint}`,
@@ -64,4 +65,24 @@ export async function loadWorkflows(modulePath: string, cwd: string): Promise<An
     );
   }
   return [...byId.values()].map((e) => e.wf);
+}
+
+/** Imports a module the way `node --import` would, but resolved from the user's directory
+ *  (where their tsx is installed), falling back to cairn's own dependencies. */
+export async function importFirst(specifier: string, cwd: string): Promise<void> {
+  let url: string;
+  try {
+    url = pathToFileURL(createRequire(join(cwd, "noop.js")).resolve(specifier)).href;
+  } catch {
+    url = specifier;
+  }
+  try {
+    await import(url);
+  } catch (err) {
+    const missing = (err as { code?: unknown }).code === "ERR_MODULE_NOT_FOUND";
+    throw new CliError(
+      `--import ${specifier}: cannot load it${missing ? " (is it installed? e.g. npm install -D tsx)" : ""}: ${(err as Error)?.message ?? String(err)}`,
+      { cause: err },
+    );
+  }
 }

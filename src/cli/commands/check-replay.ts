@@ -7,13 +7,13 @@ import { checkReplay } from "../../testing/replay-check.js";
 import { defineCommand } from "../command.js";
 import { parseWholeNumber } from "../flag-values.js";
 import { oneLine, quoted, table, toJson } from "../format.js";
-import { loadWorkflows } from "../load-workflows.js";
+import { importFirst, loadWorkflows } from "../load-workflows.js";
 import { openStore, parseStoreSpec } from "../store-spec.js";
 
 export const checkReplayCommand = defineCommand({
   name: "check-replay",
   summary: "replay recorded runs against a module's code; report non-determinism",
-  help: `Usage: cairn check-replay <module> [--run ID]... [--limit N] [--json]
+  help: `Usage: cairn check-replay <module> [--import tsx] [--run ID]... [--limit N] [--json]
 
 Imports <module> like "cairn worker" does and replays the journal of every recorded run of
 its workflows (same name and version) against that code, without executing any step or
@@ -21,11 +21,14 @@ writing anything. Exit code 1 if any run diverges (the code now calls something 
 what the journal recorded) or the replay fails otherwise; 0 if all match.
 
 Options:
+  --import <module> import this module first, e.g. a loader (tsx) for a TypeScript
+                    module; repeatable; resolved from the current directory
   --run <id>        check only this run (repeatable)
   --limit <n>       at most n runs per workflow, newest first (default 1000)
   --json            print the results as JSON
   -h, --help        show this help`,
   options: {
+    import: { type: "string", multiple: true },
     run: { type: "string", multiple: true },
     limit: { type: "string" },
     json: { type: "boolean" },
@@ -34,6 +37,7 @@ Options:
 
   async run({ values, positionals: [module] }, ctx) {
     const limit = values.limit === undefined ? 1_000 : parseWholeNumber(values.limit, "limit", 1);
+    for (const specifier of values.import ?? []) await importFirst(specifier, ctx.cwd);
     const workflows = await loadWorkflows(module, ctx.cwd);
     const asked = values.run && [...new Set(values.run)];
     const store = await openStore(parseStoreSpec(values, ctx), { mustExist: true, env: ctx.env });

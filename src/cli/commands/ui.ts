@@ -7,7 +7,7 @@ import { createEngine, type Engine } from "../../index.js";
 import { approvalKeysFromEnv } from "../approval-keys.js";
 import { type CliContext, CliError, defineCommand, UsageError } from "../command.js";
 import { parseWholeNumber } from "../flag-values.js";
-import { loadWorkflows } from "../load-workflows.js";
+import { importFirst, loadWorkflows } from "../load-workflows.js";
 import { waitForStopSignal } from "../stop-signal.js";
 import { ensureOpened, openStore, parseStoreSpec } from "../store-spec.js";
 
@@ -16,7 +16,7 @@ const DEFAULT_PORT = 4000;
 export const ui = defineCommand({
   name: "ui",
   summary: "serve the web dashboard and HTTP API",
-  help: `Usage: cairn ui [--port N] [--host H] [--token T] [--read-token R] [--module FILE]
+  help: `Usage: cairn ui [--port N] [--host H] [--token T] [--read-token R] [--module FILE [--import tsx]]
 
 Serves the dashboard (runs, each run's timeline and steps, workers; live updates) and the
 JSON HTTP API it uses (OpenAPI document at /api/openapi.json) until Ctrl+C or SIGTERM.
@@ -39,6 +39,8 @@ Options:
                       in front of it); repeatable. Others are refused (DNS rebinding).
   --module <file>     a module that exports workflows, loaded as "cairn worker" loads it:
                       the dashboard and API can then start runs of them
+  --import <module>   import this module first, e.g. a loader (tsx) for a TypeScript
+                      --module; repeatable; resolved from the current directory
   --base-path <p>     serve under this path, e.g. /cairn (behind a proxy)
   --poll <ms>         how often live views read the store (default 1000)
   -h, --help          show this help`,
@@ -49,6 +51,7 @@ Options:
     "read-token": { type: "string" },
     "allow-host": { type: "string", multiple: true },
     module: { type: "string" },
+    import: { type: "string", multiple: true },
     "base-path": { type: "string" },
     poll: { type: "string" },
   },
@@ -57,6 +60,10 @@ Options:
     const listen = listenSettings(values, ctx);
     const approvalKeys = approvalKeysFromEnv(ctx.env, { required: false });
     const spec = parseStoreSpec(values, ctx);
+    if (values.import && !values.module) {
+      throw new UsageError("--import loads what a --module needs; give the --module too");
+    }
+    for (const specifier of values.import ?? []) await importFirst(specifier, ctx.cwd);
     const workflows = values.module ? await loadWorkflows(values.module, ctx.cwd) : [];
     const store = await openStore(spec, { mustExist: true, env: ctx.env });
     const engine = createEngine({ store, workflows, worker: false, approvalKeys });

@@ -2,15 +2,12 @@
 // SIGTERM, then closes gracefully: running steps get the engine's grace period, leases are
 // released so another worker takes over at once. A second signal exits without waiting.
 
-import { createRequire } from "node:module";
-import { join } from "node:path";
-import { pathToFileURL } from "node:url";
 import { closeLeftovers } from "../../engine/close-leftovers.js";
 import { createEngine, type Engine, type Logger } from "../../index.js";
 import { settlesWithin } from "../../lib/timers.js";
-import { CliError, defineCommand, UsageError } from "../command.js";
+import { defineCommand, UsageError } from "../command.js";
 import { parseDuration, parseWholeNumber } from "../flag-values.js";
-import { loadWorkflows } from "../load-workflows.js";
+import { importFirst, loadWorkflows } from "../load-workflows.js";
 import { waitForStopSignal } from "../stop-signal.js";
 import { ensureOpened, openStore, parseStoreSpec } from "../store-spec.js";
 import { type WorkerLogMode, workerAnnouncer, workerLogger } from "../worker-log.js";
@@ -210,24 +207,4 @@ function workerSettings(values: {
   }
   const mode: WorkerLogMode = values.json ? "json" : values.quiet ? "quiet" : "text";
   return { concurrency, leaseMs, pollIntervalMs, mode };
-}
-
-/** Imports a module the way `node --import` would, but resolved from the user's directory
- *  (where their tsx is installed), falling back to cairn's own dependencies. */
-async function importFirst(specifier: string, cwd: string): Promise<void> {
-  let url: string;
-  try {
-    url = pathToFileURL(createRequire(join(cwd, "noop.js")).resolve(specifier)).href;
-  } catch {
-    url = specifier;
-  }
-  try {
-    await import(url);
-  } catch (err) {
-    const missing = (err as { code?: unknown }).code === "ERR_MODULE_NOT_FOUND";
-    throw new CliError(
-      `--import ${specifier}: cannot load it${missing ? " (is it installed? e.g. npm install -D tsx)" : ""}: ${(err as Error)?.message ?? String(err)}`,
-      { cause: err },
-    );
-  }
 }
