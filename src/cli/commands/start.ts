@@ -3,6 +3,7 @@
 // an id again is idempotent for the same input (said so, nothing created) and refused for
 // another input (RunConflictError), so a retried script never runs the work twice.
 
+import type { RunView, WorkerView } from "../../index.js";
 import { defineCommand, UsageError } from "../command.js";
 import { parseBudget, parseJson, readStdin } from "../flag-values.js";
 import { formatBudget, printable, quoted, shellArg, toJson } from "../format.js";
@@ -54,7 +55,7 @@ Options:
             `quote strings: '"text"'; objects: '{"issue": 42}'`,
           );
     const budget = values.budget === undefined ? undefined : parseBudget(values.budget);
-    const { started, run } = await withClient(
+    const { started, run, unserved } = await withClient(
       values,
       ctx,
       async (engine) => {
@@ -63,10 +64,16 @@ Options:
           ...(values.id !== undefined ? { id: values.id } : {}),
           ...(budget ? { budget } : {}),
         });
-        return { started, run: await started.info() };
+        const run = await started.info();
+        // A version no live worker serves (a typo: triage@3 for triage@2) made a run that
+        // stays pending, with nothing said: it is started all the same, and said so.
+        const unserved =
+          started.created && run ? unservedWarning(run, await engine.listWorkers()) : undefined;
+        return { started, run, unserved };
       },
       { refused: "nothing was started" },
     );
+    if (unserved) ctx.err(unserved);
     if (values.json) {
       ctx.out(toJson({ created: started.created, run }, 2));
       return 0;
@@ -86,3 +93,21 @@ Options:
     return 0;
   },
 });
+
+/** A warning when no live worker serves the run's name@version: which versions of its name
+ *  live workers do serve, if any. Undefined when one serves it. */
+function unservedWarning(run: RunView, workers: readonly WorkerView[]): string | undefined {
+  const ref = `${run.workflow}@${run.version}`;
+  const live = workers.filter((w) => w.live);
+  if (live.some((w) => w.workflows.includes(ref))) return undefined;
+  const others = [
+    ...new Set(live.flatMap((w) => w.workflows.filter((f) => f.startsWith(`${run.workflow}@`)))),
+  ].sort();
+  const served =
+    live.length === 0
+      ? "no worker is running"
+      : others.length > 0
+        ? `no live worker serves ${printable(ref)} (they serve ${others.map(printable).join(", ")})`
+        : `no live worker serves ${printable(ref)}`;
+  return `cairn: warning: ${served}; run ${quoted(run.id)} stays pending until a worker serving ${printable(ref)} runs`;
+}
