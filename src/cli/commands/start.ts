@@ -21,7 +21,8 @@ its input schema is not checked here: start from code (engine.start(workflow, in
 for that.
 
 Starting an id that exists already with the same input starts nothing and says so; with
-another input it is refused (exit 1): a run's input never changes.
+another input it is refused (exit 1): a run's input never changes. A run no live worker
+serves (a version typo, no worker running) is started all the same, with a warning.
 
 Examples:
   cairn start triage --input '{"issue": 42}' --id triage-42
