@@ -1,7 +1,8 @@
 // `cairn start name@version` of a version no live worker serves (a typo: triage@3 where
 // the workers serve triage@2) started a run that stays pending, and said only "Started
 // run" (h6). The run is still started (a worker for it may come), and a warning on stderr
-// now says no live worker serves it, naming the versions of that name live workers serve.
+// now says no live worker serves it, naming the versions of that name live workers serve;
+// `cairn fork --version` onto such a version too.
 
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -44,5 +45,19 @@ describe("cairn start of a version no live worker serves (SQLite)", () => {
     expect(again.code, again.stderr).toBe(0);
     expect(again.stdout).toContain("already exists");
     expect(again.stderr).toBe("");
+  });
+
+  it("fork --version onto a version no live worker serves warns the same way", async () => {
+    const ok = await cairn(["start", "triage@2", "--id", "src"], env);
+    expect(ok.code, ok.stderr).toBe(0);
+    await until(async () => (await engine.getRun("src"))?.status === "completed", "src done");
+    const res = await cairn(["fork", "src", "--from", "t", "--version", "9", "--id", "f9"], env);
+    expect(res.code, res.stderr).toBe(0);
+    expect(res.stderr).toBe(
+      'cairn: warning: no live worker serves triage@9 (they serve triage@2); run "f9" stays pending until a worker serving triage@9 runs\n',
+    );
+    const same = await cairn(["fork", "src", "--from", "t", "--id", "f2"], env);
+    expect(same.code, same.stderr).toBe(0);
+    expect(same.stderr).toBe("");
   });
 });

@@ -132,3 +132,21 @@ function explainStatus(
       return run.reason ?? (run.error ? `${run.error.name}: ${run.error.message}` : "");
   }
 }
+
+/** A warning when no live worker serves the run's name@version: which versions of its name
+ *  live workers do serve, if any. Undefined when one serves it. */
+export function unservedWarning(run: RunView, workers: readonly WorkerView[]): string | undefined {
+  const ref = `${run.workflow}@${run.version}`;
+  const live = workers.filter((w) => w.live);
+  if (live.some((w) => w.workflows.includes(ref))) return undefined;
+  const others = [
+    ...new Set(live.flatMap((w) => w.workflows.filter((f) => f.startsWith(`${run.workflow}@`)))),
+  ].sort();
+  const served =
+    live.length === 0
+      ? "no worker is running"
+      : others.length > 0
+        ? `no live worker serves ${printable(ref)} (they serve ${others.map(printable).join(", ")})`
+        : `no live worker serves ${printable(ref)}`;
+  return `cairn: warning: ${served}; run ${quoted(run.id)} stays pending until a worker serving ${printable(ref)} runs`;
+}

@@ -2,6 +2,7 @@
 // step and executes from there, optionally on another version. The old run is untouched.
 
 import { defineCommand, UsageError } from "../command.js";
+import { unservedWarning } from "../explain-run.js";
 import { printable, quoted, toJson } from "../format.js";
 import { withClient } from "../store-spec.js";
 
@@ -33,14 +34,17 @@ Options:
     if (fromStep === undefined || fromStep === "") {
       throw new UsageError("missing --from <step>: the key of the step to fork from");
     }
-    const run = await withClient(values, ctx, async (engine) => {
+    const { run, unserved } = await withClient(values, ctx, async (engine) => {
       const handle = await engine.fork(id, {
         fromStep,
         ...(values.version !== undefined ? { version: values.version } : {}),
         ...(values.id !== undefined ? { id: values.id } : {}),
       });
-      return (await engine.getRun(handle.id))!;
+      const run = (await engine.getRun(handle.id))!;
+      // A fork onto a version no live worker serves (--version typo) stays pending.
+      return { run, unserved: unservedWarning(run, await engine.listWorkers()) };
     });
+    if (unserved) ctx.err(unserved);
     if (values.json) ctx.out(toJson(run, 2));
     else {
       ctx.out(

@@ -3,8 +3,8 @@
 // an id again is idempotent for the same input (said so, nothing created) and refused for
 // another input (RunConflictError), so a retried script never runs the work twice.
 
-import type { RunView, WorkerView } from "../../index.js";
 import { defineCommand, UsageError } from "../command.js";
+import { unservedWarning } from "../explain-run.js";
 import { parseBudget, parseJson, readStdin } from "../flag-values.js";
 import { formatBudget, printable, quoted, shellArg, toJson } from "../format.js";
 import { refusePlainTextStart, withClient } from "../store-spec.js";
@@ -94,21 +94,3 @@ Options:
     return 0;
   },
 });
-
-/** A warning when no live worker serves the run's name@version: which versions of its name
- *  live workers do serve, if any. Undefined when one serves it. */
-function unservedWarning(run: RunView, workers: readonly WorkerView[]): string | undefined {
-  const ref = `${run.workflow}@${run.version}`;
-  const live = workers.filter((w) => w.live);
-  if (live.some((w) => w.workflows.includes(ref))) return undefined;
-  const others = [
-    ...new Set(live.flatMap((w) => w.workflows.filter((f) => f.startsWith(`${run.workflow}@`)))),
-  ].sort();
-  const served =
-    live.length === 0
-      ? "no worker is running"
-      : others.length > 0
-        ? `no live worker serves ${printable(ref)} (they serve ${others.map(printable).join(", ")})`
-        : `no live worker serves ${printable(ref)}`;
-  return `cairn: warning: ${served}; run ${quoted(run.id)} stays pending until a worker serving ${printable(ref)} runs`;
-}
