@@ -214,13 +214,17 @@ function describeRequest(request: unknown): string[] {
   const pad = " ".repeat(18);
   const text = (value: unknown): string =>
     typeof value === "string" ? value.split("\n").join(`\n${pad}`) : formatValue(value, pad);
-  if (request === null || typeof request !== "object" || Array.isArray(request)) {
+  // Only a plain object is shown field by field: a request encrypted with a key not given
+  // (an EncryptedValue) showed as its fields "keyId k1, encrypted true", and a Map or a
+  // Date as no field at all.
+  const proto = typeof request === "object" && request !== null && Object.getPrototypeOf(request);
+  if (proto !== Object.prototype && proto !== null) {
     return [`    request   ${text(request)}`];
   }
   const lines = ["    request"];
   // A field's name is one line (printable): only its text value (a diff) spans lines, each
   // indented under it, so no name can print a line of its own ("    answer it ...").
-  for (const [k, v] of Object.entries(request)) {
+  for (const [k, v] of Object.entries(request as Record<string, unknown>)) {
     lines.push(`      ${printable(k).padEnd(10)}  ${text(v)}`);
   }
   return lines;
