@@ -1,9 +1,11 @@
 // `cairn resume <id>`: a paused (budget) or failed run continues from its first unfinished
 // step, optionally with raised budget limits.
 
+import type { Amounts, RunView } from "../../index.js";
+import { amountOf } from "../../lib/amounts.js";
 import { defineCommand } from "../command.js";
 import { parseBudget } from "../flag-values.js";
-import { formatBudget, quoted, toJson } from "../format.js";
+import { formatBudget, formatNumber, printable, quoted, toJson } from "../format.js";
 import { runAfter, withClient } from "../store-spec.js";
 
 export const resume = defineCommand({
@@ -14,6 +16,8 @@ export const resume = defineCommand({
 Continues a paused (budget) or failed run from its first unfinished step; a failed step
 gets fresh attempts. A worker that has the run's workflow@version executes it. A child
 whose parent run was canceled is not resumed (exit code 1): it would work for nobody.
+A run paused for budget is paused again once its spend reaches a limit: resumed without
+--budget, or with a limit not above what was spent, it is resumed with a warning.
 
 Options:
   --budget <b>      raise (or set) named limits, e.g. usd=2,tokens=100000;
@@ -28,10 +32,17 @@ Options:
 
   async run({ values, positionals: [id] }, ctx) {
     const budget = values.budget === undefined ? undefined : parseBudget(values.budget);
-    const run = await withClient(values, ctx, async (engine) => {
+    const { run, before } = await withClient(values, ctx, async (engine) => {
+      const before = await engine.getRun(id);
       await engine.resume(id, budget ? { budget } : {});
-      return runAfter(engine, id);
+      return { run: await runAfter(engine, id), before };
     });
+    // "Resumed" of a run paused for budget whose limits still hold it (no --budget, or one
+    // not above what was spent: a run pauses once spent reaches a limit) read as done; the
+    // run paused again at once.
+    const warning =
+      before?.pausedFor === "budget" && run ? budgetWarning(id, before, run, budget) : undefined;
+    if (warning) ctx.err(warning);
     if (values.json) ctx.out(toJson(run, 2));
     else {
       ctx.out(`Resumed run ${quoted(id)} (status ${run?.status ?? "unknown"}).`);
@@ -40,3 +51,26 @@ Options:
     return 0;
   },
 });
+
+/** A warning for a run resumed from a budget pause that will pause again: resumed without
+ *  --budget (its limits unchanged; the workflow's default limits, which the worker applies,
+ *  are not in the run's view), or with limits spent has already reached. */
+function budgetWarning(
+  id: string,
+  before: RunView,
+  after: RunView,
+  given: Amounts | undefined,
+): string | undefined {
+  if (given === undefined) {
+    const why = (before.reason ?? "").replace(/^budget: /, "");
+    return `cairn: warning: run ${quoted(id)} was paused for budget${why ? ` (${printable(why)})` : ""} and is resumed with its limits unchanged: it pauses again before its next attempt if they still hold it; raise them with --budget name=amount`;
+  }
+  const over = Object.entries(after.budget.limit)
+    .filter(([name, limit]) => amountOf(after.budget.spent, name) >= limit)
+    .map(
+      ([name, limit]) =>
+        `${name} ${formatNumber(amountOf(after.budget.spent, name))} of ${formatNumber(limit)}`,
+    );
+  if (over.length === 0) return undefined;
+  return `cairn: warning: run ${quoted(id)} has spent what its budget allows (${over.join(", ")}): it pauses again before its next attempt; a limit must be above what was spent`;
+}
