@@ -3,7 +3,8 @@
 // an id again is idempotent for the same input (said so, nothing created) and refused for
 // another input (RunConflictError), so a retried script never runs the work twice.
 
-import { defineCommand, UsageError } from "../command.js";
+import { RunConflictError } from "../../index.js";
+import { CliError, defineCommand, UsageError } from "../command.js";
 import { unservedWarning } from "../explain-run.js";
 import { parseBudget, parseJson, readStdin } from "../flag-values.js";
 import { formatBudget, printable, quoted, shellArg, toJson } from "../format.js";
@@ -61,10 +62,23 @@ Options:
       ctx,
       async (engine) => {
         if (input !== undefined) await refusePlainTextStart(engine, ctx.env);
-        const started = await engine.start(ref, input, {
-          ...(values.id !== undefined ? { id: values.id } : {}),
-          ...(budget ? { budget } : {}),
-        });
+        const started = await engine
+          .start(ref, input, {
+            ...(values.id !== undefined ? { id: values.id } : {}),
+            ...(budget ? { budget } : {}),
+          })
+          .catch(async (err: unknown) => {
+            // The engine's advice for another input under the id is for code
+            // (engine.handle); here the run is followed with cairn show.
+            const taken = values.id !== undefined ? await engine.getRun(values.id) : undefined;
+            if (err instanceof RunConflictError && taken && taken.workflow === ref.split("@")[0]) {
+              throw new CliError(
+                `Run ${quoted(taken.id)} already exists with a different input, and a run's input never changes: nothing was started. Choose another --id, or follow that run with: cairn show ${shellArg(taken.id)}`,
+                { cause: err },
+              );
+            }
+            throw err;
+          });
         const run = await started.info();
         // A version no live worker serves (a typo: triage@3 for triage@2) made a run that
         // stays pending, with nothing said: it is started all the same, and said so.
