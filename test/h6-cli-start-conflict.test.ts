@@ -1,9 +1,11 @@
-// `cairn start --id X` of an id that exists with another input told a CLI user to "follow
-// the existing run with engine.handle("X")", advice for code (h6). It now says how to follow
-// it from the command line: cairn show X. An id of another workflow keeps its own message.
+// `cairn start --id X` (and POST /api/runs with an id) of an id that exists with another
+// input told the user to "follow the existing run with engine.handle("X")", advice for code
+// (h6). The CLI now says to follow it with cairn show X, the API to read it at
+// /api/runs/{id}. An id of another workflow keeps its own message.
 
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createHttpApp } from "../src/http/index.js";
 import { createEngine, type Engine, sqliteStore, workflow } from "../src/index.js";
 import { cairn, expectFailure } from "./helpers/cli.js";
 import { tempDir } from "./helpers/sqlite.js";
@@ -39,5 +41,23 @@ describe("cairn start of an existing id with another input (SQLite)", () => {
       1,
       /Run id "job-1" already belongs to workflow "job"; it cannot be started as "other"/,
     );
+  });
+
+  it("POST /api/runs says to read it at /api/runs/{id} (409 RUN_CONFLICT)", async () => {
+    const app = createHttpApp({ engine });
+    try {
+      const res = await app.hono.request("http://127.0.0.1/api/runs", {
+        method: "POST",
+        headers: { host: "127.0.0.1", "content-type": "application/json" },
+        body: JSON.stringify({ workflow: "job", id: "job-1", input: 2 }),
+      });
+      expect(res.status).toBe(409);
+      const body = (await res.json()) as { error: { code: string; message: string } };
+      expect(body.error.code).toBe("RUN_CONFLICT");
+      expect(body.error.message).toContain("read that run (GET /api/runs/{id})");
+      expect(body.error.message).not.toContain("engine.handle");
+    } finally {
+      app.close();
+    }
   });
 });

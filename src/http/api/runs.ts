@@ -2,7 +2,7 @@
 
 import { checkBudget, checkRunId } from "../../engine/validate.js";
 import { runNotFound } from "../../errors.js";
-import { type Engine, UnknownWorkflowError } from "../../index.js";
+import { type Engine, RunConflictError, UnknownWorkflowError } from "../../index.js";
 import { HttpError, quote } from "../errors.js";
 import { eventJson, runJson, stepJson } from "../json.js";
 import { runIdFromSegment } from "../run-id-segment.js";
@@ -278,10 +278,23 @@ const startRun = route({
       checkBudget(b.budget, "start()");
     });
     if (b.input !== undefined) await refusePlainTextStart(deps.engine);
-    const handle = await deps.engine.start(wf, b.input, {
-      ...(b.id !== undefined ? { id: b.id } : {}),
-      ...(b.budget !== undefined ? { budget: b.budget } : {}),
-    });
+    const handle = await deps.engine
+      .start(wf, b.input, {
+        ...(b.id !== undefined ? { id: b.id } : {}),
+        ...(b.budget !== undefined ? { budget: b.budget } : {}),
+      })
+      .catch(async (err: unknown) => {
+        // The engine's advice for another input under the id is for code (engine.handle).
+        const taken = b.id !== undefined ? await deps.engine.getRun(b.id) : undefined;
+        if (err instanceof RunConflictError && taken && taken.workflow === wf.name) {
+          throw new HttpError(
+            409,
+            "RUN_CONFLICT",
+            `Run ${quote(taken.id)} already exists with a different input, and a run's input never changes: nothing was started. Choose another id, or read that run (GET /api/runs/{id})`,
+          );
+        }
+        throw err;
+      });
     const run = await mustGetRun(deps.engine, handle.id);
     return json(c, handle.created ? 201 : 200, { run: runJson(run), created: handle.created });
   },
