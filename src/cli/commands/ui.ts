@@ -121,15 +121,23 @@ function listenSettings(
     values.poll === undefined ? 1_000 : parseWholeNumber(values.poll, "poll", 10);
   const token = values.token ?? (ctx.env.CAIRN_UI_TOKEN || undefined);
   const readToken = values["read-token"] ?? (ctx.env.CAIRN_UI_READ_TOKEN || undefined);
-  for (const [name, t] of [
-    ["--token", token],
-    ["--read-token", readToken],
+  // A token from the environment says so: "--token holds a space" sent a user who gave no
+  // --token looking for one.
+  const from = (flag: string, variable: string) =>
+    values[flag === "--token" ? "token" : "read-token"] === undefined
+      ? ` (it comes from $${variable}: no ${flag} was given)`
+      : "";
+  for (const [name, t, variable] of [
+    ["--token", token, "CAIRN_UI_TOKEN"],
+    ["--read-token", readToken, "CAIRN_UI_READ_TOKEN"],
   ] as const) {
     if (t !== undefined && t.length < 8) {
-      throw new UsageError(`${name} must be at least 8 characters (a long random string)`);
+      throw new UsageError(
+        `${name} must be at least 8 characters (a long random string)${from(name, variable)}`,
+      );
     }
     const problem = t === undefined ? undefined : bearerProblem(t);
-    if (problem) throw new UsageError(`${name} ${problem}`);
+    if (problem) throw new UsageError(`${name} ${problem}${from(name, variable)}`);
   }
   if (token !== undefined && token === readToken) {
     throw new UsageError("--token and --read-token must differ");
