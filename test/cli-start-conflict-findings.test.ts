@@ -1,6 +1,6 @@
 // `cairn start --id X` (and POST /api/runs with an id) of an id that exists with another
 // input told the user to "follow the existing run with engine.handle("X")", advice for code
-// (h6). The CLI now says to follow it with cairn show X, the API to read it at
+// (not the CLI). The CLI now says to follow it with cairn show X, the API to read it at
 // /api/runs/{id}. An id of another workflow keeps its own message.
 
 import { join } from "node:path";
@@ -15,7 +15,7 @@ const job = workflow({ name: "job", version: "1" }, async (ctx, n: number) =>
 );
 
 describe("cairn start of an existing id with another input (SQLite)", () => {
-  const dir = tempDir("cairn-h6-conflict-");
+  const dir = tempDir("cairn-conflict-");
   const db = join(dir.dir, "cairn.db");
   const env = { CAIRN_STORE: `sqlite:${db}` };
   let engine: Engine;

@@ -1,6 +1,6 @@
 // `cairn start name@version` of a version no live worker serves (a typo: triage@3 where
 // the workers serve triage@2) started a run that stays pending, and said only "Started
-// run" (h6). The run is still started (a worker for it may come), and a warning on stderr
+// run". The run is still started (a worker for it may come), and a warning on stderr
 // now says no live worker serves it, naming the versions of that name live workers serve;
 // `cairn fork --version` onto such a version too.
 
@@ -13,7 +13,7 @@ import { tempDir, until } from "./helpers/sqlite.js";
 const triage = workflow({ name: "triage", version: "2" }, async (ctx) => ctx.step("t", () => 1));
 
 describe("cairn start of a version no live worker serves (SQLite)", () => {
-  const dir = tempDir("cairn-h6-unserved-");
+  const dir = tempDir("cairn-unserved-");
   const db = join(dir.dir, "cairn.db");
   const env = { CAIRN_STORE: `sqlite:${db}` };
   let engine: Engine;

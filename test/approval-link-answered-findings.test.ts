@@ -1,4 +1,4 @@
-// `cairn approval-link` for an approval already answered (h6): it printed two links and
+// `cairn approval-link` for an approval already answered: it printed two links and
 // "each works once" as if they worked, and the person they were sent to got "This approval
 // link was already used". It now says the approval's state (exit 1) and prints no link;
 // a pending approval still gets its links.
@@ -11,12 +11,12 @@ import { tempDir, until } from "./helpers/sqlite.js";
 
 const KEYS = "k1=an-approval-signing-secret-of-32-chars!";
 
-const review = workflow({ name: "h6-review", version: "1" }, async (ctx) =>
+const review = workflow({ name: "review", version: "1" }, async (ctx) =>
   ctx.approval("merge", { request: { summary: "merge it" }, timeout: "2d" }),
 );
 
 describe("cairn approval-link for an approval that is not pending (SQLite)", () => {
-  const dir = tempDir("cairn-h6-links-");
+  const dir = tempDir("cairn-links-");
   const db = join(dir.dir, "cairn.db");
   const env = {
     CAIRN_STORE: `sqlite:${db}`,

@@ -1,5 +1,5 @@
 // `cairn resume` of a run paused for budget said "Resumed run" and nothing more when the
-// run could only pause again at once (h6): resumed without --budget (its limits unchanged),
+// run could only pause again at once: resumed without --budget (its limits unchanged),
 // or with a limit not above what was spent (a run pauses once its spend reaches a limit:
 // usd 2 spent, --budget usd=2). It now warns on stderr, naming what holds it.
 
@@ -17,7 +17,7 @@ const costly = workflow({ name: "costly", version: "1", budget: { usd: 1 } }, as
 });
 
 describe("cairn resume of a run its budget still holds (SQLite)", () => {
-  const dir = tempDir("cairn-h6-resume-");
+  const dir = tempDir("cairn-resume-");
   const db = join(dir.dir, "cairn.db");
   const env = { CAIRN_STORE: `sqlite:${db}` };
   let engine: Engine;

@@ -1,4 +1,4 @@
-// `cairn show` broke an approval's request into its fields whatever it was (h6): a request
+// `cairn show` broke an approval's request into its fields whatever it was: a request
 // encrypted with a key the CLI was not given (an EncryptedValue) showed as the "fields"
 // `keyId k1` and `encrypted true`, not as `[encrypted with key "k1"]`, and a Map or a Date
 // showed no field at all. Only a plain object is shown field by field now; anything else
@@ -22,7 +22,7 @@ const asks = workflow({ name: "asks", version: "1" }, async (ctx, input: { kind:
 );
 
 describe("cairn show of approval requests that are not plain objects (SQLite)", () => {
-  const dir = tempDir("cairn-h6-requests-");
+  const dir = tempDir("cairn-requests-");
   const plainDb = join(dir.dir, "plain.db");
   const encDb = join(dir.dir, "enc.db");
   const engines: Engine[] = [];

@@ -1,5 +1,5 @@
 // `cairn check-replay` and `cairn ui --module` load a module "like cairn worker does", but
-// took no --import (h6): a TypeScript module, loaded by `cairn worker --import tsx m.ts`,
+// took no --import: a TypeScript module, loaded by `cairn worker --import tsx m.ts`,
 // could not be checked or served the same way ("Unknown option '--import'"). Both take it
 // now, imported before the module, as the worker does. (The CLI here runs under tsx, so a
 // prelude of the test's own stands for the loader: the module refuses to load without it.)
@@ -15,7 +15,7 @@ import { tempDir, until } from "./helpers/sqlite.js";
 const INDEX = join(ROOT, "src/index.ts");
 
 describe("--import for check-replay and ui --module", () => {
-  const dir = tempDir("cairn-h6-import-");
+  const dir = tempDir("cairn-import-");
   const db = join(dir.dir, "cairn.db");
   const env = { CAIRN_STORE: `sqlite:${db}` };
   const prelude = join(dir.dir, "prelude.mjs");
@@ -29,11 +29,11 @@ describe("--import for check-replay and ui --module", () => {
     const engine = createEngine({ store: sqliteStore(db), workflows: [hello], pollIntervalMs: 10 });
     await (await engine.start(hello, undefined, { id: "hello-1" })).result();
     await engine.close();
-    writeFileSync(prelude, "globalThis.h6Prelude = 'loaded';\n");
+    writeFileSync(prelude, "globalThis.cairnPrelude = 'loaded';\n");
     writeFileSync(
       modulePath,
       `import { workflow } from ${JSON.stringify(pathToFileURL(INDEX).href)};
-if (globalThis.h6Prelude !== "loaded") throw new Error("the prelude was not imported first");
+if (globalThis.cairnPrelude !== "loaded") throw new Error("the prelude was not imported first");
 export const hello = workflow({ name: "hello", version: "1" }, async (ctx) => ctx.step("say", () => "hi"));
 `,
     );

@@ -1,4 +1,4 @@
-// createHttpApp's options that were taken unchecked (h6): maxBodyBytes NaN (what
+// createHttpApp's options that were taken unchecked: maxBodyBytes NaN (what
 // `Number(process.env.X)` gives for a variable not set) made every request with a body a
 // 500, 0 or a negative number refused every body as "larger than -1 bytes"; an allowed
 // host written with a scheme or port, or an allowed origin with a path or a trailing slash,

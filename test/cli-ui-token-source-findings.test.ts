@@ -1,5 +1,5 @@
 // `cairn ui` with a bad token from $CAIRN_UI_TOKEN (or $CAIRN_UI_READ_TOKEN) said only
-// "--token holds a space" (h6): a user who gave no --token looked for one. The message now
+// "--token holds a space": a user who gave no --token looked for one. The message now
 // says the token comes from the variable; one given as a flag reads as before.
 
 import { describe, it } from "vitest";
@@ -8,7 +8,7 @@ import { cairn, expectFailure } from "./helpers/cli.js";
 describe("cairn ui names where a bad token came from", () => {
   it("from $CAIRN_UI_TOKEN and $CAIRN_UI_READ_TOKEN", async () => {
     expectFailure(
-      await cairn(["ui", "--port", "0", "--store", "sqlite:/nonexistent/h6.db"], {
+      await cairn(["ui", "--port", "0", "--store", "sqlite:/nonexistent/cairn.db"], {
         CAIRN_UI_TOKEN: "has a space here",
       }),
       2,

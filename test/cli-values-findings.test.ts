@@ -1,4 +1,4 @@
-// The CLI's values as the HTTP API has them (h6): `cairn show` of a run whose output holds
+// The CLI's values as the HTTP API has them: `cairn show` of a run whose output holds
 // itself (a cycle), NaN, Infinity, bytes or a Map with non-string keys printed it as the
 // API does, not as an "unexpected error" (the cycle) or as other values (null for NaN and
 // Infinity, an object of indices for bytes, colliding keys for the Map); and a number in
@@ -34,7 +34,7 @@ const waits = workflow({ name: "waits", version: "1" }, async (ctx) => {
 });
 
 describe("the CLI's JSON values (SQLite)", () => {
-  const dir = tempDir("cairn-h6-values-");
+  const dir = tempDir("cairn-values-");
   const db = join(dir.dir, "cairn.db");
   const env = { CAIRN_STORE: `sqlite:${db}` };
   let engine: Engine;

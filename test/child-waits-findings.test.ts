@@ -1,7 +1,7 @@
 // A parent awaiting ctx.child waits for cairn's own event "cairn.child:<child id>", which
 // nobody sends. `cairn runs` and `cairn show` said `waiting for event "cairn.child:p/kid"`,
 // `cairn send`'s warning named it as an event to send, and the dashboard's runs list
-// tagged the parent "needs input" (h6). They now say it waits for child run "p/kid".
+// tagged the parent "needs input". They now say it waits for child run "p/kid".
 
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -16,7 +16,7 @@ const parent = workflow({ name: "parent", version: "1" }, async (ctx) =>
 );
 
 describe("a parent waiting for its child (SQLite)", () => {
-  const dir = tempDir("cairn-h6-child-");
+  const dir = tempDir("cairn-child-");
   const db = join(dir.dir, "cairn.db");
   const env = { CAIRN_STORE: `sqlite:${db}` };
   let engine: Engine;
