@@ -29,8 +29,9 @@ export interface StoreSelection {
   env?: Readonly<Record<string, string | undefined>>;
   /** What a relative SQLite path is relative to. Default: process.cwd(). */
   cwd?: string;
-  /** Refuse a SQLite file that does not exist yet (a client in the wrong directory would
-   *  otherwise create an empty store and see no runs). Default false. */
+  /** Refuse a SQLite file that does not exist yet, or a PostgreSQL schema without cairn's
+   *  tables (a client in the wrong directory, or given a mistyped schema, would otherwise
+   *  create an empty store and see no runs). Default false. */
   mustExist?: boolean;
 }
 
@@ -96,7 +97,10 @@ export async function openStoreSpec(spec: StoreSpec, options: { mustExist?: bool
     }
     throw err;
   }
-  return postgres.postgresStore(spec.url, spec.schema === undefined ? {} : { schema: spec.schema });
+  return postgres.postgresStore(spec.url, {
+    ...(spec.schema === undefined ? {} : { schema: spec.schema }),
+    ...(options.mustExist ? { mustExist: true } : {}),
+  });
 }
 
 /**

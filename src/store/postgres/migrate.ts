@@ -15,6 +15,7 @@ export async function migrate(
   schema: string,
   t: Tables,
   description: string,
+  options: { mustExist?: boolean } = {},
 ): Promise<void> {
   await db.transaction("open (migrate)", "idempotent", async (tx) => {
     // Two-key form: (class, schema hash), so cairn's lock cannot collide with an
@@ -39,6 +40,13 @@ export async function migrate(
       );
     }
     if (current === SCHEMA_VERSION) return;
+    if (current === 0 && options.mustExist) {
+      throw new StoreError(
+        `No cairn store in PostgreSQL (${description}): the schema holds no cairn tables. ` +
+          'Check the schema (--schema or CAIRN_PG_SCHEMA; default "cairn"), or start a worker ' +
+          "there first (it creates them); nothing was created.",
+      );
+    }
     // Only reached when something must change, so a role without CREATE rights can open an
     // already migrated schema.
     await tx.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);

@@ -128,6 +128,9 @@ export interface PostgresStoreOptions {
   schema?: string;
   /** Connections in the pool the store creates from a URL. Default 10. Ignored for a pool. */
   poolSize?: number;
+  /** Refuse a schema that holds no cairn store rather than create one (a reader given a
+   *  mistyped schema would otherwise create it and see no runs). Default false. */
+  mustExist?: boolean;
 }
 
 export function postgresStore(
@@ -145,7 +148,7 @@ export function postgresStore(
   const schema = options.schema ?? "cairn";
   const problem = schemaNameProblem(schema);
   if (problem !== undefined) throw new StoreError(`postgresStore(): ${problem}`);
-  return new PostgresStore(urlOrPool, schema, options.poolSize ?? 10);
+  return new PostgresStore(urlOrPool, schema, options.poolSize ?? 10, options.mustExist ?? false);
 }
 
 /** "host:port/database, schema "x"": for messages. Never includes credentials. */
@@ -184,6 +187,8 @@ class PostgresStore implements Store {
   readonly #source: string | pg.Pool;
   readonly #schema: string;
   readonly #poolSize: number;
+  /** Refuse a schema without cairn's tables at open (postgresStore's mustExist). */
+  readonly #mustExist: boolean;
   readonly #ctx: StoreContext;
   /** The grouped writes' context: it may still reach the database while the last close()
    *  sends what was asked for before it, when #ctx refuses (a verb asked for after close()
@@ -215,10 +220,11 @@ class PostgresStore implements Store {
     releaseGroup(this.#drainCtx, rs),
   );
 
-  constructor(source: string | pg.Pool, schema: string, poolSize: number) {
+  constructor(source: string | pg.Pool, schema: string, poolSize: number, mustExist: boolean) {
     this.#source = source;
     this.#schema = schema;
     this.#poolSize = poolSize;
+    this.#mustExist = mustExist;
     this.description = describe(source, schema);
     const context = (draining: boolean): StoreContext => {
       const database = () => this.#database(draining);
@@ -332,7 +338,9 @@ class PostgresStore implements Store {
     const db = new Database(pool, this.description, owned);
     this.#db = db;
     try {
-      await migrate(db, this.#schema, this.#ctx.t, this.description);
+      await migrate(db, this.#schema, this.#ctx.t, this.description, {
+        mustExist: this.#mustExist,
+      });
     } catch (err) {
       if (err instanceof StoreError) throw err;
       throw new StoreError(`Cannot open PostgreSQL (${this.description}): ${String(err)}`, {
