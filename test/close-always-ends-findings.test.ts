@@ -9,6 +9,11 @@
 //   it never answers its LISTEN, which held the store's close(), and its socket the
 //   process, for ever.
 // Each test failed (hung to its bound) before its mend.
+//
+// The three suites (SQLite, PostgreSQL, the process on PostgreSQL) run side by side: their
+// time is close()'s own bounds (the store's close() is waited for 10 s at least, a stage
+// 2 s), real time an engine option cannot shorten, and they share no storage. The tests of
+// one backend's suite run one after the other (its harness closes a test's engines after it).
 
 import { spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
@@ -28,10 +33,10 @@ import { within } from "./helpers/within.js";
 /** A bound that only a hang reaches (close() waits at most a few seconds per stage). */
 const HANG_MS = 60_000;
 
-describe.each(BACKENDS)("engine.close() ends (%s)", (backend) => {
+describe.each(BACKENDS)("engine.close() ends (%s)", { concurrent: true }, (backend) => {
   const harness = useHarness(backend);
 
-  it("when the store dies under close() (a hand-back of close() is its last call)", async () => {
+  it.sequential("when the store dies under close() (a hand-back of close() is its last call)", async () => {
     const h = harness();
     const stepDone = gate();
     // After its step the workflow awaits I/O of its own: close() hands the run back.
@@ -60,7 +65,7 @@ describe.each(BACKENDS)("engine.close() ends (%s)", (backend) => {
     await store.settled();
   }, 120_000);
 
-  it("when a claim answered after close() began hands its run back to a store that never answers", async () => {
+  it.sequential("when a claim answered after close() began hands its run back to a store that never answers", async () => {
     const h = harness();
     const quick = workflow({ name: "quick", version: "1" }, async (ctx) =>
       ctx.step("s", async () => 1),
@@ -162,7 +167,7 @@ async function silentOnListen(base: string): Promise<{
   };
 }
 
-describe.runIf(pgUrl)("a process on PostgreSQL exits after close()", () => {
+describe.runIf(pgUrl)("a process on PostgreSQL exits after close()", { concurrent: true }, () => {
   it("when its LISTEN connection's LISTEN is never answered", async () => {
     const proxy = await silentOnListen(pgUrl!);
     const { schema, drop } = testSchema(pgUrl!);
