@@ -11,17 +11,8 @@
 
 import { readFile } from "node:fs/promises";
 import { describe, expect, it } from "vitest";
-import {
-  type AnyWorkflow,
-  createEngine,
-  type Engine,
-  type EngineOptions,
-  RunConflictError,
-  realClock,
-  type WorkflowContext,
-  workflow,
-} from "../src/index.js";
-import { BACKENDS, type Backend, freshStorage } from "./helpers/engines.js";
+import { RunConflictError, realClock, type WorkflowContext, workflow } from "../src/index.js";
+import { BACKENDS, programStorage } from "./helpers/engines.js";
 import { until } from "./helpers/sqlite.js";
 
 const delay = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -90,24 +81,6 @@ function program(seed: number): Op[][] {
   return Array.from({ length: 2 + Math.floor(r() * 2) }, () =>
     Array.from({ length: 2 + Math.floor(r() * 4) }, () => kept[Math.floor(r() * kept.length)]!),
   );
-}
-
-/** Fresh storage for one program, released as soon as the program is done: on PostgreSQL
- *  the schema is emptied and the next program takes it (helpers/postgres-reuse.ts), so a
- *  soak of 240 programs uses one schema, not 240 left for the file's end to drop. */
-function programStorage(backend: Backend) {
-  const cleanups: Array<() => Promise<void> | void> = [];
-  const store = freshStorage(backend, cleanups);
-  return {
-    engine(workflows: AnyWorkflow[], opts: EngineOptions): Engine {
-      const e = createEngine({ store: store(), workflows, pollIntervalMs: 10, ...opts });
-      cleanups.push(() => e.close());
-      return e;
-    },
-    async release(): Promise<void> {
-      for (const c of cleanups.splice(0).reverse()) await c();
-    },
-  };
 }
 
 const ONLY = process.env.CAIRN_WIDE_SWAP_FUZZ_BACKEND;

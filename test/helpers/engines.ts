@@ -54,6 +54,25 @@ export function freshStorage(
   return () => postgresStore(reused.url, { schema: reused.schema });
 }
 
+/** Fresh storage for one program of a fuzz, released as soon as the program is done (its
+ *  engines closed, then its storage): on PostgreSQL the schema is emptied and the next
+ *  program takes it (helpers/postgres-reuse.ts), so a soak of 240 programs uses one schema,
+ *  not 240 left for the file's end to drop, and no engine of a finished program polls on. */
+export function programStorage(backend: Backend) {
+  const cleanups: Array<() => Promise<void> | void> = [];
+  const store = freshStorage(backend, cleanups);
+  return {
+    engine(workflows: AnyWorkflow[], opts: EngineOptions): Engine {
+      const e = createEngine({ store: store(), workflows, pollIntervalMs: 10, ...opts });
+      cleanups.push(() => e.close());
+      return e;
+    },
+    async release(): Promise<void> {
+      for (const c of cleanups.splice(0).reverse()) await c();
+    },
+  };
+}
+
 export function useHarness(backend: Backend): () => Harness {
   const cleanups: Array<() => Promise<void> | void> = [];
   afterEach(async () => {
