@@ -412,11 +412,12 @@ describe("workers with different leases on one host (containers, host networking
     await x.start(wf, undefined, { id: "pay-1" });
     await until(() => started === 1, "X runs the step");
     const xOwner = (await x.getRun("pay-1"))?.leaseOwner;
-    // Y, with --lease 1.5s, on the same host and store (real clocks, both).
-    const y = createEngine({ store: h.store(), workflows: [wf], leaseMs: 1_500, ...opts });
+    // Y, with --lease 0.5s, on the same host and store (real clocks, both); it judges X by
+    // X's lease, through three of its own leases (a sweep every heartbeat, ~170 ms).
+    const y = createEngine({ store: h.store(), workflows: [wf], leaseMs: 500, ...opts });
     cleanups.push(() => y.close());
     cleanups.push(() => release());
-    await new Promise((r) => setTimeout(r, 4_000));
+    await new Promise((r) => setTimeout(r, 1_500));
     expect({ started, owner: (await y.getRun("pay-1"))?.leaseOwner }).toEqual({
       started: 1,
       owner: xOwner,
@@ -483,7 +484,7 @@ describe.runIf(pgUrl)("postgres: a worker whose clock runs ahead of the database
     });
     const wf = workflow({ name: "skew", version: "1" }, async (ctx) => {
       const [decision] = await Promise.all([
-        ctx.approval("go", { request: "go?", timeout: "2s", onTimeout: "reject" }),
+        ctx.approval("go", { request: "go?", timeout: "1s", onTimeout: "reject" }),
         // Keeps the run executing, so the approval's wait is timed in this process.
         ctx.step("busy", () => stepHeld),
       ]);
@@ -502,7 +503,8 @@ describe.runIf(pgUrl)("postgres: a worker whose clock runs ahead of the database
     const client = h.engine([], { worker: false, clock: realClock });
     const run = await w.start(wf, undefined, { id: "sk1" });
     await until(async () => (await client.listApprovals("sk1")).length === 1, "asked");
-    await new Promise((r) => setTimeout(r, 3_000));
+    // Past the approval's timeout (1 s) by the database's clock.
+    await new Promise((r) => setTimeout(r, 1_500));
     const answer = await client.approve("sk1", "go", { by: "alice" }).then(
       (v) => v.status,
       (err: Error) => `refused: ${err.name}`,
@@ -640,7 +642,7 @@ describe.each(BACKENDS)("%s: fencing across a deleted and restarted id", (backen
 describe("liveness judged by the reader's lease, not the worker's", () => {
   it("start by name finds a live worker whose lease (and heartbeat interval) is longer than the starter's", async () => {
     // Scaled down from `cairn start fix-bug` (a client with the default 30 s lease) against
-    // `cairn worker --lease 2m` (a heartbeat every 40 s): here 1 s against 30 s (every 10 s).
+    // `cairn worker --lease 2m` (a heartbeat every 40 s): here 0.3 s against 30 s (every 10 s).
     const h = harness("sqlite");
     const wf = workflow({ name: "fix-bug", version: "3" }, async () => "ok");
     const w = createEngine({
@@ -651,9 +653,10 @@ describe("liveness judged by the reader's lease, not the worker's", () => {
     });
     cleanups.push(() => w.close());
     await w.listRuns(); // the worker is registered
-    const starter = createEngine({ store: h.store(), worker: false, leaseMs: 1_000 });
+    const starter = createEngine({ store: h.store(), worker: false, leaseMs: 300 });
     cleanups.push(() => starter.close());
-    await new Promise((r) => setTimeout(r, 2_000));
+    // Two of the starter's leases past the worker's heartbeat.
+    await new Promise((r) => setTimeout(r, 600));
     const started = await starter.start("fix-bug", undefined).then(
       (r) => r.id,
       (err: Error) => err.name,
