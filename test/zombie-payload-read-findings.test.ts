@@ -49,7 +49,8 @@ describe.each(BACKENDS)("%s", (backend) => {
       },
       renewLeases: async (call, ...args) => (zombie ? stuck : call(...args)),
     });
-    const e1 = h.engine([twice], { store, leaseMs: 5_000, log: () => {} });
+    // closeGraceMs 0: its close() after the test does not wait (2 s) for its stuck renewal.
+    const e1 = h.engine([twice], { store, leaseMs: 5_000, closeGraceMs: 0, log: () => {} });
     await asked.opened;
     const e2 = h.engine([twice], { leaseMs: 5_000 });
     const out = await advanceUntil(h.clock, e2.handle("z").result(), 500);
