@@ -25,7 +25,7 @@ import { realClock } from "../src/lib/clock.js";
 import { postgresStore } from "../src/postgres.js";
 import { faultyStore } from "../src/testing/faulty-store.js";
 import { startCairn } from "./helpers/cli.js";
-import { postgresTestUrl, withClient } from "./helpers/postgres.js";
+import { postgresTestUrl, testSchema, withClient } from "./helpers/postgres.js";
 import { tempDir, until } from "./helpers/sqlite.js";
 
 const pgUrl = await postgresTestUrl();
@@ -180,21 +180,21 @@ describe.skipIf(!pgUrl)("the PostgreSQL LISTEN connection", () => {
   it("keeps trying when its client cannot even be built, and hears hints again once it can", async () => {
     const unheard = collectUnheard();
     const base = pgUrl ?? "";
-    // A database of its own: its LISTEN backend is found (and terminated) by database.
-    const db = `cairn_listen_${randomBytes(4).toString("hex")}`;
-    await withClient(base, (c) => c.query(`CREATE DATABASE ${db}`));
-    cleanups.push(async () => {
-      await withClient(base, (c) => c.query(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`));
-    });
+    // A schema and a connection tag of its own: its LISTEN backend is found (and terminated)
+    // by the tag. (A database of its own cost a DROP DATABASE, which waits for a checkpoint
+    // of the whole server: 1 to 40 s beside the other test files.)
+    const { schema, drop } = testSchema(base, "cairn_listen");
+    cleanups.push(drop);
+    const tag = schema;
     const dir = tempDirFor("listen-ca");
     const ca = join(dir, "ca.pem");
     writeFileSync(ca, "not a certificate, and never used: sslmode=disable\n");
     // pg reads the sslrootcert file when it builds a client, whatever the sslmode.
     const url = new URL(base);
-    url.pathname = `/${db}`;
+    url.searchParams.set("application_name", tag);
     url.searchParams.set("sslrootcert", ca);
     url.searchParams.set("sslmode", "disable");
-    const store = postgresStore(url.toString(), { poolSize: 2 });
+    const store = postgresStore(url.toString(), { poolSize: 2, schema });
     await store.open({ clock: realClock });
     cleanups.push(() => store.close());
     const heard: Array<string | undefined> = [];
@@ -203,12 +203,14 @@ describe.skipIf(!pgUrl)("the PostgreSQL LISTEN connection", () => {
     await until(() => heard.length > 0, "the first LISTEN");
     // The certificate file goes away (a rotation), then the LISTEN connection drops.
     rmSync(ca);
-    await withClient(base, (c) =>
-      c.query(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
-        [db],
+    const ended = await withClient(base, (c) =>
+      c.query<{ ended: boolean; query: string }>(
+        "SELECT pg_terminate_backend(pid) AS ended, query FROM pg_stat_activity WHERE application_name = $1 AND pid <> pg_backend_pid()",
+        [tag],
       ),
     );
+    // The tag reached the LISTEN connection (the URL's application_name is its name).
+    expect(ended.rows.some((r) => r.ended && /^LISTEN /.test(r.query))).toBe(true);
     await sleep(1_000);
     expect(unheard).toEqual([]);
     writeFileSync(ca, "back\n");
