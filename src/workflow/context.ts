@@ -653,13 +653,16 @@ export class Context implements CallCore {
     fn: (s: StepContext) => Promise<T> | T,
     options?: StepOptions,
   ): Promise<T> {
-    return this.makeCall(name, "step", async (call) => {
+    return this.makeCall(name, "step", (call) => {
       // Only a call with no recorded outcome: a journal written before this check replays.
       if (typeof fn !== "function") {
-        throw this.refusedArgument(call, `its body must be a function (got ${typeof fn})`);
+        return Promise.reject(
+          this.refusedArgument(call, `its body must be a function (got ${typeof fn})`),
+        );
       }
-      await this.beforeExecute(call);
-      return this.runAttempts<T>(call, options, (s) => fn(s));
+      // runAttempts waits in beforeExecute first: an async function of its own here, to
+      // await it, made three promises a step.
+      return this.runAttempts<T>(call, options, fn, undefined, undefined, true);
     });
   }
 
@@ -1074,6 +1077,29 @@ export class Context implements CallCore {
     }
   }
 
+  /** beforeExecute, or undefined when it would find nothing to wait for: its checks, read
+   *  without awaiting (a step made inside a cascade asks once that cascade is over: nearly
+   *  every step then goes on at once). Any that would wait, and beforeExecute decides. */
+  private executeWaits(call: Call): Promise<void> | undefined {
+    const created = this.host.created?.();
+    if (
+      this.halted ||
+      this.finishing ||
+      this.draining ||
+      this.delivery.inCascade ||
+      this.host.replayOnly ||
+      (created !== undefined && created !== true) ||
+      this.delivery.stalledOn !== undefined ||
+      (this.delivery.holding && this.held.doubtfulCall()) ||
+      (call.node.late && this.held.intentFromCascade(call.key)) ||
+      this.syncWritesPending > 0 ||
+      this.workspaces.needSync
+    ) {
+      return this.beforeExecute(call);
+    }
+    return undefined;
+  }
+
   private cascadeEnd(): Promise<void> {
     return new Promise<void>((resolve) => this.afterCascade.push(resolve));
   }
@@ -1181,7 +1207,16 @@ export class Context implements CallCore {
       /** Asked once the call is out of attempts: a value completes it after all. */
       lastChance: () => Promise<T | undefined> | T | undefined;
     },
+    /** Waits in beforeExecute before anything else (a step). */
+    waitFirst = false,
   ): Promise<T> {
+    if (waitFirst) {
+      // beforeExecute, without its async function and its awaits when (nearly always) the
+      // end of the cascade the step was made in is all it waits for.
+      if (this.delivery.inCascade) await this.cascadeEnd();
+      const waiting = this.executeWaits(call);
+      if (waiting !== undefined) await waiting;
+    }
     const { policy, timeoutMs } = this.stepRules(call, options);
     const prior = [...(this.journal.attempts.get(call.key) ?? [])];
     const clock = this.host.clock;
@@ -1448,8 +1483,11 @@ export class Context implements CallCore {
   }
 
   /** One attempt of a step body. Its spend is final once it returns: later s.spend() calls
-   *  are refused loudly. An aborted attempt (timeout, cancel) gets a grace to settle. */
-  private async attempt<T>(
+   *  are refused loudly. An aborted attempt (timeout, cancel) gets a grace to settle. Not an
+   *  async function: a step without a timeout settles its result in two promises of its
+   *  own (the body's reaction and the race's), where an async attempt awaiting an async
+   *  race made eight, each seen by the async hook (call-scope.ts) and run as a microtask. */
+  private attempt<T>(
     call: Call,
     attempt: number,
     timeoutMs: number | undefined,
@@ -1494,7 +1532,6 @@ export class Context implements CallCore {
       },
     };
     const startedAt = this.host.clock.now();
-    let settled: Promise<{ ok: boolean; value?: T; failure?: unknown }>;
     // Counted until the body itself settles, past any abort's grace (bodiesInFlight); not
     // one its timeout gave up on (past the grace): the call is retried beside it anyway,
     // and holding the run for it would keep a run whose timed-out body hangs for good.
@@ -1505,35 +1542,80 @@ export class Context implements CallCore {
       counted = false;
       this.bodyEnded();
     };
+    // Most steps have no timeout: the body's outcome and a halt of the run race to settle
+    // one promise, `decided`. The halt settles it as the run's abort fires and the body's
+    // outcome from its reaction: the same winner, in every interleaving, as
+    // Promise.race([settled, stopped]) with the halt a microtask after the abort (as a
+    // reaction of an already settled promise) took, in two promises where that race made
+    // four more.
+    let decide: ((first: AttemptResult<T> | "halted") => void) | undefined;
+    const decided =
+      timeoutMs === undefined
+        ? new Promise<AttemptResult<T> | "halted">((resolve) => {
+            decide = resolve;
+          })
+        : undefined;
+    let settled: Promise<AttemptResult<T>>;
     try {
       settled = Promise.resolve(runInBody(this, call.key, () => body(s))).then(
         (value) => {
           uncount();
-          return { ok: true, value };
+          const outcome: AttemptResult<T> = { ok: true, value, spend, startedAt };
+          decide?.(outcome);
+          return outcome;
         },
         (failure: unknown) => {
           uncount();
-          return { ok: false, failure };
+          const outcome: AttemptResult<T> = { ok: false, failure, spend, startedAt };
+          decide?.(outcome);
+          return outcome;
         },
       );
     } catch (failure) {
       uncount();
-      settled = Promise.resolve({ ok: false, failure });
+      const outcome: AttemptResult<T> = { ok: false, failure, spend, startedAt };
+      decide?.(outcome);
+      settled = Promise.resolve(outcome);
     }
     this.liveAttempts++;
     this.active++;
-    try {
-      const outcome = await this.raceTimeout(settled, timeoutMs, abort, call.key, uncount);
+    let stopListening = () => {};
+    const finish = (outcome: AttemptResult<T>): AttemptResult<T> => {
+      stopListening();
       ended = true;
-      return { ...outcome, spend, startedAt };
-    } catch (err) {
+      return outcome;
+    };
+    const fail = (err: unknown): never => {
+      stopListening();
+      ended = true;
       // Still counted otherwise: runAttempts ends the attempt once it handed on its result.
       this.liveAttempts--;
       this.workEnded();
       throw err;
-    } finally {
-      ended = true;
+    };
+    if (decided === undefined) {
+      const timed = this.raceTimeout(settled, timeoutMs!, abort, call.key, uncount);
+      return timed.then(
+        (first) =>
+          finish(
+            "stoppedBy" in first
+              ? { ok: false, failure: first.stoppedBy, spend, startedAt }
+              : first,
+          ),
+        fail,
+      );
     }
+    const halted = () => decide!("halted");
+    if (this.runAbort.aborted) halted();
+    else stopListening = this.runAbort.onAbort(halted);
+    return decided.then((first) => {
+      if (first !== "halted") return finish(first);
+      const reason = this.runAbort.reason;
+      return this.stopAttempt(settled, abort, reason).then(
+        () => finish({ ok: false, failure: reason, spend, startedAt }),
+        fail,
+      );
+    });
   }
 
   /** An attempt that ended after the run was canceled, or failed by the engine (a
@@ -1564,43 +1646,30 @@ export class Context implements CallCore {
     await this.host.commit({ attempts: [rec] }).catch(() => {});
   }
 
+  /** An attempt of a step with a timeout: its body's outcome, or what stopped it first (a
+   *  halt of the run, its timer), once the body had its grace to stop. */
   private async raceTimeout<T>(
-    settled: Promise<{ ok: boolean; value?: T; failure?: unknown }>,
-    timeoutMs: number | undefined,
+    settled: Promise<AttemptResult<T>>,
+    timeoutMs: number,
     abort: LazyAbort,
     key: string,
     givenUp: () => void,
-  ): Promise<{ ok: boolean; value?: T; failure?: unknown }> {
+  ): Promise<AttemptResult<T> | { stoppedBy: unknown }> {
     // Only a timed attempt has a timer to stop (an abort() builds a DOMException: costly
     // enough to show in a per-step profile).
-    let stop: AbortController | undefined;
     let stopListening = () => {};
-    let first: { ok: boolean; value?: T; failure?: unknown } | "halted" | "timeout";
-    if (timeoutMs === undefined) {
-      // Most steps have no timeout: one promise settled by whichever comes first, in the
-      // order Promise.race([settled, stopped]) would take them (the halt a microtask after
-      // the abort, as a reaction of an already settled promise), in two promises a step
-      // where the race made four (each also seen by the async hooks).
-      first = await new Promise((resolve) => {
-        void settled.then(resolve); // settled never rejects
-        const halted = () => void Promise.resolve("halted" as const).then(resolve);
-        if (this.runAbort.aborted) halted();
-        else stopListening = this.runAbort.onAbort(halted);
-      });
-    } else {
-      const stopped = new Promise<"halted">((resolve) => {
-        if (this.runAbort.aborted) resolve("halted");
-        else stopListening = this.runAbort.onAbort(() => resolve("halted"));
-      });
-      stop = new AbortController();
-      const timedOut = this.host.clock.sleep(timeoutMs, stop.signal).then(
-        () => "timeout" as const,
-        () => never<"timeout">(),
-      );
-      // None of the three rejects.
-      first = await Promise.race([settled, stopped, timedOut]);
-    }
+    const stopped = new Promise<"halted">((resolve) => {
+      if (this.runAbort.aborted) resolve("halted");
+      else stopListening = this.runAbort.onAbort(() => resolve("halted"));
+    });
+    const stop = new AbortController();
+    const timedOut = this.host.clock.sleep(timeoutMs, stop.signal).then(
+      () => "timeout" as const,
+      () => never<"timeout">(),
+    );
     try {
+      // None of the three rejects.
+      const first = await Promise.race([settled, stopped, timedOut]);
       if (first !== "timeout" && first !== "halted") return first;
       const reason =
         first === "timeout"
@@ -1608,16 +1677,21 @@ export class Context implements CallCore {
               `Step "${key}" of run "${this.host.runId}" did not finish within ${timeoutMs} ms; its signal was aborted`,
             )
           : this.runAbort.reason;
-      abort.abort(reason);
-      // Give the body a moment to stop and report what it spent.
-      await outsideWorkflow(() => settledWithin(settled, this.host.abortGraceMs));
+      await this.stopAttempt(settled, abort, reason);
       // A body its timeout gave up on no longer holds the run (bodiesInFlight).
       if (first === "timeout") givenUp();
-      return { ok: false, failure: reason };
+      return { stoppedBy: reason };
     } finally {
-      stop?.abort();
+      stop.abort();
       stopListening();
     }
+  }
+
+  /** An attempt stopped (its timeout, a halt of the run): its signal is aborted with
+   *  `reason`, and the body given a moment to stop and report what it spent. */
+  private stopAttempt(settled: Promise<unknown>, abort: LazyAbort, reason: unknown): Promise<void> {
+    abort.abort(reason);
+    return outsideWorkflow(() => settledWithin(settled, this.host.abortGraceMs));
   }
 
   /** Attempts in flight released their reservations: branches waiting for budget look again. */
@@ -1699,34 +1773,44 @@ export class Context implements CallCore {
     );
   }
 
-  /** Writes a new outcome (with whatever else `write` carries) and hands it over in turn. */
-  private async record<T>(
+  /** Writes a new outcome (with whatever else `write` carries) and hands it over in turn.
+   *  Not an async function awaiting commit(): one promise of its own and the commit's, where
+   *  the two async functions made five a step. */
+  private record<T>(
     build: (delivery: number) => StepRecord,
     write: Omit<RunWrite, "runId" | "epoch">,
     value: () => T,
   ): Promise<T> {
     if (this.halted) return never();
-    if (this.host.replayOnly) return this.reachFrontier(build(-1).key);
-    const rec = build(this.delivery.allocate());
-    await this.commit({ ...write, steps: [rec] });
-    // It may not be handed over before the run ends (its turn comes after the function settled).
-    if (rec.outcome === "error") this.unheardFailures.add(rec.key);
+    let rec: StepRecord;
+    try {
+      if (this.host.replayOnly) return this.reachFrontier(build(-1).key);
+      rec = build(this.delivery.allocate());
+    } catch (err) {
+      return Promise.reject(err);
+    }
     return new Promise<T>((resolve, reject) => {
-      this.delivery.durable(rec.delivery!, () => {
-        if (this.halted) return;
-        this.lateCalls.noteHandedOver(rec.key);
-        this.budget.handOver(rec.key, rec.spend, write.attempts);
-        if (rec.outcome === "error") {
-          if (!this.functionSettled) this.unheardFailures.delete(rec.key);
-          reject(this.callError(rec.key, rec.error ?? { name: "Error", message: "failed" }));
-          return;
-        }
-        try {
-          resolve(value());
-        } catch (err) {
-          reject(err);
-        }
-      });
+      const durable = () => {
+        // It may not be handed over before the run ends (its turn comes after the function
+        // settled).
+        if (rec.outcome === "error") this.unheardFailures.add(rec.key);
+        this.delivery.durable(rec.delivery!, () => {
+          if (this.halted) return;
+          this.lateCalls.noteHandedOver(rec.key);
+          this.budget.handOver(rec.key, rec.spend, write.attempts);
+          if (rec.outcome === "error") {
+            if (!this.functionSettled) this.unheardFailures.delete(rec.key);
+            reject(this.callError(rec.key, rec.error ?? { name: "Error", message: "failed" }));
+            return;
+          }
+          try {
+            resolve(value());
+          } catch (err) {
+            reject(err);
+          }
+        });
+      };
+      this.written({ ...write, steps: [rec] }, durable, reject);
     });
   }
 
@@ -1737,23 +1821,52 @@ export class Context implements CallCore {
         write.steps?.[0]?.key ?? write.intents?.[0]?.key ?? write.attempts?.[0]?.key ?? "";
       return this.reachFrontier(key);
     }
+    return new Promise<void>((resolve, reject) => this.written(write, resolve, reject));
+  }
+
+  /** Writes `write` and calls `then` once it is durable and counted; never, when the write
+   *  stops the execution (a lost lease, a conflict, the store's failure: halt or fail).
+   *  `threw`: what the bookkeeping around it threw (as an async commit() rejected). */
+  private written(
+    write: Omit<RunWrite, "runId" | "epoch">,
+    then: () => void,
+    threw: (err: unknown) => void,
+  ): void {
+    if (this.halted) return;
     this.active++;
+    let landed: Promise<void>;
     try {
-      await this.host.commit(write);
+      landed = this.host.commit(write);
     } catch (err) {
-      if (err instanceof LeaseLostError) this.halt({ kind: "lease-lost" });
-      else if (err instanceof WriteConflictError || err instanceof SerializationError) {
-        this.fail(err);
-      } else this.halt({ kind: "interrupted", error: err as Error });
-    } finally {
-      this.workEnded();
+      landed = Promise.reject(err);
     }
-    if (this.halted) return never();
-    // Two loops, not one over a copy of both: this runs after every step.
-    for (const r of write.steps ?? []) this.budget.recorded(r.spend);
-    for (const r of write.attempts ?? []) this.budget.recorded(r.spend);
-    this.budgetMayHaveRoom();
-    this.maybeSuspend();
+    landed.then(
+      () => {
+        try {
+          this.workEnded();
+          if (this.halted) return;
+          // Two loops, not one over a copy of both: this runs after every step.
+          for (const r of write.steps ?? []) this.budget.recorded(r.spend);
+          for (const r of write.attempts ?? []) this.budget.recorded(r.spend);
+          this.budgetMayHaveRoom();
+          this.maybeSuspend();
+          then();
+        } catch (err) {
+          threw(err);
+        }
+      },
+      (err: unknown) => {
+        try {
+          if (err instanceof LeaseLostError) this.halt({ kind: "lease-lost" });
+          else if (err instanceof WriteConflictError || err instanceof SerializationError) {
+            this.fail(err);
+          } else this.halt({ kind: "interrupted", error: err as Error });
+          this.workEnded();
+        } catch (thrown) {
+          threw(thrown);
+        }
+      },
+    );
   }
 
   /** Counts `p` as active work (the run must not suspend while it is in flight). */
