@@ -110,7 +110,11 @@ export const scopeHook = createHook({
   init(_asyncId, type, _triggerAsyncId, resource) {
     const from = executionAsyncResource() as Carrier;
     const s = from[SCOPE];
-    (resource as Carrier)[SCOPE] = s;
+    // A promise is a fresh object, which reads no scope already: most are cairn's own (no
+    // scope), and a property added to each was a map transition and a property store per
+    // promise, about 15 a step. Other resources may be reused (an HTTP parser is
+    // initialized again): they are always written.
+    if (s !== undefined || type !== "PROMISE") (resource as Carrier)[SCOPE] = s;
     if (s !== undefined && listener !== undefined && !("bodyOf" in s)) {
       listener(s.owner, type, resource as object, from);
     }
