@@ -19,7 +19,7 @@ const loop = workflow(
 );
 
 describe("an executed step's await chain", () => {
-  it("makes at most 19 promises a step (29 before)", async () => {
+  it("makes at most 17 promises a step (29.7 before)", async () => {
     const engine = createEngine({ store: sqliteStore(":memory:"), workflows: [loop] });
     let promises = 0;
     const hook = createHook({
@@ -44,7 +44,7 @@ describe("an executed step's await chain", () => {
       await promisesPerRun(20, 5); // warm-up: first-use paths
       const perStep = ((await promisesPerRun(20, 20)) - (await promisesPerRun(0, 20))) / 20;
       expect(perStep).toBeGreaterThan(10); // the hook saw the steps at all
-      expect(perStep).toBeLessThanOrEqual(19);
+      expect(perStep).toBeLessThanOrEqual(17);
     } finally {
       await engine.close();
     }

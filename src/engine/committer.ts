@@ -33,6 +33,14 @@ export class Committer {
     });
   }
 
+  /** write, answered by callbacks: `written` once durable, `failed` with what write's
+   *  promise would reject with. Both are called from the settling of the batch, in the
+   *  order of its writes. */
+  writeThen(write: RunWrite, written: () => void, failed: (err: Error) => void): void {
+    this.queue.push({ write, resolve: written, reject: failed });
+    this.schedule();
+  }
+
   /** Whether a write of run `runId` is queued or being written (close() waits for it). */
   writing(runId: string): boolean {
     const of = (p: Pending) => p.write.runId === runId;
@@ -84,7 +92,14 @@ export class Committer {
   /** Settles each write of the batch just flushed; then the next batch may begin. */
   private flushed(batch: Pending[], settle: (p: Pending, i: number) => void): void {
     try {
-      batch.forEach(settle);
+      // A writeThen callback that throws must not keep the rest of the batch unanswered.
+      for (let i = 0; i < batch.length; i++) {
+        try {
+          settle(batch[i]!, i);
+        } catch (err) {
+          reportLater(err);
+        }
+      }
     } finally {
       this.flushing = undefined;
       this.batch = [];
@@ -112,4 +127,12 @@ export function leaseTakenOver(runId: string, epoch: number): LeaseLostError {
   return new LeaseLostError(
     `Run "${runId}": this worker's lease (epoch ${epoch}) was taken over; it stops executing the run`,
   );
+}
+
+/** A callback's throw, thrown again outside the batch's settling (as an uncaught error,
+ *  where a throw in a promise's reaction was an unhandled rejection). */
+function reportLater(err: unknown): void {
+  queueMicrotask(() => {
+    throw err;
+  });
 }

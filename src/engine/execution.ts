@@ -312,6 +312,16 @@ export class Execution {
           return committer.write({ ...w, runId: run.id, epoch: this.epoch });
         });
       },
+      commitThen: (w, written, failed) => {
+        if (this.holding.kind === "held") {
+          committer.writeThen({ ...w, runId: run.id, epoch: this.epoch }, written, failed);
+          return;
+        }
+        this.createdDurably().then((held) => {
+          if (!held) failed(leaseTakenOver(run.id, this.epoch));
+          else committer.writeThen({ ...w, runId: run.id, epoch: this.epoch }, written, failed);
+        }, failed);
+      },
       created: () => this.holding.kind === "held" || this.createdDurably(),
       startChild: (childId, wf, input, inputDigest, inputByName) =>
         this.deps.startChild(run.id, childId, wf, input, inputDigest, inputByName),

@@ -182,6 +182,14 @@ export interface ContextHost {
   retry?: Partial<RetryPolicy> | undefined;
   /** Durable write of this run's records (fenced by the execution's epoch). */
   commit(write: Omit<RunWrite, "runId" | "epoch">): Promise<void>;
+  /** commit, answered by callbacks rather than a promise (optional): `written` once the
+   *  write is durable, `failed` with what commit would have rejected with. Either may be
+   *  called synchronously from the committer's settling of its batch. */
+  commitThen?(
+    write: Omit<RunWrite, "runId" | "epoch">,
+    written: () => void,
+    failed: (err: unknown) => void,
+  ): void;
   /** Creates the child run (idempotent on its id), keeping `inputDigest` (the digest of the
    *  input as the call handed it, childInputDigest) with it: undefined when created now,
    *  else what the child found under its id was started as (`inputByName`, the input's
@@ -1834,39 +1842,39 @@ export class Context implements CallCore {
   ): void {
     if (this.halted) return;
     this.active++;
-    let landed: Promise<void>;
+    const landed = () => {
+      try {
+        this.workEnded();
+        if (this.halted) return;
+        // Two loops, not one over a copy of both: this runs after every step.
+        for (const r of write.steps ?? []) this.budget.recorded(r.spend);
+        for (const r of write.attempts ?? []) this.budget.recorded(r.spend);
+        this.budgetMayHaveRoom();
+        this.maybeSuspend();
+        then();
+      } catch (err) {
+        threw(err);
+      }
+    };
+    const refused = (err: unknown) => {
+      try {
+        if (err instanceof LeaseLostError) this.halt({ kind: "lease-lost" });
+        else if (err instanceof WriteConflictError || err instanceof SerializationError) {
+          this.fail(err);
+        } else this.halt({ kind: "interrupted", error: err as Error });
+        this.workEnded();
+      } catch (thrown) {
+        threw(thrown);
+      }
+    };
     try {
-      landed = this.host.commit(write);
+      // The engine's committer answers by callbacks: a promise of its own and a reaction to
+      // it were two of a step's promises.
+      if (this.host.commitThen) this.host.commitThen(write, landed, refused);
+      else this.host.commit(write).then(landed, refused);
     } catch (err) {
-      landed = Promise.reject(err);
+      refused(err);
     }
-    landed.then(
-      () => {
-        try {
-          this.workEnded();
-          if (this.halted) return;
-          // Two loops, not one over a copy of both: this runs after every step.
-          for (const r of write.steps ?? []) this.budget.recorded(r.spend);
-          for (const r of write.attempts ?? []) this.budget.recorded(r.spend);
-          this.budgetMayHaveRoom();
-          this.maybeSuspend();
-          then();
-        } catch (err) {
-          threw(err);
-        }
-      },
-      (err: unknown) => {
-        try {
-          if (err instanceof LeaseLostError) this.halt({ kind: "lease-lost" });
-          else if (err instanceof WriteConflictError || err instanceof SerializationError) {
-            this.fail(err);
-          } else this.halt({ kind: "interrupted", error: err as Error });
-          this.workEnded();
-        } catch (thrown) {
-          threw(thrown);
-        }
-      },
-    );
   }
 
   /** Counts `p` as active work (the run must not suspend while it is in flight). */
