@@ -10,7 +10,9 @@
 //   - error names, codes, stacks and messages with NUL and lone surrogates, from steps,
 //     non-Errors thrown, a failing child;
 //   - step timeouts, retried, and one raced against another step;
-//   - a child's input and an approval's request changed right after the call.
+//   - a child's input and an approval's request changed right after the call;
+//   - 30 events sent while the run runs, taken by a loop of waits, parallel waits, or waits
+//     raced against steps, the worker dying after 12 hand-overs: none lost or taken twice.
 
 import { describe, expect, it } from "vitest";
 import { type AnyWorkflow, FatalError, type WorkflowContext, workflow } from "../src/index.js";
@@ -404,4 +406,95 @@ describe.each(BACKENDS)("%s: inputs changed after the call", (backend) => {
     for (const log of seen) expect(log).toEqual(out.slice(0, log.length));
     expect((await e.getRun(`${run.id}/k`))?.input).toEqual({ n: 1 });
   });
+});
+
+describe.each(BACKENDS)("%s: events sent while the run runs", (backend) => {
+  const harness = useHarness(backend);
+  for (const shape of ["loop", "parallel", "race-with-step"] as const) {
+    it(`${shape}: 30 events sent during the run, crash after 12`, async () => {
+      const h = harness();
+      let firstRun = true;
+      let died = false;
+      const logs: string[][] = [];
+      let kill = () => {};
+      const wf = workflow(
+        { name: `h5-ticks-${shape}`, version: "1" },
+        async (ctx: WorkflowContext) => {
+          const log: string[] = [];
+          logs.push(log);
+          const take = async (i: number) => {
+            const w = await ctx.waitForEvent<string>("tick", { timeout: "1h" });
+            const v = w.timedOut ? "t" : w.payload;
+            log.push(`${i}:${v}`);
+            if (log.length >= 12 && firstRun) {
+              firstRun = false;
+              died = true;
+              kill();
+              await never();
+            }
+            return v;
+          };
+          if (shape === "loop") {
+            for (let i = 0; i < 30; i++) {
+              await take(i);
+              if (i % 4 === 0) await ctx.step(`s${i}`, () => delay(1).then(() => i));
+            }
+          } else if (shape === "parallel") {
+            await Promise.all(Array.from({ length: 30 }, (_, i) => take(i)));
+          } else {
+            for (let i = 0; i < 30; i++) {
+              const r = await Promise.race([
+                take(i),
+                ctx.step(`r${i}`, () => delay(3).then(() => `step${i}`)),
+              ]);
+              log.push(`won ${r}`);
+            }
+            const rest = await Promise.all(Array.from({ length: 5 }, (_, i) => take(100 + i)));
+            log.push(rest.join());
+          }
+          return log;
+        },
+      );
+      const dying = crashableEngine(h, [wf]);
+      kill = dying.crash;
+      const run = await dying.engine.start(wf, undefined);
+      const other = h.engine([], { worker: false });
+      let sent = 0;
+      const sending = (async () => {
+        for (let i = 0; i < 30; i++) {
+          await other.sendEvent(run.id, "tick", `e${i}`);
+          sent++;
+          await delay(i % 3);
+        }
+      })();
+      await advanceUntil(
+        h.clock,
+        until(() => died, "the worker dies", 40_000),
+        20,
+        100_000,
+      );
+      const first = [...(logs.at(-1) ?? [])];
+      await sending;
+      await h.clock.advance(60_000);
+      const replay = h.engine([wf]);
+      const out = await advanceUntil(
+        h.clock,
+        replay
+          .handle(run.id)
+          .result()
+          .catch((e: Error) => `failed ${e.name}: ${e.message}`),
+        60_000,
+        500,
+      );
+      const last = logs.at(-1) as string[];
+      expect(last.slice(0, first.length)).toEqual(first);
+      expect(out).toEqual(last);
+      // Every event taken once, and by the loop and the parallel waits in send order.
+      const payloads = last.filter((l) => /^\d+:e\d+$/.test(l)).map((l) => l.split(":")[1]);
+      expect(new Set(payloads).size).toBe(payloads.length);
+      if (shape !== "race-with-step")
+        expect(payloads).toEqual(Array.from({ length: 30 }, (_, i) => `e${i}`));
+      expect(sent).toBe(30);
+    });
+  }
 });
