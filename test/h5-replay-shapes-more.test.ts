@@ -12,7 +12,10 @@
 //   - step timeouts, retried, and one raced against another step;
 //   - a child's input and an approval's request changed right after the call;
 //   - 30 events sent while the run runs, taken by a loop of waits, parallel waits, or waits
-//     raced against steps, the worker dying after 12 hand-overs: none lost or taken twice.
+//     raced against steps, the worker dying after 12 hand-overs: none lost or taken twice;
+//   - a Promise.all whose rejection is caught while its other branches still run (their
+//     outcomes handed over late, a name reused after the catch): the generator makes no
+//     failing call a par or race does not catch inside its branch.
 
 import { describe, expect, it } from "vitest";
 import { type AnyWorkflow, FatalError, type WorkflowContext, workflow } from "../src/index.js";
@@ -498,3 +501,100 @@ describe.each(BACKENDS)("%s: events sent while the run runs", (backend) => {
     });
   }
 });
+
+describe.each(BACKENDS)(
+  "%s: a caught Promise.all rejection with its other branches still running",
+  (backend) => {
+    const harness = useHarness(backend);
+    for (const dieAt of [1, 2, 3]) {
+      it(`the worker dies at point ${dieAt}; the late outcomes replay in their order`, async () => {
+        const h = harness();
+        let firstRun = true;
+        let died = false;
+        const logs: string[][] = [];
+        let kill = () => {};
+        const die = async (n: number) => {
+          if (n !== dieAt || !firstRun) return;
+          firstRun = false;
+          died = true;
+          kill();
+          await never();
+        };
+        const wf = workflow(
+          { name: `h5-orphans-${dieAt}`, version: "1" },
+          async (ctx: WorkflowContext) => {
+            const log: string[] = [];
+            logs.push(log);
+            const slowSide: string[] = [];
+            try {
+              await Promise.all([
+                ctx.step("f", () =>
+                  delay(5).then(() => {
+                    throw new FatalError("f broke");
+                  }),
+                ),
+                ctx
+                  .step("slow", () => delay(40).then(() => "slow1"))
+                  .then((v) => {
+                    slowSide.push(v);
+                    log.push(`late ${v}`);
+                    return v;
+                  }),
+                ctx
+                  .step("x", () => delay(20).then(() => "x1"))
+                  .then((v) => {
+                    log.push(`late ${v}`);
+                    return v;
+                  }),
+                (async () => {
+                  await ctx.step("chain", () => delay(2).then(() => 1));
+                  const v = await ctx.step("chain", () => delay(30).then(() => 2));
+                  log.push(`chain ${v}`);
+                })(),
+              ]);
+            } catch (err) {
+              log.push(`caught ${(err as Error).message}`);
+            }
+            await die(1);
+            log.push(`y ${await ctx.step("x", () => delay(10).then(() => "x2"))}`);
+            await die(2);
+            log.push(
+              `race ${await Promise.race([
+                ctx.step("slow", () => delay(1).then(() => "slow2")),
+                ctx.sleep("z", 1000).then(() => "z"),
+              ])}`,
+            );
+            await ctx.step("wait-for-tail", () => delay(60).then(() => 0));
+            await die(3);
+            log.push(`end ${slowSide.join()}`);
+            return log;
+          },
+        );
+        const dying = crashableEngine(h, [wf]);
+        kill = dying.crash;
+        const run = await dying.engine.start(wf, undefined);
+        await advanceUntil(
+          h.clock,
+          until(() => died, "the worker dies"),
+          20,
+        );
+        const first = [...(logs.at(-1) ?? [])];
+        await h.clock.advance(60_000);
+        const replay = h.engine([wf]);
+        const out = await advanceUntil(
+          h.clock,
+          replay
+            .handle(run.id)
+            .result()
+            .catch((e: Error) => `failed ${e.name}: ${e.message}`),
+          20,
+        );
+        const last = logs.at(-1) as string[];
+        expect(last.slice(0, first.length)).toEqual(first);
+        expect(out).toEqual(last);
+        expect(last[0]).toBe("caught f broke");
+        expect(last.at(-1)).toBe("end slow1");
+      });
+    }
+  },
+);
