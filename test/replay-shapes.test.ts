@@ -125,42 +125,48 @@ describe.each(BACKENDS)("%s: replay shapes the generator does not make", (backen
     const r = await crashMidRun(
       h,
       (c, note) => {
-        const kid = workflow({ name: "h5-failing-kid", version: "1" }, async (ctx, n: number) => {
-          await ctx.step("k", () => delay(n * 3).then(() => n));
-          throw new FatalError(`kid ${n} broke`);
-        });
-        const wf = workflow({ name: "h5-kid-race", version: "1" }, async (ctx: WorkflowContext) => {
-          const log = note();
-          const [a, b] = await Promise.all([
-            (async () => {
-              let first: string;
-              try {
-                first = String(await ctx.child("c1", kid, 1));
-              } catch (err) {
-                first = `caught ${(err as Error).name}: ${(err as Error).message}`;
-              }
-              log.push(first);
-              const raced = await Promise.race([
-                ctx.child("c2", kid, 2).then(
-                  (v) => `c2 ${v}`,
-                  (err: Error) => `c2 failed: ${err.message}`,
-                ),
-                ctx
-                  .waitForEvent<string>("ev", { timeout: "1h" })
-                  .then((w) => (w.timedOut ? "ev timed out" : `ev ${w.payload}`)),
-              ]);
-              log.push(raced);
-              return raced;
-            })(),
-            ctx.step("other", () => delay(5).then(() => "other")),
-          ]);
-          log.push(`all ${a} ${b}`);
-          await ctx.step("after", () => "after");
-          await c.die();
-          const w = await ctx.waitForEvent<string>("late", { timeout: "2h" });
-          log.push(w.timedOut ? "late timed out" : `late ${w.payload}`);
-          return log;
-        });
+        const kid = workflow(
+          { name: "shape-failing-kid", version: "1" },
+          async (ctx, n: number) => {
+            await ctx.step("k", () => delay(n * 3).then(() => n));
+            throw new FatalError(`kid ${n} broke`);
+          },
+        );
+        const wf = workflow(
+          { name: "shape-kid-race", version: "1" },
+          async (ctx: WorkflowContext) => {
+            const log = note();
+            const [a, b] = await Promise.all([
+              (async () => {
+                let first: string;
+                try {
+                  first = String(await ctx.child("c1", kid, 1));
+                } catch (err) {
+                  first = `caught ${(err as Error).name}: ${(err as Error).message}`;
+                }
+                log.push(first);
+                const raced = await Promise.race([
+                  ctx.child("c2", kid, 2).then(
+                    (v) => `c2 ${v}`,
+                    (err: Error) => `c2 failed: ${err.message}`,
+                  ),
+                  ctx
+                    .waitForEvent<string>("ev", { timeout: "1h" })
+                    .then((w) => (w.timedOut ? "ev timed out" : `ev ${w.payload}`)),
+                ]);
+                log.push(raced);
+                return raced;
+              })(),
+              ctx.step("other", () => delay(5).then(() => "other")),
+            ]);
+            log.push(`all ${a} ${b}`);
+            await ctx.step("after", () => "after");
+            await c.die();
+            const w = await ctx.waitForEvent<string>("late", { timeout: "2h" });
+            log.push(w.timedOut ? "late timed out" : `late ${w.payload}`);
+            return log;
+          },
+        );
         return [wf, kid];
       },
       { replayEvents: [["late", "L"]] },
@@ -204,7 +210,7 @@ describe.each(BACKENDS)("%s: more replay shapes", (backend) => {
   it("Promise.all of 20 steps of one name, the worker dying after half are delivered", async () => {
     const h = harness();
     const r = await crashMidRun(h, (c, note) => [
-      workflow({ name: "h5-twenty", version: "1" }, async (ctx: WorkflowContext) => {
+      workflow({ name: "shape-twenty", version: "1" }, async (ctx: WorkflowContext) => {
         const log = note();
         const all = await Promise.all(
           Array.from({ length: 20 }, (_, i) =>
@@ -233,7 +239,7 @@ describe.each(BACKENDS)("%s: more replay shapes", (backend) => {
   it("Promise.allSettled of failing and succeeding steps of one name", async () => {
     const h = harness();
     const r = await crashMidRun(h, (c, note) => [
-      workflow({ name: "h5-settled", version: "1" }, async (ctx: WorkflowContext) => {
+      workflow({ name: "shape-settled", version: "1" }, async (ctx: WorkflowContext) => {
         const log = note();
         const settled = await Promise.allSettled(
           Array.from({ length: 8 }, (_, i) =>
@@ -278,11 +284,14 @@ describe.each(BACKENDS)("%s: more replay shapes", (backend) => {
     const r = await crashMidRun(
       h,
       (c, note) => {
-        const kid = workflow({ name: "h5-hostile-kid", version: "1" }, async (_ctx, s: string) => {
-          return { back: s, nul: `\u0000${s}` };
-        });
+        const kid = workflow(
+          { name: "shape-hostile-kid", version: "1" },
+          async (_ctx, s: string) => {
+            return { back: s, nul: `\u0000${s}` };
+          },
+        );
         return [
-          workflow({ name: "h5-hostile", version: "1" }, async (ctx: WorkflowContext) => {
+          workflow({ name: "shape-hostile", version: "1" }, async (ctx: WorkflowContext) => {
             const log = note();
             const values: unknown[] = [
               "a\u0000b",
@@ -339,7 +348,7 @@ describe.each(BACKENDS)("%s: more replay shapes", (backend) => {
     const r = await crashMidRun(
       h,
       (c, note) => [
-        workflow({ name: "h5-long-sleeps", version: "1" }, async (ctx: WorkflowContext) => {
+        workflow({ name: "shape-long-sleeps", version: "1" }, async (ctx: WorkflowContext) => {
           const log = note();
           log.push(
             await Promise.race([
@@ -388,7 +397,7 @@ describe.each(BACKENDS)("%s: more replay shapes", (backend) => {
       () => Object.create(null),
     ];
     const r = await crashMidRun(h, (c, note) => [
-      workflow({ name: "h5-non-errors", version: "1" }, async (ctx: WorkflowContext) => {
+      workflow({ name: "shape-non-errors", version: "1" }, async (ctx: WorkflowContext) => {
         const log = note();
         for (const [i, make] of thrown.entries()) {
           try {
@@ -416,7 +425,7 @@ describe.each(BACKENDS)("%s: more replay shapes", (backend) => {
   it("a workflow awaiting resolved promises between its calls, in parallel branches", async () => {
     const h = harness();
     const r = await crashMidRun(h, (c, note) => [
-      workflow({ name: "h5-resolved", version: "1" }, async (ctx: WorkflowContext) => {
+      workflow({ name: "shape-resolved", version: "1" }, async (ctx: WorkflowContext) => {
         const log = note();
         const branch = async (b: string) => {
           const got: string[] = [];
@@ -456,11 +465,14 @@ describe.each(BACKENDS)(
     it("a workflow that changes what a call handed it sees the recorded value again on every replay", async () => {
       const h = harness();
       const seen: string[][] = [];
-      const kid = workflow({ name: "h5-mut-kid", version: "1" }, async (_ctx, v: { n: number }) => {
-        v.n += 100;
-        return v;
-      });
-      const wf = workflow({ name: "h5-mutate", version: "1" }, async (ctx: WorkflowContext) => {
+      const kid = workflow(
+        { name: "shape-mut-kid", version: "1" },
+        async (_ctx, v: { n: number }) => {
+          v.n += 100;
+          return v;
+        },
+      );
+      const wf = workflow({ name: "shape-mutate", version: "1" }, async (ctx: WorkflowContext) => {
         const log: string[] = [];
         seen.push(log);
         const a = await ctx.step("a", () => ({ n: 1, list: [1] }));
@@ -501,7 +513,7 @@ describe.each(BACKENDS)(
       const r = await crashMidRun(
         h,
         (c, note) => [
-          workflow({ name: "h5-shared-event", version: "1" }, async (ctx: WorkflowContext) => {
+          workflow({ name: "shape-shared-event", version: "1" }, async (ctx: WorkflowContext) => {
             const log = note();
             const got = await Promise.all(
               ["x", "y", "z"].map(async (b) => {
@@ -542,7 +554,7 @@ describe("a sleep past 2^31-1 ms on the real clock", () => {
   it("loses a race to a 50 ms step (setTimeout would fire it after 1 ms)", async () => {
     const h = harness();
     const wf = workflow(
-      { name: "h5-real-long-sleep", version: "1" },
+      { name: "shape-real-long-sleep", version: "1" },
       async (ctx: WorkflowContext) => {
         const a = await Promise.race([
           ctx.sleep("long", "30d").then(() => "long"),
@@ -574,13 +586,13 @@ describe.each(BACKENDS)("%s: children in races and parallel branches", (backend)
     const r = await crashMidRun(
       h,
       (c, note) => {
-        const kid = workflow({ name: "h5-race-kid", version: "1" }, async (ctx, n: number) => {
+        const kid = workflow({ name: "shape-race-kid", version: "1" }, async (ctx, n: number) => {
           await ctx.sleep("nap", n * 1000);
           if (n === 3) throw new FatalError(`kid ${n} failed`);
           return `kid${n}`;
         });
         const wf = workflow(
-          { name: "h5-child-race", version: "1" },
+          { name: "shape-child-race", version: "1" },
           async (ctx: WorkflowContext) => {
             const log = note();
             log.push(
