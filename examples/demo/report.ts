@@ -179,7 +179,7 @@ export async function report(
     say(
       green(
         bold(
-          `✔ nothing ran twice; the edit came back byte for byte on another machine; the merge waited for \`cairn approve\` (${secs} s)`,
+          `✔ nothing ran twice; the edit came back byte for byte on another machine; the merge waited for \`cairn approve\` (the whole demo took ${secs} s)`,
         ),
       ),
     );
