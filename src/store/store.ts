@@ -511,11 +511,13 @@ export interface Store extends WorkspaceVerbs, ApprovalVerbs {
    *  floor), so a write fenced with a deleted run's epoch never lands in it. Idempotent on id: returns the existing run with created=false and
    *  changes nothing if the id exists (whatever its workflow). */
   createRun(run: NewRun): Promise<{ run: RunRecord; created: boolean }>;
-  /** Optional. As createRun with `claimBy`, and once this call has inserted the run, in the
-   *  same transaction (one commit), `end()` is asked for the run's release: a RunEnd is
-   *  applied as releaseRun would (fenced by the epoch the run was created with), undefined
-   *  leaves it claimed. Asked again if the transaction is retried (it answers the same). An
-   *  existing id is returned untouched, `end` not asked. The engine asks it as it would
+  /** Optional. As createRun with `claimBy`, and in the same transaction (one commit),
+   *  `end()` is asked for the run's release: a RunEnd is applied as releaseRun would (fenced
+   *  by the epoch the run was created with), undefined leaves it claimed. Asked inside the
+   *  transaction, before the run is written (SQLite inserts a released run as its release
+   *  leaves it); asked again if the transaction is retried (it answers the same). An
+   *  existing id is returned untouched, whatever `end` answered (a throw still fails the
+   *  call). The engine asks it as it would
    *  createRun, and answers from `end` whether the run's workflow has already ended needing no
    *  record (engine/folded-start.ts): on SQLite the create waits for the turn's group
    *  commit, and a run with no call costs one commit instead of two. Only for a store whose

@@ -16,6 +16,7 @@ import {
   type ReleaseOutcome,
   type ResumeOptions,
   type ResumeOutcome,
+  type RunEnd,
   type RunRecord,
   type RunStatus,
   type SendEventOutcome,
@@ -44,6 +45,7 @@ import {
   findRun,
   insertRun,
   mustGetRun,
+  NEW_RUN_COLUMNS,
   RUN_COLUMNS,
   type StoreContext,
   storeEvent,
@@ -90,18 +92,79 @@ export function releaseInTx(tx: WriteTx, r: Release): ReleaseOutcome {
         tx.now,
         r.runId,
       ) as RunRow;
-    if (TERMINAL_STATUSES.has(s.status)) tx.hint({ kind: "finished", runId: r.runId });
-    else if (s.readyAt !== null && s.readyAt <= tx.now) {
-      tx.hint({ kind: "runnable", runId: r.runId });
-    }
+    hintReleased(tx, r.runId, s);
     return { ok: true, run: runFromRow(released) };
   }
+}
+
+/** What a committed release tells subscribers: a run finished, or runnable now. */
+function hintReleased(tx: WriteTx, runId: string, s: ReturnType<typeof releasedState>): void {
+  if (TERMINAL_STATUSES.has(s.status)) tx.hint({ kind: "finished", runId });
+  else if (s.readyAt !== null && s.readyAt <= tx.now) tx.hint({ kind: "runnable", runId });
+}
+
+/** The row of a run no one has written yet, as releasedState reads it: no cancel asked, no
+ *  failed call, its first generation. */
+const FRESH_RUN: ReleasedFrom = {
+  cancel_requested: 0,
+  reason: null,
+  failed_calls: "[]",
+  generation: 0,
+};
+
+/** createReleasedRun with its release known before the run is written: the run is inserted
+ *  as insertRun claimed and then releaseInTx under its first epoch would leave it, in ONE
+ *  statement (not an insert, a read and an update, each touching the runs indexes), and
+ *  returned as stored; undefined if the id exists (then nothing changes). */
+export function insertReleasedRun(tx: WriteTx, run: NewRun, r: RunEnd): RunRecord | undefined {
+  const limit = amountsJson(run.budgetLimit, () => `Budget limit of run "${run.id}"`);
+  const s = releasedState(tx, { ...r, runId: run.id, epoch: 0 }, FRESH_RUN);
+  const row = tx
+    .prepare(
+      `INSERT INTO runs (${NEW_RUN_COLUMNS}, crash_unjudged, held_by, held_until) VALUES
+         (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '{}', ?, ?, ?, ?, NULL, NULL,
+          (SELECT epoch FROM epoch_floor) + 1, 0, 0, ?, ?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (id) DO NOTHING
+       RETURNING ${RUN_COLUMNS}`,
+    )
+    .get(
+      run.id,
+      run.workflow,
+      run.version,
+      s.status,
+      s.reason,
+      s.pausedFor,
+      run.input,
+      r.output ?? null,
+      r.error ? errorJson(r.error) : null,
+      limit,
+      run.parentId ?? null,
+      s.readyAt,
+      s.wakeAt,
+      JSON.stringify(s.waitingFor),
+      tx.now,
+      tx.now,
+      JSON.stringify(s.failedCalls),
+      run.traceContext ?? null,
+      run.handedInputDigest ?? null,
+      s.status === "paused" && r.crashUnjudged === true ? 1 : 0,
+      s.heldFor?.workerId ?? null,
+      s.heldFor ? tx.now + s.heldFor.ms : null,
+    ) as RunRow | undefined;
+  if (!row) return undefined;
+  // Sent once the run exists (deliverEvent refuses nothing for a sender): as releaseInTx.
+  for (const e of r.events ?? []) deliverEvent(tx, e);
+  hintReleased(tx, run.id, s);
+  return runFromRow(row);
 }
 
 /** What a release leaves the run as: the status asked for, unless a cancel was requested
  *  meanwhile (then canceled, and the events meant for that case are sent); no timer or wait
  *  for a finished run; ready now for a waiting run whose event is already there. */
-function releasedState(tx: WriteTx, r: Release, row: RunRow) {
+/** What releasedState reads of the run's row. */
+type ReleasedFrom = Pick<RunRow, "cancel_requested" | "reason" | "failed_calls" | "generation">;
+
+function releasedState(tx: WriteTx, r: Release, row: ReleasedFrom) {
   let status = r.status;
   // Reasons are words for people, often built from an error's message: made storable
   // (lib/text.ts) as PostgreSQL makes them, so a NUL can never fail a release.

@@ -3,7 +3,7 @@
 import { TERMINAL_STATUS_LIST } from "../status-sql.js";
 import type { EventRecord, NewRun, RunEnd, RunFilter, RunRecord } from "../store.js";
 import { type EventRow, eventFromRow, type RunRow, runFromRow } from "./rows.js";
-import { releaseInTx } from "./run-control.js";
+import { insertReleasedRun } from "./run-control.js";
 import {
   findRun,
   insertRun,
@@ -28,23 +28,22 @@ export function createRun(
 }
 
 /** createRun claimed, and in the same transaction the release `end()` gives of the run it
- *  created, if any (Store.createReleasedRun): a run whose workflow ended before it needed a
- *  record costs one commit. An id found taken is answered as createRun answers it. */
+ *  creates, if any (Store.createReleasedRun): a run whose workflow ended before it needed a
+ *  record costs one commit, and one statement (insertReleasedRun). `end` is asked before
+ *  the run is written; an id found taken is answered as createRun answers it, that answer
+ *  unused. */
 export function createReleasedRun(
   ctx: StoreContext,
   run: NewRun,
   end: (tx: ReadTx) => RunEnd | undefined,
 ): Promise<{ run: RunRecord; created: boolean }> {
   return ctx.writeGrouped("createRun", (tx) => {
-    const inserted = insertRun(tx, run, "{}");
-    if (!inserted) return { run: mustGetRun(tx, run.id), created: false };
     const release = end(tx);
-    if (release === undefined) return { run: inserted, created: true };
-    const released = releaseInTx(tx, { ...release, runId: inserted.id, epoch: inserted.epoch });
-    // Cannot happen (the row was inserted running, under this epoch, a statement ago); a
-    // throw undoes the insert with it.
-    if (!released.ok) throw new Error(`createReleasedRun: run "${run.id}" was not released`);
-    return { run: released.run, created: true };
+    const inserted =
+      release === undefined ? insertRun(tx, run, "{}") : insertReleasedRun(tx, run, release);
+    return inserted
+      ? { run: inserted, created: true }
+      : { run: mustGetRun(tx, run.id), created: false };
   });
 }
 

@@ -44,7 +44,7 @@ export interface StoreContext {
 }
 
 /** The columns insertRun writes. */
-const NEW_RUN_COLUMNS =
+export const NEW_RUN_COLUMNS =
   "id, workflow, version, status, reason, paused_for, input, output, error, budget_limit, " +
   "budget_spent, parent_id, ready_at, wake_at, waiting_for, lease_owner, lease_until, epoch, " +
   "generation, cancel_requested, created_at, updated_at, failed_calls, trace_context, " +

@@ -219,8 +219,8 @@ class SqliteStoreImpl implements SqliteStore {
           if (refused) throw refused;
           // Asked inside the transaction: a store not believed unmarked reads the mark there
           // before it refuses a plain payload (a mark another process removed counts at once).
-          const plain = release && plainInRelease(run.id, release);
-          if (plain && !guard.believedUnmarked()) {
+          const plain = release && !guard.believedUnmarked() && plainInRelease(run.id, release);
+          if (plain) {
             const marked = markedIn(tx);
             guard.saw(marked);
             if (marked) throw guard.refusal(plain);
