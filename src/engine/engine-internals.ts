@@ -108,6 +108,12 @@ export function createEngineInternals(
   return internals;
 }
 
+/** Whether the engine is open and not closed: a verb on the per-run path (start, result)
+ *  then goes on without awaiting ready(), a hop through the promise hooks of every run. */
+export function openNow(internals: EngineInternals): boolean {
+  return !internals.closed && internals.opening.isOpen();
+}
+
 /** Refuses once the engine is closed; otherwise resolves once it is open. Every verb of the
  *  engine starts with it. */
 export async function ready(internals: EngineInternals): Promise<void> {

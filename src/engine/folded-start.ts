@@ -47,8 +47,14 @@ export class FoldedStart implements PendingCreate {
     private readonly onAnswer: OnAnswer,
   ) {
     // Asked now, as a plain create would be: the store decides, as it writes (on SQLite at
-    // the turn's group commit), whether the release goes with it.
-    this.answer = (async () => create(run, () => this.#decide()))();
+    // the turn's group commit), whether the release goes with it. A throw is its answer.
+    let answer: Promise<Made>;
+    try {
+      answer = Promise.resolve(create(run, () => this.#decide()));
+    } catch (err) {
+      answer = Promise.reject(err);
+    }
+    this.answer = answer;
   }
 
   #decide(): RunEnd | undefined {

@@ -7,7 +7,7 @@ import { EngineClosedError, errorFromRecord, RunCanceledError, runNotFound } fro
 import type { RunRecord } from "../store/store.js";
 import type { AnyWorkflow } from "../workflow/define.js";
 import type { RunHandle } from "./engine.js";
-import { closedUnder, type EngineInternals, ready } from "./engine-internals.js";
+import { closedUnder, type EngineInternals, openNow, ready } from "./engine-internals.js";
 import { getRunView } from "./inspection.js";
 
 /** engine.handle(id), or engine.handle(workflow, id) (the workflow only types the output). */
@@ -44,7 +44,7 @@ async function awaitResult<O>(
   id: string,
   completed: RunRecord | undefined,
 ): Promise<O> {
-  await ready(internals);
+  if (!openNow(internals)) await ready(internals);
   const { waiters, worker, config } = internals;
   // A run executing in this process: its execution's end hands over the run as its release
   // left it (durable), so no read is needed. Only another worker could end it sooner, and

@@ -20,7 +20,7 @@ import { type AnyWorkflow, isWorkflowName, type Workflow } from "../workflow/def
 import { formatIssues } from "../workflow/schema-check.js";
 import { workerLive } from "./dead-workers.js";
 import type { StartOptions } from "./engine.js";
-import { type EngineInternals, ready } from "./engine-internals.js";
+import { type EngineInternals, openNow, ready } from "./engine-internals.js";
 import { type Execution, handBackRun } from "./execution.js";
 import { claimToBe, FoldedStart } from "./folded-start.js";
 import { withStartSpan } from "./tracing.js";
@@ -41,7 +41,7 @@ export async function startRun(
   input: unknown,
   options: StartOptions,
 ): Promise<{ run: RunRecord; created: boolean }> {
-  await ready(internals);
+  if (!openNow(internals)) await ready(internals);
   const target: Target =
     typeof wfOrName === "string"
       ? await resolveTarget(internals, wfOrName)
@@ -197,7 +197,11 @@ async function createRun(
   const parentId = child?.parentId ?? null;
   const id = options.id ?? newId("run");
   checkRunId(id, "start()");
-  const encoded = await encodedInput(internals, target, id, input);
+  // Checked by the input schema when this engine has one (it may be asynchronous), else
+  // encoded at once: an await per start is a hop through the promise hooks.
+  const encoded = target.wf?.options.input
+    ? await checkedInput(internals, target, id, input)
+    : encodedInput(internals, target, id, input);
   const budgetLimit = { ...(target.wf?.options.budget ?? {}), ...(options.budget ?? {}) };
   checkBudget(budgetLimit, "start()");
   const { config, worker, workerId } = internals;
@@ -309,45 +313,52 @@ function disownIfClaimed(internals: EngineInternals, id: string): void {
   })().catch((err) => config.log(`run "${id}": reading back a failed create`, err));
 }
 
-/** The input as stored: checked (and transformed) by the workflow's input schema when this
- *  engine has its code, then encoded within the payload limit. */
-async function encodedInput(
+/** The input as stored, checked (and transformed) by the workflow's input schema first:
+ *  this engine has the workflow's code, with an input schema. */
+async function checkedInput(
   internals: EngineInternals,
   target: Target,
   id: string,
   input: unknown,
 ): Promise<string> {
   const ref = `${target.name}@${target.version}`;
-  let value = input;
-  const schema = target.wf?.options.input;
-  if (schema) {
-    let res: Awaited<ReturnType<(typeof schema)["~standard"]["validate"]>>;
-    try {
-      res = await schema["~standard"].validate(input);
-    } catch (err) {
-      // A validator that throws (or rejects) refuses the input as an issue would: thrown
-      // as it is from ctx.child, it was taken for a store failure, and the parent handed
-      // back, claimed and refused again for ever.
-      const e = toErrorRecord(err);
-      throw new InputValidationError(
-        `Input for workflow "${ref}" (run "${id}") could not be checked: its input schema threw ${e.name}: ${e.message}. Nothing was recorded.`,
-        [],
-        { cause: err },
-      );
-    }
-    if (res.issues) {
-      throw new InputValidationError(
-        `Input for workflow "${ref}" (run "${id}") is invalid: ${formatIssues(res.issues)}. Nothing was recorded.`,
-        res.issues,
-      );
-    }
-    value = res.value;
+  const schema = target.wf!.options.input!;
+  let res: Awaited<ReturnType<(typeof schema)["~standard"]["validate"]>>;
+  try {
+    res = await schema["~standard"].validate(input);
+  } catch (err) {
+    // A validator that throws (or rejects) refuses the input as an issue would: thrown
+    // as it is from ctx.child, it was taken for a store failure, and the parent handed
+    // back, claimed and refused again for ever.
+    const e = toErrorRecord(err);
+    throw new InputValidationError(
+      `Input for workflow "${ref}" (run "${id}") could not be checked: its input schema threw ${e.name}: ${e.message}. Nothing was recorded.`,
+      [],
+      { cause: err },
+    );
   }
+  if (res.issues) {
+    throw new InputValidationError(
+      `Input for workflow "${ref}" (run "${id}") is invalid: ${formatIssues(res.issues)}. Nothing was recorded.`,
+      res.issues,
+    );
+  }
+  return encodedInput(internals, target, id, res.value);
+}
+
+/** The input (or what the input schema made of it) as stored: encoded within the payload
+ *  limit. */
+function encodedInput(
+  internals: EngineInternals,
+  target: Target,
+  id: string,
+  value: unknown,
+): string {
   try {
     return encode(value, internals.config.maxPayloadBytes);
   } catch (err) {
     throw new SerializationError(
-      `Input for workflow "${ref}" (run "${id}") ${(err as Error).message}; nothing was recorded`,
+      `Input for workflow "${target.name}@${target.version}" (run "${id}") ${(err as Error).message}; nothing was recorded`,
       { cause: err },
     );
   }

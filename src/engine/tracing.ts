@@ -43,12 +43,20 @@ const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
 /** Runs `fn` (which creates the run) inside a "cairn.start <workflow>" span, a child of the
  *  active span (or the root of a new trace), and hands it that span's traceparent: every
  *  execution of the run becomes its child. null when no SDK records spans. */
-export async function withStartSpan<T>(
+export function withStartSpan<T>(
   run: { workflow: string; version: string; runId: string },
   fn: (traceparent: string | null) => Promise<T>,
 ): Promise<T> {
-  // Its span would be a no-op one with no parent: no traceparent to store.
+  // Its span would be a no-op one with no parent: no traceparent to store. (`fn` as it is:
+  // an async wrapper per start is a hop through the promise hooks of every run.)
   if (tracingOff()) return fn(null);
+  return withRecordedStartSpan(run, fn);
+}
+
+async function withRecordedStartSpan<T>(
+  run: { workflow: string; version: string; runId: string },
+  fn: (traceparent: string | null) => Promise<T>,
+): Promise<T> {
   const span = startSafely(() =>
     trace.getTracer(TRACER).startSpan(`cairn.start ${run.workflow}`, {
       kind: SpanKind.PRODUCER,

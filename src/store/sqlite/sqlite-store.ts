@@ -201,12 +201,14 @@ class SqliteStoreImpl implements SqliteStore {
     );
   }
 
-  async createReleasedRun(
+  // Not async: the guard's (or the write's) promise is the answer, with no wrapper around it
+  // (a hop through the promise hooks of every 0-step run).
+  createReleasedRun(
     run: NewRun & { claimBy: NonNullable<NewRun["claimBy"]> },
     end: () => RunEnd | undefined,
   ): Promise<{ run: RunRecord; created: boolean }> {
     const bad = createRunProblem(run);
-    if (bad) throw bad;
+    if (bad) return Promise.reject(bad);
     const guard = this.#guard;
     return guard.admit(
       () => plainInNewRun(run),
