@@ -2115,6 +2115,9 @@ export class Context implements CallCore {
     }
     if (this.halted) return;
     if (o.kind === "completed" || o.failedKeys.length > 0) {
+      // Awaited even when nothing is missing: a call made inside the cascade the function
+      // settled in begins its attempt in that turn (afterCascade), and the settle below
+      // must count it in flight.
       const missing = await this.unreplayedAtEnd();
       if (this.halted) return;
       if (missing) {
@@ -2127,9 +2130,11 @@ export class Context implements CallCore {
         return;
       }
     }
-    await this.settleInFlight(o.kind === "completed");
+    const settling = this.settleInFlight(o.kind === "completed");
+    if (settling) await settling;
     if (this.halted) return;
-    await this.syncWrites;
+    // Awaited only while one is not yet durable (a failed one leaves it counted).
+    if (this.syncWritesPending > 0) await this.syncWrites;
     if (o.kind === "failed" && this.unheardFailures.size > 0) {
       this.halt({ ...o, failedKeys: [...new Set([...o.failedKeys, ...this.unheardFailures])] });
       return;
@@ -2148,11 +2153,16 @@ export class Context implements CallCore {
    *    again (a run the engine failed is halted: it records what finishes as an attempt,
    *    see attempt); what is still running then is aborted as above. The run's end waits
    *    at most twice abortGraceMs, and for the writes that record them.
-   *  Returns early if the execution halts (otherwise) meanwhile. */
-  private async settleInFlight(completed: boolean): Promise<void> {
+   *  Returns early if the execution halts (otherwise) meanwhile. Undefined (nothing to wait
+   *  for) when nothing is in flight. */
+  private settleInFlight(completed: boolean): Promise<void> | undefined {
     this.finishing = true;
     this.drainAbort.abort(undefined); // an in-process backoff stops: its attempt is recorded
-    if (this.active === 0) return;
+    if (this.active === 0) return undefined;
+    return this.settleActive(completed);
+  }
+
+  private async settleActive(completed: boolean): Promise<void> {
     const haltedAt = this.halted;
     if (!completed) {
       await this.inFlightEnded(this.host.abortGraceMs);
@@ -2316,7 +2326,7 @@ export class Context implements CallCore {
       // The engine failed the run (a divergence, lib/fail-run.ts, a refused write) while
       // other branches had work in flight: it settles as a function that throws does, but
       // halted, so nothing more is handed over and only their spend is written.
-      void outsideWorkflow(() => this.settleInFlight(false))
+      void outsideWorkflow(() => this.settleInFlight(false) ?? Promise.resolve())
         .then(() => this.childStartsLanded())
         .then(() => this.resolveDone(o));
       return;
