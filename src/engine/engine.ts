@@ -234,10 +234,13 @@ export function createEngine(options: EngineOptions = {}): Engine {
     }),
     ...createWorkspaceViews({ store: config.store, ready: engineReady }),
     workerId: internals.workerId,
-    async start(wfOrName: AnyWorkflow | string, input: unknown, opts: StartOptions = {}) {
-      const { run, created } = await startRun(internals, wfOrName, input, opts);
-      return { ...runHandle(internals, run.id, run), created };
-    },
+    // Not async: startRun's promise, then the handle (an async function is a hop through the
+    // promise hooks of every run).
+    start: (wfOrName: AnyWorkflow | string, input: unknown, opts: StartOptions = {}) =>
+      startRun(internals, wfOrName, input, opts).then(({ run, created }) => ({
+        ...runHandle(internals, run.id, run),
+        created,
+      })),
     handle: ((idOrWorkflow: string | AnyWorkflow, maybeId?: string) =>
       handleFor(internals, idOrWorkflow, maybeId)) as Engine["handle"],
     sendEvent: (id, name, payload, opts = {}) => sendEvent(internals, id, name, payload, opts),
@@ -296,11 +299,15 @@ function closedAware(internals: EngineInternals, engine: Engine): Engine {
   for (const [name, member] of Object.entries(members)) {
     if (typeof member !== "function" || NOT_CLOSED_AWARE.has(name)) continue;
     const fn = member as (...args: unknown[]) => Promise<unknown>;
-    members[name] = async (...args: unknown[]) => {
+    const rethrow = (err: unknown) => {
+      throw closedUnder(internals, `${name}()`, err);
+    };
+    // Not an async wrapper: one promise, not two hops through the promise hooks, per call.
+    members[name] = (...args: unknown[]) => {
       try {
-        return await fn(...args);
+        return Promise.resolve(fn(...args)).catch(rethrow);
       } catch (err) {
-        throw closedUnder(internals, `${name}()`, err);
+        return Promise.reject(closedUnder(internals, `${name}()`, err));
       }
     };
   }

@@ -34,23 +34,46 @@ export interface Target {
   wf?: Workflow<unknown, unknown>;
 }
 
-/** engine.start(): a run of `wfOrName` (see resolveTarget for a name). */
-export async function startRun(
+/** engine.start(): a run of `wfOrName` (see resolveTarget for a name). Not async while the
+ *  engine is open and the workflow given: createRun's promise is the answer, with no
+ *  wrapper around it (a hop through the promise hooks of every run). */
+export function startRun(
   internals: EngineInternals,
   wfOrName: AnyWorkflow | string,
   input: unknown,
   options: StartOptions,
 ): Promise<{ run: RunRecord; created: boolean }> {
-  if (!openNow(internals)) await ready(internals);
+  if (!openNow(internals) || typeof wfOrName === "string") {
+    return startRunWhenReady(internals, wfOrName, input, options);
+  }
+  try {
+    const target = { name: wfOrName.name, version: wfOrName.version, wf: wfOrName };
+    return createRun(internals, target, storedCopy(target, input), options, null);
+  } catch (err) {
+    return Promise.reject(err);
+  }
+}
+
+async function startRunWhenReady(
+  internals: EngineInternals,
+  wfOrName: AnyWorkflow | string,
+  input: unknown,
+  options: StartOptions,
+): Promise<{ run: RunRecord; created: boolean }> {
+  await ready(internals);
   const target: Target =
     typeof wfOrName === "string"
       ? await resolveTarget(internals, wfOrName)
       : { name: wfOrName.name, version: wfOrName.version, wf: wfOrName };
+  return createRun(internals, target, storedCopy(target, input), options, null);
+}
+
+/** What the input schema is handed: the input as it is stored. */
+function storedCopy(target: Target, input: unknown): unknown {
   // The input schema checks the input as it is stored, what the run's function gets (a
   // Buffer as a Uint8Array), as a child's does (ctx.child hands over the codec's copy): the
   // same workflow's schema saw a Buffer when started here and a Uint8Array as a child.
-  const handed = target.wf?.options.input ? takeCopy(copyAsStored(input)) : input;
-  return createRun(internals, target, handed, options, null);
+  return target.wf?.options.input ? takeCopy(copyAsStored(input)) : input;
 }
 
 /** A child run's parent, and the digest of the input its call handed in (childInputDigest;
