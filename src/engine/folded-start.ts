@@ -71,7 +71,10 @@ export class FoldedStart implements PendingCreate {
   }
 
   fold(end: RunEnd): Promise<Made> | undefined {
-    if (this.#decided) return undefined;
+    // Once durable() was asked (a create that failed before the store asked: start() freed
+    // the slot through it), the answer has been handed over: a second onAnswer freed the
+    // worker's slot twice, which then ran above its concurrency.
+    if (this.#decided || this.#held !== undefined) return undefined;
     this.#end = end;
     return this.answer.then(
       (made) => {

@@ -266,7 +266,9 @@ async function createRun(
     );
     if (folds && config.store.createReleasedRun) return made;
   } catch (err) {
-    if (claimBy) {
+    // A run executed as its create waited (createExecuted) had its slot freed and its
+    // create read back there: freed again here, the worker ran above its concurrency.
+    if (claimBy && !(folds && config.store.createReleasedRun)) {
       worker?.releaseSlot();
       disownIfClaimed(internals, id);
     }
