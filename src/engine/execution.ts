@@ -566,21 +566,24 @@ export class Execution {
     return answer;
   }
 
-  /** Its run was created and released in one transaction (folded-start.ts). */
-  private async releasedWithCreate(
+  /** Its run was created and released in one transaction (folded-start.ts). Not async: one
+   *  promise on the create's answer (each hop goes through the promise hooks, per run). */
+  private releasedWithCreate(
     folded: Promise<{ run: RunRecord; created: boolean }>,
     release: Release,
   ): Promise<void> {
     this.releasing = true;
-    let made: { run: RunRecord; created: boolean };
-    try {
-      made = await folded;
-    } catch (err) {
-      // start() fails with the store's error; nothing of the run was written.
-      this.endedUnwritten = true;
-      this.trace.end("interrupted", errorFields(err));
-      return;
-    }
+    return folded.then(
+      (made) => this.createdReleased(made, release),
+      (err: unknown) => {
+        // start() fails with the store's error; nothing of the run was written.
+        this.endedUnwritten = true;
+        this.trace.end("interrupted", errorFields(err));
+      },
+    );
+  }
+
+  private createdReleased(made: { run: RunRecord; created: boolean }, release: Release): void {
     if (!made.created) {
       this.endedUnwritten = true;
       this.trace.end("abandoned");

@@ -327,7 +327,7 @@ export class Context implements CallCore {
   /** New calls made inside a cascade start once it is over (after the divergence check). */
   private afterCascade: Array<() => void> = [];
   /** ctx.now/random/uuid records: durable before any later call starts executing. */
-  private syncWrites: Promise<void> = Promise.resolve();
+  private syncWrites: Promise<void> | undefined;
   /** How many of those are not yet durable (none: a new call need not wait a turn). */
   private syncWritesPending = 0;
   private seq = 0;
@@ -795,7 +795,8 @@ export class Context implements CallCore {
     outsideWorkflow(() => {
       const cascadeOver = this.delivery.inCascade ? this.cascadeEnd() : undefined;
       this.syncWritesPending++;
-      this.syncWrites = this.syncWrites.then(async () => {
+      // Made at the first one: most runs draw none, and a promise each costs the hooks.
+      this.syncWrites = (this.syncWrites ?? Promise.resolve()).then(async () => {
         await cascadeOver;
         await this.commit({ steps: [rec] });
         this.syncWritesPending--;
@@ -1928,7 +1929,7 @@ export class Context implements CallCore {
   }
 
   /** The payloads of the events taken so far, in the order taken (eventPayload). */
-  private takenInOrder: Promise<unknown> = Promise.resolve();
+  private takenInOrder: Promise<unknown> | undefined;
 
   /** The payload of a taken event, once those taken before it have theirs: a wait goes on
    *  (and records) in the order the events were taken, as when payloads came with the heads;
