@@ -2132,7 +2132,7 @@ export class Context implements CallCore {
       }
     }
     const settling = this.settleInFlight(o.kind === "completed");
-    if (settling) await settling;
+    if (settling !== undefined) await settling;
     if (this.halted) return;
     // Awaited only while one is not yet durable (a failed one leaves it counted).
     if (this.syncWritesPending > 0) await this.syncWrites;
