@@ -50,6 +50,10 @@ describe.each(BACKENDS)("%s: a hold whose body ends while the release is written
     cleanups.push(() => other.close());
     // The virtual clock stands still: only the body's end can end the hold.
     await until(async () => (await other.getRun("r"))?.heldBy === null, "the hold ended", 5_000);
+    // The hold ended while this engine's worker lives; it goes now, or it would race the
+    // other worker for the resumed run (its hint or poll wakes it, and on PostgreSQL the
+    // other claim skips a row its claim has locked). Not earlier: close() ends holds too.
+    await engine.close();
     expect((await other.resumeRun("r", {})).ok).toBe(true);
     const claimed = await other.claimRuns({
       workerId: "wrk_other",
