@@ -43,7 +43,14 @@
 // is marked with its key (call-errors.ts).
 
 import { randomUUID } from "node:crypto";
-import { decode, EncodeError, encode, type StoredTexts } from "../codec/codec.js";
+import {
+  copyAsStored,
+  decode,
+  EncodeError,
+  encode,
+  type StoredTexts,
+  takeCopy,
+} from "../codec/codec.js";
 import {
   errorFromRecord,
   LeaseLostError,
@@ -352,6 +359,8 @@ export class Context implements CallCore {
   private finishing = false;
   /** The workflow function has returned or thrown (set at once, before finishWith). */
   private functionSettled = false;
+  /** The completed output was copied as it stood at a draw after the run ended (syncValue). */
+  private outputTaken = false;
   /** Calls whose failure (recorded by this execution, or replayed) was not handed over
    *  while the workflow function ran: handed over once it had settled, or never. No code of
    *  the workflow could act on it (a Promise.all's other rejections). A failed run names
@@ -762,7 +771,18 @@ export class Context implements CallCore {
     label: string | undefined,
     produce: () => T,
   ): T {
-    if (this.halted) return produce();
+    if (this.halted) {
+      // Drawn after the run ended with its function's output (late code of its own): the
+      // value cannot be recorded now, yet that code may still put it into the output before
+      // the release encodes it, a value in the run's output no journal holds. The output is
+      // taken as it stands before the value exists.
+      const o = this.halted;
+      if (o.kind === "completed" && !this.outputTaken) {
+        this.outputTaken = true;
+        o.output = takeCopy(copyAsStored(o.output));
+      }
+      return produce();
+    }
     if (label !== undefined && !isCallName(label)) {
       throw new TypeError(
         `ctx.${kind}(${quoteGiven(label)}) in run "${this.host.runId}": a label must be 1-200 characters, must not contain "#" and must not start with "@" or a space`,
@@ -2134,8 +2154,14 @@ export class Context implements CallCore {
     const settling = this.settleInFlight(o.kind === "completed");
     if (settling !== undefined) await settling;
     if (this.halted) return;
-    // Awaited only while one is not yet durable (a failed one leaves it counted).
-    if (this.syncWritesPending > 0) await this.syncWrites;
+    // Awaited only while one is not yet durable (a failed one halts the run); again for one
+    // drawn while it waited (a reaction of the function's own, after it returned): made
+    // after this await began, it is not in the promise awaited, and the run would end
+    // before its write, with its value perhaps in the output.
+    while (this.syncWritesPending > 0) {
+      await this.syncWrites;
+      if (this.halted) return;
+    }
     if (o.kind === "failed" && this.unheardFailures.size > 0) {
       this.halt({ ...o, failedKeys: [...new Set([...o.failedKeys, ...this.unheardFailures])] });
       return;
