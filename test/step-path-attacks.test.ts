@@ -357,7 +357,7 @@ for (const backend of BACKENDS) {
       const schema = {
         "~standard": {
           version: 1 as const,
-          vendor: "h9",
+          vendor: "test",
           validate: (v: unknown) =>
             typeof v === "number" ? { value: v } : { issues: [{ message: "a number, please" }] },
         },
