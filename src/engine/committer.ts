@@ -27,10 +27,7 @@ export class Committer {
   /** Resolves when `write` is durable; rejects with LeaseLostError, WriteConflictError, or
    *  SerializationError (the store cannot hold one of its records). */
   write(write: RunWrite): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      this.queue.push({ write, resolve, reject });
-      this.schedule();
-    });
+    return new Promise<void>((resolve, reject) => this.writeThen(write, resolve, reject));
   }
 
   /** write, answered by callbacks: `written` once durable, `failed` with what write's

@@ -283,6 +283,17 @@ export class Execution {
    *  makes, fenced by this claim's epoch. */
   private contextHost(run: RunRecord): ContextHost {
     const { store, committer, clock } = this.deps;
+    // this.epoch is the claim's, or (begun before its create) the create's once it is held.
+    const commitThen: NonNullable<ContextHost["commitThen"]> = (w, written, failed) => {
+      if (this.holding.kind === "held") {
+        committer.writeThen({ ...w, runId: run.id, epoch: this.epoch }, written, failed);
+        return;
+      }
+      this.createdDurably().then((held) => {
+        if (!held) failed(leaseTakenOver(run.id, this.epoch));
+        else committer.writeThen({ ...w, runId: run.id, epoch: this.epoch }, written, failed);
+      }, failed);
+    };
     return {
       runId: run.id,
       workflow: run.workflow,
@@ -302,26 +313,8 @@ export class Execution {
       abortGraceMs: this.deps.abortGraceMs,
       replayStallMs: this.deps.replayStallMs,
       retry: this.wf.options.retry as Partial<RetryPolicy> | undefined,
-      // this.epoch is the claim's, or (begun before its create) the create's once it is held.
-      commit: (w) => {
-        if (this.holding.kind === "held") {
-          return committer.write({ ...w, runId: run.id, epoch: this.epoch });
-        }
-        return this.createdDurably().then((held) => {
-          if (!held) throw leaseTakenOver(run.id, this.epoch);
-          return committer.write({ ...w, runId: run.id, epoch: this.epoch });
-        });
-      },
-      commitThen: (w, written, failed) => {
-        if (this.holding.kind === "held") {
-          committer.writeThen({ ...w, runId: run.id, epoch: this.epoch }, written, failed);
-          return;
-        }
-        this.createdDurably().then((held) => {
-          if (!held) failed(leaseTakenOver(run.id, this.epoch));
-          else committer.writeThen({ ...w, runId: run.id, epoch: this.epoch }, written, failed);
-        }, failed);
-      },
+      commit: (w) => new Promise<void>((resolve, reject) => commitThen(w, resolve, reject)),
+      commitThen,
       created: () => this.holding.kind === "held" || this.createdDurably(),
       startChild: (childId, wf, input, inputDigest, inputByName) =>
         this.deps.startChild(run.id, childId, wf, input, inputDigest, inputByName),
