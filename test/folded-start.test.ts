@@ -223,14 +223,25 @@ describe("a run that makes calls, begun before its create committed (SQLite)", (
   it("a function awaiting I/O of its own past the turn: created first, then released", async () => {
     const path = db();
     const { store, log } = loggedStore(sqliteStore(path));
+    // The function's timer is long and ended by the test once start() has resolved: a short
+    // one could end before start() resolves on a loaded machine (the run then is created
+    // already released, as a function ending in its first turns is).
+    let endTimer = () => {};
     const wf = workflow({ name: "slow-own-io", version: "1" }, async () => {
-      await new Promise((r) => setTimeout(r, 30));
+      await new Promise<void>((r) => {
+        const timer = setTimeout(r, 60_000);
+        endTimer = () => {
+          clearTimeout(timer);
+          r();
+        };
+      });
       return "done";
     });
     const engine = engineOn(store, [wf]);
     const h = await engine.start(wf, {});
     // Durable when start() resolved, though the function had not ended.
     expect(committedRun(path, h.id)?.status).toBe("running");
+    endTimer();
     expect(await h.result()).toBe("done");
     expect(log.filter((v) => v === "createReleasedRun" || v === "releaseRun")).toEqual([
       "createReleasedRun",
