@@ -34,6 +34,7 @@ import { FORK_SOURCE_REPLACED } from "../verb-arguments.js";
 import { Rollback, type Tx } from "./connection.js";
 import { featureTables } from "./feature-tables.js";
 import { valueRefused } from "./journal-writes.js";
+import { completeLone, isLoneCompletion } from "./lone-release.js";
 import { type EventRow, type RunRow, toEvent, toRun } from "./rows.js";
 import { hintPayload, insertRunSql, nowSql, publish, type StoreContext } from "./sql.js";
 import { inDistinctRounds, isolatingFailures } from "./turn-batch.js";
@@ -216,11 +217,21 @@ export function releaseGroup(
   );
 }
 
-/** One release_runs statement; the runs' ids are distinct. */
+/** One release_runs statement; the runs' ids are distinct. A lone completion on the
+ *  store's own pool is one prepared UPDATE first (lone-release.ts); release_runs decides
+ *  when it updates nothing, and on a retry that may find its own earlier commit. */
 function releaseTogether(ctx: StoreContext, releases: Release[]): Promise<ReleaseOutcome[]> {
-  return ctx.db.statements("releaseRun", "idempotent", (tx) =>
-    releaseRows(tx, ctx, releases, tx.mayHaveCommitted),
-  );
+  const lone =
+    releases.length === 1 && ctx.db.prepares && isLoneCompletion(releases[0]!)
+      ? releases[0]
+      : undefined;
+  return ctx.db.statements("releaseRun", "idempotent", async (tx) => {
+    if (lone !== undefined && !tx.mayHaveCommitted) {
+      const done = await completeLone(tx, ctx, lone);
+      if (done !== undefined) return [done];
+    }
+    return releaseRows(tx, ctx, releases, tx.mayHaveCommitted);
+  });
 }
 
 /** Calls release_runs for `releases` (distinct runs) and reads its answer, one per run. */
