@@ -61,6 +61,7 @@ async function insertTogether(
   ctx: StoreContext,
   items: Array<{ run: NewRun; token: string | null }>,
 ): Promise<Array<RunRow | undefined>> {
+  if (items.length === 1 && ctx.db.prepares) return [await insertLone(ctx, items[0]!)];
   const { t } = ctx;
   const ins = await ctx.db.statement<RunRow>(
     "createRun",
@@ -120,6 +121,74 @@ async function insertTogether(
   );
   const rows = new Map(ins.rows.map((row) => [row.id, row]));
   return items.map(({ run }) => rows.get(run.id));
+}
+
+/**
+ * A create alone in its turn (a sequential start), on the store's own pool: the INSERT of
+ * insertTogether for one run, its values as parameters of their own rather than a jsonb
+ * batch unpacked by jsonb_to_recordset and joined back for the hint. The same row, lock and
+ * hint; about a fifth less of the server's CPU (553 us against 681, medians on a loaded
+ * 2-core machine).
+ */
+async function insertLone(
+  ctx: StoreContext,
+  { run, token }: { run: NewRun; token: string | null },
+): Promise<RunRow | undefined> {
+  const r = await ctx.db.statement<RunRow>(
+    "createRun",
+    "idempotent",
+    insertLoneSql(ctx),
+    [
+      ctx.clockParam(),
+      run.id,
+      run.workflow,
+      run.version,
+      run.input,
+      JSON.stringify(run.budgetLimit ?? {}),
+      run.parentId ?? null,
+      run.traceContext ?? null,
+      run.handedInputDigest ?? null,
+      run.claimBy?.workerId ?? null,
+      run.claimBy ? Math.round(run.claimBy.leaseMs) : null,
+      token,
+      ctx.channel,
+      hintPayload({ kind: "runnable", runId: run.id }),
+    ],
+    "cairn_create_run",
+  );
+  return r.rows[0];
+}
+
+const loneTexts = new WeakMap<StoreContext["t"], string>();
+
+function insertLoneSql(ctx: StoreContext): string {
+  const { t } = ctx;
+  let sql = loneTexts.get(t);
+  if (sql === undefined) {
+    // Claimed ($10, the worker, not null): running, leased to it, no hint (nobody else may
+    // claim it). Else pending and ready now, with a "runnable" hint sent iff it commits.
+    sql = `WITH ins AS (
+        INSERT INTO ${t.runs}
+            (id, workflow, version, status, input, budget_limit, parent_id, trace_context,
+             handed_input_digest, ready_at, created_at, updated_at, lease_owner, lease_until,
+             epoch, claim_token, create_token)
+          SELECT $2::text, $3::text, $4::text,
+              CASE WHEN $10::text IS NULL THEN 'pending' ELSE 'running' END,
+              $5::text, $6::jsonb, $7::text, $8::text, $9::text,
+              c.now + coalesce($11::bigint, 0), c.now, c.now, $10::text,
+              CASE WHEN $10::text IS NULL THEN NULL ELSE c.now + $11::bigint END,
+              f.epoch + CASE WHEN $10::text IS NULL THEN 0 ELSE 1 END, $12::text, $12::text
+            FROM (SELECT ${nowSql(1)} AS now) c,
+              -- As insertTogether: waits for a deleteRun(s) that holds it (workspace.ts).
+              (SELECT epoch FROM ${t.epochFloor} WHERE id = 1 FOR KEY SHARE) f
+          ON CONFLICT (id) DO NOTHING
+          RETURNING *)
+      SELECT ins.*,
+          CASE WHEN ins.lease_owner IS NULL THEN pg_notify($13::text, $14::text) END AS notified
+        FROM ins`;
+    loneTexts.set(t, sql);
+  }
+  return sql;
 }
 
 /** A create that inserted nothing: the run was there already, made by an earlier try of
