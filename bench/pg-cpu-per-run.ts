@@ -3,11 +3,13 @@
 // the raw floor (the same 20 rows as single-row INSERTs, one transaction each, on one
 // connection); the round trips each makes (queries sent on any connection of this process,
 // counted at pg.Client.prototype.query) and the notifications this process hears; and the
-// store verbs a run calls. CPU and counts, not wall time: the figures hold on a loaded
-// machine. The schema is one of its own, dropped at the end. PROFILE_ONLY=1 runs cairn's
+// store verbs a run calls; and, for a local server, the server's CPU per run (its backends'
+// on-CPU time from each query's send to its answer, by statement). CPU and counts, not wall
+// time: the figures hold on a loaded machine. The schema is one of its own, dropped at the end. PROFILE_ONLY=1 runs cairn's
 // runs alone (for `node --cpu-prof --import tsx`), leaving the schema behind.
 
 import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
 import pg from "pg";
 import { cairn, cairnPostgres } from "./cairn.js";
 import { expectedSum, loop } from "./workflows.js";
@@ -29,9 +31,39 @@ const proto = pg.Client.prototype as unknown as {
   emit: (event: string, ...args: unknown[]) => boolean;
 };
 const realQuery = proto.query;
-proto.query = function (this: unknown, ...args: unknown[]) {
+/** While set, each query's server CPU: its backend's on-CPU time (Linux's
+ *  /proc/<pid>/schedstat, in ns; a local server only) from the query's send to its answer,
+ *  by statement (its prepared name, or the start of its text). Not while the client's CPU is
+ *  measured: two file reads a query. */
+let serverCpu: Map<string, { n: number; us: number }> | undefined;
+function backendNs(pid: number): number | undefined {
+  try {
+    return Number(readFileSync(`/proc/${pid}/schedstat`, "utf8").split(" ")[0]);
+  } catch {
+    return undefined;
+  }
+}
+proto.query = function (this: { processID?: number }, ...args: unknown[]) {
   queries++;
-  return realQuery.apply(this, args);
+  const pid = this.processID;
+  const byStatement = serverCpu;
+  const ns0 = byStatement && pid ? backendNs(pid) : undefined;
+  const answer = realQuery.apply(this, args);
+  if (byStatement && pid && ns0 !== undefined && answer instanceof Promise) {
+    const q = args[0] as string | { name?: string; text?: string };
+    const what = (typeof q === "string" ? q : (q.name ?? q.text ?? "")).replace(/\s+/g, " ");
+    const done = () => {
+      const ns1 = backendNs(pid);
+      if (ns1 === undefined) return;
+      const key = what.slice(0, 48);
+      const e = byStatement.get(key) ?? { n: 0, us: 0 };
+      e.n++;
+      e.us += (ns1 - ns0) / 1000;
+      byStatement.set(key, e);
+    };
+    answer.then(done, done);
+  }
+  return answer;
 };
 const realEmit = proto.emit;
 proto.emit = function (this: unknown, event: string, ...args: unknown[]) {
@@ -118,12 +150,29 @@ try {
     const c = await measure(runs, cairnRun);
     const f = await measure(runs, floorRun);
     calls.clear();
+    serverCpu = new Map();
     await measure(20, cairnRun);
+    const cairnServer = serverCpu;
+    serverCpu = new Map();
+    await measure(20, floorRun);
+    const floorServer = serverCpu;
+    serverCpu = undefined;
+    await new Promise((r) => setTimeout(r, 20)); // the last answers' reads
     const perRun = [...calls].map(([v, k]) => `${v} ${k / 20}`).join(", ");
+    const total = (m: typeof serverCpu) =>
+      [...(m ?? new Map()).values()].reduce((a, e) => a + e.us, 0);
+    const statements = [...cairnServer]
+      .sort((a, b) => b[1].us - a[1].us)
+      .map(([k, e]) => `${(e.n / 20).toFixed(2)} x ${k} ${(e.us / e.n).toFixed(0)} us`)
+      .join("; ");
     lines.push(
       `cairn ${c.cpuUs.toFixed(0)} us/run, ${c.queries.toFixed(2)} queries/run, ` +
         `${c.notifications.toFixed(2)} notifications/run; floor ${f.cpuUs.toFixed(0)} us/run, ` +
         `${f.queries.toFixed(2)} queries/run; ratio ${(c.cpuUs / f.cpuUs).toFixed(2)} (${perRun})`,
+    );
+    lines.push(
+      `  server CPU (local backends' schedstat): cairn ${(total(cairnServer) / 20).toFixed(0)} us/run, ` +
+        `floor ${(total(floorServer) / 20).toFixed(0)} us/run; cairn by statement: ${statements}`,
     );
   }
   console.log(lines.join("\n"));
