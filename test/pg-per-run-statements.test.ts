@@ -56,7 +56,7 @@ const steps = workflow(
   },
 );
 
-describe.skipIf(!url)("PostgreSQL: the statements of a run executed alone (h3)", () => {
+describe.skipIf(!url)("PostgreSQL: the statements of a run executed alone", () => {
   const base = url as string;
   const cleanups: Array<() => Promise<unknown>> = [];
   afterEach(async () => {
