@@ -14,20 +14,32 @@ export function claimRuns(
   return ctx.write("claimRuns", (tx) => {
     // A running run is claimable once readyAt (= leaseUntil) has passed: its lease expired.
     // A run held for a step body still running in the worker that released it (Release's
-    // heldFor) is that worker's alone until held_until.
+    // heldFor) is that worker's alone until held_until. The runs that are not running are
+    // searched in runs_ready_idle (migration 17), by ready_at: a poll reads the ready ones,
+    // not every unfinished run; running runs (the leased ones, few) by status.
     const candidates = tx
       .prepare(
-        `SELECT id, status, crash_unjudged FROM runs
-         WHERE ready_at <= ?
-           AND status IN ('pending', 'waiting', 'running', 'paused')
+        `SELECT id, status, crash_unjudged, ready_at FROM runs INDEXED BY runs_ready_idle
+         WHERE ready_at <= ? AND status <> 'running'
+           AND status IN ('pending', 'waiting', 'paused')
            AND (status <> 'paused' OR paused_for = 'version')
+           AND (lease_owner IS NULL OR lease_owner <> ?)
+           AND (held_by IS NULL OR held_by = ? OR held_until <= ?)
+           AND (workflow || '@' || version) IN (SELECT value FROM json_each(?))
+         UNION ALL
+         SELECT id, status, crash_unjudged, ready_at FROM runs
+         WHERE status = 'running' AND ready_at <= ?
            AND (lease_owner IS NULL OR lease_owner <> ?)
            AND (held_by IS NULL OR held_by = ? OR held_until <= ?)
            AND (workflow || '@' || version) IN (SELECT value FROM json_each(?))
          ORDER BY ready_at, id
          LIMIT ?`,
       )
-      .all(tx.now, p.workerId, p.workerId, tx.now, JSON.stringify(p.workflows), p.limit) as Array<{
+      .all(
+        ...claimArm(tx.now, p.workerId, p.workflows),
+        ...claimArm(tx.now, p.workerId, p.workflows),
+        p.limit,
+      ) as Array<{
       id: string;
       status: string;
       crash_unjudged: number;
@@ -49,6 +61,11 @@ export function claimRuns(
       return { run: mustGetRun(tx, c.id), recovered };
     });
   });
+}
+
+/** The parameters of one arm of the claim's search. */
+function claimArm(now: number, workerId: string, workflows: string[]) {
+  return [now, workerId, workerId, now, JSON.stringify(workflows)];
 }
 
 export function renewLeases(

@@ -20,6 +20,7 @@ import { migration as handedInputDigest } from "./013-handed-input-digest.js";
 import { migration as heldForBodies } from "./014-held-for-bodies.js";
 import { migration as holdsByWorker } from "./015-holds-by-worker.js";
 import { migration as storeMarks } from "./016-store-marks.js";
+import { migration as leanRunIndexes } from "./017-lean-run-indexes.js";
 
 export interface Migration {
   version: number;
@@ -44,6 +45,7 @@ export const MIGRATIONS: readonly Migration[] = [
   heldForBodies,
   holdsByWorker,
   storeMarks,
+  leanRunIndexes,
 ];
 
 /** The schema version this code writes; a file with a higher one is refused. */

@@ -24,6 +24,7 @@ const RELEASED: Array<[version: number, sha256: string]> = [
   [14, "3a472794b65336e606ae8764135b7067dc4844385eb49fd90c74ed2b1df8e126"],
   [15, "c8023d954a7dce07fa9fec8ab81b1c82cd6eba8bafeb7f313d6a3fd48ec87d3c"],
   [16, "bdbd98a3ca62624c04dbaa9efd1fa2b075b7ff63d3284ac6b1ac4648dd41a96c"],
+  [17, "49823975b6417afb38d075a0f749e20f6465c8b3623bc7feac0c5cc0c31cab1c"],
 ];
 
 describe("SQLite migrations", () => {
