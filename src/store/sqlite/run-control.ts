@@ -119,13 +119,22 @@ const FRESH_RUN: ReleasedFrom = {
 export function insertReleasedRun(tx: WriteTx, run: NewRun, r: RunEnd): RunRecord | undefined {
   const limit = amountsJson(run.budgetLimit, () => `Budget limit of run "${run.id}"`);
   const s = releasedState(tx, { ...r, runId: run.id, epoch: 0 }, FRESH_RUN);
-  const row = tx
+  const error = r.error ? errorJson(r.error) : null;
+  const waitingFor = JSON.stringify(s.waitingFor);
+  const failedCalls = JSON.stringify(s.failedCalls);
+  const crashUnjudged = s.status === "paused" && r.crashUnjudged === true ? 1 : 0;
+  const heldBy = s.heldFor?.workerId ?? null;
+  const heldUntil = s.heldFor ? tx.now + s.heldFor.ms : null;
+  // Only the epoch comes back (it is the epoch floor's): every other column is a value
+  // bound here, and the record is built from those values as runFromRow reads them back.
+  // RETURNING the whole row made SQLite build, and better-sqlite3 convert, 27 columns.
+  const inserted = tx
     .prepare(
       `INSERT INTO runs (${NEW_RUN_COLUMNS}, crash_unjudged, held_by, held_until) VALUES
          (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '{}', ?, ?, ?, ?, NULL, NULL,
           (SELECT epoch FROM epoch_floor) + 1, 0, 0, ?, ?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT (id) DO NOTHING
-       RETURNING ${RUN_COLUMNS}`,
+       RETURNING epoch`,
     )
     .get(
       run.id,
@@ -136,26 +145,54 @@ export function insertReleasedRun(tx: WriteTx, run: NewRun, r: RunEnd): RunRecor
       s.pausedFor,
       run.input,
       r.output ?? null,
-      r.error ? errorJson(r.error) : null,
+      error,
       limit,
       run.parentId ?? null,
       s.readyAt,
       s.wakeAt,
-      JSON.stringify(s.waitingFor),
+      waitingFor,
       tx.now,
       tx.now,
-      JSON.stringify(s.failedCalls),
+      failedCalls,
       run.traceContext ?? null,
       run.handedInputDigest ?? null,
-      s.status === "paused" && r.crashUnjudged === true ? 1 : 0,
-      s.heldFor?.workerId ?? null,
-      s.heldFor ? tx.now + s.heldFor.ms : null,
-    ) as RunRow | undefined;
-  if (!row) return undefined;
+      crashUnjudged,
+      heldBy,
+      heldUntil,
+    ) as { epoch: number } | undefined;
+  if (!inserted) return undefined;
   // Sent once the run exists (deliverEvent refuses nothing for a sender): as releaseInTx.
   for (const e of r.events ?? []) deliverEvent(tx, e);
   hintReleased(tx, run.id, s);
-  return runFromRow(row);
+  return runFromRow({
+    id: run.id,
+    workflow: run.workflow,
+    version: run.version,
+    status: s.status,
+    reason: s.reason,
+    paused_for: s.pausedFor,
+    input: run.input,
+    output: r.output ?? null,
+    error,
+    budget_limit: limit,
+    budget_spent: "{}",
+    parent_id: run.parentId ?? null,
+    ready_at: s.readyAt,
+    wake_at: s.wakeAt,
+    waiting_for: waitingFor,
+    lease_owner: null,
+    lease_until: null,
+    epoch: inserted.epoch,
+    generation: 0,
+    cancel_requested: 0,
+    created_at: tx.now,
+    updated_at: tx.now,
+    failed_calls: failedCalls,
+    trace_context: run.traceContext ?? null,
+    handed_input_digest: run.handedInputDigest ?? null,
+    held_by: heldBy,
+    held_until: heldUntil,
+  });
 }
 
 /** What a release leaves the run as: the status asked for, unless a cancel was requested

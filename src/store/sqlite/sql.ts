@@ -74,33 +74,66 @@ export function mustGetRun(tx: ReadTx, id: string): RunRecord {
 export function insertRun(tx: WriteTx, run: NewRun, budgetSpent: string): RunRecord | undefined {
   const limit = amountsJson(run.budgetLimit, () => `Budget limit of run "${run.id}"`);
   const leaseUntil = run.claimBy ? tx.now + run.claimBy.leaseMs : null;
+  const status = run.claimBy ? "running" : "pending";
+  const readyAt = leaseUntil ?? tx.now;
+  const leaseOwner = run.claimBy?.workerId ?? null;
+  // Only the epoch comes back (it is the epoch floor's): the record is built from the
+  // values bound here, as runFromRow reads them back (RETURNING the whole row made SQLite
+  // build, and better-sqlite3 convert, 25 columns).
   const inserted = tx
     .prepare(
       `INSERT INTO runs (${NEW_RUN_COLUMNS}) VALUES
          (?, ?, ?, ?, NULL, NULL, ?, NULL, NULL, ?, ?, ?, ?, NULL, '[]', ?, ?,
           (SELECT epoch FROM epoch_floor) + ?, 0, 0, ?, ?, '[]', ?, ?)
        ON CONFLICT (id) DO NOTHING
-       RETURNING ${NEW_RUN_COLUMNS}`,
+       RETURNING epoch`,
     )
     .get(
       run.id,
       run.workflow,
       run.version,
-      run.claimBy ? "running" : "pending",
+      status,
       run.input,
       limit,
       budgetSpent,
       run.parentId ?? null,
-      leaseUntil ?? tx.now,
-      run.claimBy?.workerId ?? null,
+      readyAt,
+      leaseOwner,
       leaseUntil,
       run.claimBy ? 1 : 0,
       tx.now,
       tx.now,
       run.traceContext ?? null,
       run.handedInputDigest ?? null,
-    ) as RunRow | undefined;
-  return inserted ? runFromRow(inserted) : undefined;
+    ) as { epoch: number } | undefined;
+  if (!inserted) return undefined;
+  return runFromRow({
+    id: run.id,
+    workflow: run.workflow,
+    version: run.version,
+    status,
+    reason: null,
+    paused_for: null,
+    input: run.input,
+    output: null,
+    error: null,
+    budget_limit: limit,
+    budget_spent: budgetSpent,
+    parent_id: run.parentId ?? null,
+    ready_at: readyAt,
+    wake_at: null,
+    waiting_for: "[]",
+    lease_owner: leaseOwner,
+    lease_until: leaseUntil,
+    epoch: inserted.epoch,
+    generation: 0,
+    cancel_requested: 0,
+    created_at: tx.now,
+    updated_at: tx.now,
+    failed_calls: "[]",
+    trace_context: run.traceContext ?? null,
+    handed_input_digest: run.handedInputDigest ?? null,
+  });
 }
 
 /** Stores an event; a run waiting for its name becomes ready now (an earlier timer is
