@@ -1,8 +1,13 @@
-// How much one execution of a run costs when many events wait for it: every unconsumed event
-// of the run is read into memory (loadJournal, and again at each reloadEvents). Usage:
+// How much one execution of a run costs when many events it does not wait for are pending.
+// Before, every unconsumed event of the run was read into memory (loadJournal, and again at
+// each reloadEvents); now an execution reads the events of the names its calls take, a page
+// at a time (Store.pendingEventHeadsNamed). Usage:
 //   npx tsx bench/pending-events.ts <sqlite|postgres> <count> <payloadBytes>
 // (postgres: $CAIRN_TEST_POSTGRES_URL). Events are inserted by SQL (sendEvent one by one
 // would take minutes), then one execution consumes the one event its wait names.
+// executionMs: from the claim's answer to the release's (the execution alone); totalMs: the
+// worker's start to the result (with the store's open, which on SQLite checkpoints the
+// inserted rows); eventRowsRead: the event rows (whole or heads) the store handed over.
 
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -55,6 +60,38 @@ async function insertNoise(payload: string): Promise<void> {
   await c.end();
 }
 
+/** The store, timing the claim and release of run r1 and counting the event rows read. */
+function measured(inner: Store) {
+  const counts = { claimedAt: 0, releasedAt: 0, eventRows: 0 };
+  const rowsOf = (verb: string, out: unknown): number => {
+    if (verb === "loadJournal") {
+      const j = out as { events: unknown[]; eventHeads?: unknown[] };
+      return j.events.length + (j.eventHeads?.length ?? 0);
+    }
+    return verb.startsWith("pendingEvent") ? (out as unknown[]).length : 0;
+  };
+  const store = new Proxy(inner, {
+    get(target, prop, receiver) {
+      const value = Reflect.get(target, prop, receiver);
+      if (typeof value !== "function") return value;
+      const verb = String(prop);
+      const seen = (out: unknown, runId: string | undefined) => {
+        counts.eventRows += rowsOf(verb, out);
+        const now = performance.now();
+        if (verb === "claimRuns" && (out as unknown[]).length > 0) counts.claimedAt ||= now;
+        if (verb === "releaseRun" && runId === "r1") counts.releasedAt = now;
+        return out;
+      };
+      return (...args: unknown[]) => {
+        const runId = (args[0] as { runId?: string } | undefined)?.runId;
+        const out = value.apply(target, args);
+        return out instanceof Promise ? out.then((o) => seen(o, runId)) : out;
+      };
+    },
+  }) as Store;
+  return { store, counts };
+}
+
 async function main(): Promise<void> {
   const client = createEngine({ store: makeStore(), workflows: [wf], worker: false, limits });
   await client.start(wf, undefined, { id: "r1" });
@@ -84,7 +121,8 @@ async function main(): Promise<void> {
     peakHeap = Math.max(peakHeap, m.heapUsed);
   }, 5);
   const t0 = performance.now();
-  const worker = createEngine({ store: makeStore(), workflows: [wf], pollIntervalMs: 10, limits });
+  const { store, counts } = measured(makeStore());
+  const worker = createEngine({ store, workflows: [wf], pollIntervalMs: 10, limits });
   const out = await worker.handle("r1").result();
   const ms = performance.now() - t0;
   clearInterval(sampler);
@@ -95,7 +133,9 @@ async function main(): Promise<void> {
       count,
       bytes,
       out,
-      executionMs: Math.round(ms),
+      executionMs: Math.round(counts.releasedAt - counts.claimedAt),
+      totalMs: Math.round(ms),
+      eventRowsRead: counts.eventRows,
       peakRssGrowth: mb(peakRss - base.rss),
       peakHeapGrowth: mb(peakHeap - base.heapUsed),
     }),

@@ -8,6 +8,7 @@ import { nextTurn, settlesWithin } from "../lib/timers.js";
 import { unreadablePayloadReason } from "../store/encrypted-store.js";
 import type {
   ClaimedRun,
+  EventHeadsPage,
   Journal,
   LoadJournalOptions,
   Release,
@@ -122,10 +123,15 @@ export class Execution {
   }
 
   /** loadJournal's options: the events without their payloads when the store reads those
-   *  apart (Store.pendingEventHeads and eventPayloads); a wait reads the payload it takes. */
+   *  apart (Store.pendingEventHeads and eventPayloads); a wait reads the payload it takes.
+   *  None at all when the store reads them by name (Store.pendingEventHeadsNamed): the
+   *  Context reads those of the names its calls take, a page at a time (event-reads.ts). */
   private get journalOptions(): LoadJournalOptions | undefined {
     const store = this.deps.store;
-    return store.pendingEventHeads && store.eventPayloads ? { eventPayloads: false } : undefined;
+    if (!store.pendingEventHeads || !store.eventPayloads) return undefined;
+    return store.pendingEventHeadsNamed
+      ? { eventPayloads: false, pendingEvents: false }
+      : { eventPayloads: false };
   }
 
   cancel(reason: string): void {
@@ -333,6 +339,10 @@ export class Execution {
         store.eventPayloads && {
           eventPayloads: (seqs: readonly number[]) => store.eventPayloads!(run.id, seqs),
         }),
+      ...(this.journalOptions?.pendingEvents === false && {
+        readEventHeads: (page: EventHeadsPage, settled: boolean) =>
+          store.pendingEventHeadsNamed!(run.id, page, settled ? { settled: true } : undefined),
+      }),
       storeNow: () => store.now(),
       log: (message, err) => this.deps.log(message, err),
       traceAttempt: (a) => this.trace.attempt(a),

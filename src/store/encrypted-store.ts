@@ -22,6 +22,7 @@ import type {
   AttemptRecord,
   ClaimedRun,
   ErrorRecord,
+  EventHeadsPage,
   EventRecord,
   IntentRecord,
   Journal,
@@ -415,6 +416,13 @@ function eventVerbs(inner: Store, c: Cipher) {
       inner.eventPayloads && {
         pendingEventHeads: (runId: string, options?: PendingEventsOptions) =>
           inner.pendingEventHeads!(runId, options),
+        ...(inner.pendingEventHeadsNamed && {
+          pendingEventHeadsNamed: (
+            runId: string,
+            page: EventHeadsPage,
+            options?: PendingEventsOptions,
+          ) => inner.pendingEventHeadsNamed!(runId, page, options),
+        }),
         async eventPayloads(runId: string, seqs: readonly number[]) {
           return (await inner.eventPayloads!(runId, seqs)).map((e) => ({
             seq: e.seq,

@@ -4,7 +4,7 @@
 // instead), so a page never splits such a group: a cursor "from seq N" would otherwise
 // skip or repeat its members.
 
-import type { StepRecord } from "./store.js";
+import type { EventHeadsPage, LoadJournalOptions, StepRecord } from "./store.js";
 
 export type PageCut =
   /** The page: these calls; `more` when completed calls follow. */
@@ -38,4 +38,30 @@ export function checkPageArguments(
   if (!Number.isSafeInteger(limit) || limit < 1) {
     throw new TypeError(`${verb}(): "limit" must be a whole number >= 1 (run "${runId}")`);
   }
+}
+
+/** Refuses a Store.pendingEventHeadsNamed page that is not one (both backends), naming the
+ *  field. */
+export function checkEventHeadsPage(runId: string, page: EventHeadsPage): void {
+  if (typeof page?.name !== "string") {
+    throw new TypeError(
+      `pendingEventHeadsNamed(): "name" must be an event name (a string) (run "${runId}")`,
+    );
+  }
+  checkPageArguments(
+    "pendingEventHeadsNamed",
+    runId,
+    { name: "after", value: page.after, min: 0 },
+    page.limit,
+  );
+}
+
+/** How loadJournal reads the unconsumed events: whole, as heads (`eventHeads`), or not at
+ *  all (LoadJournalOptions.pendingEvents false). */
+export type JournalEvents = "whole" | "heads" | "none";
+
+/** How loadJournal's options ask for the unconsumed events (both backends). */
+export function journalEvents(options: LoadJournalOptions | undefined): JournalEvents {
+  if (options?.pendingEvents === false) return "none";
+  return options?.eventPayloads === false ? "heads" : "whole";
 }

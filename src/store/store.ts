@@ -244,6 +244,18 @@ export interface LoadJournalOptions {
   /** false: the unconsumed events come without their payloads, as `eventHeads` (`events`
    *  is then empty). A store without `eventPayloads` ignores it. */
   eventPayloads?: boolean;
+  /** false: no unconsumed event is read (`events` empty, no `eventHeads`): the caller reads
+   *  them by name (Store.pendingEventHeadsNamed), or needs none (fork, inspection). A store
+   *  may ignore it and answer them as the other options ask. */
+  pendingEvents?: boolean;
+}
+
+/** Which heads Store.pendingEventHeadsNamed reads: the run's unconsumed events named
+ *  `name` with a seq above `after` (0: from the first), oldest first, at most `limit`. */
+export interface EventHeadsPage {
+  name: string;
+  after: number;
+  limit: number;
 }
 
 export interface NewEvent {
@@ -604,6 +616,18 @@ export interface Store extends WorkspaceVerbs, ApprovalVerbs {
    *  takes its event: a run waiting for one name pays nothing for the thousands of events
    *  of another name it has been sent. */
   pendingEventHeads?(runId: string, options?: PendingEventsOptions): Promise<EventHead[]>;
+
+  /** Optional, with `eventPayloads`: a page of `pendingEventHeads` of one name (see
+   *  EventHeadsPage; the same `settled` semantics), costing the page, not the run's other
+   *  pending events (indexed by run, name and seq). An execution reads the events of the
+   *  names its waits name, a page at a time, and, to learn of events sent since, only past
+   *  the last seq it read: so a store that offers this verb makes a run's events visible in
+   *  seq order (an event never commits before one of the same run with a lower seq). */
+  pendingEventHeadsNamed?(
+    runId: string,
+    page: EventHeadsPage,
+    options?: PendingEventsOptions,
+  ): Promise<EventHead[]>;
 
   /** Optional, with `pendingEventHeads`: the payloads of run `runId`'s events with these
    *  seqs, consumed or not, in any order; a seq the run has no event under is left out. */

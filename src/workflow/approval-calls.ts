@@ -10,7 +10,7 @@ import {
   toErrorRecord,
 } from "../errors.js";
 import { toMs } from "../lib/duration.js";
-import type { ErrorRecord } from "../store/store.js";
+import type { ErrorRecord, PendingEvent } from "../store/store.js";
 import { type ApprovalAnswer, answeredApproval, timedOutApproval } from "./approval-outcome.js";
 import { approvalRequestDigests } from "./approval-request-digest.js";
 import { type Call, type CallCore, HaltedSignal } from "./call-core.js";
@@ -129,7 +129,8 @@ export class ApprovalCalls {
     for (;;) {
       // As in waitForEvent: past the deadline, only an answer stored by then counts, and the
       // store accepts none at or after it.
-      const ev = this.core.takeEvent(eventName, deadline);
+      const taking = this.core.takeEvent(eventName, deadline);
+      const ev: PendingEvent | undefined = taking instanceof Promise ? await taking : taking;
       if (ev) {
         const consume = [{ eventSeq: ev.seq, key: call.key }];
         const sent = decode<ApprovalAnswer>(await this.core.eventPayload(ev));

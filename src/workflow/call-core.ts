@@ -64,10 +64,17 @@ export interface CallCore {
   active0<T>(p: Promise<T>): Promise<T>;
   /** Blocks this branch until woken in process; when all are blocked, the run suspends. */
   block(on: BlockOn): Promise<void>;
-  /** Whether an event of that name is pending for this run (it is not taken). */
-  hasEvent(name: string): boolean;
-  /** The oldest event of that name (past `deadline`, only one stored by then). */
-  takeEvent(name: string, deadline?: number | null): PendingEvent | undefined;
+  /** Whether an event of that name is pending for this run (it is not taken); a promise
+   *  when the run's events of that name must be read first. */
+  hasEvent(name: string): boolean | Promise<boolean>;
+  /** The oldest event of that name (past `deadline`, only one stored by then); a promise
+   *  when the run's events of that name must be read first, or a take called before waits
+   *  for such a read (takes go in the order called). A store failure halts the run, and
+   *  the promise never settles. */
+  takeEvent(
+    name: string,
+    deadline?: number | null,
+  ): PendingEvent | undefined | Promise<PendingEvent | undefined>;
   /** The payload of an event takeEvent handed out (a head's read from the store, with those
    *  of the next pending events of its name, in one read), once the events taken before it
    *  have theirs: takes go on in the order taken. A store failure halts the run, and the

@@ -101,10 +101,12 @@ export class ChildCalls {
     childId: string,
   ): Promise<{ error: ErrorRecord; ended: PendingEvent | undefined } | undefined> {
     const eventName = `${CHILD_EVENT_PREFIX}${childId}`;
-    if (!this.core.hasEvent(eventName)) return undefined;
+    const has = this.core.hasEvent(eventName);
+    if (!(has instanceof Promise ? await has : has)) return undefined;
     const error = await this.core.active0(this.core.host.deletedChild(childId));
     if (!error) return undefined;
-    return { error, ended: this.core.takeEvent(eventName) };
+    const taking = this.core.takeEvent(eventName);
+    return { error, ended: taking instanceof Promise ? await taking : taking };
   }
 
   private async childCall<O>(
@@ -189,7 +191,8 @@ export class ChildCalls {
     const eventName = `${CHILD_EVENT_PREFIX}${childId}`;
     let askedChild = false;
     for (;;) {
-      let ev = this.core.takeEvent(eventName);
+      const taking = this.core.takeEvent(eventName);
+      let ev: PendingEvent | undefined = taking instanceof Promise ? await taking : taking;
       let res: ChildOutcome | undefined;
       if (!ev && !askedChild) {
         // The child may have finished while this run could not receive its event (it was
@@ -201,7 +204,9 @@ export class ChildCalls {
           // read the run's events: consumed with this outcome, or a resume that executes
           // the call again would take it for the child's current outcome.
           await this.core.reloadEvents();
-          ev = this.core.takeEvent(eventName);
+          const again = this.core.takeEvent(eventName);
+          const found: PendingEvent | undefined = again instanceof Promise ? await again : again;
+          ev = found;
         }
       }
       if (ev) res = childOutcomeOf(await this.core.eventPayload(ev));

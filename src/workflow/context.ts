@@ -78,6 +78,8 @@ import type {
   Amounts,
   AttemptRecord,
   ErrorRecord,
+  EventHead,
+  EventHeadsPage,
   EventPayload,
   Journal,
   PendingEvent,
@@ -104,6 +106,7 @@ import type { Effect, StepContext, StepOptions, WorkflowContext } from "./contex
 import { CrashCharges } from "./crash-charges.js";
 import type { Workflow } from "./define.js";
 import { DeliveryQueue } from "./delivery.js";
+import { EventReads } from "./event-reads.js";
 import { HeldHandover } from "./held-handover.js";
 import { type CascadeCall, JournalIndex } from "./journal-index.js";
 import { LateCallCheck } from "./late-call-check.js";
@@ -220,6 +223,10 @@ export interface ContextHost {
   /** The payloads of the run's events with these seqs (Store.eventPayloads): given when
    *  `loadEvents` and the journal may hand over events without their payloads. */
   eventPayloads?(seqs: readonly number[]): Promise<EventPayload[]>;
+  /** A page of heads of the run's pending events of one name (Store.pendingEventHeadsNamed):
+   *  given, with `eventPayloads`, the execution reads only the names its calls take events
+   *  of (event-reads.ts), and `loadEvents` is not asked. */
+  readEventHeads?(page: EventHeadsPage, settled: boolean): Promise<EventHead[]>;
   /** The store's now (PostgreSQL: the database's clock), by which it stamps events and
    *  judges approval answers; absent: this clock's. */
   storeNow?(): Promise<number>;
@@ -311,6 +318,8 @@ export class Context implements CallCore {
   /** Payload reads under way, by the seq of each event they read (eventPayload). */
   private readonly payloadReads = new Map<number, Promise<Map<number, string>>>();
   private readonly seenEventSeqs = new Set<number>();
+  /** The reads of events by name, when the host reads them so (readEventHeads). */
+  private eventReadsMade: EventReads | undefined;
   private readonly blocked = new Set<Blocked>();
   /** Child runs being created (each also counts in `active`). */
   readonly childStarts = new Set<Promise<void>>();
@@ -534,7 +543,9 @@ export class Context implements CallCore {
   /** New events may have arrived for this run: re-read them and wake matching waits. */
   async refreshEvents(): Promise<void> {
     if (this.halted || ![...this.blocked].some((b) => b.event)) return;
-    this.addEvents(await this.host.loadEvents());
+    const byName = this.eventReads;
+    if (byName) await byName.reload(false);
+    else this.addEvents(await this.host.loadEvents());
   }
 
   /** Whether a wait of this execution is blocked on an event (it may come from elsewhere). */
@@ -559,7 +570,7 @@ export class Context implements CallCore {
     if (!added) return;
     for (const list of unsorted) list.sort((a, b) => a.seq - b.seq);
     for (const b of [...this.blocked]) {
-      if (b.event && this.hasEvent(b.event)) b.wake();
+      if (b.event && this.events.has(b.event)) b.wake();
     }
   }
 
@@ -1925,24 +1936,61 @@ export class Context implements CallCore {
 
   /** Reads the run's events again; `settled` for the last look after a deadline. */
   async reloadEvents(settled = false): Promise<void> {
-    this.addEvents(await this.active0(this.host.loadEvents(settled)));
+    const byName = this.eventReads;
+    if (byName) await this.active0(byName.reload(settled));
+    else this.addEvents(await this.active0(this.host.loadEvents(settled)));
+  }
+
+  /** The reads of events by name (event-reads.ts), when the host reads them so; else every
+   *  pending event was handed over with the journal and is read again by loadEvents. */
+  private get eventReads(): EventReads | undefined {
+    if (this.eventReadsMade || !this.host.readEventHeads || !this.host.eventPayloads) {
+      return this.eventReadsMade;
+    }
+    const host = this.host;
+    this.eventReadsMade = new EventReads({
+      read: (page, settled) => host.readEventHeads!(page, settled),
+      add: (heads) => this.addEvents(heads),
+      takeable: (name, deadline) => this.takenAt(name, deadline) >= 0,
+    });
+    return this.eventReadsMade;
   }
 
   // ---- waiting and suspension ----
 
-  /** Whether an event of that name is pending for this run (it is not taken). */
-  hasEvent(name: string): boolean {
-    return this.events.has(name);
+  /** Whether an event of that name is pending for this run (it is not taken); a promise
+   *  when its events must be read first (eventReads). */
+  hasEvent(name: string): boolean | Promise<boolean> {
+    const byName = this.eventReads;
+    if (!byName || byName.ready(name, null)) return this.events.has(name);
+    return this.active0(byName.whenReady(name, null, () => this.events.has(name)));
   }
 
   /** The oldest event of that name. Once `deadline` has passed, only one stored by then
-   *  counts. */
-  takeEvent(name: string, deadline: number | null = null): PendingEvent | undefined {
+   *  counts. A promise when its events must be read first (eventReads), or a take called
+   *  before it waits for a read: takes go in the order called. */
+  takeEvent(
+    name: string,
+    deadline: number | null = null,
+  ): PendingEvent | undefined | Promise<PendingEvent | undefined> {
+    const byName = this.eventReads;
+    if (!byName || byName.ready(name, deadline)) return this.takeRead(name, deadline);
+    return this.active0(byName.whenReady(name, deadline, () => this.takeRead(name, deadline)));
+  }
+
+  /** Where the event takeEvent would take is in its name's list, or -1. */
+  private takenAt(name: string, deadline: number | null): number {
     const sentBy = deadline !== null && this.host.clock.now() >= deadline ? deadline : undefined;
     const list = this.events.get(name);
-    if (!list) return undefined;
-    const i = sentBy === undefined ? 0 : list.findIndex((e) => e.createdAt <= sentBy);
+    if (!list) return -1;
+    return sentBy === undefined ? 0 : list.findIndex((e) => e.createdAt <= sentBy);
+  }
+
+  /** takeEvent among the events read. */
+  private takeRead(name: string, deadline: number | null): PendingEvent | undefined {
+    const i = this.takenAt(name, deadline);
     if (i < 0) return undefined;
+    const list = this.events.get(name)!;
     const ev = list.splice(i, 1)[0]!;
     if (list.length === 0) this.events.delete(name);
     return ev;

@@ -5,7 +5,7 @@
 import { decode } from "../codec/codec.js";
 import { InputValidationError, toErrorRecord } from "../errors.js";
 import { type Duration, MAX_DATE_MS, toMs } from "../lib/duration.js";
-import type { IntentRecord } from "../store/store.js";
+import type { IntentRecord, PendingEvent } from "../store/store.js";
 import type { Call, CallCore } from "./call-core.js";
 import type { WaitOptions, WaitResult } from "./context-types.js";
 import { intentRecord } from "./records.js";
@@ -94,7 +94,8 @@ export class WaitCalls {
     for (;;) {
       // Past the deadline, only an event stored by then counts (it may have come from
       // another process: read the store once more before concluding it did not).
-      const ev = this.core.takeEvent(name, deadline);
+      const taking = this.core.takeEvent(name, deadline);
+      const ev: PendingEvent | undefined = taking instanceof Promise ? await taking : taking;
       if (ev) {
         const consume = [{ eventSeq: ev.seq, key: call.key }];
         let payload = decode<T>(await this.core.eventPayload(ev));

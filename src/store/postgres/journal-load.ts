@@ -20,6 +20,7 @@
 // a run it holds no lease on, whose holder may commit between two statements (a step's
 // outcome without its attempts would be a history that never was).
 
+import type { JournalEvents } from "../journal-page.js";
 import type { Journal, StepRecord } from "../store.js";
 import {
   type AttemptRow,
@@ -61,7 +62,8 @@ const HEAD_COLUMNS = ["seq", "run_id", "name", "created_at", "consumed_by", "ide
  *  of a text column reads its length from the stored header without decompressing it, so
  *  sizing a part costs no second serialization of its payloads; a jsonb column (spend) is
  *  cast, but is small. */
-function parts(t: Tables, heads: boolean): Record<PartName, Part> {
+function parts(t: Tables, events: JournalEvents): Record<PartName, Part> {
+  const heads = events !== "whole";
   return {
     attempts: {
       from: `${t.attempts} x WHERE x.run_id = $1`,
@@ -74,7 +76,9 @@ function parts(t: Tables, heads: boolean): Record<PartName, Part> {
       bytes: `octet_length(x.data) + ${ROW_BYTES}`,
     },
     events: {
-      from: `${t.events} x WHERE x.run_id = $1 AND x.consumed_by IS NULL`,
+      // None asked for (LoadJournalOptions.pendingEvents false): a constant false the
+      // planner answers without reading a row.
+      from: `${t.events} x WHERE x.run_id = $1 AND x.consumed_by IS NULL${events === "none" ? " AND false" : ""}`,
       order: "x.seq",
       bytes: `${heads ? "" : "octet_length(x.payload) + "}coalesce(octet_length(x.idempotency_key), 0) + ${ROW_BYTES}`,
       ...(heads && { columns: HEAD_COLUMNS }),
@@ -140,30 +144,34 @@ function rowOf(p: Part): string {
 }
 
 /** The statement's text, built once per schema and kind. */
-const texts = new WeakMap<Tables, { full?: string; heads?: string }>();
+const texts = new WeakMap<Tables, Partial<Record<JournalEvents, string>>>();
 
-function statementFor(t: Tables, heads: boolean): string {
+function statementFor(t: Tables, events: JournalEvents): string {
   let cached = texts.get(t);
   if (cached === undefined) {
     cached = {};
     texts.set(t, cached);
   }
-  const kind = heads ? "heads" : "full";
-  cached[kind] ??= journalSql(t, parts(t, heads));
-  return cached[kind];
+  cached[events] ??= journalSql(t, parts(t, events));
+  return cached[events];
 }
 
-/** `heads`: the unconsumed events without their payloads, as `eventHeads`. */
+/** The journal, with the unconsumed events as `events` asks. */
 export async function loadJournal(
   ctx: StoreContext,
   runId: string,
-  heads = false,
+  events: JournalEvents = "whole",
 ): Promise<Journal> {
-  const sql = statementFor(ctx.t, heads);
+  const heads = events === "heads";
+  const sql = statementFor(ctx.t, events);
   const params = [runId, AGGREGATED_BYTES];
   // Prepared (the store's own pool): planning its eight subqueries and the union took the
   // server about 0.8 ms, more than reading 1,000 steps.
-  const name = heads ? "cairn_load_journal_heads" : "cairn_load_journal";
+  const name = {
+    whole: "cairn_load_journal",
+    heads: "cairn_load_journal_heads",
+    none: "cairn_load_journal_no_events",
+  }[events];
   const first = await ctx.db.statement("loadJournal", "idempotent", sql, params, name, "array");
   const rows = first.rows as unknown as Row[];
   const aggregated = partsOf(rows);
@@ -173,7 +181,7 @@ export async function loadJournal(
     // Asked again in this snapshot: the first answer's parts may be older than its rows.
     const again = (await tx.query(sql, params, undefined, "array")).rows as unknown as Row[];
     const a = partsOf(again);
-    const all = parts(ctx.t, heads);
+    const all = parts(ctx.t, events);
     const read = async <K extends PartName>(name: K): Promise<Rows[K]> => {
       const held = a[name];
       if (held !== null) return held;

@@ -35,6 +35,7 @@ import { findUnstorable, refuseUnstorable } from "../storable.js";
 import type {
   AttemptRecord,
   EventHead,
+  EventHeadsPage,
   EventPayload,
   EventRecord,
   IntentRecord,
@@ -267,6 +268,46 @@ export function pendingEventHeads(
   settled: boolean,
 ): Promise<EventHead[]> {
   return unconsumed(ctx, runId, settled, EVENT_HEAD_COLUMNS, "pendingEventHeads", toEventHead);
+}
+
+/** A page of the heads of the run's unconsumed events of one name, oldest first
+ *  (Store.pendingEventHeadsNamed). Prepared: an execution asks it at its first wait for a
+ *  name, and again whenever it learns events may have come. */
+export async function pendingEventHeadsNamed(
+  ctx: StoreContext,
+  runId: string,
+  page: EventHeadsPage,
+  settled: boolean,
+): Promise<EventHead[]> {
+  const sql = `SELECT seq, created_at, idempotency_key FROM ${ctx.t.events}
+    WHERE run_id = $1 AND name = $2 AND consumed_by IS NULL AND seq > $3
+    ORDER BY seq LIMIT $4`;
+  const params = [runId, page.name, String(page.after), page.limit];
+  type Row = { seq: string | number; created_at: string | number; idempotency_key: string | null };
+  const toHead = (r: Row): EventHead => ({
+    seq: Number(r.seq),
+    runId,
+    name: page.name,
+    createdAt: Number(r.created_at),
+    consumedBy: null,
+    idempotencyKey: r.idempotency_key,
+  });
+  const verb = "pendingEventHeadsNamed";
+  if (!settled) {
+    const r = await ctx.db.statement<Row>(
+      verb,
+      "idempotent",
+      sql,
+      params,
+      "cairn_event_heads_named",
+    );
+    return r.rows.map(toHead);
+  }
+  return ctx.db.transaction(verb, "idempotent", async (tx) => {
+    // As unconsumed (below): wait for an event write under way, then read.
+    await tx.query(`SELECT 1 FROM ${ctx.t.runs} WHERE id = $1 FOR SHARE`, [runId]);
+    return (await tx.query<Row>(sql, params)).rows.map(toHead);
+  });
 }
 
 /** The payloads of the run's events with these seqs (Store.eventPayloads). */

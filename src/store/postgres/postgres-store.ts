@@ -33,7 +33,7 @@ import type {
   ApprovalVerbs,
   RequestApprovalOutcome,
 } from "../approval-records.js";
-import { checkPageArguments } from "../journal-page.js";
+import { checkEventHeadsPage, checkPageArguments, journalEvents } from "../journal-page.js";
 import {
   PlainPayloadGuard,
   plainInApprovalAnswer,
@@ -52,6 +52,7 @@ import type {
   CancelOutcome,
   ClaimedRun,
   EventHead,
+  EventHeadsPage,
   EventPayload,
   EventRecord,
   Journal,
@@ -101,6 +102,7 @@ import {
   appendRecords,
   eventPayloads,
   pendingEventHeads,
+  pendingEventHeadsNamed,
   pendingEvents,
 } from "./journal-writes.js";
 import { claimRuns, expireLease, renewLeases } from "./leases.js";
@@ -496,7 +498,8 @@ class PostgresStore implements Store {
   }
 
   loadJournal(runId: string, options?: LoadJournalOptions): Promise<Journal> {
-    const heads = options?.eventPayloads === false;
+    const events = journalEvents(options);
+    const heads = events === "heads";
     if (noSuchText(runId)) {
       return this.#nothing({
         steps: [],
@@ -506,7 +509,7 @@ class PostgresStore implements Store {
         ...(heads && { eventHeads: [] }),
       });
     }
-    return loadJournal(this.#ctx, runId, heads);
+    return loadJournal(this.#ctx, runId, events);
   }
 
   async readJournalPage(p: { runId: string; from: number; limit: number }): Promise<JournalPage> {
@@ -530,6 +533,20 @@ class PostgresStore implements Store {
   pendingEventHeads(runId: string, options?: PendingEventsOptions): Promise<EventHead[]> {
     if (noSuchText(runId)) return this.#nothing([]);
     return pendingEventHeads(this.#ctx, runId, options?.settled === true);
+  }
+
+  pendingEventHeadsNamed(
+    runId: string,
+    page: EventHeadsPage,
+    options?: PendingEventsOptions,
+  ): Promise<EventHead[]> {
+    try {
+      checkEventHeadsPage(runId, page);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    if (noSuchText(runId) || noSuchText(page.name)) return this.#nothing([]);
+    return pendingEventHeadsNamed(this.#ctx, runId, page, options?.settled === true);
   }
 
   eventPayloads(runId: string, seqs: readonly number[]): Promise<EventPayload[]> {

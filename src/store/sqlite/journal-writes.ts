@@ -11,10 +11,12 @@
 // (storable.ts) is answered "unstorable" before the transaction begins.
 
 import { addAmounts } from "../../lib/amounts.js";
+import type { JournalEvents } from "../journal-page.js";
 import { refuseUnstorable } from "../storable.js";
 import type {
   Amounts,
   EventHead,
+  EventHeadsPage,
   EventPayload,
   EventRecord,
   Journal,
@@ -70,9 +72,13 @@ export function appendRecords(ctx: StoreContext, writes: RunWrite[]): Promise<Wr
   });
 }
 
-/** Everything replay needs, in one read transaction (one snapshot). `heads`: the unconsumed
- *  events without their payloads, as `eventHeads`. */
-export function loadJournal(ctx: StoreContext, runId: string, heads = false): Promise<Journal> {
+/** Everything replay needs, in one read transaction (one snapshot), with the unconsumed
+ *  events as `events` asks. */
+export function loadJournal(
+  ctx: StoreContext,
+  runId: string,
+  events: JournalEvents = "whole",
+): Promise<Journal> {
   return ctx.read("loadJournal", (tx) => ({
     steps: (
       tx
@@ -88,9 +94,11 @@ export function loadJournal(ctx: StoreContext, runId: string, heads = false): Pr
     intents: (
       tx.prepare("SELECT * FROM intents WHERE run_id = ? ORDER BY id").all(runId) as IntentRow[]
     ).map(intentFromRow),
-    ...(heads
-      ? { events: [], eventHeads: unconsumedHeads(tx.prepare, runId) }
-      : { events: unconsumedEvents(tx.prepare, runId) }),
+    ...(events === "whole"
+      ? { events: unconsumedEvents(tx.prepare, runId) }
+      : events === "heads"
+        ? { events: [], eventHeads: unconsumedHeads(tx.prepare, runId) }
+        : { events: [] }),
   }));
 }
 
@@ -115,6 +123,40 @@ export function pendingEventHeads(
 ): Promise<EventHead[]> {
   const read = (tx: { prepare: Prepare }) => unconsumedHeads(tx.prepare, runId);
   return settled ? ctx.write("pendingEventHeads", read) : ctx.read("pendingEventHeads", read);
+}
+
+/** A page of the heads of the run's unconsumed events of one name, oldest first
+ *  (Store.pendingEventHeadsNamed): a search of events_unconsumed, whose entries are
+ *  (run_id, name, rowid = seq), costing the page whatever else the run was sent. */
+export function pendingEventHeadsNamed(
+  ctx: StoreContext,
+  runId: string,
+  page: EventHeadsPage,
+  settled: boolean,
+): Promise<EventHead[]> {
+  const read = (tx: { prepare: Prepare }) => {
+    const rows = tx
+      .prepare(
+        `SELECT seq, created_at, idempotency_key FROM events
+         WHERE run_id = ? AND name = ? AND consumed_by IS NULL AND seq > ?
+         ORDER BY seq LIMIT ?`,
+      )
+      .raw(true)
+      .all(runId, page.name, page.after, page.limit) as Array<[number, number, string | null]>;
+    return rows.map(
+      ([seq, createdAt, idempotencyKey]): EventHead => ({
+        seq,
+        runId,
+        name: page.name,
+        createdAt,
+        consumedBy: null,
+        idempotencyKey,
+      }),
+    );
+  };
+  return settled
+    ? ctx.write("pendingEventHeadsNamed", read)
+    : ctx.read("pendingEventHeadsNamed", read);
 }
 
 /** The payloads of the run's events with these seqs (Store.eventPayloads). */

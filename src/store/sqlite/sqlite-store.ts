@@ -17,6 +17,7 @@ import type {
   ApprovalVerbs,
   RequestApprovalOutcome,
 } from "../approval-records.js";
+import { checkEventHeadsPage, journalEvents } from "../journal-page.js";
 import {
   PlainPayloadGuard,
   plainInApprovalAnswer,
@@ -36,6 +37,7 @@ import type {
   CancelOutcome,
   ClaimedRun,
   EventHead,
+  EventHeadsPage,
   EventPayload,
   EventRecord,
   Journal,
@@ -81,6 +83,7 @@ import {
   eventPayloads,
   loadJournal,
   pendingEventHeads,
+  pendingEventHeadsNamed,
   pendingEvents,
 } from "./journal-writes.js";
 import { claimRuns, expireLease, renewLeases } from "./leases.js";
@@ -283,7 +286,7 @@ class SqliteStoreImpl implements SqliteStore {
   }
 
   async loadJournal(runId: string, options?: LoadJournalOptions): Promise<Journal> {
-    return loadJournal(this.#ctx, runId, options?.eventPayloads === false);
+    return loadJournal(this.#ctx, runId, journalEvents(options));
   }
 
   async readJournalPage(p: { runId: string; from: number; limit: number }): Promise<JournalPage> {
@@ -296,6 +299,15 @@ class SqliteStoreImpl implements SqliteStore {
 
   async pendingEventHeads(runId: string, options?: PendingEventsOptions): Promise<EventHead[]> {
     return pendingEventHeads(this.#ctx, runId, options?.settled === true);
+  }
+
+  async pendingEventHeadsNamed(
+    runId: string,
+    page: EventHeadsPage,
+    options?: PendingEventsOptions,
+  ): Promise<EventHead[]> {
+    checkEventHeadsPage(runId, page);
+    return pendingEventHeadsNamed(this.#ctx, runId, page, options?.settled === true);
   }
 
   async eventPayloads(runId: string, seqs: readonly number[]): Promise<EventPayload[]> {
