@@ -18,6 +18,7 @@ import type { Clock } from "../lib/clock.js";
 import type {
   AttemptRecord,
   ClaimedRun,
+  EventRecord,
   IntentRecord,
   Journal,
   NewRun,
@@ -1711,6 +1712,49 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
           { seq: sent[2]!.seq, payload: '"c"' },
         ]);
         expect(await store.eventPayloads("run_unknown", [sent[0]!.seq])).toEqual([]);
+      });
+
+      it("heads of one name, a page at a time past a seq (pendingEventHeadsNamed), and loadJournal without them", async () => {
+        if (!store.pendingEventHeadsNamed) return;
+        const run = await started();
+        const other = await started();
+        const sent: EventRecord[] = [];
+        for (const n of ["x", "y", "x", "x", "y", "x"]) {
+          const out = await store.sendEvent({ runId: run.id, name: n, payload: `"${n}"` });
+          if (!out.ok) throw new Error("refused");
+          sent.push(out.event);
+        }
+        await store.sendEvent({ runId: other.id, name: "x", payload: '"o"' });
+        await store.appendRecords([
+          {
+            runId: run.id,
+            epoch: run.epoch,
+            steps: [step(run.id, "w", 0, { kind: "wait" })],
+            consume: [{ eventSeq: sent[2]!.seq, key: "w" }],
+          },
+        ]);
+        const head = (i: number) => {
+          const { payload: _, ...h } = sent[i]!;
+          return h;
+        };
+        const named = (name: string, after: number, limit: number, settled = false) =>
+          store.pendingEventHeadsNamed!(run.id, { name, after, limit }, { settled });
+        // Unconsumed, of that name, oldest first: consumed #2 and the other run's left out.
+        expect(await named("x", 0, 10)).toEqual([head(0), head(3), head(5)]);
+        expect(await named("x", 0, 2)).toEqual([head(0), head(3)]);
+        expect(await named("x", sent[3]!.seq, 2)).toEqual([head(5)]);
+        expect(await named("x", sent[5]!.seq, 2)).toEqual([]);
+        expect(await named("y", 0, 10, true)).toEqual([head(1), head(4)]);
+        expect(await named("z", 0, 10)).toEqual([]);
+        expect(
+          await store.pendingEventHeadsNamed("run_unknown", { name: "x", after: 0, limit: 5 }),
+        ).toEqual([]);
+        await expect(named("x", -1, 5)).rejects.toThrow(/"after" must be a whole number/);
+        await expect(named("x", 0, 0)).rejects.toThrow(/"limit" must be a whole number >= 1/);
+        const j = await store.loadJournal(run.id, { eventPayloads: false, pendingEvents: false });
+        expect(j.steps.map((s) => s.key)).toEqual(["w"]);
+        // A store may ignore pendingEvents; these backends read none.
+        expect({ events: j.events, eventHeads: j.eventHeads }).toEqual({ events: [] });
       });
     });
 
