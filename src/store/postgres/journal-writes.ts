@@ -52,7 +52,7 @@ import {
   toEventHead,
 } from "./rows.js";
 import { insertSingleStep, singleStepOf } from "./single-step.js";
-import type { StoreContext } from "./sql.js";
+import type { StoreContext, Tables } from "./sql.js";
 
 export async function appendRecords(
   ctx: StoreContext,
@@ -270,6 +270,14 @@ export function pendingEventHeads(
   return unconsumed(ctx, runId, settled, EVENT_HEAD_COLUMNS, "pendingEventHeads", toEventHead);
 }
 
+/** pendingEventHeadsNamed's statement: run $1, name $2, seq above $3, $4 rows (an index
+ *  search of events_unconsumed_by_name, migration 25). */
+export function eventHeadsNamedSql(t: Tables): string {
+  return `SELECT seq, created_at, idempotency_key FROM ${t.events}
+    WHERE run_id = $1 AND name = $2 AND consumed_by IS NULL AND seq > $3
+    ORDER BY seq LIMIT $4`;
+}
+
 /** A page of the heads of the run's unconsumed events of one name, oldest first
  *  (Store.pendingEventHeadsNamed). Prepared: an execution asks it at its first wait for a
  *  name, and again whenever it learns events may have come. */
@@ -279,9 +287,7 @@ export async function pendingEventHeadsNamed(
   page: EventHeadsPage,
   settled: boolean,
 ): Promise<EventHead[]> {
-  const sql = `SELECT seq, created_at, idempotency_key FROM ${ctx.t.events}
-    WHERE run_id = $1 AND name = $2 AND consumed_by IS NULL AND seq > $3
-    ORDER BY seq LIMIT $4`;
+  const sql = eventHeadsNamedSql(ctx.t);
   const params = [runId, page.name, String(page.after), page.limit];
   type Row = { seq: string | number; created_at: string | number; idempotency_key: string | null };
   const toHead = (r: Row): EventHead => ({

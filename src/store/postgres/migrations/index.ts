@@ -29,6 +29,7 @@ import { migration as stepsByCallOrder } from "./021-steps-by-call-order.js";
 import { migration as heldForBodies } from "./022-held-for-bodies.js";
 import { migration as holdsByWorker } from "./023-holds-by-worker.js";
 import { migration as storeMarks } from "./024-store-marks.js";
+import { migration as unconsumedEventsByName } from "./025-unconsumed-events-by-name.js";
 
 export interface Migration {
   version: number;
@@ -62,6 +63,7 @@ export const MIGRATIONS: readonly Migration[] = [
   heldForBodies,
   holdsByWorker,
   storeMarks,
+  unconsumedEventsByName,
 ];
 
 /** The schema version this code writes and understands. */

@@ -34,6 +34,7 @@ const RELEASED: Array<[version: number, sha256: string]> = [
   [22, "71827b395c8e86177a7f09871583f2f3f7b96d03ab6295f076375a8039e71173"],
   [23, "0e0c46492dea42e320411612c0b5fe8ea5d82103e7de4ec97b7e7909d5d06e04"],
   [24, "081b5caab0c86a0619366cea1a8ecd2791f89115d0a1f6f0f6ef7eed2d25c890"],
+  [25, "0500ac76206f11b849a562705b235af3820295c4bb8b25ced456d1f9d8843752"],
 ];
 
 describe("PostgreSQL migrations", () => {
