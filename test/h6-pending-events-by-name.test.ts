@@ -114,6 +114,23 @@ describe.each(BACKENDS)("pending events read by name (%s)", (backend) => {
     expect(loads()).toBe(2);
   });
 
+  it("inspecting the steps of a run with 400 pending events, and forking it, read none of them", async () => {
+    const h = harness();
+    const wf = workflow({ name: "s", version: "1" }, async (ctx) => {
+      await ctx.step("s", () => 1);
+      return got(await ctx.waitForEvent<string>("go"));
+    });
+    const e = h.engine([wf]);
+    await e.start(wf, undefined, { id: "r" });
+    await until(async () => (await e.getRun("r"))?.status === "waiting", "the wait");
+    for (let i = 0; i < NOISE; i++) await e.sendEvent("r", "noise", i);
+    const { store, rows } = counting(h.store());
+    const client = h.engine([], { worker: false, store });
+    expect((await client.getSteps("r")).map((s) => s.key)).toContain("s");
+    await client.fork("r", { fromStep: "s", id: "f" });
+    expect(rows()).toBe(0);
+  });
+
   it("a wait called first takes first, though its name must be read and the other's is read", async () => {
     const h = harness();
     const wf = workflow({ name: "race", version: "1" }, async (ctx) => {

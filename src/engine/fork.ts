@@ -41,8 +41,8 @@ export async function forkRun(
   }
   const source = await store.getRun(id);
   if (!source) throw runNotFound(id, "nothing to fork");
-  // A fork copies no event: their payloads are not read.
-  const recorded = await store.loadJournal(id, { eventPayloads: false });
+  // A fork copies no event: none is read.
+  const recorded = await store.loadJournal(id, { eventPayloads: false, pendingEvents: false });
   const journal = new JournalIndex(recorded, source.generation, source.failedCalls);
   const failedBy =
     source.status === "failed"

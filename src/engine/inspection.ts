@@ -31,8 +31,8 @@ export function inspectionVerbs(internals: EngineInternals): InspectionVerbs {
     },
     async getSteps(id) {
       await ready(internals);
-      // The steps need no event payloads (a run may have gigabytes of them pending).
-      return stepViews(await store.loadJournal(id, { eventPayloads: false }));
+      // The steps need no event (a run may have 100,000 pending, or gigabytes of payloads).
+      return stepViews(await store.loadJournal(id, { eventPayloads: false, pendingEvents: false }));
     },
     readSteps: (id, options = {}) => readStepsPage(internals, id, options),
     async listEvents(id) {

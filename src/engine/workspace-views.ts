@@ -124,7 +124,12 @@ class CheckpointReader {
     const run = await this.store.getRun(runId);
     if (!run) throw runNotFound(runId);
     const byName = new Map<string, WorkspaceView>();
-    for (const step of stepViews(await this.store.loadJournal(runId, { eventPayloads: false }))) {
+    for (const step of stepViews(
+      await this.store.loadJournal(runId, {
+        eventPayloads: false,
+        pendingEvents: false,
+      }),
+    )) {
       const recorded = workspaceRecord(step);
       if (!recorded) continue;
       let ws = byName.get(recorded.name);
