@@ -17,6 +17,7 @@ export type {
   ClaimedRun,
   ErrorRecord,
   EventHead,
+  EventHeadsPage,
   EventPayload,
   EventRecord,
   IntentRecord,
