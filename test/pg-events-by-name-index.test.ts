@@ -16,7 +16,7 @@ import { testSchema, withClient } from "./helpers/postgres.js";
 describe.runIf(pgUrl)("pending events of one name on PostgreSQL", () => {
   it("are read by an index search on run, name and seq", async () => {
     const url = pgUrl!;
-    const { schema, drop } = testSchema(url, "cairn_h6");
+    const { schema, drop } = testSchema(url, "cairn_events_by_name");
     const store = postgresStore(url, { schema });
     await store.open({ clock: realClock });
     await store.close();
