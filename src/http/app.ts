@@ -137,13 +137,30 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
   };
   const notFoundAnswer = (c: Context<AppEnv>) => {
     securityHeaders(c);
+    const pathname = new URL(c.req.url).pathname;
+    const own = pathBelowMount(c, pathname) ?? "";
+    // A path the app has routes for, asked with another method: 405 naming the methods it
+    // takes (a 404 said the path did not exist).
+    const allow = allowedMethods(app, own);
+    if (allow.length > 0) c.header("allow", allow.join(", "));
     if (isApi(c)) {
-      const pathname = new URL(c.req.url).pathname;
-      const own = pathBelowMount(c, pathname) ?? "";
       const dots = dotSegmentRefusal(c.req.method, own.slice(`${basePath}/api`.length));
       if (dots) return apiError(c, dots, log);
       const what = `${c.req.method} ${quote(pathname, 120)}`;
+      if (allow.length > 0) {
+        const message = `${what} is not an API route; ${quote(pathname, 120)} takes ${allow.join(", ")}`;
+        return apiError(c, new HttpError(405, "METHOD_NOT_ALLOWED", message), log);
+      }
       return apiError(c, new HttpError(404, "NOT_FOUND", `No API route ${what}`), log);
+    }
+    if (allow.length > 0) {
+      return messagePage(
+        depsFor(uiDeps, c),
+        c,
+        405,
+        "Method not allowed",
+        `${quote(c.req.path, 120)} takes ${allow.join(", ")}, not ${quote(c.req.method, 20)}.`,
+      );
     }
     return messagePage(
       depsFor(uiDeps, c),
@@ -180,6 +197,21 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
       streams.close();
     },
   };
+}
+
+const METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"] as const;
+
+/** The methods the app's own routes take at `path` (below any mount): none for a path it has
+ *  no route for. HEAD goes with GET (Hono answers it from the GET route). Middlewares
+ *  (method "ALL") are no route of a path. */
+function allowedMethods(app: Hono<AppEnv>, path: string): string[] {
+  if (path === "") return [];
+  const takes = (method: string) => {
+    const [matched] = app.router.match(method, path);
+    return matched.some(([[, route]]) => route.method !== "ALL");
+  };
+  const get = takes("GET");
+  return METHODS.filter((m) => (m === "HEAD" ? get : m === "GET" ? get : takes(m)));
 }
 
 function securityHeaders(c: Context): void {

@@ -26,7 +26,7 @@ export interface HttpServer {
 
 export async function serveHttp(options: ServeHttpOptions): Promise<HttpServer> {
   const host = options.host ?? "127.0.0.1";
-  const port = options.port ?? 4000;
+  const port = checkPort(options.port ?? 4000);
   const log = problemLog(options.log);
   if (!isLoopback(host) && options.token === undefined && options.readToken === undefined) {
     throw new Error(
@@ -71,4 +71,17 @@ export async function serveHttp(options: ServeHttpOptions): Promise<HttpServer> 
         if ("closeAllConnections" in server) server.closeAllConnections();
       }),
   };
+}
+
+/** A TCP port: Node's listen() takes a string that is not a number for a socket file (`port:
+ *  "x"` listened on a file named x) and failed obscurely on NaN (an unset env var through
+ *  Number()), a negative port or one past 65535. */
+function checkPort(port: unknown): number {
+  if (typeof port === "number" && Number.isInteger(port) && port >= 0 && port <= 65_535) {
+    return port;
+  }
+  const shown = typeof port === "string" ? JSON.stringify(port) : String(port);
+  throw new TypeError(
+    `serveHttp(): port must be a whole number from 0 to 65535 (0 picks a free port), got ${shown}${typeof port === "string" ? " (a string: give a number, e.g. Number(text) checked)" : ""}`,
+  );
 }
