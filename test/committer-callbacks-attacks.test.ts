@@ -4,7 +4,7 @@
 // next batch still flushes, and a callback's throw is reported, not lost or thrown into
 // the batch's settling.
 
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { Committer } from "../src/engine/committer.js";
 import { LeaseLostError, WriteConflictError } from "../src/errors.js";
 import type { RunWrite, Store } from "../src/store/store.js";
@@ -32,11 +32,6 @@ function answers() {
   const note = (id: string, what: string) => got.set(id, [...(got.get(id) ?? []), what]);
   return { got, note };
 }
-
-const realMicrotask = globalThis.queueMicrotask;
-afterEach(() => {
-  globalThis.queueMicrotask = realMicrotask;
-});
 
 describe("Committer.writeThen", () => {
   it("a batch the store rejects answers each waiter once with the error; the next batch flushes", async () => {
@@ -95,7 +90,7 @@ describe("Committer.writeThen", () => {
         ] as Outcomes),
     ]);
     const reported: unknown[] = [];
-    const c = new Committer(store);
+    const c = new Committer(store, (err) => reported.push(err));
     const { got, note } = answers();
     c.writeThen(
       write("a"),
@@ -119,14 +114,6 @@ describe("Committer.writeThen", () => {
       (e) => note("c", e instanceof WriteConflictError ? "conflict" : String(e)),
     );
     const p = c.write(write("d"));
-    globalThis.queueMicrotask = (fn) =>
-      realMicrotask(() => {
-        try {
-          fn();
-        } catch (err) {
-          reported.push(err);
-        }
-      });
     await p;
     await c.drain();
     await new Promise((r) => setImmediate(r));

@@ -22,7 +22,13 @@ export class Committer {
   /** Count of flushes and of writes, for metrics and benchmarks. */
   readonly stats = { batches: 0, writes: 0 };
 
-  constructor(private readonly store: Store) {}
+  /** `report` hears a writeThen callback's throw (the engine's `log`, as it hears its other
+   *  unexpected errors); without one, console.error. It never reaches the batch's settling,
+   *  nor the process as an uncaught exception. */
+  constructor(
+    private readonly store: Store,
+    private readonly report: (err: unknown) => void = reportToConsole,
+  ) {}
 
   /** Resolves when `write` is durable; rejects with LeaseLostError, WriteConflictError, or
    *  SerializationError (the store cannot hold one of its records). */
@@ -94,7 +100,7 @@ export class Committer {
         try {
           settle(batch[i]!, i);
         } catch (err) {
-          reportLater(err);
+          this.reported(err);
         }
       }
     } finally {
@@ -102,6 +108,14 @@ export class Committer {
       this.batch = [];
       if (this.queue.length > 0) this.schedule();
     }
+  }
+
+  /** A callback's throw, reported; a report that throws too is dropped (it would end the
+   *  process, as a callback's throw did when it was thrown again in a microtask). */
+  private reported(err: unknown): void {
+    try {
+      this.report(err);
+    } catch {}
   }
 
   private settle(p: Pending, o: Awaited<ReturnType<Store["appendRecords"]>>[number] | undefined) {
@@ -126,10 +140,6 @@ export function leaseTakenOver(runId: string, epoch: number): LeaseLostError {
   );
 }
 
-/** A callback's throw, thrown again outside the batch's settling (as an uncaught error,
- *  where a throw in a promise's reaction was an unhandled rejection). */
-function reportLater(err: unknown): void {
-  queueMicrotask(() => {
-    throw err;
-  });
+function reportToConsole(err: unknown): void {
+  console.error("cairn: a Committer.writeThen callback threw (ignored):", err);
 }

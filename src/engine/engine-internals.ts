@@ -58,7 +58,9 @@ export function createEngineInternals(
   startChildRun: StartChildRun,
 ): EngineInternals {
   const workerId = newId("wrk");
-  const committer = new Committer(config.store);
+  const committer = new Committer(config.store, (err) =>
+    config.log("a record's write was answered, and the code waiting for it threw", err),
+  );
   // The worker's children are created through the internals being built here.
   let internals: EngineInternals | undefined;
   const waiters = new RunWaiters();
