@@ -198,12 +198,16 @@ describe.each(BACKENDS)("approvals on %s", (backend) => {
   it("an approval of a finished run cannot be answered", async () => {
     const h = harness();
     const e = await waiting(h, "f1");
+    // Made while it was pending: a token for a closed approval is refused (h5).
+    const token = await e.approvalToken("f1", "merge", "approve");
     await e.cancel("f1", "not needed");
     await until(async () => (await e.getRun("f1"))?.status === "canceled", "f1 canceled");
     await expect(e.approve("f1", "merge", { by: "x" })).rejects.toThrow(
       /is canceled: its approval "merge" can no longer be answered/,
     );
-    const token = await e.approvalToken("f1", "merge", "approve");
+    await expect(e.approvalToken("f1", "merge", "approve")).rejects.toBeInstanceOf(
+      RunConflictError,
+    );
     await expect(e.answerApprovalLink(token)).rejects.toBeInstanceOf(RunConflictError);
     expect((await e.listApprovals("f1"))[0]?.status).toBe("closed");
     expect(await e.listEvents("f1")).toEqual([]);

@@ -2,9 +2,11 @@
 // of the dashboard's confirmation page), showing what a link would do, and answering with
 // one. Signing and verifying are approval-tokens.ts; the answer is approval-answer.ts.
 
-import { ApprovalNotFoundError, RunNotFoundError } from "../errors.js";
+import { ApprovalNotFoundError, RunConflictError, RunNotFoundError } from "../errors.js";
 import { type Duration, toMs } from "../lib/duration.js";
+import { quoteGiven } from "../lib/text.js";
 import { askingOf } from "../store/approval-records.js";
+import { type RunRecord, TERMINAL_STATUSES } from "../store/store.js";
 import {
   answerApproval,
   checkAnswerText,
@@ -44,6 +46,7 @@ export async function approvalToken(
   }
   const key = await approvalKeyFor(deps.store, runId, name);
   const run = await deps.store.getRun(runId);
+  await refuseNotPending(deps, runId, key, run);
   return createApprovalToken(deps.approvalKeys, {
     runId,
     key,
@@ -52,6 +55,45 @@ export async function approvalToken(
     expiresAt: deps.clock.now() + lifetime,
     ...(options.by !== undefined ? { by: checkAnswerText(options.by, "by", 200) } : {}),
   });
+}
+
+/** A link to an approval that is not pending would answer nothing: one answered, timed out
+ *  or closed (its run ended), or, not asked yet, of a run that has ended (nothing will ask
+ *  it). Refused naming the run, the approval and its state, as `cairn approval-link` says
+ *  it; a link to an approval its unfinished run has not asked for yet is made (the first
+ *  call of that name will have it). */
+async function refuseNotPending(
+  deps: ApprovalsDeps,
+  runId: string,
+  key: string,
+  run: RunRecord | undefined,
+): Promise<void> {
+  const { views } = await loadApprovals(deps.store, runId);
+  const approval = views.find((a) => a.key === key);
+  const what = `Approval ${quoteGiven(key)} of run ${quoteGiven(runId)}`;
+  const none = "a link to it would answer nothing, so none was made";
+  if (!approval) {
+    if (run && TERMINAL_STATUSES.has(run.status)) {
+      throw new RunConflictError(
+        `${what} was never asked, and the run has ended (${run.status}); ${none}`,
+      );
+    }
+    return;
+  }
+  if (approval.status === "pending") return;
+  const iso = (d: Date | undefined) => (d ? ` at ${d.toISOString()}` : "");
+  const state =
+    approval.status === "approved" || approval.status === "rejected"
+      ? `was already ${approval.status}${approval.answeredBy !== undefined ? ` by ${oneLine(approval.answeredBy)}` : ""}${iso(approval.answeredAt)}`
+      : approval.status === "timed-out"
+        ? `timed out${iso(approval.deadline)} (the run took its onTimeout decision)`
+        : "was closed: its run finished without an answer";
+  throw new RunConflictError(`${what} ${state}; ${none}`);
+}
+
+/** A person's text (who answered) on one line: control characters escaped as JSON does. */
+function oneLine(text: string): string {
+  return JSON.stringify(text).slice(1, -1).replaceAll('\\"', '"').replaceAll("\\\\", "\\");
 }
 
 /** Both links, as URLs of the dashboard's confirmation page under `baseUrl`. */
