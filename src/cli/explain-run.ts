@@ -5,6 +5,7 @@
 // which worker holds a run released while a step body of it still ran there.
 // Judged from the run and the workers' heartbeats; finished runs keep their own reason.
 
+import { isRetryBackoffReason } from "../engine/views.js";
 import { APPROVAL_EVENT_PREFIX, type RunView, type WorkerView } from "../index.js";
 import { CHILD_EVENT_PREFIX } from "../workflow/child-calls.js";
 import { iso, printable, quoted, shellArg } from "./format.js";
@@ -83,6 +84,8 @@ function explainStatus(
       if (children.length > 0) parts.push(`child run ${children.join(", ")}`);
       if (events.length > 0) parts.push(`event ${events.join(", ")}`);
       if (parts.length > 0) return `waiting for ${parts.join(" or ")}${until}`;
+      // A step waiting to try again (its backoff released the run) is no ctx.sleep.
+      if (run.wakeAt && isRetryBackoffReason(run.reason)) return printable(run.reason!);
       return run.wakeAt ? `sleeping until ${iso(run.wakeAt)}` : (run.reason ?? "waiting");
     }
     case "running": {

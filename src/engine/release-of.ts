@@ -9,6 +9,7 @@ import { SerializationError, toErrorRecord } from "../errors.js";
 import { type Release, type RunRecord, TERMINAL_STATUSES } from "../store/store.js";
 import type { Outcome } from "../workflow/context.js";
 import { canceledChildEvent, canceledRunError, childResultEvents } from "./child-result.js";
+import { retryBackoffReason } from "./views.js";
 
 /** The outcomes that end an execution with a release to a status of their own (the others
  *  write nothing, or hand the run back as pending). */
@@ -75,7 +76,10 @@ function statusRelease(run: RunRecord, outcome: ReleasedOutcome, maxPayloadBytes
         readyAt: outcome.wakeAt,
         wakeAt: outcome.wakeAt,
         waitingFor: outcome.waitingFor,
-        reason: null,
+        reason:
+          outcome.backoff && outcome.wakeAt !== null
+            ? retryBackoffReason(outcome.backoff, outcome.wakeAt)
+            : null,
       };
   }
 }

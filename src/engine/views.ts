@@ -5,6 +5,7 @@
 import { decode } from "../codec/codec.js";
 import { encryptedTextKeyId } from "../codec/encryption.js";
 import { fromStoredText } from "../codec/stored-text.js";
+import { quoteGiven } from "../lib/text.js";
 import type {
   Amounts,
   ErrorRecord,
@@ -251,6 +252,19 @@ export function toWorkerView(w: WorkerRecord, storeNow: number, leaseMs: number)
   };
 }
 
+const RETRY_BACKOFF = "retry backoff of step ";
+
+/** A waiting run's reason when its next wake is a retry backoff's end (not a ctx.sleep):
+ *  the step, the attempt it starts and when. Written with the release (release-of.ts). */
+export function retryBackoffReason(b: { key: string; attempt: number }, at: number): string {
+  return `${RETRY_BACKOFF}${quoteGiven(b.key)}: attempt ${b.attempt} at ${new Date(at).toISOString()}`;
+}
+
+/** Whether a run's reason is a retry backoff's (retryBackoffReason). */
+export function isRetryBackoffReason(reason: string | undefined | null): boolean {
+  return typeof reason === "string" && reason.startsWith(RETRY_BACKOFF);
+}
+
 /** A run of this status may be claimed again (a failed one once resumed). */
 function mayBeClaimed(status: RunRecord["status"]): boolean {
   return status !== "running" && status !== "completed" && status !== "canceled";
@@ -267,7 +281,9 @@ export function toRunView(run: RunRecord): RunView {
     createdAt: new Date(run.createdAt),
     updatedAt: new Date(run.updatedAt),
   };
-  if (run.reason) {
+  // A retry backoff's reason is kept by the claim that ends it: it says nothing of a run
+  // not waiting (the store keeps a waiting run's reason through its claim).
+  if (run.reason && (run.status === "waiting" || !isRetryBackoffReason(run.reason))) {
     view.reason = shownText(run.reason);
     const withheld = withheldTexts({ reason: run.reason });
     if (withheld) view.withheld = withheld;

@@ -35,6 +35,8 @@ export interface BlockOn {
   wakeAt: number | null;
   event?: string;
   budget?: string;
+  /** A retry backoff: the attempt that starts at `wakeAt`. */
+  retryAttempt?: number;
 }
 
 export type CommitWrite = Omit<RunWrite, "runId" | "epoch">;

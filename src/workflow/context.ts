@@ -132,7 +132,13 @@ export type Outcome =
   | { kind: "completed"; output: unknown }
   /** failedKeys: the calls whose errors failed the run (none: the workflow's own code threw). */
   | { kind: "failed"; error: Error; failedKeys: string[] }
-  | { kind: "suspended"; wakeAt: number | null; waitingFor: string[] }
+  | {
+      kind: "suspended";
+      wakeAt: number | null;
+      waitingFor: string[];
+      /** The wake is a retry backoff's end: the step and the attempt it starts. */
+      backoff?: { key: string; attempt: number };
+    }
   | { kind: "paused"; reason: string }
   | { kind: "canceled"; reason: string }
   | { kind: "lease-lost" }
@@ -1284,7 +1290,9 @@ export class Context implements CallCore {
         });
       }
       if (this.finishing) return never();
-      if (plan.notBefore !== null) await this.waitForRetry(call.key, plan.notBefore);
+      if (plan.notBefore !== null) {
+        await this.waitForRetry(call.key, plan.notBefore, plan.attempt);
+      }
       const estimate = options?.estimate ?? {};
       const over = this.budget.overBudget(estimate);
       if (over) {
@@ -1498,10 +1506,12 @@ export class Context implements CallCore {
     return { final: verdict.final, record };
   }
 
-  private async waitForRetry(key: string, notBefore: number): Promise<void> {
+  private async waitForRetry(key: string, notBefore: number, attempt: number): Promise<void> {
     const wait = notBefore - this.host.clock.now();
     if (wait > this.host.inProcessRetryMs) {
-      while (this.host.clock.now() < notBefore) await this.block({ key, wakeAt: notBefore });
+      while (this.host.clock.now() < notBefore) {
+        await this.block({ key, wakeAt: notBefore, retryAttempt: attempt });
+      }
     } else if (wait > 0) {
       this.active++;
       try {
@@ -2157,13 +2167,24 @@ export class Context implements CallCore {
       this.halt({ kind: "paused", reason: budget.budget });
       return;
     }
-    let wakeAt: number | null = null;
+    let first: Blocked | undefined;
     const waitingFor = new Set<string>();
     for (const b of this.blocked) {
-      if (b.wakeAt !== null && (wakeAt === null || b.wakeAt < wakeAt)) wakeAt = b.wakeAt;
+      if (b.wakeAt !== null && (first === undefined || b.wakeAt < first.wakeAt!)) first = b;
       if (b.event) waitingFor.add(b.event);
     }
-    this.halt({ kind: "suspended", wakeAt, waitingFor: [...waitingFor] });
+    const wakeAt = first?.wakeAt ?? null;
+    // Told apart from a sleep: the run view says which step waits to try again (release-of.ts).
+    const backoff =
+      first?.retryAttempt !== undefined
+        ? { key: first.key, attempt: first.retryAttempt }
+        : undefined;
+    this.halt({
+      kind: "suspended",
+      wakeAt,
+      waitingFor: [...waitingFor],
+      ...(backoff && { backoff }),
+    });
   }
 
   // ---- ending ----

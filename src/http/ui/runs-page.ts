@@ -3,6 +3,7 @@
 
 import type { Context } from "hono";
 import { html } from "hono/html";
+import { isRetryBackoffReason } from "../../engine/views.js";
 import { APPROVAL_EVENT_PREFIX } from "../../index.js";
 import { amountOf } from "../../lib/amounts.js";
 import { CHILD_EVENT_PREFIX } from "../../workflow/child-calls.js";
@@ -166,7 +167,9 @@ export function reasonCell(run: Json, now: number): Html {
           ? html`<span class="tag human">needs input</span> waits for ${codes(others)}`
           : children.length > 0
             ? html`<span class="tag">child</span> waits for child run ${codes(children)}`
-            : html`<span class="tag">sleeping</span>`;
+            : isRetryBackoffReason(reason)
+              ? html`<span class="tag warn">retry backoff</span> ${cut(reason!.replace(/ at [^ ]*$/, ""), 120)}`
+              : html`<span class="tag">sleeping</span>`;
     const until = approvals.length > 0 ? "until" : events.length > 0 ? "times out" : "wakes";
     return html`${what}${wake ? html` <span class="muted">· ${until} ${ageTag(wake, now)}</span>` : ""}`;
   }
