@@ -290,7 +290,9 @@ describe("cairn start, runs, show and send (SQLite)", () => {
     expect(res.code, res.stderr).toBe(0);
     await waitForStatus("s-1", "paused");
     const run = await engine.getRun("s-1");
-    expect(run?.budget.limit).toEqual({});
+    // Stored: no limit (none given); held to, and shown by an engine with the code: the
+    // workflow's default (h5).
+    expect(run?.budget.limit).toEqual({ tokens: 10 });
     expect(run?.reason).toBe("budget: tokens 20 of 10 spent");
     expect((await engine.getSteps("s-1")).map((s) => s.key)).toEqual(["a"]);
     const listed = await cairn(["runs", "--status", "paused"], env);

@@ -122,7 +122,9 @@ describe("cairn CLI (SQLite)", () => {
     expect(shown.stdout).toMatch(/workflow\s+approve@1/);
     expect(shown.stdout).toMatch(/status\s+waiting/);
     expect(shown.stdout).toMatch(/waiting for\s+"approval"/);
-    expect(shown.stdout).toMatch(/budget\s+tokens 100 \(no limit\), usd 0.25 \(no limit\)/);
+    // The CLI has no workflow code: it cannot tell "no limit" from a default's (h5).
+    const none = "\\(no limit given to the run; the workflow's default budget, if any, applies\\)";
+    expect(shown.stdout).toMatch(new RegExp(`budget\\s+tokens 100 ${none}, usd 0.25 ${none}`));
     expect(shown.stdout).toMatch(/input\s+\{"n":1\}/);
     expect(shown.stdout).toMatch(/plan\s+step\s+completed\s+1\s+tokens=100 usd=0.25/);
     expect(shown.stdout).toMatch(/approval\s+wait\s+waiting\s+0/);
@@ -138,7 +140,11 @@ describe("cairn CLI (SQLite)", () => {
       steps: Array<{ key: string; status: string }>;
     };
     expect(parsed.run.status).toBe("paused");
-    expect(parsed.run.budget).toEqual({ limit: { usd: 1 }, spent: { usd: 2 } });
+    expect(parsed.run.budget).toEqual({
+      limit: { usd: 1 },
+      spent: { usd: 2 },
+      defaultsUnknown: true,
+    });
     expect(parsed.steps.map((s) => [s.key, s.status])).toEqual([["a", "completed"]]);
 
     expectFailure(await cairn(["show", "nope"], env), 1, /Run "nope" does not exist/);

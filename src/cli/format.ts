@@ -32,17 +32,29 @@ export function formatAmounts(amounts: Amounts): string {
   return entries.map(([k, v]) => `${k}=${formatNumber(v)}`).join(" ");
 }
 
-/** "tokens 1200 (no limit), usd 1.2 of 5" (names sorted), or "no limit, nothing spent". */
-export function formatBudget(budget: { limit: Amounts; spent: Amounts }): string {
+/** "tokens 1200 (no limit), usd 1.2 of 5" (names sorted), or "no limit, nothing spent". A
+ *  view made without the workflow's code (`defaultsUnknown`) cannot tell "no limit" from a
+ *  limit of the workflow's default budget, and says so. */
+export function formatBudget(budget: {
+  limit: Amounts;
+  spent: Amounts;
+  defaultsUnknown?: boolean;
+}): string {
   const names = [...new Set([...Object.keys(budget.limit), ...Object.keys(budget.spent)])].sort();
-  if (names.length === 0) return "no limit, nothing spent";
+  const unknown = budget.defaultsUnknown === true;
+  if (names.length === 0) {
+    return unknown
+      ? "nothing spent (no limit given to the run; the workflow's default budget, if any, applies)"
+      : "no limit, nothing spent";
+  }
   return names
     .map((name) => {
       const spent = formatNumber(amountOf(budget.spent, name));
       const limit = budget.limit[name];
-      return limit === undefined
-        ? `${name} ${spent} (no limit)`
-        : `${name} ${spent} of ${formatNumber(limit)}`;
+      if (limit !== undefined) return `${name} ${spent} of ${formatNumber(limit)}`;
+      return unknown
+        ? `${name} ${spent} (no limit given to the run; the workflow's default budget, if any, applies)`
+        : `${name} ${spent} (no limit)`;
     })
     .join(", ");
 }

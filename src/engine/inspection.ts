@@ -3,7 +3,7 @@
 // nothing.
 
 import { runNotFound } from "../errors.js";
-import type { RunFilter, StepRecord, Store, StreamChunk } from "../store/store.js";
+import type { RunFilter, RunRecord, StepRecord, Store, StreamChunk } from "../store/store.js";
 import type { Engine, EventsPage, StepsPage } from "./engine.js";
 import { type EngineInternals, ready } from "./engine-internals.js";
 import { stepViews } from "./step-views.js";
@@ -27,7 +27,7 @@ export function inspectionVerbs(internals: EngineInternals): InspectionVerbs {
     getRun: (id) => getRunView(internals, id),
     async listRuns(filter?: RunFilter) {
       await ready(internals);
-      return (await store.listRuns(filter)).map(toRunView);
+      return (await store.listRuns(filter)).map((run) => heldTo(internals, run));
     },
     async getSteps(id) {
       await ready(internals);
@@ -55,7 +55,19 @@ export async function getRunView(
 ): Promise<RunView | undefined> {
   await ready(internals);
   const run = await internals.config.store.getRun(id);
-  return run ? toRunView(run) : undefined;
+  return run ? heldTo(internals, run) : undefined;
+}
+
+/** A run's view with the budget it is held to. A run started by name without the workflow's
+ *  code stores only the limits given, and every execution holds it to the workflow's
+ *  defaults for the names not stored (execution.ts): the view merges them in the same way
+ *  when this engine has the workflow registered, and says it cannot when it has not. */
+function heldTo(internals: EngineInternals, run: RunRecord): RunView {
+  const view = toRunView(run);
+  const wf = internals.config.workflows.get(`${run.workflow}@${run.version}`);
+  if (!wf) view.budget.defaultsUnknown = true;
+  else if (wf.options.budget) view.budget.limit = { ...wf.options.budget, ...run.budgetLimit };
+  return view;
 }
 
 /** A page of the run's stream from offset `from`; RunNotFoundError for an unknown run. */

@@ -31,7 +31,10 @@ export interface RunView {
   input: unknown;
   output?: unknown;
   error?: { name: string; code?: string; message: string; withheld?: { message?: Withheld } };
-  budget: { limit: Amounts; spent: Amounts };
+  /** `limit`: what the run is held to (see budgetView in inspection.ts); `defaultsUnknown`:
+   *  the engine that made this view does not have the workflow's code, so a name without a
+   *  limit here may have one by the workflow's default budget. */
+  budget: { limit: Amounts; spent: Amounts; defaultsUnknown?: true };
   parentId?: string;
   wakeAt?: Date;
   waitingFor?: string[];

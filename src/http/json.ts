@@ -155,7 +155,11 @@ export function runSummaryJson(run: RunView): Record<string, unknown> {
     workflow: run.workflow,
     version: run.version,
     status: run.status,
-    budget: { limit: run.budget.limit, spent: run.budget.spent },
+    budget: {
+      limit: run.budget.limit,
+      spent: run.budget.spent,
+      ...(run.budget.defaultsUnknown && { defaultsUnknown: true }),
+    },
     createdAt: iso(run.createdAt),
     updatedAt: iso(run.updatedAt),
   };

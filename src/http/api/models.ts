@@ -73,7 +73,17 @@ const runFields = {
     description: "budget: over its budget; version: no live worker has its workflow@version.",
   }),
   error: s.ref("ErrorRecord"),
-  budget: s.object({ limit: s.ref("Amounts"), spent: s.ref("Amounts") }, ["limit", "spent"]),
+  budget: s.object(
+    {
+      limit: s.ref("Amounts"),
+      spent: s.ref("Amounts"),
+      defaultsUnknown: s.boolean({
+        description:
+          "true: the server does not have the workflow's code, so a name without a limit here may have one by the workflow's default budget.",
+      }),
+    },
+    ["limit", "spent"],
+  ),
   parentId: s.string(),
   wakeAt: dateTime("A waiting run's timer (sleep end or wait timeout)."),
   waitingFor: s.array(s.string(), { description: "Event names a waiting run waits for." }),
