@@ -3,6 +3,7 @@
 // child it did not start (changed code) fails the run (child-identity.ts). It acts on the
 // run only through CallCore (call-core.ts).
 
+import { types } from "node:util";
 import { copyAsStored, decode, encode, type StoredCopy, takeCopy } from "../codec/codec.js";
 import {
   InputValidationError,
@@ -35,21 +36,30 @@ export class ChildCalls {
   constructor(private readonly core: CallCore) {}
 
   child<O>(name: string, wf: Workflow<unknown, unknown>, input: unknown): Promise<O> {
-    // Taken when the call is made: the workflow may change the input object afterwards.
-    const identity: ChildCallIdentity = {
-      workflow: isWorkflowObject(wf) ? wf.name : undefined,
-      ...childInputDigests(input),
-    };
+    const workflow = isWorkflowObject(wf) ? wf.name : undefined;
+    let identity: ChildCallIdentity = { workflow, input: undefined };
     let handed: StoredCopy = { value: input };
     return this.core.makeCall(
       name,
       "child",
       (call) => this.childCall<O>(call, wf, handed, identity),
+      // Taken when the call is made (match runs then): the workflow may change the input
+      // object afterwards.
       (call) => {
+        const starts = !call.record && !this.core.journal.intents.has(call.key);
+        if (hasReads(input)) {
+          // A getter or a proxy in the input: read once, by the copy. Read again for the
+          // digest, a getter ran twice, and the child was handed its second answer under
+          // the digest of its first. The digest is the copy's, on every execution alike.
+          const copy = copyAsStored(input, this.core.storedTexts);
+          if (starts) handed = copy;
+          identity = { workflow, ...childInputDigests("text" in copy ? decode(copy.text) : input) };
+        } else {
+          identity = { workflow, ...childInputDigests(input) };
+          // A call that will start its child: the input as it is now (copyAsStored).
+          if (starts) handed = copyAsStored(input, this.core.storedTexts);
+        }
         this.matchChild(call, identity);
-        // A call that will start its child: the input as it is now (copyAsStored).
-        if (!call.record && !this.core.journal.intents.has(call.key))
-          handed = copyAsStored(input, this.core.storedTexts);
       },
     );
   }
@@ -279,4 +289,27 @@ function childRefusal(err: unknown): boolean {
     err instanceof SerializationError ||
     err instanceof TypeError
   );
+}
+
+/** Whether reading `value` may run code of the workflow's: an accessor property (a getter)
+ *  or a proxy anywhere in it (own string keys, Map entries, Set members). Plain data, the
+ *  common input, is walked once, as its digest walks it. */
+function hasReads(value: unknown, seen = new Set<object>()): boolean {
+  if (typeof value !== "object" || value === null) return false;
+  if (seen.has(value)) return false;
+  seen.add(value);
+  if (types.isProxy(value)) return true;
+  if (value instanceof Map) {
+    for (const [k, v] of value) if (hasReads(k, seen) || hasReads(v, seen)) return true;
+  } else if (value instanceof Set) {
+    for (const v of value) if (hasReads(v, seen)) return true;
+  }
+  if (ArrayBuffer.isView(value)) return false;
+  for (const key of Object.keys(value)) {
+    const d = Object.getOwnPropertyDescriptor(value, key);
+    if (!d) continue;
+    if (d.get || d.set) return true;
+    if (hasReads(d.value, seen)) return true;
+  }
+  return false;
 }
