@@ -1,10 +1,9 @@
 // An in-process crash: an engine whose store stops answering (every verb hangs), so it
 // writes nothing more, renews no lease and releases nothing, as a killed process would.
 // Another engine on the same storage takes its runs over once their leases expire on the
-// virtual clock. After the test the frozen engine's store connection is closed; the engine
+// virtual clock. After the test (before the harness removes the storage) the frozen engine's store connection is closed; the engine
 // itself is left as a killed process leaves its memory (its promises never settle).
 
-import { afterEach } from "vitest";
 import {
   type AnyWorkflow,
   createEngine,
@@ -55,11 +54,6 @@ const VERBS: Array<keyof Store> = [
   "listApprovals",
 ];
 
-const thaws: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const thaw of thaws.splice(0)) await thaw();
-});
-
 export interface CrashableEngine {
   engine: Engine;
   /** From now on the engine's store never answers: it is dead. */
@@ -71,6 +65,11 @@ export function crashableEngine(
   workflows: AnyWorkflow[],
   opts: EngineOptions = {},
 ): CrashableEngine {
+  if (!h.onCleanup) {
+    throw new Error(
+      "crashableEngine(): the harness has no onCleanup (use useHarness or sharedHarness)",
+    );
+  }
   const stalled = new Set<keyof Store>();
   const inner = h.store();
   const store = faultyStore(inner, { stalled });
@@ -82,12 +81,17 @@ export function crashableEngine(
     closeGraceMs: 50,
     ...opts,
   });
-  thaws.push(async () => {
+  // Among the harness's cleanups, so before its storage goes: a cleanup of this file's own
+  // (an afterEach registered when it was imported) ran after the harness had dropped or
+  // emptied the storage, the frozen store's connection still open (a PostgreSQL schema
+  // with a connection open cannot be reused, so it was dropped), and the close's error was
+  // swallowed.
+  h.onCleanup(async () => {
     if (stalled.size === 0) {
       await engine.close();
       return;
     }
-    await inner.close().catch(() => {});
+    await inner.close();
   });
   return {
     engine,

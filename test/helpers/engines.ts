@@ -32,6 +32,10 @@ export interface Harness {
   store(): Store;
   /** A new engine on the same storage (a restarted worker). */
   engine(workflows: AnyWorkflow[], opts?: EngineOptions): Engine;
+  /** Runs `fn` after the test (the file, for a shared harness), before the storage is
+   *  removed and in reverse order of the cleanups asked for (an engine is closed before the
+   *  storage it uses goes). */
+  onCleanup?(fn: () => Promise<void> | void): void;
 }
 
 /** New Stores on fresh storage of `backend` (each call of the result: another connection to
@@ -90,6 +94,7 @@ export function useHarness(backend: Backend): () => Harness {
         cleanups.push(() => e.close());
         return e;
       },
+      onCleanup: (fn) => cleanups.push(fn),
     };
   };
 }

@@ -44,6 +44,7 @@ export function sharedHarness(backend: Backend): Harness {
       cleanups.push(() => e.close());
       return e;
     },
+    onCleanup: (fn) => cleanups.push(fn),
   };
 }
 
