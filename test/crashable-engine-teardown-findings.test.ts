@@ -1,4 +1,4 @@
-// h5: crashableEngine (test/helpers/crash.ts) closed the frozen engine's store in an
+// crashableEngine (test/helpers/crash.ts) closed the frozen engine's store in an
 // afterEach of its own module, registered when it was imported: it ran after useHarness's
 // cleanup had emptied or dropped the storage. On PostgreSQL the schema, a connection of the
 // frozen store still open, could not be reused and was dropped under it, and the close's
@@ -10,7 +10,7 @@ import { crashableEngine } from "./helpers/crash.js";
 import { type Harness, pgUrl, useHarness } from "./helpers/engines.js";
 import { until } from "./helpers/sqlite.js";
 
-const waits = workflow({ name: "h5-teardown", version: "1" }, async (ctx) =>
+const waits = workflow({ name: "teardown", version: "1" }, async (ctx) =>
   ctx.waitForEvent("go"),
 );
 

@@ -1,4 +1,4 @@
-// h5: a run started by name without the workflow's code (`cairn start <name>`, HTTP POST,
+// a run started by name without the workflow's code (`cairn start <name>`, HTTP POST,
 // `engine.start("name")` on a client) stores only the limits given; the worker holds it to
 // the workflow's default budget for the other names. The run view showed only the stored
 // limits: `cairn show` printed "budget usd 2 (no limit)" beside "paused for budget: usd 2 of
@@ -12,7 +12,7 @@ import { cairn } from "./helpers/cli.js";
 import { tempDir, until } from "./helpers/sqlite.js";
 
 const spender = workflow(
-  { name: "h5-spender", version: "1", budget: { usd: 1, tokens: 100 } },
+  { name: "spender", version: "1", budget: { usd: 1, tokens: 100 } },
   async (ctx) => {
     await ctx.step("pricey", async (s) => {
       s.spend({ usd: 2 });
@@ -23,7 +23,7 @@ const spender = workflow(
 );
 
 describe("the budget a run started by name is held to (SQLite)", () => {
-  const dir = tempDir("cairn-h5-budget-");
+  const dir = tempDir("cairn-budget-");
   const db = join(dir.dir, "cairn.db");
   let worker: Engine;
   let client: Engine;
@@ -32,7 +32,7 @@ describe("the budget a run started by name is held to (SQLite)", () => {
     worker = createEngine({ store: sqliteStore(db), workflows: [spender], pollIntervalMs: 20 });
     client = createEngine({ store: sqliteStore(db), worker: false });
     // By name, from an engine without the code: only the limit given is stored.
-    await client.start("h5-spender", undefined, { id: "b1", budget: { tokens: 50 } });
+    await client.start("spender", undefined, { id: "b1", budget: { tokens: 50 } });
     await until(async () => (await worker.getRun("b1"))?.status === "paused", "b1 pauses");
   });
   afterAll(async () => {

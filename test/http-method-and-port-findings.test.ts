@@ -1,4 +1,4 @@
-// h5: a wrong HTTP method on a path the app has routes for answered 404 "No API route", as
+// a wrong HTTP method on a path the app has routes for answered 404 "No API route", as
 // if the path did not exist: it is a 405 with an Allow header naming the methods it takes
 // (the API as JSON METHOD_NOT_ALLOWED, a dashboard page as a page). And serveHttp took its
 // port unchecked: `port: "x"` listened on a socket file named x, NaN (an unset env var

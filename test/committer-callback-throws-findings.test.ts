@@ -1,4 +1,4 @@
-// h5: a writeThen callback that threw was thrown again in a microtask, an uncaught exception
+// a writeThen callback that threw was thrown again in a microtask, an uncaught exception
 // that ends the process (every run of the worker with it). The Committer now contains it:
 // the throw goes to its report (the engine's `log`, as its other unexpected errors do), the
 // rest of the batch is answered, and nothing reaches the process.

@@ -1,4 +1,4 @@
-// h5: a step waiting out a retry backoff long enough to release its run (past
+// a step waiting out a retry backoff long enough to release its run (past
 // inProcessRetryMs) was shown as "sleeping until T" by `cairn runs`/`cairn show`, the HTTP
 // run view and the dashboard, as if the workflow had called ctx.sleep. The release now
 // says which step waits and which attempt starts when (the run's reason), and each view
@@ -12,7 +12,7 @@ import { workflow } from "../src/index.js";
 import { BACKENDS, useHarness } from "./helpers/engines.js";
 import { until } from "./helpers/sqlite.js";
 
-const flaky = workflow({ name: "h5-flaky", version: "1" }, async (ctx) =>
+const flaky = workflow({ name: "flaky", version: "1" }, async (ctx) =>
   ctx.step(
     "fetch",
     async () => {
@@ -21,7 +21,7 @@ const flaky = workflow({ name: "h5-flaky", version: "1" }, async (ctx) =>
     { retry: { maxAttempts: 3, initialDelay: "1h", jitter: false } },
   ),
 );
-const sleeper = workflow({ name: "h5-sleeper", version: "1" }, async (ctx) => {
+const sleeper = workflow({ name: "sleeper", version: "1" }, async (ctx) => {
   await ctx.sleep("nap", "1h");
   return 1;
 });

@@ -1,4 +1,4 @@
-// h5: engine.approvalLinks (and approvalToken) made links for an approval that was no
+// engine.approvalLinks (and approvalToken) made links for an approval that was no
 // longer pending (answered, timed out, its run ended): the person they were sent to got
 // "already used". `cairn approval-link` refused it; the engine now refuses the same way,
 // with a RunConflictError naming the run id, the approval's key and its state.
@@ -16,10 +16,10 @@ import { tempDbPath, until } from "./helpers/sqlite.js";
 const KEYS = [{ id: "k1", secret: "an-approval-signing-secret-of-32-chars!" }];
 const BASE = "https://ops.example.com/cairn";
 
-const review = workflow({ name: "h5-review", version: "1" }, async (ctx) =>
+const review = workflow({ name: "review", version: "1" }, async (ctx) =>
   ctx.approval("merge", { request: { summary: "merge it" }, timeout: "2d" }),
 );
-const later = workflow({ name: "h5-later", version: "1" }, async (ctx) => {
+const later = workflow({ name: "later", version: "1" }, async (ctx) => {
   await ctx.waitForEvent("go");
   return ctx.approval("merge", { request: {} });
 });

@@ -1,4 +1,4 @@
-// h5: a child's input given through a getter was read twice on the call that starts the
+// a child's input given through a getter was read twice on the call that starts the
 // child: once for the digest its intent records, once for the copy the child is handed. A
 // getter answering anew each read handed the child its second answer under the digest of
 // its first. It is now read once: the child gets the copy, and the digest is the copy's.
@@ -14,11 +14,11 @@ describe("a child's input with a getter", () => {
     const h = harness();
     const firstRunReads: number[] = [];
     const kid = workflow(
-      { name: "h5-getter-kid", version: "1" },
+      { name: "getter-kid", version: "1" },
       async (_ctx, i: { n: number }) => i.n,
     );
     let executions = 0;
-    const parent = workflow({ name: "h5-getter-parent", version: "1" }, async (ctx) => {
+    const parent = workflow({ name: "getter-parent", version: "1" }, async (ctx) => {
       const execution = ++executions;
       // A fresh object each execution, its getter counting its reads from 1.
       let reads = 0;
