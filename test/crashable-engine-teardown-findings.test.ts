@@ -10,9 +10,7 @@ import { crashableEngine } from "./helpers/crash.js";
 import { type Harness, pgUrl, useHarness } from "./helpers/engines.js";
 import { until } from "./helpers/sqlite.js";
 
-const waits = workflow({ name: "teardown", version: "1" }, async (ctx) =>
-  ctx.waitForEvent("go"),
-);
+const waits = workflow({ name: "teardown", version: "1" }, async (ctx) => ctx.waitForEvent("go"));
 
 /** What the frozen engine's store held when its connection was closed. */
 const atClose: Array<{ runs?: string[]; error?: string }> = [];
