@@ -207,16 +207,17 @@ describe("a withheld value and a user's string with its text", () => {
     const t = tempDir("cairn-withheld-");
     const path = join(t.dir, "cairn.db");
     const k1 = { id: "k1", key: randomBytes(32).toString("base64") };
+    // A client without keys starts one run: its input is the user's own string, in plain text
+    // (before the store is marked encrypted: after, it would be refused).
+    const keyless = createEngine({ store: sqliteStore(path), worker: false });
+    await keyless.start(echo, ENCRYPTED_TEXT, { id: "plain" });
     const workers = createEngine({
       store: encryptedStore(sqliteStore(path), { keys: [k1] }),
       workflows: [echo],
       pollIntervalMs: 10,
     });
-    // A client without keys starts one run: its input is the user's own string, in plain text.
-    const keyless = createEngine({ store: sqliteStore(path), worker: false });
     try {
       await workers.start(echo, { secret: "s" }, { id: "enc" });
-      await keyless.start(echo, ENCRYPTED_TEXT, { id: "plain" });
       for (const id of ["enc", "plain"]) {
         await until(async () => (await workers.getRun(id))?.status === "waiting", `${id} waits`);
       }

@@ -12,6 +12,11 @@
 // reason of a run that is not failed or canceled (a pause's reason is the engine's). Nor is
 // the text of undefined (NOTHING), which holds nothing to keep secret.
 //
+// SQLite reads the mark inside each payload write's own transaction while it believes the
+// store unmarked (admitInTransaction: one point read on a one-row table, under the write lock
+// the write takes anyway), so no window is left there. PostgreSQL, where that read would be a
+// round trip of its own, goes as follows.
+//
 // The mark is read without a read per write: once when the store opens, then by the mark
 // verbs of the store (they tell the guard what they read or wrote), and again, in the
 // background, by the first write after the last answer "not marked" is MARK_FRESH_MS old
@@ -96,6 +101,30 @@ export class PlainPayloadGuard {
       return Promise.reject(err);
     }
     return plain === undefined ? write() : this.#admitPlain(plain, write);
+  }
+
+  /**
+   * As admit, for a store that can read the mark inside the write's own transaction
+   * (SQLite, whose writes take the file's write lock first): while the store is believed
+   * unmarked, `write` is handed a check to run inside its transaction before it writes,
+   * which reads the mark there and refuses a plain payload if another process marked the
+   * store since (nothing written). No window is left: the mark and the write are ordered by
+   * the write lock. A store believed marked goes as admit does (`write` handed no check).
+   */
+  admitInTransaction<T, Tx>(
+    find: () => PlainPayload | undefined,
+    markedIn: (tx: Tx) => boolean,
+    write: (check: ((tx: Tx) => void) | undefined) => Promise<T>,
+  ): Promise<T> {
+    if (this.#believedUnmarked()) {
+      return write((tx) => {
+        if (!markedIn(tx)) return;
+        this.saw(true);
+        const plain = find();
+        if (plain !== undefined) throw this.refusal(plain);
+      });
+    }
+    return this.admit(find, () => write(undefined));
   }
 
   /** For a verb that is asked its payload inside its transaction (createReleasedRun's end):

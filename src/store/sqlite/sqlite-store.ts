@@ -19,6 +19,7 @@ import type {
 } from "../approval-records.js";
 import { checkEventHeadsPage, journalEvents } from "../journal-page.js";
 import {
+  type PlainPayload,
   PlainPayloadGuard,
   plainInApprovalAnswer,
   plainInApprovalRequest,
@@ -97,7 +98,14 @@ import {
   sendEvent,
 } from "./run-control.js";
 import { createReleasedRun, createRun, getRun, listEvents, listRuns } from "./runs.js";
-import { isMarkedEncrypted, markEncrypted, markedIn, unmarkEncrypted } from "./store-marks.js";
+import type { StoreContext } from "./sql.js";
+import {
+  checkedContext,
+  isMarkedEncrypted,
+  markEncrypted,
+  markedIn,
+  unmarkEncrypted,
+} from "./store-marks.js";
 import { heartbeatWorker, listWorkers, registerWorker, removeWorker } from "./workers.js";
 import * as workspace from "./workspace.js";
 
@@ -193,14 +201,27 @@ class SqliteStoreImpl implements SqliteStore {
     this.#guard.saw(false);
   }
 
+  /** A verb that writes payloads: refused when it carries one in plain text and the store
+   *  is marked encrypted, the mark read inside its own transaction while the store is
+   *  believed unmarked (plain-payloads.ts), so a mark another process wrote since this
+   *  store opened counts at once. */
+  #admit<T>(
+    find: () => PlainPayload | undefined,
+    verb: (ctx: StoreContext) => Promise<T>,
+  ): Promise<T> {
+    return this.#guard.admitInTransaction(find, markedIn, (check) =>
+      verb(check === undefined ? this.#ctx : checkedContext(this.#ctx, check)),
+    );
+  }
+
   // ---- runs ----
 
   async createRun(run: NewRun): Promise<{ run: RunRecord; created: boolean }> {
     const bad = createRunProblem(run);
     if (bad) throw bad;
-    return this.#guard.admit(
+    return this.#admit(
       () => plainInNewRun(run),
-      () => createRun(this.#ctx, run),
+      (ctx) => createRun(ctx, run),
     );
   }
 
@@ -213,10 +234,10 @@ class SqliteStoreImpl implements SqliteStore {
     const bad = createRunProblem(run);
     if (bad) return Promise.reject(bad);
     const guard = this.#guard;
-    return guard.admit(
+    return this.#admit(
       () => plainInNewRun(run),
-      () =>
-        createReleasedRun(this.#ctx, run, (tx) => {
+      (ctx) =>
+        createReleasedRun(ctx, run, (tx) => {
           const release = end();
           // A release refused (a non-finite time, a lone surrogate) fails the create with it:
           // nothing is written, and start() says why.
@@ -267,9 +288,9 @@ class SqliteStoreImpl implements SqliteStore {
   // Not async (one promise less per commit), but a throw is still a rejection.
   appendRecords(writes: RunWrite[]): Promise<WriteOutcome[]> {
     try {
-      return this.#guard.admit(
+      return this.#admit(
         () => plainInWrites(writes),
-        () => appendRecords(this.#ctx, writes),
+        (ctx) => appendRecords(ctx, writes),
       );
     } catch (err) {
       return Promise.reject(err);
@@ -279,9 +300,9 @@ class SqliteStoreImpl implements SqliteStore {
   async releaseRun(r: Release): Promise<ReleaseOutcome> {
     const bad = releaseProblem(r);
     if (bad) throw bad;
-    return this.#guard.admit(
+    return this.#admit(
       () => plainInReleaseOf(r),
-      () => releaseRun(this.#ctx, r),
+      (ctx) => releaseRun(ctx, r),
     );
   }
 
@@ -317,9 +338,9 @@ class SqliteStoreImpl implements SqliteStore {
   // ---- events and control ----
 
   async sendEvent(e: NewEvent): Promise<SendEventOutcome> {
-    return this.#guard.admit(
+    return this.#admit(
       () => plainInEvents([e]),
-      () => sendEvent(this.#ctx, e),
+      (ctx) => sendEvent(ctx, e),
     );
   }
 
@@ -336,9 +357,9 @@ class SqliteStoreImpl implements SqliteStore {
     reason: string,
     p?: { parentEvent?: { name: string; payload: string } },
   ): Promise<CancelOutcome> {
-    return this.#guard.admit(
+    return this.#admit(
       () => plainInCancel(runId, reason, p),
-      () => requestCancel(this.#ctx, runId, reason, p),
+      (ctx) => requestCancel(ctx, runId, reason, p),
     );
   }
 
@@ -351,9 +372,9 @@ class SqliteStoreImpl implements SqliteStore {
     run: NewRun;
     copy: Array<{ key: string; generation: number; unordered?: boolean; since?: number }>;
   }): Promise<{ run: RunRecord; created: boolean }> {
-    return this.#guard.admit(
+    return this.#admit(
       () => plainInNewRun(p.run),
-      () => forkRun(this.#ctx, p),
+      (ctx) => forkRun(ctx, p),
     );
   }
 
@@ -405,9 +426,9 @@ class SqliteStoreImpl implements SqliteStore {
   }
 
   async appendStream(p: { runId: string; chunks: string[] }): Promise<AppendStreamOutcome> {
-    return this.#guard.admit(
+    return this.#admit(
       () => plainInStream(p),
-      () => aiState.appendStream(this.#ctx, p),
+      (ctx) => aiState.appendStream(ctx, p),
     );
   }
 
@@ -424,9 +445,9 @@ class SqliteStoreImpl implements SqliteStore {
   async putWorkspaceObjects(
     p: Parameters<WorkspaceVerbs["putWorkspaceObjects"]>[0],
   ): Promise<PutWorkspaceOutcome> {
-    return this.#guard.admit(
+    return this.#admit(
       () => plainInObjects(p),
-      () => workspace.putObjects(this.#ctx, p),
+      (ctx) => workspace.putObjects(ctx, p),
     );
   }
 
@@ -452,18 +473,18 @@ class SqliteStoreImpl implements SqliteStore {
   async requestApproval(
     p: Parameters<ApprovalVerbs["requestApproval"]>[0],
   ): Promise<RequestApprovalOutcome> {
-    return this.#guard.admit(
+    return this.#admit(
       () => plainInApprovalRequest(p),
-      () => approvals.requestApproval(this.#ctx, p),
+      (ctx) => approvals.requestApproval(ctx, p),
     );
   }
 
   async answerApproval(
     p: Parameters<ApprovalVerbs["answerApproval"]>[0],
   ): Promise<AnswerApprovalOutcome> {
-    return this.#guard.admit(
+    return this.#admit(
       () => plainInApprovalAnswer(p),
-      () => approvals.answerApproval(this.#ctx, p),
+      (ctx) => approvals.answerApproval(ctx, p),
     );
   }
 

@@ -29,3 +29,22 @@ export async function unmarkEncrypted(ctx: StoreContext): Promise<void> {
     tx.prepare("DELETE FROM store_marks WHERE name = ?").run(ENCRYPTED);
   });
 }
+
+/** `ctx` with `check` run first inside every transaction a verb writes in (a grouped write's
+ *  own SAVEPOINT: a refusal undoes that write alone): the mark read where the write holds
+ *  the file's write lock (plain-payloads.ts, admitInTransaction). */
+export function checkedContext(ctx: StoreContext, check: (tx: ReadTx) => void): StoreContext {
+  return {
+    write: (verb, fn) =>
+      ctx.write(verb, (tx) => {
+        check(tx);
+        return fn(tx);
+      }),
+    writeGrouped: (verb, fn) =>
+      ctx.writeGrouped(verb, (tx) => {
+        check(tx);
+        return fn(tx);
+      }),
+    read: (verb, fn) => ctx.read(verb, fn),
+  };
+}
