@@ -9,10 +9,10 @@ import { canceledChildEvent } from "./child-result.js";
 
 const UNFINISHED: RunStatus[] = ["pending", "running", "waiting", "paused"];
 
-/** The reason a child canceled with its parent ends with. */
-export function parentCanceledReason(parentId: string, reason: string): string {
-  return `its parent run "${parentId}" was canceled: ${reason}`;
-}
+/** The reason a child canceled with its parent ends with (store/cancel-texts.ts). */
+import { parentCanceledReason } from "../store/cancel-texts.js";
+
+export { parentCanceledReason };
 
 /**
  * Cancels every unfinished child of run `parentId` (canceled for `reason`) and, depth first,

@@ -8,33 +8,14 @@
 
 import { encode } from "../codec/codec.js";
 import { SerializationError } from "../errors.js";
+// The error a canceled run ends with and the child-result event of a canceled child are
+// cairn's own words (store/cancel-texts.ts: a keyless process may store them plain).
+import { canceledRunError } from "../store/cancel-texts.js";
 import type { ErrorRecord, NewEvent, RunRecord, Store } from "../store/store.js";
 import { CHILD_EVENT_PREFIX } from "../workflow/child-calls.js";
 import type { ChildOutcome } from "../workflow/context.js";
 
-/** The error a canceled run ends with (stored on the run, and what a parent sees of a
- *  canceled child): a RunCanceledError with the reason. */
-export function canceledRunError(runId: string, reason: string): ErrorRecord {
-  return {
-    name: "RunCanceledError",
-    code: "RUN_CANCELED",
-    message: `Run "${runId}" was canceled: ${reason}`,
-  };
-}
-
-/** The child-result event of a child canceled with `reason`, as ctx.child reads it: the
- *  parent sees a RunCanceledError it can catch. */
-export function canceledChildEvent(
-  childId: string,
-  reason: string,
-): { name: string; payload: string } {
-  const error = canceledRunError(childId, reason);
-  // No size limit: a cancel must not fail because its reason is long.
-  return {
-    name: `${CHILD_EVENT_PREFIX}${childId}`,
-    payload: encode({ error }, Number.POSITIVE_INFINITY),
-  };
-}
+export { canceledChildEvent, canceledRunError } from "../store/cancel-texts.js";
 
 /** The child-result event a release of `run` carries to its parent, if it has one: the
  *  output (held to the payload limit by the release), or the error as errorForParent

@@ -6,6 +6,7 @@
 import { EngineClosedError } from "../errors.js";
 import type { Clock } from "../lib/clock.js";
 import type { Duration } from "../lib/duration.js";
+import { DEFAULT_CANCEL_REASON } from "../store/cancel-texts.js";
 import { encrypts } from "../store/encrypted-store.js";
 import type { Amounts, RunFilter, Store, StreamChunk } from "../store/store.js";
 import type { AnyWorkflow, Workflow } from "../workflow/define.js";
@@ -244,7 +245,7 @@ export function createEngine(options: EngineOptions = {}): Engine {
     handle: ((idOrWorkflow: string | AnyWorkflow, maybeId?: string) =>
       handleFor(internals, idOrWorkflow, maybeId)) as Engine["handle"],
     sendEvent: (id, name, payload, opts = {}) => sendEvent(internals, id, name, payload, opts),
-    cancel: (id, reason = "canceled by request") => cancelRun(internals, id, reason),
+    cancel: (id, reason = DEFAULT_CANCEL_REASON) => cancelRun(internals, id, reason),
     resume: (id, opts = {}) => resumeRun(internals, id, opts),
     fork: (id, opts) => forkRun(internals, id, opts),
     ...inspectionVerbs(internals),

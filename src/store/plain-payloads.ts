@@ -32,6 +32,7 @@ import { hasBytesEnvelope } from "../codec/encryption.js";
 import { ENVELOPE, PLAIN } from "../codec/stored-text.js";
 import { EncryptionKeyMissingError } from "../errors.js";
 import type { ApprovalVerbs } from "./approval-records.js";
+import { canceledChildEvent, isCairnCancelReason } from "./cancel-texts.js";
 import type { ErrorRecord, NewEvent, NewRun, Release, RunEnd, RunWrite } from "./store.js";
 import type { WorkspaceVerbs } from "./workspace-records.js";
 
@@ -259,13 +260,23 @@ export function plainInCancel(
   reason: string,
   p: { parentEvent?: { name: string; payload: string } } | undefined,
 ): PlainPayload | undefined {
-  if (plainText(reason)) return ofRun(runId, `the cancel reason of run "${runId}"`);
+  // cairn's own words (a cancel given no reason, a cascade of one) hold nothing to keep
+  // secret, nor the child-result event made of them (cancel-texts.ts).
+  const cairns = isCairnCancelReason(reason);
+  if (!cairns && plainText(reason)) {
+    return ofRun(runId, `the cancel reason of run "${runId}"`);
+  }
   const e = p?.parentEvent;
-  if (e && plainText(e.payload)) {
+  if (e && plainText(e.payload) && !(cairns && sameEvent(e, canceledChildEvent(runId, reason)))) {
     return ofRun(runId, `the payload of event "${e.name}" for the parent of run "${runId}"`);
   }
   return undefined;
 }
+
+const sameEvent = (
+  a: { name: string; payload: string },
+  b: { name: string; payload: string },
+): boolean => a.name === b.name && a.payload === b.payload;
 
 export function plainInStream(p: { runId: string; chunks: string[] }): PlainPayload | undefined {
   return p.chunks.some(plainText)
