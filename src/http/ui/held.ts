@@ -1,7 +1,10 @@
 // A run held for a step body still running in the worker that released it (RunView's
 // heldBy/heldUntil): no other worker claims it until the hold ends. Shown in the runs list
 // (a tag beside why the run stands) and the run's details (which worker, until when), so a
-// run that stays pending while workers sit idle says why.
+// run that stays pending while workers sit idle says why. A hold that runs out changes
+// nothing in the run (its heldBy/heldUntil stay until the worker clears them), so no live
+// update comes: the list's tag carries its end and the page drops it then, as it keeps the
+// ages current.
 
 import { html } from "hono/html";
 import { cut } from "./format.js";
@@ -19,7 +22,9 @@ function heldNow(run: Json, now: number): boolean {
 export function heldTag(run: Json, now: number): Html {
   if (!heldNow(run, now)) return html``;
   const title = `held by worker ${run.heldBy as string} until ${run.heldUntil as string}: a step body of it still runs there`;
-  return html` <span class="tag warn held" title="${title}">held</span>`;
+  // data-held-until: the page takes the tag away once the hold has run out (app.js, by the
+  // server's clock as the ages go), with no change to the run for a live update to carry.
+  return html` <span class="tag warn held" title="${title}" data-held-until="${run.heldUntil as string}">held</span>`;
 }
 
 /** The run page's line for a hold: the worker and until when (or that it has run out). */

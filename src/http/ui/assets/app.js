@@ -39,6 +39,11 @@
       const ms = Date.parse(t.getAttribute("datetime"));
       if (!Number.isNaN(ms)) t.textContent = new Date(ms).toLocaleString();
     }
+    // A run's "held" tag goes once its hold has run out (held.ts).
+    for (const t of root.querySelectorAll("[data-held-until]")) {
+      const ms = Date.parse(t.dataset.heldUntil);
+      if (!Number.isNaN(ms) && serverNow() >= ms) t.remove();
+    }
   }
 
   // ---- toast ----
