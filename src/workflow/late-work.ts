@@ -51,6 +51,19 @@ interface Place extends CascadePoint {
 
 const PLACE = Symbol("cairn.place");
 
+/** Marks a resource created by the callback of an unref'd timer (or by code that ran from such
+ *  a resource): work its code said must not keep the process alive. */
+const UNREFD = Symbol("cairn.unrefd");
+
+/** Whether code running from `from` runs from an unref'd timer's callback: `from` is such a
+ *  timer (a Timeout: an unref'd setInterval's I/O every tick), or was created from one. */
+function ofUnrefdTimer(from: unknown): boolean {
+  if (from === null || typeof from !== "object") return false;
+  if ((from as { [UNREFD]?: true })[UNREFD] === true) return true;
+  const t = from as TimerLike & { _onTimeout?: unknown };
+  return t._onTimeout !== undefined && typeof t.hasRef === "function" && t.hasRef() === false;
+}
+
 /** Event-loop turns (each with its I/O poll) a file read may take: other work counts as
  *  pending for its grace and at least this many turns, so a loop blocked or starved while it
  *  ran (a long synchronous stretch, a loaded machine) does not end its grace early: a replay
@@ -86,6 +99,8 @@ export class LateWork {
   /** Each handle's progress (handleProgress) when prune last looked. */
   private readonly progress = new WeakMap<HandleLike, string>();
   private lastOtherAt = Number.NEGATIVE_INFINITY;
+  /** As lastOtherAt, for work not begun from an unref'd timer (holdsRunForMs). */
+  private lastHoldingAt = Number.NEGATIVE_INFINITY;
   /** A timer fired (or was cleared), a handle closed or other work started since
    *  `takeActivity`. */
   private activity = false;
@@ -100,6 +115,7 @@ export class LateWork {
         this.progress.set(handle, handleProgress(handle));
       }
       this.lastOtherAt = performance.now();
+      if ((resource as { [UNREFD]?: true })[UNREFD] !== true) this.lastHoldingAt = this.lastOtherAt;
       this.activity = true;
       this.countTurns();
     }
@@ -130,13 +146,20 @@ export class LateWork {
    * for the timer's whole span. A branch that awaits one may be abandoned by a suspension
    * and redone when the run wakes, as one awaiting long network I/O is. Nor does an open
    * handle past its grace: a request to a server that never answers (the losing side of a
-   * race) would hold the run's worker slot for good. The replay's checks (`busyForMs`) still
-   * count both: they wait at most replayStallMs, and only ever laxer.
+   * race) would hold the run's worker slot for good. Nor does other work (a file read) begun
+   * by an unref'd timer's callback: an unref'd setInterval that reads a file every tick held
+   * its run for ever. The replay's checks (`busyForMs`) still count all of them: they wait
+   * at most replayStallMs, and only ever laxer.
    */
   holdsRunForMs(graceMs: number): number {
     this.prune();
     for (const ref of this.timers) {
       if (ref.deref()?.hasRef?.() !== false) return Math.min(graceMs, 50);
+    }
+    // Work begun from an unref'd timer was the last: only what began before it holds.
+    if (this.lastHoldingAt < this.lastOtherAt) {
+      const since = performance.now() - this.lastHoldingAt;
+      return since < graceMs ? Math.ceil(graceMs - since) : 0;
     }
     return this.otherPendingMs(graceMs);
   }
@@ -261,6 +284,7 @@ onWorkflowResource((owner, type, resource, from) => {
   const work = tracked.get(owner);
   if (work === undefined) return;
   work.created++;
+  if (ofUnrefdTimer(from)) (resource as { [UNREFD]?: true })[UNREFD] = true;
   if (type !== "PROMISE") work.note(type, resource);
   const place = work.fixedPlace(owner) ?? placeOf(from);
   if (place !== undefined && place.owner === owner) {
