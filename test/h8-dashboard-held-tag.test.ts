@@ -66,4 +66,18 @@ describe.runIf(hasChromium())("dashboard: a run's held tag", () => {
     expect(await page.locator('tr[data-run="held-run"]').count()).toBe(1);
     await page.close();
   });
+
+  it("and the run's page says the hold ran out, without a reload", async () => {
+    const page = await browser.context.newPage();
+    await page.goto(`${server.url}/runs/held-run?token=${TOKEN}`);
+    const dd = page.locator("#region-head dl.meta .held dd");
+    const still = dd.locator("[data-held-until]");
+    const ranOut = dd.locator("[data-held-after]:not([hidden])");
+    await expect.poll(() => still.textContent()).toMatch(/still runs there/);
+    expect(await ranOut.count()).toBe(0);
+    await expect.poll(() => ranOut.count(), { timeout: 15_000 }).toBe(2);
+    expect(await ranOut.first().textContent()).toMatch(/the hold ran out/);
+    expect(await still.count()).toBe(0);
+    await page.close();
+  });
 });

@@ -32,9 +32,11 @@ export function heldMeta(run: Json, now: number): Html {
   const by = run.heldBy as string | undefined;
   const until = run.heldUntil as string | undefined;
   if (by === undefined || until === undefined) return html``;
+  // Held now: the words for a hold that ran out are there too, hidden, and the page swaps
+  // them in when it runs out (app.js), as the list drops its tag.
   return html`<div class="held"><dt>Held by</dt><dd><code>${cut(by, 60)}</code> ${
     heldNow(run, now)
-      ? html`<span class="muted">(a step body still runs there) until</span> ${ageTag(until, now)}`
+      ? html`<span class="muted" data-held-until="${until}">(a step body still runs there) until</span><span class="muted" data-held-after="${until}" hidden>(the hold ran out</span> ${ageTag(until, now)}<span class="muted" data-held-after="${until}" hidden>)</span>`
       : html`<span class="muted">(the hold ran out</span> ${ageTag(until, now)}<span class="muted">)</span>`
   }</dd></div>`;
 }

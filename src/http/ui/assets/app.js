@@ -39,10 +39,15 @@
       const ms = Date.parse(t.getAttribute("datetime"));
       if (!Number.isNaN(ms)) t.textContent = new Date(ms).toLocaleString();
     }
-    // A run's "held" tag goes once its hold has run out (held.ts).
+    // A run's "held" tag and words go once its hold has run out, and the words for a hold
+    // that ran out come (held.ts).
     for (const t of root.querySelectorAll("[data-held-until]")) {
       const ms = Date.parse(t.dataset.heldUntil);
       if (!Number.isNaN(ms) && serverNow() >= ms) t.remove();
+    }
+    for (const t of root.querySelectorAll("[data-held-after][hidden]")) {
+      const ms = Date.parse(t.dataset.heldAfter);
+      if (!Number.isNaN(ms) && serverNow() >= ms) t.hidden = false;
     }
   }
 
