@@ -3,7 +3,7 @@
 // encrypted. Its default reason ("canceled by request") and the child-result event it carries
 // to a waiting parent are cairn's own words (store/cancel-texts.ts), holding nothing to keep
 // secret: the store was refusing them as plain payloads (an earlier mend), which made a
-// keyless cancel impossible; it goes through now (h8). A reason given by a keyless door is
+// keyless cancel impossible; it goes through now. A reason given by a keyless door is
 // still refused: the CLI says so in its words (exit 1), the HTTP API answers 409
 // ENCRYPTION_KEY_MISSING; the run is not canceled.
 

@@ -255,7 +255,7 @@ describe.each(BACKENDS)("a store marked encrypted, written without keys (%s)", (
       await keyed.open({ clock });
       cleanups.push(() => keyed.close());
       expect(await keyed.isMarkedEncrypted?.()).toBe(true);
-      // SQLite reads the mark inside the write's transaction: no window (h8-encryption-window).
+      // SQLite reads the mark inside the write's transaction: no window (encryption-window-findings).
       if (backend === "sqlite") {
         await refused(plain.createRun(newRun("p2", '"in the window"')), plain, {
           runId: "p2",
