@@ -10,8 +10,8 @@
 // and the schema a fresh one (other sessions may run this file against the same server).
 
 import { type ChildProcess, spawn } from "node:child_process";
-import { readFileSync, rmSync } from "node:fs";
-import { join } from "node:path";
+import { existsSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { join, relative } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ROOT } from "./helpers/cli.js";
 import { postgresTestUrl, testSchema } from "./helpers/postgres.js";
@@ -94,6 +94,48 @@ function collect(child: ChildProcess): { out: Ran; done: Promise<Ran> } {
 
 const pgUrl = await postgresTestUrl();
 
+/** Files under `dir`, recursively. */
+function filesUnder(dir: string): string[] {
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((e) => e.isFile())
+    .map((e) => join(e.parentPath, e.name));
+}
+
+/** Why dist/ is not what `npm run build` would make of this checkout now, or undefined when
+ *  it is: an output of a source file missing, or older than the newest input (a source,
+ *  an asset, the build's configuration). `npm ci` builds it (prepare), so a CI run finds it
+ *  fresh and does not compile src/ a second time (several seconds of CPU); a checkout whose
+ *  sources changed since its last build is built first. */
+function staleDist(): string | undefined {
+  const src = join(ROOT, "src");
+  const dist = join(ROOT, "dist");
+  const inputs = [
+    ...filesUnder(src),
+    ...["package.json", "tsconfig.json", "tsconfig.build.json"].map((f) => join(ROOT, f)),
+  ];
+  const outputs: string[] = [];
+  for (const f of filesUnder(src)) {
+    const rel = relative(src, f);
+    if (rel.endsWith(".test.ts")) continue;
+    if (rel.endsWith(".ts") && !rel.endsWith(".d.ts")) {
+      outputs.push(
+        join(dist, rel.replace(/\.ts$/, ".js")),
+        join(dist, rel.replace(/\.ts$/, ".d.ts")),
+      );
+    } else if (rel.startsWith(join("http", "ui", "assets"))) {
+      outputs.push(join(dist, rel));
+    }
+  }
+  const missing = outputs.find((f) => !existsSync(f));
+  if (missing) return `${relative(ROOT, missing)} is missing`;
+  const newest = inputs.reduce((a, f) => (statSync(f).mtimeMs > statSync(a).mtimeMs ? f : a));
+  const oldest = outputs.reduce((a, f) => (statSync(f).mtimeMs < statSync(a).mtimeMs ? f : a));
+  if (statSync(newest).mtimeMs > statSync(oldest).mtimeMs) {
+    return `${relative(ROOT, newest)} is newer than ${relative(ROOT, oldest)}`;
+  }
+  return undefined;
+}
+
 describe("examples/walkthrough/README.md, as written", () => {
   const workers: Array<{ child: ChildProcess; done: Promise<Ran> }> = [];
   const ran = new Map<string, Ran>();
@@ -101,6 +143,7 @@ describe("examples/walkthrough/README.md, as written", () => {
 
   beforeAll(async () => {
     rmSync(join(DIR, ".cairn"), { recursive: true, force: true });
+    if (staleDist() === undefined) return;
     const build = await collect(
       spawn("npm", ["run", "build"], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] }),
     ).done;
