@@ -131,6 +131,7 @@ export async function runProgram(
     tmp.cleanup();
   };
   try {
+    await st.prepare();
     await inspect.open({ clock: clock ?? realClock });
     const input: RunInput = {
       body: prog.body,
