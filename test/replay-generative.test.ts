@@ -13,7 +13,7 @@
 // Modes (a case's seed is "<mode>:<n>"): ip-sqlite / ip-pg in-process crashes, sk-sqlite /
 // sk-pg SIGKILLed worker processes, nd-ip / nd-sk non-deterministic programs.
 //
-//   npx vitest run test/replay-generative.test.ts              212 cases, about a minute
+//   npx vitest run test/replay-generative.test.ts              158 cases, about half a minute
 //   CAIRN_SOAK=1 npx vitest run test/replay-generative.test.ts       ~6,400 cases, fresh seeds
 //   CAIRN_SEED=ip-sqlite:17 npx vitest run test/replay-generative.test.ts
 //     replays exactly that case (program and kill points; timing is real) and shrinks it
@@ -59,7 +59,10 @@ interface Mode {
   nondet: boolean;
   /** Cases n = BASE .. BASE+count-1. The default run keeps every mode with fewer cases than
    *  it once had (420 ip-sqlite, 32 ip-pg, 36 sk-sqlite, 6 sk-pg took about two minutes of a
-   *  ten-minute suite); the soak runs thousands. */
+   *  ten-minute suite; 150 ip-sqlite and 14 sk-sqlite 42-45 s of a 650-720 s one). A case's
+   *  time is the CPU of the engine and SQLite work of its two runs (and, for a SIGKILL case,
+   *  of its worker processes' starts): the counts are what set the file's time. The soak
+   *  runs thousands. */
   count: number;
   concurrency: number;
   /** Seeds past `count` that once found a bug (each has a deterministic test of its own
@@ -72,7 +75,7 @@ const MODES: Record<string, Mode> = {
     crash: "inproc",
     backend: "sqlite",
     nondet: false,
-    count: SOAK ? 5000 : 150,
+    count: SOAK ? 5000 : 100,
     concurrency: 12,
     found: [326, 415],
   },
@@ -87,7 +90,7 @@ const MODES: Record<string, Mode> = {
     crash: "sigkill",
     backend: "sqlite",
     nondet: false,
-    count: SOAK ? 400 : 14,
+    count: SOAK ? 400 : 10,
     concurrency: 2,
   },
   "sk-pg": {
