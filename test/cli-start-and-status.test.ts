@@ -5,7 +5,7 @@
 // and its lease end or that its lease ended, no worker at all or none serving the version,
 // a run paused because no live worker serves its version), events no wait consumed,
 // durations counted from when a call began, the `send` warning for a name the run does not
-// wait for, and the worker's --import, --lease and --poll-interval flags.
+// wait for, and the worker's --import, --lease, --poll-interval and --grace flags.
 
 import { writeFileSync } from "node:fs";
 import { hostname } from "node:os";
@@ -531,7 +531,7 @@ describe("cairn runs: an approval, a sleep, a version no worker serves, a lease 
   });
 });
 
-describe("cairn worker --import, --lease, --poll-interval", () => {
+describe("cairn worker --import, --lease, --poll-interval, --grace", () => {
   const dir = tempDir("cairn-cli-worker-flags-");
   const db = join(dir.dir, "cairn.db");
   let worker: ReturnType<typeof startCairn> | undefined;
@@ -605,11 +605,17 @@ export const hold = workflow({ name: "hold", version: "1" }, async (ctx) =>
       2,
       /--poll-interval must be a duration/,
     );
+    expectFailure(
+      await cairn(["worker", module, "--grace", "a while", "--store", db]),
+      2,
+      /--grace must be a duration of at least 0ms/,
+    );
     const help = await cairn(["worker", "--help"]);
     for (const flag of [
       "--import <module>",
       "--lease <d>",
       "--poll-interval <d>",
+      "--grace <d>",
       "NODE_OPTIONS",
     ]) {
       expect(help.stdout).toContain(flag);

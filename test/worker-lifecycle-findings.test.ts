@@ -378,9 +378,13 @@ describe("cairn worker asked to stop while it starts", { concurrent: true }, () 
 export const w = workflow({ name: "w", version: "1" }, async () => 1);
 `,
     );
+    // --grace 1s: close() waits for the open at most 2 s (its floor) and the worker for what
+    // it left running 1 s more, where the default grace waited 10 s and 10 s.
     const w = startCairn([
       "worker",
       module,
+      "--grace",
+      "1s",
       "--store",
       `postgres://postgres@127.0.0.1:${silent.port}/test`,
     ]);
@@ -394,5 +398,6 @@ export const w = workflow({ name: "w", version: "1" }, async () => 1);
     expect(res.signal).toBeNull();
     expect(res.code).toBe(0);
     expect(res.stdout).toContain("Received SIGTERM while starting");
+    expect(res.stdout).toContain("waiting up to 1 s to hand back what it leased");
   });
 });

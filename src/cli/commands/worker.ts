@@ -15,23 +15,24 @@ import { type WorkerLogMode, workerAnnouncer, workerLogger } from "../worker-log
 const DEFAULT_CONCURRENCY = 16;
 const DEFAULT_LEASE = "30s";
 const DEFAULT_POLL_INTERVAL = "250ms";
-/** How long the worker waits, once closed, for store calls still under way (the engine's
- *  default closeGraceMs, which it gives running steps). */
-const CLOSE_LEFTOVERS_MS = 10_000;
+/** How long running steps get once the worker is asked to stop (the engine's closeGraceMs);
+ *  the store calls still under way after close() get as long again. */
+const DEFAULT_GRACE = "10s";
 
 export const worker = defineCommand({
   name: "worker",
   summary: "execute runs of the workflows a module exports",
-  help: `Usage: cairn worker <module> [--import tsx] [--concurrency N] [--lease 30s] [--poll-interval 250ms] [--quiet | --json]
+  help: `Usage: cairn worker <module> [--import tsx] [--concurrency N] [--lease 30s] [--poll-interval 250ms] [--grace 10s] [--quiet | --json]
 
 Imports <module> (relative to the current directory), registers every workflow it exports
 (and those in exported arrays, e.g. \`export const workflows = [...]\`), and executes their
 runs until SIGINT (Ctrl+C) or SIGTERM. Then it stops taking work, lets running steps finish
-(up to 10 s) and releases its leases (exit 0); a store call still unanswered by then (a
-claim) gets up to 10 s more to hand back what it leased. A second signal exits at once
-(exit 130).
+(up to --grace, 10 s by default) and releases its leases (exit 0); a store call still
+unanswered by then (a claim) gets as long again to hand back what it leased. A second
+signal exits at once (exit 130). Give the process manager (Kubernetes'
+terminationGracePeriodSeconds, systemd's TimeoutStopSec) more than twice --grace.
 A signal while it starts (the store not answering yet) stops it as cleanly, once the
-store's open has settled or 10 s have passed.
+store's open has settled or --grace has passed.
 A rejection nobody awaited in workflow code is reported and the worker goes on; an
 uncaught exception is reported and the worker stops the same graceful way (exit 1).
 It prints a banner with its worker id and pid, then one line per event of its runs:
@@ -46,7 +47,7 @@ Taking over from a dead worker: a run whose worker died is taken over when its l
 (--lease after the last renewal). A dead worker on this machine is found sooner: every
 worker checks the pids of this host's workers every lease/3, and takes their runs over at
 once. A worker stopped with Ctrl+C or SIGTERM hands its runs back at once (a run whose
-step still runs after the 10 s stays leased until its lease ends).
+step still runs after --grace stays leased until its lease ends).
 
 Options:
   --import <module> import this module first, e.g. a loader (tsx); repeatable;
@@ -57,6 +58,8 @@ Options:
   --poll-interval <d>
                     how often the store is asked for runnable runs (default
                     ${DEFAULT_POLL_INTERVAL}); new runs and events usually wake it sooner
+  --grace <d>       how long running steps get to finish once the worker is asked to
+                    stop (default ${DEFAULT_GRACE}; 0 hands them back at once)
   --quiet           only the banner and problems (no line per event)
   --json            JSON lines on stdout (pino's shape: level, time, pid, msg, fields)
   -h, --help        show this help`,
@@ -65,6 +68,7 @@ Options:
     import: { type: "string", multiple: true },
     lease: { type: "string" },
     "poll-interval": { type: "string" },
+    grace: { type: "string" },
     quiet: { type: "boolean" },
     json: { type: "boolean" },
   },
@@ -98,7 +102,7 @@ Options:
       // and closes whatever it started (the worker's row, a claim) once it settles.
       opened.catch(() => {});
       await engine.close();
-      await closeLeftoversWithin(engine, (text) =>
+      await closeLeftoversWithin(engine, settings.closeGraceMs, (text) =>
         workerAnnouncer(ctx, mode, "")("stopping", text),
       );
       return stoppedEarly(ctx, mode, first, stray.failed);
@@ -122,7 +126,7 @@ Options:
     const stop = await stopAsked;
     announce("stopping", `${stop}: finishing running steps, then releasing leases...`);
     await engine.close();
-    await closeLeftoversWithin(engine, (text) => announce("stopping", text));
+    await closeLeftoversWithin(engine, settings.closeGraceMs, (text) => announce("stopping", text));
     announce("stopped", "Worker stopped.");
     return stray.failed ? 1 : 0;
   },
@@ -132,13 +136,17 @@ Options:
  *  create or the store's open that answered after its bound) would be cut, and the runs it
  *  leased stay leased to this worker, gone, until their leases end. It gets as long again
  *  as close() gave the steps; a second signal exits at once. */
-async function closeLeftoversWithin(engine: Engine, say: (text: string) => void): Promise<void> {
+async function closeLeftoversWithin(
+  engine: Engine,
+  graceMs: number,
+  say: (text: string) => void,
+): Promise<void> {
   const leftovers = closeLeftovers(engine);
   if (await settlesWithin(leftovers, 0)) return;
   say(
-    `A store call is still under way: waiting up to ${CLOSE_LEFTOVERS_MS / 1000} s to hand back what it leased...`,
+    `A store call is still under way: waiting up to ${graceMs / 1000} s to hand back what it leased...`,
   );
-  if (!(await settlesWithin(leftovers, CLOSE_LEFTOVERS_MS))) {
+  if (!(await settlesWithin(leftovers, graceMs))) {
     say("The store did not answer in time; runs it leased stay leased until their leases end.");
   }
 }
@@ -189,9 +197,16 @@ function workerSettings(values: {
   concurrency?: string | undefined;
   lease?: string | undefined;
   "poll-interval"?: string | undefined;
+  grace?: string | undefined;
   quiet?: boolean | undefined;
   json?: boolean | undefined;
-}): { concurrency: number; leaseMs: number; pollIntervalMs: number; mode: WorkerLogMode } {
+}): {
+  concurrency: number;
+  leaseMs: number;
+  pollIntervalMs: number;
+  closeGraceMs: number;
+  mode: WorkerLogMode;
+} {
   const concurrency =
     values.concurrency === undefined
       ? DEFAULT_CONCURRENCY
@@ -202,9 +217,10 @@ function workerSettings(values: {
     "poll-interval",
     1,
   );
+  const closeGraceMs = parseDuration(values.grace ?? DEFAULT_GRACE, "grace", 0);
   if (values.quiet && values.json) {
     throw new UsageError("--quiet and --json cannot be combined (--json prints every event)");
   }
   const mode: WorkerLogMode = values.json ? "json" : values.quiet ? "quiet" : "text";
-  return { concurrency, leaseMs, pollIntervalMs, mode };
+  return { concurrency, leaseMs, pollIntervalMs, closeGraceMs, mode };
 }
