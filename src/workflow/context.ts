@@ -450,7 +450,7 @@ export class Context implements CallCore {
       fail: (error) => this.fail(error),
       cascadeOver: () => this.cascadeOver(),
     });
-    this.api = this.makeApi();
+    this.api = new WorkflowApi(this) as unknown as WorkflowContext;
   }
 
   /** Runs the workflow function; resolves with how this execution ends. */
@@ -582,50 +582,53 @@ export class Context implements CallCore {
 
   // ---- the public ctx ----
 
-  private makeApi(): WorkflowContext {
-    const self = this;
-    return {
-      runId: this.host.runId,
-      workflow: this.host.workflow,
-      version: this.host.version,
-      get signal() {
-        return self.runAbort.signal;
-      },
-      get budget() {
-        // spent sorted (budget-ledger.ts). limit keeps its order, the same on every
-        // execution (the workflow's defaults, then the run's own, as the engine merged them):
-        // sorting it too would change it under runs recorded before, for no gain.
-        return { limit: { ...self.host.budgetLimit }, spent: self.budget.spent };
-      },
-      step: (name, fn, options) => this.step(name, fn, options),
-      effect: (name, effect, options) => this.effect(name, effect, options),
-      sleep: (name, duration) => this.waits.sleep(name, duration),
-      sleepUntil: (name, until) => this.waits.sleepUntil(name, until),
-      waitForEvent: (name, options) => this.waits.waitForEvent(name, options),
-      child: (name, wf, input) =>
-        this.children.child(name, wf as Workflow<unknown, unknown>, input),
-      workspace: (name, options) => this.workspaces.open(name, options),
-      approval: (name, options) => this.approvals.approval(name, options),
-      now: (label?: string) => this.syncValue("now", label, () => this.host.clock.now()),
-      random: (label?: string) => this.syncValue("random", label, () => Math.random()),
-      uuid: (label?: string) => this.syncValue("uuid", label, () => randomUUID()),
-      // For cairn's own layers (cairn/ai, workspaces): a divergence they detect fails the
-      // run as the engine's own checks do, whatever the workflow (or the SDK) does with
-      // errors; the caller gets a promise that never settles.
-      [FAIL_RUN]: (err: Error): Promise<never> => {
-        this.fail(err);
+  /** How each method of the ctx is made for one execution: WorkflowApi makes one when the
+   *  workflow first reads it (a run reads few of them, most none; made up front, they were a
+   *  score of closures a run). */
+  static readonly apiMethods: { [K in keyof ApiMethods]: (c: Context) => ApiMethods[K] } = {
+    step: (c) => (name, fn, options) => c.step(name, fn, options),
+    effect: (c) => (name, effect, options) => c.effect(name, effect, options),
+    sleep: (c) => (name, duration) => c.waits.sleep(name, duration),
+    sleepUntil: (c) => (name, until) => c.waits.sleepUntil(name, until),
+    waitForEvent: (c) => (name, options) => c.waits.waitForEvent(name, options),
+    child: (c) => (name, wf, input) =>
+      c.children.child(name, wf as Workflow<unknown, unknown>, input) as never,
+    workspace: (c) => (name, options) => c.workspaces.open(name, options),
+    approval: (c) => (name, options) => c.approvals.approval(name, options),
+    now: (c) => (label?: string) => c.syncValue("now", label, () => c.host.clock.now()),
+    random: (c) => (label?: string) => c.syncValue("random", label, () => Math.random()),
+    uuid: (c) => (label?: string) => c.syncValue("uuid", label, () => randomUUID()),
+    // For cairn's own layers (cairn/ai, workspaces): a divergence they detect fails the
+    // run as the engine's own checks do, whatever the workflow (or the SDK) does with
+    // errors; the caller gets a promise that never settles.
+    [FAIL_RUN]:
+      (c) =>
+      (err: Error): Promise<never> => {
+        c.fail(err);
         return never();
       },
-      // cairn/ai numbers a call's streamed executions by (generation, attempt).
-      [RUN_GENERATION]: this.host.generation,
-      // cairn/ai (ai/conversation.ts) asks whether a model call made now would be late.
-      [CALL_IS_LATE]: (): boolean => !this.delivery.inCascade,
-      // cairn/ai (ai/tools.ts) looks whether a streamed loop's stop was recorded.
-      [NEXT_CALL_RECORDED]: (name: string): boolean => {
-        const n = (this.counts.get(name) ?? 0) + 1;
-        return this.journal.outcomes.has(n === 1 ? name : `${name}#${n}`);
+    // cairn/ai (ai/conversation.ts) asks whether a model call made now would be late.
+    [CALL_IS_LATE]: (c) => (): boolean => !c.delivery.inCascade,
+    // cairn/ai (ai/tools.ts) looks whether a streamed loop's stop was recorded.
+    [NEXT_CALL_RECORDED]:
+      (c) =>
+      (name: string): boolean => {
+        const n = (c.counts?.get(name) ?? 0) + 1;
+        return c.journal.outcomes.has(n === 1 ? name : `${name}#${n}`);
       },
-    } as WorkflowContext;
+  };
+
+  /** ctx.signal: made when the workflow first reads it. */
+  get runSignal(): AbortSignal {
+    return this.runAbort.signal;
+  }
+
+  /** ctx.budget. */
+  get budgetView(): { limit: Amounts; spent: Amounts } {
+    // spent sorted (budget-ledger.ts). limit keeps its order, the same on every
+    // execution (the workflow's defaults, then the run's own, as the engine merged them):
+    // sorting it too would change it under runs recorded before, for no gain.
+    return { limit: { ...this.host.budgetLimit }, spent: this.budget.spent };
   }
 
   /** Every call: its preamble runs in the caller's scope (its key, its place in the call
@@ -2477,4 +2480,170 @@ async function settledWithin(p: Promise<unknown>, ms: number): Promise<void> {
     }),
   ]);
   cancel?.();
+}
+
+/** The ctx's methods (WorkflowContext's, and cairn's own layers' symbol-keyed ones). */
+type ApiMethods = Pick<
+  WorkflowContext,
+  | "step"
+  | "effect"
+  | "sleep"
+  | "sleepUntil"
+  | "waitForEvent"
+  | "child"
+  | "workspace"
+  | "approval"
+  | "now"
+  | "random"
+  | "uuid"
+> & {
+  [FAIL_RUN]: (err: Error) => Promise<never>;
+  [CALL_IS_LATE]: () => boolean;
+  [NEXT_CALL_RECORDED]: (name: string) => boolean;
+};
+
+const CONTEXT = Symbol("cairn.context");
+const BOUND = Symbol("cairn.boundMethods");
+
+/** The ctx a workflow function is handed: one per execution. Its methods are accessors on
+ *  this prototype, each made for its execution (Context.apiMethods) the first time it is
+ *  read and kept: `ctx.step === ctx.step`, and `const { step } = ctx` works as with plain
+ *  closures. An accessor reads its execution through `this`, as a proxy around the ctx
+ *  forwards it (testing/instrument.ts); a method may be replaced by assignment, as before. */
+class WorkflowApi {
+  readonly runId: string;
+  readonly workflow: string;
+  readonly version: string;
+  // cairn/ai numbers a call's streamed executions by (generation, attempt).
+  readonly [RUN_GENERATION]: number;
+  readonly [CONTEXT]: Context;
+  [BOUND]: Partial<ApiMethods> | undefined;
+
+  constructor(c: Context) {
+    this.runId = c.host.runId;
+    this.workflow = c.host.workflow;
+    this.version = c.host.version;
+    this[RUN_GENERATION] = c.host.generation;
+    this[CONTEXT] = c;
+    this[BOUND] = undefined;
+  }
+
+  get signal(): AbortSignal {
+    return this[CONTEXT].runSignal;
+  }
+
+  get budget(): { limit: Amounts; spent: Amounts } {
+    return this[CONTEXT].budgetView;
+  }
+
+  get step(): ApiMethods["step"] {
+    return method(this, "step");
+  }
+  set step(f: ApiMethods["step"]) {
+    replace(this, "step", f);
+  }
+  get effect(): ApiMethods["effect"] {
+    return method(this, "effect");
+  }
+  set effect(f: ApiMethods["effect"]) {
+    replace(this, "effect", f);
+  }
+  get sleep(): ApiMethods["sleep"] {
+    return method(this, "sleep");
+  }
+  set sleep(f: ApiMethods["sleep"]) {
+    replace(this, "sleep", f);
+  }
+  get sleepUntil(): ApiMethods["sleepUntil"] {
+    return method(this, "sleepUntil");
+  }
+  set sleepUntil(f: ApiMethods["sleepUntil"]) {
+    replace(this, "sleepUntil", f);
+  }
+  get waitForEvent(): ApiMethods["waitForEvent"] {
+    return method(this, "waitForEvent");
+  }
+  set waitForEvent(f: ApiMethods["waitForEvent"]) {
+    replace(this, "waitForEvent", f);
+  }
+  get child(): ApiMethods["child"] {
+    return method(this, "child");
+  }
+  set child(f: ApiMethods["child"]) {
+    replace(this, "child", f);
+  }
+  get workspace(): ApiMethods["workspace"] {
+    return method(this, "workspace");
+  }
+  set workspace(f: ApiMethods["workspace"]) {
+    replace(this, "workspace", f);
+  }
+  get approval(): ApiMethods["approval"] {
+    return method(this, "approval");
+  }
+  set approval(f: ApiMethods["approval"]) {
+    replace(this, "approval", f);
+  }
+  get now(): ApiMethods["now"] {
+    return method(this, "now");
+  }
+  set now(f: ApiMethods["now"]) {
+    replace(this, "now", f);
+  }
+  get random(): ApiMethods["random"] {
+    return method(this, "random");
+  }
+  set random(f: ApiMethods["random"]) {
+    replace(this, "random", f);
+  }
+  get uuid(): ApiMethods["uuid"] {
+    return method(this, "uuid");
+  }
+  set uuid(f: ApiMethods["uuid"]) {
+    replace(this, "uuid", f);
+  }
+  get [FAIL_RUN](): ApiMethods[typeof FAIL_RUN] {
+    return method(this, FAIL_RUN);
+  }
+  set [FAIL_RUN](f: ApiMethods[typeof FAIL_RUN]) {
+    replace(this, FAIL_RUN, f);
+  }
+  get [CALL_IS_LATE](): ApiMethods[typeof CALL_IS_LATE] {
+    return method(this, CALL_IS_LATE);
+  }
+  set [CALL_IS_LATE](f: ApiMethods[typeof CALL_IS_LATE]) {
+    replace(this, CALL_IS_LATE, f);
+  }
+  get [NEXT_CALL_RECORDED](): ApiMethods[typeof NEXT_CALL_RECORDED] {
+    return method(this, NEXT_CALL_RECORDED);
+  }
+  set [NEXT_CALL_RECORDED](f: ApiMethods[typeof NEXT_CALL_RECORDED]) {
+    replace(this, NEXT_CALL_RECORDED, f);
+  }
+}
+
+/** The ctx's methods made (or replaced) so far. */
+function boundOf(api: WorkflowApi): Partial<ApiMethods> {
+  let bound = api[BOUND];
+  if (bound === undefined) {
+    bound = {};
+    api[BOUND] = bound;
+  }
+  return bound;
+}
+
+/** The ctx's method `k`, made for its execution when first read. */
+function method<K extends keyof ApiMethods>(api: WorkflowApi, k: K): ApiMethods[K] {
+  const bound = boundOf(api);
+  let f = bound[k];
+  if (f === undefined) {
+    f = Context.apiMethods[k](api[CONTEXT]);
+    bound[k] = f;
+  }
+  return f as ApiMethods[K];
+}
+
+/** The ctx's method `k` replaced (an assignment to it, as to a plain property before). */
+function replace<K extends keyof ApiMethods>(api: WorkflowApi, k: K, f: ApiMethods[K]): void {
+  boundOf(api)[k] = f;
 }
