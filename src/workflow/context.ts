@@ -307,31 +307,34 @@ const PAYLOADS_READ_TOGETHER = 16;
 export class Context implements CallCore {
   readonly journal: JournalIndex;
   private readonly delivery: DeliveryQueue;
-  private readonly counts = new Map<string, number>();
-  private readonly lastCallOf = new Map<string, CallNode>();
+  // The maps and sets below are made when first needed (undefined until then): a run uses
+  // few of them, and a score of empty ones were a fifth of a 0-step run's heap.
+  /** How many calls of each name were made, and the latest one (beginCall). */
+  private counts: Map<string, number> | undefined;
+  private lastCallOf: Map<string, CallNode> | undefined;
   /** Call names already found valid (beginCall). */
-  private readonly checkedNames = new Set<string>();
-  private readonly consumed = new Set<string>();
+  private checkedNames: Set<string> | undefined;
+  private consumed: Set<string> | undefined;
   /** Keys of calls begun durably and not finished (an intent) that this execution made again. */
-  private readonly begunCalledAgain = new Set<string>();
+  private begunCalledAgain: Set<string> | undefined;
   /** Next journal.cascadeCalls entry the end-of-cascade check looks at. */
   private cascadeCursor = 0;
   /** The latest call made in a cascade that had no record (named by divergence errors). */
   private lastNewCall: Call | undefined;
   /** The unconsumed events not taken yet, by name, oldest first: a wait looks only at its
    *  own name's (a run sent thousands of events of another name pays nothing per take). */
-  private readonly events = new Map<string, PendingEvent[]>();
+  private events: Map<string, PendingEvent[]> | undefined;
   /** Payload reads under way, by the seq of each event they read (eventPayload). */
-  private readonly payloadReads = new Map<number, Promise<Map<number, string>>>();
-  private readonly seenEventSeqs = new Set<number>();
+  private payloadReads: Map<number, Promise<Map<number, string>>> | undefined;
+  private seenEventSeqs: Set<number> | undefined;
   /** The reads of events by name, when the host reads them so (readEventHeads). */
   private eventReadsMade: EventReads | undefined;
-  private readonly blocked = new Set<Blocked>();
-  /** Child runs being created (each also counts in `active`). */
-  readonly childStarts = new Set<Promise<void>>();
-  /** The texts taken of what child and approval calls were handed (copyAsStored): one
-   *  object handed to many calls unchanged holds one text until their turns. */
-  readonly storedTexts: StoredTexts = new WeakMap();
+  /** The blocked branches (block); none: undefined or empty. */
+  private blocked: Set<Blocked> | undefined;
+  /** Child runs being created (each also counts in `active`): childStarts. */
+  private childStartSet: Set<Promise<void>> | undefined;
+  /** storedTexts. */
+  private storedTextMap: StoredTexts | undefined;
   /** How many attempts are in flight (each also counts in `active`). */
   private liveAttempts = 0;
   /** Bodies (performs, reconciles) begun whose promise has not settled: an attempt its
@@ -381,7 +384,7 @@ export class Context implements CallCore {
    *  the workflow could act on it (a Promise.all's other rejections). A failed run names
    *  them with the calls its error names, so one resume executes them all again instead of
    *  replaying them (a resume per failed branch of a Promise.all otherwise). */
-  private readonly unheardFailures = new Set<string>();
+  private unheardFailures: Set<string> | undefined;
   /** Replay-only mode: the first new call the code made (reachFrontier). */
   private frontierKey: string | undefined;
   private resolveDone!: (o: Outcome) => void;
@@ -390,10 +393,11 @@ export class Context implements CallCore {
   });
   readonly api: WorkflowContext;
   // The call kinds that live in files of their own, acting on this run through CallCore.
-  private readonly waits = new WaitCalls(this);
-  private readonly approvals = new ApprovalCalls(this);
-  private readonly children = new ChildCalls(this);
-  private readonly workspaces = new WorkspaceCalls(this);
+  // Made when the workflow first reads the ctx method that makes such calls (apiMethods).
+  private waits: WaitCalls | undefined;
+  private approvals: ApprovalCalls | undefined;
+  private children: ChildCalls | undefined;
+  private workspaces: WorkspaceCalls | undefined;
   private readonly budget: BudgetLedger;
   private readonly crashes: CrashCharges;
   /** The reused-name check of late calls (late-call-check.ts). */
@@ -405,7 +409,7 @@ export class Context implements CallCore {
     readonly host: ContextHost,
     journal: Journal,
   ) {
-    this.journal = new JournalIndex(journal, host.generation, host.failedCalls);
+    this.journal = JournalIndex.of(journal, host.generation, host.failedCalls);
     this.delivery = new DeliveryQueue(
       this.journal.orderedPositions,
       this.journal.firstNewPosition,
@@ -482,7 +486,7 @@ export class Context implements CallCore {
 
   /** How many recorded calls this execution has replayed so far. */
   get replayed(): number {
-    return this.consumed.size;
+    return this.consumed?.size ?? 0;
   }
 
   /** Cancels this execution: signals abort, late results are discarded. */
@@ -516,7 +520,20 @@ export class Context implements CallCore {
 
   /** How many child runs this execution is creating now (their create not yet answered). */
   get childStartsInFlight(): number {
-    return this.childStarts.size;
+    return this.childStartSet?.size ?? 0;
+  }
+
+  /** Child runs being created (each also counts in `active`). */
+  get childStarts(): Set<Promise<void>> {
+    this.childStartSet ??= new Set();
+    return this.childStartSet;
+  }
+
+  /** The texts taken of what child and approval calls were handed (copyAsStored): one
+   *  object handed to many calls unchanged holds one text until their turns. */
+  get storedTexts(): StoredTexts {
+    this.storedTextMap ??= new WeakMap();
+    return this.storedTextMap;
   }
 
   /** A run taken from a crashed worker whose replay has not yet judged what the crash cut
@@ -548,7 +565,8 @@ export class Context implements CallCore {
 
   /** New events may have arrived for this run: re-read them and wake matching waits. */
   async refreshEvents(): Promise<void> {
-    if (this.halted || ![...this.blocked].some((b) => b.event)) return;
+    const blocked = this.blocked;
+    if (this.halted || blocked === undefined || ![...blocked].some((b) => b.event)) return;
     const byName = this.eventReads;
     if (byName) await byName.reload(false);
     else this.addEvents(await this.host.loadEvents());
@@ -556,12 +574,15 @@ export class Context implements CallCore {
 
   /** Whether a wait of this execution is blocked on an event (it may come from elsewhere). */
   get awaitsEvent(): boolean {
-    return [...this.blocked].some((b) => b.event !== undefined);
+    return this.blocked !== undefined && [...this.blocked].some((b) => b.event !== undefined);
   }
 
   addEvents(fresh: PendingEvent[]): void {
     const unsorted = new Set<PendingEvent[]>();
     let added = false;
+    if (fresh.length === 0) return;
+    this.seenEventSeqs ??= new Set();
+    this.events ??= new Map();
     for (const e of fresh) {
       if (this.seenEventSeqs.has(e.seq)) continue;
       this.seenEventSeqs.add(e.seq);
@@ -575,8 +596,8 @@ export class Context implements CallCore {
     }
     if (!added) return;
     for (const list of unsorted) list.sort((a, b) => a.seq - b.seq);
-    for (const b of [...this.blocked]) {
-      if (b.event && this.events.has(b.event)) b.wake();
+    for (const b of [...(this.blocked ?? [])]) {
+      if (b.event && this.events?.has(b.event) === true) b.wake();
     }
   }
 
@@ -588,13 +609,37 @@ export class Context implements CallCore {
   static readonly apiMethods: { [K in keyof ApiMethods]: (c: Context) => ApiMethods[K] } = {
     step: (c) => (name, fn, options) => c.step(name, fn, options),
     effect: (c) => (name, effect, options) => c.effect(name, effect, options),
-    sleep: (c) => (name, duration) => c.waits.sleep(name, duration),
-    sleepUntil: (c) => (name, until) => c.waits.sleepUntil(name, until),
-    waitForEvent: (c) => (name, options) => c.waits.waitForEvent(name, options),
-    child: (c) => (name, wf, input) =>
-      c.children.child(name, wf as Workflow<unknown, unknown>, input) as never,
-    workspace: (c) => (name, options) => c.workspaces.open(name, options),
-    approval: (c) => (name, options) => c.approvals.approval(name, options),
+    sleep: (c) => {
+      c.waits ??= new WaitCalls(c);
+      const waits = c.waits;
+      return (name, duration) => waits.sleep(name, duration);
+    },
+    sleepUntil: (c) => {
+      c.waits ??= new WaitCalls(c);
+      const waits = c.waits;
+      return (name, until) => waits.sleepUntil(name, until);
+    },
+    waitForEvent: (c) => {
+      c.waits ??= new WaitCalls(c);
+      const waits = c.waits;
+      return (name, options) => waits.waitForEvent(name, options);
+    },
+    child: (c) => {
+      c.children ??= new ChildCalls(c);
+      const children = c.children;
+      return (name, wf, input) =>
+        children.child(name, wf as Workflow<unknown, unknown>, input) as never;
+    },
+    workspace: (c) => {
+      c.workspaces ??= new WorkspaceCalls(c);
+      const workspaces = c.workspaces;
+      return (name, options) => workspaces.open(name, options);
+    },
+    approval: (c) => {
+      c.approvals ??= new ApprovalCalls(c);
+      const approvals = c.approvals;
+      return (name, options) => approvals.approval(name, options);
+    },
     now: (c) => (label?: string) => c.syncValue("now", label, () => c.host.clock.now()),
     random: (c) => (label?: string) => c.syncValue("random", label, () => Math.random()),
     uuid: (c) => (label?: string) => c.syncValue("uuid", label, () => randomUUID()),
@@ -853,7 +898,7 @@ export class Context implements CallCore {
     if (this.halted) throw new HaltedSignal();
     // An agent calls the same few names again and again (a replay of 1,000 steps checked
     // the same name 1,000 times): each user name is checked once per execution.
-    if (!this.checkedNames.has(name)) {
+    if (this.checkedNames?.has(name) !== true) {
       const internal =
         typeof name === "string" &&
         name.startsWith("@") &&
@@ -865,7 +910,7 @@ export class Context implements CallCore {
       }
       checkText(name, `ctx.${kind}() name in run "${this.host.runId}":`);
       // Only names any kind of call may use: "@now" is valid for ctx.now() alone.
-      if (!internal) this.checkedNames.add(name);
+      if (!internal) this.checkedNames = withAdded(this.checkedNames, name);
     }
     const scope = currentScope(this);
     if (scope.bodyOf !== undefined) {
@@ -878,6 +923,8 @@ export class Context implements CallCore {
       throw new HaltedSignal();
     }
     const late = !this.delivery.inCascade;
+    this.counts ??= new Map();
+    this.lastCallOf ??= new Map();
     const prev = this.lastCallOf.get(name);
     const n = (this.counts.get(name) ?? 0) + 1;
     const key = n === 1 ? name : `${name}#${n}`;
@@ -971,7 +1018,7 @@ export class Context implements CallCore {
     const intent = this.journal.intents.get(call.key);
     if (!intent) return;
     if (intent.kind === call.kind && intent.name === call.name) {
-      this.begunCalledAgain.add(call.key);
+      this.begunCalledAgain = withAdded(this.begunCalledAgain, call.key);
       return;
     }
     this.fail(
@@ -1020,7 +1067,7 @@ export class Context implements CallCore {
       );
       throw new HaltedSignal();
     }
-    this.consumed.add(call.key);
+    this.consumed = withAdded(this.consumed, call.key);
   }
 
   remedy(): string {
@@ -1030,7 +1077,7 @@ export class Context implements CallCore {
   /** A recorded outcome, handed over in its recorded turn. */
   private replayOutcome<T>(call: Call): Promise<T> {
     const rec = call.record!;
-    if (rec.outcome === "error") this.unheardFailures.add(call.key);
+    if (rec.outcome === "error") this.unheardFailures = withAdded(this.unheardFailures, call.key);
     // Set once the promise exists; settle may run before (a delivery due at once).
     let outcome: Promise<T> | undefined;
     let failed = false;
@@ -1049,7 +1096,7 @@ export class Context implements CallCore {
           // As for a new failure (record): ordered delivery hands it over on the same side
           // of the function's end as when it was recorded, so an execution cut off before
           // its release (a crash, a store error) and the one replaying it name the same.
-          if (!this.functionSettled) this.unheardFailures.delete(call.key);
+          if (!this.functionSettled) this.unheardFailures?.delete(call.key);
           reject(this.callError(call.key, rec.error ?? { name: "Error", message: "failed" }));
           return;
         }
@@ -1120,7 +1167,7 @@ export class Context implements CallCore {
       await this.syncWrites;
       if (this.halted || this.finishing) return never();
     }
-    if (this.workspaces.needSync) {
+    if (this.workspaces?.needSync) {
       await this.workspaces.sync();
       if (this.halted || this.finishing) return never();
     }
@@ -1142,7 +1189,7 @@ export class Context implements CallCore {
       (this.delivery.holding && this.held.doubtfulCall()) ||
       (call.node.late && this.held.intentFromCascade(call.key)) ||
       this.syncWritesPending > 0 ||
-      this.workspaces.needSync
+      this.workspaces?.needSync === true
     ) {
       return this.beforeExecute(call);
     }
@@ -1188,7 +1235,7 @@ export class Context implements CallCore {
     while (this.cascadeCursor < list.length) {
       const rec = list[this.cascadeCursor]!;
       if ((rec.issuedAfter ?? 0) > window) return undefined;
-      if (!this.consumed.has(rec.key) && !this.begunCalledAgain.has(rec.key)) return rec;
+      if (!this.consumed?.has(rec.key) && !this.begunCalledAgain?.has(rec.key)) return rec;
       this.cascadeCursor++;
     }
     return undefined;
@@ -1749,6 +1796,7 @@ export class Context implements CallCore {
 
   /** Attempts in flight released their reservations: branches waiting for budget look again. */
   private budgetMayHaveRoom(): void {
+    if (this.blocked === undefined) return;
     for (const b of [...this.blocked]) if (b.budget) b.wake();
   }
 
@@ -1846,13 +1894,14 @@ export class Context implements CallCore {
       const durable = () => {
         // It may not be handed over before the run ends (its turn comes after the function
         // settled).
-        if (rec.outcome === "error") this.unheardFailures.add(rec.key);
+        if (rec.outcome === "error")
+          this.unheardFailures = withAdded(this.unheardFailures, rec.key);
         this.delivery.durable(rec.delivery!, () => {
           if (this.halted) return;
           this.lateCalls.noteHandedOver(rec.key);
           this.budget.handOver(rec.key, rec.spend, write.attempts);
           if (rec.outcome === "error") {
-            if (!this.functionSettled) this.unheardFailures.delete(rec.key);
+            if (!this.functionSettled) this.unheardFailures?.delete(rec.key);
             reject(this.callError(rec.key, rec.error ?? { name: "Error", message: "failed" }));
             return;
           }
@@ -1975,8 +2024,8 @@ export class Context implements CallCore {
    *  when its events must be read first (eventReads). */
   hasEvent(name: string): boolean | Promise<boolean> {
     const byName = this.eventReads;
-    if (!byName || byName.ready(name, null)) return this.events.has(name);
-    return this.active0(byName.whenReady(name, null, () => this.events.has(name)));
+    if (!byName || byName.ready(name, null)) return this.events?.has(name) === true;
+    return this.active0(byName.whenReady(name, null, () => this.events?.has(name) === true));
   }
 
   /** The oldest event of that name. Once `deadline` has passed, only one stored by then
@@ -1994,7 +2043,7 @@ export class Context implements CallCore {
   /** Where the event takeEvent would take is in its name's list, or -1. */
   private takenAt(name: string, deadline: number | null): number {
     const sentBy = deadline !== null && this.host.clock.now() >= deadline ? deadline : undefined;
-    const list = this.events.get(name);
+    const list = this.events?.get(name);
     if (!list) return -1;
     return sentBy === undefined ? 0 : list.findIndex((e) => e.createdAt <= sentBy);
   }
@@ -2003,9 +2052,9 @@ export class Context implements CallCore {
   private takeRead(name: string, deadline: number | null): PendingEvent | undefined {
     const i = this.takenAt(name, deadline);
     if (i < 0) return undefined;
-    const list = this.events.get(name)!;
+    const list = this.events!.get(name)!;
     const ev = list.splice(i, 1)[0]!;
-    if (list.length === 0) this.events.delete(name);
+    if (list.length === 0) this.events?.delete(name);
     return ev;
   }
 
@@ -2030,6 +2079,7 @@ export class Context implements CallCore {
     if (ev.payload !== undefined) return ev.payload;
     // A read under way that took this payload along (another wait's); it may come back
     // without it (its batch held one this worker cannot read: readPayloads).
+    this.payloadReads ??= new Map();
     const shared = this.payloadReads.get(ev.seq);
     let payload = shared && (await shared).get(ev.seq);
     if (payload === undefined && ev.payload !== undefined) payload = ev.payload;
@@ -2038,7 +2088,7 @@ export class Context implements CallCore {
       // theirs in the same query, a few at a time (a payload may weigh megabytes).
       const seqs = [ev.seq];
       if (!shared) {
-        for (const e of this.events.get(ev.name) ?? []) {
+        for (const e of this.events?.get(ev.name) ?? []) {
           if (seqs.length >= PAYLOADS_READ_TOGETHER) break;
           if (e.payload === undefined && !this.payloadReads.has(e.seq)) seqs.push(e.seq);
         }
@@ -2085,9 +2135,9 @@ export class Context implements CallCore {
     try {
       for (const r of await this.active0(rows())) read.set(r.seq, r.payload);
     } finally {
-      for (const seq of seqs) this.payloadReads.delete(seq);
+      for (const seq of seqs) this.payloadReads?.delete(seq);
     }
-    for (const e of this.events.get(name) ?? []) {
+    for (const e of this.events?.get(name) ?? []) {
       if (e.payload === undefined) {
         const payload = read.get(e.seq);
         if (payload !== undefined) e.payload = payload;
@@ -2100,16 +2150,18 @@ export class Context implements CallCore {
    *  every branch is blocked, the execution suspends and the promise never settles. */
   block(b: BlockOn): Promise<void> {
     if (this.halted) return never();
+    this.blocked ??= new Set();
+    const blocked = this.blocked;
     return new Promise<void>((resolve) => {
       const entry: Blocked = {
         ...b,
         wake: () => {
-          if (!this.blocked.delete(entry)) return;
+          if (!blocked.delete(entry)) return;
           entry.timer?.abort();
           resolve();
         },
       };
-      this.blocked.add(entry);
+      blocked.add(entry);
       if (b.wakeAt !== null) {
         entry.timer = new AbortController();
         const ms = Math.max(0, b.wakeAt - this.host.clock.now());
@@ -2139,7 +2191,7 @@ export class Context implements CallCore {
     // and a run suspended for it would never have its divergence judged.
     if (this.finishing || (this.functionSettled && !this.draining)) return;
     if (this.suspendScheduled || this.halted || !this.quiescent) return;
-    if (this.blocked.size === 0 && !this.draining) return;
+    if ((this.blocked?.size ?? 0) === 0 && !this.draining) return;
     this.suspendScheduled = true;
     outsideWorkflow(() => setImmediate(() => this.suspendIfStill()));
   }
@@ -2161,18 +2213,19 @@ export class Context implements CallCore {
     }
     // Settled, the function is not run again on a wake-up: the engine's close hands the run
     // back, for the next worker to judge the end again.
-    if (this.blocked.size === 0 || this.functionSettled) {
+    const blocked = this.blocked;
+    if (blocked === undefined || blocked.size === 0 || this.functionSettled) {
       if (this.draining) this.halt({ kind: "handed-back" });
       return;
     }
-    const budget = [...this.blocked].find((b) => b.budget);
+    const budget = [...blocked].find((b) => b.budget);
     if (budget?.budget) {
       this.halt({ kind: "paused", reason: budget.budget });
       return;
     }
     let first: Blocked | undefined;
     const waitingFor = new Set<string>();
-    for (const b of this.blocked) {
+    for (const b of blocked) {
       if (b.wakeAt !== null && (first === undefined || b.wakeAt < first.wakeAt!)) first = b;
       if (b.event) waitingFor.add(b.event);
     }
@@ -2234,8 +2287,9 @@ export class Context implements CallCore {
       await this.syncWrites;
       if (this.halted) return;
     }
-    if (o.kind === "failed" && this.unheardFailures.size > 0) {
-      this.halt({ ...o, failedKeys: [...new Set([...o.failedKeys, ...this.unheardFailures])] });
+    const unheard = this.unheardFailures;
+    if (o.kind === "failed" && unheard !== undefined && unheard.size > 0) {
+      this.halt({ ...o, failedKeys: [...new Set([...o.failedKeys, ...unheard])] });
       return;
     }
     this.halt(o);
@@ -2356,7 +2410,7 @@ export class Context implements CallCore {
 
   private notReplayed(): StepRecord | undefined {
     for (const rec of this.journal.outcomes.values()) {
-      if (this.consumed.has(rec.key)) continue;
+      if (this.consumed?.has(rec.key)) continue;
       // Free and from a history a resume replaced (or a fork's copy of such a record:
       // issuedAfter null, with a place in the order): the current history need not call it.
       if (this.journal.isFree(rec.key) && (rec.issuedAfter !== null || rec.delivery !== null)) {
@@ -2379,7 +2433,7 @@ export class Context implements CallCore {
     for (const intent of this.journal.intents.values()) {
       if (intent.kind !== "effect" && intent.kind !== "child") continue;
       const key = intent.key;
-      if (this.journal.outcomes.has(key) || this.begunCalledAgain.has(key)) continue;
+      if (this.journal.outcomes.has(key) || this.begunCalledAgain?.has(key)) continue;
       if (this.journal.isFree(key)) continue;
       const issuedLate = intentIssuedLate(intent);
       return { kind: intent.kind, name: intent.name, key, issuedLate, begun: true };
@@ -2410,11 +2464,13 @@ export class Context implements CallCore {
     this.stallTimer?.();
     this.held.stop();
     if (this.lateRecheck) clearTimeout(this.lateRecheck);
-    for (const b of this.blocked) b.timer?.abort();
-    this.blocked.clear();
+    if (this.blocked !== undefined) {
+      for (const b of this.blocked) b.timer?.abort();
+      this.blocked.clear();
+    }
     const reason = this.stopReason(o);
     if (reason !== undefined) this.runAbort.abort(reason);
-    if (o.kind === "canceled" && (this.liveAttempts > 0 || this.childStarts.size > 0)) {
+    if (o.kind === "canceled" && (this.liveAttempts > 0 || this.childStartsInFlight > 0)) {
       // Attempts in flight record what they spent before the run is released as canceled.
       void this.inFlightEnded(this.host.abortGraceMs * 2)
         .then(() => this.childStartsLanded())
@@ -2435,7 +2491,9 @@ export class Context implements CallCore {
 
   /** Once every child run being created has been (or failed to be). */
   async childStartsLanded(): Promise<void> {
-    while (this.childStarts.size > 0) await Promise.all([...this.childStarts]);
+    while (this.childStartSet !== undefined && this.childStartSet.size > 0) {
+      await Promise.all([...this.childStartSet]);
+    }
   }
 
   /** Why attempts in flight are aborted when the execution stops so (undefined: they are
@@ -2464,6 +2522,13 @@ export class Context implements CallCore {
     if (this.afterCascade.length > 0) return;
     this.halt({ kind: "frontier", key: this.frontierKey });
   }
+}
+
+/** `set` with `value` added; made when there is none yet (the Context's lazy sets). */
+function withAdded<T>(set: Set<T> | undefined, value: T): Set<T> {
+  const s = set ?? new Set<T>();
+  s.add(value);
+  return s;
 }
 
 /** Marks a promise's rejection handled: the failure still goes to whoever awaits it. */
