@@ -12,8 +12,8 @@ export class BudgetLedger {
   private readonly handedOver: Amounts = {};
   /** Spend of failed attempts this execution recorded, per key, one entry an attempt in
    *  order: counted in ctx.budget when the call's outcome is handed over, as a replay counts
-   *  it (handOver). */
-  private readonly pending = new Map<string, Amounts[]>();
+   *  it (handOver). Made at the first (most runs have none). */
+  private pending: Map<string, Amounts[]> | undefined;
   /** Estimates (StepOptions.estimate) of the attempts in flight: spend not yet known. */
   private readonly reserved: Amounts = {};
 
@@ -72,6 +72,7 @@ export class BudgetLedger {
 
   /** A failed attempt of call `key` this execution recorded (counted at handOver). */
   failedAttempt(key: string, spend: Amounts): void {
+    this.pending ??= new Map();
     const pending = this.pending.get(key) ?? [];
     pending.push(spend);
     this.pending.set(key, pending);
@@ -86,12 +87,12 @@ export class BudgetLedger {
     // floating-point sums grouped otherwise differ in their last bits (0.3 + 0.2 + (0.1 +
     // 0.7) is not 0.3 + ((0.1 + 0.7) + 0.2)), and the workflow reads them.
     const recorded = this.attemptSpend.get(key);
-    const pending = this.pending.get(key);
+    const pending = this.pending?.get(key);
     if (!recorded && !pending && attempts.length === 0) return;
     const total: Amounts = { ...recorded };
     for (const s of pending ?? []) addAmounts(total, s);
     for (const a of attempts) addAmounts(total, a.spend);
-    this.pending.delete(key);
+    this.pending?.delete(key);
     addAmounts(this.handedOver, total);
   }
 }

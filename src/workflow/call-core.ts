@@ -58,8 +58,10 @@ export interface CallCore {
     execute: (call: Call) => Promise<T>,
     match?: (call: Call) => void,
   ): Promise<T>;
-  /** Every new call waits here before it executes anything. */
-  beforeExecute(call: Call): Promise<void>;
+  /** Every new call waits here before it executes anything: what to await, or undefined
+   *  when there is nothing to wait for (awaiting undefined takes the tick awaiting an
+   *  async function that awaited nothing took). */
+  beforeExecute(call: Call): Promise<void> | undefined;
   /** Writes records fenced by the run's epoch (not an outcome: see record*). */
   commit(write: CommitWrite): Promise<void>;
   /** Counts `p` as active work; a store failure halts the run and `p` never settles. */

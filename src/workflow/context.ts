@@ -578,9 +578,9 @@ export class Context implements CallCore {
   }
 
   addEvents(fresh: PendingEvent[]): void {
+    if (fresh.length === 0) return;
     const unsorted = new Set<PendingEvent[]>();
     let added = false;
-    if (fresh.length === 0) return;
     this.seenEventSeqs ??= new Set();
     this.events ??= new Map();
     for (const e of fresh) {
@@ -1134,8 +1134,32 @@ export class Context implements CallCore {
     return err;
   }
 
-  /** Every new call waits here before it executes anything. */
-  async beforeExecute(call: Call): Promise<void> {
+  /** Every new call waits here before it executes anything: undefined when there is
+   *  nothing to wait for (its checks, read without awaiting: a call made inside a cascade
+   *  asks once that cascade is over, and nearly every call then goes on at once), else the
+   *  wait (waitToExecute, which decides). The one place for these checks. */
+  beforeExecute(call: Call): Promise<void> | undefined {
+    const created = this.host.created?.();
+    if (
+      this.halted ||
+      this.finishing ||
+      this.draining ||
+      this.delivery.inCascade ||
+      this.host.replayOnly ||
+      (created !== undefined && created !== true) ||
+      this.delivery.stalledOn !== undefined ||
+      (this.delivery.holding && this.held.doubtfulCall()) ||
+      (call.node.late && this.held.intentFromCascade(call.key)) ||
+      this.syncWritesPending > 0 ||
+      this.workspaces?.needSync === true
+    ) {
+      return this.waitToExecute(call);
+    }
+    return undefined;
+  }
+
+  /** beforeExecute's waits, once one of its checks found something. */
+  private async waitToExecute(call: Call): Promise<void> {
     if (this.delivery.inCascade) await this.cascadeEnd();
     if (this.halted || this.finishing) return never();
     if (this.host.replayOnly) return this.reachFrontier(call.key);
@@ -1171,29 +1195,6 @@ export class Context implements CallCore {
       await this.workspaces.sync();
       if (this.halted || this.finishing) return never();
     }
-  }
-
-  /** beforeExecute, or undefined when it would find nothing to wait for: its checks, read
-   *  without awaiting (a step made inside a cascade asks once that cascade is over: nearly
-   *  every step then goes on at once). Any that would wait, and beforeExecute decides. */
-  private executeWaits(call: Call): Promise<void> | undefined {
-    const created = this.host.created?.();
-    if (
-      this.halted ||
-      this.finishing ||
-      this.draining ||
-      this.delivery.inCascade ||
-      this.host.replayOnly ||
-      (created !== undefined && created !== true) ||
-      this.delivery.stalledOn !== undefined ||
-      (this.delivery.holding && this.held.doubtfulCall()) ||
-      (call.node.late && this.held.intentFromCascade(call.key)) ||
-      this.syncWritesPending > 0 ||
-      this.workspaces?.needSync === true
-    ) {
-      return this.beforeExecute(call);
-    }
-    return undefined;
   }
 
   private cascadeEnd(): Promise<void> {
@@ -1307,10 +1308,10 @@ export class Context implements CallCore {
     waitFirst = false,
   ): Promise<T> {
     if (waitFirst) {
-      // beforeExecute, without its async function and its awaits when (nearly always) the
-      // end of the cascade the step was made in is all it waits for.
+      // The end of the cascade the step was made in (nearly always all it waits for) is
+      // awaited here, and beforeExecute's wait only when it has one: no await otherwise.
       if (this.delivery.inCascade) await this.cascadeEnd();
-      const waiting = this.executeWaits(call);
+      const waiting = this.beforeExecute(call);
       if (waiting !== undefined) await waiting;
     }
     const { policy, timeoutMs } = this.stepRules(call, options);

@@ -8,8 +8,9 @@
 import type { AttemptRecord } from "../store/store.js";
 
 export class CrashCharges {
-  /** The lost attempt asked for each call the crash cut (chargeIfCut), by key. */
-  private readonly asked = new Map<string, number>();
+  /** The lost attempt asked for each call the crash cut (chargeIfCut), by key: made at the
+   *  first (only a run taken from a crashed worker asks any). */
+  private asked: Map<string, number> | undefined;
   /** How many of `asked` are recorded: a charge asked but not yet written (the write may
    *  fail) leaves the crash unjudged. */
   private recorded = 0;
@@ -32,12 +33,13 @@ export class CrashCharges {
    *  by the caller, which says so with `chargeRecorded`). */
   chargeIfCut(key: string, prior: readonly AttemptRecord[]): boolean {
     if (!this.recovered || this.liveReleased() > 0) return false;
-    if (this.asked.has(key)) return false;
+    if (this.asked?.has(key)) return false;
     const last = prior.at(-1);
     if (last?.retryAt != null && last.retryAt > this.now()) {
       this.foundInBackoff = true;
       return false;
     }
+    this.asked ??= new Map();
     this.asked.set(key, prior.length + 1);
     return true;
   }
@@ -64,7 +66,9 @@ export class CrashCharges {
       !this.attemptRecordedHere &&
       // Likewise a call found in its backoff and not attempted since (close() came during
       // it): its next claimer, past that backoff, would charge it an attempt never begun.
-      (this.asked.size === 0 ? !this.foundInBackoff : this.recorded < this.asked.size)
+      (this.asked === undefined || this.asked.size === 0
+        ? !this.foundInBackoff
+        : this.recorded < this.asked.size)
     );
   }
 
@@ -72,7 +76,7 @@ export class CrashCharges {
    *  landed all the same (the execution halted before the answer, whose write the close()
    *  drain landed; a lost COMMIT), so the journal must say (execution.ts). */
   get unconfirmed(): ReadonlyArray<{ key: string; attempt: number }> {
-    if (this.recorded === this.asked.size) return [];
+    if (this.asked === undefined || this.recorded === this.asked.size) return [];
     return [...this.asked].map(([key, attempt]) => ({ key, attempt }));
   }
 }

@@ -96,8 +96,8 @@ export class LateWork {
   private readonly timers: Array<WeakRef<TimerLike>> = [];
   /** Sockets, pipes, child processes (handle-work.ts): pending while open and ref'd. */
   private readonly handles: Array<WeakRef<HandleLike>> = [];
-  /** Each handle's progress (handleProgress) when prune last looked. */
-  private readonly progress = new WeakMap<HandleLike, string>();
+  /** Each handle's progress (handleProgress) when prune last looked: made with the first. */
+  private progress: WeakMap<HandleLike, string> | undefined;
   private lastOtherAt = Number.NEGATIVE_INFINITY;
   /** As lastOtherAt, for work not begun from an unref'd timer (holdsRunForMs). */
   private lastHoldingAt = Number.NEGATIVE_INFINITY;
@@ -112,6 +112,7 @@ export class LateWork {
       const handle = workHandleOf(type, resource);
       if (handle !== undefined) {
         this.handles.push(new WeakRef(handle));
+        this.progress ??= new WeakMap();
         this.progress.set(handle, handleProgress(handle));
       }
       this.lastOtherAt = performance.now();
@@ -244,8 +245,8 @@ export class LateWork {
       }
       // So did those of one that read, wrote, or was unref'd since the last look.
       const now = handleProgress(h!);
-      if (now !== this.progress.get(h!)) {
-        this.progress.set(h!, now);
+      if (now !== this.progress?.get(h!)) {
+        this.progress?.set(h!, now);
         this.activity = true;
       }
     }
