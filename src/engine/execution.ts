@@ -7,17 +7,22 @@ import type { Clock } from "../lib/clock.js";
 import { nextTurn, settlesWithin } from "../lib/timers.js";
 import { unreadablePayloadReason } from "../store/encrypted-store.js";
 import type {
+  Amounts,
   ClaimedRun,
+  ErrorRecord,
+  EventHead,
   EventHeadsPage,
+  EventPayload,
   Journal,
   LoadJournalOptions,
+  PendingEvent,
   Release,
   RunRecord,
   RunStatus,
   Store,
 } from "../store/store.js";
 import type { FoundChild } from "../workflow/child-identity.js";
-import { Context, type Outcome } from "../workflow/context.js";
+import { type ChildOutcome, Context, type Outcome } from "../workflow/context.js";
 import type { Workflow } from "../workflow/define.js";
 import type { RetryPolicy } from "../workflow/retry.js";
 import { childOutcome, deletedChild } from "./child-result.js";
@@ -288,89 +293,176 @@ export class Execution {
   /** What the Context of this execution is given: the run, the limits, and every write it
    *  makes, fenced by this claim's epoch. */
   private contextHost(run: RunRecord): ContextHost {
-    const { store, committer, clock } = this.deps;
-    // this.epoch is the claim's, or (begun before its create) the create's once it is held.
-    const commitThen: NonNullable<ContextHost["commitThen"]> = (w, written, failed) => {
-      if (this.holding.kind === "held") {
-        committer.writeThen({ ...w, runId: run.id, epoch: this.epoch }, written, failed);
-        return;
-      }
-      this.createdDurably().then((held) => {
-        if (!held) failed(leaseTakenOver(run.id, this.epoch));
-        else committer.writeThen({ ...w, runId: run.id, epoch: this.epoch }, written, failed);
-      }, failed);
-    };
-    return {
-      runId: run.id,
-      workflow: run.workflow,
-      version: run.version,
-      generation: run.generation,
-      recovered: this.claim.recovered,
+    return new Execution.Host(this, run);
+  }
+
+  /** The ContextHost of an execution: a class whose methods are on its prototype (an object
+   *  literal of a score of closures, with conditional spreads, was made for every run). Each
+   *  method reads the execution as the closures did, when called. */
+  private static readonly Host = class ExecutionHost implements ContextHost {
+    readonly runId: string;
+    readonly workflow: string;
+    readonly version: string;
+    readonly generation: number;
+    readonly recovered: boolean;
+    readonly budgetLimit: Amounts;
+    readonly budgetSpent: Amounts;
+    readonly failedCalls: RunRecord["failedCalls"];
+    readonly clock: Clock;
+    readonly maxPayloadBytes: number;
+    readonly maxStepsPerRun: number;
+    readonly inProcessRetryMs: number;
+    readonly abortGraceMs: number;
+    readonly replayStallMs: number;
+    readonly retry: Partial<RetryPolicy> | undefined;
+    readonly leaseFresh?: () => boolean;
+    #workspace: WorkspaceHost | undefined;
+
+    constructor(
+      private readonly ex: Execution,
+      run: RunRecord,
+    ) {
+      const { deps, wf } = ex;
+      this.runId = run.id;
+      this.workflow = run.workflow;
+      this.version = run.version;
+      this.generation = run.generation;
+      this.recovered = ex.claim.recovered;
       // A run started by name by a process without this workflow's code stored only the
       // limits it was given: the workflow's defaults fill in the names it did not give,
       // as a start from code would have (there, they are already in the stored limit).
-      budgetLimit: { ...(this.wf.options.budget ?? {}), ...run.budgetLimit },
-      budgetSpent: run.budgetSpent,
-      failedCalls: run.failedCalls,
-      clock,
-      maxPayloadBytes: this.deps.maxPayloadBytes,
-      maxStepsPerRun: this.deps.maxStepsPerRun,
-      inProcessRetryMs: this.deps.inProcessRetryMs,
-      abortGraceMs: this.deps.abortGraceMs,
-      replayStallMs: this.deps.replayStallMs,
-      retry: this.wf.options.retry as Partial<RetryPolicy> | undefined,
-      commit: (w) => new Promise<void>((resolve, reject) => commitThen(w, resolve, reject)),
-      commitThen,
-      created: () => this.holding.kind === "held" || this.createdDurably(),
-      startChild: (childId, wf, input, inputDigest, inputByName) =>
-        this.deps.startChild(run.id, childId, wf, input, inputDigest, inputByName),
-      childOutcome: (childId) => childOutcome(store, childId, run.id, this.deps.maxPayloadBytes),
-      deletedChild: (childId) => deletedChild(store, childId, run.id),
-      loadEvents: (settled) => {
-        const options = settled ? { settled: true } : undefined;
-        // Without payloads when the store can read them later (Store.eventPayloads): a wait
-        // reads the payload of the event it takes, not of every event the run was sent.
-        if (this.journalOptions && store.pendingEventHeads) {
-          return store.pendingEventHeads(run.id, options);
-        }
-        return store.pendingEvents(run.id, options);
-      },
-      ...(this.journalOptions &&
-        store.eventPayloads && {
-          eventPayloads: (seqs: readonly number[]) => store.eventPayloads!(run.id, seqs),
-        }),
-      ...(this.journalOptions?.pendingEvents === false && {
-        readEventHeads: (page: EventHeadsPage, settled: boolean) =>
-          store.pendingEventHeadsNamed!(run.id, page, settled ? { settled: true } : undefined),
-      }),
-      storeNow: () => store.now(),
-      log: (message, err) => this.deps.log(message, err),
-      traceAttempt: (a) => this.trace.attempt(a),
-      ...(this.deps.leaseFresh && { leaseFresh: this.deps.leaseFresh }),
-      workspace: {
-        root: this.deps.workspaceRoot,
+      this.budgetLimit = { ...(wf.options.budget ?? {}), ...run.budgetLimit };
+      this.budgetSpent = run.budgetSpent;
+      this.failedCalls = run.failedCalls;
+      this.clock = deps.clock;
+      this.maxPayloadBytes = deps.maxPayloadBytes;
+      this.maxStepsPerRun = deps.maxStepsPerRun;
+      this.inProcessRetryMs = deps.inProcessRetryMs;
+      this.abortGraceMs = deps.abortGraceMs;
+      this.replayStallMs = deps.replayStallMs;
+      this.retry = wf.options.retry as Partial<RetryPolicy> | undefined;
+      if (deps.leaseFresh) this.leaseFresh = deps.leaseFresh;
+      // Absent unless the store reads events' payloads apart (see eventPayloads).
+      if (!(ex.journalOptions && deps.store.eventPayloads)) {
+        Object.defineProperty(this, "eventPayloads", { value: undefined });
+      }
+      // Absent unless the journal was loaded without pending events, to be read by name.
+      if (ex.journalOptions?.pendingEvents !== false) {
+        Object.defineProperty(this, "readEventHeads", { value: undefined });
+      }
+    }
+
+    // this.ex.epoch is the claim's, or (begun before its create) the create's once it is held.
+    commitThen(
+      w: Parameters<NonNullable<ContextHost["commitThen"]>>[0],
+      written: () => void,
+      failed: (err: unknown) => void,
+    ): void {
+      const ex = this.ex;
+      const runId = this.runId;
+      const committer = ex.deps.committer;
+      if (ex.holding.kind === "held") {
+        committer.writeThen({ ...w, runId, epoch: ex.epoch }, written, failed);
+        return;
+      }
+      ex.createdDurably().then((held) => {
+        if (!held) failed(leaseTakenOver(runId, ex.epoch));
+        else committer.writeThen({ ...w, runId, epoch: ex.epoch }, written, failed);
+      }, failed);
+    }
+
+    commit(w: Parameters<ContextHost["commit"]>[0]): Promise<void> {
+      return new Promise<void>((resolve, reject) => this.commitThen(w, resolve, reject));
+    }
+
+    created(): true | Promise<boolean> {
+      return this.ex.holding.kind === "held" || this.ex.createdDurably();
+    }
+
+    startChild(
+      childId: string,
+      wf: Workflow<unknown, unknown>,
+      input: unknown,
+      inputDigest: string | undefined,
+      inputByName?: string,
+    ): Promise<FoundChild | undefined> {
+      return this.ex.deps.startChild(this.runId, childId, wf, input, inputDigest, inputByName);
+    }
+
+    childOutcome(childId: string): Promise<ChildOutcome | undefined> {
+      const { store, maxPayloadBytes } = this.ex.deps;
+      return childOutcome(store, childId, this.runId, maxPayloadBytes);
+    }
+
+    deletedChild(childId: string): Promise<ErrorRecord | undefined> {
+      return deletedChild(this.ex.deps.store, childId, this.runId);
+    }
+
+    loadEvents(settled?: boolean): Promise<PendingEvent[]> {
+      const store = this.ex.deps.store;
+      const options = settled ? { settled: true } : undefined;
+      // Without payloads when the store can read them later (Store.eventPayloads): a wait
+      // reads the payload of the event it takes, not of every event the run was sent.
+      if (this.ex.journalOptions && store.pendingEventHeads) {
+        return store.pendingEventHeads(this.runId, options);
+      }
+      return store.pendingEvents(this.runId, options);
+    }
+
+    eventPayloads(seqs: readonly number[]): Promise<EventPayload[]> {
+      return this.ex.deps.store.eventPayloads!(this.runId, seqs);
+    }
+
+    readEventHeads(page: EventHeadsPage, settled: boolean): Promise<EventHead[]> {
+      const options = settled ? { settled: true } : undefined;
+      return this.ex.deps.store.pendingEventHeadsNamed!(this.runId, page, options);
+    }
+
+    storeNow(): Promise<number> {
+      return this.ex.deps.store.now();
+    }
+
+    log(message: string, err?: unknown): void {
+      this.ex.deps.log(message, err);
+    }
+
+    traceAttempt(a: Parameters<NonNullable<ContextHost["traceAttempt"]>>[0]) {
+      return this.ex.trace.attempt(a);
+    }
+
+    /** Made when a workspace is first opened (most runs open none). */
+    get workspace(): WorkspaceHost {
+      this.#workspace ??= this.workspaceHost();
+      return this.#workspace;
+    }
+
+    private workspaceHost(): WorkspaceHost {
+      const ex = this.ex;
+      const { store } = ex.deps;
+      const runId = this.runId;
+      return {
+        root: ex.deps.workspaceRoot,
         missing: (hashes) => store.missingWorkspaceObjects(hashes),
         put: async (objects, refs) => {
-          const res = await store.putWorkspaceObjects({
-            runId: run.id,
-            epoch: this.epoch,
-            objects,
-            refs,
-          });
+          const res = await store.putWorkspaceObjects({ runId, epoch: ex.epoch, objects, refs });
           if (res.ok) return { missing: [] };
           if (res.reason === "missing") return { missing: res.hashes };
-          throw leaseTakenOver(run.id, this.epoch);
+          throw leaseTakenOver(runId, ex.epoch);
         },
         get: (hashes) => store.getWorkspaceObjects(hashes),
-        log: (message) => this.deps.log(message),
-      },
-      requestApproval: async (p) => {
-        const res = await store.requestApproval({ ...p, runId: run.id, epoch: this.epoch });
-        if (!res.ok) throw leaseTakenOver(run.id, this.epoch);
-        return { deadline: res.approval.deadline };
-      },
-    };
-  }
+        log: (message) => ex.deps.log(message),
+      };
+    }
+
+    async requestApproval(
+      p: Parameters<NonNullable<ContextHost["requestApproval"]>>[0],
+    ): Promise<{ deadline: number | null } | undefined> {
+      const ex = this.ex;
+      const res = await ex.deps.store.requestApproval({ ...p, runId: this.runId, epoch: ex.epoch });
+      if (!res.ok) throw leaseTakenOver(this.runId, ex.epoch);
+      return { deadline: res.approval.deadline };
+    }
+  };
 
   /** The store failed under this execution (connection lost, disk full): hand the run back
    *  so it resumes from its journal. A store problem never fails a run. A payload no worker
@@ -654,6 +746,7 @@ export type CrashUnjudged = boolean | "if-recovered";
 
 /** What a Context is constructed with (context.ts). */
 type ContextHost = ConstructorParameters<typeof Context>[0];
+type WorkspaceHost = NonNullable<ContextHost["workspace"]>;
 
 /** The PayloadKeyError an error is or was caused by. */
 export function payloadKeyError(err: unknown): PayloadKeyError | undefined {
