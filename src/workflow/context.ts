@@ -105,7 +105,7 @@ import type { FoundChild } from "./child-identity.js";
 import type { Effect, StepContext, StepOptions, WorkflowContext } from "./context-types.js";
 import { CrashCharges } from "./crash-charges.js";
 import type { Workflow } from "./define.js";
-import { DeliveryQueue } from "./delivery.js";
+import { type DeliveryHooks, DeliveryQueue } from "./delivery.js";
 import { EventReads } from "./event-reads.js";
 import { HeldHandover } from "./held-handover.js";
 import { type CascadeCall, JournalIndex } from "./journal-index.js";
@@ -304,7 +304,7 @@ const LATE_WORK_GRACE_MS = 1_000;
  *  wait took and the next ones, which a loop of waits takes next. */
 const PAYLOADS_READ_TOGETHER = 16;
 
-export class Context implements CallCore {
+export class Context implements CallCore, DeliveryHooks {
   readonly journal: JournalIndex;
   private readonly delivery: DeliveryQueue;
   // The maps and sets below are made when first needed (undefined until then): a run uses
@@ -413,13 +413,7 @@ export class Context implements CallCore {
     this.delivery = new DeliveryQueue(
       this.journal.orderedPositions,
       this.journal.firstNewPosition,
-      {
-        began: () => {
-          this.cascadeTainted = this.lateWork.takeActivity(LATE_WORK_GRACE_MS);
-        },
-        quiet: () => this.cascadeOver(),
-        activity: () => this.lateWork.created,
-      },
+      this,
       this.journal.positionGenerations,
     );
     this.addEvents(this.journal.events);
@@ -455,6 +449,22 @@ export class Context implements CallCore {
       cascadeOver: () => this.cascadeOver(),
     });
     this.api = new WorkflowApi(this) as unknown as WorkflowContext;
+  }
+
+  // The delivery queue's hooks (DeliveryHooks): the Context itself, no closures a run.
+  /** A cascade is about to begin. */
+  began(): void {
+    this.cascadeTainted = this.lateWork.takeActivity(LATE_WORK_GRACE_MS);
+  }
+
+  /** A cascade finished. */
+  quiet(): void {
+    this.cascadeOver();
+  }
+
+  /** The asynchronous resources the workflow code has created so far. */
+  activity(): number {
+    return this.lateWork.created;
   }
 
   /** Runs the workflow function; resolves with how this execution ends. */
