@@ -372,6 +372,10 @@ export class Context implements CallCore, DeliveryHooks {
   /** The running cascade may continue code that joined a cairn outcome with work of the
    *  workflow's own (a timer, a file): the calls it makes have no fixed window. */
   private cascadeTainted = false;
+  /** The workflow code's resources other than promises when the running cascade began, and
+   *  whether its end woke a call waiting for it (delivery.ts, quietTurn). */
+  private othersAtCascade = 0;
+  private cascadeEndWoke = false;
   private halted: Outcome | undefined;
   /** The workflow function has settled: start nothing new (settleInFlight). */
   private finishing = false;
@@ -455,6 +459,7 @@ export class Context implements CallCore, DeliveryHooks {
   /** A cascade is about to begin. */
   began(): void {
     this.cascadeTainted = this.lateWork.takeActivity(LATE_WORK_GRACE_MS);
+    this.othersAtCascade = this.lateWork.createdOther;
   }
 
   /** A cascade finished. */
@@ -465,6 +470,16 @@ export class Context implements CallCore, DeliveryHooks {
   /** The asynchronous resources the workflow code has created so far. */
   activity(): number {
     return this.lateWork.created;
+  }
+
+  /** Whether the cascade that just ended made nothing of the workflow's own but promises
+   *  and woke no cairn call: a recorded outcome may then start at the round's last step. */
+  quietTurn(): boolean {
+    return (
+      !this.cascadeEndWoke &&
+      !this.cascadeTainted &&
+      this.lateWork.createdOther === this.othersAtCascade
+    );
   }
 
   /** Runs the workflow function; resolves with how this execution ends. */
@@ -1213,6 +1228,7 @@ export class Context implements CallCore, DeliveryHooks {
 
   /** A cascade is over: every call it recorded must have been made again. */
   private cascadeOver(): void {
+    this.cascadeEndWoke = true; // until it is known to wake nothing (below)
     const missing = this.missingCall(this.delivery.released);
     // Held while that call or a doubtful late call's verdict may still come (held-handover.ts).
     if (!this.held.settle(missing !== undefined)) return;
@@ -1233,7 +1249,7 @@ export class Context implements CallCore, DeliveryHooks {
     this.afterCascade = [];
     for (const w of waiting) w();
     this.delivery.release();
-    this.held.wakeWaiters();
+    this.cascadeEndWoke = this.held.wakeWaiters() || waiting.length > 0;
     this.watchStall();
     this.maybeSuspend();
     this.frontierIfReplayed();

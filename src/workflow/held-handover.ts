@@ -168,11 +168,13 @@ export class HeldHandover {
     return new Promise<void>((resolve) => this.waiters.push(resolve));
   }
 
-  /** A verdict came (a cascade's end), or the execution halts or drains: waiters look again. */
-  wakeWaiters(): void {
+  /** A verdict came (a cascade's end), or the execution halts or drains: waiters look again.
+   *  True when there were any. */
+  wakeWaiters(): boolean {
     const waiting = this.waiters;
     this.waiters = [];
     for (const w of waiting) w();
+    return waiting.length > 0;
   }
 
   /** The execution halted: no recheck runs. */

@@ -92,6 +92,9 @@ export class LateWork {
   /** Asynchronous resources the workflow code created (promises included): delivery.ts
    *  hands an outcome over only after a round of ticks and microtasks that created none. */
   created = 0;
+  /** Of those, the ones that are no promise: a tick, a microtask, a timer, an immediate, I/O
+   *  (delivery.ts: a cascade that made none leaves nothing of its own in the queues). */
+  createdOther = 0;
 
   private readonly timers: Array<WeakRef<TimerLike>> = [];
   /** Sockets, pipes, child processes (handle-work.ts): pending while open and ref'd. */
@@ -106,6 +109,7 @@ export class LateWork {
   private activity = false;
 
   note(type: string, resource: object): void {
+    this.createdOther++;
     if (type === "Timeout" || type === "Immediate") {
       this.timers.push(new WeakRef(resource as TimerLike));
     } else if (type !== "TickObject" && type !== "Microtask") {
