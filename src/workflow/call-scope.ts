@@ -134,11 +134,16 @@ export function runInBody<T>(owner: object, key: string, fn: () => T): T {
 /** Where code calling into `owner` stands: the call it continues from (undefined at the
  *  root, or when called from outside the workflow's own flow), or the body it runs in. */
 export function currentScope(owner: object): { node: CallNode | undefined; bodyOf?: string } {
+  const s = scopeOf(owner);
+  return typeof s === "string" ? { node: undefined, bodyOf: s } : { node: s };
+}
+
+/** currentScope without an object made for the answer (every call asks, context.ts): the
+ *  call node, undefined, or the key of the step whose body is running (a string). */
+export function scopeOf(owner: object): CallNode | string | undefined {
   const s = getScope();
-  if (!s || s.owner !== owner) return { node: undefined };
-  if ("bodyOf" in s) return { node: undefined, bodyOf: s.bodyOf };
-  if ("root" in s) return { node: undefined };
-  return { node: s };
+  if (!s || s.owner !== owner || "root" in s) return undefined;
+  return "bodyOf" in s ? s.bodyOf : s;
 }
 
 /** Runs cairn's own work (commits, timers, store reads) outside any workflow scope, so it

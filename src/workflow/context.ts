@@ -94,11 +94,11 @@ import { type BlockOn, type Call, type CallCore, HaltedSignal, never } from "./c
 import { CALL_KEY, failedCallKeys, undecodableCall, unreadable } from "./call-errors.js";
 import {
   type CallNode,
-  currentScope,
   enterCall,
   outsideWorkflow,
   runAtRoot,
   runInBody,
+  scopeOf,
 } from "./call-scope.js";
 import { ChildCalls } from "./child-calls.js";
 import type { FoundChild } from "./child-identity.js";
@@ -937,12 +937,12 @@ export class Context implements CallCore, DeliveryHooks {
       // Only names any kind of call may use: "@now" is valid for ctx.now() alone.
       if (!internal) this.checkedNames = withAdded(this.checkedNames, name);
     }
-    const scope = currentScope(this);
-    if (scope.bodyOf !== undefined) {
+    const scope = scopeOf(this);
+    if (typeof scope === "string") {
       // A programming error, not a failed attempt: retrying cannot help. The run fails.
       this.fail(
         new TypeError(
-          `ctx.${kind}("${name}") was called inside the body of step "${scope.bodyOf}" of run "${this.host.runId}"; calls do not nest: make it from the workflow function, around the step`,
+          `ctx.${kind}("${name}") was called inside the body of step "${scope}" of run "${this.host.runId}"; calls do not nest: make it from the workflow function, around the step`,
         ),
       );
       throw new HaltedSignal();
@@ -952,19 +952,24 @@ export class Context implements CallCore, DeliveryHooks {
     this.lastCallOf ??= new Map();
     const prev = this.lastCallOf.get(name);
     const n = (this.counts.get(name) ?? 0) + 1;
-    const key = n === 1 ? name : `${name}#${n}`;
-    const record = this.journal.outcomes.get(key);
+    const made = n === 1 ? name : `${name}#${n}`;
+    const record = this.journal.recordOf(made, this.seq);
+    // The record's own text of the key when there is one (the same text): its hash is known
+    // (the index hashed it), and every set and map that holds it finds it by identity.
+    const key = record?.key ?? made;
     const recordedWindow = this.lateCalls.recordedWindowOf(record);
-    // A name reused in an order only timing decides (late-call-check.ts).
+    // A name reused in an order only timing decides (late-call-check.ts), which only a call
+    // made late, or after a late one, can be (asked only then: most calls reuse a name).
     const reused =
       prev &&
+      (prev.late || late) &&
       this.lateCalls.reusedName(prev, {
         kind,
         name,
         late,
         record,
         recordedWindow,
-        parent: scope.node,
+        parent: scope,
       });
     if (reused) {
       this.fail(reused);
@@ -980,21 +985,22 @@ export class Context implements CallCore, DeliveryHooks {
       tookHeldIntent ||
       (late && this.delivery.holding && record !== undefined && !record.issuedLate);
     this.counts.set(name, n);
-    const node: CallNode = {
+    // The optional parts set after the literal: spread in, each cost an object a call.
+    const node: Mutable<CallNode> = {
       owner: this,
       key,
-      parent: scope.node,
-      depth: (scope.node?.depth ?? 0) + 1,
+      parent: scope,
+      depth: (scope?.depth ?? 0) + 1,
       late,
       seq: this.seq,
       fixed: !late && !this.cascadeTainted,
       replayedInCascade: !late && record !== undefined && !record.issuedLate,
-      ...(recordedWindow === undefined ? {} : { recordedWindow }),
-      ...(tookHeld ? { tookHeldRecord: true } : {}),
-      ...(tookHeldIntent || (tookHeld && recordedWindow !== undefined)
-        ? { heldWindow: this.delivery.released }
-        : {}),
     };
+    if (recordedWindow !== undefined) node.recordedWindow = recordedWindow;
+    if (tookHeld) node.tookHeldRecord = true;
+    if (tookHeldIntent || (tookHeld && recordedWindow !== undefined)) {
+      node.heldWindow = this.delivery.released;
+    }
     this.lastCallOf.set(name, node);
     enterCall(node);
     const call: Call = {
@@ -1103,48 +1109,48 @@ export class Context implements CallCore, DeliveryHooks {
   private replayOutcome<T>(call: Call): Promise<T> {
     const rec = call.record!;
     if (rec.outcome === "error") this.unheardFailures = withAdded(this.unheardFailures, call.key);
-    // Set once the promise exists; settle may run before (a delivery due at once).
-    let outcome: Promise<T> | undefined;
-    let failed = false;
-    outcome = new Promise<T>((resolve, rejectWith) => {
-      const reject = (err: unknown) => {
-        failed = true;
-        rejectWith(err);
-        // No unhandled rejection (makeCall): marked only when it fails, not on every call.
-        outcome?.catch(ignoreRejection);
-      };
-      const settle = () => {
-        if (this.halted) return;
-        this.lateCalls.noteHandedOver(call.key);
-        this.budget.handOver(call.key, rec.spend);
-        if (rec.outcome === "error") {
-          // As for a new failure (record): ordered delivery hands it over on the same side
-          // of the function's end as when it was recorded, so an execution cut off before
-          // its release (a crash, a store error) and the one replaying it name the same.
-          if (!this.functionSettled) this.unheardFailures?.delete(call.key);
-          reject(this.callError(call.key, rec.error ?? { name: "Error", message: "failed" }));
-          return;
-        }
-        try {
-          resolve(decode<T>(rec.result ?? ""));
-        } catch (err) {
-          // Recorded as a value: a key this worker lacks, or text it cannot decode, is not
-          // the call's failure (the first run got a value: handing over an error would let
-          // the workflow take another path). The worker pauses the run instead.
-          if (unreadable(err))
-            this.halt({ kind: "interrupted", error: undecodableCall(call, err) });
-          else reject(err);
-        }
-      };
-      if (rec.delivery === null || this.journal.isFree(call.key)) {
-        this.delivery.freeCalled(
-          settle,
-          this.journal.freeSince.get(call.key),
-          rec.delivery ?? Number.POSITIVE_INFINITY,
-        );
-      } else this.delivery.recordedCalled(rec.delivery, settle);
+    let resolve!: (value: T) => void;
+    let rejectWith!: (err: unknown) => void;
+    const outcome = new Promise<T>((res, rej) => {
+      resolve = res;
+      rejectWith = rej;
     });
-    if (failed) outcome.catch(ignoreRejection);
+    const reject = (err: unknown) => {
+      rejectWith(err);
+      // No unhandled rejection (makeCall): marked only when it fails, not on every call.
+      outcome.catch(ignoreRejection);
+    };
+    // Handed to the delivery once the promise exists (a settle never runs in the call's turn:
+    // the delivery queues every hand-over).
+    const settle = () => {
+      if (this.halted) return;
+      this.lateCalls.noteHandedOver(call.key);
+      this.budget.handOver(call.key, rec.spend);
+      if (rec.outcome === "error") {
+        // As for a new failure (record): ordered delivery hands it over on the same side
+        // of the function's end as when it was recorded, so an execution cut off before
+        // its release (a crash, a store error) and the one replaying it name the same.
+        if (!this.functionSettled) this.unheardFailures?.delete(call.key);
+        reject(this.callError(call.key, rec.error ?? { name: "Error", message: "failed" }));
+        return;
+      }
+      try {
+        resolve(decode<T>(rec.result ?? ""));
+      } catch (err) {
+        // Recorded as a value: a key this worker lacks, or text it cannot decode, is not
+        // the call's failure (the first run got a value: handing over an error would let
+        // the workflow take another path). The worker pauses the run instead.
+        if (unreadable(err)) this.halt({ kind: "interrupted", error: undecodableCall(call, err) });
+        else reject(err);
+      }
+    };
+    if (rec.delivery === null || this.journal.isFree(call.key)) {
+      this.delivery.freeCalled(
+        settle,
+        this.journal.freeSince.get(call.key),
+        rec.delivery ?? Number.POSITIVE_INFINITY,
+      );
+    } else this.delivery.recordedCalled(rec.delivery, settle);
     return outcome;
   }
 
@@ -1246,7 +1252,8 @@ export class Context implements CallCore, DeliveryHooks {
       return;
     }
     const waiting = this.afterCascade;
-    this.afterCascade = [];
+    // A new array only when there were waiters: nearly every cascade of a replay has none.
+    if (waiting.length > 0) this.afterCascade = [];
     for (const w of waiting) w();
     this.delivery.release();
     this.cascadeEndWoke = this.held.wakeWaiters() || waiting.length > 0;
@@ -2560,6 +2567,9 @@ function withAdded<T>(set: Set<T> | undefined, value: T): Set<T> {
 
 /** Marks a promise's rejection handled: the failure still goes to whoever awaits it. */
 function ignoreRejection(): void {}
+
+/** `T` with its parts writable, while one is built. */
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
 /** Waits for `p` (which never rejects), at most `ms` of real time (a grace for code to
  *  stop, not workflow time); the timer is cleared when `p` settles first. */

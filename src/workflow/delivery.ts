@@ -173,52 +173,63 @@ export class DeliveryQueue {
     return this.recorded.length - this.head;
   }
 
-  private nextReady(): { settle: Settle; live: boolean; position?: number } | undefined {
+  /** The next outcome to hand over (its settle), its place in the order when it has one
+   *  (readyPosition) and whether it is new (readyLive); undefined when none is ready. The two
+   *  fields rather than an object made per hand-over. */
+  private nextReady(): Settle | undefined {
+    this.readyLive = false;
+    this.readyPosition = undefined;
     if (this.head < this.recorded.length) {
       const position = this.recorded[this.head]!;
       const settle = this.waiting.get(position);
       const free = this.free[0];
       // A free outcome went before an outcome its own generation's executions made live.
       const freeFirst = free !== undefined && (this.generationAt.get(position) ?? -1) > free.since;
-      if (settle && !freeFirst) return { settle, live: false, position };
-      return free ? { settle: free.settle, live: false } : undefined;
+      if (settle && !freeFirst) {
+        this.readyPosition = position;
+        return settle;
+      }
+      return free?.settle;
     }
     const free = this.free[0];
-    if (free) return { settle: free.settle, live: false };
+    if (free) return free.settle;
     while (this.live[0]?.dropped) this.live.shift();
     const first = this.live[0];
-    return first?.settle
-      ? { settle: first.settle, live: true, position: first.position }
-      : undefined;
+    if (!first?.settle) return undefined;
+    this.readyLive = true;
+    this.readyPosition = first.position;
+    return first.settle;
   }
+  private readyLive = false;
+  private readyPosition: number | undefined;
+
+  /** The outcome being handed over (one at a time: busy), and whether it is new, its place,
+   *  and the workflow code's activity count its round compares (pump). */
+  private handing: Settle | undefined;
+  private handingLive = false;
+  private handingPosition: number | undefined;
+  private mark = 0;
 
   private pump(atCascadeEnd = false): void {
     if (this.busy || this.halted || this.held) return;
-    const next = this.nextReady();
-    if (!next) return;
+    const settle = this.nextReady();
+    if (!settle) return;
     // Take it out of its queue now, so a pump before the microtask runs cannot pick it again.
     if (
       this.head < this.recorded.length &&
-      this.waiting.get(this.recorded[this.head]!) === next.settle
+      this.waiting.get(this.recorded[this.head]!) === settle
     ) {
       this.waiting.delete(this.recorded[this.head]!);
       this.head++;
-    } else if (this.free[0]?.settle === next.settle) {
+    } else if (this.free[0]?.settle === settle) {
       this.free.shift();
     } else {
       this.live.shift();
     }
     this.busy = true;
-    const handOver = () => {
-      if (this.halted) return;
-      this.released++;
-      if (next.live) this.liveReleased++;
-      this.cascadePosition = next.position;
-      this.hooks.began();
-      this.inCascade = true;
-      next.settle();
-      process.nextTick(() => this.cascadeOver());
-    };
+    this.handing = settle;
+    this.handingLive = this.readyLive;
+    this.handingPosition = this.readyPosition;
     // The first run hands a new outcome over only once its record is written (store I/O), so
     // after every tick and microtask the workflow code queued has run: code a timer or I/O of
     // its own resumed (the other side of a Promise.race made late), or a branch living in
@@ -236,18 +247,40 @@ export class DeliveryQueue {
     // and nothing but a hand-over settles what it awaits), and the last step still looks
     // whether the workflow code created anything meanwhile. A replay of 1,000 steps made
     // 2,000 ticks and microtasks fewer. Not for a new outcome: its turn is the first run's.
-    const last = (mark: number) =>
-      queueMicrotask(() => {
-        const now = this.hooks.activity?.() ?? mark;
-        if (now !== mark) round(now);
-        else handOver();
-      });
-    const round = (mark: number) => process.nextTick(() => last(mark));
-    const mark = this.hooks.activity?.() ?? 0;
-    if (atCascadeEnd && !next.live && this.hooks.quietTurn?.() === true) {
-      outsideWorkflow(() => last(mark));
-    } else outsideWorkflow(() => queueMicrotask(() => round(mark)));
+    // The steps are functions made once (the hand-over's parts are fields, above).
+    this.mark = this.hooks.activity?.() ?? 0;
+    if (atCascadeEnd && !this.handingLive && this.hooks.quietTurn?.() === true) {
+      outsideWorkflow(this.queueLastStep);
+    } else outsideWorkflow(this.queueFirstStep);
   }
+
+  private readonly queueFirstStep = (): void => queueMicrotask(this.firstStep);
+  private readonly firstStep = (): void => {
+    process.nextTick(this.queueLastStep);
+  };
+  private readonly queueLastStep = (): void => queueMicrotask(this.lastStep);
+  private readonly lastStep = (): void => {
+    const now = this.hooks.activity?.() ?? this.mark;
+    if (now !== this.mark) {
+      this.mark = now;
+      this.firstStep();
+    } else this.handOver();
+  };
+
+  private handOver(): void {
+    if (this.halted) return;
+    const settle = this.handing!;
+    this.handing = undefined;
+    this.released++;
+    if (this.handingLive) this.liveReleased++;
+    this.cascadePosition = this.handingPosition;
+    this.hooks.began();
+    this.inCascade = true;
+    settle();
+    process.nextTick(this.endOfCascade);
+  }
+
+  private readonly endOfCascade = (): void => this.cascadeOver();
 
   private cascadeOver(): void {
     this.inCascade = false;

@@ -172,9 +172,10 @@ export class HeldHandover {
    *  True when there were any. */
   wakeWaiters(): boolean {
     const waiting = this.waiters;
+    if (waiting.length === 0) return false;
     this.waiters = [];
     for (const w of waiting) w();
-    return waiting.length > 0;
+    return true;
   }
 
   /** The execution halted: no recheck runs. */

@@ -20,6 +20,10 @@ export type CascadeCall = Pick<StepRecord, "key" | "kind" | "name" | "seq" | "is
 export class JournalIndex {
   /** The outcome each key holds for this execution. */
   readonly outcomes: Map<string, StepRecord>;
+  /** Those outcomes by the seq their call was made at (one of them where seqs repeat): a
+   *  replay makes its calls in their order, so `recordOf` finds a call's record here
+   *  without a lookup by a key made anew for the call (hashed, and compared by its text). */
+  private readonly bySeq: Array<StepRecord | undefined> = [];
   /** Attempts of this generation, per key, in order: they count toward maxAttempts. */
   readonly attempts = new Map<string, AttemptRecord[]>();
   /** Spend of every attempt of every generation, per key (replayed with the key). */
@@ -36,7 +40,8 @@ export class JournalIndex {
    *  it: from the next generation on it was handed over before that generation's own new
    *  outcomes whenever both were ready (delivery.ts). */
   readonly freeSince = new Map<string, number>();
-  /** The generation of the record at each ordered position. */
+  /** The generation of the record at each ordered position, but generation 0's (absent:
+   *  delivery.ts reads it as older than any, and a free outcome's generation is never below 0). */
   readonly positionGenerations = new Map<number, number>();
   /** Calls made inside a cascade (their window is a fact of the program), by window: those
    *  recorded, and effects and children begun (an intent with its window). */
@@ -121,17 +126,19 @@ export class JournalIndex {
     // handler's ctx.uuid()): the same.
     const isFree = (s: StepRecord) =>
       s.issuedAfter === null ||
-      replaced.some(
-        (r) =>
-          s.generation <= r.generation &&
-          (s.delivery === null
-            ? s.issuedAfter! > r.calledAt
-            : s.delivery > r.after && s.issuedAfter! >= r.calledAt),
-      );
+      (replaced.length > 0 &&
+        replaced.some(
+          (r) =>
+            s.generation <= r.generation &&
+            (s.delivery === null
+              ? s.issuedAfter! > r.calledAt
+              : s.delivery > r.after && s.issuedAfter! >= r.calledAt),
+        ));
     const cascade: CascadeCall[] = [];
     // The outcomes are those left by key (a replaced failure's key taken out above).
     this.outcomes = byKey;
     for (const [key, rec] of byKey) {
+      if (Number.isSafeInteger(rec.seq) && rec.seq >= 0) this.bySeq[rec.seq] = rec;
       if (isFree(rec)) {
         this.freeKeys.add(key);
         const by = replaced.filter(
@@ -151,7 +158,8 @@ export class JournalIndex {
       }
       if (rec.delivery !== null) {
         this.orderedPositions.push(rec.delivery);
-        this.positionGenerations.set(rec.delivery, rec.generation);
+        // Generation 0 is left out (read as the oldest): nearly every record of a journal.
+        if (rec.generation !== 0) this.positionGenerations.set(rec.delivery, rec.generation);
       }
       if (!rec.issuedLate) cascade.push(rec);
     }
@@ -197,6 +205,14 @@ export class JournalIndex {
     return this.freeKeys.has(key);
   }
 
+  /** The outcome `key` holds (outcomes.get), for a call made at `seq`. */
+  recordOf(key: string, seq: number): StepRecord | undefined {
+    const guess = this.bySeq[seq];
+    // The record of that seq is the one when it is this key's outcome (its text the same).
+    if (guess !== undefined && guess.key === key) return guess;
+    return this.outcomes.get(key);
+  }
+
   /** The index of `journal`: for a journal that holds nothing (a run created now), one
    *  index shared by every execution, whatever its generation (nothing in it depends on
    *  it): seven empty maps and sets a run were a tenth of a 0-step run's heap. Its maps,
@@ -235,7 +251,8 @@ function sealedEmptyIndex(): JournalIndex {
   Object.freeze(index.orderedPositions);
   Object.freeze(index.cascadeCalls);
   Object.freeze(index.unfinished);
-  return Object.freeze(index);
+  Object.freeze(index);
+  return index;
 }
 
 function sealed(): Error {

@@ -197,8 +197,11 @@ export class LateWork {
   /** Other work may still be pending: started within the grace, or fewer loop turns ago
    *  than a file read takes (a loop blocked meanwhile let it finish no sooner). */
   private otherPendingMs(graceMs: number): number {
-    const since = performance.now() - this.lastOtherAt;
-    if (since < graceMs) return Math.ceil(graceMs - since);
+    // The clock is read only when other work ever began (every hand-over asks).
+    if (this.lastOtherAt !== Number.NEGATIVE_INFINITY) {
+      const since = performance.now() - this.lastOtherAt;
+      if (since < graceMs) return Math.ceil(graceMs - since);
+    }
     return this.turns < OTHER_WORK_TURNS ? 1 : 0;
   }
 
