@@ -14,7 +14,7 @@ import { BACKENDS, useHarness } from "./helpers/engines.js";
 import { until } from "./helpers/sqlite.js";
 
 const loop = workflow(
-  { name: "h2-replay-loop", version: "1" },
+  { name: "replay-loop", version: "1" },
   async (ctx, input: { steps: number }): Promise<number> => {
     let sum = 0;
     for (let i = 0; i < input.steps; i++) sum += (await ctx.step("s", async () => ({ i }))).i;
@@ -75,7 +75,7 @@ describe.each(BACKENDS)("%s: the hand-over's shortcut", (backend) => {
   it("a reaction a tick of the cascade sets running keeps its race against the next recorded step on replay", async () => {
     const h = harness();
     const winners: string[] = [];
-    const wf = workflow({ name: "h2-tick-reaction-race", version: "1" }, async (ctx) => {
+    const wf = workflow({ name: "tick-reaction-race", version: "1" }, async (ctx) => {
       await ctx.step("pre", () => 1);
       const branch = new Promise<void>((resolve) => process.nextTick(resolve)).then(() => "branch");
       const won = await Promise.race([ctx.step("a", () => "step"), branch]);
