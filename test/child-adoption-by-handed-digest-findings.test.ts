@@ -183,7 +183,11 @@ function revertibleStorage(backend: Backend) {
     revert = async () => {
       const raw = new Database(db.path);
       raw.exec(
-        "DROP INDEX runs_held_by; " +
+        // Migration 17's index swap undone too.
+        "DROP INDEX runs_ready_idle; " +
+          "CREATE INDEX runs_ready ON runs (ready_at) WHERE ready_at IS NOT NULL; " +
+          "CREATE INDEX runs_lease_owner ON runs (lease_owner) WHERE lease_owner IS NOT NULL; " +
+          "DROP INDEX runs_held_by; " +
           "ALTER TABLE runs DROP COLUMN handed_input_digest; ALTER TABLE runs DROP COLUMN held_by; " +
           "ALTER TABLE runs DROP COLUMN held_until; DROP TABLE store_marks; " +
           "DELETE FROM schema_version WHERE version > 12",
@@ -198,7 +202,7 @@ function revertibleStorage(backend: Backend) {
     revert = () =>
       withClient(url, async (c) => {
         // Back to schema 18: migration 20's write tokens, 21's index, 22's holds (23's index
-        // with them) and 24's store marks go too.
+        // with them), 24's store marks and 25's index go too.
         await c.query(
           `ALTER TABLE "${schema}".runs DROP COLUMN handed_input_digest, DROP COLUMN create_token,
              DROP COLUMN held_by, DROP COLUMN held_until`,
@@ -207,6 +211,7 @@ function revertibleStorage(backend: Backend) {
         await c.query(`ALTER TABLE "${schema}".run_streams DROP COLUMN append_token`);
         await c.query(`DROP INDEX "${schema}".steps_run_seq`);
         await c.query(`DROP TABLE "${schema}".store_marks`);
+        await c.query(`DROP INDEX "${schema}".events_unconsumed_by_name`);
         await c.query(`DELETE FROM "${schema}".schema_version WHERE version > 18`);
       });
   }

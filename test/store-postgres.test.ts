@@ -237,6 +237,7 @@ describe.skipIf(!url)("PostgreSQL store", () => {
       );
       await c.query(`ALTER TABLE "${schema}".events DROP COLUMN send_token`);
       await c.query(`DROP INDEX "${schema}".events_run`);
+      await c.query(`DROP INDEX "${schema}".events_unconsumed_by_name`);
       await c.query(`DROP INDEX "${schema}".steps_run_seq`);
       for (const table of ["runs", "steps", "attempts"]) {
         await c.query(
