@@ -202,7 +202,7 @@ function revertibleStorage(backend: Backend) {
     revert = () =>
       withClient(url, async (c) => {
         // Back to schema 18: migration 20's write tokens, 21's index, 22's holds (23's index
-        // with them), 24's store marks and 25's index go too.
+        // with them), 24's store marks, 25's events index and 26's runs indexes go too.
         await c.query(
           `ALTER TABLE "${schema}".runs DROP COLUMN handed_input_digest, DROP COLUMN create_token,
              DROP COLUMN held_by, DROP COLUMN held_until`,
@@ -212,6 +212,15 @@ function revertibleStorage(backend: Backend) {
         await c.query(`DROP INDEX "${schema}".steps_run_seq`);
         await c.query(`DROP TABLE "${schema}".store_marks`);
         await c.query(`DROP INDEX "${schema}".events_unconsumed_by_name`);
+        // 26's runs indexes back to migration 1's.
+        await c.query(`DROP INDEX "${schema}".runs_ready_idle`);
+        await c.query(
+          `CREATE INDEX runs_ready_at ON "${schema}".runs (ready_at) WHERE ready_at IS NOT NULL`,
+        );
+        await c.query(
+          `CREATE INDEX runs_lease_owner ON "${schema}".runs (lease_owner)
+            WHERE lease_owner IS NOT NULL`,
+        );
         await c.query(`DELETE FROM "${schema}".schema_version WHERE version > 18`);
       });
   }

@@ -239,6 +239,15 @@ describe.skipIf(!url)("PostgreSQL store", () => {
       await c.query(`DROP INDEX "${schema}".events_run`);
       await c.query(`DROP INDEX "${schema}".events_unconsumed_by_name`);
       await c.query(`DROP INDEX "${schema}".steps_run_seq`);
+      // Migration 26's indexes back to migration 1's.
+      await c.query(`DROP INDEX "${schema}".runs_ready_idle`);
+      await c.query(
+        `CREATE INDEX runs_ready_at ON "${schema}".runs (ready_at) WHERE ready_at IS NOT NULL`,
+      );
+      await c.query(
+        `CREATE INDEX runs_lease_owner ON "${schema}".runs (lease_owner)
+          WHERE lease_owner IS NOT NULL`,
+      );
       for (const table of ["runs", "steps", "attempts"]) {
         await c.query(
           `ALTER TABLE "${schema}".${table} ALTER COLUMN error TYPE jsonb USING ${toJsonb}`,

@@ -536,9 +536,13 @@ export async function markUnserved(
     const r = await tx.query(
       `WITH c AS (SELECT ${nowSql(1)} AS now),
       l AS (
-        SELECT r.id FROM ${t.runs} r, c
-        WHERE r.ready_at <= c.now - $2::bigint
-          AND r.status IN ('pending', 'waiting', 'running')
+        SELECT r.id FROM ${t.runs} r
+        -- Ready runs that are not running by runs_ready_idle, running ones (leased) by
+        -- status (runs_status_created): migration 25 left running runs out of the first.
+        -- now as a scalar, which an index scan can bound ready_at by (as the claim's).
+        WHERE ((r.ready_at <= (SELECT now FROM c) - $2::bigint
+                AND r.status IN ('pending', 'waiting'))
+            OR (r.status = 'running' AND r.ready_at <= (SELECT now FROM c) - $2::bigint))
           AND NOT ((r.workflow || '@' || r.version) = ANY($3::text[]))
         ORDER BY r.id
         FOR NO KEY UPDATE OF r SKIP LOCKED

@@ -30,6 +30,7 @@ import { migration as heldForBodies } from "./022-held-for-bodies.js";
 import { migration as holdsByWorker } from "./023-holds-by-worker.js";
 import { migration as storeMarks } from "./024-store-marks.js";
 import { migration as unconsumedEventsByName } from "./025-unconsumed-events-by-name.js";
+import { migration as leanRunIndexes } from "./026-lean-run-indexes.js";
 
 export interface Migration {
   version: number;
@@ -64,6 +65,7 @@ export const MIGRATIONS: readonly Migration[] = [
   holdsByWorker,
   storeMarks,
   unconsumedEventsByName,
+  leanRunIndexes,
 ];
 
 /** The schema version this code writes and understands. */
