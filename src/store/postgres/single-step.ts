@@ -9,10 +9,14 @@
 //   append_records locks it; a claim that took the run over either committed first (the
 //   locked row is read again as committed, the epoch differs, nothing is inserted) or waits
 //   for this commit and then sees the step.
-// - It inserts exactly one row or none (ON CONFLICT DO NOTHING), so "a write that fails
-//   lands nothing" holds without a rollback. None inserted means the lease is lost or the
-//   key is taken (a retry of a write whose answer was lost, or a conflict): the write then
-//   goes to append_records, which tells those apart (an identical stored row is "ok").
+// - It inserts exactly one row or none, so "a write that fails lands nothing" holds without
+//   a rollback. None inserted (the lease lost), or the key taken (a retry of a write whose
+//   answer was lost, or a conflict: the unique violation of steps_pkey, which lands
+//   nothing), and the write goes to append_records, which tells those apart (an identical
+//   stored row is "ok"). A plain INSERT, not ON CONFLICT DO NOTHING: that one's speculative
+//   insertion probed steps_pkey before the insert and wrote a HEAP_CONFIRM record after it,
+//   20 of 48-byte WAL records per 20-step run for a conflict that a run executed once never
+//   meets (pg_walinspect).
 // - Only a step without spend takes it (append_records would update the run's budget), and
 //   only with numbers that the columns take exactly as append_records's jsonb would.
 //
@@ -53,32 +57,46 @@ export async function insertSingleStep(
   step: StepRecord,
 ): Promise<boolean> {
   const s = normalizeStep(step);
-  const r = await ctx.db.statement(
-    "appendRecords",
-    "idempotent",
-    insertSql(ctx),
-    [
-      s.runId,
-      epoch,
-      s.key,
-      s.generation,
-      s.seq,
-      s.name,
-      s.kind,
-      s.outcome,
-      s.result,
-      s.error === null ? null : errorJson(s.error),
-      s.attempt,
-      s.startedAt,
-      s.completedAt,
-      s.delivery,
-      s.issuedAfter,
-      s.issuedLate,
-      s.reconciled ?? null,
-    ],
-    "cairn_insert_single_step",
-  );
-  return r.rowCount === 1;
+  const r = await ctx.db
+    .statement(
+      "appendRecords",
+      "idempotent",
+      insertSql(ctx),
+      [
+        s.runId,
+        epoch,
+        s.key,
+        s.generation,
+        s.seq,
+        s.name,
+        s.kind,
+        s.outcome,
+        s.result,
+        s.error === null ? null : errorJson(s.error),
+        s.attempt,
+        s.startedAt,
+        s.completedAt,
+        s.delivery,
+        s.issuedAfter,
+        s.issuedLate,
+        s.reconciled ?? null,
+      ],
+      "cairn_insert_single_step",
+    )
+    .catch((err: unknown) => {
+      if (keyTaken(err)) return undefined;
+      throw err;
+    });
+  return r?.rowCount === 1;
+}
+
+/** Whether `err` (or its cause) is the unique violation of the steps' primary key. */
+function keyTaken(err: unknown): boolean {
+  for (let e = err, depth = 0; e && depth < 3; e = (e as { cause?: unknown }).cause, depth++) {
+    const x = e as { code?: unknown; constraint?: unknown };
+    if (x.code === "23505" && x.constraint === "steps_pkey") return true;
+  }
+  return false;
 }
 
 const texts = new WeakMap<StoreContext["t"], string>();
@@ -93,8 +111,7 @@ function insertSql(ctx: StoreContext): string {
       SELECT r.id, $3::text, $4::integer, $5::integer, $6::text, $7::text, $8::text, $9::text,
           $10::text, $11::integer, $12::bigint, $13::bigint, $14::integer, $15::integer,
           $16::boolean, $17::boolean
-        FROM ${t.runs} r WHERE r.id = $1::text AND r.epoch = $2::bigint FOR NO KEY UPDATE
-      ON CONFLICT (run_id, key, generation) DO NOTHING`;
+        FROM ${t.runs} r WHERE r.id = $1::text AND r.epoch = $2::bigint FOR NO KEY UPDATE`;
     texts.set(t, sql);
   }
   return sql;
