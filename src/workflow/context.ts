@@ -593,8 +593,15 @@ export class Context implements CallCore, DeliveryHooks {
     const blocked = this.blocked;
     if (this.halted || blocked === undefined || ![...blocked].some((b) => b.event)) return;
     const byName = this.eventReads;
-    if (byName) await byName.reload(false);
-    else this.addEvents(await this.host.loadEvents());
+    if (byName) {
+      // The names waits are blocked on when the read begins: the others are read when a
+      // take of them finds nothing (EventReads.reload).
+      await byName.reload(false, () => {
+        const blockedOn = new Set<string>();
+        for (const b of this.blocked) if (b.event !== undefined) blockedOn.add(b.event);
+        return blockedOn;
+      });
+    } else this.addEvents(await this.host.loadEvents());
   }
 
   /** Whether a wait of this execution is blocked on an event (it may come from elsewhere). */

@@ -9,10 +9,11 @@
 // the order they were called, whatever reads some of them waited for (a take that needs no
 // read waits behind an earlier one that does). Each name is read from the first pending
 // event on, then page by page while a take finds nothing in what was read and more is
-// stored; events sent during the execution (a hint, the last look after a wait's deadline)
-// are read past the last seq read of each name read to its end, as a store offering the
-// verb makes a run's events visible in seq order. Reads go one after another, each from
-// where the one before left its names.
+// stored; events sent during the execution are read past the last seq read of each name
+// read to its end, as a store offering the verb makes a run's events visible in seq order:
+// at the last look after a wait's deadline every such name, at a hint only the names waits
+// are blocked on (the others are marked stale, and read on when a take of them finds
+// nothing). Reads go one after another, each from where the one before left its names.
 
 import type { EventHead, EventHeadsPage } from "../store/store.js";
 
@@ -37,6 +38,9 @@ interface NameRead {
   readTo: number;
   /** The last read found no more: every pending event of the name up to then is read. */
   whole: boolean;
+  /** Read to its end, but not read again at a hint since (no wait was blocked on it): a
+   *  take that finds nothing of it reads past `readTo` first. */
+  stale?: boolean;
 }
 
 export class EventReads {
@@ -67,14 +71,22 @@ export class EventReads {
 
   /** Reads past its last seq every name read to its end: events sent since (a hint, the
    *  last look after a deadline, `settled`). A name with more pending is read on when a take
-   *  reaches its end. */
-  reload(settled: boolean): Promise<void> {
-    return this.enqueue(() =>
-      this.readNames(
-        [...this.names].filter(([, r]) => r.whole).map(([name]) => name),
-        settled,
-      ),
-    );
+   *  reaches its end. `only` (a hint): just the names it gives when the read begins (those
+   *  waits are blocked on then, after the takes queued before); the other names read to
+   *  their end are marked stale, and read on when a take finds nothing of them: reading
+   *  every name ever read at every hint cost an execution that waited on N names one after
+   *  another (a loop of named waits, a parent's N children) about N^2/2 reads. */
+  reload(settled: boolean, only?: () => ReadonlySet<string>): Promise<void> {
+    return this.enqueue(() => {
+      const names: string[] = [];
+      const wanted = only?.();
+      for (const [name, r] of this.names) {
+        if (!r.whole) continue;
+        if (wanted === undefined || wanted.has(name)) names.push(name);
+        else r.stale = true;
+      }
+      return this.readNames(names, settled);
+    });
   }
 
   /** How many names have been read (for tests and diagnostics). */
@@ -84,7 +96,9 @@ export class EventReads {
 
   private enough(name: string, deadline: number | null): boolean {
     const read = this.names.get(name);
-    return read !== undefined && (read.whole || this.host.takeable(name, deadline));
+    return (
+      read !== undefined && ((read.whole && !read.stale) || this.host.takeable(name, deadline))
+    );
   }
 
   private enqueue<T>(op: () => Promise<T>): Promise<T> {
@@ -115,6 +129,7 @@ export class EventReads {
       }
       for (const h of page) if (h.seq > read.readTo) read.readTo = h.seq;
       read.whole = page.length < EVENT_HEADS_PAGE;
+      read.stale = false;
       for (const h of page) heads.push(h);
     });
     this.host.add(heads);
