@@ -54,4 +54,44 @@ describe.each(BACKENDS)("a hint reads the names waits are blocked on (%s)", (bac
     // name read so far, at each hint: about N^2/2 = 800).
     expect(reads).toBeLessThanOrEqual(3 * N);
   });
+
+  it("a name a hint passed over (stale) is read when a wait takes of it: its event sent meanwhile is taken in the same execution", async () => {
+    const h = harness();
+    const busy = gate();
+    const wf = workflow({ name: "stale", version: "1" }, async (ctx) => {
+      const out: unknown[] = [];
+      const waits = async () => {
+        for (const name of ["b", "a", "b"]) {
+          const w = await ctx.waitForEvent<string>(name);
+          out.push(w.timedOut ? null : w.payload);
+        }
+      };
+      await Promise.all([waits(), ctx.step("busy", () => busy.opened)]);
+      return out;
+    });
+    let reads = 0;
+    let loads = 0;
+    const store = around(h.store(), {
+      pendingEventHeadsNamed: async (call, ...args) => {
+        reads++;
+        return call(...args);
+      },
+      loadJournal: async (call, ...args) => {
+        loads++;
+        return call(...args);
+      },
+    });
+    const client = h.engine([], { worker: false });
+    await client.start(wf, undefined, { id: "s" });
+    await client.sendEvent("s", "b", "b0");
+    const e = h.engine([wf], { store });
+    await until(async () => reads >= 2, "the wait on a blocked");
+    // Hinted while only "a" is waited on: "b" is passed over, marked stale.
+    await e.sendEvent("s", "b", "b1");
+    await e.sendEvent("s", "a", "a0");
+    await until(async () => reads >= 4, "a read, then b read again");
+    busy.open();
+    expect(await advanceUntil(h.clock, e.handle("s").result(), 10)).toEqual(["b0", "a0", "b1"]);
+    expect(loads).toBe(1);
+  });
 });
