@@ -598,7 +598,7 @@ export class Context implements CallCore, DeliveryHooks {
       // take of them finds nothing (EventReads.reload).
       await byName.reload(false, () => {
         const blockedOn = new Set<string>();
-        for (const b of this.blocked) if (b.event !== undefined) blockedOn.add(b.event);
+        for (const b of this.blocked ?? []) if (b.event !== undefined) blockedOn.add(b.event);
         return blockedOn;
       });
     } else this.addEvents(await this.host.loadEvents());
