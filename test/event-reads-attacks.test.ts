@@ -119,18 +119,22 @@ describe.each(BACKENDS)("event reads by name, attacked (%s)", (backend) => {
     await client.start(wf, undefined, { id: "c" });
     for (let i = 0; i < 120; i++) await client.sendEvent("c", "x", i);
     let reads = 0;
+    let readsDone = 0;
     const store = around(h.store(), {
       pendingEventHeadsNamed: async (call, ...args) => {
-        reads++;
+        const n = ++reads;
         // Another process sends while this page is read (before and after its statement).
-        if (reads <= 3) await client.sendEvent("c", "x", 120 + (reads - 1) * 2);
+        if (n <= 3) await client.sendEvent("c", "x", 120 + (n - 1) * 2);
         const page = await call(...args);
-        if (reads <= 3) await client.sendEvent("c", "x", 121 + (reads - 1) * 2);
+        if (n <= 3) await client.sendEvent("c", "x", 121 + (n - 1) * 2);
+        readsDone++;
         return page;
       },
     });
     const e = h.engine([wf], { store });
-    await until(async () => reads >= 3, "three page reads");
+    // The test's own sends come after the third read's last one (125): sent while it was
+    // still under way, 126 could be stored first, and taking in seq order would hand it first.
+    await until(async () => readsDone >= 3, "three page reads");
     for (let i = 126; i < total; i++) await client.sendEvent("c", "x", i);
     expect(await advanceUntil(h.clock, e.handle("c").result(), 100)).toEqual(range(total));
   });
