@@ -64,9 +64,10 @@ describe("the budget a run started by name is held to (SQLite)", () => {
     const line = res.stdout.split("\n").find((l) => /^\s*budget\b/.test(l));
     expect(line, res.stdout).toBeDefined();
     expect(line).not.toContain("(no limit)");
-    expect(line).toContain(
-      "usd 2 (no limit given to the run; the workflow's default budget, if any, applies)",
-    );
+    expect(line).toContain("usd 2 (no limit given)");
     expect(line).toContain("tokens 0 of 50");
+    expect(line).toMatch(
+      /; where the run was given no limit, the workflow's default budget, if any, applies$/,
+    );
   });
 });

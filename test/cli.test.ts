@@ -122,9 +122,11 @@ describe("cairn CLI (SQLite)", () => {
     expect(shown.stdout).toMatch(/workflow\s+approve@1/);
     expect(shown.stdout).toMatch(/status\s+waiting/);
     expect(shown.stdout).toMatch(/waiting for\s+"approval"/);
-    // The CLI has no workflow code: it cannot tell "no limit" from a default's (h5).
-    const none = "\\(no limit given to the run; the workflow's default budget, if any, applies\\)";
-    expect(shown.stdout).toMatch(new RegExp(`budget\\s+tokens 100 ${none}, usd 0.25 ${none}`));
+    // The CLI has no workflow code: it cannot tell "no limit" from a default's, and says so
+    // once, after the amounts.
+    expect(shown.stdout).toMatch(
+      /budget\s+tokens 100 \(no limit given\), usd 0.25 \(no limit given\); where the run was given no limit, the workflow's default budget, if any, applies\n/,
+    );
     expect(shown.stdout).toMatch(/input\s+\{"n":1\}/);
     expect(shown.stdout).toMatch(/plan\s+step\s+completed\s+1\s+tokens=100 usd=0.25/);
     expect(shown.stdout).toMatch(/approval\s+wait\s+waiting\s+0/);

@@ -42,21 +42,23 @@ export function formatBudget(budget: {
 }): string {
   const names = [...new Set([...Object.keys(budget.limit), ...Object.keys(budget.spent)])].sort();
   const unknown = budget.defaultsUnknown === true;
+  // Said once, after the amounts: the names with no limit given may have the workflow's.
+  const defaults =
+    "; where the run was given no limit, the workflow's default budget, if any, applies";
   if (names.length === 0) {
-    return unknown
-      ? "nothing spent (no limit given to the run; the workflow's default budget, if any, applies)"
-      : "no limit, nothing spent";
+    return unknown ? `nothing spent${defaults}` : "no limit, nothing spent";
   }
-  return names
+  let unlimited = false;
+  const amounts = names
     .map((name) => {
       const spent = formatNumber(amountOf(budget.spent, name));
       const limit = budget.limit[name];
       if (limit !== undefined) return `${name} ${spent} of ${formatNumber(limit)}`;
-      return unknown
-        ? `${name} ${spent} (no limit given to the run; the workflow's default budget, if any, applies)`
-        : `${name} ${spent} (no limit)`;
+      unlimited = true;
+      return unknown ? `${name} ${spent} (no limit given)` : `${name} ${spent} (no limit)`;
     })
     .join(", ");
+  return unknown && unlimited ? `${amounts}${defaults}` : amounts;
 }
 
 export function formatError(e: {
