@@ -12,8 +12,8 @@ import { createHook } from "node:async_hooks";
 import { writeFileSync } from "node:fs";
 import { Session } from "node:inspector/promises";
 import type { Journal, StepRecord } from "../src/store/store.js";
-import type { ContextHost } from "../src/workflow/context.js";
 import type { WorkflowContext } from "../src/workflow/context-types.js";
+import { testContextHost } from "../test/helpers/context-host.js";
 import { fromSource } from "./cairn.js";
 
 const root = fromSource ? "../src" : "../dist";
@@ -21,9 +21,6 @@ const { Context }: typeof import("../src/workflow/context.js") = await import(
   `${root}/workflow/context.js`
 );
 const { encode }: typeof import("../src/codec/codec.js") = await import(`${root}/codec/codec.js`);
-const { createVirtualClock }: typeof import("../src/testing/virtual-clock.js") = await import(
-  `${root}/testing/virtual-clock.js`
-);
 
 const args = process.argv.slice(2);
 const steps = Number(args.find((a) => !a.startsWith("--")) ?? 1000);
@@ -62,27 +59,7 @@ async function loop(ctx: WorkflowContext, input: { steps: number }): Promise<num
   return sum;
 }
 
-const host = (): ContextHost => ({
-  runId: "r",
-  workflow: "w",
-  version: "1",
-  generation: 0,
-  recovered: false,
-  budgetLimit: {},
-  budgetSpent: {},
-  failedCalls: [],
-  clock: createVirtualClock(),
-  maxPayloadBytes: 1_000_000,
-  inProcessRetryMs: 5_000,
-  abortGraceMs: 50,
-  replayStallMs: 2_000,
-  commit: async () => {},
-  startChild: async () => undefined,
-  childOutcome: async () => undefined,
-  deletedChild: async () => undefined,
-  loadEvents: async () => [],
-  log: () => {},
-});
+const host = () => testContextHost();
 
 const cpu = () => {
   const u = process.cpuUsage();

@@ -3,40 +3,12 @@
 // execution when first read rather than made as a score of closures a run.
 
 import { afterEach, describe, expect, it } from "vitest";
-import type { Journal, RunWrite } from "../src/store/store.js";
-import { createVirtualClock } from "../src/testing/virtual-clock.js";
-import { Context, type ContextHost, type Outcome } from "../src/workflow/context.js";
+import type { RunWrite } from "../src/store/store.js";
+import { Context, type Outcome } from "../src/workflow/context.js";
 import type { WorkflowContext } from "../src/workflow/context-types.js";
+import { emptyJournal, testContextHost } from "./helpers/context-host.js";
 
-function emptyJournal(): Journal {
-  return { steps: [], attempts: [], intents: [], events: [] };
-}
-
-function host(writes: RunWrite[] = []): ContextHost {
-  return {
-    runId: "r",
-    workflow: "w",
-    version: "1",
-    generation: 0,
-    recovered: false,
-    budgetLimit: {},
-    budgetSpent: {},
-    failedCalls: [],
-    clock: createVirtualClock(),
-    maxPayloadBytes: 1_000_000,
-    inProcessRetryMs: 5_000,
-    abortGraceMs: 50,
-    replayStallMs: 2_000,
-    commit: async (w) => {
-      writes.push({ runId: "r", epoch: 1, ...w });
-    },
-    startChild: async () => undefined,
-    childOutcome: async () => undefined,
-    deletedChild: async () => undefined,
-    loadEvents: async () => [],
-    log: () => {},
-  };
-}
+const host = (writes: RunWrite[] = []) => testContextHost(writes);
 
 const made: Context[] = [];
 afterEach(() => {

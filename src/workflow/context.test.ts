@@ -3,6 +3,7 @@
 
 import { getEventListeners } from "node:events";
 import { describe, expect, it } from "vitest";
+import { emptyJournal, testContextHost } from "../../test/helpers/context-host.js";
 import { encode } from "../codec/codec.js";
 import type { NonDeterminismError } from "../errors.js";
 import type {
@@ -13,7 +14,6 @@ import type {
   RunWrite,
   StepRecord,
 } from "../store/store.js";
-import { createVirtualClock } from "../testing/virtual-clock.js";
 import { APPROVAL_EVENT_PREFIX } from "./approval-calls.js";
 import type { ApprovalAnswer } from "./approval-outcome.js";
 import { childInputDigests } from "./child-identity.js";
@@ -21,10 +21,6 @@ import { Context, type ContextHost, type Outcome } from "./context.js";
 import type { WorkflowContext } from "./context-types.js";
 
 type Fn = (ctx: WorkflowContext) => Promise<unknown>;
-
-function emptyJournal(): Journal {
-  return { steps: [], attempts: [], intents: [], events: [] };
-}
 
 function rec(
   key: string,
@@ -55,30 +51,7 @@ async function execute(
   over: Partial<ContextHost> = {},
 ): Promise<{ outcome: Outcome; writes: RunWrite[]; steps: StepRecord[] }> {
   const writes: RunWrite[] = [];
-  const host: ContextHost = {
-    runId: "r",
-    workflow: "w",
-    version: "1",
-    generation: 0,
-    recovered: false,
-    budgetLimit: {},
-    budgetSpent: {},
-    failedCalls: [],
-    clock: createVirtualClock(),
-    maxPayloadBytes: 1_000_000,
-    inProcessRetryMs: 5_000,
-    abortGraceMs: 50,
-    replayStallMs: 2_000,
-    commit: async (w) => {
-      writes.push({ runId: "r", epoch: 1, ...w });
-    },
-    startChild: async () => undefined,
-    childOutcome: async () => undefined,
-    deletedChild: async () => undefined,
-    loadEvents: async () => [],
-    log: () => {},
-    ...over,
-  };
+  const host = testContextHost(writes, over);
   const outcome = await new Context(host, journal).start(fn as never, undefined);
   return { outcome, writes, steps: writes.flatMap((w) => w.steps ?? []) };
 }
