@@ -43,7 +43,7 @@ describe("cairn approval-link for an approval that is not pending (SQLite)", () 
     expectFailure(
       await cairn(["approval-link", "answered-1", "merge"], env),
       1,
-      /^cairn: Approval "merge" of run "answered-1" was already approved by ann at .*; a link to it would answer nothing, so none was made/,
+      /^cairn: Approval "merge" of run "answered-1" was already approved by "ann" at .*; a link to it would answer nothing, so none was made/,
     );
   });
 

@@ -57,10 +57,10 @@ describe("approval links of an approval that is not pending", () => {
     const made = engine.approvalLinks("answered-1", "merge", { baseUrl: BASE });
     await expect(made).rejects.toBeInstanceOf(RunConflictError);
     await expect(made).rejects.toThrow(
-      /^Approval "merge" of run "answered-1" was already approved by ann at \d{4}-.*; a link to it would answer nothing, so none was made$/,
+      /^Approval "merge" of run "answered-1" was already approved by "ann" at \d{4}-.*; a link to it would answer nothing, so none was made$/,
     );
     await expect(engine.approvalToken("answered-1", "merge", "reject", {})).rejects.toThrow(
-      /was already approved by ann/,
+      /was already approved by "ann"/,
     );
   });
 

@@ -84,16 +84,11 @@ async function refuseNotPending(
   const iso = (d: Date | undefined) => (d ? ` at ${d.toISOString()}` : "");
   const state =
     approval.status === "approved" || approval.status === "rejected"
-      ? `was already ${approval.status}${approval.answeredBy !== undefined ? ` by ${oneLine(approval.answeredBy)}` : ""}${iso(approval.answeredAt)}`
+      ? `was already ${approval.status}${approval.answeredBy !== undefined ? ` by ${quoteGiven(approval.answeredBy)}` : ""}${iso(approval.answeredAt)}`
       : approval.status === "timed-out"
         ? `timed out${iso(approval.deadline)} (the run took its onTimeout decision)`
         : "was closed: its run finished without an answer";
   throw new RunConflictError(`${what} ${state}; ${none}`);
-}
-
-/** A person's text (who answered) on one line: control characters escaped as JSON does. */
-function oneLine(text: string): string {
-  return JSON.stringify(text).slice(1, -1).replaceAll('\\"', '"').replaceAll("\\\\", "\\");
 }
 
 /** Both links, as URLs of the dashboard's confirmation page under `baseUrl`. */
