@@ -108,6 +108,18 @@ function typeOf(value: unknown): string {
   return typeof value;
 }
 
+/** A JSON type as a message says it: "a string", "an integer", "an array", "null". */
+function withArticle(type: unknown): string {
+  const name = String(type);
+  if (name === "null") return name;
+  return `${/^[aeiou]/.test(name) ? "an" : "a"} ${name}`;
+}
+
+/** "1 character", "200 characters". */
+function counted(n: number, one: string, many = `${one}s`): string {
+  return `${n} ${n === 1 ? one : many}`;
+}
+
 function matchesType(expected: unknown, actual: string): boolean {
   const list = Array.isArray(expected) ? expected : [expected];
   return list.some((t) => t === actual || (t === "number" && actual === "integer"));
@@ -138,7 +150,9 @@ function check(
   }
   const actual = typeOf(value);
   if (schema.type !== undefined && !matchesType(schema.type, actual)) {
-    add(`must be ${[schema.type].flat().join(" or ")} (got ${actual})`);
+    add(
+      `must be ${[schema.type].flat().map(withArticle).join(" or ")} (got ${withArticle(actual)})`,
+    );
     return;
   }
   if (Array.isArray(schema.enum) && !schema.enum.includes(value)) {
@@ -147,10 +161,10 @@ function check(
   }
   if (typeof value === "string") {
     if (typeof schema.minLength === "number" && value.length < schema.minLength) {
-      add(`must have at least ${schema.minLength} characters`);
+      add(`must have at least ${counted(schema.minLength, "character")}`);
     }
     if (typeof schema.maxLength === "number" && value.length > schema.maxLength) {
-      add(`must have at most ${schema.maxLength} characters`);
+      add(`must have at most ${counted(schema.maxLength, "character")}`);
     }
   }
   if (typeof value === "number") {
@@ -164,7 +178,7 @@ function check(
   }
   if (Array.isArray(value)) {
     if (typeof schema.maxItems === "number" && value.length > schema.maxItems) {
-      add(`must have at most ${schema.maxItems} items`);
+      add(`must have at most ${counted(schema.maxItems, "item")}`);
     }
     const items = schema.items as JsonSchema | undefined;
     if (items) {
@@ -179,7 +193,7 @@ function check(
     }
     const keys = Object.keys(obj);
     if (typeof schema.maxProperties === "number" && keys.length > schema.maxProperties) {
-      add(`must have at most ${schema.maxProperties} properties`);
+      add(`must have at most ${counted(schema.maxProperties, "property", "properties")}`);
     }
     for (const key of keys) {
       const sub = Object.hasOwn(props, key) ? props[key] : undefined;
