@@ -1,0 +1,53 @@
+// A run's page with a long event payload (a 1 MB string sent by a webhook) grew wider than
+// the window: the events list is a grid whose one column took the width of the collapsed
+// payload's one-line summary, so every event box and the page overflowed to the right
+// (1,696 px wide in a 1,300 px window). The list's column may now shrink below its content
+// (style.css), and the summary is cut with an ellipsis as the step values' are.
+
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type HttpServer, serveHttp } from "../src/http/index.js";
+import { workflow } from "../src/index.js";
+import { hasChromium, launchBrowser } from "./helpers/browser.js";
+import { sharedHarness } from "./helpers/http.js";
+
+const TOKEN = "browser-token-0123456789";
+const LONG = "x".repeat(200_000);
+
+const wf = workflow({ name: "h6-long", version: "1" }, async (ctx) => {
+  await ctx.step("long", () => LONG);
+  return ctx.waitForEvent("never");
+});
+
+describe.runIf(hasChromium())("dashboard: long values", () => {
+  const h = sharedHarness("sqlite");
+  let server: HttpServer;
+  let browser: Awaited<ReturnType<typeof launchBrowser>>;
+
+  beforeAll(async () => {
+    const engine = h.engine([wf], { worker: false });
+    await engine.start(wf, undefined, { id: "long-run" });
+    await engine.sendEvent("long-run", "webhook", LONG);
+    await engine.sendEvent("long-run", "small", { ok: true });
+    server = await serveHttp({ engine, port: 0, clock: h.clock, token: TOKEN });
+    browser = await launchBrowser();
+  }, 120_000);
+  afterAll(async () => {
+    await browser?.close();
+    await server?.close();
+  });
+
+  it("keep a run's page within the window", async () => {
+    const page = await browser.context.newPage();
+    await page.goto(`${server.url}/runs/long-run?token=${TOKEN}`);
+    await expect.poll(() => page.locator("ul.events > li").count()).toBe(2);
+    const widths = await page.evaluate(() => ({
+      page: document.documentElement.scrollWidth,
+      window: document.documentElement.clientWidth,
+      list: document.querySelector("ul.events")?.getBoundingClientRect().width ?? 0,
+      panel: document.querySelector("ul.events")?.closest(".panel")?.clientWidth ?? 0,
+    }));
+    expect(widths.page).toBeLessThanOrEqual(widths.window);
+    expect(widths.list).toBeLessThanOrEqual(widths.panel);
+    await page.close();
+  });
+});
