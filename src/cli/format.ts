@@ -34,12 +34,17 @@ export function formatAmounts(amounts: Amounts): string {
 
 /** "tokens 1200 (no limit), usd 1.2 of 5" (names sorted), or "no limit, nothing spent". A
  *  view made without the workflow's code (`defaultsUnknown`) cannot tell "no limit" from a
- *  limit of the workflow's default budget, and says so. */
-export function formatBudget(budget: {
-  limit: Amounts;
-  spent: Amounts;
-  defaultsUnknown?: boolean;
-}): string {
+ *  limit of the workflow's default budget, and says so, once. `otherNames`: also say that
+ *  names not shown may have the workflow's default limits (`cairn start`), unless that
+ *  sentence says it already. */
+export function formatBudget(
+  budget: {
+    limit: Amounts;
+    spent: Amounts;
+    defaultsUnknown?: boolean;
+  },
+  o: { otherNames?: boolean } = {},
+): string {
   const names = [...new Set([...Object.keys(budget.limit), ...Object.keys(budget.spent)])].sort();
   const unknown = budget.defaultsUnknown === true;
   // Said once, after the amounts: the names with no limit given may have the workflow's.
@@ -58,7 +63,8 @@ export function formatBudget(budget: {
       return unknown ? `${name} ${spent} (no limit given)` : `${name} ${spent} (no limit)`;
     })
     .join(", ");
-  return unknown && unlimited ? `${amounts}${defaults}` : amounts;
+  if (unknown && unlimited) return `${amounts}${defaults}`;
+  return o.otherNames ? `${amounts} (the workflow's defaults apply to other names)` : amounts;
 }
 
 export function formatError(e: {

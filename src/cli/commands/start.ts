@@ -100,7 +100,7 @@ Options:
         : `Run ${quoted(started.id)} of ${printable(at)} already exists with this input (status ${run?.status ?? "unknown"}); nothing new was started.`,
     );
     if (run && Object.keys(run.budget.limit).length > 0) {
-      ctx.out(`Budget: ${formatBudget(run.budget)} (the workflow's defaults apply to other names)`);
+      ctx.out(`Budget: ${formatBudget(run.budget, { otherNames: true })}`);
     } else if (started.created) {
       ctx.out("Budget: the workflow's default limits, applied by the worker that executes it");
     }
