@@ -68,3 +68,26 @@ export function workerAnnouncer(ctx: CliContext, mode: WorkerLogMode, workerId: 
     }
   };
 }
+
+/** A logger whose info lines wait until `release()`: what the engine reports while it opens
+ *  (it takes over a dead worker's runs then) comes after the banner that says which worker
+ *  this is, as every later line does. Problems (warn, error) are not held. */
+export function holdUntilStarted(logger: Logger): { logger: Logger; release(): void } {
+  let held: Array<[object, string | undefined]> | undefined = [];
+  return {
+    logger: {
+      debug: (f, m) => logger.debug(f, m),
+      info: (f, m) => {
+        if (held) held.push([f, m]);
+        else logger.info(f, m);
+      },
+      warn: (f, m) => logger.warn(f, m),
+      error: (f, m) => logger.error(f, m),
+    },
+    release() {
+      const lines = held ?? [];
+      held = undefined;
+      for (const [f, m] of lines) logger.info(f, m);
+    },
+  };
+}

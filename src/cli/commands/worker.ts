@@ -10,7 +10,12 @@ import { parseDuration, parseWholeNumber } from "../flag-values.js";
 import { importFirst, loadWorkflows } from "../load-workflows.js";
 import { waitForStopSignal } from "../stop-signal.js";
 import { ensureOpened, openStore, parseStoreSpec } from "../store-spec.js";
-import { type WorkerLogMode, workerAnnouncer, workerLogger } from "../worker-log.js";
+import {
+  holdUntilStarted,
+  type WorkerLogMode,
+  workerAnnouncer,
+  workerLogger,
+} from "../worker-log.js";
 
 const DEFAULT_CONCURRENCY = 16;
 const DEFAULT_LEASE = "30s";
@@ -77,7 +82,8 @@ Options:
   async run({ values, positionals: [module] }, ctx) {
     const { mode, ...settings } = workerSettings(values);
     const spec = parseStoreSpec(values, ctx);
-    const logger = workerLogger(ctx, mode);
+    const held = holdUntilStarted(workerLogger(ctx, mode));
+    const { logger } = held;
     const stray = watchStrayErrors(logger);
     // Heard from the start: a stop asked while the module loads or the store opens (a
     // database that does not answer yet) ends the start-up cleanly, not by the signal's
@@ -96,11 +102,15 @@ Options:
     const store = await openStore(spec, { mustExist: false, env: ctx.env });
     const engine = createEngine({ store, workflows, ...settings, logger });
     const opened = ensureOpened(engine);
-    const first = await Promise.race([opened.then(() => undefined), stopAsked]);
+    const first = await Promise.race([opened.then(() => undefined), stopAsked]).catch((e) => {
+      held.release(); // what it did before failing is said
+      throw e;
+    });
     if (first !== undefined) {
       // Asked to stop while the store opens: close() waits for that open only so long,
       // and closes whatever it started (the worker's row, a claim) once it settles.
       opened.catch(() => {});
+      held.release();
       await engine.close();
       await closeLeftoversWithin(engine, settings.closeGraceMs, (text) =>
         workerAnnouncer(ctx, mode, "")("stopping", text),
@@ -123,6 +133,7 @@ Options:
         "Running; stop with Ctrl+C or SIGTERM.",
       ],
     });
+    held.release();
     const stop = await stopAsked;
     announce("stopping", `${stop}: finishing running steps, then releasing leases...`);
     await engine.close();
