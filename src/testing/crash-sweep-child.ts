@@ -14,14 +14,15 @@ import { decode, encode } from "../codec/codec.js";
 import type { EngineOptions } from "../engine/engine.js";
 import { sqliteStore } from "../store/sqlite/sqlite-store.js";
 import type { Store } from "../store/store.js";
+import { APPROVAL_EVENT_PREFIX } from "../workflow/approval-calls.js";
 import type { AnyWorkflow } from "../workflow/define.js";
 import type { Boundary } from "./crash-boundaries.js";
 import { outcomeOf, settleFailed } from "./crash-sweep-outcome.js";
 import { crashPoint, noteBoundaries } from "./crash-sweep-points.js";
 import type { ChildResult, ChildSpec, Death } from "./crash-sweep-process.js";
 import {
-  type EventScript,
   openTestEngine,
+  type ScriptEntry,
   type TestEngine,
   type TestEngineInternals,
 } from "./test-engine.js";
@@ -38,7 +39,7 @@ async function main(specFile: string): Promise<void> {
   // The execution's children share its workspace directory (one machine's, removed with
   // the execution's directory): a killed child's is not left behind.
   engineOptions.workspaceRoot ??= join(dirname(spec.resultFile), "workspaces");
-  const events = decode<EventScript[]>(spec.events);
+  const events = decode<ScriptEntry[]>(spec.events);
   const workflow = workflows.find((w) => w.id === spec.workflowId);
   const open = (internals: TestEngineInternals = {}, clockStart?: number) =>
     openTestEngine(
@@ -82,7 +83,7 @@ function die(deathFile: string, death: Death): never {
 async function drive(
   t: TestEngine,
   spec: ChildSpec,
-  events: EventScript[],
+  events: ScriptEntry[],
   workflow?: AnyWorkflow,
 ): Promise<ChildResult> {
   try {
@@ -98,17 +99,24 @@ async function drive(
 }
 
 /** The event scripts the dead child had not sent yet: each stored event of a run and name
- *  stands for the first script entry of that run and name not yet accounted for. */
-async function unsent(t: TestEngine, runId: string, events: EventScript[]) {
+ *  stands for the first script entry of that run and name not yet accounted for. An
+ *  approval's answer is stored as the event "cairn.approval:<key>" (`merge`, `merge#2`):
+ *  it stands for an entry answering that name. */
+async function unsent(t: TestEngine, runId: string, events: ScriptEntry[]) {
   const stored = new Map<string, number>();
   for (const id of new Set(events.map((e) => e.runId ?? runId))) {
     for (const e of await t.engine.listEvents(id)) {
-      const k = `${id} ${e.name}`;
+      const k = e.name.startsWith(APPROVAL_EVENT_PREFIX)
+        ? `${id} approval ${e.name.slice(APPROVAL_EVENT_PREFIX.length).replace(/#\d+$/, "")}`
+        : `${id} ${e.name}`;
       stored.set(k, (stored.get(k) ?? 0) + 1);
     }
   }
   return events.filter((e) => {
-    const k = `${e.runId ?? runId} ${e.name}`;
+    const k =
+      "approval" in e
+        ? `${e.runId ?? runId} approval ${e.approval.replace(/#\d+$/, "")}`
+        : `${e.runId ?? runId} ${e.name}`;
     const n = stored.get(k) ?? 0;
     if (n > 0) stored.set(k, n - 1);
     return n === 0;

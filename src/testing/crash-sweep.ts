@@ -15,7 +15,12 @@ import { inProcessMode } from "./crash-sweep-in-process.js";
 import { compareOutcomes, normalized, storeFailed, storeFailure } from "./crash-sweep-outcome.js";
 import { checkProcessOptions, processMode } from "./crash-sweep-process.js";
 import type { SideEffectCounter } from "./side-effects.js";
-import type { TestEngineOptions } from "./test-engine.js";
+import {
+  type ApprovalScript,
+  checkScript,
+  type EventScript,
+  type TestEngineOptions,
+} from "./test-engine.js";
 
 export interface CrashSweepOptions<I> {
   /** Every workflow the run may use (children included). */
@@ -25,8 +30,10 @@ export interface CrashSweepOptions<I> {
   input: I;
   /** Run id (default "crash-sweep"; children get ids derived from it). */
   runId?: string;
-  /** Events sent as soon as the run (or `runId`) waits for them. */
-  events?: Array<{ name: string; payload?: unknown; runId?: string }>;
+  /** Events sent as soon as the run (or `runId`) waits for them; an entry with `approval`
+   *  (`{ approval: "merge", decision?, by?, comment?, answer? }`) answers that approval
+   *  (`ctx.approval`) as soon as the run asks it. */
+  events?: Array<EventScript | ApprovalScript>;
   /** Fault scripts, applied afresh in every execution of the sweep. */
   faults?: CallFault[];
   /** Counter your fakes report side effects to; reset before each execution. With crash
@@ -125,7 +132,7 @@ export async function crashSweep<I>(options: CrashSweepOptions<I>): Promise<Cras
     }
     if (baseline.status !== "completed" && baseline.status !== "failed") {
       throw new Error(
-        `crashSweep: the undisturbed run "${runId}" ended ${baseline.status}${baseline.error ? ` (${baseline.error.message})` : ""}; it must complete or fail (send the events it waits for in \`events\`)`,
+        `crashSweep: the undisturbed run "${runId}" ended ${baseline.status}${baseline.error ? ` (${baseline.error.message})` : ""}; it must complete or fail (in \`events\`: send the events it waits for, and answer its approvals with { approval: "<name>" } entries)`,
       );
     }
     const boundaries: BoundaryOutcome[] = [];
@@ -161,6 +168,7 @@ function checkOptions<I>(options: CrashSweepOptions<I>): void {
       `crashSweep: workflow "${options.workflow.id}" is not among workflows (${options.workflows.map((w) => `"${w.id}"`).join(", ") || "none"}); add it there`,
     );
   }
+  checkScript(options.events, "crashSweep");
   const crash = options.crash ?? "in-process";
   if (crash !== "in-process" && crash !== "process") {
     throw new TypeError(

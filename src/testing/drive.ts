@@ -10,6 +10,7 @@
 // sleeps (or waits out timeouts) again and again is told apart in a second or two.
 
 import type { Engine } from "../engine/engine.js";
+import { APPROVAL_EVENT_PREFIX } from "../workflow/approval-calls.js";
 import type { VirtualClock } from "./virtual-clock.js";
 
 export interface DriveOptions<T> {
@@ -68,11 +69,27 @@ export async function driveUntil<T>(o: DriveOptions<T>): Promise<T> {
   }
   const waiting = await o.engine().listRuns({ status: "waiting", limit: 5 });
   const detail = waiting
-    .map((r) => `run "${r.id}" waits for ${r.waitingFor?.join(", ") || "a timer"}`)
+    .map((r) => `run "${r.id}" waits for ${waitsFor(r.waitingFor) || "a timer"}`)
     .join("; ");
+  const approval = waiting.some((r) => r.waitingFor?.some(isApproval));
+  const advice = approval
+    ? 'send the event, answer the approval (an events entry { approval: "<name>" }), or advance the clock past its timeout'
+    : "send the event, or advance the clock past its timeout";
   throw new Error(
-    `cairn/testing: gave up waiting for ${o.what}: ${stuck >= STUCK_TICKS ? "no run can progress" : `${maxTicks} clock ticks passed`}${detail ? ` (${detail}; send the event, or advance the clock past its timeout)` : ""}`,
+    `cairn/testing: gave up waiting for ${o.what}: ${stuck >= STUCK_TICKS ? "no run can progress" : `${maxTicks} clock ticks passed`}${detail ? ` (${detail}; ${advice})` : ""}`,
   );
+}
+
+const isApproval = (name: string) => name.startsWith(APPROVAL_EVENT_PREFIX);
+
+/** What a run waits for: its events' names, and an approval as `approval "merge"` (not the
+ *  reserved event it waits for, which no test can send). */
+function waitsFor(names: string[] | undefined): string {
+  return (names ?? [])
+    .map((n) =>
+      isApproval(n) ? `approval ${JSON.stringify(n.slice(APPROVAL_EVENT_PREFIX.length))}` : n,
+    )
+    .join(", ");
 }
 
 /** Counts the timer wakes in a row with no work done (nothing counted without `o.work`). */
@@ -96,7 +113,7 @@ function idleWakes(o: DriveOptions<unknown>) {
         .filter((r) => r.wakeAt)
         .map(
           (r) =>
-            `run "${r.id}" ${r.waitingFor?.length ? `waits for ${r.waitingFor.join(", ")} until` : "sleeps until"} ${r.wakeAt?.toISOString()}`,
+            `run "${r.id}" ${r.waitingFor?.length ? `waits for ${waitsFor(r.waitingFor)} until` : "sleeps until"} ${r.wakeAt?.toISOString()}`,
         )
         .join("; ");
       return new Error(

@@ -35,6 +35,7 @@ export {
 export { createSideEffectLedger } from "./side-effect-ledger.js";
 export { createSideEffectCounter, type SideEffectCounter } from "./side-effects.js";
 export {
+  type ApprovalScript,
   createTestEngine,
   type EventScript,
   type TestEngine,

@@ -12,6 +12,7 @@ import { heartbeatInFlight } from "../engine/engine-heartbeat.js";
 import type { RunView } from "../engine/views.js";
 import { sqliteStore } from "../store/sqlite/sqlite-store.js";
 import type { Store } from "../store/store.js";
+import { APPROVAL_EVENT_PREFIX } from "../workflow/approval-calls.js";
 import type { AnyWorkflow } from "../workflow/define.js";
 import { type CallFault, faultHook } from "./call-faults.js";
 import {
@@ -52,11 +53,12 @@ export interface TestEngine {
   /** Starts a run on the current engine (engine.start). */
   start: Engine["start"];
   /** Advances the clock until the run finishes (completed, failed or canceled); resolves
-   *  with its view. `events` are sent as soon as the run (or a child) waits for them. */
+   *  with its view. `events` are sent as soon as the run (or a child) waits for them; an
+   *  entry with `approval` answers that approval as soon as the run asks it. */
   settle(
     run: RunHandle | string,
     options?: {
-      events?: EventScript[];
+      events?: Array<EventScript | ApprovalScript>;
       /** Runs before each look at the run (harnesses: crash or recover here). */
       beforeTick?: () => Promise<void>;
     },
@@ -90,9 +92,65 @@ export interface EventScript {
   runId?: string;
 }
 
+/** An approval (`ctx.approval`) answered as soon as its run (default: the run being settled)
+ *  asks it: `approval` is its name (the asking of that name that waits, as for
+ *  `engine.approve`) or its key (`merge#2`). An entry of `events`, in order with them;
+ *  answered once, as `engine.approve` (or `reject`) with `via: "engine"`. */
+export interface ApprovalScript {
+  approval: string;
+  /** Default "approved". */
+  decision?: "approved" | "rejected";
+  by?: string;
+  comment?: string;
+  /** Structured answer data, checked by the approval's answer schema when the run reads it. */
+  answer?: unknown;
+  runId?: string;
+}
+
+/** An `events` entry: an event to send, or an approval to answer. */
+export type ScriptEntry = EventScript | ApprovalScript;
+
+/** Refuses an entry that is neither an event nor an approval (`TypeError` naming it). */
+export function checkScript(entries: unknown, where: string): void {
+  if (entries === undefined) return;
+  if (!Array.isArray(entries)) throw new TypeError(`${where}: events must be an array`);
+  for (const [i, e] of entries.entries()) {
+    const entry = e as Partial<EventScript & ApprovalScript> | null;
+    const what = `${where}: events[${i}]`;
+    if (typeof entry !== "object" || entry === null) {
+      throw new TypeError(`${what} must be { name, payload? } or { approval, decision? }`);
+    }
+    if (entry.approval !== undefined) {
+      if (entry.name !== undefined) {
+        throw new TypeError(
+          `${what} has both name and approval; an entry sends an event or answers an approval`,
+        );
+      }
+      if (typeof entry.approval !== "string" || entry.approval === "") {
+        throw new TypeError(`${what}.approval must be the approval's name or key`);
+      }
+      if (
+        entry.decision !== undefined &&
+        entry.decision !== "approved" &&
+        entry.decision !== "rejected"
+      ) {
+        throw new TypeError(`${what}.decision must be "approved" or "rejected"`);
+      }
+    } else if (typeof entry.name !== "string") {
+      throw new TypeError(
+        `${what} must have a name (an event) or an approval (an approval's name or key)`,
+      );
+    }
+  }
+}
+
+/** Whether a run's `waitingFor` holds an approval (the event "cairn.approval:<key>"). */
+const asksApproval = (waitingFor: string[] | undefined) =>
+  waitingFor?.some((n) => n.startsWith(APPROVAL_EVENT_PREFIX)) === true;
+
 interface DriveExtras {
   tickMs?: number;
-  events?: EventScript[];
+  events?: ScriptEntry[];
   sent?: Set<number>;
   beforeTick?: () => Promise<void>;
 }
@@ -308,12 +366,27 @@ function driverFor(
   clock: VirtualClock,
   idle: { work: () => number; maxIdleWakes: number; caughtUp: () => Promise<void> },
 ): Drive {
-  const sendDue = async (events: EventScript[], sent: Set<number>) => {
+  const sendDue = async (events: ScriptEntry[], sent: Set<number>) => {
     let any = false;
     for (const [i, ev] of events.entries()) {
       if (sent.has(i) || !ev.runId) continue;
       const v = await observer.getRun(ev.runId);
-      if (v?.status === "waiting" && v.waitingFor?.includes(ev.name)) {
+      if ("approval" in ev) {
+        if (v?.status !== "waiting" || !asksApproval(v.waitingFor)) continue;
+        const asked = (await observer.listApprovals(ev.runId)).find(
+          (a) => a.status === "pending" && (a.key === ev.approval || a.name === ev.approval),
+        );
+        if (!asked) continue;
+        sent.add(i);
+        const answer = {
+          ...(ev.by !== undefined && { by: ev.by }),
+          ...(ev.comment !== undefined && { comment: ev.comment }),
+          ...(ev.answer !== undefined && { answer: ev.answer }),
+        };
+        if (ev.decision === "rejected") await observer.reject(ev.runId, asked.key, answer);
+        else await observer.approve(ev.runId, asked.key, answer);
+        any = true;
+      } else if (v?.status === "waiting" && v.waitingFor?.includes(ev.name)) {
         sent.add(i);
         await observer.sendEvent(ev.runId, ev.name, ev.payload);
         any = true;
@@ -393,6 +466,11 @@ function runWaits(
   return {
     settle(run, o = {}) {
       const id = idOf(run);
+      try {
+        checkScript(o.events, "settle");
+      } catch (err) {
+        return Promise.reject(err);
+      }
       const events = (o.events ?? []).map((e) => ({ ...e, runId: e.runId ?? id }));
       return drive(
         `run "${id}" to finish`,
