@@ -76,8 +76,12 @@ export async function approvalLinkPage(
   const pending = a.status === "pending";
   const spent = a.linkId !== undefined;
   const body = html`<section class="panel approval-link" data-region="link" id="region-link">
-  <h1>${approve ? "Approve" : "Reject"} “${cut(a.name as string, 80)}”?</h1>
-  <p class="muted">Run <a href="${runUrl(deps, a.runId as string)}" class="id">${cut(a.runId as string, 80)}</a> asks${info.by ? html` <strong>${cut(info.by, 200)}</strong>` : ""}. This link ${pending ? html`works once, until ${ageTag(info.expiresAt.toISOString(), now)}` : "can no longer be used"}.</p>
+  <h1>${
+    pending
+      ? `${approve ? "Approve" : "Reject"} “${cut(a.name as string, 80)}”?`
+      : `This link to ${approve ? "approve" : "reject"} “${cut(a.name as string, 80)}” can no longer be used`
+  }</h1>
+  <p class="muted">Run <a href="${runUrl(deps, a.runId as string)}" class="id">${cut(a.runId as string, 80)}</a> ${pending ? "asks" : "asked"}${info.by ? html` <strong>${cut(info.by, 200)}</strong>` : ""}.${pending ? html` This link works once, until ${ageTag(info.expiresAt.toISOString(), now)}.` : ""}</p>
   ${approvalBlock(a, now)}
   ${
     pending
