@@ -195,6 +195,29 @@ function checkQueryEncoding(c: Context, names: string[]): void {
   }
 }
 
+/** Refuses a query parameter given more than once (`?status=waiting&status=failed`): one
+ *  value was read and the others dropped without a word. A list is one value, its items
+ *  separated by commas (OpenAPI's `explode: false`). Empty values count as none. */
+function checkRepeats(c: Context, specs: Record<string, ParamSpec>): void {
+  for (const [name, spec] of Object.entries(specs)) {
+    const values = (c.req.queries(name) ?? []).filter((v) => v !== "");
+    if (values.length < 2) continue;
+    const list = spec.schema.json.type === "array";
+    throw new HttpError(
+      400,
+      "VALIDATION",
+      `query parameter ${quote(name)} is given ${values.length} times; give it once${list ? `, its values separated by commas: ${quote(`${name}=${values.join(",")}`, 80)}` : ""}. Nothing was done`,
+    );
+  }
+}
+
+/** A query parameter's value: its one value that is not empty (checkRepeats refused more),
+ *  so `?workflow=&workflow=x` reads "x", not the empty first. */
+function queryValue(c: Context, name: string): string | undefined {
+  const values = c.req.queries(name);
+  return values?.find((v) => v !== "") ?? values?.[0];
+}
+
 function parseParam(name: string, raw: string, spec: ParamSpec, where: string): unknown {
   const schema = spec.schema.json;
   checkText(raw, `${where} ${quote(name)}`, (schema.maxLength as number | undefined) ?? 1_000);
@@ -220,9 +243,10 @@ function parseParam(name: string, raw: string, spec: ParamSpec, where: string): 
 /** Parses the query parameters `specs` describes (the dashboard's pages use the API's). */
 export function readQuery(c: Context, specs: Record<string, ParamSpec>): Record<string, unknown> {
   checkQueryEncoding(c, Object.keys(specs));
+  checkRepeats(c, specs);
   const query: Record<string, unknown> = {};
   for (const [name, spec] of Object.entries(specs)) {
-    const raw = c.req.query(name);
+    const raw = queryValue(c, name);
     if (raw !== undefined && raw !== "")
       query[name] = parseParam(name, raw, spec, "query parameter");
   }
@@ -235,6 +259,7 @@ export async function readInput(
 ): Promise<Omit<RouteInput<unknown>, "deps" | "c">> {
   checkPathEncoding(c, Object.keys(r.params ?? {}));
   checkQueryEncoding(c, Object.keys(r.query ?? {}));
+  checkRepeats(c, r.query ?? {});
   const params: Record<string, string> = {};
   for (const [name, spec] of Object.entries(r.params ?? {})) {
     const segment = c.req.param(name) ?? "";
@@ -243,7 +268,7 @@ export async function readInput(
   }
   const query: Record<string, unknown> = {};
   for (const [name, spec] of Object.entries(r.query ?? {})) {
-    const raw = c.req.query(name);
+    const raw = queryValue(c, name);
     // An empty value (a form's empty field: ?workflow=&q=) is no value, as the dashboard's
     // pages read it (readQuery): one URL lists the same runs on the page, in the API and
     // in its live stream.
