@@ -88,9 +88,11 @@ export function escapeLineBreaks(text: string): string {
 }
 
 /** Columns padded to their widest cell; the last column is not padded. A line break in a
- *  cell (an id is any text) is shown escaped, as in JSON: a row is one line, never two. */
+ *  cell (an id is any text) is shown escaped, as in JSON: a row is one line, never two; so
+ *  is another control character, here rather than only on output (main.ts), so that the
+ *  widths are those of the text shown ("\u001b" takes six columns, not one). */
 export function table(headers: string[], given: string[][], indent = ""): string {
-  const rows = given.map((r) => r.map(escapeLineBreaks));
+  const rows = given.map((r) => r.map((cell) => terminalText(escapeLineBreaks(cell))));
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
   const line = (cells: string[]) =>
     indent +
