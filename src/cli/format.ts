@@ -132,7 +132,22 @@ export function formatValue(value: unknown, indent: string): string {
   if (value instanceof EncryptedValue || value instanceof UndecodableValue) return String(value);
   const compact = toJson(value);
   if (compact.length <= 80) return compact;
-  return toJson(value, 2).split("\n").join(`\n${indent}`);
+  return cutShown(toJson(value, 2)).split("\n").join(`\n${indent}`);
+}
+
+/** The most of one value `cairn show` prints: a run's 1 MB input printed whole buried the
+ *  rest of the run. `--json` prints every value whole. */
+export const SHOWN_VALUE_CHARS = 4_000;
+
+/** `text` cut at SHOWN_VALUE_CHARS (never inside a surrogate pair), saying how much more
+ *  there is and where to see it. */
+export function cutShown(text: string): string {
+  if (text.length <= SHOWN_VALUE_CHARS) return text;
+  let end = SHOWN_VALUE_CHARS;
+  const last = text.charCodeAt(end - 1);
+  if (last >= 0xd800 && last <= 0xdbff) end--;
+  const more = (text.length - end).toLocaleString("en-US");
+  return `${text.slice(0, end)}… (${more} more characters: cairn show --json prints it whole)`;
 }
 
 /** Text from a user (an event name) safe to print on a terminal: control characters and

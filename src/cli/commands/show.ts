@@ -5,6 +5,7 @@ import type { ApprovalView, EventView, RunView, StepView } from "../../index.js"
 import { defineCommand } from "../command.js";
 import { explainNeedsWorkers, explainRun, waitText } from "../explain-run.js";
 import {
+  cutShown,
   formatAmounts,
   formatBudget,
   formatDuration,
@@ -31,7 +32,8 @@ status, who answered, when, comment), its steps in call order (key, kind, status
 attempts with their errors, spend, duration from when the call began: a wait's or an
 effect's intent; an effect says whether perform made it or reconcile found it:
 completed/performed, completed/reconciled), and the events sent to it that no wait has
-consumed.
+consumed. A value longer than 4,000 characters is cut there, saying how much more there
+is; --json prints every value whole.
 
 Options:
   --json            print {"run", "why", "steps", "approvals", "unconsumedEvents"} as JSON
@@ -213,7 +215,9 @@ function describeApprovals(approvals: ApprovalView[]): string[] {
 function describeRequest(request: unknown): string[] {
   const pad = " ".repeat(18);
   const text = (value: unknown): string =>
-    typeof value === "string" ? value.split("\n").join(`\n${pad}`) : formatValue(value, pad);
+    typeof value === "string"
+      ? cutShown(value).split("\n").join(`\n${pad}`)
+      : formatValue(value, pad);
   // Only a plain object is shown field by field: a request encrypted with a key not given
   // (an EncryptedValue) showed as its fields "keyId k1, encrypted true", and a Map or a
   // Date as no field at all.
