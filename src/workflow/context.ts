@@ -2618,7 +2618,12 @@ const BOUND = Symbol("cairn.boundMethods");
  *  this prototype, each made for its execution (Context.apiMethods) the first time it is
  *  read and kept: `ctx.step === ctx.step`, and `const { step } = ctx` works as with plain
  *  closures. An accessor reads its execution through `this`, as a proxy around the ctx
- *  forwards it (testing/instrument.ts); a method may be replaced by assignment, as before. */
+ *  forwards it (testing/instrument.ts); a method may be replaced by assignment, as before.
+ *  Each accessor is also the ctx's own, enumerable property (OWN_ACCESSORS: the prototype's
+ *  getters and setters, no closure a run), as the methods of the object literal the ctx was
+ *  before: a spread (`{ ...ctx, step: traced }`) or Object.assign copies every method, as
+ *  its type says (copying only own properties, it copied runId, workflow and version and no
+ *  method, and `wrapped.sleep(...)` was "not a function"). */
 class WorkflowApi {
   readonly runId: string;
   readonly workflow: string;
@@ -2635,6 +2640,7 @@ class WorkflowApi {
     this[RUN_GENERATION] = c.host.generation;
     this[CONTEXT] = c;
     this[BOUND] = undefined;
+    Object.defineProperties(this, OWN_ACCESSORS);
   }
 
   get signal(): AbortSignal {
@@ -2730,6 +2736,17 @@ class WorkflowApi {
     replace(this, NEXT_CALL_RECORDED, f);
   }
 }
+
+/** The prototype's accessors (signal, budget and the methods, cairn's symbol-keyed ones
+ *  too), as each ctx's own enumerable properties: shared descriptors, so defining them
+ *  makes no function, and every ctx gets the same shape. */
+const OWN_ACCESSORS: PropertyDescriptorMap = Object.fromEntries(
+  Reflect.ownKeys(WorkflowApi.prototype).flatMap((k) => {
+    const d = Object.getOwnPropertyDescriptor(WorkflowApi.prototype, k);
+    if (d?.get === undefined) return [];
+    return [[k, { get: d.get, set: d.set, enumerable: true, configurable: true }]];
+  }),
+);
 
 /** The ctx's methods made (or replaced) so far. */
 function boundOf(api: WorkflowApi): Partial<ApiMethods> {

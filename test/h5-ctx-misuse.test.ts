@@ -1,0 +1,105 @@
+// The ctx handled as a workflow's own code may handle it: copied by a spread or
+// Object.assign (to wrap one method and pass the rest on), kept past its execution and
+// called later. The ctx's methods became prototype accessors (0410813): a spread copies own
+// properties only, so `{ ...ctx }` held runId, workflow and version and no method, though
+// its type (WorkflowContext) says it has them all; the object literal the ctx was before
+// copied whole. A ctx kept past its execution (a later execution runs, or the run ended)
+// records nothing. The ctx does not depend on the backend: SQLite only.
+
+import { describe, expect, it } from "vitest";
+import { type WorkflowContext, workflow } from "../src/index.js";
+import { advanceUntil, useHarness } from "./helpers/engines.js";
+
+describe("the ctx copied, or kept past its execution", () => {
+  const harness = useHarness("sqlite");
+
+  it("a spread of the ctx, or Object.assign of it, has every method, and its calls record as the ctx's", async () => {
+    const h = harness();
+    const traced: string[] = [];
+    const wf = workflow({ name: "spread-ctx", version: "1" }, async (ctx) => {
+      const wrapped: WorkflowContext = {
+        ...ctx,
+        step: ((name: string, fn: () => unknown) => {
+          traced.push(name);
+          return ctx.step(name, fn);
+        }) as WorkflowContext["step"],
+      };
+      const copy = Object.assign({}, ctx) as WorkflowContext;
+      const a = await wrapped.step("a", () => 1);
+      await wrapped.sleep("nap", 1000);
+      const b = await copy.step("b", () => 2);
+      return { a, b, t: typeof wrapped.now(), u: typeof copy.uuid(), run: wrapped.runId };
+    });
+    const e = h.engine([wf]);
+    const run = await e.start(wf, undefined);
+    const out = await advanceUntil(h.clock, run.result(), 500);
+    expect(out).toEqual({ a: 1, b: 2, t: "number", u: "string", run: run.id });
+    // "a" on each of the two executions (the second replays it), nothing else traced.
+    expect(traced).toEqual(["a", "a"]);
+    expect((await e.getSteps(run.id)).map((s) => s.key)).toEqual([
+      "a",
+      "nap",
+      "b",
+      "@now",
+      "@uuid",
+    ]);
+  });
+
+  it("a ctx kept from the run's first execution, called while its second runs, records nothing and never settles", async () => {
+    const h = harness();
+    const ctxs: WorkflowContext[] = [];
+    let staleSettled = false;
+    const wf = workflow({ name: "stale-ctx", version: "1" }, async (ctx) => {
+      ctxs.push(ctx);
+      const first = ctxs[0];
+      if (ctxs.length === 2 && first) {
+        const settle = () => {
+          staleSettled = true;
+        };
+        first.step("stale", () => "S").then(settle, settle);
+        first.sleep("stale-nap", 10).then(settle, settle);
+      }
+      await ctx.sleep("nap", 1000);
+      return ctx.step("b", () => 2);
+    });
+    const e = h.engine([wf]);
+    const run = await e.start(wf, undefined);
+    await expect(advanceUntil(h.clock, run.result(), 500)).resolves.toBe(2);
+    expect(ctxs.length).toBe(2);
+    expect((await e.getSteps(run.id)).map((s) => s.key)).toEqual(["nap", "b"]);
+    expect(staleSettled).toBe(false);
+  });
+
+  it("a ctx kept past the run's end, called from a timer, records nothing", async () => {
+    const h = harness();
+    let kept: WorkflowContext | undefined;
+    const wf = workflow({ name: "late-ctx", version: "1" }, async (ctx) => {
+      kept = ctx;
+      return ctx.step("a", () => 1);
+    });
+    const e = h.engine([wf]);
+    const run = await e.start(wf, undefined);
+    expect(await run.result()).toBe(1);
+    const k = kept as WorkflowContext;
+    const { step } = k;
+    let settled = 0;
+    const count = () => {
+      settled++;
+    };
+    await new Promise<void>((resolve) =>
+      setTimeout(() => {
+        step("late", () => 2).then(count, count);
+        k.effect("late-effect", { perform: () => 3, reconcile: () => undefined }).then(
+          count,
+          count,
+        );
+        k.waitForEvent("never").then(count, count);
+        resolve();
+      }, 5),
+    );
+    await e.sendEvent(run.id, "never", 1).catch(() => {});
+    expect((await e.getSteps(run.id)).map((s) => s.key)).toEqual(["a"]);
+    expect((await e.getRun(run.id))?.status).toBe("completed");
+    expect(settled).toBe(0);
+  });
+});
