@@ -6,6 +6,7 @@
 import { decode, encode, UndecodableError } from "../codec/codec.js";
 import { sameStoredValue } from "../codec/same-stored-value.js";
 import { realClock } from "../lib/clock.js";
+import { setLongTimeout } from "../lib/timers.js";
 import type { RunRecord, RunStatus, Store } from "../store/store.js";
 import { Context, type ContextHost, type Outcome } from "../workflow/context.js";
 import type { AnyWorkflow } from "../workflow/define.js";
@@ -37,6 +38,13 @@ export interface ReplayCheckOptions {
 
 export async function checkReplay(opts: ReplayCheckOptions): Promise<ReplayCheckResult[]> {
   const { store } = opts;
+  const timeoutMs = opts.timeoutMs ?? 10_000;
+  // NaN, 0 or a negative timeout fired at once: every run reported as not finished.
+  if (typeof timeoutMs !== "number" || !(timeoutMs > 0)) {
+    throw new TypeError(
+      `checkReplay: timeoutMs must be a positive number of milliseconds, got ${typeof timeoutMs === "number" ? timeoutMs : JSON.stringify(timeoutMs)}`,
+    );
+  }
   const byId = new Map(opts.workflows.map((w) => [w.id, w]));
   await store.open({ clock: realClock });
   try {
@@ -58,7 +66,7 @@ export async function checkReplay(opts: ReplayCheckOptions): Promise<ReplayCheck
     for (const run of runs) {
       const wf = byId.get(`${run.workflow}@${run.version}`);
       if (!wf) continue;
-      results.push(await checkOne(store, run, wf, opts.timeoutMs ?? 10_000));
+      results.push(await checkOne(store, run, wf, timeoutMs));
     }
     return results;
   } finally {
@@ -122,12 +130,13 @@ async function replayWithin(
   input: unknown,
   timeoutMs: number,
 ): Promise<{ outcome: Outcome | "timeout"; replayed: number }> {
-  let timer: NodeJS.Timeout | undefined;
+  // setLongTimeout: one setTimeout past 2^31-1 ms (about 24.8 days) fired after 1 ms.
+  let cancel: (() => void) | undefined;
   const timeout = new Promise<"timeout">((r) => {
-    timer = setTimeout(() => r("timeout"), timeoutMs);
+    cancel = setLongTimeout(() => r("timeout"), timeoutMs);
   });
   const outcome = await Promise.race([ctx.start(wf.fn, input), timeout]);
-  clearTimeout(timer);
+  cancel?.();
   const replayed = ctx.replayed;
   if (outcome === "timeout") ctx.cancel("replay check timed out");
   return { outcome, replayed };
