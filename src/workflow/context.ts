@@ -791,7 +791,7 @@ export class Context implements CallCore, DeliveryHooks {
    *  recovery after a crash it exists for. */
   private refusedArgument(call: Call, what: string): TypeError {
     return new TypeError(
-      `ctx.${call.kind}(${quoteGiven(call.name)}) in run "${this.host.runId}": ${what}`,
+      `ctx.${calledAs(call.kind)}(${quoteGiven(call.name)}) in run "${this.host.runId}": ${what}`,
     );
   }
 
@@ -937,10 +937,10 @@ export class Context implements CallCore, DeliveryHooks {
         (kind === "now" || kind === "random" || kind === "uuid");
       if (!internal && !isCallName(name)) {
         throw new TypeError(
-          `ctx.${kind}(${quoteGiven(name)}) in run "${this.host.runId}": a name must be 1-200 characters, must not contain "#" and must not start with "@" or a space`,
+          `ctx.${calledAs(kind)}(${quoteGiven(name)}) in run "${this.host.runId}": a name must be 1-200 characters, must not contain "#" and must not start with "@" or a space`,
         );
       }
-      checkText(name, `ctx.${kind}() name in run "${this.host.runId}":`);
+      checkText(name, `ctx.${calledAs(kind)}() name in run "${this.host.runId}":`);
       // Only names any kind of call may use: "@now" is valid for ctx.now() alone.
       if (!internal) this.checkedNames = withAdded(this.checkedNames, name);
     }
@@ -949,7 +949,7 @@ export class Context implements CallCore, DeliveryHooks {
       // A programming error, not a failed attempt: retrying cannot help. The run fails.
       this.fail(
         new TypeError(
-          `ctx.${kind}("${name}") was called inside the body of step "${scope}" of run "${this.host.runId}"; calls do not nest: make it from the workflow function, around the step`,
+          `ctx.${calledAs(kind)}("${name}") was called inside the body of step "${scope}" of run "${this.host.runId}"; calls do not nest: make it from the workflow function, around the step`,
         ),
       );
       throw new HaltedSignal();
@@ -2563,6 +2563,12 @@ export class Context implements CallCore, DeliveryHooks {
     if (this.afterCascade.length > 0) return;
     this.halt({ kind: "frontier", key: this.frontierKey });
   }
+}
+
+/** The ctx method a call of `kind` was made with, as a message names it: a wait's kind is
+ *  "wait", and the workflow called ctx.waitForEvent (there is no ctx.wait). */
+function calledAs(kind: StepKind): string {
+  return kind === "wait" ? "waitForEvent" : kind;
 }
 
 /** `set` with `value` added; made when there is none yet (the Context's lazy sets). */
