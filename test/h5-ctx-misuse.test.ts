@@ -1,9 +1,11 @@
 // The ctx handled as a workflow's own code may handle it: copied by a spread or
-// Object.assign (to wrap one method and pass the rest on), kept past its execution and
-// called later. The ctx's methods became prototype accessors (0410813): a spread copies own
+// Object.assign (to wrap one method and pass the rest on), extended by Object.create (a
+// method replaced on the extension), kept past its execution and called later. The ctx's methods became prototype accessors (0410813): a spread copies own
 // properties only, so `{ ...ctx }` held runId, workflow and version and no method, though
 // its type (WorkflowContext) says it has them all; the object literal the ctx was before
-// copied whole. A ctx kept past its execution (a later execution runs, or the run ended)
+// copied whole. An extension's assigned method went into the ctx's own map of methods
+// (inherited), so ctx.step became the wrapper, and a wrapper calling ctx.step overflowed the
+// stack. A ctx kept past its execution (a later execution runs, or the run ended)
 // records nothing. The ctx does not depend on the backend: SQLite only.
 
 import { describe, expect, it } from "vitest";
@@ -101,5 +103,30 @@ describe("the ctx copied, or kept past its execution", () => {
     expect((await e.getSteps(run.id)).map((s) => s.key)).toEqual(["a"]);
     expect((await e.getRun(run.id))?.status).toBe("completed");
     expect(settled).toBe(0);
+  });
+});
+
+describe("a ctx extended by Object.create", () => {
+  const harness = useHarness("sqlite");
+
+  it("a method assigned on the extension replaces it there only: the ctx's own is unchanged", async () => {
+    const h = harness();
+    const traced: string[] = [];
+    const wf = workflow({ name: "extended-ctx", version: "1" }, async (ctx) => {
+      const a = await ctx.step("a", () => 1);
+      const ext = Object.create(ctx) as WorkflowContext;
+      ext.step = ((name: string, fn: () => unknown) => {
+        traced.push(name);
+        return ctx.step(name, fn);
+      }) as WorkflowContext["step"];
+      const b = await ext.step("b", () => 2);
+      const c = await ctx.step("c", () => 3);
+      return { a, b, c, same: ctx.step === ext.step };
+    });
+    const e = h.engine([wf]);
+    const run = await e.start(wf, undefined);
+    expect(await run.result()).toEqual({ a: 1, b: 2, c: 3, same: false });
+    expect(traced).toEqual(["b"]);
+    expect((await e.getSteps(run.id)).map((s) => s.key)).toEqual(["a", "b", "c"]);
   });
 });

@@ -2754,10 +2754,14 @@ const OWN_ACCESSORS: PropertyDescriptorMap = Object.fromEntries(
   }),
 );
 
-/** The ctx's methods made (or replaced) so far. */
+/** The ctx's methods made (or replaced) so far: its own, not a map it inherits. An object
+ *  made by Object.create(ctx) reads (and, assigned a method, replaces) through the same
+ *  accessors: sharing the ctx's map, `ext.step = traced` replaced ctx.step too, and a
+ *  `traced` that calls ctx.step called itself (a stack overflow). A proxy around the ctx
+ *  (testing/instrument.ts) answers hasOwn for it, and shares its map. */
 function boundOf(api: WorkflowApi): Partial<ApiMethods> {
   let bound = api[BOUND];
-  if (bound === undefined) {
+  if (bound === undefined || !Object.hasOwn(api, BOUND)) {
     bound = {};
     api[BOUND] = bound;
   }
