@@ -202,7 +202,8 @@ function revertibleStorage(backend: Backend) {
     revert = () =>
       withClient(url, async (c) => {
         // Back to schema 18: migration 20's write tokens, 21's index, 22's holds (23's index
-        // with them), 24's store marks, 25's events index and 26's runs indexes go too.
+        // with them), 24's store marks, 25's events index and 26's runs indexes go too;
+        // 27's dropped foreign key comes back.
         await c.query(
           `ALTER TABLE "${schema}".runs DROP COLUMN handed_input_digest, DROP COLUMN create_token,
              DROP COLUMN held_by, DROP COLUMN held_until`,
@@ -220,6 +221,11 @@ function revertibleStorage(backend: Backend) {
         await c.query(
           `CREATE INDEX runs_lease_owner ON "${schema}".runs (lease_owner)
             WHERE lease_owner IS NOT NULL`,
+        );
+        // 27 dropped steps' foreign key to runs.
+        await c.query(
+          `ALTER TABLE "${schema}".steps ADD CONSTRAINT steps_run_id_fkey FOREIGN KEY (run_id)
+            REFERENCES "${schema}".runs (id) ON DELETE CASCADE`,
         );
         await c.query(`DELETE FROM "${schema}".schema_version WHERE version > 18`);
       });

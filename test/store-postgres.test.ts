@@ -248,6 +248,11 @@ describe.skipIf(!url)("PostgreSQL store", () => {
         `CREATE INDEX runs_lease_owner ON "${schema}".runs (lease_owner)
           WHERE lease_owner IS NOT NULL`,
       );
+      // Migration 27 dropped steps' foreign key to runs: migration 1's again.
+      await c.query(
+        `ALTER TABLE "${schema}".steps ADD CONSTRAINT steps_run_id_fkey FOREIGN KEY (run_id)
+          REFERENCES "${schema}".runs (id) ON DELETE CASCADE`,
+      );
       for (const table of ["runs", "steps", "attempts"]) {
         await c.query(
           `ALTER TABLE "${schema}".${table} ALTER COLUMN error TYPE jsonb USING ${toJsonb}`,

@@ -154,8 +154,8 @@ export async function getObjects(ctx: StoreContext, hashes: string[]): Promise<W
   }));
 }
 
-/** Deletes the finished runs among `runIds` (their rows go with them: ON DELETE CASCADE)
- *  and then the objects only they held, in one transaction. */
+/** Deletes the finished runs among `runIds` (and their rows: deleteRunRows) and then the
+ *  objects only they held, in one transaction. */
 export function deleteRuns(
   ctx: StoreContext,
   runIds: string[],
@@ -237,7 +237,7 @@ async function absentIds(ctx: StoreContext, tx: Tx, runIds: string[]): Promise<s
   return [...new Set(runIds)].filter((id) => !there.has(id)).sort();
 }
 
-/** Deletes a finished run (its journal rows go with it: ON DELETE CASCADE) and the objects
+/** Deletes a finished run (and its journal rows: deleteRunRows) and the objects
  *  only it held; a run whose child runs remain is kept (retention-families.ts), and so is a
  *  child whose parent is unfinished. Retried when a concurrent put refers to an object it
  *  was deleting. */
@@ -293,9 +293,10 @@ export function deleteRun(ctx: StoreContext, runId: string): Promise<DeleteRunOu
   );
 }
 
-/** Deletes the runs' rows (their journal rows go with them: ON DELETE CASCADE) and raises
- *  the epoch floor to their largest epoch: a run created later under one of their ids
- *  starts above it, so a stalled worker's write fenced with an old epoch cannot land in it. */
+/** Deletes the runs' rows and their steps (their other rows go with them: ON DELETE
+ *  CASCADE) and raises the epoch floor to their largest epoch: a run created later under
+ *  one of their ids starts above it, so a stalled worker's write fenced with an old epoch
+ *  cannot land in it. */
 async function deleteRunRows(ctx: StoreContext, tx: Tx, ids: string[]): Promise<void> {
   // The floor is locked before any run row goes: a createRun reads it with FOR KEY SHARE
   // (sql.ts, runs.ts), so one that would wait for a row deleted here waits for the floor
@@ -310,6 +311,12 @@ async function deleteRunRows(ctx: StoreContext, tx: Tx, ids: string[]): Promise<
       WHERE id = 1`,
     [ids],
   );
+  // Steps have no foreign key (migration 27): every insert of one holds its run's row, so
+  // once the statement above has deleted (and so locked) the runs, no step of theirs can be
+  // inserted any more, and this later statement (a snapshot of its own) sees every step
+  // committed before. In the statement above, as a CTE, it would read that statement's
+  // snapshot, taken before a step insert it waited for committed: that step would stay.
+  await tx.query(`DELETE FROM ${ctx.t.steps} WHERE run_id = ANY($1::text[])`, [ids]);
 }
 
 /** Deletes the objects among `hashes` that no run refers to any more: what was freed. */

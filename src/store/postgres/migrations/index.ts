@@ -31,6 +31,7 @@ import { migration as holdsByWorker } from "./023-holds-by-worker.js";
 import { migration as storeMarks } from "./024-store-marks.js";
 import { migration as unconsumedEventsByName } from "./025-unconsumed-events-by-name.js";
 import { migration as leanRunIndexes } from "./026-lean-run-indexes.js";
+import { migration as stepsFencedNotReferenced } from "./027-steps-fenced-not-referenced.js";
 
 export interface Migration {
   version: number;
@@ -66,6 +67,7 @@ export const MIGRATIONS: readonly Migration[] = [
   storeMarks,
   unconsumedEventsByName,
   leanRunIndexes,
+  stepsFencedNotReferenced,
 ];
 
 /** The schema version this code writes and understands. */

@@ -36,6 +36,7 @@ const RELEASED: Array<[version: number, sha256: string]> = [
   [24, "081b5caab0c86a0619366cea1a8ecd2791f89115d0a1f6f0f6ef7eed2d25c890"],
   [25, "0500ac76206f11b849a562705b235af3820295c4bb8b25ced456d1f9d8843752"],
   [26, "4b8b772ab1e38bca54509aae7061463d58eaaa33c84b34f085b9c6dbb3e22a9b"],
+  [27, "b1d37e11e4b8b46996d35e6fceff7eeb7ef7e24a23eaa6eddc82ae2775922538"],
 ];
 
 describe("PostgreSQL migrations", () => {
