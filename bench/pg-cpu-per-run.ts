@@ -113,8 +113,8 @@ async function cairnRun(): Promise<void> {
 
 let rawRun = 0;
 async function floorRun(): Promise<void> {
-  // The rows a cairn step writes, with the same columns filled (run_id is not a foreign key
-  // in the raw table).
+  // The rows a cairn step writes, with the same columns filled (no run row: the raw table
+  // has steps' indexes and, as steps since migration 27, no foreign key to runs).
   const runId = `raw-${++rawRun}`;
   for (let i = 0; i < STEPS; i++) {
     const t = Date.now();

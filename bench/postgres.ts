@@ -125,7 +125,8 @@ async function runSection(title: string): Promise<SectionReport> {
     }
     report.notes.push(
       "raw tables are CREATE TABLE ... (LIKE steps INCLUDING ALL): the same columns, " +
-        "primary key and defaults, without the foreign key to runs",
+        "indexes and defaults (steps have no foreign key to runs since migration 27); " +
+        "cairn's INSERT reads and locks its run's row besides (the fence)",
     );
   } finally {
     await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => {});
