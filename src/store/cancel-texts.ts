@@ -47,13 +47,53 @@ export function canceledChildEvent(
   };
 }
 
-/** True for a reason in cairn's words only: the default, or a cascade's wrapping of one
- *  (its parent's id, which the store keeps plain, is the only other text in it). */
-export function isCairnCancelReason(reason: string): boolean {
+/** Who a run's parent is, as the store records it: null for a run without one, undefined
+ *  for a run the store does not know. */
+export type ParentOf = (runId: string) => string | null | undefined;
+
+/** The runs whose parents a cancel reason of `runId` names, in order: `runId` itself, then
+ *  each run its reason says was canceled but the last (the cascade's root). Empty for a
+ *  reason that names no parent: its judging reads no run. */
+export function runsNamedAsChildren(runId: string, reason: string): string[] {
+  const runs: string[] = [];
   let r = reason;
+  let id = runId;
+  while (r.startsWith(PARENT_HEAD)) {
+    const tail = r.indexOf(PARENT_TAIL, PARENT_HEAD.length);
+    if (tail < 0) break;
+    runs.push(id);
+    id = r.slice(PARENT_HEAD.length, tail);
+    r = r.slice(tail + PARENT_TAIL.length);
+  }
+  return runs;
+}
+
+/** The parents of `runs` as `parentOf` reads them now, kept for a judge made later. */
+export function parentsRead(
+  parentOf: ParentOf,
+  runs: readonly string[],
+): Map<string, string | null> {
+  const parents = new Map<string, string | null>();
+  for (const id of runs) {
+    const parent = parentOf(id);
+    if (parent !== undefined) parents.set(id, parent);
+  }
+  return parents;
+}
+
+/** True for a cancel reason of `runId` in cairn's words only: the default, or a cascade's
+ *  wrapping of one, each id in it the parent of the run before it (the first `runId`'s
+ *  own parent), as `parentOf` reads the store. Any other text in an id's place (a keyless
+ *  caller's engine.cancel(id, reason) shaped so) is the caller's, and may be a secret. */
+export function isCairnCancelReason(runId: string, reason: string, parentOf: ParentOf): boolean {
+  let r = reason;
+  let child = runId;
   while (r.startsWith(PARENT_HEAD)) {
     const tail = r.indexOf(PARENT_TAIL, PARENT_HEAD.length);
     if (tail < 0) return false;
+    const parent = r.slice(PARENT_HEAD.length, tail);
+    if (parentOf(child) !== parent) return false;
+    child = parent;
     r = r.slice(tail + PARENT_TAIL.length);
   }
   return r === DEFAULT_CANCEL_REASON;

@@ -32,7 +32,7 @@ import { hasBytesEnvelope } from "../codec/encryption.js";
 import { ENVELOPE, PLAIN } from "../codec/stored-text.js";
 import { EncryptionKeyMissingError } from "../errors.js";
 import type { ApprovalVerbs } from "./approval-records.js";
-import { canceledChildEvent, isCairnCancelReason } from "./cancel-texts.js";
+import { canceledChildEvent, isCairnCancelReason, type ParentOf } from "./cancel-texts.js";
 import type { ErrorRecord, NewEvent, NewRun, Release, RunEnd, RunWrite } from "./store.js";
 import type { WorkspaceVerbs } from "./workspace-records.js";
 
@@ -111,9 +111,11 @@ export class PlainPayloadGuard {
    * which reads the mark there and refuses a plain payload if another process marked the
    * store since (nothing written). No window is left: the mark and the write are ordered by
    * the write lock. A store believed marked goes as admit does (`write` handed no check).
+   * `find` is handed the transaction when it runs inside one (a cancel reads there the
+   * parents its reason names).
    */
   admitInTransaction<T, Tx>(
-    find: () => PlainPayload | undefined,
+    find: (tx?: Tx) => PlainPayload | undefined,
     markedIn: (tx: Tx) => boolean,
     write: (check: ((tx: Tx) => void) | undefined) => Promise<T>,
   ): Promise<T> {
@@ -121,7 +123,7 @@ export class PlainPayloadGuard {
       return write((tx) => {
         if (!markedIn(tx)) return;
         this.saw(true);
-        const plain = find();
+        const plain = find(tx);
         if (plain !== undefined) throw this.refusal(plain);
       });
     }
@@ -255,14 +257,18 @@ export function plainInWrites(writes: readonly RunWrite[]): PlainPayload | undef
   return undefined;
 }
 
+/** `parentOf` reads the parents of the runs the reason names (cancel-texts.ts,
+ *  runsNamedAsChildren): a cascade's reason is cairn's only where each id in it is the
+ *  parent of the run before it. */
 export function plainInCancel(
   runId: string,
   reason: string,
   p: { parentEvent?: { name: string; payload: string } } | undefined,
+  parentOf: ParentOf,
 ): PlainPayload | undefined {
   // cairn's own words (a cancel given no reason, a cascade of one) hold nothing to keep
   // secret, nor the child-result event made of them (cancel-texts.ts).
-  const cairns = isCairnCancelReason(reason);
+  const cairns = isCairnCancelReason(runId, reason, parentOf);
   if (!cairns && plainText(reason)) {
     return ofRun(runId, `the cancel reason of run "${runId}"`);
   }

@@ -33,6 +33,7 @@ import type {
   ApprovalVerbs,
   RequestApprovalOutcome,
 } from "../approval-records.js";
+import { runsNamedAsChildren } from "../cancel-texts.js";
 import { checkEventHeadsPage, checkPageArguments, journalEvents } from "../journal-page.js";
 import {
   PlainPayloadGuard,
@@ -120,7 +121,7 @@ import {
 } from "./run-control.js";
 import { createGroup, getRun, listEvents, listRuns } from "./runs.js";
 import { clockParamOf, nowSql, type StoreContext, schemaNameProblem, tablesIn } from "./sql.js";
-import { isMarkedEncrypted, markEncrypted, unmarkEncrypted } from "./store-marks.js";
+import { isMarkedEncrypted, markEncrypted, parentsOf, unmarkEncrypted } from "./store-marks.js";
 import { TurnBatch } from "./turn-batch.js";
 import { heartbeatWorker, listWorkers, registerWorker, removeWorker } from "./workers.js";
 import * as workspace from "./workspace.js";
@@ -581,10 +582,15 @@ class PostgresStore implements Store {
     p?: { parentEvent?: { name: string; payload: string } },
   ): Promise<CancelOutcome> {
     if (noSuchText(runId)) return this.#nothing({ state: "not-found" });
-    return this.#guard.admit(
-      () => plainInCancel(runId, reason, p),
-      () => requestCancel(this.#ctx, runId, reason, p),
-    );
+    const cancel = (parents: ReadonlyMap<string, string | null>) =>
+      this.#guard.admit(
+        () => plainInCancel(runId, reason, p, (id) => parents.get(id)),
+        () => requestCancel(this.#ctx, runId, reason, p),
+      );
+    // A cascade's reason names parents: read before the guard looks, if it will.
+    const named = runsNamedAsChildren(runId, reason);
+    if (named.length === 0 || this.#guard.believedUnmarked()) return cancel(new Map());
+    return parentsOf(this.#ctx, named).then(cancel);
   }
 
   resumeRun(runId: string, p: ResumeOptions): Promise<ResumeOutcome> {

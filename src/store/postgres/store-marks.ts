@@ -37,3 +37,19 @@ export async function unmarkEncrypted(ctx: StoreContext): Promise<void> {
     [ENCRYPTED],
   );
 }
+
+/** The parents of `runs` (a cancel's reason is cairn's only where each id in it names the
+ *  parent of the run before it: cancel-texts.ts). */
+export async function parentsOf(
+  ctx: StoreContext,
+  runs: readonly string[],
+): Promise<Map<string, string | null>> {
+  const { db, t } = ctx;
+  const r = await db.statement<{ id: string; parent_id: string | null }>(
+    "requestCancel",
+    "idempotent",
+    `SELECT id, parent_id FROM ${t.runs} WHERE id = ANY($1::text[])`,
+    [runs],
+  );
+  return new Map(r.rows.map((row) => [row.id, row.parent_id]));
+}

@@ -17,6 +17,7 @@ import type {
   ApprovalVerbs,
   RequestApprovalOutcome,
 } from "../approval-records.js";
+import { parentsRead, runsNamedAsChildren } from "../cancel-texts.js";
 import { checkEventHeadsPage, journalEvents } from "../journal-page.js";
 import {
   type PlainPayload,
@@ -98,12 +99,13 @@ import {
   sendEvent,
 } from "./run-control.js";
 import { createReleasedRun, createRun, getRun, listEvents, listRuns } from "./runs.js";
-import type { StoreContext } from "./sql.js";
+import type { ReadTx, StoreContext } from "./sql.js";
 import {
   checkedContext,
   isMarkedEncrypted,
   markEncrypted,
   markedIn,
+  parentsIn,
   unmarkEncrypted,
 } from "./store-marks.js";
 import { heartbeatWorker, listWorkers, registerWorker, removeWorker } from "./workers.js";
@@ -206,7 +208,7 @@ class SqliteStoreImpl implements SqliteStore {
    *  believed unmarked (plain-payloads.ts), so a mark another process wrote since this
    *  store opened counts at once. */
   #admit<T>(
-    find: () => PlainPayload | undefined,
+    find: (tx?: ReadTx) => PlainPayload | undefined,
     verb: (ctx: StoreContext) => Promise<T>,
   ): Promise<T> {
     return this.#guard.admitInTransaction(find, markedIn, (check) =>
@@ -357,8 +359,15 @@ class SqliteStoreImpl implements SqliteStore {
     reason: string,
     p?: { parentEvent?: { name: string; payload: string } },
   ): Promise<CancelOutcome> {
+    // A cascade's reason names parents: read inside the write's transaction while the store
+    // is believed unmarked (the check there), else before the guard looks.
+    const named = runsNamedAsChildren(runId, reason);
+    const parents =
+      named.length === 0 || this.#guard.believedUnmarked()
+        ? undefined
+        : await this.#ctx.read("requestCancel", (tx) => parentsRead(parentsIn(tx), named));
     return this.#admit(
-      () => plainInCancel(runId, reason, p),
+      (tx) => plainInCancel(runId, reason, p, tx ? parentsIn(tx) : (id) => parents?.get(id)),
       (ctx) => requestCancel(ctx, runId, reason, p),
     );
   }

@@ -1,6 +1,7 @@
 // What a SQLite store says of itself (migration 16): that it encrypts. Read before it is
 // written, so opening an encrypted store that is already marked writes nothing.
 
+import type { ParentOf } from "../cancel-texts.js";
 import type { ReadTx, StoreContext } from "./sql.js";
 
 const ENCRYPTED = "encrypted";
@@ -28,6 +29,13 @@ export async function unmarkEncrypted(ctx: StoreContext): Promise<void> {
   await ctx.write("unmarkEncrypted", (tx) => {
     tx.prepare("DELETE FROM store_marks WHERE name = ?").run(ENCRYPTED);
   });
+}
+
+/** The parents of runs as this transaction reads them (a cancel's reason is cairn's only
+ *  where each id in it names the parent of the run before it: cancel-texts.ts). */
+export function parentsIn(tx: ReadTx): ParentOf {
+  const read = tx.prepare("SELECT parent_id FROM runs WHERE id = ?");
+  return (id) => (read.get(id) as { parent_id: string | null } | undefined)?.parent_id;
 }
 
 /** `ctx` with `check` run first inside every transaction a verb writes in (a grouped write's
