@@ -4,8 +4,8 @@
 // landing before that read's answer. On SQLite the mark is now read inside the write's own
 // transaction while the store is believed unmarked (the file's write lock orders the mark
 // and the write): the first plain write after the mark is refused, nothing written. On
-// PostgreSQL the window remains (it.fails below pins it): closing it there needs the check
-// inside each writing statement (or triggers the mark installs), not done yet.
+// PostgreSQL the mark installs triggers that refuse plain payloads in the database
+// (store/postgres/plain-triggers.ts), mapped to the same refusal.
 
 import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
@@ -102,13 +102,7 @@ async function writesAfterTheMark(backend: Backend): Promise<void> {
 }
 
 describe.each(BACKENDS)("a plain store opened before another process marked it (%s)", (backend) => {
-  if (backend === "sqlite") {
-    it("refuses its first plain step, event and run input after the mark", async () => {
-      await writesAfterTheMark(backend);
-    });
-  } else {
-    it.fails("PostgreSQL: its first plain writes after the mark still land (the window)", async () => {
-      await writesAfterTheMark(backend);
-    });
-  }
+  it("refuses its first plain step, event and run input after the mark", async () => {
+    await writesAfterTheMark(backend);
+  });
 });

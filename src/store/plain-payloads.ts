@@ -23,10 +23,11 @@
 // (the store's clock): a plain store reads it about once per MARK_FRESH_MS while it writes,
 // an encrypted one never (its payloads are ciphertext: nothing to ask). A store that said
 // "marked" (or could not say) reads it again before it refuses a plain payload, so a mark
-// removed by another process (unmarkEncrypted) counts at once. The window left: a process
-// that read "not marked" may write plain text until its background read returns, about
-// MARK_FRESH_MS after another process marked the store (and the write that asked for that
-// read). A store opened after the mark refuses its first plain payload.
+// removed by another process (unmarkEncrypted) counts at once. What that leaves (a process
+// that read "not marked" writing plain text until its background read returns, about
+// MARK_FRESH_MS after another process marked the store) the database closes: the mark
+// installs triggers that refuse such a write there (postgres/plain-triggers.ts), with this
+// guard's refusal. A store opened after the mark refuses its first plain payload here.
 
 import { hasBytesEnvelope } from "../codec/encryption.js";
 import { ENVELOPE, PLAIN } from "../codec/stored-text.js";
@@ -63,6 +64,20 @@ const plainText = (t: string | null | undefined): boolean =>
 const plainError = (e: ErrorRecord | null | undefined): boolean =>
   !!e && (plainText(e.message) || plainText(e.stack));
 
+/** What a store marked encrypted says when it refuses `plain` (the guard, or PostgreSQL's
+ *  triggers: plain-triggers.ts). */
+export function plainPayloadRefusal(store: string, plain: PlainPayload): EncryptionKeyMissingError {
+  return new EncryptionKeyMissingError(
+    `The store ${JSON.stringify(store)} is marked encrypted (an encryptedStore opened it), and this process writes to it without keys: ${plain.what} would be stored in plain text beside encrypted payloads, so nothing was written. Give this process the keys (encryptedStore(store, { keys }); the CLI and cairn ui: $CAIRN_ENCRYPTION_KEYS), or, if this store's workers no longer encrypt, remove the mark: store.unmarkEncrypted()`,
+    {
+      store,
+      what: plain.what,
+      ...(plain.runId !== undefined && { runId: plain.runId }),
+      ...(plain.key !== undefined && { key: plain.key }),
+    },
+  );
+}
+
 export class PlainPayloadGuard {
   /** The store's time when it last said it is not marked; undefined: marked, or not read. */
   #unmarkedAt: number | undefined;
@@ -79,11 +94,12 @@ export class PlainPayloadGuard {
     this.#unmarkedAt = marked ? undefined : this.#time();
   }
 
-  /** Reads the mark when the store opens: a store that cannot (a role without the table's
-   *  rights) reads it at its first plain payload instead. */
-  async opened(): Promise<void> {
+  /** Reads the mark when the store opens (by `read`, the store's read at open, if given): a
+   *  store that cannot (a role without the table's rights) reads it at its first plain
+   *  payload instead. */
+  async opened(read: () => Promise<boolean> = this.readMark): Promise<void> {
     try {
-      this.saw(await this.readMark());
+      this.saw(await read());
     } catch {
       this.#unmarkedAt = undefined;
     }
@@ -138,15 +154,7 @@ export class PlainPayloadGuard {
 
   /** The refusal of `plain`. */
   refusal(plain: PlainPayload): EncryptionKeyMissingError {
-    return new EncryptionKeyMissingError(
-      `The store ${JSON.stringify(this.store)} is marked encrypted (an encryptedStore opened it), and this process writes to it without keys: ${plain.what} would be stored in plain text beside encrypted payloads, so nothing was written. Give this process the keys (encryptedStore(store, { keys }); the CLI and cairn ui: $CAIRN_ENCRYPTION_KEYS), or, if this store's workers no longer encrypt, remove the mark: store.unmarkEncrypted()`,
-      {
-        store: this.store,
-        what: plain.what,
-        ...(plain.runId !== undefined && { runId: plain.runId }),
-        ...(plain.key !== undefined && { key: plain.key }),
-      },
-    );
+    return plainPayloadRefusal(this.store, plain);
   }
 
   /** Marked, or not known: the mark is read before a plain payload is written or refused

@@ -20,6 +20,8 @@
 import type pg from "pg";
 import { CairnError, StoreError } from "../../errors.js";
 import { waitAtMost } from "../../lib/timers.js";
+import { type PlainPayload, plainPayloadRefusal } from "../plain-payloads.js";
+import { PLAIN_REFUSED } from "./plain-triggers.js";
 
 /** Per-connection guards: a stuck statement or a stalled process holding row locks in an
  *  open transaction must not block other workers forever. */
@@ -448,6 +450,11 @@ export class Database {
         { cause: err },
       );
     }
+    if (code === PLAIN_REFUSED) {
+      // A trigger of a store marked encrypted refused a plain payload (plain-triggers.ts):
+      // the guard's own refusal, naming what and where.
+      return plainPayloadRefusal(this.#description, refusedPart(err));
+    }
     if (code === "57014") {
       return new StoreError(
         `${where} canceled ${verb}: it ran longer than statement_timeout ` +
@@ -459,6 +466,24 @@ export class Database {
       `${where} failed ${verb}: ${errorMessage(err)}${code ? ` (SQLSTATE ${code})` : ""}.`,
       { cause: err },
     );
+  }
+}
+
+/** The part a trigger refused, from the JSON its error's DETAIL holds. */
+function refusedPart(err: unknown): PlainPayload {
+  const detail = (err as { detail?: unknown }).detail;
+  try {
+    const d = JSON.parse(typeof detail === "string" ? detail : "") as Record<string, unknown>;
+    const text = (k: string) => (typeof d[k] === "string" ? d[k] : undefined);
+    const runId = text("runId");
+    const key = text("key");
+    return {
+      what: text("what") ?? "a payload",
+      ...(runId !== undefined && { runId }),
+      ...(key !== undefined && { key }),
+    };
+  } catch {
+    return { what: "a payload" };
   }
 }
 

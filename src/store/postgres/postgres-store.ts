@@ -121,7 +121,13 @@ import {
 } from "./run-control.js";
 import { createGroup, getRun, listEvents, listRuns } from "./runs.js";
 import { clockParamOf, nowSql, type StoreContext, schemaNameProblem, tablesIn } from "./sql.js";
-import { isMarkedEncrypted, markEncrypted, parentsOf, unmarkEncrypted } from "./store-marks.js";
+import {
+  isMarkedEncrypted,
+  isMarkedEncryptedAtOpen,
+  markEncrypted,
+  parentsOf,
+  unmarkEncrypted,
+} from "./store-marks.js";
 import { TurnBatch } from "./turn-batch.js";
 import { heartbeatWorker, listWorkers, registerWorker, removeWorker } from "./workers.js";
 import * as workspace from "./workspace.js";
@@ -267,7 +273,7 @@ class PostgresStore implements Store {
       throw err;
     }
     if (this.#opens > 0) this.#listen();
-    await this.#guard.opened();
+    await this.#guard.opened(() => isMarkedEncryptedAtOpen(this.#ctx));
   }
 
   async close(): Promise<void> {

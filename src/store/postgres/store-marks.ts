@@ -1,20 +1,63 @@
 // What a PostgreSQL store says of itself (migration 24): that it encrypts. Read before it
-// is written, so opening an encrypted store that is already marked writes nothing.
+// is written, so opening an encrypted store that is already marked writes nothing. The mark
+// comes with triggers that refuse plain payloads in the database (plain-triggers.ts).
 
+import { CairnError } from "../../errors.js";
+import type { Tx } from "./connection.js";
+import { dropPlainTriggers, installPlainTriggers, triggersInstalledSql } from "./plain-triggers.js";
 import { nowSql, type StoreContext } from "./sql.js";
 
 const ENCRYPTED = "encrypted";
 
 export async function markEncrypted(ctx: StoreContext): Promise<void> {
-  if (await isMarkedEncrypted(ctx)) return;
+  const now = await readMark(ctx);
+  if (now.marked && now.guarded) return;
   const { db, t } = ctx;
-  await db.statement(
-    "markEncrypted",
+  const mark = (tx: Tx) =>
+    tx.query(
+      `INSERT INTO ${t.storeMarks} (name, marked_at) VALUES ($2, ${nowSql(1)})
+        ON CONFLICT (name) DO NOTHING`,
+      [ctx.clockParam(), ENCRYPTED],
+    );
+  try {
+    // The mark and the triggers that refuse plain payloads, together (plain-triggers.ts).
+    await db.transaction("markEncrypted", "idempotent", async (tx) => {
+      await mark(tx);
+      await installPlainTriggers(ctx, tx);
+    });
+  } catch (err) {
+    // A role that may write the tables but not create triggers on them marks the store
+    // as before: the guard alone refuses plain payloads then.
+    if (sqlState(err) !== "42501") throw err;
+    await db.transaction("markEncrypted", "idempotent", mark);
+  }
+}
+
+/** What a store reads of its mark when it opens: a store marked (by a cairn before the
+ *  triggers, or by a role that could not create them) gets the triggers now, if this
+ *  process may create them. */
+export async function isMarkedEncryptedAtOpen(ctx: StoreContext): Promise<boolean> {
+  const now = await readMark(ctx);
+  if (now.marked && !now.guarded) {
+    await ctx.db
+      .transaction("open", "idempotent", (tx) => installPlainTriggers(ctx, tx))
+      .catch((err: unknown) => {
+        if (sqlState(err) !== "42501") throw err;
+      });
+  }
+  return now.marked;
+}
+
+async function readMark(ctx: StoreContext): Promise<{ marked: boolean; guarded: boolean }> {
+  const { db, t } = ctx;
+  const r = await db.statement<{ marked: boolean; guarded: boolean }>(
+    "isMarkedEncrypted",
     "idempotent",
-    `INSERT INTO ${t.storeMarks} (name, marked_at) VALUES ($2, ${nowSql(1)})
-      ON CONFLICT (name) DO NOTHING`,
-    [ctx.clockParam(), ENCRYPTED],
+    `SELECT EXISTS (SELECT 1 FROM ${t.storeMarks} WHERE name = $1) AS marked,
+      ${triggersInstalledSql(ctx)} AS guarded`,
+    [ENCRYPTED],
   );
+  return { marked: r.rows[0]?.marked === true, guarded: r.rows[0]?.guarded === true };
 }
 
 export async function isMarkedEncrypted(ctx: StoreContext): Promise<boolean> {
@@ -28,14 +71,28 @@ export async function isMarkedEncrypted(ctx: StoreContext): Promise<boolean> {
   return (r.rowCount ?? 0) > 0;
 }
 
+/** Removes the mark and the triggers, together. */
 export async function unmarkEncrypted(ctx: StoreContext): Promise<void> {
   const { db, t } = ctx;
-  await db.statement(
-    "unmarkEncrypted",
-    "idempotent",
-    `DELETE FROM ${t.storeMarks} WHERE name = $1`,
-    [ENCRYPTED],
-  );
+  const unmark = (tx: Tx) => tx.query(`DELETE FROM ${t.storeMarks} WHERE name = $1`, [ENCRYPTED]);
+  try {
+    await db.transaction("unmarkEncrypted", "idempotent", async (tx) => {
+      await unmark(tx);
+      await dropPlainTriggers(ctx, tx);
+    });
+  } catch (err) {
+    // A role that may not drop them: the triggers read the mark before they refuse.
+    if (sqlState(err) !== "42501") throw err;
+    await db.transaction("unmarkEncrypted", "idempotent", unmark);
+  }
+}
+
+/** The SQLSTATE of a driver error, or of the one a StoreError wraps. */
+function sqlState(err: unknown): string | undefined {
+  let e = err instanceof CairnError ? err.cause : err;
+  if (e instanceof CairnError) e = e.cause;
+  const code = e !== null && typeof e === "object" ? (e as { code?: unknown }).code : undefined;
+  return typeof code === "string" ? code : undefined;
 }
 
 /** The parents of `runs` (a cancel's reason is cairn's only where each id in it names the

@@ -1,0 +1,281 @@
+// The database's own refusal of plain payloads on a store marked encrypted (PostgreSQL).
+//
+// The guard (plain-payloads.ts) learns of a mark another process wrote by reading it, which
+// a process believing "not marked" does in the background, about once a second: its first
+// plain writes after the mark landed. The mark now installs, in its own transaction, a
+// trigger on each payload-bearing table that refuses a row whose payload is plain text (the
+// guard's rules: an envelope tells ciphertext, the text of undefined holds nothing, cairn's
+// own cancel words and an approval answer's event without answer or comment hold no
+// secret). CREATE TRIGGER locks each table against writes, so a write either committed
+// before the mark or meets the trigger: no window is left. A store without the mark has no
+// trigger and pays nothing; a store marked before this version gets them when an
+// encryptedStore or a keyless store opens it. The trigger reads the mark again before it
+// refuses (a trigger the mark's removal could not drop, or a schema emptied by DELETE, lets
+// plain text through), and raises SQLSTATE CNPLN with the refused part as JSON in DETAIL,
+// which connection.ts maps to the guard's own refusal (EncryptionKeyMissingError).
+//
+// A fork copies the source's records as they are (perhaps plain, written before the mark):
+// the runs trigger notes the run created in this transaction, whose copied records pass.
+
+import type { Tx } from "./connection.js";
+import type { StoreContext } from "./sql.js";
+
+/** The SQLSTATE the triggers raise (connection.ts maps it). */
+export const PLAIN_REFUSED = "CNPLN";
+
+/** The triggers' name: a later version with other rules installs under another. */
+const TRIGGER = "cairn_plain_guard_1";
+
+/** Tables and the statements each trigger fires on. */
+const GUARDED: ReadonlyArray<[table: string, fn: string, on: string]> = [
+  ["runs", "cairn_plain_runs", "INSERT OR UPDATE"],
+  ["steps", "cairn_plain_steps", "INSERT OR UPDATE OF result, error"],
+  ["attempts", "cairn_plain_attempts", "INSERT OR UPDATE OF error"],
+  ["intents", "cairn_plain_intents", "INSERT OR UPDATE OF data"],
+  ["events", "cairn_plain_events", "INSERT OR UPDATE OF payload"],
+  ["run_streams", "cairn_plain_streams", "INSERT OR UPDATE OF data"],
+  ["workspace_objects", "cairn_plain_objects", "INSERT OR UPDATE OF data"],
+  ["approvals", "cairn_plain_approvals", "INSERT OR UPDATE OF request, answer, comment"],
+];
+
+const schemaOf = (ctx: StoreContext): string => ctx.t.runs.slice(0, -".runs".length);
+
+/** The functions (CREATE OR REPLACE) the triggers call, in schema `q`. */
+function functions(q: string): string[] {
+  // Text an encryptedStore wrote begins "cairn:enc:" in a version other than 0; "-1" is
+  // the text of undefined (plain-payloads.ts: isCiphertext, NOTHING).
+  const plain = `CREATE OR REPLACE FUNCTION ${q}.cairn_plain(t text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE AS $f$
+      SELECT t IS NOT NULL AND t <> '-1'
+        AND NOT (starts_with(t, 'cairn:enc:') AND NOT starts_with(t, 'cairn:enc:0:'))
+    $f$`;
+  // An error record's text (error-json.ts): [name, message, code, stack]. A string element
+  // is read as written (json, not jsonb: the quotes and escapes kept, a NUL escape read
+  // without complaint); the envelope's letters are never escaped.
+  const plainError = `CREATE OR REPLACE FUNCTION ${q}.cairn_plain_error(e text) RETURNS boolean
+    LANGUAGE plpgsql IMMUTABLE AS $f$
+    DECLARE
+      part json;
+    BEGIN
+      IF e IS NULL THEN RETURN false; END IF;
+      FOREACH part IN ARRAY ARRAY[(e::json) -> 1, (e::json) -> 3] LOOP
+        IF part IS NOT NULL AND json_typeof(part) = 'string'
+          AND ${q}.cairn_plain(substr(part::text, 2, length(part::text) - 2)) THEN
+          RETURN true;
+        END IF;
+      END LOOP;
+      RETURN false;
+    END $f$`;
+  // cancel-texts.ts's isCairnCancelReason: the default reason, or a cascade's wrapping of
+  // it, each id the parent of the run before it (the first: the run's own, given).
+  const cancelWords = `CREATE OR REPLACE FUNCTION ${q}.cairn_cancel_words(run text, parent text, reason text)
+    RETURNS boolean LANGUAGE plpgsql STABLE AS $f$
+    DECLARE
+      head constant text := 'its parent run "';
+      sep constant text := '" was canceled: ';
+      r text := reason;
+      expected text := parent;
+      pid text;
+      tail int;
+    BEGIN
+      IF r IS NULL THEN RETURN false; END IF;
+      WHILE starts_with(r, head) LOOP
+        tail := strpos(substr(r, length(head) + 1), sep);
+        IF tail = 0 THEN RETURN false; END IF;
+        pid := substr(r, length(head) + 1, tail - 1);
+        IF expected IS DISTINCT FROM pid THEN RETURN false; END IF;
+        expected := (SELECT parent_id FROM ${q}.runs WHERE id = pid);
+        r := substr(r, length(head) + tail + length(sep));
+      END LOOP;
+      RETURN r = 'canceled by request';
+    END $f$`;
+  // Raises, unless the store is no longer marked.
+  const refuse = `CREATE OR REPLACE FUNCTION ${q}.cairn_refuse_plain(what text, run text, key text)
+    RETURNS void LANGUAGE plpgsql AS $f$
+    BEGIN
+      IF NOT EXISTS (SELECT 1 FROM ${q}.store_marks WHERE name = 'encrypted') THEN RETURN; END IF;
+      RAISE EXCEPTION 'the store is marked encrypted: % would be stored in plain text', what
+        USING ERRCODE = '${PLAIN_REFUSED}',
+          DETAIL = json_build_object('what', what, 'runId', run, 'key', key)::text;
+    END $f$`;
+  // A record a fork copies, in the transaction that created its run.
+  const copied = `CREATE OR REPLACE FUNCTION ${q}.cairn_plain_copied(run text) RETURNS boolean
+    LANGUAGE sql STABLE AS $f$
+      SELECT coalesce(current_setting('cairn.created_run', true) = run, false)
+    $f$`;
+  const trigger = (name: string, body: string) =>
+    `CREATE OR REPLACE FUNCTION ${q}.${name}() RETURNS trigger LANGUAGE plpgsql AS $f$
+    DECLARE
+      what text;
+      ins constant boolean := TG_OP = 'INSERT';
+    BEGIN
+${body}
+      RETURN NEW;
+    END $f$`;
+  // A column written by this statement: inserted, or changed by an update (a row written
+  // before the mark is not refused for a column the update leaves as it was).
+  const set = (col: string) => `(ins OR NEW.${col} IS DISTINCT FROM OLD.${col})`;
+  const runs = trigger(
+    "cairn_plain_runs",
+    `      IF ins THEN PERFORM set_config('cairn.created_run', NEW.id, true); END IF;
+      IF ${set("input")} AND ${q}.cairn_plain(NEW.input) THEN
+        what := format('the input of run "%s"', NEW.id);
+      ELSIF ${set("handed_input_digest")} AND ${q}.cairn_plain(NEW.handed_input_digest) THEN
+        what := format('the handed-input digest of run "%s"', NEW.id);
+      ELSIF ${set("output")} AND ${q}.cairn_plain(NEW.output) THEN
+        what := format('the output of run "%s"', NEW.id);
+      ELSIF ${set("error")} AND ${q}.cairn_plain_error(NEW.error) THEN
+        what := format('the error of run "%s"', NEW.id);
+      ELSIF ${set("reason")} AND ${q}.cairn_plain(NEW.reason)
+        AND (NEW.status IN ('failed', 'canceled') OR NEW.cancel_requested)
+        AND NOT ${q}.cairn_cancel_words(NEW.id, NEW.parent_id, NEW.reason) THEN
+        what := format(CASE WHEN NEW.status = 'failed' THEN 'the reason of run "%s"'
+          ELSE 'the cancel reason of run "%s"' END, NEW.id);
+      END IF;
+      IF what IS NOT NULL THEN PERFORM ${q}.cairn_refuse_plain(what, NEW.id, NULL); END IF;`,
+  );
+  const steps = trigger(
+    "cairn_plain_steps",
+    `      IF ${q}.cairn_plain_copied(NEW.run_id) THEN RETURN NEW; END IF;
+      IF ${set("result")} AND ${q}.cairn_plain(NEW.result) THEN
+        what := format('the result of step "%s" of run "%s"', NEW.key, NEW.run_id);
+      ELSIF ${set("error")} AND ${q}.cairn_plain_error(NEW.error) THEN
+        what := format('the error of step "%s" of run "%s"', NEW.key, NEW.run_id);
+      END IF;
+      IF what IS NOT NULL THEN PERFORM ${q}.cairn_refuse_plain(what, NEW.run_id, NEW.key); END IF;`,
+  );
+  const attempts = trigger(
+    "cairn_plain_attempts",
+    `      IF ${q}.cairn_plain_copied(NEW.run_id) THEN RETURN NEW; END IF;
+      IF ${set("error")} AND ${q}.cairn_plain_error(NEW.error) THEN
+        PERFORM ${q}.cairn_refuse_plain(format('the error of attempt %s of step "%s" of run "%s"',
+          NEW.attempt, NEW.key, NEW.run_id), NEW.run_id, NEW.key);
+      END IF;`,
+  );
+  const intents = trigger(
+    "cairn_plain_intents",
+    `      IF ${q}.cairn_plain_copied(NEW.run_id) THEN RETURN NEW; END IF;
+      IF ${set("data")} AND ${q}.cairn_plain(NEW.data) THEN
+        PERFORM ${q}.cairn_refuse_plain(format('the intent of "%s" of run "%s"', NEW.key, NEW.run_id),
+          NEW.run_id, NEW.key);
+      END IF;`,
+  );
+  // Plain but let through: the child-result event of a child canceled in cairn's words in
+  // this transaction (cancel-texts.ts, canceledChildEvent), and the event of an approval
+  // answered in this transaction without answer or comment (plainInApprovalAnswer).
+  const events = trigger(
+    "cairn_plain_events",
+    `      IF NOT (${set("payload")} AND ${q}.cairn_plain(NEW.payload)) THEN RETURN NEW; END IF;
+      IF starts_with(NEW.name, 'cairn.child:')
+        AND ${q}.cairn_canceled_child_event(NEW.run_id, substr(NEW.name, 13), NEW.payload) THEN
+        RETURN NEW;
+      END IF;
+      IF starts_with(NEW.name, 'cairn.approval:') AND EXISTS (
+          SELECT 1 FROM ${q}.approvals a
+            WHERE a.run_id = NEW.run_id AND a.key = substr(NEW.name, 16)
+              AND a.xmin = pg_current_xact_id()::xid AND a.answer IS NULL AND a.comment IS NULL) THEN
+        RETURN NEW;
+      END IF;
+      PERFORM ${q}.cairn_refuse_plain(format('the payload of event "%s" for run "%s"', NEW.name,
+        NEW.run_id), NEW.run_id, NULL);`,
+  );
+  const canceledChildEvent = `CREATE OR REPLACE FUNCTION ${q}.cairn_canceled_child_event(parent text, child text, payload text)
+    RETURNS boolean LANGUAGE plpgsql STABLE AS $f$
+    DECLARE
+      c record;
+      v jsonb;
+    BEGIN
+      SELECT id, parent_id, reason INTO c FROM ${q}.runs
+        WHERE id = child AND parent_id = parent AND status = 'canceled'
+          AND xmin = pg_current_xact_id()::xid;
+      IF NOT FOUND OR NOT coalesce(${q}.cairn_cancel_words(c.id, c.parent_id, c.reason), false) THEN
+        RETURN false;
+      END IF;
+      BEGIN
+        v := payload::jsonb;
+      EXCEPTION WHEN others THEN
+        RETURN false;
+      END;
+      RETURN v = jsonb_build_array(jsonb_build_object('error', 1),
+        jsonb_build_object('name', 2, 'code', 3, 'message', 4), 'RunCanceledError', 'RUN_CANCELED',
+        format('Run "%s" was canceled: %s', c.id, c.reason));
+    END $f$`;
+  const streams = trigger(
+    "cairn_plain_streams",
+    `      IF ${set("data")} AND ${q}.cairn_plain(NEW.data) THEN
+        PERFORM ${q}.cairn_refuse_plain(format('a stream chunk of run "%s"', NEW.run_id), NEW.run_id, NULL);
+      END IF;`,
+  );
+  // codec/encryption.ts's bytes envelope: the bytes of "CAIRNENC1" first.
+  const objects = trigger(
+    "cairn_plain_objects",
+    `      IF ${set("data")} AND NEW.data IS NOT NULL
+        AND substring(NEW.data FROM 1 FOR 9) <> convert_to('CAIRNENC1', 'LATIN1') THEN
+        PERFORM ${q}.cairn_refuse_plain(format('workspace object %s', NEW.hash), NULL, NULL);
+      END IF;`,
+  );
+  const approvals = trigger(
+    "cairn_plain_approvals",
+    `      IF ${q}.cairn_plain_copied(NEW.run_id) THEN RETURN NEW; END IF;
+      IF ${set("request")} AND ${q}.cairn_plain(NEW.request) THEN
+        what := format('the request of approval "%s" of run "%s"', NEW.key, NEW.run_id);
+      ELSIF ${set("answer")} AND ${q}.cairn_plain(NEW.answer) THEN
+        what := format('the answer of approval "%s" of run "%s"', NEW.key, NEW.run_id);
+      ELSIF ${set("comment")} AND ${q}.cairn_plain(NEW.comment) THEN
+        what := format('the comment of approval "%s" of run "%s"', NEW.key, NEW.run_id);
+      END IF;
+      IF what IS NOT NULL THEN PERFORM ${q}.cairn_refuse_plain(what, NEW.run_id, NEW.key); END IF;`,
+  );
+  return [
+    plain,
+    plainError,
+    cancelWords,
+    refuse,
+    copied,
+    canceledChildEvent,
+    runs,
+    steps,
+    attempts,
+    intents,
+    events,
+    streams,
+    objects,
+    approvals,
+  ];
+}
+
+/** Whether the triggers are there (one catalog read: the runs table's). */
+export function triggersInstalledSql(ctx: StoreContext): string {
+  return `EXISTS (SELECT 1 FROM pg_trigger
+    WHERE tgrelid = '${schemaOf(ctx)}.runs'::regclass AND tgname = '${TRIGGER}')`;
+}
+
+/** Installs the triggers inside `tx` (the mark's transaction, or an open's) if the store is
+ *  marked (by `tx` too) and they are not there: an advisory lock orders it with another
+ *  process's install or removal. */
+export async function installPlainTriggers(ctx: StoreContext, tx: Tx): Promise<void> {
+  const q = schemaOf(ctx);
+  await tx.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`${q}.${TRIGGER}`]);
+  const now = await tx.query<{ marked: boolean; there: boolean }>(
+    `SELECT EXISTS (SELECT 1 FROM ${ctx.t.storeMarks} WHERE name = 'encrypted') AS marked,
+      ${triggersInstalledSql(ctx)} AS there`,
+  );
+  if (!now.rows[0]?.marked || now.rows[0].there) return;
+  for (const sql of functions(q)) await tx.query(sql);
+  for (const [table, fn, on] of GUARDED) {
+    await tx.query(`DROP TRIGGER IF EXISTS ${TRIGGER} ON ${q}.${table}`);
+    await tx.query(
+      `CREATE TRIGGER ${TRIGGER} BEFORE ${on} ON ${q}.${table}
+        FOR EACH ROW EXECUTE FUNCTION ${q}.${fn}()`,
+    );
+  }
+}
+
+/** Drops the triggers inside `tx` (the mark's removal). */
+export async function dropPlainTriggers(ctx: StoreContext, tx: Tx): Promise<void> {
+  const q = schemaOf(ctx);
+  await tx.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`${q}.${TRIGGER}`]);
+  for (const [table] of GUARDED) {
+    await tx.query(`DROP TRIGGER IF EXISTS ${TRIGGER} ON ${q}.${table}`);
+  }
+}
