@@ -350,6 +350,9 @@ export class Execution {
       if (ex.journalOptions?.pendingEvents !== false) {
         Object.defineProperty(this, "readEventHeads", { value: undefined });
       }
+      if (ex.journalOptions?.pendingEvents !== false || !deps.store.pendingEventHeadsOfNames) {
+        Object.defineProperty(this, "readEventHeadsOfNames", { value: undefined });
+      }
     }
 
     // this.ex.epoch is the claim's, or (begun before its create) the create's once it is held.
@@ -416,6 +419,14 @@ export class Execution {
     readEventHeads(page: EventHeadsPage, settled: boolean): Promise<EventHead[]> {
       const options = settled ? { settled: true } : undefined;
       return this.ex.deps.store.pendingEventHeadsNamed!(this.runId, page, options);
+    }
+
+    readEventHeadsOfNames(
+      pages: readonly EventHeadsPage[],
+      settled: boolean,
+    ): Promise<EventHead[]> {
+      const options = settled ? { settled: true } : undefined;
+      return this.ex.deps.store.pendingEventHeadsOfNames!(this.runId, pages, options);
     }
 
     storeNow(): Promise<number> {

@@ -422,6 +422,13 @@ function eventVerbs(inner: Store, c: Cipher) {
             page: EventHeadsPage,
             options?: PendingEventsOptions,
           ) => inner.pendingEventHeadsNamed!(runId, page, options),
+          ...(inner.pendingEventHeadsOfNames && {
+            pendingEventHeadsOfNames: (
+              runId: string,
+              pages: readonly EventHeadsPage[],
+              options?: PendingEventsOptions,
+            ) => inner.pendingEventHeadsOfNames!(runId, pages, options),
+          }),
         }),
         async eventPayloads(runId: string, seqs: readonly number[]) {
           return (await inner.eventPayloads!(runId, seqs)).map((e) => ({

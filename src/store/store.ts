@@ -629,6 +629,17 @@ export interface Store extends WorkspaceVerbs, ApprovalVerbs {
     options?: PendingEventsOptions,
   ): Promise<EventHead[]>;
 
+  /** Optional, with `pendingEventHeadsNamed`: the pages of several names in one read, as
+   *  pendingEventHeadsNamed reads each (an execution reads with its first read the results of
+   *  the children its journal holds begun and unfinished: a parent replayed after N children
+   *  ended reads their N results' heads in one call, not N). Every page's heads, each
+   *  page's oldest first, pages in the order given. */
+  pendingEventHeadsOfNames?(
+    runId: string,
+    pages: readonly EventHeadsPage[],
+    options?: PendingEventsOptions,
+  ): Promise<EventHead[]>;
+
   /** Optional, with `pendingEventHeads`: the payloads of run `runId`'s events with these
    *  seqs, consumed or not, in any order; a seq the run has no event under is left out. */
   eventPayloads?(runId: string, seqs: readonly number[]): Promise<EventPayload[]>;

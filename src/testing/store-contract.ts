@@ -1756,6 +1756,37 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         // A store may ignore pendingEvents; these backends read none.
         expect({ events: j.events, eventHeads: j.eventHeads }).toEqual({ events: [] });
       });
+
+      it("the pages of several names in one read (pendingEventHeadsOfNames), each as pendingEventHeadsNamed reads it", async () => {
+        if (!store.pendingEventHeadsNamed || !store.pendingEventHeadsOfNames) return;
+        const run = await started();
+        const sent: EventRecord[] = [];
+        for (const n of ["x", "y", "x", "z", "x", "y"]) {
+          const out = await store.sendEvent({ runId: run.id, name: n, payload: `"${n}"` });
+          if (!out.ok) throw new Error("refused");
+          sent.push(out.event);
+        }
+        const pages = [
+          { name: "x", after: sent[0]!.seq, limit: 1 },
+          { name: "none", after: 0, limit: 5 },
+          { name: "y", after: 0, limit: 5 },
+        ];
+        const apart = [];
+        for (const page of pages) apart.push(...(await store.pendingEventHeadsNamed(run.id, page)));
+        const head = (i: number) => {
+          const { payload: _, ...h } = sent[i]!;
+          return h;
+        };
+        expect(apart).toEqual([head(2), head(1), head(5)]);
+        expect(await store.pendingEventHeadsOfNames(run.id, pages)).toEqual(apart);
+        expect(await store.pendingEventHeadsOfNames(run.id, pages, { settled: true })).toEqual(
+          apart,
+        );
+        expect(await store.pendingEventHeadsOfNames("run_unknown", pages)).toEqual([]);
+        await expect(
+          store.pendingEventHeadsOfNames(run.id, [{ name: "x", after: 0, limit: 0 }]),
+        ).rejects.toThrow(/"limit" must be a whole number >= 1/);
+      });
     });
 
     // ---- events ----

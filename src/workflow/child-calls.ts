@@ -27,10 +27,29 @@ import {
 } from "./child-identity.js";
 import type { ChildOutcome } from "./context.js";
 import { isWorkflowName, type Workflow } from "./define.js";
+import type { JournalIndex } from "./journal-index.js";
 import { intentRecord } from "./records.js";
 
 /** The event that carries child run `id`'s outcome to its parent. */
 export const CHILD_EVENT_PREFIX = "cairn.child:";
+
+/** The result events of the children the journal holds begun and unfinished (an intent, no
+ *  outcome): their calls, made again, take them (event-reads.ts reads them along with its
+ *  first read). An intent that cannot be read is left to its call to judge. */
+export function awaitedChildEvents(journal: JournalIndex): string[] {
+  const names: string[] = [];
+  for (const key of journal.unfinished) {
+    const intent = journal.intents.get(key);
+    if (intent?.kind !== "child") continue;
+    try {
+      const { childId } = decode<ChildIntent>(intent.data);
+      if (typeof childId === "string") names.push(`${CHILD_EVENT_PREFIX}${childId}`);
+    } catch {
+      // judged by its call (matchChild)
+    }
+  }
+  return names;
+}
 
 export class ChildCalls {
   constructor(private readonly core: CallCore) {}

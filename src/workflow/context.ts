@@ -100,7 +100,7 @@ import {
   runInBody,
   scopeOf,
 } from "./call-scope.js";
-import { ChildCalls } from "./child-calls.js";
+import { awaitedChildEvents, ChildCalls } from "./child-calls.js";
 import type { FoundChild } from "./child-identity.js";
 import type { Effect, StepContext, StepOptions, WorkflowContext } from "./context-types.js";
 import { CrashCharges } from "./crash-charges.js";
@@ -233,6 +233,9 @@ export interface ContextHost {
    *  given, with `eventPayloads`, the execution reads only the names its calls take events
    *  of (event-reads.ts), and `loadEvents` is not asked. */
   readEventHeads?(page: EventHeadsPage, settled: boolean): Promise<EventHead[]>;
+  /** Pages of several names in one read (Store.pendingEventHeadsOfNames): given with
+   *  readEventHeads when the store offers it. */
+  readEventHeadsOfNames?(pages: readonly EventHeadsPage[], settled: boolean): Promise<EventHead[]>;
   /** The store's now (PostgreSQL: the database's clock), by which it stamps events and
    *  judges approval answers; absent: this clock's. */
   storeNow?(): Promise<number>;
@@ -324,6 +327,10 @@ export class Context implements CallCore, DeliveryHooks {
   /** The unconsumed events not taken yet, by name, oldest first: a wait looks only at its
    *  own name's (a run sent thousands of events of another name pays nothing per take). */
   private events: Map<string, PendingEvent[]> | undefined;
+  /** The result events of the children begun and unfinished (child-calls.ts,
+   *  awaitedChildEvents): their heads are read with the first read of events, and their
+   *  payloads along with one another's (eventPayload). */
+  private readAlong: Set<string> | undefined;
   /** Payload reads under way, by the seq of each event they read (eventPayload). */
   private payloadReads: Map<number, Promise<Map<number, string>>> | undefined;
   private seenEventSeqs: Set<number> | undefined;
@@ -2051,8 +2058,14 @@ export class Context implements CallCore, DeliveryHooks {
       return this.eventReadsMade;
     }
     const host = this.host;
+    const along = awaitedChildEvents(this.journal);
+    if (along.length > 0) this.readAlong = new Set(along);
     this.eventReadsMade = new EventReads({
       read: (page, settled) => host.readEventHeads!(page, settled),
+      ...(host.readEventHeadsOfNames && {
+        readMany: (pages, settled) => host.readEventHeadsOfNames!(pages, settled),
+      }),
+      along: () => along,
       add: (heads) => this.addEvents(heads),
       takeable: (name, deadline) => this.takenAt(name, deadline) >= 0,
     });
@@ -2127,14 +2140,26 @@ export class Context implements CallCore, DeliveryHooks {
     if (payload === undefined) {
       // The next events of its name are likely waited for next (a loop of waits): read
       // theirs in the same query, a few at a time (a payload may weigh megabytes).
-      const seqs = [ev.seq];
+      // So are the other children's results, when this is one (a parent replayed after
+      // its children ended takes each once).
+      const evs = [ev];
       if (!shared) {
-        for (const e of this.events?.get(ev.name) ?? []) {
-          if (seqs.length >= PAYLOADS_READ_TOGETHER) break;
-          if (e.payload === undefined && !this.payloadReads.has(e.seq)) seqs.push(e.seq);
+        const reads = this.payloadReads;
+        const along = (e: PendingEvent) => {
+          if (evs.length >= PAYLOADS_READ_TOGETHER) return false;
+          if (e.payload === undefined && !reads.has(e.seq)) evs.push(e);
+          return true;
+        };
+        for (const e of this.events?.get(ev.name) ?? []) if (!along(e)) break;
+        if (this.readAlong?.has(ev.name)) {
+          for (const name of this.readAlong) {
+            const first = name === ev.name ? undefined : this.events?.get(name)?.[0];
+            if (first && !along(first)) break;
+          }
         }
       }
-      const read = this.readPayloads(ev.name, seqs);
+      const seqs = evs.map((e) => e.seq);
+      const read = this.readPayloads(evs);
       for (const seq of seqs) this.payloadReads.set(seq, read);
       payload = (await read).get(ev.seq);
     }
@@ -2151,9 +2176,10 @@ export class Context implements CallCore, DeliveryHooks {
     return payload;
   }
 
-  /** Reads the payloads of these events of name `name` (eventPayload); the first is the
-   *  one a wait took, the others are read along. */
-  private async readPayloads(name: string, seqs: number[]): Promise<Map<number, string>> {
+  /** Reads the payloads of these events (eventPayload); the first is the one a wait took,
+   *  the others are read along. */
+  private async readPayloads(evs: PendingEvent[]): Promise<Map<number, string>> {
+    const seqs = evs.map((e) => e.seq);
     const host = this.host;
     const eventPayloads = host.eventPayloads;
     if (!eventPayloads) {
@@ -2178,7 +2204,7 @@ export class Context implements CallCore, DeliveryHooks {
     } finally {
       for (const seq of seqs) this.payloadReads?.delete(seq);
     }
-    for (const e of this.events?.get(name) ?? []) {
+    for (const e of evs) {
       if (e.payload === undefined) {
         const payload = read.get(e.seq);
         if (payload !== undefined) e.payload = payload;

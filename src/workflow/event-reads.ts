@@ -24,6 +24,13 @@ export interface EventReadsHost {
   /** A page of heads of one name (Store.pendingEventHeadsNamed); `settled` as the last look
    *  after a deadline asks (Store.pendingEvents). */
   read(page: EventHeadsPage, settled: boolean): Promise<EventHead[]>;
+  /** Pages of several names in one read (Store.pendingEventHeadsOfNames); absent: a read
+   *  of each page, side by side. */
+  readMany?(pages: readonly EventHeadsPage[], settled: boolean): Promise<EventHead[]>;
+  /** Names read with the first read, whatever it reads: those the run's journal says its
+   *  calls will take (the results of the children it began and holds unfinished), so a
+   *  parent replayed after N children ended reads them in one call, not one each. */
+  along?(): readonly string[];
   /** Hands heads read to the execution (Context.addEvents: each taken once, in seq order per
    *  name, waking the waits blocked on their names). */
   add(heads: EventHead[]): void;
@@ -48,6 +55,8 @@ export class EventReads {
   private queue: Promise<unknown> = Promise.resolve();
   /** Takes queued behind reads (whenReady), not yet handed their event. */
   private queuedTakes = 0;
+  /** The first read took the host's `along` names. */
+  private alongRead = false;
 
   constructor(private readonly host: EventReadsHost) {}
 
@@ -108,17 +117,31 @@ export class EventReads {
   }
 
   /** Reads the next page of each name, all of them before any is handed over (the waits
-   *  they wake are woken together, as one read of every event woke them). */
-  private async readNames(names: string[], settled: boolean): Promise<void> {
-    if (names.length === 0) return;
-    const pages = await Promise.all(
-      names.map((name) =>
-        this.host.read(
-          { name, after: this.names.get(name)?.readTo ?? 0, limit: EVENT_HEADS_PAGE },
-          settled,
-        ),
-      ),
-    );
+   *  they wake are woken together, as one read of every event woke them): in one call when
+   *  the host reads several names at once. The first read takes the `along` names too. */
+  private async readNames(asked: string[], settled: boolean): Promise<void> {
+    if (asked.length === 0) return;
+    let names = asked;
+    if (!this.alongRead) {
+      this.alongRead = true;
+      const all = new Set(asked);
+      for (const name of this.host.along?.() ?? []) if (!this.names.has(name)) all.add(name);
+      names = [...all];
+    }
+    const wanted = names.map((name) => ({
+      name,
+      after: this.names.get(name)?.readTo ?? 0,
+      limit: EVENT_HEADS_PAGE,
+    }));
+    let pages: EventHead[][];
+    if (names.length > 1 && this.host.readMany) {
+      const at = new Map(names.map((name, i) => [name, i]));
+      pages = names.map(() => []);
+      const heads = await this.host.readMany(wanted, settled);
+      for (const h of heads) pages[at.get(h.name) ?? -1]?.push(h);
+    } else {
+      pages = await Promise.all(wanted.map((page) => this.host.read(page, settled)));
+    }
     const heads: EventHead[] = [];
     names.forEach((name, i) => {
       const page = pages[i]!;

@@ -97,6 +97,7 @@ import {
   IDLE_IN_TRANSACTION_TIMEOUT_MS,
   STATEMENT_TIMEOUT_MS,
 } from "./connection.js";
+import { pendingEventHeadsOfNames } from "./event-heads-of-names.js";
 import { loadJournal } from "./journal-load.js";
 import { readEvents, readJournalPage } from "./journal-pages.js";
 import {
@@ -554,6 +555,22 @@ class PostgresStore implements Store {
     }
     if (noSuchText(runId) || noSuchText(page.name)) return this.#nothing([]);
     return pendingEventHeadsNamed(this.#ctx, runId, page, options?.settled === true);
+  }
+
+  pendingEventHeadsOfNames(
+    runId: string,
+    pages: readonly EventHeadsPage[],
+    options?: PendingEventsOptions,
+  ): Promise<EventHead[]> {
+    try {
+      for (const page of pages) checkEventHeadsPage(runId, page);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    if (noSuchText(runId)) return this.#nothing([]);
+    const named = pages.filter((p) => !noSuchText(p.name));
+    if (named.length === 0) return this.#nothing([]);
+    return pendingEventHeadsOfNames(this.#ctx, runId, named, options?.settled === true);
   }
 
   eventPayloads(runId: string, seqs: readonly number[]): Promise<EventPayload[]> {

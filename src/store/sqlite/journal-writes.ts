@@ -159,6 +159,38 @@ export function pendingEventHeadsNamed(
     : ctx.read("pendingEventHeadsNamed", read);
 }
 
+/** The pages of several names in one read (Store.pendingEventHeadsOfNames): each as
+ *  pendingEventHeadsNamed reads it, in one transaction. */
+export function pendingEventHeadsOfNames(
+  ctx: StoreContext,
+  runId: string,
+  pages: readonly EventHeadsPage[],
+  settled: boolean,
+): Promise<EventHead[]> {
+  const read = (tx: { prepare: Prepare }) => {
+    const statement = tx
+      .prepare(
+        `SELECT seq, created_at, idempotency_key FROM events
+         WHERE run_id = ? AND name = ? AND consumed_by IS NULL AND seq > ?
+         ORDER BY seq LIMIT ?`,
+      )
+      .raw(true);
+    const heads: EventHead[] = [];
+    for (const page of pages) {
+      const rows = statement.all(runId, page.name, page.after, page.limit) as Array<
+        [number, number, string | null]
+      >;
+      for (const [seq, createdAt, idempotencyKey] of rows) {
+        heads.push({ seq, runId, name: page.name, createdAt, consumedBy: null, idempotencyKey });
+      }
+    }
+    return heads;
+  };
+  return settled
+    ? ctx.write("pendingEventHeadsOfNames", read)
+    : ctx.read("pendingEventHeadsOfNames", read);
+}
+
 /** The payloads of the run's events with these seqs (Store.eventPayloads). */
 export function eventPayloads(
   ctx: StoreContext,

@@ -86,6 +86,7 @@ import {
   loadJournal,
   pendingEventHeads,
   pendingEventHeadsNamed,
+  pendingEventHeadsOfNames,
   pendingEvents,
 } from "./journal-writes.js";
 import { claimRuns, expireLease, renewLeases } from "./leases.js";
@@ -331,6 +332,15 @@ class SqliteStoreImpl implements SqliteStore {
   ): Promise<EventHead[]> {
     checkEventHeadsPage(runId, page);
     return pendingEventHeadsNamed(this.#ctx, runId, page, options?.settled === true);
+  }
+
+  async pendingEventHeadsOfNames(
+    runId: string,
+    pages: readonly EventHeadsPage[],
+    options?: PendingEventsOptions,
+  ): Promise<EventHead[]> {
+    for (const page of pages) checkEventHeadsPage(runId, page);
+    return pendingEventHeadsOfNames(this.#ctx, runId, pages, options?.settled === true);
   }
 
   async eventPayloads(runId: string, seqs: readonly number[]): Promise<EventPayload[]> {
