@@ -14,6 +14,9 @@
 // plain text through), and raises SQLSTATE CNPLN with the refused part as JSON in DETAIL,
 // which connection.ts maps to the guard's own refusal (EncryptionKeyMissingError).
 //
+// "Written in this transaction" is told by a row's xmin, the transaction's own xid (the 32
+// bits of txid_current: PostgreSQL's writes here take no savepoint).
+//
 // A fork copies the source's records as they are (perhaps plain, written before the mark):
 // the runs trigger notes the run created in this transaction, whose copied records pass.
 
@@ -173,7 +176,7 @@ ${body}
       IF starts_with(NEW.name, 'cairn.approval:') AND EXISTS (
           SELECT 1 FROM ${q}.approvals a
             WHERE a.run_id = NEW.run_id AND a.key = substr(NEW.name, 16)
-              AND a.xmin = pg_current_xact_id()::xid AND a.answer IS NULL AND a.comment IS NULL) THEN
+              AND a.xmin::text = (txid_current() % 4294967296)::text AND a.answer IS NULL AND a.comment IS NULL) THEN
         RETURN NEW;
       END IF;
       PERFORM ${q}.cairn_refuse_plain(format('the payload of event "%s" for run "%s"', NEW.name,
@@ -187,7 +190,7 @@ ${body}
     BEGIN
       SELECT id, parent_id, reason INTO c FROM ${q}.runs
         WHERE id = child AND parent_id = parent AND status = 'canceled'
-          AND xmin = pg_current_xact_id()::xid;
+          AND xmin::text = (txid_current() % 4294967296)::text;
       IF NOT FOUND OR NOT coalesce(${q}.cairn_cancel_words(c.id, c.parent_id, c.reason), false) THEN
         RETURN false;
       END IF;

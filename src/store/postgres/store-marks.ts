@@ -26,9 +26,10 @@ export async function markEncrypted(ctx: StoreContext): Promise<void> {
       await installPlainTriggers(ctx, tx);
     });
   } catch (err) {
-    // A role that may write the tables but not create triggers on them marks the store
-    // as before: the guard alone refuses plain payloads then.
-    if (sqlState(err) !== "42501") throw err;
+    // A database that refused the triggers (a role that may write the tables but not
+    // create triggers on them, a server too old for them) marks the store as before: the
+    // guard alone refuses plain payloads then. A connection lost is thrown as it was.
+    if (sqlState(err) === undefined) throw err;
     await db.transaction("markEncrypted", "idempotent", mark);
   }
 }
