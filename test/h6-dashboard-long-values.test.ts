@@ -3,6 +3,9 @@
 // payload's one-line summary, so every event box and the page overflowed to the right
 // (1,696 px wide in a 1,300 px window). The list's column may now shrink below its content
 // (style.css), and the summary is cut with an ellipsis as the step values' are.
+// On a phone's width (390 px) the runs list and the workers page were as wide as their
+// tables (1,139 and 710 px): the whole page scrolled sideways, its header too. The tables
+// now scroll inside their boxes.
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type HttpServer, serveHttp } from "../src/http/index.js";
@@ -24,7 +27,8 @@ describe.runIf(hasChromium())("dashboard: long values", () => {
   let browser: Awaited<ReturnType<typeof launchBrowser>>;
 
   beforeAll(async () => {
-    const engine = h.engine([wf], { worker: false });
+    // A worker, so that the workers page has its table.
+    const engine = h.engine([wf]);
     await engine.start(wf, undefined, { id: "long-run" });
     await engine.sendEvent("long-run", "webhook", LONG);
     await engine.sendEvent("long-run", "small", { ok: true });
@@ -49,6 +53,26 @@ describe.runIf(hasChromium())("dashboard: long values", () => {
     expect(list && panel && list.x + list.width).toBeLessThanOrEqual(
       (panel?.x ?? 0) + (panel?.width ?? 0),
     );
+    await page.close();
+  });
+
+  it("keep the runs list and the workers page within a phone's width", async () => {
+    const page = await browser.context.newPage();
+    await page.setViewportSize({ width: 390, height: 800 });
+    for (const [path, table] of [
+      ["/", "table.runs"],
+      ["/workers", "table.workers"],
+    ] as const) {
+      await page.goto(`${server.url}${path}?token=${TOKEN}`);
+      await expect.poll(() => page.locator(table).count()).toBe(1);
+      // The table is wider than the window: it scrolls in its box.
+      const widths = await page.evaluate<number[]>(
+        `[...document.querySelectorAll("${table}")].map((t) => t.scrollWidth)`,
+      );
+      expect(widths[0], path).toBeGreaterThan(390);
+      const pageWidth = await page.evaluate<number>("document.documentElement.scrollWidth");
+      expect(pageWidth, path).toBeLessThanOrEqual(390);
+    }
     await page.close();
   });
 });
