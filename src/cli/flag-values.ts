@@ -72,6 +72,9 @@ export function parseBudget(texts: string[]): Amounts {
 
 /** JSON a user gives; `what` names it ("--input") and `examples` shows valid ones. */
 export function parseJson(text: string, what: string, examples: string): unknown {
+  // Empty stdin (`printf '' | cairn send id go -`) or `--input ''`: "not valid JSON" read as
+  // a typo in text that was never there.
+  if (text.trim() === "") throw new UsageError(`${what} is empty; give JSON (${examples})`);
   let value: unknown;
   try {
     value = JSON.parse(text);
