@@ -130,3 +130,22 @@ describe("a ctx extended by Object.create", () => {
     expect((await e.getSteps(run.id)).map((s) => s.key)).toEqual(["a", "b", "c"]);
   });
 });
+
+describe("a frozen ctx", () => {
+  const harness = useHarness("sqlite");
+
+  it("Object.freeze(ctx) leaves its methods callable, and an extension of it too", async () => {
+    const h = harness();
+    const wf = workflow({ name: "frozen-ctx", version: "1" }, async (ctx) => {
+      Object.freeze(ctx);
+      const a = await ctx.step("a", () => 1);
+      const ext = Object.create(ctx) as WorkflowContext;
+      const b = await ext.step("b", () => 2);
+      return [a, b, typeof ctx.now()];
+    });
+    const e = h.engine([wf]);
+    const run = await e.start(wf, undefined);
+    expect(await run.result()).toEqual([1, 2, "number"]);
+    expect((await e.getSteps(run.id)).map((s) => s.key)).toEqual(["a", "b", "@now"]);
+  });
+});

@@ -2663,7 +2663,7 @@ class WorkflowApi {
   // cairn/ai numbers a call's streamed executions by (generation, attempt).
   readonly [RUN_GENERATION]: number;
   readonly [CONTEXT]: Context;
-  [BOUND]: Partial<ApiMethods> | undefined;
+  [BOUND]: Partial<ApiMethods>;
 
   constructor(c: Context) {
     this.runId = c.host.runId;
@@ -2671,7 +2671,7 @@ class WorkflowApi {
     this.version = c.host.version;
     this[RUN_GENERATION] = c.host.generation;
     this[CONTEXT] = c;
-    this[BOUND] = undefined;
+    this[BOUND] = {};
     Object.defineProperties(this, OWN_ACCESSORS);
   }
 
@@ -2784,13 +2784,13 @@ const OWN_ACCESSORS: PropertyDescriptorMap = Object.fromEntries(
  *  made by Object.create(ctx) reads (and, assigned a method, replaces) through the same
  *  accessors: sharing the ctx's map, `ext.step = traced` replaced ctx.step too, and a
  *  `traced` that calls ctx.step called itself (a stack overflow). A proxy around the ctx
- *  (testing/instrument.ts) answers hasOwn for it, and shares its map. */
+ *  (testing/instrument.ts) answers hasOwn for it, and shares its map. The ctx's own map is
+ *  made with it (a frozen ctx could not be given one later: no method could be read). */
 function boundOf(api: WorkflowApi): Partial<ApiMethods> {
-  let bound = api[BOUND];
-  if (bound === undefined || !Object.hasOwn(api, BOUND)) {
-    bound = {};
-    api[BOUND] = bound;
-  }
+  if (Object.hasOwn(api, BOUND)) return api[BOUND];
+  const bound: Partial<ApiMethods> = {};
+  // Defined, not assigned: the ctx's own may be read-only (a frozen ctx).
+  Object.defineProperty(api, BOUND, { value: bound, writable: true, configurable: true });
   return bound;
 }
 
