@@ -35,7 +35,6 @@ describe.each(BACKENDS)("a step raced against microtasks, replayed (%s)", (backe
     await until(async () => (await e.getRun(run.id))?.status === "waiting", "the run suspends");
     await e.sendEvent(run.id, "go");
     const out = await run.result();
-    console.log(backend, JSON.stringify(seen));
     expect(seen.length).toBe(2);
     expect(seen[1]).toEqual(seen[0]);
     expect(out.recorded).toEqual(out.winners);
