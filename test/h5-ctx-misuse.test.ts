@@ -11,6 +11,7 @@
 import { describe, expect, it } from "vitest";
 import { type WorkflowContext, workflow } from "../src/index.js";
 import { advanceUntil, useHarness } from "./helpers/engines.js";
+import { until } from "./helpers/sqlite.js";
 
 describe("the ctx copied, or kept past its execution", () => {
   const harness = useHarness("sqlite");
@@ -147,5 +148,47 @@ describe("a frozen ctx", () => {
     const run = await e.start(wf, undefined);
     expect(await run.result()).toEqual([1, 2, "number"]);
     expect((await e.getSteps(run.id)).map((s) => s.key)).toEqual(["a", "b", "@now"]);
+  });
+});
+
+describe("a ctx of another run", () => {
+  const harness = useHarness("sqlite");
+
+  it("called from a run's workflow code, it is refused to that code, and records nothing in the run it belongs to", async () => {
+    const h = harness();
+    let keptA: WorkflowContext | undefined;
+    let release: (() => void) | undefined;
+    const slow = new Promise<void>((r) => {
+      release = r;
+    });
+    const a = workflow({ name: "owner-run", version: "1" }, async (ctx) => {
+      keptA = ctx;
+      await ctx.step("slow", () => slow);
+      return "a done";
+    });
+    const b = workflow({ name: "caller-run", version: "1" }, async (ctx) => {
+      const kept = keptA as WorkflowContext;
+      const got = await kept
+        .step("from-b", () => "B wrote this")
+        .then(
+          (v) => `recorded ${v}`,
+          (err: Error) => err.message,
+        );
+      const b2 = await ctx.step("b2", () => 2);
+      return { got, b2 };
+    });
+    const e = h.engine([a, b]);
+    const ra = await e.start(a, undefined, { id: "run_a" });
+    await until(async () => keptA !== undefined, "run a executes");
+    const rb = await e.start(b, undefined, { id: "run_b" });
+    const outB = await rb.result();
+    release?.();
+    expect(await ra.result()).toBe("a done");
+    expect(outB).toEqual({
+      got: 'ctx.step("from-b") of run "run_a" was called from the workflow code of run "run_b"; a ctx belongs to the run it was handed to: call the ctx of run "run_b"',
+      b2: 2,
+    });
+    expect((await e.getSteps("run_a")).map((s) => s.key)).toEqual(["slow"]);
+    expect((await e.getSteps("run_b")).map((s) => s.key)).toEqual(["b2"]);
   });
 });

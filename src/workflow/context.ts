@@ -99,6 +99,7 @@ import {
   runAtRoot,
   runInBody,
   scopeOf,
+  workflowOwnerOfCurrentScope,
 } from "./call-scope.js";
 import { awaitedChildEvents, ChildCalls } from "./child-calls.js";
 import type { FoundChild } from "./child-identity.js";
@@ -952,6 +953,17 @@ export class Context implements CallCore, DeliveryHooks {
       if (!internal) this.checkedNames = withAdded(this.checkedNames, name);
     }
     const scope = scopeOf(this);
+    if (scope === undefined) {
+      // A ctx another run's code kept (a module variable) and called: recorded here, the
+      // call was a record this run's code never makes (its replay diverges), made by code
+      // that is not this run's. Refused to that code; this run is not touched.
+      const caller = workflowOwnerOfCurrentScope();
+      if (caller !== undefined && caller !== this && caller instanceof Context) {
+        throw new TypeError(
+          `ctx.${calledAs(kind)}(${quoteGiven(name)}) of run "${this.host.runId}" was called from the workflow code of run "${caller.host.runId}"; a ctx belongs to the run it was handed to: call the ctx of run "${caller.host.runId}"`,
+        );
+      }
+    }
     if (typeof scope === "string") {
       // A programming error, not a failed attempt: retrying cannot help. The run fails.
       this.fail(
