@@ -192,3 +192,44 @@ describe("a ctx of another run", () => {
     expect((await e.getSteps("run_b")).map((s) => s.key)).toEqual(["b2"]);
   });
 });
+
+describe("a ctx of another run, called from a step body", () => {
+  const harness = useHarness("sqlite");
+
+  // Not mended (call-scope.ts has no answer for whose step body runs now): the call is
+  // recorded in the run the ctx belongs to. Pinned so a mend flips it.
+  it.fails("is refused to that body, and records nothing in the run it belongs to", async () => {
+    const h = harness();
+    let keptA: WorkflowContext | undefined;
+    let release: (() => void) | undefined;
+    const slow = new Promise<void>((r) => {
+      release = r;
+    });
+    const a = workflow({ name: "owner-run-2", version: "1" }, async (ctx) => {
+      keptA = ctx;
+      await ctx.step("slow", () => slow);
+      return "a done";
+    });
+    const b = workflow({ name: "body-caller", version: "1" }, async (ctx) =>
+      ctx.step(
+        "b1",
+        () =>
+          (keptA as WorkflowContext)
+            .step("from-b-body", () => "B wrote this")
+            .then(
+              (v) => `recorded ${v}`,
+              (err: Error) => err.message,
+            ),
+        { retry: { maxAttempts: 1 } },
+      ),
+    );
+    const e = h.engine([a, b]);
+    const ra = await e.start(a, undefined, { id: "run_a2" });
+    await until(async () => keptA !== undefined, "run a executes");
+    const rb = await e.start(b, undefined, { id: "run_b2" });
+    await rb.result().catch(() => undefined);
+    release?.();
+    expect(await ra.result()).toBe("a done");
+    expect((await e.getSteps("run_a2")).map((s) => s.key)).toEqual(["slow"]);
+  });
+});
