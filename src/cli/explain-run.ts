@@ -99,7 +99,12 @@ function explainStatus(
         if (serving.length === 0) return `${given}: no live worker serves ${ref}`;
         return `${given}: the next of ${serving.length} live worker(s) serving ${ref} takes it over`;
       }
-      if (options.lease === false) return `running on ${owner}`;
+      // The request is stored (the run's reason is the cancel's); until its worker hears of
+      // it at its next heartbeat, "running on" read as if no cancel had been asked.
+      const doing = run.cancelRequested
+        ? `cancel requested${run.reason === undefined ? "" : ` (reason ${quoted(run.reason)})`}, waiting for worker ${owner} to stop it`
+        : `running on ${owner}`;
+      if (options.lease === false) return doing;
       const until = run.leaseUntil;
       if (until && until.getTime() < now.getTime()) {
         const ended = `running on ${owner}, whose lease ended ${iso(until)}`;
@@ -114,7 +119,7 @@ function explainStatus(
         }
         return `${ended}: no live worker serves ${ref}; the next one to serve it takes it over`;
       }
-      return `running on ${owner}${until ? ` (lease until ${iso(until)})` : ""}`;
+      return `${doing}${until ? ` (lease until ${iso(until)})` : ""}`;
     }
     case "pending": {
       const live = workers.filter((w) => w.live);

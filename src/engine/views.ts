@@ -41,6 +41,10 @@ export interface RunView {
   /** For a running run: the worker executing it, and when its lease ends unless renewed. */
   leaseOwner?: string;
   leaseUntil?: Date;
+  /** For a running run: a cancel was requested (engine.cancel), and the worker executing it
+   *  (leaseOwner) has not stopped it yet. `reason` is the cancel's reason; the run ends
+   *  canceled with it unless it completes or fails first. */
+  cancelRequested?: true;
   /** For a run not running, completed or canceled (one that may be claimed again), released
    *  while a step body of it still ran in its worker: that worker, and until when no other
    *  worker claims the run (renewed while the body runs, ended when it ends). A `heldUntil`
@@ -303,6 +307,7 @@ export function toRunView(run: RunRecord): RunView {
   if (run.status === "running") {
     if (run.leaseOwner !== null) view.leaseOwner = run.leaseOwner;
     if (run.leaseUntil !== null) view.leaseUntil = new Date(run.leaseUntil);
+    if (run.cancelRequested) view.cancelRequested = true;
   }
   // Only a run that may still be claimed: a canceled one (a cancel keeps the hold it had)
   // or a completed one never is, and a running one's claim ended any hold.

@@ -171,6 +171,7 @@ export function runSummaryJson(run: RunView): Record<string, unknown> {
   put(out, "parentId", run.parentId);
   put(out, "wakeAt", run.wakeAt && iso(run.wakeAt));
   put(out, "waitingFor", run.waitingFor && [...run.waitingFor]);
+  put(out, "cancelRequested", run.cancelRequested);
   put(out, "heldBy", run.heldBy);
   put(out, "heldUntil", run.heldUntil && iso(run.heldUntil));
   return out;

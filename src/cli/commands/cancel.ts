@@ -1,9 +1,12 @@
 // `cairn cancel <id>`: stops a run. A run executing in another process stops within one
-// heartbeat of its worker; the command says which of the two happened.
+// heartbeat of its worker; the command says which of the two happened. A run canceled
+// already, or whose cancel was requested already, keeps its first reason: the command says
+// so (when, which reason), and a new --reason it did not record fails it (exit 1).
 
 import { cancelTooLate } from "../../engine/run-after.js";
-import { defineCommand } from "../command.js";
-import { quoted, toJson } from "../format.js";
+import type { RunView } from "../../index.js";
+import { CliError, defineCommand } from "../command.js";
+import { iso, printable, quoted, toJson } from "../format.js";
 import { refusePlainTextInto, runAfter, withClient } from "../store-spec.js";
 
 export const cancel = defineCommand({
@@ -12,7 +15,10 @@ export const cancel = defineCommand({
   help: `Usage: cairn cancel <id> [--reason R] [--json]
 
 Cancels run <id>: its running step's signal aborts, no further step starts, and its
-status becomes canceled. A finished run cannot be canceled (exit code 1).
+status becomes canceled. A finished run cannot be canceled (exit code 1). A run canceled
+already (or whose cancel is requested already) keeps the reason it was first given: the
+command says so, and fails (exit code 1) when --reason gives another one, which is not
+recorded. Canceling a canceled run again cancels its child runs left unfinished.
 
 Options:
   --reason <r>      recorded as the run's reason (default "canceled by request")
@@ -25,21 +31,47 @@ Options:
   positionals: ["id"],
 
   async run({ values, positionals: [id] }, ctx) {
-    const run = await withClient(values, ctx, async (engine) => {
+    const { before, run } = await withClient(values, ctx, async (engine) => {
       if (values.reason !== undefined) {
         await refusePlainTextInto(engine, id, ctx.env, "the reason");
       }
+      // Read first: the store keeps the first reason of a run canceled (or asked to be)
+      // already, and answers a repeat as it answered the first.
+      const before = await runAfter(engine, id);
       await engine.cancel(id, values.reason);
       const after = await runAfter(engine, id);
       // Requested, but its worker ended the run otherwise before it heard: not canceled.
       const tooLate = cancelTooLate(after, id);
       if (tooLate) throw tooLate;
-      return after;
+      return { before, run: after };
     });
+    const earlier = earlierCancel(before);
+    if (earlier !== undefined && values.reason !== undefined && values.reason !== before?.reason) {
+      throw new CliError(
+        `${earlier}; the reason ${quoted(values.reason)} was not recorded (a run keeps the reason it was first canceled with)`,
+      );
+    }
     if (values.json) ctx.out(toJson(run, 2));
+    else if (earlier !== undefined) ctx.out(`${earlier}; nothing changed.`);
     else if (run?.status === "canceled") ctx.out(`Canceled run ${quoted(id)}.`);
     else
       ctx.out(`Cancel of run ${quoted(id)} requested; the worker executing it stops it shortly.`);
     return 0;
   },
 });
+
+/** What an earlier cancel did to the run as it was read before this one: canceled it (when,
+ *  why), or asked its worker to stop it; undefined when no cancel came before. */
+function earlierCancel(run: RunView | undefined): string | undefined {
+  if (run === undefined) return undefined;
+  const why = run.reason === undefined ? "" : ` (reason ${quoted(run.reason)})`;
+  if (run.status === "canceled") {
+    return `Run ${quoted(run.id)} was already canceled at ${iso(run.updatedAt)}${why}`;
+  }
+  if (run.status === "running" && run.cancelRequested) {
+    const worker =
+      run.leaseOwner === undefined ? "its worker" : `worker ${printable(run.leaseOwner)}`;
+    return `Cancel of run ${quoted(run.id)} was already requested${why}, waiting for ${worker} to stop it`;
+  }
+  return undefined;
+}

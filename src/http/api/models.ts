@@ -87,6 +87,10 @@ const runFields = {
   parentId: s.string(),
   wakeAt: dateTime("A waiting run's timer (sleep end or wait timeout)."),
   waitingFor: s.array(s.string(), { description: "Event names a waiting run waits for." }),
+  cancelRequested: s.boolean({
+    description:
+      "A running run: a cancel was requested and its worker has not stopped it yet (within one heartbeat); reason is the cancel's. Absent otherwise.",
+  }),
   heldBy: s.string({
     description:
       "A run released while a step body of it still ran in its worker: that worker, which alone may claim the run until heldUntil.",

@@ -182,6 +182,12 @@ export function reasonCell(run: Json, now: number): Html {
           : "";
     return html`${tag}${recordText(reason ?? "", withheldIn(run, "reason"), 120)}`;
   }
+  if (status === "running" && run.cancelRequested === true) {
+    // Stored by the request (engine.cancel); its worker stops the run within a heartbeat.
+    const why =
+      reason === undefined ? "" : html` ${recordText(reason, withheldIn(run, "reason"), 120)}`;
+    return html`<span class="tag warn">cancel requested</span>${why} <span class="muted">· waiting for its worker to stop it</span>`;
+  }
   if (status === "failed") {
     const err = run.error as { message?: string; code?: string } | undefined;
     const shown =
