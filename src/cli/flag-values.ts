@@ -4,11 +4,23 @@
 // payload) is never echoed back: it may hold secrets.
 
 import { readFileSync } from "node:fs";
+import { checkRunId } from "../engine/validate.js";
 import { jsonNumberProblem } from "../http/json-numbers.js";
 import type { Amounts } from "../index.js";
 import { amountNameProblem } from "../lib/amounts.js";
 import { toMs } from "../lib/duration.js";
 import { UsageError } from "./command.js";
+
+/** A run id given to --name, checked as the engine checks it, before any store is opened:
+ *  the engine's refusal named its own call ("start(): run id ..."), not the flag. */
+export function parseRunId(value: string, name: string): string {
+  try {
+    checkRunId(value, `--${name}`);
+  } catch (err) {
+    throw new UsageError((err as Error).message, { cause: err });
+  }
+  return value;
+}
 
 /** A whole number >= min given to --name. */
 export function parseWholeNumber(value: string, name: string, min: number): number {

@@ -3,6 +3,7 @@
 
 import { defineCommand, UsageError } from "../command.js";
 import { unservedWarning } from "../explain-run.js";
+import { parseRunId } from "../flag-values.js";
 import { printable, quoted, toJson } from "../format.js";
 import { withClient } from "../store-spec.js";
 
@@ -34,6 +35,7 @@ Options:
     if (fromStep === undefined || fromStep === "") {
       throw new UsageError("missing --from <step>: the key of the step to fork from");
     }
+    if (values.id !== undefined) parseRunId(values.id, "id");
     const { run, unserved } = await withClient(values, ctx, async (engine) => {
       const handle = await engine.fork(id, {
         fromStep,

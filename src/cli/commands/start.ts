@@ -6,7 +6,7 @@
 import { RunConflictError } from "../../index.js";
 import { CliError, defineCommand, UsageError } from "../command.js";
 import { unservedWarning } from "../explain-run.js";
-import { parseBudget, parseJson, readStdin } from "../flag-values.js";
+import { parseBudget, parseJson, parseRunId, readStdin } from "../flag-values.js";
 import { formatBudget, printable, quoted, shellArg, toJson } from "../format.js";
 import { refusePlainTextStart, withClient } from "../store-spec.js";
 
@@ -57,6 +57,7 @@ Options:
             `quote strings: '"text"'; objects: '{"issue": 42}'`,
           );
     const budget = values.budget === undefined ? undefined : parseBudget(values.budget);
+    if (values.id !== undefined) parseRunId(values.id, "id");
     const { started, run, unserved } = await withClient(
       values,
       ctx,
