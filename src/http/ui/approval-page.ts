@@ -45,10 +45,24 @@ export function approvalBlock(a: Json, now: number): Html {
   const status = a.status as string;
   return html`<div class="approval" data-key="${a.key as string}">
   <div class="approval-head"><strong>${cut(a.key as string, 80)}</strong> <span class="tag ${status === "approved" ? "ok" : status === "pending" ? "human" : status === "rejected" ? "err" : "warn"}">${status}</span>
-  <span class="muted">asked ${ageTag(a.requestedAt as string, now)}${a.deadline ? html` · ${status === "pending" ? "times out" : "deadline"} ${ageTag(a.deadline as string, now)} (then ${a.onTimeout as string})` : ""}</span></div>
+  <span class="muted">asked ${ageTag(a.requestedAt as string, now)}${deadlineNote(a, now)}</span></div>
   ${withheldIn(a, "request") ? html`<p>${recordText("", withheldIn(a, "request"), 0)}</p>` : requestBlock(a.request)}
   ${a.answeredAt ? html`<p class="answered">${status} by <strong>${cut((a.answeredBy as string) ?? "?", 200)}</strong> ${ageTag(a.answeredAt as string, now)}${a.via ? html` <span class="muted">via ${a.via as string}</span>` : ""}${a.comment ? html`: “${recordText(a.comment as string, withheldIn(a, "comment"), 4000)}”` : ""}</p>` : ""}
 </div>`;
+}
+
+/** The deadline while it matters: when a pending approval times out and what the run then
+ *  takes, or that it did time out. An answered (or closed) approval's deadline is moot:
+ *  "deadline in 1d (then reject)" under an approved badge read as if it still ran. */
+function deadlineNote(a: Json, now: number): Html | "" {
+  if (!a.deadline) return "";
+  const status = a.status as string;
+  const then = `(then ${a.onTimeout as string})`;
+  if (status === "pending") return html` · times out ${ageTag(a.deadline as string, now)} ${then}`;
+  if (status === "timed-out") {
+    return html` · timed out ${ageTag(a.deadline as string, now)} (took ${a.onTimeout as string})`;
+  }
+  return "";
 }
 
 export async function approvalLinkPage(
