@@ -243,7 +243,7 @@ describe("cairn CLI (SQLite)", () => {
       [["resume", "costly-1", "--budget", "usd=-1"], /--budget expects name=amount pairs/],
       [["fork", "wait-1"], /missing --from <step>/],
       // The engine's TypeError for a bad value is the command line's mistake, not a bug.
-      [["fork", "wait-1", "--from", "plan", "--id", ""], /fork\(\): run id "" is invalid/],
+      [["fork", "wait-1", "--from", "plan", "--id", ""], /--id: run id "" is invalid/],
       [["runs", "--schema", "x"], /--schema applies only to a PostgreSQL store/],
       [["runs", "--store", "mysql://localhost/db"], /unsupported store "mysql:\/\/\.\.\."/],
       [["worker", "m.mjs", "--concurrency", "0"], /--concurrency must be a whole number >= 1/],
