@@ -109,7 +109,7 @@ describe.each(BACKENDS)("durable agent loop (%s)", (backend) => {
       const info = await run.info();
       return info?.status === "paused" ? info : undefined;
     }, "the run paused for its budget");
-    expect(paused.reason).toBe("budget: usd 0.02 of 0.01 spent");
+    expect(paused.reason).toBe("budget: usd 0.01875 of 0.01 spent");
     expect(near(paused.budget.spent.usd ?? 0, 2 * 0.009375)).toBe(true);
     expect(deps.count("model")).toBe(2);
     expect(deps.count("tool writeNote")).toBe(0);

@@ -175,7 +175,7 @@ describe.each(BACKENDS)("%s", (backend) => {
         }, "paused on budget"),
         10,
       );
-      expect(paused.reason).toBe("budget: usd 1.10 of 1.00 spent");
+      expect(paused.reason).toBe("budget: usd 1.1 of 1 spent");
       expect(paused.budget.spent.usd).toBeCloseTo(1.1);
       expect(ran).toEqual(["call-1#1", "call-2#1", "call-2#2"]);
       await engine.resume(run.id, { budget: { usd: 2 } });

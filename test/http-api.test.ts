@@ -64,7 +64,7 @@ describe.each(BACKENDS)("HTTP API on %s", (backend) => {
     }
     expect(byId.get(i.pausedBudget)).toMatchObject({
       pausedFor: "budget",
-      reason: "budget: usd 1.35 of 1.00 spent",
+      reason: "budget: usd 1.35 of 1 spent",
       budget: { limit: { usd: 1 }, spent: { usd: expect.closeTo(1.35), tokens: 27_000 } },
     });
     expect(byId.get(i.pausedVersion)).toMatchObject({

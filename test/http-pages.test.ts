@@ -592,7 +592,7 @@ describe.each(BACKENDS)("dashboard pages on %s", (backend) => {
       '<div class="spent-free"><span class="name">Spent</span> tokens <strong>27,000</strong> <span class="muted">(no limit)</span></div>',
     );
     expect(paused.html).toContain(
-      '<p class="why s-paused"><span class="tag warn">budget</span> budget: usd 1.35 of 1.00 spent</p>',
+      '<p class="why s-paused"><span class="tag warn">budget</span> budget: usd 1.35 of 1 spent</p>',
     );
     expect(paused.steps.map((s) => s.key)).toEqual(["sources", "summaries", "draft"]);
     for (const s of paused.steps) {

@@ -312,7 +312,7 @@ describe("a budget of small amounts", () => {
     const t = await createTestEngine({ workflows: [wf] });
     const run = await t.start(wf, undefined, { budget: { usd: 0.001 } });
     await t.advanceUntilStatus(run, "paused");
-    expect((await t.engine.getRun(run.id))?.reason).toBe("budget: usd 0.0012 of 0.0010 spent");
+    expect((await t.engine.getRun(run.id))?.reason).toBe("budget: usd 0.0012 of 0.001 spent");
   });
 });
 

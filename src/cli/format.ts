@@ -4,7 +4,7 @@
 import { withheldFields } from "../engine/views.js";
 import { toJsonValue } from "../http/json.js";
 import { type Amounts, EncryptedValue, UndecodableValue } from "../index.js";
-import { amountOf } from "../lib/amounts.js";
+import { amountOf, formatAmount } from "../lib/amounts.js";
 
 export function iso(date: Date | undefined): string {
   return date ? date.toISOString() : "-";
@@ -20,9 +20,10 @@ export function formatDuration(ms: number): string {
   return `${Math.floor(s / 86_400)}d ${Math.floor((s % 86_400) / 3_600)}h`;
 }
 
-/** Rounds away float noise (0.1 + 0.2) without hiding real precision. */
+/** An amount as every part of cairn writes it (lib/amounts.ts): float noise (0.1 + 0.2)
+ *  rounded away, real precision kept. */
 export function formatNumber(n: number): string {
-  return String(Number(n.toPrecision(12)));
+  return formatAmount(n);
 }
 
 /** "tokens=1200 usd=0.03" (names sorted), or "-" when empty. */

@@ -49,3 +49,17 @@ export function amountNameProblem(name: string): string | undefined {
     ? `"__proto__" cannot name an amount; choose another name`
     : undefined;
 }
+
+const PLAIN = new Intl.NumberFormat("en-US", { maximumSignificantDigits: 12, useGrouping: false });
+const GROUPED = new Intl.NumberFormat("en-US", { maximumSignificantDigits: 12 });
+
+/** An amount as cairn writes it for people, the one format of a budget's reason, the CLI and
+ *  the dashboard: the number itself, with the float noise of sums rounded away (0.1 + 0.2 is
+ *  "0.3"), never padded or cut to a count of decimals ("0.001", not "0.0010"; "0.0123", not
+ *  "0.01"), never in exponent form ("0.0000001"). `grouping`: thousands separated
+ *  ("1,200"), for a dashboard's columns. A budget's paused reason said "usd 0.0100 of
+ *  0.0050" where `cairn resume` said "usd 0.01 of 0.005". */
+export function formatAmount(n: number, o: { grouping?: boolean } = {}): string {
+  if (n === 0) return "0"; // not "-0"
+  return (o.grouping ? GROUPED : PLAIN).format(n);
+}

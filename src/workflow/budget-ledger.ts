@@ -4,7 +4,13 @@
 // ctx.budget.spent as the workflow reads it (a call's spend counted when its outcome is
 // handed over, the same point in the workflow's code on every execution).
 
-import { addAmounts, amountOf, sortedAmounts, subtractAmounts } from "../lib/amounts.js";
+import {
+  addAmounts,
+  amountOf,
+  formatAmount,
+  sortedAmounts,
+  subtractAmounts,
+} from "../lib/amounts.js";
 import type { Amounts, AttemptRecord } from "../store/store.js";
 
 export class BudgetLedger {
@@ -43,11 +49,13 @@ export class BudgetLedger {
       const reserved = amountOf(this.reserved, name);
       const wanted = amountOf(estimate, name);
       if (spent >= limit) {
-        const f = amountFormat([spent, limit]);
+        // One format of amounts for people (lib/amounts.ts): `cairn resume` and the
+        // dashboard write the same numbers the same way.
+        const f = formatAmount;
         return `budget: ${name} ${f(spent)} of ${f(limit)} spent`;
       }
       if (wanted > 0 && spent + reserved + wanted > limit) {
-        const f = amountFormat([spent, limit, reserved, wanted]);
+        const f = formatAmount;
         const inFlight = reserved > 0 ? ` + ${f(reserved)} reserved by attempts in flight` : "";
         return `budget: ${name} ${f(spent)} of ${f(limit)} spent${inFlight}; the next attempt estimates ${f(wanted)}`;
       }
@@ -95,17 +103,4 @@ export class BudgetLedger {
     this.pending?.delete(key);
     addAmounts(this.handedOver, total);
   }
-}
-
-/** How the amounts of one budget reason are written: whole numbers as they are, others with
- *  two decimals, or, for an amount under 0.01, as many as show two of its digits ("usd
- *  0.0012 of 0.0010 spent" read "usd 0.00 of 0.00 spent"). */
-function amountFormat(values: number[]): (n: number) => string {
-  if (values.every(Number.isInteger)) return String;
-  let decimals = 2;
-  for (const v of values) {
-    if (v > 0 && v < 0.01) decimals = Math.max(decimals, Math.ceil(-Math.log10(v)) + 1);
-  }
-  const fixed = Math.min(decimals, 20);
-  return (n) => n.toFixed(fixed);
 }

@@ -2,6 +2,7 @@
 // Everything here returns plain text; the html`` tag escapes it where it is used.
 
 import type { Amounts, RunStatus } from "../../index.js";
+import { formatAmount } from "../../lib/amounts.js";
 import { leadingText } from "../../lib/text.js";
 import { TERMINAL_STATUSES } from "../../store-api.js";
 
@@ -21,9 +22,9 @@ export function duration(ms: number): string {
   return `${Math.floor(s / 86_400)}d ${Math.floor((s % 86_400) / 3_600)}h`;
 }
 
+/** An amount as every part of cairn writes it (lib/amounts.ts), thousands grouped. */
 export function number(n: number): string {
-  const r = Number(n.toPrecision(12));
-  return Math.abs(r) >= 1000 ? r.toLocaleString("en-US") : String(r);
+  return formatAmount(n, { grouping: true });
 }
 
 /** "usd 0.42 · tokens 1,200", or "" when nothing. */
