@@ -1,5 +1,6 @@
 // Named amounts ({ tokens: 1200, usd: 0.03 }) are summed in the engine (spend per run,
-// per step, per replay point) and in both stores (budget spent): one definition.
+// per step, per replay point) and in both stores (budget spent): one definition. And written
+// for people one way (formatAmount): a budget's reason, the CLI and the dashboard.
 //
 // Own properties only, as Object.entries would give them, but read with for-in: the engine
 // sums amounts several times per step and nearly all of them are empty, and Object.entries
