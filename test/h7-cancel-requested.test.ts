@@ -12,7 +12,7 @@ import { createHttpApp } from "../src/http/index.js";
 import { createEngine, type Engine, type Store, sqliteStore } from "../src/index.js";
 import { cairn } from "./helpers/cli.js";
 import { call } from "./helpers/http.js";
-import { tempDir } from "./helpers/sqlite.js";
+import { tempDir, until } from "./helpers/sqlite.js";
 
 const HOUR = 3_600_000;
 
@@ -30,6 +30,10 @@ describe("cairn cancel of a run canceled (or asked to be) already, and the views
     // r1 executes on another worker: a cancel is only requested, for that worker to act on.
     await store.createRun({ id: "r1", ...run });
     await store.claimRuns({ workerId: "wrk_other", workflows: ["w@1"], limit: 1, leaseMs: HOUR });
+    // l1's worker is gone: its lease ended (1 ms) with the cancel asked.
+    await store.createRun({ id: "l1", ...run });
+    await store.claimRuns({ workerId: "wrk_gone", workflows: ["w@1"], limit: 1, leaseMs: 1 });
+    expect((await store.requestCancel("l1", "stop l1")).state).toBe("requested");
     await store.createRun({ id: "a1", ...run });
     expect((await store.requestCancel("a1", "first reason")).state).toBe("canceled");
     expect((await store.requestCancel("r1", "stop it")).state).toBe("requested");
@@ -86,6 +90,16 @@ describe("cairn cancel of a run canceled (or asked to be) already, and the views
     // The table cuts a long cell short: its start says what matters.
     expect(line).toMatch(/^r1 +w@1 +running +cancel requested \(reason "stop it"\), waiting for/);
     expect(line).not.toContain("running on");
+  });
+
+  it("a requested cancel of a run whose lease ended is said too", async () => {
+    const leaseUntil = (await store.getRun("l1"))?.leaseUntil ?? 0;
+    await until(() => Date.now() > leaseUntil, "l1's lease ends");
+    const shown = await cairn(["show", "l1", "--json"], env);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect((JSON.parse(shown.stdout) as { why: string }).why).toMatch(
+      /^cancel requested \(reason "stop l1"\) of a run on wrk_gone, whose lease ended \S+: no live worker serves w@1; the next one to serve it takes it over$/,
+    );
   });
 
   it("the API says cancelRequested, and the dashboard's run page says the cancel waits", async () => {

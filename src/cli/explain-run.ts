@@ -107,7 +107,11 @@ function explainStatus(
       if (options.lease === false) return doing;
       const until = run.leaseUntil;
       if (until && until.getTime() < now.getTime()) {
-        const ended = `running on ${owner}, whose lease ended ${iso(until)}`;
+        // A cancel asked of it is not lost: whoever takes it over (or its owner handing it
+        // back) ends it canceled.
+        const ended = run.cancelRequested
+          ? `cancel requested${run.reason === undefined ? "" : ` (reason ${quoted(run.reason)})`} of a run on ${owner}, whose lease ended ${iso(until)}`
+          : `running on ${owner}, whose lease ended ${iso(until)}`;
         const live = workers.filter((w) => w.live);
         if (live.some((w) => w.id !== run.leaseOwner && w.workflows.includes(ref))) {
           return `${ended}: another worker takes it over`;
