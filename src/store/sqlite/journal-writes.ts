@@ -34,34 +34,61 @@ import {
   intentFromRow,
   intentToRow,
   parseAmounts,
+  STEP_COLUMNS,
   STEP_SELECT,
   type StepRow,
   sameColumns,
   stepFromValues,
   stepToRow,
 } from "./rows.js";
-import type { Prepare, StoreContext } from "./sql.js";
+import type { Prepare, ReadTx, StoreContext } from "./sql.js";
+import { UNMARKED_SQL } from "./store-marks.js";
 
-export function appendRecords(ctx: StoreContext, writes: RunWrite[]): Promise<WriteOutcome[]> {
+/**
+ * `check` (sqlite-store.ts: the plain-payload guard's mark read, plain-payloads.ts) runs
+ * inside the transaction before anything of it is written, as checkedContext would run it.
+ * A write of one step without spend (nearly every step) is first tried as ONE statement
+ * that inserts its row only where the run's epoch is the writer's and, while there is a
+ * check to run, the store is unmarked (`insertFenced`): inserted, the fence held and the
+ * check had nothing to say. Otherwise (a lost lease, a key taken, a marked store, a write
+ * of several records) nothing was written, and the write goes the way every other write
+ * goes: the check, the epoch read, the insert or comparison. The mark read, the epoch read
+ * and the insert were three statements a step; a store holding the write lock cannot see
+ * the mark or the epoch change between them.
+ */
+export function appendRecords(
+  ctx: StoreContext,
+  writes: RunWrite[],
+  check?: (tx: ReadTx) => void,
+): Promise<WriteOutcome[]> {
   if (writes.length === 0) return Promise.resolve([]);
   return refuseUnstorable(writes, (storable) => {
     // Encoded before the transaction: a record that cannot be encoded throws without
     // holding the lock.
     const encoded = storable.map(encodeWrite);
     return ctx.write("appendRecords", (tx) => {
-      // Nested better-sqlite3 transactions are SAVEPOINTs: a conflict undoes its own write.
-      const applyInSavepoint = tx.savepoint((e: EncodedWrite) => applyWrite(tx.prepare, e, tx.now));
+      let checked = check === undefined;
       return encoded.map((e): WriteOutcome => {
+        if (loneStep(e) && insertFenced(tx.prepare, e, !checked)) {
+          // The fence held and, with the mark looked at, no mark: the check would have
+          // passed, and passes for the rest of this transaction (it holds the write lock).
+          checked = true;
+          return { ok: true };
+        }
+        if (!checked) {
+          check?.(tx);
+          checked = true;
+        }
         const run = tx.prepare("SELECT epoch FROM runs WHERE id = ?").get(e.w.runId) as
           | { epoch: number }
           | undefined;
         if (!run || run.epoch !== e.w.epoch) return { ok: false, reason: "lease-lost" };
         try {
-          // A write of one record (nearly every step) has nothing to undo when it conflicts:
-          // its insert did nothing, and its spend is only added once it inserted. The
-          // SAVEPOINT and its RELEASE were a twelfth of a step's store time.
+          // A write of one record has nothing to undo when it conflicts: its insert did
+          // nothing, and its spend is only added once it inserted. The SAVEPOINT and its
+          // RELEASE were a twelfth of a step's store time.
           if (recordCount(e) <= 1) applyWrite(tx.prepare, e, tx.now);
-          else applyInSavepoint(e);
+          else tx.savepoint((w: EncodedWrite) => applyWrite(tx.prepare, w, tx.now))(e);
           return { ok: true };
         } catch (err) {
           if (err instanceof WriteConflict) return { ok: false, reason: "conflict", key: err.key };
@@ -71,6 +98,40 @@ export function appendRecords(ctx: StoreContext, writes: RunWrite[]): Promise<Wr
     });
   });
 }
+
+/** A write of one step record without spend, and nothing else: insertFenced can write it. */
+function loneStep(e: EncodedWrite): boolean {
+  return (
+    e.steps.length === 1 &&
+    e.attempts.length === 0 &&
+    e.intents.length === 0 &&
+    (e.w.consume === undefined || e.w.consume.length === 0) &&
+    e.steps[0]!.spend === "{}"
+  );
+}
+
+/** Inserts a lone step's row if its run's epoch is the write's and (`unmarked`) the store
+ *  is not marked encrypted; true if it inserted. False leaves nothing written: the fence,
+ *  the mark or a taken key stopped it, and the caller finds out which the usual way. */
+function insertFenced(prepare: Prepare, e: EncodedWrite, unmarked: boolean): boolean {
+  const row = e.steps[0]!;
+  const columns = STEP_INSERT_COLUMNS;
+  const values = new Array<unknown>(columns.length + 2);
+  for (let i = 0; i < columns.length; i++) values[i] = row[columns[i]!];
+  values[columns.length] = e.w.runId;
+  values[columns.length + 1] = e.w.epoch;
+  return prepare(unmarked ? FENCED_UNMARKED : FENCED).run(values).changes === 1;
+}
+
+/** The columns of a step row, in the order stepToRow makes them (rows.test.ts holds that
+ *  STEP_COLUMNS is the table's and stepToRow's). */
+const STEP_INSERT_COLUMNS: readonly string[] = STEP_COLUMNS;
+// WHERE before ON CONFLICT: SQLite's upsert after INSERT ... SELECT needs one to parse.
+const FENCED =
+  `INSERT INTO steps (${STEP_COLUMNS.join(", ")}) ` +
+  `SELECT ${STEP_COLUMNS.map(() => "?").join(", ")} ` +
+  "WHERE EXISTS (SELECT 1 FROM runs WHERE id = ? AND epoch = ?) ON CONFLICT DO NOTHING";
+const FENCED_UNMARKED = FENCED.replace(" ON CONFLICT", ` AND ${UNMARKED_SQL} ON CONFLICT`);
 
 /** Everything replay needs, in one read transaction (one snapshot), with the unconsumed
  *  events as `events` asks. */

@@ -6,7 +6,15 @@ import Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
 import type { StepRecord } from "../store.js";
 import { migrate } from "./migrate.js";
-import { STEP_COLUMNS, stepFromRow, stepFromValues, stepToRow } from "./rows.js";
+import {
+  RUN_ROW_COLUMNS,
+  runRowFromValues,
+  STEP_COLUMNS,
+  stepFromRow,
+  stepFromValues,
+  stepToRow,
+} from "./rows.js";
+import { RUN_COLUMNS } from "./sql.js";
 
 const base: StepRecord = {
   runId: "run-1",
@@ -67,6 +75,34 @@ describe("SQLite step rows read as arrays", () => {
       if (expected.reconciled === undefined) delete expected.reconciled;
       expect(stepFromValues(STEP_COLUMNS.map((c) => row[c]))).toEqual(expected);
       expect(stepFromRow(row)).toEqual(expected);
+    }
+  });
+});
+
+// findRow reads a run's row as an array (runRowFromValues): a list out of step with the
+// function would hand every verb reading a run another column's value.
+describe("SQLite runs rows read as arrays", () => {
+  it("are RUN_COLUMNS, in order, and read back as the row object is", () => {
+    expect(RUN_ROW_COLUMNS.join(", ")).toBe(RUN_COLUMNS);
+    const db = new Database(":memory:");
+    try {
+      migrate(db, ":memory:", Date.now());
+      const columns = (db.pragma("table_info(runs)") as Array<{ name: string }>).map((c) => c.name);
+      expect(columns).toEqual(expect.arrayContaining([...RUN_ROW_COLUMNS]));
+      // Every column a value of its own, so a shifted index shows.
+      const values = RUN_ROW_COLUMNS.map((c, i) =>
+        /_at$|_until$|^epoch$|^generation$|^cancel_requested$/.test(c) ? i + 1 : `v-${c}`,
+      );
+      db.prepare(
+        `INSERT INTO runs (${RUN_COLUMNS}) VALUES (${RUN_ROW_COLUMNS.map(() => "?").join(", ")})`,
+      ).run(values);
+      const sql = `SELECT ${RUN_COLUMNS} FROM runs`;
+      const asObject = db.prepare(sql).get();
+      const asArray = db.prepare(sql).raw(true).get() as Array<string | number | null>;
+      expect(runRowFromValues(asArray)).toEqual(asObject);
+      expect(Object.keys(runRowFromValues(asArray))).toEqual([...RUN_ROW_COLUMNS]);
+    } finally {
+      db.close();
     }
   });
 });

@@ -50,6 +50,73 @@ export interface RunRow {
   held_until?: number | null;
 }
 
+/** The columns of a whole runs row, in the order `runRowFromValues` reads them. */
+export const RUN_ROW_COLUMNS = [
+  "id",
+  "workflow",
+  "version",
+  "status",
+  "reason",
+  "paused_for",
+  "input",
+  "output",
+  "error",
+  "budget_limit",
+  "budget_spent",
+  "parent_id",
+  "ready_at",
+  "wake_at",
+  "waiting_for",
+  "lease_owner",
+  "lease_until",
+  "epoch",
+  "generation",
+  "cancel_requested",
+  "created_at",
+  "updated_at",
+  "failed_calls",
+  "trace_context",
+  "handed_input_digest",
+  "held_by",
+  "held_until",
+] as const;
+
+/** A runs row read in raw mode (columns as RUN_ROW_COLUMNS lists them). better-sqlite3
+ *  makes a row object property by property: a row of 27 columns as an object cost about
+ *  twice its array, and a release read one and had one returned (rows.test.ts ties this
+ *  to the list and to the migrated table). */
+export function runRowFromValues(v: readonly Value[]): RunRow {
+  return {
+    id: v[0] as string,
+    workflow: v[1] as string,
+    version: v[2] as string,
+    status: v[3] as RunStatus,
+    reason: v[4] as string | null,
+    paused_for: v[5] as RunRow["paused_for"],
+    input: v[6] as string,
+    output: v[7] as string | null,
+    error: v[8] as string | null,
+    budget_limit: v[9] as string,
+    budget_spent: v[10] as string,
+    parent_id: v[11] as string | null,
+    ready_at: v[12] as number | null,
+    wake_at: v[13] as number | null,
+    waiting_for: v[14] as string,
+    lease_owner: v[15] as string | null,
+    lease_until: v[16] as number | null,
+    epoch: v[17] as number,
+    generation: v[18] as number,
+    cancel_requested: v[19] as number,
+    created_at: v[20] as number,
+    updated_at: v[21] as number,
+    failed_calls: v[22] as string,
+    trace_context: v[23] as string | null,
+    handed_input_digest: v[24] as string | null,
+    held_by: v[25] as string | null,
+    held_until: v[26] as number | null,
+  };
+}
+
 /** Canonical JSON of named amounts; refuses what JSON would silently turn into null.
  *  `what` names them in that refusal (a function: most calls never need the text). */
 export function amountsJson(amounts: Amounts, what: () => string): string {

@@ -46,7 +46,6 @@ import {
   insertRun,
   mustGetRun,
   NEW_RUN_COLUMNS,
-  RUN_COLUMNS,
   type StoreContext,
   storeEvent,
   type WriteTx,
@@ -68,31 +67,61 @@ export function releaseInTx(tx: WriteTx, r: Release): ReleaseOutcome {
     }
     for (const e of r.events ?? []) deliverEvent(tx, e);
     const s = releasedState(tx, r, row);
-    const released = tx
-      .prepare(
-        `UPDATE runs SET status = ?, reason = ?, paused_for = ?, output = ?, error = ?,
-           ready_at = ?, wake_at = ?, waiting_for = ?, lease_owner = NULL, lease_until = NULL,
-           failed_calls = ?, crash_unjudged = ?, held_by = ?, held_until = ?, updated_at = ?
-         WHERE id = ?
-         RETURNING ${RUN_COLUMNS}`,
-      )
-      .get(
-        s.status,
-        s.reason,
-        s.pausedFor,
-        r.output ?? null,
-        r.error ? errorJson(r.error) : null,
-        s.readyAt,
-        s.wakeAt,
-        JSON.stringify(s.waitingFor),
-        JSON.stringify(s.failedCalls),
-        s.status === "paused" && r.crashUnjudged === true ? 1 : 0,
-        s.heldFor?.workerId ?? null,
-        s.heldFor ? tx.now + s.heldFor.ms : null,
-        tx.now,
-        r.runId,
-      ) as RunRow;
+    const output = r.output ?? null;
+    const error = r.error ? errorJson(r.error) : null;
+    const waitingFor = JSON.stringify(s.waitingFor);
+    const failedCalls = JSON.stringify(s.failedCalls);
+    const heldBy = s.heldFor?.workerId ?? null;
+    const heldUntil = s.heldFor ? tx.now + s.heldFor.ms : null;
+    tx.prepare(
+      `UPDATE runs SET status = ?, reason = ?, paused_for = ?, output = ?, error = ?,
+         ready_at = ?, wake_at = ?, waiting_for = ?, lease_owner = NULL, lease_until = NULL,
+         failed_calls = ?, crash_unjudged = ?, held_by = ?, held_until = ?, updated_at = ?
+       WHERE id = ?`,
+    ).run(
+      s.status,
+      s.reason,
+      s.pausedFor,
+      output,
+      error,
+      s.readyAt,
+      s.wakeAt,
+      waitingFor,
+      failedCalls,
+      s.status === "paused" && r.crashUnjudged === true ? 1 : 0,
+      heldBy,
+      heldUntil,
+      tx.now,
+      r.runId,
+    );
     hintReleased(tx, r.runId, s);
+    // The run as released: the row read above with the columns this UPDATE set (each bound
+    // a string, a whole number or null, which the columns' affinities store as given), as
+    // insertReleasedRun builds its record. RETURNING the row made SQLite build, and
+    // better-sqlite3 convert into an object, 27 columns a release. The events a release
+    // sends go to other runs (a child's end, to its parent); should one name the run itself,
+    // the run is read back, as storing it may have changed its row.
+    const released: RunRow = {
+      ...row,
+      status: s.status,
+      reason: s.reason,
+      paused_for: s.pausedFor,
+      output,
+      error,
+      ready_at: s.readyAt,
+      wake_at: s.wakeAt,
+      waiting_for: waitingFor,
+      lease_owner: null,
+      lease_until: null,
+      failed_calls: failedCalls,
+      held_by: heldBy,
+      held_until: heldUntil,
+      updated_at: tx.now,
+    };
+    const self = (e: NewEvent) => e.runId === r.runId;
+    if (r.events?.some(self) || r.eventsIfCanceled?.some(self)) {
+      return { ok: true, run: mustGetRun(tx, r.runId) };
+    }
     return { ok: true, run: runFromRow(released) };
   }
 }

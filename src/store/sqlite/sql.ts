@@ -11,7 +11,15 @@ import {
   type RunRecord,
   type StoreHint,
 } from "../store.js";
-import { amountsJson, type EventRow, eventFromRow, type RunRow, runFromRow } from "./rows.js";
+import {
+  amountsJson,
+  type EventRow,
+  eventFromRow,
+  RUN_ROW_COLUMNS,
+  type RunRow,
+  runFromRow,
+  runRowFromValues,
+} from "./rows.js";
 
 /** The prepared statement of a SQL text, cached by that text (always a fixed template). */
 export type Prepare = (sql: string) => Database.Statement;
@@ -52,8 +60,12 @@ export const NEW_RUN_COLUMNS =
 
 export const RUN_COLUMNS = `${NEW_RUN_COLUMNS}, held_by, held_until`;
 
+const FIND_ROW = `SELECT ${RUN_ROW_COLUMNS.join(", ")} FROM runs WHERE id = ?`;
+
+/** A run's whole row, read as an array (rows.ts, runRowFromValues). */
 export function findRow(tx: ReadTx, id: string): RunRow | undefined {
-  return tx.prepare(`SELECT ${RUN_COLUMNS} FROM runs WHERE id = ?`).get(id) as RunRow | undefined;
+  const values = tx.prepare(FIND_ROW).raw(true).get(id) as Array<string | number | null>;
+  return values === undefined ? undefined : runRowFromValues(values);
 }
 
 export function findRun(tx: ReadTx, id: string): RunRecord | undefined {

@@ -291,9 +291,12 @@ class SqliteStoreImpl implements SqliteStore {
   // Not async (one promise less per commit), but a throw is still a rejection.
   appendRecords(writes: RunWrite[]): Promise<WriteOutcome[]> {
     try {
-      return this.#admit(
+      // The check goes to appendRecords itself, which reads the mark in the insert of a
+      // lone step (journal-writes.ts) rather than in a statement of its own.
+      return this.#guard.admitInTransaction(
         () => plainInWrites(writes),
-        (ctx) => appendRecords(ctx, writes),
+        markedIn,
+        (check) => appendRecords(this.#ctx, writes, check),
       );
     } catch (err) {
       return Promise.reject(err);

@@ -20,6 +20,10 @@ export function isMarkedEncrypted(ctx: StoreContext): Promise<boolean> {
   return ctx.read("isMarkedEncrypted", markedIn);
 }
 
+/** A SQL condition true while the store is not marked encrypted: a statement that writes
+ *  only then reads the mark in the statement itself (journal-writes.ts, insertFenced). */
+export const UNMARKED_SQL = `NOT EXISTS (SELECT 1 FROM store_marks WHERE name = '${ENCRYPTED}')`;
+
 /** The mark, read inside a transaction under way (createReleasedRun's end). */
 export function markedIn(tx: ReadTx): boolean {
   return tx.prepare("SELECT 1 FROM store_marks WHERE name = ?").get(ENCRYPTED) !== undefined;

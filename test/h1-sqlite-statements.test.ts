@@ -1,0 +1,170 @@
+// The SQLite statements a run executes, counted (better-sqlite3's Statement methods wrapped),
+// for 20-step runs started and awaited one after another through the engine:
+// - a step is ONE statement besides its transaction's BEGIN and COMMIT: its insert reads the
+//   run's epoch (the fence) and the store's encrypted mark inside itself (journal-writes.ts,
+//   insertFenced), where the mark read, the epoch read and the insert were three;
+// - no statement of a run hands back a runs row as an object (27 properties better-sqlite3
+//   sets one by one): a release read one and had one RETURNING (run-control.ts, releaseInTx).
+// And the paths that one statement hands back to: a lost lease, an identical rewrite, a key
+// taken by another record, a marked store.
+
+import { createRequire } from "node:module";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { createEngine, sqliteStore, workflow } from "../src/index.js";
+import type { StepRecord } from "../src/store/store.js";
+
+const require = createRequire(import.meta.url);
+const Database = require("better-sqlite3") as {
+  prototype: { prepare(sql: string): Record<string, (...a: unknown[]) => unknown> };
+};
+
+const counts = new Map<string, number>();
+let objectRuns = 0;
+let counting = false;
+
+beforeAll(() => {
+  const proto = Database.prototype;
+  const prepare = proto.prepare;
+  proto.prepare = function (this: unknown, sql: string) {
+    const st = prepare.call(this, sql);
+    const text = sql.replace(/\s+/g, " ").trim();
+    for (const m of ["run", "get", "all"]) {
+      const f = st[m]!;
+      st[m] = function (this: unknown, ...a: unknown[]) {
+        const out = f.apply(this, a);
+        if (counting) {
+          counts.set(text, (counts.get(text) ?? 0) + 1);
+          const rows = Array.isArray(out) && m === "all" ? out : [out];
+          for (const r of rows) {
+            if (r !== null && typeof r === "object" && !Array.isArray(r) && "workflow" in r) {
+              objectRuns++;
+            }
+          }
+        }
+        return out;
+      };
+    }
+    return st;
+  };
+});
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  counting = false;
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+const loop = workflow(
+  { name: "h1-loop", version: "1" },
+  async (ctx, input: { steps: number }): Promise<number> => {
+    let sum = 0;
+    for (let i = 0; i < input.steps; i++) sum += (await ctx.step("s", async () => ({ i }))).i;
+    return sum;
+  },
+);
+
+function statementsLike(re: RegExp): number {
+  let n = 0;
+  for (const [text, c] of counts) if (re.test(text)) n += c;
+  return n;
+}
+
+describe("SQLite statements per run (counted)", () => {
+  it("a step is one statement, and no runs row comes back as an object", async () => {
+    const engine = createEngine({ store: sqliteStore(":memory:"), workflows: [loop] });
+    cleanups.push(() => engine.close());
+    for (let i = 0; i < 2; i++) await (await engine.start(loop, { steps: 20 })).result();
+    counts.clear();
+    objectRuns = 0;
+    counting = true;
+    const runs = 5;
+    for (let i = 0; i < runs; i++) {
+      expect(await (await engine.start(loop, { steps: 20 })).result()).toBe(190);
+    }
+    counting = false;
+    const steps = runs * 20;
+    // One insert a step, and no other statement on its way.
+    expect(statementsLike(/^INSERT INTO steps/)).toBe(steps);
+    expect(statementsLike(/^SELECT epoch FROM runs WHERE id = \?$/)).toBe(0);
+    // The mark is read by the create and by the release, not by the steps.
+    expect(statementsLike(/^SELECT 1 FROM store_marks/)).toBeLessThanOrEqual(2 * runs);
+    // Create (1), the release's read and update (2), the mark twice, 20 steps; the claim
+    // rounds a run may meet are the engine's own, at most one a run.
+    const all = [...counts.values()].reduce((a, b) => a + b, 0);
+    const claims = statementsLike(/runs_ready_idle/);
+    expect(claims).toBeLessThanOrEqual(runs);
+    expect(all - claims).toBe(runs * 25);
+    expect(objectRuns).toBe(0);
+  });
+});
+
+const step = (over: Partial<StepRecord> = {}): StepRecord => ({
+  runId: "r1",
+  key: "s1",
+  generation: 0,
+  seq: 1,
+  name: "s1",
+  kind: "step",
+  outcome: "ok",
+  result: '[{"i":1},1]',
+  error: null,
+  spend: {},
+  startedAt: 1,
+  completedAt: 2,
+  attempt: 1,
+  delivery: 1,
+  issuedAfter: 0,
+  issuedLate: false,
+  ...over,
+});
+
+describe("a lone step's one statement hands every other case to the usual path", () => {
+  it("lost lease, identical rewrite and taken key answer as before; nothing extra lands", async () => {
+    const store = sqliteStore(":memory:");
+    await store.open({ clock: { now: () => 1_000 } as never });
+    cleanups.push(() => store.close());
+    const { run } = await store.createRun({
+      id: "r1",
+      workflow: "wf",
+      version: "1",
+      input: "-1",
+      claimBy: { workerId: "w", leaseMs: 60_000 },
+    } as never);
+    const epoch = run.epoch;
+    counts.clear();
+    counting = true;
+    expect(await store.appendRecords([{ runId: "r1", epoch, steps: [step()] }])).toEqual([
+      { ok: true },
+    ]);
+    expect(statementsLike(/./)).toBe(1);
+    // The same record again (a retry after an unknown outcome): a no-op, answered ok.
+    expect(await store.appendRecords([{ runId: "r1", epoch, steps: [step()] }])).toEqual([
+      { ok: true },
+    ]);
+    // Another record under the key: a conflict.
+    expect(
+      await store.appendRecords([{ runId: "r1", epoch, steps: [step({ result: '"other"' })] }]),
+    ).toEqual([{ ok: false, reason: "conflict", key: "s1" }]);
+    // A stale epoch: lease lost, nothing written.
+    expect(
+      await store.appendRecords([{ runId: "r1", epoch: epoch - 1, steps: [step({ key: "s2" })] }]),
+    ).toEqual([{ ok: false, reason: "lease-lost" }]);
+    // A run that does not exist: lease lost too.
+    expect(await store.appendRecords([{ runId: "nope", epoch, steps: [step()] }])).toEqual([
+      { ok: false, reason: "lease-lost" },
+    ]);
+    // In one batch: the fenced insert of one write, the usual path of the other.
+    expect(
+      await store.appendRecords([
+        { runId: "r1", epoch: epoch + 1, steps: [step({ key: "s3" })] },
+        { runId: "r1", epoch, steps: [step({ key: "s4", seq: 4 })] },
+      ]),
+    ).toEqual([{ ok: false, reason: "lease-lost" }, { ok: true }]);
+    counting = false;
+    const journal = await store.loadJournal("r1");
+    expect(journal.steps.map((s) => [s.key, s.result])).toEqual([
+      ["s1", '[{"i":1},1]'],
+      ["s4", '[{"i":1},1]'],
+    ]);
+  });
+});
