@@ -89,6 +89,7 @@ import type {
 } from "../store/store.js";
 import type { WorkspaceHost } from "../workspace/workspace.js";
 import { ApprovalCalls } from "./approval-calls.js";
+import { AttemptContext } from "./attempt-context.js";
 import { BudgetLedger } from "./budget-ledger.js";
 import { type BlockOn, type Call, type CallCore, HaltedSignal, never } from "./call-core.js";
 import { CALL_KEY, failedCallKeys, undecodableCall, unreadable } from "./call-errors.js";
@@ -318,6 +319,9 @@ export class Context implements CallCore, DeliveryHooks {
   private lastCallOf: Map<string, CallNode> | undefined;
   /** Call names already found valid (beginCall). */
   private checkedNames: Set<string> | undefined;
+  /** The retry policy of a step with no retry options of its own (stepRules): the
+   *  workflow's over the defaults, resolved by the first such step. */
+  private hostPolicy: RetryPolicy | undefined;
   private consumed: Set<string> | undefined;
   /** Keys of calls begun durably and not finished (an intent) that this execution made again. */
   private begunCalledAgain: Set<string> | undefined;
@@ -1529,15 +1533,21 @@ export class Context implements CallCore, DeliveryHooks {
     call: Call,
     options: StepOptions | undefined,
   ): { policy: RetryPolicy; timeoutMs: number | undefined } {
-    const policy = resolvePolicy(
-      [this.host.retry, options?.retry],
-      () => `Step "${call.key}" of run "${this.host.runId}"`,
-    );
+    // A step without retry options of its own (nearly every step) takes the execution's
+    // policy, resolved and checked once: it was an object, an array and two closures a step.
+    // (Only then: a step's own options may mend a field the workflow's got wrong.)
+    const where = () => `Step "${call.key}" of run "${this.host.runId}"`;
+    let policy: RetryPolicy;
+    if (options?.retry === undefined) {
+      this.hostPolicy ??= resolvePolicy([this.host.retry], where);
+      policy = this.hostPolicy;
+    } else policy = resolvePolicy([this.host.retry, options.retry], where);
     const timeoutMs =
       options?.timeout === undefined
         ? undefined
         : toMs(options.timeout, `timeout of step "${call.key}"`);
-    for (const [k, v] of Object.entries(options?.estimate ?? {})) {
+    if (options?.estimate === undefined) return { policy, timeoutMs };
+    for (const [k, v] of Object.entries(options.estimate)) {
       const nameProblem = amountNameProblem(k);
       if (nameProblem) {
         throw new TypeError(
@@ -1655,21 +1665,14 @@ export class Context implements CallCore, DeliveryHooks {
   ): Promise<AttemptResult<T>> {
     const spend: Amounts = {};
     let ended = false;
-    // The key (a hash) and the signal (an AbortController) are made when the body first
-    // reads them: most bodies read neither, and both show in a per-step profile.
+    // The key and the signal are made when the body first reads them (AttemptContext).
     const abort = new LazyAbort();
-    const runId = this.host.runId;
-    let key: string | undefined;
-    const s: StepContext = {
-      get idempotencyKey() {
-        key ??= idempotencyKey(runId, call.key);
-        return key;
-      },
+    const s: StepContext = new AttemptContext(
       attempt,
-      get signal() {
-        return abort.signal;
-      },
-      spend: (amounts) => {
+      this.host.runId,
+      call.key,
+      abort,
+      (amounts) => {
         for (const [k, v] of Object.entries(amounts ?? {})) {
           const nameProblem = amountNameProblem(k);
           if (nameProblem) {
@@ -1690,7 +1693,7 @@ export class Context implements CallCore, DeliveryHooks {
         }
         addAmounts(spend, amounts);
       },
-    };
+    );
     const startedAt = this.host.clock.now();
     // Counted until the body itself settles, past any abort's grace (bodiesInFlight); not
     // one its timeout gave up on (past the grace): the call is retried beside it anyway,
