@@ -21,6 +21,9 @@ export class Committer {
   private scheduled = false;
   /** Count of flushes and of writes, for metrics and benchmarks. */
   readonly stats = { batches: 0, writes: 0 };
+  /** Turns of the event loop in which this Committer's scheduled flush ran: an execution
+   *  that saw one since it began has let the loop turn (execution.ts, before its release). */
+  turns = 0;
 
   /** `report` hears a writeThen callback's throw (the engine's `log`, as it hears its other
    *  unexpected errors); without one, console.error. It never reaches the batch's settling,
@@ -63,6 +66,7 @@ export class Committer {
     this.scheduled = true;
     // setImmediate: let every run whose promise resolved in this turn enqueue its write.
     setImmediate(() => {
+      this.turns++;
       this.scheduled = false;
       void this.flushNow();
     });

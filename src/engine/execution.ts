@@ -107,6 +107,8 @@ export class Execution {
   readonly finished: Promise<void>;
   /** The run as this execution's release left it (durable), once it released the run. */
   released: RunRecord | undefined;
+  /** The Committer's turns when this execution began (see the release's nextTurn). */
+  private readonly turnsAtStart: number;
 
   /** `journal`: the run's journal when the caller knows it without reading (a run this
    *  worker just created claimed has an empty one); otherwise it is loaded. */
@@ -124,6 +126,7 @@ export class Execution {
     this.runId = claim.run.id;
     this.epoch = claim.run.epoch;
     this.trace = new ExecutionTrace(claim.run, claim.recovered);
+    this.turnsAtStart = deps.committer.turns;
     this.finished = this.execute().catch((err) => this.interruptedByStore(err));
   }
 
@@ -630,7 +633,10 @@ export class Execution {
     // step) lives entirely in microtasks; runs started and awaited back to back would then
     // never let the event loop turn: no heartbeat, no timer, and no cascade tick of a
     // finished run would run, each holding that run's memory (a leak of ~18 KB a run).
-    await nextTurn();
+    // A run whose writes the Committer flushed in a turn of its own since the execution
+    // began (every step's record) has let the loop turn: a second turn, a setImmediate
+    // and its promise, bought nothing.
+    if (this.deps.committer.turns === this.turnsAtStart) await nextTurn();
     const release = {
       ...releaseOf(this.claim.run, outcome, this.deps.maxPayloadBytes),
       ...this.heldForBodies(),
