@@ -53,15 +53,21 @@ function functions(q: string): string[] {
         AND NOT (starts_with(t, 'cairn:enc:') AND NOT starts_with(t, 'cairn:enc:0:'))
     $f$`;
   // An error record's text (error-json.ts): [name, message, code, stack]. A string element
-  // is read as written (json, not jsonb: the quotes and escapes kept, a NUL escape read
-  // without complaint); the envelope's letters are never escaped.
+  // is read as written (json, not jsonb: the quotes and escapes kept); the envelope's
+  // letters are never escaped. Its \u escapes are made \u0001 first: the json type refuses
+  // a lone surrogate's (22P02) and its -> a NUL's (22P05), in any element (an error's name,
+  // which stays plain, holding one failed every write of the error on a marked store), and
+  // none of them is in the text the rules look at (a prefix, or "-1").
   const plainError = `CREATE OR REPLACE FUNCTION ${q}.cairn_plain_error(e text) RETURNS boolean
     LANGUAGE plpgsql IMMUTABLE AS $f$
     DECLARE
+      j json;
       part json;
     BEGIN
       IF e IS NULL THEN RETURN false; END IF;
-      FOREACH part IN ARRAY ARRAY[(e::json) -> 1, (e::json) -> 3] LOOP
+      j := CASE WHEN strpos(e, '\\u') = 0 THEN e
+        ELSE regexp_replace(e, '\\\\u[0-9a-fA-F]{4}', '\\\\u0001', 'g') END;
+      FOREACH part IN ARRAY ARRAY[j -> 1, j -> 3] LOOP
         IF part IS NOT NULL AND json_typeof(part) = 'string'
           AND ${q}.cairn_plain(substr(part::text, 2, length(part::text) - 2)) THEN
           RETURN true;

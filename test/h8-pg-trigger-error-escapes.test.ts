@@ -1,0 +1,155 @@
+// h8: on a PostgreSQL store marked encrypted, the plain-payload triggers read an error
+// record's text (error-json.ts: [name, message, code, stack]) as json. The json type refuses
+// a lone surrogate's \u escape (22P02) and its -> a NUL's (22P05) in any element, so an
+// encrypted engine's error whose name (kept plain: only message and stack are encrypted)
+// held one was refused ("PostgreSQL refused a value of this write (SQLSTATE 22P05)"), as a
+// step's, an attempt's and a run's; the same error stores exactly on an unmarked store (the
+// Store contract's "stores error records with NUL and lone surrogates exactly"). And a
+// keyless store in its window writing such a message in plain text was told "unstorable",
+// not the guard's refusal.
+
+import { randomBytes } from "node:crypto";
+import pg from "pg";
+import { afterAll, describe, expect, it } from "vitest";
+import {
+  type EncryptionKey,
+  EncryptionKeyMissingError,
+  encryptedStore,
+  type Store,
+} from "../src/index.js";
+import { postgresStore } from "../src/postgres.js";
+import type { ErrorRecord, NewRun, StepRecord } from "../src/store/store.js";
+import { createVirtualClock } from "../src/testing/index.js";
+import { pgUrl } from "./helpers/engines.js";
+
+const k1: EncryptionKey = { id: "k1", key: randomBytes(32).toString("base64") };
+const url = pgUrl ?? "";
+const schemas: string[] = [];
+const admin = new pg.Pool({ connectionString: url, max: 1 });
+
+afterAll(async () => {
+  for (const s of schemas) await admin.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`);
+  await admin.end();
+});
+
+function storage() {
+  const schema = `h8_esc_${randomBytes(4).toString("hex")}`;
+  schemas.push(schema);
+  return (): Store => postgresStore(url, { schema });
+}
+
+const newRun = (id: string): NewRun => ({
+  id,
+  workflow: "wf",
+  version: "1",
+  input: "-1",
+  budgetLimit: {},
+  claimBy: { workerId: "w", leaseMs: 600_000 },
+});
+
+const cut = "👍 great".slice(1); // a lone low surrogate, then " great"
+const oddError: ErrorRecord = {
+  name: `Fatal\u0000${cut}`,
+  code: "FATAL",
+  message: `a\u0000b ${cut}`,
+  stack: `at \u0000 ${cut}`,
+};
+
+const step = (runId: string, key: string, error: ErrorRecord): StepRecord => ({
+  runId,
+  key,
+  generation: 0,
+  seq: 1,
+  name: key,
+  kind: "step",
+  outcome: "error",
+  result: null,
+  error,
+  spend: {},
+  startedAt: 1,
+  completedAt: 2,
+  attempt: 1,
+  delivery: 1,
+  issuedAfter: 0,
+  issuedLate: false,
+});
+
+describe.skipIf(!pgUrl)("PostgreSQL plain triggers and error records with odd escapes", () => {
+  it("an encrypted store's error named with a NUL or a lone surrogate is stored exactly", async () => {
+    const make = storage();
+    const keyed = encryptedStore(make(), { keys: [k1] });
+    await keyed.open({ clock: createVirtualClock() });
+    try {
+      expect(await keyed.isMarkedEncrypted?.()).toBe(true);
+      const { run } = await keyed.createRun(newRun("r"));
+      // The lone INSERT's path (a step alone) and append_records's (with an attempt).
+      expect(
+        await keyed.appendRecords([
+          { runId: "r", epoch: run.epoch, steps: [step("r", "s1", oddError)] },
+        ]),
+      ).toEqual([{ ok: true }]);
+      expect(
+        await keyed.appendRecords([
+          {
+            runId: "r",
+            epoch: run.epoch,
+            steps: [step("r", "s2", oddError)],
+            attempts: [
+              {
+                runId: "r",
+                key: "s2",
+                generation: 0,
+                attempt: 1,
+                startedAt: 1,
+                endedAt: 2,
+                error: oddError,
+                spend: {},
+                retryAt: null,
+              },
+            ],
+          },
+        ]),
+      ).toEqual([{ ok: true }]);
+      const journal = await keyed.loadJournal("r");
+      expect(journal.steps.map((s) => s.error)).toEqual([oddError, oddError]);
+      expect(journal.attempts.map((a) => a.error)).toEqual([oddError]);
+      const released = await keyed.releaseRun({
+        runId: "r",
+        epoch: run.epoch,
+        status: "failed",
+        error: oddError,
+        reason: "failed",
+        readyAt: null,
+      });
+      expect(released.ok).toBe(true);
+      expect((await keyed.getRun("r"))?.error).toEqual(oddError);
+    } finally {
+      await keyed.close();
+    }
+  });
+
+  it("a keyless store in its window is refused such a plain message as plain, not as unstorable", async () => {
+    const make = storage();
+    const clock = createVirtualClock();
+    const plain = make();
+    await plain.open({ clock });
+    try {
+      const { run } = await plain.createRun(newRun("r"));
+      const keyed = encryptedStore(make(), { keys: [k1] });
+      await keyed.open({ clock });
+      await keyed.close();
+      // The keyless store still believes "not marked": the database refuses.
+      const err = await plain
+        .appendRecords([{ runId: "r", epoch: run.epoch, steps: [step("r", "s", oddError)] }])
+        .then(
+          (outcome) => outcome,
+          (e: unknown) => e,
+        );
+      expect(err).toBeInstanceOf(EncryptionKeyMissingError);
+      expect((err as EncryptionKeyMissingError).what).toBe('the error of step "s" of run "r"');
+      expect((await plain.loadJournal("r")).steps).toEqual([]);
+    } finally {
+      await plain.close();
+    }
+  });
+});
