@@ -1,0 +1,129 @@
+// h8 (finding, not mended): the encrypted mark's trigger install takes SHARE ROW EXCLUSIVE
+// on the eight payload tables one after another (runs first), in the mark's transaction. A
+// writer that holds a later table and then writes runs (append_records: steps, then the
+// run's budget; answerApproval: approvals, events, then the run's ready_at) closes a cycle:
+// PostgreSQL aborts the install (40P01), connection.ts retries it, and once the retries are
+// spent markEncrypted's fallback ("a database that refused the triggers") writes the mark
+// WITHOUT the triggers: the window they close (a keyless store writing plain text until its
+// background read of the mark) is open again until some store opens the schema anew.
+
+import { randomBytes } from "node:crypto";
+import pg from "pg";
+import { afterAll, describe, expect, it } from "vitest";
+import { type EncryptionKey, encryptedStore, type Store } from "../src/index.js";
+import { postgresStore } from "../src/postgres.js";
+import { createVirtualClock } from "../src/testing/index.js";
+import { pgUrl } from "./helpers/engines.js";
+
+const k1: EncryptionKey = { id: "k1", key: randomBytes(32).toString("base64") };
+const url = pgUrl ?? "";
+const schemas: string[] = [];
+const admin = new pg.Pool({ connectionString: url, max: 1 });
+
+afterAll(async () => {
+  for (const s of schemas) await admin.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`);
+  await admin.end();
+});
+
+async function triggers(schema: string): Promise<number> {
+  const r = await admin.query(
+    `SELECT count(*)::int AS n FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+       JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE n.nspname = $1 AND t.tgname LIKE 'cairn_plain_guard%'`,
+    [schema],
+  );
+  return r.rows[0].n as number;
+}
+
+describe.skipIf(!pgUrl)("the mark's trigger install against a writer", () => {
+  it.fails("a mark whose install keeps losing deadlocks is still guarded by triggers", async () => {
+    const schema = `h8_dl_${randomBytes(4).toString("hex")}`;
+    schemas.push(schema);
+    const tag = `h8m_${randomBytes(4).toString("hex")}`;
+    const u = new URL(url);
+    u.searchParams.set("application_name", tag);
+    const clock = createVirtualClock();
+    const plain: Store = postgresStore(url, { schema });
+    await plain.open({ clock });
+    const { run } = await plain.createRun({
+      id: "r",
+      workflow: "wf",
+      version: "1",
+      input: "-1",
+      budgetLimit: {},
+      claimBy: { workerId: "w", leaseMs: 600_000 },
+    });
+    // The writer: steps first, then the run's row, as append_records with spend does; it
+    // waits (in its transaction) until the install queues behind it each time.
+    const w = new pg.Client({ connectionString: url });
+    await w.connect();
+    let done = false;
+    let cycles = 0;
+    const writer = (async () => {
+      while (!done) {
+        await w.query("BEGIN");
+        await w.query(`DELETE FROM "${schema}".steps WHERE false`);
+        for (let i = 0; i < 4000 && !done; i++) {
+          const q = await w.query(
+            `SELECT count(*)::int AS n FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+              WHERE a.application_name = $1 AND NOT l.granted`,
+            [tag],
+          );
+          if (q.rows[0].n > 0) break;
+          await new Promise((r) => setTimeout(r, 5));
+        }
+        if (!done) {
+          await w.query(`UPDATE "${schema}".runs SET updated_at = updated_at WHERE id = 'r'`);
+          cycles += 1;
+        }
+        await w.query("COMMIT");
+      }
+    })();
+    const keyed = encryptedStore(postgresStore(u.toString(), { schema }), { keys: [k1] });
+    try {
+      await keyed.open({ clock });
+    } finally {
+      done = true;
+      await writer;
+      await w.end();
+    }
+    try {
+      expect(cycles).toBeGreaterThan(1);
+      expect(await plain.isMarkedEncrypted?.()).toBe(true);
+      // The keyless store, still in its window, writes a plain result: it landed.
+      const out = await plain
+        .appendRecords([
+          {
+            runId: "r",
+            epoch: run.epoch,
+            steps: [
+              {
+                runId: "r",
+                key: "s",
+                generation: 0,
+                seq: 1,
+                name: "s",
+                kind: "step",
+                outcome: "ok",
+                result: '"SECRET"',
+                error: null,
+                spend: {},
+                startedAt: 1,
+                completedAt: 2,
+                attempt: 1,
+                delivery: 1,
+                issuedAfter: 0,
+                issuedLate: false,
+              },
+            ],
+          },
+        ])
+        .catch((e: unknown) => e);
+      expect(await triggers(schema)).toBe(8);
+      expect(out).not.toEqual([{ ok: true }]);
+    } finally {
+      await keyed.close();
+      await plain.close();
+    }
+  }, 60_000);
+});
