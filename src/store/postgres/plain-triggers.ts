@@ -50,7 +50,7 @@ function functions(q: string): string[] {
   const plain = `CREATE OR REPLACE FUNCTION ${q}.cairn_plain(t text) RETURNS boolean
     LANGUAGE sql IMMUTABLE AS $f$
       SELECT t IS NOT NULL AND t <> '-1'
-        AND NOT (starts_with(t, 'cairn:enc:') AND NOT starts_with(t, 'cairn:enc:0:'))
+        AND NOT (substr(t, 1, 10) = 'cairn:enc:' AND substr(t, 1, 12) <> 'cairn:enc:0:')
     $f$`;
   // An error record's text (error-json.ts): [name, message, code, stack]. A string element
   // is read as written (json, not jsonb: the quotes and escapes kept); the envelope's
@@ -122,20 +122,24 @@ ${body}
       RETURN NEW;
     END $f$`;
   // A column written by this statement: inserted, or changed by an update (a row written
-  // before the mark is not refused for a column the update leaves as it was).
+  // before the mark is not refused for a column the update leaves as it was). Asked after
+  // the column is found plain, never before: comparing a value with OLD's reads both whole
+  // (a TOASTed 1 MB input read twice on each claim, renewal and release of its run: 960 us
+  // of server CPU per run renewed, against 135 without the triggers), where cairn_plain
+  // reads a value's first 12 characters only (substr of a TOASTed value fetches a slice).
   const set = (col: string) => `(ins OR NEW.${col} IS DISTINCT FROM OLD.${col})`;
   const runs = trigger(
     "cairn_plain_runs",
     `      IF ins THEN PERFORM set_config('cairn.created_run', NEW.id, true); END IF;
-      IF ${set("input")} AND ${q}.cairn_plain(NEW.input) THEN
+      IF ${q}.cairn_plain(NEW.input) AND ${set("input")} THEN
         what := format('the input of run "%s"', NEW.id);
-      ELSIF ${set("handed_input_digest")} AND ${q}.cairn_plain(NEW.handed_input_digest) THEN
+      ELSIF ${q}.cairn_plain(NEW.handed_input_digest) AND ${set("handed_input_digest")} THEN
         what := format('the handed-input digest of run "%s"', NEW.id);
-      ELSIF ${set("output")} AND ${q}.cairn_plain(NEW.output) THEN
+      ELSIF ${q}.cairn_plain(NEW.output) AND ${set("output")} THEN
         what := format('the output of run "%s"', NEW.id);
-      ELSIF ${set("error")} AND ${q}.cairn_plain_error(NEW.error) THEN
+      ELSIF NEW.error IS NOT NULL AND ${set("error")} AND ${q}.cairn_plain_error(NEW.error) THEN
         what := format('the error of run "%s"', NEW.id);
-      ELSIF ${set("reason")} AND ${q}.cairn_plain(NEW.reason)
+      ELSIF ${q}.cairn_plain(NEW.reason) AND ${set("reason")}
         AND (NEW.status IN ('failed', 'canceled') OR NEW.cancel_requested)
         AND NOT ${q}.cairn_cancel_words(NEW.id, NEW.parent_id, NEW.reason) THEN
         what := format(CASE WHEN NEW.status = 'failed' THEN 'the reason of run "%s"'
@@ -146,9 +150,9 @@ ${body}
   const steps = trigger(
     "cairn_plain_steps",
     `      IF ${q}.cairn_plain_copied(NEW.run_id) THEN RETURN NEW; END IF;
-      IF ${set("result")} AND ${q}.cairn_plain(NEW.result) THEN
+      IF ${q}.cairn_plain(NEW.result) AND ${set("result")} THEN
         what := format('the result of step "%s" of run "%s"', NEW.key, NEW.run_id);
-      ELSIF ${set("error")} AND ${q}.cairn_plain_error(NEW.error) THEN
+      ELSIF NEW.error IS NOT NULL AND ${set("error")} AND ${q}.cairn_plain_error(NEW.error) THEN
         what := format('the error of step "%s" of run "%s"', NEW.key, NEW.run_id);
       END IF;
       IF what IS NOT NULL THEN PERFORM ${q}.cairn_refuse_plain(what, NEW.run_id, NEW.key); END IF;`,
@@ -156,7 +160,7 @@ ${body}
   const attempts = trigger(
     "cairn_plain_attempts",
     `      IF ${q}.cairn_plain_copied(NEW.run_id) THEN RETURN NEW; END IF;
-      IF ${set("error")} AND ${q}.cairn_plain_error(NEW.error) THEN
+      IF NEW.error IS NOT NULL AND ${set("error")} AND ${q}.cairn_plain_error(NEW.error) THEN
         PERFORM ${q}.cairn_refuse_plain(format('the error of attempt %s of step "%s" of run "%s"',
           NEW.attempt, NEW.key, NEW.run_id), NEW.run_id, NEW.key);
       END IF;`,
@@ -164,7 +168,7 @@ ${body}
   const intents = trigger(
     "cairn_plain_intents",
     `      IF ${q}.cairn_plain_copied(NEW.run_id) THEN RETURN NEW; END IF;
-      IF ${set("data")} AND ${q}.cairn_plain(NEW.data) THEN
+      IF ${q}.cairn_plain(NEW.data) AND ${set("data")} THEN
         PERFORM ${q}.cairn_refuse_plain(format('the intent of "%s" of run "%s"', NEW.key, NEW.run_id),
           NEW.run_id, NEW.key);
       END IF;`,
@@ -174,7 +178,7 @@ ${body}
   // answered in this transaction without answer or comment (plainInApprovalAnswer).
   const events = trigger(
     "cairn_plain_events",
-    `      IF NOT (${set("payload")} AND ${q}.cairn_plain(NEW.payload)) THEN RETURN NEW; END IF;
+    `      IF NOT (${q}.cairn_plain(NEW.payload) AND ${set("payload")}) THEN RETURN NEW; END IF;
       IF starts_with(NEW.name, 'cairn.child:')
         AND ${q}.cairn_canceled_child_event(NEW.run_id, substr(NEW.name, 13), NEW.payload) THEN
         RETURN NEW;
@@ -211,26 +215,26 @@ ${body}
     END $f$`;
   const streams = trigger(
     "cairn_plain_streams",
-    `      IF ${set("data")} AND ${q}.cairn_plain(NEW.data) THEN
+    `      IF ${q}.cairn_plain(NEW.data) AND ${set("data")} THEN
         PERFORM ${q}.cairn_refuse_plain(format('a stream chunk of run "%s"', NEW.run_id), NEW.run_id, NULL);
       END IF;`,
   );
   // codec/encryption.ts's bytes envelope: the bytes of "CAIRNENC1" first.
   const objects = trigger(
     "cairn_plain_objects",
-    `      IF ${set("data")} AND NEW.data IS NOT NULL
-        AND substring(NEW.data FROM 1 FOR 9) <> convert_to('CAIRNENC1', 'LATIN1') THEN
+    `      IF NEW.data IS NOT NULL
+        AND substring(NEW.data FROM 1 FOR 9) <> convert_to('CAIRNENC1', 'LATIN1') AND ${set("data")} THEN
         PERFORM ${q}.cairn_refuse_plain(format('workspace object %s', NEW.hash), NULL, NULL);
       END IF;`,
   );
   const approvals = trigger(
     "cairn_plain_approvals",
     `      IF ${q}.cairn_plain_copied(NEW.run_id) THEN RETURN NEW; END IF;
-      IF ${set("request")} AND ${q}.cairn_plain(NEW.request) THEN
+      IF ${q}.cairn_plain(NEW.request) AND ${set("request")} THEN
         what := format('the request of approval "%s" of run "%s"', NEW.key, NEW.run_id);
-      ELSIF ${set("answer")} AND ${q}.cairn_plain(NEW.answer) THEN
+      ELSIF ${q}.cairn_plain(NEW.answer) AND ${set("answer")} THEN
         what := format('the answer of approval "%s" of run "%s"', NEW.key, NEW.run_id);
-      ELSIF ${set("comment")} AND ${q}.cairn_plain(NEW.comment) THEN
+      ELSIF ${q}.cairn_plain(NEW.comment) AND ${set("comment")} THEN
         what := format('the comment of approval "%s" of run "%s"', NEW.key, NEW.run_id);
       END IF;
       IF what IS NOT NULL THEN PERFORM ${q}.cairn_refuse_plain(what, NEW.run_id, NEW.key); END IF;`,
