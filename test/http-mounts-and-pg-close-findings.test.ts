@@ -9,7 +9,7 @@ import { createEngine, type Engine, sqliteStore, workflow } from "../src/index.j
 import { postgresStore } from "../src/postgres.js";
 import { createVirtualClock } from "../src/testing/index.js";
 import { pgUrl } from "./helpers/engines.js";
-import { testSchema, withClient } from "./helpers/postgres.js";
+import { sessionsBlockedBy, testSchema } from "./helpers/postgres.js";
 import { tempDbPath, until } from "./helpers/sqlite.js";
 
 const hello = workflow({ name: "hello", version: "1" }, async (ctx) => ctx.step("say", () => "hi"));
@@ -170,6 +170,8 @@ describe.skipIf(!pgUrl)("PostgreSQL: verbs in flight when close() ends its own p
         input: "null",
         budgetLimit: {},
       });
+      const lockerPid = (await locker.query<{ pid: number }>("SELECT pg_backend_pid() AS pid"))
+        .rows[0]?.pid as number;
       await locker.query("BEGIN");
       await locker.query(`SELECT id FROM "${schema}".runs WHERE id = 'r1' FOR UPDATE`);
       const settled = { slow: false, queued: false };
@@ -183,12 +185,11 @@ describe.skipIf(!pgUrl)("PostgreSQL: verbs in flight when close() ends its own p
           },
         );
       void note(store.requestCancel("r1", "stop"), "slow");
-      await until(async () => {
-        const r = await withClient(pgUrl!, (c) =>
-          c.query("SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted"),
-        );
-        return r.rows[0].n > 0;
-      }, "the cancel waits for the row lock");
+      // Waits on this locker's lock only: other test files wait for locks of their own.
+      await until(
+        async () => (await sessionsBlockedBy(pgUrl!, lockerPid)) > 0,
+        "the cancel waits for the row lock",
+      );
       void note(store.getRun("r1"), "queued");
       await store.close();
       // Before: close() resolved only once the statement timeout had ended the cancel.

@@ -91,3 +91,17 @@ export async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T
     await client.end().catch(() => {});
   }
 }
+
+/** How many sessions wait for a lock that the session `pid` holds (pg_blocking_pids). A
+ *  test that waits until its own statement waits on its own locker asks this: a count of
+ *  every lock not granted on the server also counts the lock waits of the other test
+ *  files running beside it (three at once), and could be true before its statement waits. */
+export async function sessionsBlockedBy(url: string, pid: number): Promise<number> {
+  return withClient(url, async (c) => {
+    const r = await c.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))",
+      [pid],
+    );
+    return r.rows[0]?.n ?? 0;
+  });
+}
