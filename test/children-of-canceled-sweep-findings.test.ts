@@ -171,10 +171,17 @@ describe.each(BACKENDS)("%s: the children a cancel's cascade left behind", (back
     expect((await store.requestCancel("p", "stop")).state).toBe("canceled");
     await store.close();
     const w = h.engine([]);
-    await until(async () => {
-      const runs = await w.listRuns({ parentId: "p", limit: 1000 });
-      return runs.length === ids.length && runs.every((r) => r.status === "canceled");
-    }, "every child canceled");
+    // The sweep cancels the 130 children one transaction (and a few round trips) each: on
+    // PostgreSQL under load (three test files at once beside other work) that took 24-42 s,
+    // past until()'s default bound of 20 s; the bound only catches a sweep that stops.
+    await until(
+      async () => {
+        const runs = await w.listRuns({ parentId: "p", limit: 1000 });
+        return runs.length === ids.length && runs.every((r) => r.status === "canceled");
+      },
+      "every child canceled",
+      90_000,
+    );
     const reasons = new Set(
       (await w.listRuns({ parentId: "p", limit: 1000 })).map((r) => r.reason),
     );
