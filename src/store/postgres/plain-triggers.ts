@@ -263,11 +263,19 @@ export function triggersInstalledSql(ctx: StoreContext): string {
     WHERE tgrelid = '${schemaOf(ctx)}.runs'::regclass AND tgname = '${TRIGGER}')`;
 }
 
+/** How long the install waits for one table's lock before it gives the tables back. */
+export const INSTALL_LOCK_TIMEOUT_MS = 250;
+
 /** Installs the triggers inside `tx` (the mark's transaction, or an open's) if the store is
  *  marked (by `tx` too) and they are not there: an advisory lock orders it with another
  *  process's install or removal. */
 export async function installPlainTriggers(ctx: StoreContext, tx: Tx): Promise<void> {
   const q = schemaOf(ctx);
+  // CREATE TRIGGER takes SHARE ROW EXCLUSIVE on each table, one after another: while it waits
+  // for a table a long transaction writes, every writer of the tables it already holds (runs
+  // first) waits behind it. A lock not had within INSTALL_LOCK_TIMEOUT fails the install
+  // (55P03), which lets them go; markEncrypted tries again.
+  await tx.query(`SET LOCAL lock_timeout = '${INSTALL_LOCK_TIMEOUT_MS}ms'`);
   await tx.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`${q}.${TRIGGER}`]);
   const now = await tx.query<{ marked: boolean; there: boolean }>(
     `SELECT EXISTS (SELECT 1 FROM ${ctx.t.storeMarks} WHERE name = 'encrypted') AS marked,

@@ -19,20 +19,37 @@ export async function markEncrypted(ctx: StoreContext): Promise<void> {
         ON CONFLICT (name) DO NOTHING`,
       [ctx.clockParam(), ENCRYPTED],
     );
-  try {
-    // The mark and the triggers that refuse plain payloads, together (plain-triggers.ts).
-    await db.transaction("markEncrypted", "idempotent", async (tx) => {
-      await mark(tx);
-      await installPlainTriggers(ctx, tx);
-    });
-  } catch (err) {
-    // A database that refused the triggers (a role that may write the tables but not
-    // create triggers on them, a server too old for them) marks the store as before: the
-    // guard alone refuses plain payloads then. A connection lost is thrown as it was.
-    if (sqlState(err) === undefined) throw err;
-    await db.transaction("markEncrypted", "idempotent", mark);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      // The mark and the triggers that refuse plain payloads, together (plain-triggers.ts).
+      await db.transaction("markEncrypted", "idempotent", async (tx) => {
+        await mark(tx);
+        await installPlainTriggers(ctx, tx);
+      });
+      return;
+    } catch (err) {
+      const code = sqlState(err);
+      // A connection lost is thrown as it was.
+      if (code === undefined) throw err;
+      // A table's lock not had in time (writers kept it, or a deadlock with one): the install
+      // gave every table back; it is tried again a few times, a while apart.
+      const delay = INSTALL_RETRY_DELAYS_MS[attempt - 1];
+      if ((code === "55P03" || code === "40P01") && delay !== undefined) {
+        await new Promise((resolve) => setTimeout(resolve, delay));
+        continue;
+      }
+      // A database that refused the triggers (a role that may write the tables but not
+      // create triggers on them, a server too old for them), or tables kept locked past the
+      // tries: the store is marked as before, and the guard alone refuses plain payloads
+      // (the next open of the store tries the triggers again).
+      await db.transaction("markEncrypted", "idempotent", mark);
+      return;
+    }
   }
 }
+
+/** The waits between tries of a mark whose install could not lock the tables in time. */
+const INSTALL_RETRY_DELAYS_MS = [100, 200, 400, 800, 1600];
 
 /** What a store reads of its mark when it opens: a store marked (by a cairn before the
  *  triggers, or by a role that could not create them) gets the triggers now, if this

@@ -1,0 +1,95 @@
+// The encrypted mark's trigger install (postgres/plain-triggers.ts) locks the payload tables
+// one after another, runs first. Queued behind a long transaction that writes steps, it held
+// runs' lock the whole wait, so every writer of runs (claims, renewals, releases) stalled
+// behind it until that transaction ended. It now waits INSTALL_LOCK_TIMEOUT_MS for a table,
+// gives every table back, and tries again: a writer of runs goes through while the long
+// transaction still holds steps, and the mark gets its triggers once that transaction ends.
+
+import { randomBytes } from "node:crypto";
+import pg from "pg";
+import { afterAll, describe, expect, it } from "vitest";
+import { type EncryptionKey, encryptedStore, type Store } from "../src/index.js";
+import { postgresStore } from "../src/postgres.js";
+import { createVirtualClock } from "../src/testing/index.js";
+import { pgUrl } from "./helpers/engines.js";
+
+const k1: EncryptionKey = { id: "k1", key: randomBytes(32).toString("base64") };
+const url = pgUrl ?? "";
+const schemas: string[] = [];
+const admin = new pg.Pool({ connectionString: url, max: 1 });
+
+afterAll(async () => {
+  for (const s of schemas) await admin.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`);
+  await admin.end();
+});
+
+async function triggers(schema: string): Promise<number> {
+  const r = await admin.query(
+    `SELECT count(*)::int AS n FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+       JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE n.nspname = $1 AND t.tgname LIKE 'cairn_plain_guard%'`,
+    [schema],
+  );
+  return r.rows[0].n as number;
+}
+
+async function lockWaitsOn(schema: string, table: string): Promise<number> {
+  const r = await admin.query(
+    `SELECT count(*)::int AS n FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+       JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE n.nspname = $1 AND c.relname = $2 AND NOT l.granted`,
+    [schema, table],
+  );
+  return r.rows[0].n as number;
+}
+
+describe.skipIf(!pgUrl)("the encrypted mark's trigger install behind a long transaction", () => {
+  it("gives runs back while it waits, and is guarded once the transaction ends", async () => {
+    const schema = `mark_locks_${randomBytes(4).toString("hex")}`;
+    schemas.push(schema);
+    const clock = createVirtualClock();
+    const plain: Store = postgresStore(url, { schema });
+    await plain.open({ clock });
+    await plain.createRun({
+      id: "r",
+      workflow: "wf",
+      version: "1",
+      input: "-1",
+      budgetLimit: {},
+      claimBy: { workerId: "w", leaseMs: 600_000 },
+    });
+    const holder = new pg.Client({ connectionString: url });
+    const writer = new pg.Client({ connectionString: url });
+    await holder.connect();
+    await writer.connect();
+    const keyed = encryptedStore(postgresStore(url, { schema }), { keys: [k1] });
+    try {
+      // A long transaction that writes steps: it holds their ROW EXCLUSIVE lock.
+      await holder.query("BEGIN");
+      await holder.query(`DELETE FROM "${schema}".steps WHERE false`);
+      const opened = keyed.open({ clock });
+      // The install queues behind it for steps (holding runs, before the mend, meanwhile).
+      while ((await lockWaitsOn(schema, "steps")) === 0) {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      // A writer of runs, as a lease renewal: it goes through while the holder still holds
+      // steps (before the mend it waited for the holder, i.e. here for ever: the statement
+      // timeout ends it as a failure instead).
+      await writer.query("SET statement_timeout = '20s'");
+      const renewed = await writer.query(
+        `UPDATE "${schema}".runs SET updated_at = updated_at WHERE id = 'r'`,
+      );
+      expect(renewed.rowCount).toBe(1);
+      await holder.query("COMMIT");
+      await opened;
+      expect(await plain.isMarkedEncrypted?.()).toBe(true);
+      expect(await triggers(schema)).toBe(8);
+    } finally {
+      await holder.query("ROLLBACK").catch(() => {});
+      await holder.end();
+      await writer.end();
+      await keyed.close();
+      await plain.close();
+    }
+  }, 60_000);
+});
