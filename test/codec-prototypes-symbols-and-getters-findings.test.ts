@@ -62,7 +62,7 @@ describe("a child's input digest (encodeIdentities)", () => {
   // An input holding an Error was read twice, once for each digest (by parts, by name),
   // each pass running every getter again: a getter with an effect ran twice, and the two
   // digests could count two different answers. The second pass is now handed the first's
-  // reads (codec.ts encodeIdentities); test/h5-identity-reads.test.ts has more.
+  // reads (codec.ts encodeIdentities); test/child-input-digest-reads-findings.test.ts has more.
   it("reads a getter once", () => {
     let reads = 0;
     encodeIdentities({

@@ -9,10 +9,10 @@
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { crashSweep, createTestEngine } from "../src/testing/index.js";
-import { effects, ship } from "./fixtures/h6-approval-workflows.js";
+import { effects, ship } from "./fixtures/approval-workflows.js";
 import { FIXTURES } from "./helpers/child.js";
 
-const MODULE = join(FIXTURES, "h6-approval-workflows.ts");
+const MODULE = join(FIXTURES, "approval-workflows.ts");
 
 const approvedTwice = [
   { approved: true, by: "qa", comment: "go" },

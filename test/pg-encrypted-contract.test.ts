@@ -1,4 +1,4 @@
-// h8: the whole Store contract through encryptedStore on PostgreSQL, whose open marks the
+// the whole Store contract through encryptedStore on PostgreSQL, whose open marks the
 // store encrypted and so installs the plain-payload triggers (postgres/plain-triggers.ts):
 // every verb's legitimate write (ciphertext, the text of undefined, NULL columns, updates of
 // rows' other columns) must pass the triggers, none refused with CNPLN.

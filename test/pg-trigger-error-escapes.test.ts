@@ -1,4 +1,4 @@
-// h8: on a PostgreSQL store marked encrypted, the plain-payload triggers read an error
+// on a PostgreSQL store marked encrypted, the plain-payload triggers read an error
 // record's text (error-json.ts: [name, message, code, stack]) as json. The json type refuses
 // a lone surrogate's \u escape (22P02) and its -> a NUL's (22P05) in any element, so an
 // encrypted engine's error whose name (kept plain: only message and stack are encrypted)
@@ -33,7 +33,7 @@ afterAll(async () => {
 });
 
 function storage() {
-  const schema = `h8_esc_${randomBytes(4).toString("hex")}`;
+  const schema = `plain_esc_${randomBytes(4).toString("hex")}`;
   schemas.push(schema);
   return (): Store => postgresStore(url, { schema });
 }

@@ -26,7 +26,7 @@ describe("cairn worker: the banner comes first", () => {
     writeFileSync(
       modulePath,
       `import { workflow } from ${JSON.stringify(pathToFileURL(INDEX).href)};
-export const w = workflow({ name: "h6-banner", version: "1" }, async (ctx) => ctx.step("s", () => 1));
+export const w = workflow({ name: "banner", version: "1" }, async (ctx) => ctx.step("s", () => 1));
 `,
     );
     const env = { CAIRN_STORE: `sqlite:${join(dir.dir, "c.db")}` };

@@ -11,7 +11,7 @@ import { tempDbPath } from "./helpers/sqlite.js";
 
 const LONG = "x".repeat(200_000);
 
-const wf = workflow({ name: "h6-show-long", version: "1" }, async (ctx, input: { blob: string }) =>
+const wf = workflow({ name: "show-long", version: "1" }, async (ctx, input: { blob: string }) =>
   ctx.approval("ship", { request: { diff: `${input.blob.slice(0, 50_000)}\n` } }),
 );
 

@@ -9,9 +9,9 @@ import { workflow } from "../src/index.js";
 import { sharedHarness } from "./helpers/http.js";
 import { until } from "./helpers/sqlite.js";
 
-const KEYS = [{ id: "k1", secret: "h7-secret-0123456789-0123456789-0123456789" }];
+const KEYS = [{ id: "k1", secret: "secret-0123456789-0123456789-0123456789" }];
 
-const wf = workflow({ name: "h7-deadline", version: "1" }, async (ctx) =>
+const wf = workflow({ name: "deadline", version: "1" }, async (ctx) =>
   ctx.approval("ship", { request: { what: "release 1" }, timeout: "1d", onTimeout: "reject" }),
 );
 

@@ -8,7 +8,7 @@ import { createHttpApp } from "../src/http/index.js";
 import { workflow } from "../src/index.js";
 import { call, sharedHarness } from "./helpers/http.js";
 
-const wf = workflow({ name: "h6-messages", version: "1" }, async (ctx) =>
+const wf = workflow({ name: "messages", version: "1" }, async (ctx) =>
   ctx.approval("ship", { request: { what: "x" } }),
 );
 

@@ -8,7 +8,7 @@ import { createEngine, sqliteStore, workflow } from "../src/index.js";
 import { cairn } from "./helpers/cli.js";
 import { tempDbPath } from "./helpers/sqlite.js";
 
-const wf = workflow({ name: "h6-table", version: "1" }, async (ctx) => ctx.step("s", () => 1));
+const wf = workflow({ name: "table", version: "1" }, async (ctx) => ctx.step("s", () => 1));
 
 describe("cairn runs: column widths", () => {
   const db = tempDbPath();
@@ -28,6 +28,6 @@ describe("cairn runs: column widths", () => {
     expect(rows.find((l) => l.startsWith("red"))).toContain("red\\u001b[31mid");
     // The WORKFLOW column starts at the same place in the header and in every row.
     const at = lines[0]?.indexOf("WORKFLOW");
-    expect(rows.map((l) => l.indexOf("h6-table@1"))).toEqual([at, at]);
+    expect(rows.map((l) => l.indexOf("table@1"))).toEqual([at, at]);
   });
 });

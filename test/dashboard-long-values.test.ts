@@ -16,7 +16,7 @@ import { sharedHarness } from "./helpers/http.js";
 const TOKEN = "browser-token-0123456789";
 const LONG = "x".repeat(200_000);
 
-const wf = workflow({ name: "h6-long", version: "1" }, async (ctx) => {
+const wf = workflow({ name: "long", version: "1" }, async (ctx) => {
   await ctx.step("long", () => LONG);
   return ctx.waitForEvent("never");
 });

@@ -1,4 +1,4 @@
-// h8: rows written plain before the store was marked encrypted (a keyless cairn's, or one
+// rows written plain before the store was marked encrypted (a keyless cairn's, or one
 // from before encryption was turned on) stay plain; the triggers the mark installs
 // (postgres/plain-triggers.ts) must let every later write that leaves those payloads as
 // they were pass: a lease renewal, a claim, an expiry, a release of the run (waiting, then
@@ -35,7 +35,7 @@ const newRun = (id: string, workflow = "wf"): NewRun => ({
 
 describe.skipIf(!pgUrl)("PostgreSQL plain triggers and rows written before the mark", () => {
   it("writes that leave a pre-mark plain payload as it was all pass", async () => {
-    const schema = `h8_pre_${randomBytes(4).toString("hex")}`;
+    const schema = `plain_pre_${randomBytes(4).toString("hex")}`;
     schemas.push(schema);
     const make = (): Store => postgresStore(url, { schema });
     const clock = createVirtualClock();

@@ -1,4 +1,4 @@
-// h8: the plain triggers fire on every UPDATE of a run's row (a claim, a lease renewal, a
+// the plain triggers fire on every UPDATE of a run's row (a claim, a lease renewal, a
 // release). Each asked first whether the update changed a payload column (NEW.input IS
 // DISTINCT FROM OLD.input), which reads both values whole: a run whose input is TOASTed
 // (1 MB of ciphertext) had it read twice from its TOAST table on each renewal (960 us of
@@ -28,7 +28,7 @@ afterAll(async () => {
 
 describe.skipIf(!pgUrl)("PostgreSQL plain triggers and TOASTed payloads", () => {
   it("an update of a run's lease does not read its 1 MB input", async () => {
-    const schema = `h8_toast_${randomBytes(4).toString("hex")}`;
+    const schema = `plain_toast_${randomBytes(4).toString("hex")}`;
     schemas.push(schema);
     const keyed = encryptedStore(postgresStore(url, { schema }), { keys: [k1] });
     await keyed.open({ clock: createVirtualClock() });

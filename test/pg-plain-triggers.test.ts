@@ -63,7 +63,7 @@ async function refused(write: Promise<unknown>, what: RegExp): Promise<Encryptio
 }
 
 function storage() {
-  const schema = `h4_trig_${randomBytes(4).toString("hex")}`;
+  const schema = `plain_trig_${randomBytes(4).toString("hex")}`;
   schemas.push(schema);
   return { schema, make: (): Store => postgresStore(url, { schema }) };
 }

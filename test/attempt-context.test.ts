@@ -22,7 +22,7 @@ describe("a step attempt's context", () => {
   it("has no accessor of its own, and reads as before", async () => {
     const seen: Array<{ accessors: string[]; key: string; again: string; attempt: number }> = [];
     const signals: AbortSignal[] = [];
-    const wf = workflow({ name: "h1-s", version: "1" }, async (ctx) => {
+    const wf = workflow({ name: "s", version: "1" }, async (ctx) => {
       const a = await ctx.step(
         "a",
         (s: StepContext) => {

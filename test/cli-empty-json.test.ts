@@ -8,7 +8,7 @@ import { createEngine, sqliteStore, workflow } from "../src/index.js";
 import { cairn, expectFailure } from "./helpers/cli.js";
 import { tempDbPath } from "./helpers/sqlite.js";
 
-const wf = workflow({ name: "h6-empty", version: "1" }, async (ctx) => ctx.waitForEvent("go"));
+const wf = workflow({ name: "empty", version: "1" }, async (ctx) => ctx.waitForEvent("go"));
 
 describe("cairn: an empty JSON value", () => {
   const db = tempDbPath();
@@ -25,7 +25,7 @@ describe("cairn: an empty JSON value", () => {
       /^cairn: the payload of event "go" is empty; give JSON \(quote strings/,
     );
     expectFailure(
-      await cairn(["start", "h6-empty@1", "--input", " ", "--id", "e2", ...store]),
+      await cairn(["start", "empty@1", "--input", " ", "--id", "e2", ...store]),
       2,
       /^cairn: --input is empty; give JSON/,
     );

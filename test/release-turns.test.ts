@@ -15,7 +15,7 @@ afterEach(async () => {
 });
 
 const loop = workflow(
-  { name: "h1-turns", version: "1" },
+  { name: "turns", version: "1" },
   async (ctx, input: { steps: number }): Promise<number> => {
     let sum = 0;
     for (let i = 0; i < input.steps; i++) sum += (await ctx.step("s", async () => ({ i }))).i;

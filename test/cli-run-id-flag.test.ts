@@ -8,7 +8,7 @@ import { cairn, expectFailure } from "./helpers/cli.js";
 import { tempDir } from "./helpers/sqlite.js";
 
 describe("cairn start/fork --id of an invalid run id", () => {
-  const dir = tempDir("cairn-h7-id-");
+  const dir = tempDir("cairn-id-");
   const env = { CAIRN_STORE: `sqlite:${join(dir.dir, "cairn.db")}` };
   afterAll(() => dir.cleanup());
 

@@ -23,7 +23,7 @@ async function client(url: string): Promise<{ c: pg.Client; pid: number }> {
 describe.skipIf(!pgUrl)("sessionsBlockedBy (helpers/postgres.ts)", () => {
   it("counts only the sessions waiting for the given session's locks, not another lock wait on the server", async () => {
     const url = pgUrl as string;
-    const { schema, drop } = testSchema(url, "h3_lockwait");
+    const { schema, drop } = testSchema(url, "lockwait");
     const made = await client(url);
     const sessions: pg.Client[] = [made.c];
     const open = async () => {

@@ -20,7 +20,7 @@ afterEach(async () => {
 describe("a step's retry policy", () => {
   it("is resolved once an execution for the steps without retry options", async () => {
     const wf = workflow(
-      { name: "h1-policy", version: "1", retry: { maxAttempts: 4 } },
+      { name: "policy", version: "1", retry: { maxAttempts: 4 } },
       async (ctx) => {
         let sum = 0;
         for (let i = 0; i < 20; i++) sum += await ctx.step("s", () => i);
@@ -40,7 +40,7 @@ describe("a step's retry policy", () => {
     let attempts = 0;
     const wf = workflow(
       // maxAttempts 0 is refused on its own; the step's own 2 mends it for that step.
-      { name: "h1-policy-own", version: "1", retry: { maxAttempts: 0, initialDelay: 1 } },
+      { name: "policy-own", version: "1", retry: { maxAttempts: 0, initialDelay: 1 } },
       async (ctx) =>
         ctx.step(
           "own",

@@ -10,13 +10,13 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { createEngine } from "../src/index.js";
 import { postgresStore } from "../src/store/postgres/postgres-store.js";
-import { loneKillWorkflow } from "./fixtures/h5-lone-kill-workflow.js";
+import { loneKillWorkflow } from "./fixtures/lone-kill-workflow.js";
 import { spawnFixture } from "./helpers/child.js";
 import { pgUrl } from "./helpers/engines.js";
 import { testSchema } from "./helpers/postgres.js";
 import { tempDir } from "./helpers/sqlite.js";
 
-const tmp = tempDir("cairn-h5-lone-");
+const tmp = tempDir("cairn-lone-");
 afterAll(() => tmp.cleanup());
 
 // The three that leave the most to the next engine (each case costs two processes; the
@@ -40,7 +40,7 @@ describe.skipIf(!pgUrl)(
         const ledger = join(tmp.dir, `${runId}.ledger`);
         process.env.H5_LEDGER = ledger;
         try {
-          const child = await spawnFixture("h5-lone-kill-child.ts", [
+          const child = await spawnFixture("lone-kill-child.ts", [
             url,
             schema,
             statement,

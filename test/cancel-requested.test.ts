@@ -17,7 +17,7 @@ import { tempDir, until } from "./helpers/sqlite.js";
 const HOUR = 3_600_000;
 
 describe("cairn cancel of a run canceled (or asked to be) already, and the views meanwhile", () => {
-  const dir = tempDir("cairn-h7-cancel-");
+  const dir = tempDir("cairn-cancel-");
   const db = join(dir.dir, "cairn.db");
   const env = { CAIRN_STORE: `sqlite:${db}` };
   let store: Store;

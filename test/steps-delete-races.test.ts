@@ -1,4 +1,4 @@
-// h8: PostgreSQL migration 27 dropped steps' foreign key to runs; each insert of a step is
+// PostgreSQL migration 27 dropped steps' foreign key to runs; each insert of a step is
 // fenced on its run's row instead, and the deletes of runs delete their steps in a later
 // statement (workspace.ts, deleteRunRows). Attacked here with real verbs on two stores (two
 // pools, as two processes): late writes of a finished run's own epoch (the lone INSERT,

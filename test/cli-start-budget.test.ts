@@ -9,7 +9,7 @@ import { waitForStatus } from "../src/testing/index.js";
 import { cairn } from "./helpers/cli.js";
 import { tempDbPath } from "./helpers/sqlite.js";
 
-const wf = workflow({ name: "h6-budget", version: "1" }, async (ctx) => {
+const wf = workflow({ name: "budget", version: "1" }, async (ctx) => {
   await ctx.step("plan", (s) => {
     s.spend({ tokens: 100, usd: 0.01 });
     return 1;
@@ -33,7 +33,7 @@ describe("cairn start: the budget line", () => {
 
     const again = await cairn([
       "start",
-      "h6-budget@1",
+      "budget@1",
       "--input",
       "null",
       "--id",
@@ -50,7 +50,7 @@ describe("cairn start: the budget line", () => {
     // A run with a limit for every name spent keeps the note on other names.
     const fresh = await cairn([
       "start",
-      "h6-budget@1",
+      "budget@1",
       "--id",
       "b2",
       "--budget",

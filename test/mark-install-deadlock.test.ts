@@ -1,4 +1,4 @@
-// h8 (finding, not mended): the encrypted mark's trigger install takes SHARE ROW EXCLUSIVE
+// A finding, not mended: the encrypted mark's trigger install takes SHARE ROW EXCLUSIVE
 // on the eight payload tables one after another (runs first), in the mark's transaction. A
 // writer that holds a later table and then writes runs (append_records: steps, then the
 // run's budget; answerApproval: approvals, events, then the run's ready_at) closes a cycle:
@@ -37,9 +37,9 @@ async function triggers(schema: string): Promise<number> {
 
 describe.skipIf(!pgUrl)("the mark's trigger install against a writer", () => {
   it.fails("a mark whose install keeps losing deadlocks is still guarded by triggers", async () => {
-    const schema = `h8_dl_${randomBytes(4).toString("hex")}`;
+    const schema = `mark_dl_${randomBytes(4).toString("hex")}`;
     schemas.push(schema);
-    const tag = `h8m_${randomBytes(4).toString("hex")}`;
+    const tag = `mark_w_${randomBytes(4).toString("hex")}`;
     const u = new URL(url);
     u.searchParams.set("application_name", tag);
     const clock = createVirtualClock();

@@ -55,7 +55,7 @@ afterEach(async () => {
 });
 
 const loop = workflow(
-  { name: "h1-loop", version: "1" },
+  { name: "loop", version: "1" },
   async (ctx, input: { steps: number }): Promise<number> => {
     let sum = 0;
     for (let i = 0; i < input.steps; i++) sum += (await ctx.step("s", async () => ({ i }))).i;

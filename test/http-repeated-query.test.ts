@@ -10,8 +10,8 @@ import { createHttpApp } from "../src/http/index.js";
 import { workflow } from "../src/index.js";
 import { call, sharedHarness } from "./helpers/http.js";
 
-const wf = workflow({ name: "h6-repeat", version: "1" }, async (ctx) => ctx.step("s", () => 1));
-const other = workflow({ name: "h6-other", version: "1" }, async (ctx) => ctx.step("s", () => 1));
+const wf = workflow({ name: "repeat", version: "1" }, async (ctx) => ctx.step("s", () => 1));
+const other = workflow({ name: "other", version: "1" }, async (ctx) => ctx.step("s", () => 1));
 
 describe("a repeated query parameter", () => {
   const h = sharedHarness("sqlite");
@@ -46,7 +46,7 @@ describe("a repeated query parameter", () => {
     const one = await call<{ runs: Array<{ id: string }> }>(
       fetch,
       "GET",
-      "/api/runs?status=completed,pending&workflow=&workflow=h6-repeat",
+      "/api/runs?status=completed,pending&workflow=&workflow=repeat",
     );
     expect(one.status).toBe(200);
     expect(one.body.runs.map((r) => r.id)).toEqual(["r1"]);

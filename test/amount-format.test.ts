@@ -20,7 +20,7 @@ const pricey = workflow({ name: "pricey", version: "1" }, async (ctx) => {
 });
 
 describe("one format for amounts: a budget's reason, the CLI and the dashboard", () => {
-  const dir = tempDir("cairn-h7-amounts-");
+  const dir = tempDir("cairn-amounts-");
   const db = join(dir.dir, "cairn.db");
   const env = { CAIRN_STORE: `sqlite:${db}` };
   let engine: Engine;
