@@ -185,6 +185,15 @@ describe("OpenAPI document", () => {
       body: { reason: "doc" },
     });
     await conforms("cancelRun", "POST", `/api/runs/${i.completed}/cancel`);
+    // Canceled already: 200 (already) with the same reason, 409 with another.
+    const again = await conforms("cancelRun", "POST", `/api/runs/${i.sleeping}/cancel`, {
+      body: { reason: "doc" },
+    });
+    expect(again.body.already).toBe(true);
+    const other = await conforms("cancelRun", "POST", `/api/runs/${i.sleeping}/cancel`, {
+      body: { reason: "another" },
+    });
+    expect((other.body.error as { code: string }).code).toBe("CANCEL_REASON_NOT_RECORDED");
     await conforms("resumeRun", "POST", `/api/runs/${i.pausedBudget}/resume`, {
       body: { budget: { usd: 5 } },
     });

@@ -9,7 +9,7 @@ import {
   checkRunId,
 } from "../../engine/validate.js";
 import { runNotFound } from "../../errors.js";
-import type { Engine } from "../../index.js";
+import type { Engine, RunView } from "../../index.js";
 import { isWorkflowName } from "../../workflow/define.js";
 import { HttpError, quote } from "../errors.js";
 import { eventJson, runJson } from "../json.js";
@@ -88,7 +88,11 @@ const cancelRun = route({
   description:
     "A run that is not executing is canceled at once (state canceled); one that is executing " +
     "is stopped by its worker within a heartbeat (state requested). A finished run, also one " +
-    "that completed or failed before its worker heard of the cancel, is a 409.",
+    "that completed or failed before its worker heard of the cancel, is a 409. A run canceled " +
+    "already, or whose cancel was requested already, keeps the reason it was first given: " +
+    "without a reason or with that one the answer is 200 with `already` true (nothing " +
+    "changed); another reason is a 409 CANCEL_REASON_NOT_RECORDED saying so. `message` says " +
+    "what happened in words.",
   tag: "actions",
   access: "act",
   params: RUN_ID_PARAM,
@@ -100,29 +104,76 @@ const cancelRun = route({
   errors: [404, 409],
   responses: {
     200: {
-      description: "Canceled, or cancel requested.",
-      schema: s.object({ run: ref.Run, state: s.enum(["canceled", "requested"] as const) }, [
-        "run",
-        "state",
-      ]),
+      description: "Canceled, or cancel requested (by this request, or `already` before it).",
+      schema: s.object(
+        {
+          run: ref.Run,
+          state: s.enum(["canceled", "requested"] as const),
+          already: s.boolean({
+            description:
+              "true: the run was canceled, or its cancel requested, before this request; nothing changed and it keeps its first reason.",
+          }),
+          message: s.string({ description: "What happened, in words (the dashboard shows it)." }),
+        },
+        ["run", "state", "already", "message"],
+      ),
     },
   },
   async handle({ c, params, body, deps }) {
-    if (body?.reason !== undefined) {
-      engineCheck(() => checkCancelReason(body.reason, params.id!));
-      await refusePlainTextInto(deps.engine, params.id!, "the reason");
+    const id = params.id!;
+    const reason = body?.reason;
+    if (reason !== undefined) {
+      engineCheck(() => checkCancelReason(reason, id));
+      await refusePlainTextInto(deps.engine, id, "the reason");
     }
-    await deps.engine.cancel(params.id!, body?.reason);
-    const run = await mustGetRunAfter(deps.engine, params.id!);
+    // Read first: the store keeps the first reason of a run canceled (or asked to be)
+    // already, and answers a repeat as it answered the first (it cancels the run's children
+    // left unfinished again).
+    const earlier = earlierCancel(await runAfter(deps.engine, id));
+    await deps.engine.cancel(id, reason);
+    const run = await mustGetRunAfter(deps.engine, id);
     // Requested, but its worker ended the run otherwise before it heard: not canceled.
-    const tooLate = cancelTooLate(run, params.id!);
+    const tooLate = cancelTooLate(run, id);
     if (tooLate) throw tooLate;
+    if (earlier !== undefined && reason !== undefined && reason !== earlier.reason) {
+      throw new HttpError(
+        409,
+        "CANCEL_REASON_NOT_RECORDED",
+        `${earlier.text}; the reason ${quote(reason)} was not recorded (a run keeps the reason it was first canceled with)`,
+      );
+    }
+    const state = run.status === "canceled" ? "canceled" : "requested";
     return json(c, 200, {
       run: runJson(run),
-      state: run.status === "canceled" ? "canceled" : "requested",
+      state,
+      already: earlier !== undefined,
+      message:
+        earlier !== undefined
+          ? `${earlier.text}; nothing changed.`
+          : state === "canceled"
+            ? `Canceled run ${quote(id)}.`
+            : `Cancel of run ${quote(id)} requested; the worker executing it stops it shortly.`,
     });
   },
 });
+
+/** What an earlier cancel did to the run as read before this one (as `cairn cancel` says
+ *  it): canceled it (when, why), or asked its worker to stop it; undefined when no cancel
+ *  came before. */
+function earlierCancel(run: RunView | undefined): { text: string; reason?: string } | undefined {
+  if (run === undefined) return undefined;
+  const why = run.reason === undefined ? "" : ` (reason ${quote(run.reason)})`;
+  let text: string;
+  if (run.status === "canceled") {
+    text = `Run ${quote(run.id)} was already canceled at ${run.updatedAt.toISOString()}${why}`;
+  } else if (run.status === "running" && run.cancelRequested) {
+    const worker = run.leaseOwner === undefined ? "its worker" : `worker ${quote(run.leaseOwner)}`;
+    text = `Cancel of run ${quote(run.id)} was already requested${why}, waiting for ${worker} to stop it`;
+  } else {
+    return undefined;
+  }
+  return run.reason === undefined ? { text } : { text, reason: run.reason };
+}
 
 const resumeRun = route({
   method: "post",

@@ -135,10 +135,17 @@ const cancel: RunAction = {
   label: "Cancel run",
   applies: live,
   style: () => "danger",
-  dialog({ api }) {
+  dialog({ run, api }) {
+    // A cancel asked already keeps its reason (the API answers another with a 409): the
+    // dialog says so before a reason is typed; the answer's message is shown either way.
+    const asked =
+      run.cancelRequested === true
+        ? html`<p class="muted">Its cancel was requested already${run.reason === undefined ? "" : html` (reason “${cut(run.reason as string, 200)}”)`}, waiting for its worker to stop it: canceling again changes nothing, and another reason is not recorded.</p>`
+        : "";
     return html`<form data-api="${api}/cancel" data-then="reload">
   <h2>Cancel this run?</h2>
   <p>Its running step's signal aborts and no further step starts. This cannot be undone (a fork can redo it).</p>
+  ${asked}
   <label>Reason <span class="muted">(optional)</span> <input name="body.reason" maxlength="500" autocomplete="off"></label>
   ${FORM_END("Cancel run", "danger", "Keep running")}
 </form>`;

@@ -381,7 +381,15 @@
         location.href = `${body.dataset.base}/runs/${runIdSegment(data.run.id)}`;
         return;
       }
-      toast(data.duplicate ? "Already sent (same idempotency key)" : "Done");
+      // An answer that says what happened in words (a cancel of a run canceled already) is
+      // shown as it says it.
+      toast(
+        typeof data.message === "string"
+          ? data.message
+          : data.duplicate
+            ? "Already sent (same idempotency key)"
+            : "Done",
+      );
       scheduleRefresh();
     } catch (err) {
       if (error) {
