@@ -196,9 +196,10 @@ describe("a ctx of another run", () => {
 describe("a ctx of another run, called from a step body", () => {
   const harness = useHarness("sqlite");
 
-  // Not mended (call-scope.ts has no answer for whose step body runs now): the call is
-  // recorded in the run the ctx belongs to. Pinned so a mend flips it.
-  it.fails("is refused to that body, and records nothing in the run it belongs to", async () => {
+  // Mended (h9): the scope of a step body names its execution, so a ctx of another run
+  // called from it is refused to that body as from that run's workflow code (before, it
+  // recorded the call in the run the ctx belongs to).
+  it("is refused to that body, and records nothing in the run it belongs to", async () => {
     const h = harness();
     let keptA: WorkflowContext | undefined;
     let release: (() => void) | undefined;
@@ -227,9 +228,13 @@ describe("a ctx of another run, called from a step body", () => {
     const ra = await e.start(a, undefined, { id: "run_a2" });
     await until(async () => keptA !== undefined, "run a executes");
     const rb = await e.start(b, undefined, { id: "run_b2" });
-    await rb.result().catch(() => undefined);
+    const outB = await rb.result();
     release?.();
     expect(await ra.result()).toBe("a done");
+    expect(outB).toBe(
+      'ctx.step("from-b-body") of run "run_a2" was called inside the body of step "b1" of run "run_b2"; a ctx belongs to the run it was handed to, and calls do not nest: make it from the workflow function of run "run_b2", around the step',
+    );
     expect((await e.getSteps("run_a2")).map((s) => s.key)).toEqual(["slow"]);
+    expect((await e.getSteps("run_b2")).map((s) => s.key)).toEqual(["b1"]);
   });
 });

@@ -154,10 +154,17 @@ export function outsideWorkflow<T>(fn: () => T): T {
   return runIn(undefined, fn);
 }
 
-/** The execution whose workflow code (not a step body) is running now, if any. */
-export function workflowOwnerOfCurrentScope(): object | undefined {
+/** The execution whose code is running now, if any: its workflow code, or a step body of
+ *  it (bodyOfCurrentScope says which). Read only where a ctx is called by code outside its
+ *  own run's flow (context.ts), so nothing is made per call. */
+export function ownerOfCurrentScope(): object | undefined {
+  return getScope()?.owner;
+}
+
+/** The key of the step whose body is running now (in whichever execution), if any. */
+export function bodyOfCurrentScope(): string | undefined {
   const s = getScope();
-  return s === undefined || "bodyOf" in s ? undefined : s.owner;
+  return s !== undefined && "bodyOf" in s ? s.bodyOf : undefined;
 }
 
 /** Moves the calling synchronous flow (and whatever it awaits next) into `node`. */

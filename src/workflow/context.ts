@@ -94,13 +94,14 @@ import { BudgetLedger } from "./budget-ledger.js";
 import { type BlockOn, type Call, type CallCore, HaltedSignal, never } from "./call-core.js";
 import { CALL_KEY, failedCallKeys, undecodableCall, unreadable } from "./call-errors.js";
 import {
+  bodyOfCurrentScope,
   type CallNode,
   enterCall,
   outsideWorkflow,
+  ownerOfCurrentScope,
   runAtRoot,
   runInBody,
   scopeOf,
-  workflowOwnerOfCurrentScope,
 } from "./call-scope.js";
 import { awaitedChildEvents, ChildCalls } from "./child-calls.js";
 import type { FoundChild } from "./child-identity.js";
@@ -958,13 +959,17 @@ export class Context implements CallCore, DeliveryHooks {
     }
     const scope = scopeOf(this);
     if (scope === undefined) {
-      // A ctx another run's code kept (a module variable) and called: recorded here, the
-      // call was a record this run's code never makes (its replay diverges), made by code
-      // that is not this run's. Refused to that code; this run is not touched.
-      const caller = workflowOwnerOfCurrentScope();
+      // A ctx another run's code kept (a module variable) and called, from its workflow
+      // code or a step body of it: recorded here, the call was a record this run's code
+      // never makes (its replay diverges), made by code that is not this run's. Refused to
+      // that code; this run is not touched.
+      const caller = ownerOfCurrentScope();
       if (caller !== undefined && caller !== this && caller instanceof Context) {
+        const body = bodyOfCurrentScope();
         throw new TypeError(
-          `ctx.${calledAs(kind)}(${quoteGiven(name)}) of run "${this.host.runId}" was called from the workflow code of run "${caller.host.runId}"; a ctx belongs to the run it was handed to: call the ctx of run "${caller.host.runId}"`,
+          body === undefined
+            ? `ctx.${calledAs(kind)}(${quoteGiven(name)}) of run "${this.host.runId}" was called from the workflow code of run "${caller.host.runId}"; a ctx belongs to the run it was handed to: call the ctx of run "${caller.host.runId}"`
+            : `ctx.${calledAs(kind)}(${quoteGiven(name)}) of run "${this.host.runId}" was called inside the body of step ${quoteGiven(body)} of run "${caller.host.runId}"; a ctx belongs to the run it was handed to, and calls do not nest: make it from the workflow function of run "${caller.host.runId}", around the step`,
         );
       }
     }
