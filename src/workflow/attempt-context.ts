@@ -3,20 +3,30 @@
 // the body first reads them: most bodies read neither, and both showed in a per-step
 // profile. A class, its getters on the prototype: an object literal with getters is built
 // property by property by V8's runtime (about 1 us an attempt, against ~20 ns for this).
+// What the getters read is keyed by this module's symbols, not private (#) fields: a getter
+// runs with `this` as the body reached it, a Proxy around `s` (a tracing wrapper's
+// `new Proxy(s, {})`) or an object made from it (Object.create(s)), which have no private
+// fields of `s` ("Cannot read private member"), and read symbol-keyed ones through `s`, as
+// the object literal's closures read their variables.
 
 import { idempotencyKey } from "../lib/ids.js";
 import type { LazyAbort } from "../lib/lazy-abort.js";
 import type { Amounts } from "../store/store.js";
 import type { StepContext } from "./context-types.js";
 
+const RUN_ID = Symbol("cairn.attempt.runId");
+const CALL_KEY = Symbol("cairn.attempt.callKey");
+const ABORT = Symbol("cairn.attempt.abort");
+const KEY = Symbol("cairn.attempt.key");
+
 export class AttemptContext implements StepContext {
   readonly attempt: number;
   /** Its own function (not a prototype method): `const { spend } = s` keeps working. */
   readonly spend: (amounts: Amounts) => void;
-  readonly #runId: string;
-  readonly #callKey: string;
-  readonly #abort: LazyAbort;
-  #key: string | undefined;
+  readonly [RUN_ID]: string;
+  readonly [CALL_KEY]: string;
+  readonly [ABORT]: LazyAbort;
+  [KEY]: string | undefined;
 
   constructor(
     attempt: number,
@@ -27,18 +37,19 @@ export class AttemptContext implements StepContext {
   ) {
     this.attempt = attempt;
     this.spend = spend;
-    this.#runId = runId;
-    this.#callKey = callKey;
-    this.#abort = abort;
+    this[RUN_ID] = runId;
+    this[CALL_KEY] = callKey;
+    this[ABORT] = abort;
+    this[KEY] = undefined;
   }
 
   /** Stable for (run id, step key): the same on every attempt and every resume. */
   get idempotencyKey(): string {
-    this.#key ??= idempotencyKey(this.#runId, this.#callKey);
-    return this.#key;
+    this[KEY] ??= idempotencyKey(this[RUN_ID], this[CALL_KEY]);
+    return this[KEY];
   }
 
   get signal(): AbortSignal {
-    return this.#abort.signal;
+    return this[ABORT].signal;
   }
 }
