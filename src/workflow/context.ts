@@ -1551,7 +1551,8 @@ export class Context implements CallCore, DeliveryHooks {
       options?.timeout === undefined
         ? undefined
         : toMs(options.timeout, `timeout of step "${call.key}"`);
-    if (options?.estimate === undefined) return { policy, timeoutMs };
+    // null too: a JavaScript caller's "no estimate" (the attempt loop reads it so).
+    if (options?.estimate == null) return { policy, timeoutMs };
     for (const [k, v] of Object.entries(options.estimate)) {
       const nameProblem = amountNameProblem(k);
       if (nameProblem) {

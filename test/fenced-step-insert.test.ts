@@ -1,7 +1,7 @@
 // Attacks on SQLite's one-statement step write (journal-writes.ts, insertFenced, 012c70e:
 // INSERT ... SELECT fenced by the run's epoch, the encrypted mark read in it while the store
 // is believed unmarked; what it did not insert goes the usual way), beyond what
-// h1-sqlite-statements.test.ts holds: two processes (store objects on one file) where one's
+// sqlite-statements.test.ts holds: two processes (store objects on one file) where one's
 // epoch went stale, generation > 0, a step with spend in a batch after steps without, a batch
 // mixing runs and outcomes, hostile values (NUL, a 1 MB result, a lone surrogate), and the
 // mark set by another process after this one's fenced insert had run (its statement

@@ -24,7 +24,7 @@ type CancelAnswer = {
 };
 
 describe("HTTP cancel of a run canceled (or asked to be) already", () => {
-  const dir = tempDir("cairn-h9-cancel-");
+  const dir = tempDir("cairn-cancel-again-");
   const db = join(dir.dir, "cairn.db");
   let store: Store;
   let engine: Engine;
