@@ -9,36 +9,19 @@
 
 import { randomBytes } from "node:crypto";
 import pg from "pg";
-import { afterAll, describe, expect, it } from "vitest";
-import { type EncryptionKey, encryptedStore, type Store } from "../src/index.js";
+import { describe, expect, it } from "vitest";
+import { encryptedStore, type Store } from "../src/index.js";
 import { postgresStore } from "../src/postgres.js";
 import { createVirtualClock } from "../src/testing/index.js";
 import { pgUrl } from "./helpers/engines.js";
+import { k1, markedSchemas, url } from "./helpers/marked-schemas.js";
 
-const k1: EncryptionKey = { id: "k1", key: randomBytes(32).toString("base64") };
-const url = pgUrl ?? "";
-const schemas: string[] = [];
-const admin = new pg.Pool({ connectionString: url, max: 1 });
-
-afterAll(async () => {
-  for (const s of schemas) await admin.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`);
-  await admin.end();
-});
-
-async function triggers(schema: string): Promise<number> {
-  const r = await admin.query(
-    `SELECT count(*)::int AS n FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
-       JOIN pg_namespace n ON n.oid = c.relnamespace
-     WHERE n.nspname = $1 AND t.tgname LIKE 'cairn_plain_guard%'`,
-    [schema],
-  );
-  return r.rows[0].n as number;
-}
+const { track, triggers } = markedSchemas();
 
 describe.skipIf(!pgUrl)("the mark's trigger install against a writer", () => {
   it.fails("a mark whose install keeps losing deadlocks is still guarded by triggers", async () => {
     const schema = `mark_dl_${randomBytes(4).toString("hex")}`;
-    schemas.push(schema);
+    track(schema);
     const tag = `mark_w_${randomBytes(4).toString("hex")}`;
     const u = new URL(url);
     u.searchParams.set("application_name", tag);

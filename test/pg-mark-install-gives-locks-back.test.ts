@@ -7,31 +7,14 @@
 
 import { randomBytes } from "node:crypto";
 import pg from "pg";
-import { afterAll, describe, expect, it } from "vitest";
-import { type EncryptionKey, encryptedStore, type Store } from "../src/index.js";
+import { describe, expect, it } from "vitest";
+import { encryptedStore, type Store } from "../src/index.js";
 import { postgresStore } from "../src/postgres.js";
 import { createVirtualClock } from "../src/testing/index.js";
 import { pgUrl } from "./helpers/engines.js";
+import { k1, markedSchemas, url } from "./helpers/marked-schemas.js";
 
-const k1: EncryptionKey = { id: "k1", key: randomBytes(32).toString("base64") };
-const url = pgUrl ?? "";
-const schemas: string[] = [];
-const admin = new pg.Pool({ connectionString: url, max: 1 });
-
-afterAll(async () => {
-  for (const s of schemas) await admin.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`);
-  await admin.end();
-});
-
-async function triggers(schema: string): Promise<number> {
-  const r = await admin.query(
-    `SELECT count(*)::int AS n FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
-       JOIN pg_namespace n ON n.oid = c.relnamespace
-     WHERE n.nspname = $1 AND t.tgname LIKE 'cairn_plain_guard%'`,
-    [schema],
-  );
-  return r.rows[0].n as number;
-}
+const { admin, track, triggers } = markedSchemas();
 
 async function lockWaitsOn(schema: string, table: string): Promise<number> {
   const r = await admin.query(
@@ -46,7 +29,7 @@ async function lockWaitsOn(schema: string, table: string): Promise<number> {
 describe.skipIf(!pgUrl)("the encrypted mark's trigger install behind a long transaction", () => {
   it("gives runs back while it waits, and is guarded once the transaction ends", async () => {
     const schema = `mark_locks_${randomBytes(4).toString("hex")}`;
-    schemas.push(schema);
+    track(schema);
     const clock = createVirtualClock();
     const plain: Store = postgresStore(url, { schema });
     await plain.open({ clock });

@@ -8,29 +8,16 @@
 // the mark's removal drops them; a store marked before them gets them at its next open.
 
 import { randomBytes } from "node:crypto";
-import pg from "pg";
-import { afterAll, describe, expect, it } from "vitest";
-import {
-  type EncryptionKey,
-  EncryptionKeyMissingError,
-  encryptedStore,
-  type Store,
-} from "../src/index.js";
+import { describe, expect, it } from "vitest";
+import { EncryptionKeyMissingError, encryptedStore, type Store } from "../src/index.js";
 import { postgresStore } from "../src/postgres.js";
 import { canceledChildEvent, parentCanceledReason } from "../src/store/cancel-texts.js";
 import type { NewRun, RunWrite } from "../src/store/store.js";
 import { createVirtualClock } from "../src/testing/index.js";
 import { pgUrl } from "./helpers/engines.js";
+import { k1, markedSchemas, url } from "./helpers/marked-schemas.js";
 
-const k1: EncryptionKey = { id: "k1", key: randomBytes(32).toString("base64") };
-const url = pgUrl ?? "";
-const schemas: string[] = [];
-const admin = new pg.Pool({ connectionString: url, max: 1 });
-
-afterAll(async () => {
-  for (const s of schemas) await admin.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`);
-  await admin.end();
-});
+const { admin, track, triggers } = markedSchemas();
 
 const newRun = (id: string, input: string, parentId?: string): NewRun => ({
   id,
@@ -40,16 +27,6 @@ const newRun = (id: string, input: string, parentId?: string): NewRun => ({
   budgetLimit: {},
   ...(parentId !== undefined && { parentId }),
 });
-
-async function triggers(schema: string): Promise<number> {
-  const r = await admin.query(
-    `SELECT count(*)::int AS n FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
-       JOIN pg_namespace n ON n.oid = c.relnamespace
-     WHERE n.nspname = $1 AND t.tgname LIKE 'cairn_plain_guard%'`,
-    [schema],
-  );
-  return r.rows[0].n as number;
-}
 
 async function refused(write: Promise<unknown>, what: RegExp): Promise<EncryptionKeyMissingError> {
   const err = await write.then(
@@ -64,7 +41,7 @@ async function refused(write: Promise<unknown>, what: RegExp): Promise<Encryptio
 
 function storage() {
   const schema = `plain_trig_${randomBytes(4).toString("hex")}`;
-  schemas.push(schema);
+  track(schema);
   return { schema, make: (): Store => postgresStore(url, { schema }) };
 }
 

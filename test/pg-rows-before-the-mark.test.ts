@@ -6,24 +6,16 @@
 // approval asked plain before the mark answered after it, markUnserved's pause.
 
 import { randomBytes } from "node:crypto";
-import pg from "pg";
-import { afterAll, describe, expect, it } from "vitest";
-import { type EncryptionKey, encryptedStore, type Store } from "../src/index.js";
+import { describe, expect, it } from "vitest";
+import { encryptedStore, type Store } from "../src/index.js";
 import { postgresStore } from "../src/postgres.js";
 import type { NewRun } from "../src/store/store.js";
 import { createVirtualClock } from "../src/testing/index.js";
 import { pgUrl } from "./helpers/engines.js";
+import { k1, markedSchemas, url } from "./helpers/marked-schemas.js";
 import { stepOf } from "./helpers/step-records.js";
 
-const k1: EncryptionKey = { id: "k1", key: randomBytes(32).toString("base64") };
-const url = pgUrl ?? "";
-const schemas: string[] = [];
-const admin = new pg.Pool({ connectionString: url, max: 1 });
-
-afterAll(async () => {
-  for (const s of schemas) await admin.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`);
-  await admin.end();
-});
+const { admin, track } = markedSchemas();
 
 const newRun = (id: string, workflow = "wf"): NewRun => ({
   id,
@@ -36,7 +28,7 @@ const newRun = (id: string, workflow = "wf"): NewRun => ({
 describe.skipIf(!pgUrl)("PostgreSQL plain triggers and rows written before the mark", () => {
   it("writes that leave a pre-mark plain payload as it was all pass", async () => {
     const schema = `plain_pre_${randomBytes(4).toString("hex")}`;
-    schemas.push(schema);
+    track(schema);
     const make = (): Store => postgresStore(url, { schema });
     const clock = createVirtualClock();
     const plain = make();

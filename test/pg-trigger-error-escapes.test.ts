@@ -9,32 +9,19 @@
 // not the guard's refusal.
 
 import { randomBytes } from "node:crypto";
-import pg from "pg";
-import { afterAll, describe, expect, it } from "vitest";
-import {
-  type EncryptionKey,
-  EncryptionKeyMissingError,
-  encryptedStore,
-  type Store,
-} from "../src/index.js";
+import { describe, expect, it } from "vitest";
+import { EncryptionKeyMissingError, encryptedStore, type Store } from "../src/index.js";
 import { postgresStore } from "../src/postgres.js";
 import type { ErrorRecord, NewRun, StepRecord } from "../src/store/store.js";
 import { createVirtualClock } from "../src/testing/index.js";
 import { pgUrl } from "./helpers/engines.js";
+import { k1, markedSchemas, url } from "./helpers/marked-schemas.js";
 
-const k1: EncryptionKey = { id: "k1", key: randomBytes(32).toString("base64") };
-const url = pgUrl ?? "";
-const schemas: string[] = [];
-const admin = new pg.Pool({ connectionString: url, max: 1 });
-
-afterAll(async () => {
-  for (const s of schemas) await admin.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`);
-  await admin.end();
-});
+const { track } = markedSchemas();
 
 function storage() {
   const schema = `plain_esc_${randomBytes(4).toString("hex")}`;
-  schemas.push(schema);
+  track(schema);
   return (): Store => postgresStore(url, { schema });
 }
 

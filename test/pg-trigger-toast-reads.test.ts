@@ -9,27 +9,19 @@
 // input's TOAST.
 
 import { randomBytes } from "node:crypto";
-import pg from "pg";
-import { afterAll, describe, expect, it } from "vitest";
-import { type EncryptionKey, encryptedStore } from "../src/index.js";
+import { describe, expect, it } from "vitest";
+import { encryptedStore } from "../src/index.js";
 import { postgresStore } from "../src/postgres.js";
 import { createVirtualClock } from "../src/testing/index.js";
 import { pgUrl } from "./helpers/engines.js";
+import { k1, markedSchemas, url } from "./helpers/marked-schemas.js";
 
-const k1: EncryptionKey = { id: "k1", key: randomBytes(32).toString("base64") };
-const url = pgUrl ?? "";
-const schemas: string[] = [];
-const admin = new pg.Pool({ connectionString: url, max: 1 });
-
-afterAll(async () => {
-  for (const s of schemas) await admin.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`);
-  await admin.end();
-});
+const { admin, track } = markedSchemas();
 
 describe.skipIf(!pgUrl)("PostgreSQL plain triggers and TOASTed payloads", () => {
   it("an update of a run's lease does not read its 1 MB input", async () => {
     const schema = `plain_toast_${randomBytes(4).toString("hex")}`;
-    schemas.push(schema);
+    track(schema);
     const keyed = encryptedStore(postgresStore(url, { schema }), { keys: [k1] });
     await keyed.open({ clock: createVirtualClock() });
     try {
