@@ -17,31 +17,23 @@ import {
 } from "../src/index.js";
 import type { StepRecord } from "../src/store/store.js";
 import { freshStorage } from "./helpers/engines.js";
+import { stepOf } from "./helpers/step-records.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-const step = (runId: string, over: Partial<StepRecord> = {}): StepRecord => ({
-  runId,
-  key: "s1",
-  generation: 0,
-  seq: 1,
-  name: "s1",
-  kind: "step",
-  outcome: "ok",
-  result: '"v"',
-  error: null,
-  spend: {},
-  startedAt: 1,
-  completedAt: 2,
-  attempt: 1,
-  delivery: 1,
-  issuedAfter: 0,
-  issuedLate: false,
-  ...over,
-});
+const step = (runId: string, over: Partial<StepRecord> = {}): StepRecord =>
+  stepOf(runId, "s1", 1, {
+    name: "s1",
+    result: '"v"',
+    startedAt: 1,
+    completedAt: 2,
+    delivery: 1,
+    issuedAfter: 0,
+    ...over,
+  });
 
 let now = 1_000;
 const clock = { now: () => now } as never;

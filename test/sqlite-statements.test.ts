@@ -12,6 +12,7 @@ import { createRequire } from "node:module";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createEngine, sqliteStore, workflow } from "../src/index.js";
 import type { StepRecord } from "../src/store/store.js";
+import { stepOf } from "./helpers/step-records.js";
 
 const require = createRequire(import.meta.url);
 const Database = require("better-sqlite3") as {
@@ -98,25 +99,16 @@ describe("SQLite statements per run (counted)", () => {
   });
 });
 
-const step = (over: Partial<StepRecord> = {}): StepRecord => ({
-  runId: "r1",
-  key: "s1",
-  generation: 0,
-  seq: 1,
-  name: "s1",
-  kind: "step",
-  outcome: "ok",
-  result: '[{"i":1},1]',
-  error: null,
-  spend: {},
-  startedAt: 1,
-  completedAt: 2,
-  attempt: 1,
-  delivery: 1,
-  issuedAfter: 0,
-  issuedLate: false,
-  ...over,
-});
+const step = (over: Partial<StepRecord> = {}): StepRecord =>
+  stepOf("r1", "s1", 1, {
+    name: "s1",
+    result: '[{"i":1},1]',
+    startedAt: 1,
+    completedAt: 2,
+    delivery: 1,
+    issuedAfter: 0,
+    ...over,
+  });
 
 describe("a lone step's one statement hands every other case to the usual path", () => {
   it("lost lease, identical rewrite and taken key answer as before; nothing extra lands", async () => {
