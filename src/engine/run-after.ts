@@ -34,3 +34,43 @@ export function cancelTooLate(run: RunView | undefined, id: string): RunConflict
     `Run "${id}" ${run.status} before its worker heard of the cancel; it was not canceled (a finished run cannot be canceled)`,
   );
 }
+
+/** How a client writes a caller's text (`quote`: a reason, a run id) and a worker's id
+ *  (`worker`) in its messages: the CLI and the HTTP API each have their own escaping. */
+export interface MessageQuoting {
+  quote: (text: string) => string;
+  worker: (id: string) => string;
+}
+
+/** What an earlier cancel did to `run` as read before this one, in words (`cairn cancel` and
+ *  the HTTP API say it alike): canceled it (when, why), or asked its worker to stop it; and
+ *  the reason it keeps. Undefined when no cancel came before. */
+export function earlierCancel(
+  run: RunView | undefined,
+  q: MessageQuoting,
+): { text: string; reason?: string } | undefined {
+  if (run === undefined) return undefined;
+  const why = run.reason === undefined ? "" : ` (reason ${q.quote(run.reason)})`;
+  let text: string;
+  if (run.status === "canceled") {
+    text = `Run ${q.quote(run.id)} was already canceled at ${run.updatedAt.toISOString()}${why}`;
+  } else if (run.status === "running" && run.cancelRequested) {
+    const worker =
+      run.leaseOwner === undefined ? "its worker" : `worker ${q.worker(run.leaseOwner)}`;
+    text = `Cancel of run ${q.quote(run.id)} was already requested${why}, waiting for ${worker} to stop it`;
+  } else {
+    return undefined;
+  }
+  return run.reason === undefined ? { text } : { text, reason: run.reason };
+}
+
+/** A repeat cancel's refusal: it gave a reason other than the one the run keeps. Undefined
+ *  when it gave none, or the same. */
+export function reasonNotRecorded(
+  earlier: { text: string; reason?: string } | undefined,
+  reason: string | undefined,
+  q: MessageQuoting,
+): string | undefined {
+  if (earlier === undefined || reason === undefined || reason === earlier.reason) return undefined;
+  return `${earlier.text}; the reason ${q.quote(reason)} was not recorded (a run keeps the reason it was first canceled with)`;
+}

@@ -3,10 +3,14 @@
 // already, or whose cancel was requested already, keeps its first reason: the command says
 // so (when, which reason), and a new --reason it did not record fails it (exit 1).
 
-import { cancelTooLate } from "../../engine/run-after.js";
-import type { RunView } from "../../index.js";
+import {
+  cancelTooLate,
+  earlierCancel,
+  type MessageQuoting,
+  reasonNotRecorded,
+} from "../../engine/run-after.js";
 import { CliError, defineCommand } from "../command.js";
-import { iso, printable, quoted, toJson } from "../format.js";
+import { printable, quoted, toJson } from "../format.js";
 import { refusePlainTextInto, runAfter, withClient } from "../store-spec.js";
 
 export const cancel = defineCommand({
@@ -45,14 +49,11 @@ Options:
       if (tooLate) throw tooLate;
       return { before, run: after };
     });
-    const earlier = earlierCancel(before);
-    if (earlier !== undefined && values.reason !== undefined && values.reason !== before?.reason) {
-      throw new CliError(
-        `${earlier}; the reason ${quoted(values.reason)} was not recorded (a run keeps the reason it was first canceled with)`,
-      );
-    }
+    const earlier = earlierCancel(before, QUOTING);
+    const refused = reasonNotRecorded(earlier, values.reason, QUOTING);
+    if (refused !== undefined) throw new CliError(refused);
     if (values.json) ctx.out(toJson(run, 2));
-    else if (earlier !== undefined) ctx.out(`${earlier}; nothing changed.`);
+    else if (earlier !== undefined) ctx.out(`${earlier.text}; nothing changed.`);
     else if (run?.status === "canceled") ctx.out(`Canceled run ${quoted(id)}.`);
     else
       ctx.out(`Cancel of run ${quoted(id)} requested; the worker executing it stops it shortly.`);
@@ -60,18 +61,4 @@ Options:
   },
 });
 
-/** What an earlier cancel did to the run as it was read before this one: canceled it (when,
- *  why), or asked its worker to stop it; undefined when no cancel came before. */
-function earlierCancel(run: RunView | undefined): string | undefined {
-  if (run === undefined) return undefined;
-  const why = run.reason === undefined ? "" : ` (reason ${quoted(run.reason)})`;
-  if (run.status === "canceled") {
-    return `Run ${quoted(run.id)} was already canceled at ${iso(run.updatedAt)}${why}`;
-  }
-  if (run.status === "running" && run.cancelRequested) {
-    const worker =
-      run.leaseOwner === undefined ? "its worker" : `worker ${printable(run.leaseOwner)}`;
-    return `Cancel of run ${quoted(run.id)} was already requested${why}, waiting for ${worker} to stop it`;
-  }
-  return undefined;
-}
+const QUOTING: MessageQuoting = { quote: quoted, worker: printable };

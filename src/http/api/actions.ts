@@ -1,7 +1,12 @@
 // Acting on a run: send it an event, cancel it, resume it (with a raised budget), fork it
 // from a step. Each needs the "act" role.
 
-import { cancelTooLate, runAfter } from "../../engine/run-after.js";
+import {
+  cancelTooLate,
+  earlierCancel,
+  reasonNotRecorded,
+  runAfter,
+} from "../../engine/run-after.js";
 import {
   checkBudget,
   checkCancelReason,
@@ -9,7 +14,7 @@ import {
   checkRunId,
 } from "../../engine/validate.js";
 import { runNotFound } from "../../errors.js";
-import type { Engine, RunView } from "../../index.js";
+import type { Engine } from "../../index.js";
 import { isWorkflowName } from "../../workflow/define.js";
 import { HttpError, quote } from "../errors.js";
 import { eventJson, runJson } from "../json.js";
@@ -129,19 +134,14 @@ const cancelRun = route({
     // Read first: the store keeps the first reason of a run canceled (or asked to be)
     // already, and answers a repeat as it answered the first (it cancels the run's children
     // left unfinished again).
-    const earlier = earlierCancel(await runAfter(deps.engine, id));
+    const earlier = earlierCancel(await runAfter(deps.engine, id), QUOTING);
     await deps.engine.cancel(id, reason);
     const run = await mustGetRunAfter(deps.engine, id);
     // Requested, but its worker ended the run otherwise before it heard: not canceled.
     const tooLate = cancelTooLate(run, id);
     if (tooLate) throw tooLate;
-    if (earlier !== undefined && reason !== undefined && reason !== earlier.reason) {
-      throw new HttpError(
-        409,
-        "CANCEL_REASON_NOT_RECORDED",
-        `${earlier.text}; the reason ${quote(reason)} was not recorded (a run keeps the reason it was first canceled with)`,
-      );
-    }
+    const refused = reasonNotRecorded(earlier, reason, QUOTING);
+    if (refused !== undefined) throw new HttpError(409, "CANCEL_REASON_NOT_RECORDED", refused);
     const state = run.status === "canceled" ? "canceled" : "requested";
     return json(c, 200, {
       run: runJson(run),
@@ -157,23 +157,8 @@ const cancelRun = route({
   },
 });
 
-/** What an earlier cancel did to the run as read before this one (as `cairn cancel` says
- *  it): canceled it (when, why), or asked its worker to stop it; undefined when no cancel
- *  came before. */
-function earlierCancel(run: RunView | undefined): { text: string; reason?: string } | undefined {
-  if (run === undefined) return undefined;
-  const why = run.reason === undefined ? "" : ` (reason ${quote(run.reason)})`;
-  let text: string;
-  if (run.status === "canceled") {
-    text = `Run ${quote(run.id)} was already canceled at ${run.updatedAt.toISOString()}${why}`;
-  } else if (run.status === "running" && run.cancelRequested) {
-    const worker = run.leaseOwner === undefined ? "its worker" : `worker ${quote(run.leaseOwner)}`;
-    text = `Cancel of run ${quote(run.id)} was already requested${why}, waiting for ${worker} to stop it`;
-  } else {
-    return undefined;
-  }
-  return run.reason === undefined ? { text } : { text, reason: run.reason };
-}
+/** The quoting of the API's messages (`quote`: JSON, at most 80 characters shown). */
+const QUOTING = { quote: (text: string) => quote(text), worker: (id: string) => quote(id) };
 
 const resumeRun = route({
   method: "post",
