@@ -20,17 +20,11 @@ export function formatDuration(ms: number): string {
   return `${Math.floor(s / 86_400)}d ${Math.floor((s % 86_400) / 3_600)}h`;
 }
 
-/** An amount as every part of cairn writes it (lib/amounts.ts): float noise (0.1 + 0.2)
- *  rounded away, real precision kept. */
-export function formatNumber(n: number): string {
-  return formatAmount(n);
-}
-
 /** "tokens=1200 usd=0.03" (names sorted), or "-" when empty. */
 export function formatAmounts(amounts: Amounts): string {
   const entries = Object.entries(amounts).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   if (entries.length === 0) return "-";
-  return entries.map(([k, v]) => `${k}=${formatNumber(v)}`).join(" ");
+  return entries.map(([k, v]) => `${k}=${formatAmount(v)}`).join(" ");
 }
 
 /** "tokens 1200 (no limit), usd 1.2 of 5" (names sorted), or "no limit, nothing spent". A
@@ -57,9 +51,9 @@ export function formatBudget(
   let unlimited = false;
   const amounts = names
     .map((name) => {
-      const spent = formatNumber(amountOf(budget.spent, name));
+      const spent = formatAmount(amountOf(budget.spent, name));
       const limit = budget.limit[name];
-      if (limit !== undefined) return `${name} ${spent} of ${formatNumber(limit)}`;
+      if (limit !== undefined) return `${name} ${spent} of ${formatAmount(limit)}`;
       unlimited = true;
       return unknown ? `${name} ${spent} (no limit given)` : `${name} ${spent} (no limit)`;
     })

@@ -2,10 +2,10 @@
 // step, optionally with raised budget limits.
 
 import type { Amounts, RunView } from "../../index.js";
-import { amountOf } from "../../lib/amounts.js";
+import { amountOf, formatAmount } from "../../lib/amounts.js";
 import { defineCommand } from "../command.js";
 import { parseBudget } from "../flag-values.js";
-import { formatBudget, formatNumber, printable, quoted, toJson } from "../format.js";
+import { formatBudget, printable, quoted, toJson } from "../format.js";
 import { runAfter, withClient } from "../store-spec.js";
 
 export const resume = defineCommand({
@@ -69,7 +69,7 @@ function budgetWarning(
     .filter(([name, limit]) => amountOf(after.budget.spent, name) >= limit)
     .map(
       ([name, limit]) =>
-        `${name} ${formatNumber(amountOf(after.budget.spent, name))} of ${formatNumber(limit)}`,
+        `${name} ${formatAmount(amountOf(after.budget.spent, name))} of ${formatAmount(limit)}`,
     );
   if (over.length === 0) return undefined;
   return `cairn: warning: run ${quoted(id)} has spent what its budget allows (${over.join(", ")}): it pauses again before its next attempt; a limit must be above what was spent`;
