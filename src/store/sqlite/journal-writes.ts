@@ -195,26 +195,7 @@ export function pendingEventHeadsNamed(
   page: EventHeadsPage,
   settled: boolean,
 ): Promise<EventHead[]> {
-  const read = (tx: { prepare: Prepare }) => {
-    const rows = tx
-      .prepare(
-        `SELECT seq, created_at, idempotency_key FROM events
-         WHERE run_id = ? AND name = ? AND consumed_by IS NULL AND seq > ?
-         ORDER BY seq LIMIT ?`,
-      )
-      .raw(true)
-      .all(runId, page.name, page.after, page.limit) as Array<[number, number, string | null]>;
-    return rows.map(
-      ([seq, createdAt, idempotencyKey]): EventHead => ({
-        seq,
-        runId,
-        name: page.name,
-        createdAt,
-        consumedBy: null,
-        idempotencyKey,
-      }),
-    );
-  };
+  const read = (tx: { prepare: Prepare }) => namedHeads(tx.prepare, runId, page, []);
   return settled
     ? ctx.write("pendingEventHeadsNamed", read)
     : ctx.read("pendingEventHeadsNamed", read);
@@ -229,27 +210,34 @@ export function pendingEventHeadsOfNames(
   settled: boolean,
 ): Promise<EventHead[]> {
   const read = (tx: { prepare: Prepare }) => {
-    const statement = tx
-      .prepare(
-        `SELECT seq, created_at, idempotency_key FROM events
-         WHERE run_id = ? AND name = ? AND consumed_by IS NULL AND seq > ?
-         ORDER BY seq LIMIT ?`,
-      )
-      .raw(true);
     const heads: EventHead[] = [];
-    for (const page of pages) {
-      const rows = statement.all(runId, page.name, page.after, page.limit) as Array<
-        [number, number, string | null]
-      >;
-      for (const [seq, createdAt, idempotencyKey] of rows) {
-        heads.push({ seq, runId, name: page.name, createdAt, consumedBy: null, idempotencyKey });
-      }
-    }
+    for (const page of pages) namedHeads(tx.prepare, runId, page, heads);
     return heads;
   };
   return settled
     ? ctx.write("pendingEventHeadsOfNames", read)
     : ctx.read("pendingEventHeadsOfNames", read);
+}
+
+/** One page of the heads of the run's unconsumed events of `page.name`, oldest first,
+ *  pushed onto `heads` (returned). */
+function namedHeads(
+  prepare: Prepare,
+  runId: string,
+  page: EventHeadsPage,
+  heads: EventHead[],
+): EventHead[] {
+  const rows = prepare(
+    `SELECT seq, created_at, idempotency_key FROM events
+     WHERE run_id = ? AND name = ? AND consumed_by IS NULL AND seq > ?
+     ORDER BY seq LIMIT ?`,
+  )
+    .raw(true)
+    .all(runId, page.name, page.after, page.limit) as Array<[number, number, string | null]>;
+  for (const [seq, createdAt, idempotencyKey] of rows) {
+    heads.push({ seq, runId, name: page.name, createdAt, consumedBy: null, idempotencyKey });
+  }
+  return heads;
 }
 
 /** The payloads of the run's events with these seqs (Store.eventPayloads). */
