@@ -4,6 +4,8 @@
 // behind it until that transaction ended. It now waits INSTALL_LOCK_TIMEOUT_MS for a table,
 // gives every table back, and tries again: a writer of runs goes through while the long
 // transaction still holds steps, and the mark gets its triggers once that transaction ends.
+// The mark's removal (DROP TRIGGER: ACCESS EXCLUSIVE) gives up the same way, and removes the
+// mark alone (the triggers left read the mark before they refuse: they refuse nothing).
 
 import { randomBytes } from "node:crypto";
 import pg from "pg";
@@ -73,6 +75,50 @@ describe.skipIf(!pgUrl)("the encrypted mark's trigger install behind a long tran
       await writer.end();
       await keyed.close();
       await plain.close();
+    }
+  }, 60_000);
+
+  it("the mark's removal gives the tables back too, and the mark goes", async () => {
+    const schema = `mark_locks_${randomBytes(4).toString("hex")}`;
+    track(schema);
+    const clock = createVirtualClock();
+    const keyed = encryptedStore(postgresStore(url, { schema }), { keys: [k1] });
+    await keyed.open({ clock });
+    await keyed.createRun({
+      id: "r",
+      workflow: "wf",
+      version: "1",
+      input: "-1",
+      budgetLimit: {},
+      claimBy: { workerId: "w", leaseMs: 600_000 },
+    });
+    expect(await triggers(schema)).toBe(8);
+    const holder = new pg.Client({ connectionString: url });
+    const writer = new pg.Client({ connectionString: url });
+    await holder.connect();
+    await writer.connect();
+    try {
+      await holder.query("BEGIN");
+      await holder.query(`DELETE FROM "${schema}".steps WHERE false`);
+      // DROP TRIGGER takes ACCESS EXCLUSIVE on runs, then queues for steps: before the mend
+      // it held runs until the holder ended (the writer below timed out), now it gives up.
+      const unmarked = keyed.unmarkEncrypted?.();
+      while ((await lockWaitsOn(schema, "steps")) === 0) {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      await writer.query("SET statement_timeout = '20s'");
+      const renewed = await writer.query(
+        `UPDATE "${schema}".runs SET updated_at = updated_at WHERE id = 'r'`,
+      );
+      expect(renewed.rowCount).toBe(1);
+      await unmarked;
+      expect(await keyed.isMarkedEncrypted?.()).toBe(false);
+      await holder.query("COMMIT");
+    } finally {
+      await holder.query("ROLLBACK").catch(() => {});
+      await holder.end();
+      await writer.end();
+      await keyed.close();
     }
   }, 60_000);
 });

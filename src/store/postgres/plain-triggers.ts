@@ -295,6 +295,9 @@ export async function installPlainTriggers(ctx: StoreContext, tx: Tx): Promise<v
 /** Drops the triggers inside `tx` (the mark's removal). */
 export async function dropPlainTriggers(ctx: StoreContext, tx: Tx): Promise<void> {
   const q = schemaOf(ctx);
+  // DROP TRIGGER takes ACCESS EXCLUSIVE: queued behind a long transaction it would hold up
+  // every read and write of the tables it already holds. As the install, it gives up.
+  await tx.query(`SET LOCAL lock_timeout = '${INSTALL_LOCK_TIMEOUT_MS}ms'`);
   await tx.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`${q}.${TRIGGER}`]);
   for (const [table] of GUARDED) {
     await tx.query(`DROP TRIGGER IF EXISTS ${TRIGGER} ON ${q}.${table}`);

@@ -538,7 +538,7 @@ export async function markUnserved(
       l AS (
         SELECT r.id FROM ${t.runs} r
         -- Ready runs that are not running by runs_ready_idle, running ones (leased) by
-        -- status (runs_status_created): migration 25 left running runs out of the first.
+        -- status (runs_status_created): migration 26 left running runs out of the first.
         -- now as a scalar, which an index scan can bound ready_at by (as the claim's).
         WHERE ((r.ready_at <= (SELECT now FROM c) - $2::bigint
                 AND r.status IN ('pending', 'waiting'))

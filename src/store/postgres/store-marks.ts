@@ -29,12 +29,13 @@ export async function markEncrypted(ctx: StoreContext): Promise<void> {
       return;
     } catch (err) {
       const code = sqlState(err);
-      // A connection lost is thrown as it was.
+      // A connection lost (no SQLSTATE: "ECONNRESET" and the like) is thrown as it was.
       if (code === undefined) throw err;
-      // A table's lock not had in time (writers kept it, or a deadlock with one): the install
-      // gave every table back; it is tried again a few times, a while apart.
+      // A table's lock not had in time (writers kept it): the install gave every table back;
+      // it is tried again a few times, a while apart. (A deadlock, 40P01, the transaction
+      // itself tries again: connection.ts.)
       const delay = INSTALL_RETRY_DELAYS_MS[attempt - 1];
-      if ((code === "55P03" || code === "40P01") && delay !== undefined) {
+      if (code === "55P03" && delay !== undefined) {
         await new Promise((resolve) => setTimeout(resolve, delay));
         continue;
       }
@@ -98,18 +99,23 @@ export async function unmarkEncrypted(ctx: StoreContext): Promise<void> {
       await dropPlainTriggers(ctx, tx);
     });
   } catch (err) {
-    // A role that may not drop them: the triggers read the mark before they refuse.
-    if (sqlState(err) !== "42501") throw err;
+    // A role that may not drop them, or a table's lock not had in time: the mark goes alone,
+    // and the triggers left read the mark before they refuse (they refuse nothing).
+    const code = sqlState(err);
+    if (code !== "42501" && code !== "55P03") throw err;
     await db.transaction("unmarkEncrypted", "idempotent", unmark);
   }
 }
 
-/** The SQLSTATE of a driver error, or of the one a StoreError wraps. */
+/** The SQLSTATE of a driver error, or of the one a StoreError wraps; undefined for an error
+ *  of the connection (Node's codes such as "ECONNRESET", and class 08). */
 function sqlState(err: unknown): string | undefined {
   let e = err instanceof CairnError ? err.cause : err;
   if (e instanceof CairnError) e = e.cause;
   const code = e !== null && typeof e === "object" ? (e as { code?: unknown }).code : undefined;
-  return typeof code === "string" ? code : undefined;
+  return typeof code === "string" && /^[0-9A-Z]{5}$/.test(code) && !code.startsWith("08")
+    ? code
+    : undefined;
 }
 
 /** The parents of `runs` (a cancel's reason is cairn's only where each id in it names the
