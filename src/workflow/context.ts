@@ -2083,10 +2083,12 @@ export class Context implements CallCore, DeliveryHooks {
     if (along.length > 0) this.readAlong = new Set(along);
     this.eventReadsMade = new EventReads({
       read: (page, settled) => host.readEventHeads!(page, settled),
+      // The children's results are read along only by a store that reads several names in
+      // one call: without it they would be N reads at once, not one each as it is taken.
       ...(host.readEventHeadsOfNames && {
         readMany: (pages, settled) => host.readEventHeadsOfNames!(pages, settled),
+        along: () => along,
       }),
-      along: () => along,
       add: (heads) => this.addEvents(heads),
       takeable: (name, deadline) => this.takenAt(name, deadline) >= 0,
     });
@@ -2172,10 +2174,16 @@ export class Context implements CallCore, DeliveryHooks {
           return true;
         };
         for (const e of this.events?.get(ev.name) ?? []) if (!along(e)) break;
-        if (this.readAlong?.has(ev.name)) {
-          for (const name of this.readAlong) {
-            const first = name === ev.name ? undefined : this.events?.get(name)?.[0];
-            if (first && !along(first)) break;
+        const children = this.readAlong;
+        if (children?.has(ev.name)) {
+          // A child whose result is read (or being read) leaves the set: each take walks only
+          // the results still unread, not every child's again.
+          children.delete(ev.name);
+          for (const name of children) {
+            const first = this.events?.get(name)?.[0];
+            if (first === undefined) continue;
+            if (first.payload !== undefined || reads.has(first.seq)) children.delete(name);
+            else if (!along(first)) break;
           }
         }
       }

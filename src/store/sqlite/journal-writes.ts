@@ -115,7 +115,7 @@ function loneStep(e: EncodedWrite): boolean {
  *  the mark or a taken key stopped it, and the caller finds out which the usual way. */
 function insertFenced(prepare: Prepare, e: EncodedWrite, unmarked: boolean): boolean {
   const row = e.steps[0]!;
-  const columns = STEP_INSERT_COLUMNS;
+  const columns = STEP_COLUMNS;
   const values = new Array<unknown>(columns.length + 2);
   for (let i = 0; i < columns.length; i++) values[i] = row[columns[i]!];
   values[columns.length] = e.w.runId;
@@ -123,9 +123,6 @@ function insertFenced(prepare: Prepare, e: EncodedWrite, unmarked: boolean): boo
   return prepare(unmarked ? FENCED_UNMARKED : FENCED).run(values).changes === 1;
 }
 
-/** The columns of a step row, in the order stepToRow makes them (rows.test.ts holds that
- *  STEP_COLUMNS is the table's and stepToRow's). */
-const STEP_INSERT_COLUMNS: readonly string[] = STEP_COLUMNS;
 // WHERE before ON CONFLICT: SQLite's upsert after INSERT ... SELECT needs one to parse.
 const FENCED =
   `INSERT INTO steps (${STEP_COLUMNS.join(", ")}) ` +

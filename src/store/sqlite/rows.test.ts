@@ -83,7 +83,8 @@ describe("SQLite step rows read as arrays", () => {
 // function would hand every verb reading a run another column's value.
 describe("SQLite runs rows read as arrays", () => {
   it("are RUN_COLUMNS, in order, and read back as the row object is", () => {
-    expect(RUN_ROW_COLUMNS.join(", ")).toBe(RUN_COLUMNS);
+    // NEW_RUN_COLUMNS (what a create writes) is the list but its last two: the hold.
+    expect(RUN_ROW_COLUMNS.slice(-2)).toEqual(["held_by", "held_until"]);
     const db = new Database(":memory:");
     try {
       migrate(db, ":memory:", Date.now());

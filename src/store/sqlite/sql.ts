@@ -51,14 +51,11 @@ export interface StoreContext {
   read<T>(verb: string, fn: (tx: ReadTx) => T): Promise<T>;
 }
 
-/** The columns insertRun writes. */
-export const NEW_RUN_COLUMNS =
-  "id, workflow, version, status, reason, paused_for, input, output, error, budget_limit, " +
-  "budget_spent, parent_id, ready_at, wake_at, waiting_for, lease_owner, lease_until, epoch, " +
-  "generation, cancel_requested, created_at, updated_at, failed_calls, trace_context, " +
-  "handed_input_digest";
+/** A runs row's columns, in RUN_ROW_COLUMNS' order (a raw row is read by position). */
+export const RUN_COLUMNS = RUN_ROW_COLUMNS.join(", ");
 
-export const RUN_COLUMNS = `${NEW_RUN_COLUMNS}, held_by, held_until`;
+/** The columns insertRun writes: all but the hold (held_by, held_until, the last two). */
+export const NEW_RUN_COLUMNS = RUN_ROW_COLUMNS.slice(0, -2).join(", ");
 
 const FIND_ROW = `SELECT ${RUN_ROW_COLUMNS.join(", ")} FROM runs WHERE id = ?`;
 
