@@ -106,6 +106,49 @@ describe("HTTP cancel of a run canceled (or asked to be) already", () => {
     expect((await store.getRun("r1"))?.reason).toBe("stop it");
   });
 
+  it("another client's cancel landing between this request's read and its cancel: its reason is not reported recorded", async () => {
+    // The request reads the run (not canceled yet), then cancels it; another client's cancel
+    // comes in between (here: just before this engine's cancel). It answered 200 "Canceled
+    // run" while the run kept the other client's reason and this one's was dropped.
+    await store.createRun({
+      id: "race1",
+      workflow: "w",
+      version: "1",
+      input: "[null]",
+      budgetLimit: {},
+    });
+    const cancel = engine.cancel.bind(engine);
+    const raced = new Proxy(engine, {
+      get(target, prop) {
+        if (prop === "cancel") {
+          return async (id: string, reason?: string) => {
+            await store.requestCancel(id, "another client's reason");
+            return cancel(id, reason);
+          };
+        }
+        const value = Reflect.get(target, prop, target);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    const racedApp = createHttpApp({ engine: raced });
+    try {
+      const res = await call<CancelAnswer>(
+        (q) => racedApp.fetch(q),
+        "POST",
+        "/api/runs/race1/cancel",
+        { body: { reason: "mine" } },
+      );
+      expect(res.status).toBe(409);
+      expect(res.body.error?.code).toBe("CANCEL_REASON_NOT_RECORDED");
+      expect(res.body.error?.message).toMatch(
+        /^Run "race1" was already canceled at \S+Z \(reason "another client's reason"\); the reason "mine" was not recorded/,
+      );
+      expect((await store.getRun("race1"))?.reason).toBe("another client's reason");
+    } finally {
+      racedApp.close();
+    }
+  });
+
   it("the OpenAPI document says so: already and message in the 200, the code among the errors", async () => {
     const doc = await call<{
       paths: Record<string, Record<string, { responses: Record<string, unknown> }>>;

@@ -74,3 +74,19 @@ export function reasonNotRecorded(
   if (earlier === undefined || reason === undefined || reason === earlier.reason) return undefined;
   return `${earlier.text}; the reason ${q.quote(reason)} was not recorded (a run keeps the reason it was first canceled with)`;
 }
+
+/** The earlier cancel of a run, judged from its reads before and after this client's cancel:
+ *  the one read before (earlierCancel), or, when another client's cancel landed between that
+ *  read and this one, the run as read after, if it keeps a reason other than the one this
+ *  client gave (its reason was not recorded: the store keeps the first). A cancel without a
+ *  reason cannot tell another client's cancel from its own: it is answered as its own. */
+export function earlierCancelAround(
+  before: RunView | undefined,
+  after: RunView | undefined,
+  reason: string | undefined,
+  q: MessageQuoting,
+): { text: string; reason?: string } | undefined {
+  const earlier = earlierCancel(before, q);
+  if (earlier !== undefined || reason === undefined || after?.reason === reason) return earlier;
+  return earlierCancel(after, q);
+}

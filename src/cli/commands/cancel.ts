@@ -5,7 +5,7 @@
 
 import {
   cancelTooLate,
-  earlierCancel,
+  earlierCancelAround,
   type MessageQuoting,
   reasonNotRecorded,
 } from "../../engine/run-after.js";
@@ -49,7 +49,7 @@ Options:
       if (tooLate) throw tooLate;
       return { before, run: after };
     });
-    const earlier = earlierCancel(before, QUOTING);
+    const earlier = earlierCancelAround(before, run, values.reason, QUOTING);
     const refused = reasonNotRecorded(earlier, values.reason, QUOTING);
     if (refused !== undefined) throw new CliError(refused);
     if (values.json) ctx.out(toJson(run, 2));

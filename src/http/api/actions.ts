@@ -3,7 +3,7 @@
 
 import {
   cancelTooLate,
-  earlierCancel,
+  earlierCancelAround,
   reasonNotRecorded,
   runAfter,
 } from "../../engine/run-after.js";
@@ -134,12 +134,13 @@ const cancelRun = route({
     // Read first: the store keeps the first reason of a run canceled (or asked to be)
     // already, and answers a repeat as it answered the first (it cancels the run's children
     // left unfinished again).
-    const earlier = earlierCancel(await runAfter(deps.engine, id), QUOTING);
+    const before = await runAfter(deps.engine, id);
     await deps.engine.cancel(id, reason);
     const run = await mustGetRunAfter(deps.engine, id);
     // Requested, but its worker ended the run otherwise before it heard: not canceled.
     const tooLate = cancelTooLate(run, id);
     if (tooLate) throw tooLate;
+    const earlier = earlierCancelAround(before, run, reason, QUOTING);
     const refused = reasonNotRecorded(earlier, reason, QUOTING);
     if (refused !== undefined) throw new HttpError(409, "CANCEL_REASON_NOT_RECORDED", refused);
     const state = run.status === "canceled" ? "canceled" : "requested";
