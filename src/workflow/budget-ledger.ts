@@ -51,13 +51,12 @@ export class BudgetLedger {
       if (spent >= limit) {
         // One format of amounts for people (lib/amounts.ts): `cairn resume` and the
         // dashboard write the same numbers the same way.
-        const f = formatAmount;
-        return `budget: ${name} ${f(spent)} of ${f(limit)} spent`;
+        return `budget: ${name} ${formatAmount(spent)} of ${formatAmount(limit)} spent`;
       }
       if (wanted > 0 && spent + reserved + wanted > limit) {
-        const f = formatAmount;
-        const inFlight = reserved > 0 ? ` + ${f(reserved)} reserved by attempts in flight` : "";
-        return `budget: ${name} ${f(spent)} of ${f(limit)} spent${inFlight}; the next attempt estimates ${f(wanted)}`;
+        const inFlight =
+          reserved > 0 ? ` + ${formatAmount(reserved)} reserved by attempts in flight` : "";
+        return `budget: ${name} ${formatAmount(spent)} of ${formatAmount(limit)} spent${inFlight}; the next attempt estimates ${formatAmount(wanted)}`;
       }
     }
     return undefined;
