@@ -7,6 +7,7 @@
 
 import { isRetryBackoffReason } from "../engine/views.js";
 import { APPROVAL_EVENT_PREFIX, type RunView, type WorkerView } from "../index.js";
+import { approvalKeys } from "../workflow/approval-calls.js";
 import { CHILD_EVENT_PREFIX } from "../workflow/child-calls.js";
 import { iso, printable, quoted, shellArg } from "./format.js";
 
@@ -68,9 +69,7 @@ function explainStatus(
     case "waiting": {
       const names = run.waitingFor ?? [];
       const until = run.wakeAt ? ` until ${iso(run.wakeAt)}` : "";
-      const approvals = names
-        .filter((n) => n.startsWith(APPROVAL_EVENT_PREFIX))
-        .map((n) => quoted(n.slice(APPROVAL_EVENT_PREFIX.length)));
+      const approvals = approvalKeys(names).map(quoted);
       // A parent awaiting ctx.child waits for the event "cairn.child:<child id>": cairn's
       // own, which nobody sends; it was shown as an event to send.
       const children = names

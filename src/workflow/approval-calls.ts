@@ -24,6 +24,14 @@ import { lookedPastDeadline, waitDeadline } from "./wait-calls.js";
 /** The event that answers approval `key` of a run (stored by the store's answerApproval). */
 export const APPROVAL_EVENT_PREFIX = "cairn.approval:";
 
+/** The keys of the approvals among the event names a run waits for (RunView.waitingFor),
+ *  in their order. */
+export function approvalKeys(names: readonly string[]): string[] {
+  return names
+    .filter((n) => n.startsWith(APPROVAL_EVENT_PREFIX))
+    .map((n) => n.slice(APPROVAL_EVENT_PREFIX.length));
+}
+
 export class ApprovalCalls {
   constructor(private readonly core: CallCore) {}
 

@@ -6,6 +6,7 @@ import {
   type RunStatus,
   type RunView,
 } from "../../index.js";
+import { approvalKeys } from "../../workflow/approval-calls.js";
 import { isWorkflowName } from "../../workflow/define.js";
 import { defineCommand, UsageError } from "../command.js";
 import { explainNeedsWorkers, explainRun } from "../explain-run.js";
@@ -143,10 +144,7 @@ function approvalsTable(found: RunView[]): string {
     found.map((r) => [
       r.id,
       `${r.workflow}@${r.version}`,
-      (r.waitingFor ?? [])
-        .filter((e) => e.startsWith(APPROVAL_EVENT_PREFIX))
-        .map((e) => e.slice(APPROVAL_EVENT_PREFIX.length))
-        .join(", "),
+      approvalKeys(r.waitingFor ?? []).join(", "),
       iso(r.wakeAt),
       iso(r.createdAt),
     ]),

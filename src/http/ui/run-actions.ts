@@ -5,6 +5,7 @@
 
 import { html } from "hono/html";
 import { APPROVAL_EVENT_PREFIX, type ApprovalView } from "../../index.js";
+import { approvalKeys } from "../../workflow/approval-calls.js";
 import { approvalJson } from "../api/approvals.js";
 import { runIdSegment } from "../run-id-segment.js";
 import { approvalBlock } from "./approval-page.js";
@@ -169,11 +170,7 @@ export async function pendingApprovals(
 /** Why none of the approvals a waiting run waits for can be answered, from what the page
  *  read: one was answered (the run goes on once a worker wakes it), or deadlines passed. */
 function noAnswerableApproval(run: Json, facts: RunFacts): string {
-  const awaited = new Set(
-    ((run.waitingFor as string[] | undefined) ?? [])
-      .filter((n) => n.startsWith(APPROVAL_EVENT_PREFIX))
-      .map((n) => n.slice(APPROVAL_EVENT_PREFIX.length)),
-  );
+  const awaited = new Set(approvalKeys((run.waitingFor as string[] | undefined) ?? []));
   const answered = (facts.approvals ?? []).find(
     (a) => awaited.has(a.key) && (a.status === "approved" || a.status === "rejected"),
   );

@@ -6,6 +6,7 @@ import { html } from "hono/html";
 import { isRetryBackoffReason } from "../../engine/views.js";
 import { APPROVAL_EVENT_PREFIX } from "../../index.js";
 import { amountOf } from "../../lib/amounts.js";
+import { approvalKeys } from "../../workflow/approval-calls.js";
 import { CHILD_EVENT_PREFIX } from "../../workflow/child-calls.js";
 import { readQuery } from "../api/route.js";
 import { listRunPage, RUN_LIST_QUERY, RUN_LIST_VIEWS, type RunListQuery } from "../api/run-list.js";
@@ -147,9 +148,7 @@ export function reasonCell(run: Json, now: number): Html {
     const events = (run.waitingFor as string[] | undefined) ?? [];
     const wake = run.wakeAt as string | undefined;
     // An approval (ctx.approval) waits for the event "cairn.approval:<key>".
-    const approvals = events
-      .filter((e) => e.startsWith(APPROVAL_EVENT_PREFIX))
-      .map((e) => e.slice(APPROVAL_EVENT_PREFIX.length));
+    const approvals = approvalKeys(events);
     // A parent awaiting ctx.child waits for "cairn.child:<child id>", cairn's own event
     // that nobody sends: it read as "needs input", an event to send.
     const children = events
