@@ -51,21 +51,37 @@ export function canceledChildEvent(
  *  for a run the store does not know. */
 export type ParentOf = (runId: string) => string | null | undefined;
 
-/** The runs whose parents a cancel reason of `runId` names, in order: `runId` itself, then
- *  each run its reason says was canceled but the last (the cascade's root). Empty for a
- *  reason that names no parent: its judging reads no run. */
-export function runsNamedAsChildren(runId: string, reason: string): string[] {
-  const runs: string[] = [];
+/** A cancel reason of `runId`, read once as a cascade's wrapping: each run it says was
+ *  canceled with its parent, beside the parent it names (the first `runId`, each next the
+ *  parent before it), then the words the cascade's root was canceled with. A reason that
+ *  names no parent is all `root`. */
+export interface CancelReason {
+  readonly runId: string;
+  readonly reason: string;
+  readonly links: ReadonlyArray<{ readonly child: string; readonly parent: string }>;
+  readonly root: string;
+}
+
+export function readCancelReason(runId: string, reason: string): CancelReason {
+  const links: Array<{ child: string; parent: string }> = [];
   let r = reason;
-  let id = runId;
+  let child = runId;
   while (r.startsWith(PARENT_HEAD)) {
     const tail = r.indexOf(PARENT_TAIL, PARENT_HEAD.length);
     if (tail < 0) break;
-    runs.push(id);
-    id = r.slice(PARENT_HEAD.length, tail);
+    const parent = r.slice(PARENT_HEAD.length, tail);
+    links.push({ child, parent });
+    child = parent;
     r = r.slice(tail + PARENT_TAIL.length);
   }
-  return runs;
+  return { runId, reason, links, root: r };
+}
+
+/** The runs whose parents a cancel reason names, in order: its run itself, then each run
+ *  it says was canceled but the last (the cascade's root). Empty for a reason that names
+ *  no parent: its judging reads no run. */
+export function runsNamedAsChildren(c: CancelReason): string[] {
+  return c.links.map((l) => l.child);
 }
 
 /** The parents of `runs` as `parentOf` reads them now, kept for a judge made later. */
@@ -81,20 +97,11 @@ export function parentsRead(
   return parents;
 }
 
-/** True for a cancel reason of `runId` in cairn's words only: the default, or a cascade's
- *  wrapping of one, each id in it the parent of the run before it (the first `runId`'s
- *  own parent), as `parentOf` reads the store. Any other text in an id's place (a keyless
- *  caller's engine.cancel(id, reason) shaped so) is the caller's, and may be a secret. */
-export function isCairnCancelReason(runId: string, reason: string, parentOf: ParentOf): boolean {
-  let r = reason;
-  let child = runId;
-  while (r.startsWith(PARENT_HEAD)) {
-    const tail = r.indexOf(PARENT_TAIL, PARENT_HEAD.length);
-    if (tail < 0) return false;
-    const parent = r.slice(PARENT_HEAD.length, tail);
-    if (parentOf(child) !== parent) return false;
-    child = parent;
-    r = r.slice(tail + PARENT_TAIL.length);
-  }
-  return r === DEFAULT_CANCEL_REASON;
+/** True for a cancel reason in cairn's words only: the default, or a cascade's wrapping of
+ *  one, each id in it the parent of the run before it (the first the reason's run's own
+ *  parent), as `parentOf` reads the store. Any other text in an id's place (a keyless
+ *  caller's engine.cancel(id, reason) shaped so) is the caller's, and may be a secret. A
+ *  wrapping cut short leaves its head in `root`: not the default. */
+export function isCairnCancelReason(c: CancelReason, parentOf: ParentOf): boolean {
+  return c.root === DEFAULT_CANCEL_REASON && c.links.every((l) => parentOf(l.child) === l.parent);
 }

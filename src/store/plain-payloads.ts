@@ -33,7 +33,12 @@ import { hasBytesEnvelope } from "../codec/encryption.js";
 import { ENVELOPE, PLAIN } from "../codec/stored-text.js";
 import { EncryptionKeyMissingError } from "../errors.js";
 import type { ApprovalVerbs } from "./approval-records.js";
-import { canceledChildEvent, isCairnCancelReason, type ParentOf } from "./cancel-texts.js";
+import {
+  type CancelReason,
+  canceledChildEvent,
+  isCairnCancelReason,
+  type ParentOf,
+} from "./cancel-texts.js";
 import type { ErrorRecord, NewEvent, NewRun, Release, RunEnd, RunWrite } from "./store.js";
 import type { WorkspaceVerbs } from "./workspace-records.js";
 
@@ -269,14 +274,14 @@ export function plainInWrites(writes: readonly RunWrite[]): PlainPayload | undef
  *  runsNamedAsChildren): a cascade's reason is cairn's only where each id in it is the
  *  parent of the run before it. */
 export function plainInCancel(
-  runId: string,
-  reason: string,
+  cancel: CancelReason,
   p: { parentEvent?: { name: string; payload: string } } | undefined,
   parentOf: ParentOf,
 ): PlainPayload | undefined {
+  const { runId, reason } = cancel;
   // cairn's own words (a cancel given no reason, a cascade of one) hold nothing to keep
   // secret, nor the child-result event made of them (cancel-texts.ts).
-  const cairns = isCairnCancelReason(runId, reason, parentOf);
+  const cairns = isCairnCancelReason(cancel, parentOf);
   if (!cairns && plainText(reason)) {
     return ofRun(runId, `the cancel reason of run "${runId}"`);
   }

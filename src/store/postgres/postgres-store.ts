@@ -33,7 +33,7 @@ import type {
   ApprovalVerbs,
   RequestApprovalOutcome,
 } from "../approval-records.js";
-import { runsNamedAsChildren } from "../cancel-texts.js";
+import { readCancelReason, runsNamedAsChildren } from "../cancel-texts.js";
 import { checkEventHeadsPage, checkPageArguments, journalEvents } from "../journal-page.js";
 import {
   PlainPayloadGuard,
@@ -605,13 +605,14 @@ class PostgresStore implements Store {
     p?: { parentEvent?: { name: string; payload: string } },
   ): Promise<CancelOutcome> {
     if (noSuchText(runId)) return this.#nothing({ state: "not-found" });
+    const read = readCancelReason(runId, reason);
     const cancel = (parents: ReadonlyMap<string, string | null>) =>
       this.#guard.admit(
-        () => plainInCancel(runId, reason, p, (id) => parents.get(id)),
+        () => plainInCancel(read, p, (id) => parents.get(id)),
         () => requestCancel(this.#ctx, runId, reason, p),
       );
     // A cascade's reason names parents: read before the guard looks, if it will.
-    const named = runsNamedAsChildren(runId, reason);
+    const named = runsNamedAsChildren(read);
     if (named.length === 0 || this.#guard.believedUnmarked()) return cancel(new Map());
     return parentsOf(this.#ctx, named).then(cancel);
   }

@@ -17,7 +17,7 @@ import type {
   ApprovalVerbs,
   RequestApprovalOutcome,
 } from "../approval-records.js";
-import { parentsRead, runsNamedAsChildren } from "../cancel-texts.js";
+import { parentsRead, readCancelReason, runsNamedAsChildren } from "../cancel-texts.js";
 import { checkEventHeadsPage, journalEvents } from "../journal-page.js";
 import {
   type PlainPayload,
@@ -374,13 +374,14 @@ class SqliteStoreImpl implements SqliteStore {
   ): Promise<CancelOutcome> {
     // A cascade's reason names parents: read inside the write's transaction while the store
     // is believed unmarked (the check there), else before the guard looks.
-    const named = runsNamedAsChildren(runId, reason);
+    const read = readCancelReason(runId, reason);
+    const named = runsNamedAsChildren(read);
     const parents =
       named.length === 0 || this.#guard.believedUnmarked()
         ? undefined
         : await this.#ctx.read("requestCancel", (tx) => parentsRead(parentsIn(tx), named));
     return this.#admit(
-      (tx) => plainInCancel(runId, reason, p, tx ? parentsIn(tx) : (id) => parents?.get(id)),
+      (tx) => plainInCancel(read, p, tx ? parentsIn(tx) : (id) => parents?.get(id)),
       (ctx) => requestCancel(ctx, runId, reason, p),
     );
   }
