@@ -3,8 +3,10 @@
 // events_unconsumed_by_name, migration 25), side by side (a LATERAL join over the pages).
 // An execution reads with its first read the results of the children its journal holds
 // begun and unfinished: a parent replayed after N children ended made N round trips.
+// Prepared, as the other statements each execution makes (its claim, its journal's load).
 
 import type { EventHead, EventHeadsPage } from "../store.js";
+import { type NamedEventHeadRow, toNamedEventHead } from "./rows.js";
 import type { StoreContext } from "./sql.js";
 
 export async function pendingEventHeadsOfNames(
@@ -27,23 +29,17 @@ export async function pendingEventHeadsOfNames(
     pages.map((p) => String(p.after)),
     pages.map((p) => p.limit),
   ];
-  type Row = {
-    i: string | number;
-    seq: string | number;
-    created_at: string | number;
-    idempotency_key: string | null;
-  };
-  const toHead = (r: Row): EventHead => ({
-    seq: Number(r.seq),
-    runId,
-    name: pages[Number(r.i) - 1]!.name,
-    createdAt: Number(r.created_at),
-    consumedBy: null,
-    idempotencyKey: r.idempotency_key,
-  });
+  type Row = NamedEventHeadRow & { i: string | number };
+  const toHead = (r: Row): EventHead => toNamedEventHead(runId, pages[Number(r.i) - 1]!.name, r);
   const verb = "pendingEventHeadsOfNames";
   if (!settled) {
-    const r = await ctx.db.statement<Row>(verb, "idempotent", sql, params);
+    const r = await ctx.db.statement<Row>(
+      verb,
+      "idempotent",
+      sql,
+      params,
+      "cairn_event_heads_of_names",
+    );
     return r.rows.map(toHead);
   }
   return ctx.db.transaction(verb, "idempotent", async (tx) => {

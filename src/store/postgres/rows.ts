@@ -255,6 +255,25 @@ export function toEventHead(r: Omit<EventRow, "payload">): EventHead {
   };
 }
 
+/** A head read by its run and name (Store.pendingEventHeadsNamed, pendingEventHeadsOfNames):
+ *  unconsumed, of the run and name the read asked for, so neither is read back. */
+export interface NamedEventHeadRow {
+  seq: string | number;
+  created_at: string | number;
+  idempotency_key: string | null;
+}
+
+export function toNamedEventHead(runId: string, name: string, r: NamedEventHeadRow): EventHead {
+  return {
+    seq: num(r.seq),
+    runId,
+    name,
+    createdAt: num(r.created_at),
+    consumedBy: null,
+    idempotencyKey: r.idempotency_key,
+  };
+}
+
 export interface WorkerRow {
   id: string;
   host: string;
