@@ -2,42 +2,23 @@
 // statements each execution makes are (its claim, its journal's load, a read of one name's
 // heads): parsed and planned once a connection, not at each parent's first read. Its
 // generic plan is its custom plan (an index search of events_unconsumed_by_name a page).
-// Counted on the client: every pg.Client query of this process is seen here.
+// Counted on the client: every pg.Client query of this process (helpers/pg-queries.ts).
 
-import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
-import { realClock } from "../src/lib/clock.js";
-import { postgresStore } from "../src/store/postgres/postgres-store.js";
-import { postgresTestUrl, testSchema } from "./helpers/postgres.js";
+import type { EventHead } from "../src/store/store.js";
+import { openedPgStore, queriesSentDuring } from "./helpers/pg-queries.js";
+import { postgresTestUrl } from "./helpers/postgres.js";
 
 const url = await postgresTestUrl();
-
-const seen: { sent: Array<{ name: string | undefined; text: string }> | undefined } = {
-  sent: undefined,
-};
-const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
-const realQuery = proto.query;
-proto.query = function (this: unknown, ...args: unknown[]) {
-  const q = args[0] as string | { name?: string; text?: string };
-  seen.sent?.push(
-    typeof q === "string" ? { name: undefined, text: q } : { name: q.name, text: q.text ?? "" },
-  );
-  return realQuery.apply(this, args);
-};
 
 describe.skipIf(!url)("PostgreSQL: pendingEventHeadsOfNames", () => {
   const cleanups: Array<() => Promise<unknown>> = [];
   afterEach(async () => {
-    seen.sent = undefined;
     while (cleanups.length > 0) await cleanups.pop()?.();
   });
 
   it("is one prepared statement, the same heads on each call", async () => {
-    const t = testSchema(url as string);
-    cleanups.push(t.drop);
-    const store = postgresStore(url as string, { schema: t.schema });
-    await store.open({ clock: realClock });
-    cleanups.push(() => store.close());
+    const store = await openedPgStore(url as string, cleanups);
     await store.createRun({ id: "r", workflow: "wf", version: "1", input: "-1", budgetLimit: {} });
     for (const name of ["a", "b", "a"]) {
       await store.sendEvent({ runId: "r", name, payload: `"${name}"` });
@@ -46,12 +27,11 @@ describe.skipIf(!url)("PostgreSQL: pendingEventHeadsOfNames", () => {
       { name: "a", after: 0, limit: 10 },
       { name: "b", after: 0, limit: 10 },
     ];
-    const reads = [];
+    const reads: EventHead[][] = [];
     for (let i = 0; i < 3; i++) {
-      const sent: Array<{ name: string | undefined; text: string }> = [];
-      seen.sent = sent;
-      reads.push(await store.pendingEventHeadsOfNames!("r", pages));
-      seen.sent = undefined;
+      const sent = await queriesSentDuring(async () => {
+        reads.push(await store.pendingEventHeadsOfNames!("r", pages));
+      });
       // A background read of the store's marks may come along (plain-payloads.ts).
       expect(sent.filter((s) => !s.text.includes("store_marks")).map((s) => s.name)).toEqual([
         "cairn_event_heads_of_names",

@@ -6,12 +6,10 @@
 // lands nothing and hands the write to append_records, which answers as it always did: an
 // identical record is "ok", another one a conflict, never "unstorable".
 
-import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
-import { realClock } from "../src/lib/clock.js";
-import { postgresStore } from "../src/store/postgres/postgres-store.js";
 import type { Store } from "../src/store/store.js";
-import { postgresTestUrl, testSchema, withClient } from "./helpers/postgres.js";
+import { openedPgStore, queriesSentDuring } from "./helpers/pg-queries.js";
+import { postgresTestUrl, withClient } from "./helpers/postgres.js";
 import { claimedRun, stepOf } from "./helpers/step-records.js";
 
 const url = await postgresTestUrl();
@@ -23,40 +21,12 @@ describe.skipIf(!url)("PostgreSQL: a step written alone is a plain INSERT", () =
     while (cleanups.length > 0) await cleanups.pop()?.();
   });
 
-  async function openStore(): Promise<Store> {
-    const t = testSchema(base);
-    cleanups.push(t.drop);
-    const store = postgresStore(base, { schema: t.schema, poolSize: 1 });
-    await store.open({ clock: realClock });
-    cleanups.push(() => store.close());
-    return store;
-  }
-
-  /** The named queries every pg client of this process sends while `body` runs. */
-  async function sentDuring(
-    body: () => Promise<void>,
-  ): Promise<Array<{ name?: string; text: string; values: unknown[] }>> {
-    const proto = pg.Client.prototype as unknown as { query: (...a: unknown[]) => unknown };
-    const real = proto.query;
-    const sent: Array<{ name?: string; text: string; values: unknown[] }> = [];
-    proto.query = function (this: unknown, ...a: unknown[]) {
-      const q = a[0] as { name?: string; text?: string; values?: unknown[] } | string;
-      if (typeof q !== "string")
-        sent.push({ name: q.name, text: q.text ?? "", values: q.values ?? [] });
-      return real.apply(this, a);
-    };
-    try {
-      await body();
-    } finally {
-      proto.query = real;
-    }
-    return sent;
-  }
+  const openStore = (): Promise<Store> => openedPgStore(base, cleanups, { poolSize: 1 });
 
   it("its plan has no conflict arbiter (no speculative insertion)", async () => {
     const store = await openStore();
     const run = await claimedRun(store, "run_plain");
-    const sent = await sentDuring(async () => {
+    const sent = await queriesSentDuring(async () => {
       expect(
         await store.appendRecords([
           { runId: run.id, epoch: run.epoch, steps: [stepOf(run.id, "s0", 0)] },
@@ -80,7 +50,7 @@ describe.skipIf(!url)("PostgreSQL: a step written alone is a plain INSERT", () =
     const s0 = stepOf(run.id, "s0", 0);
     expect(await store.appendRecords([{ ...w, steps: [s0] }])).toEqual([{ ok: true }]);
     // The same write again (a retry after its answer was lost): ok, one row.
-    const again = await sentDuring(async () => {
+    const again = await queriesSentDuring(async () => {
       expect(await store.appendRecords([{ ...w, steps: [s0] }])).toEqual([{ ok: true }]);
     });
     // It went to the INSERT first, then to append_records's decision.

@@ -3,12 +3,10 @@
 // answers as the batch path for what it cannot store (refused before sending, or refused by
 // PostgreSQL) and for a record of another run.
 
-import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
-import { realClock } from "../src/lib/clock.js";
-import { postgresStore } from "../src/store/postgres/postgres-store.js";
 import type { StepRecord, Store } from "../src/store/store.js";
-import { postgresTestUrl, testSchema } from "./helpers/postgres.js";
+import { openedPgStore, queriesSentDuring } from "./helpers/pg-queries.js";
+import { postgresTestUrl } from "./helpers/postgres.js";
 import { claimedRun, stepOf } from "./helpers/step-records.js";
 
 const url = await postgresTestUrl();
@@ -20,42 +18,18 @@ describe.skipIf(!url)("PostgreSQL: a step written alone", () => {
     while (cleanups.length > 0) await cleanups.pop()?.();
   });
 
-  async function openStore(): Promise<Store> {
-    const t = testSchema(base);
-    cleanups.push(t.drop);
-    const store = postgresStore(base, { schema: t.schema, poolSize: 1 });
-    await store.open({ clock: realClock });
-    cleanups.push(() => store.close());
-    return store;
-  }
-
-  /** Counts the queries every pg client of this process sends while `body` runs. */
-  async function countingQueries(body: () => Promise<void>): Promise<number> {
-    const proto = pg.Client.prototype as unknown as { query: (...a: unknown[]) => unknown };
-    const real = proto.query;
-    let n = 0;
-    proto.query = function (this: unknown, ...a: unknown[]) {
-      n++;
-      return real.apply(this, a);
-    };
-    try {
-      await body();
-    } finally {
-      proto.query = real;
-    }
-    return n;
-  }
+  const openStore = (): Promise<Store> => openedPgStore(base, cleanups, { poolSize: 1 });
 
   it("is one query a step", async () => {
     const store = await openStore();
     const run = await claimedRun(store, "run_q");
     const w = { runId: run.id, epoch: run.epoch };
     const steps = [0, 1, 2].map((i) => stepOf(run.id, `s${i}`, i));
-    const queries = await countingQueries(async () => {
+    const sent = await queriesSentDuring(async () => {
       for (const s of steps)
         expect(await store.appendRecords([{ ...w, steps: [s] }])).toEqual([{ ok: true }]);
     });
-    expect(queries).toBe(3);
+    expect(sent).toHaveLength(3);
     expect((await store.loadJournal(run.id)).steps).toEqual(steps);
   });
 
