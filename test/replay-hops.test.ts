@@ -11,6 +11,7 @@ import { createHook } from "node:async_hooks";
 import { describe, expect, it } from "vitest";
 import { createEngine, realClock, sqliteStore, workflow } from "../src/index.js";
 import { BACKENDS, useHarness } from "./helpers/engines.js";
+import { replayAtGo } from "./helpers/replay-at-go.js";
 import { until } from "./helpers/sqlite.js";
 
 const loop = workflow(
@@ -83,11 +84,7 @@ describe.each(BACKENDS)("%s: the hand-over's shortcut", (backend) => {
       await ctx.waitForEvent("go");
       return won;
     });
-    const e = h.engine([wf], { clock: realClock });
-    const run = await e.start(wf, undefined);
-    await until(async () => (await e.getRun(run.id))?.status === "waiting", "the run waits");
-    await e.sendEvent(run.id, "go");
-    expect(await run.result()).toBe("branch");
+    expect(await replayAtGo(h.engine([wf], { clock: realClock }), wf)).toBe("branch");
     expect(winners).toEqual(["branch", "branch"]);
   });
 });

@@ -11,9 +11,7 @@
 import { describe, expect, it } from "vitest";
 import { realClock, workflow } from "../src/index.js";
 import { BACKENDS, useHarness } from "./helpers/engines.js";
-import { until } from "./helpers/sqlite.js";
-
-const delay = (ms: number) => new Promise((r) => setTimeout(r, ms));
+import { delay, replayAtGo } from "./helpers/replay-at-go.js";
 
 describe.each(BACKENDS)("%s", (backend) => {
   const harness = useHarness(backend);
@@ -48,11 +46,7 @@ describe.each(BACKENDS)("%s", (backend) => {
       await ctx.waitForEvent("go");
       return won;
     });
-    const e = h.engine([wf], { clock: realClock });
-    const run = await e.start(wf, undefined);
-    await until(async () => (await e.getRun(run.id))?.status === "waiting", "the run waits");
-    await e.sendEvent(run.id, "go");
-    expect(await run.result()).toBe("branch");
+    expect(await replayAtGo(h.engine([wf], { clock: realClock }), wf)).toBe("branch");
     expect(bodies).toBe(1);
   });
 
@@ -75,11 +69,7 @@ describe.each(BACKENDS)("%s", (backend) => {
       await ctx.waitForEvent("go");
       return won;
     });
-    const e = h.engine([wf], { clock: realClock });
-    const run = await e.start(wf, undefined);
-    await until(async () => (await e.getRun(run.id))?.status === "waiting", "the run waits");
-    await e.sendEvent(run.id, "go");
-    expect(await run.result()).toBe("branch");
+    expect(await replayAtGo(h.engine([wf], { clock: realClock }), wf)).toBe("branch");
     expect(winners).toEqual(["branch", "branch"]);
   });
 });

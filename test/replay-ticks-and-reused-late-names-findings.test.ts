@@ -5,9 +5,7 @@ import { readFile } from "node:fs/promises";
 import { describe, expect, it } from "vitest";
 import { type AnyWorkflow, realClock, workflow } from "../src/index.js";
 import { BACKENDS, useHarness } from "./helpers/engines.js";
-import { until } from "./helpers/sqlite.js";
-
-const delay = (ms: number) => new Promise((r) => setTimeout(r, ms));
+import { delay, replayAtGo } from "./helpers/replay-at-go.js";
 
 describe.each(BACKENDS)("%s: ordered delivery and reused late names", (backend) => {
   const harness = useHarness(backend);
@@ -31,11 +29,7 @@ describe.each(BACKENDS)("%s: ordered delivery and reused late names", (backend) 
       await ctx.waitForEvent("go");
       return won;
     });
-    const e = h.engine([wf], { clock: realClock });
-    const run = await e.start(wf, undefined);
-    await until(async () => (await e.getRun(run.id))?.status === "waiting", "the run waits");
-    await e.sendEvent(run.id, "go");
-    const out = await run.result();
+    const out = await replayAtGo(h.engine([wf], { clock: realClock }), wf);
     expect(winners[0]).toBe("branch");
     expect(winners).toEqual(winners.map(() => "branch"));
     expect(out).toBe("branch");
@@ -65,11 +59,7 @@ describe.each(BACKENDS)("%s: ordered delivery and reused late names", (backend) 
         await ctx.waitForEvent("go");
         return won;
       });
-      const e = h.engine([wf], { clock: realClock });
-      const run = await e.start(wf, undefined);
-      await until(async () => (await e.getRun(run.id))?.status === "waiting", "the run waits");
-      await e.sendEvent(run.id, "go");
-      const out = await run.result();
+      const out = await replayAtGo(h.engine([wf], { clock: realClock }), wf);
       expect(winners[0]).toBe("branch");
       expect(winners).toEqual(winners.map(() => "branch"));
       expect(out).toBe("branch");
@@ -85,18 +75,9 @@ describe.each(BACKENDS)("%s: ordered delivery and reused late names", (backend) 
   // a crash, a restart) failed with NonDeterminismError. A late call that replays a late
   // record, after a call of the name that replays a record made inside a cascade, is now let
   // through: the first run made that same pair and let it through.
-  async function recordThenReplay(wf: AnyWorkflow) {
-    const h = harness();
-    const e = h.engine([wf], { clock: realClock });
-    const run = await e.start(wf, undefined);
-    await until(
-      async () => ["waiting", "failed"].includes((await e.getRun(run.id))?.status ?? ""),
-      "the run waits",
-    );
-    expect((await e.getRun(run.id))?.status).toBe("waiting"); // the first run accepted it
-    await e.sendEvent(run.id, "go");
-    return run.result();
-  }
+  // replayAtGo expects the first run waiting for "go": it accepted the reuse.
+  const recordThenReplay = (wf: AnyWorkflow) =>
+    replayAtGo(harness().engine([wf], { clock: realClock }), wf);
 
   it("a name reused after a join and a file read replays although the branch's call was made more than a second after the workflow's first read", async () => {
     const wf = workflow({ name: "late-reuse-grace", version: "1" }, async (ctx) => {

@@ -1,9 +1,10 @@
-// The scaffold of the replay findings whose first execution runs until the workflow waits
-// for the event "go", and whose replay that event starts (replay-hold-open-handles,
+// The scaffold of the replay tests whose first execution runs until the workflow waits for
+// the event "go", and whose replay that event starts (replay-hold-open-handles,
 // replay-holds-delivery-for-missing-call, replay-held-network-swap, replay-held-timeout-swap,
-// replay-race-won-early-swap, replay-journal-end-swap's later-record case): the test flips
-// what the workflow reads in between, so the replay's own work or races go otherwise than
-// the first execution's.
+// replay-race-won-early-swap, replay-journal-end-swap's later-record case, replay-hops,
+// replay-ticks-and-reused-late-names, replay-late-race-winner): the test may flip what the
+// workflow reads in between, so the replay's own work or races go otherwise than the first
+// execution's.
 
 import { expect } from "vitest";
 import {
@@ -35,7 +36,7 @@ export function gate(): { p: Promise<void>; open: () => void } {
 export async function replayAtGo(
   e: Engine,
   wf: AnyWorkflow,
-  opts: { drive?: (runId: string) => Promise<void>; flip: () => void },
+  opts: { drive?: (runId: string) => Promise<void>; flip?: () => void } = {},
 ): Promise<unknown> {
   const run = await e.start(wf, undefined);
   await opts.drive?.(run.id);
@@ -44,7 +45,7 @@ export async function replayAtGo(
     "the first run waits for go",
   );
   expect((await e.getRun(run.id))?.status).toBe("waiting");
-  opts.flip();
+  opts.flip?.();
   await e.sendEvent(run.id, "go");
   return run.result().catch((err: Error) => err.name);
 }
