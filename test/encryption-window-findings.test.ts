@@ -7,36 +7,11 @@
 // PostgreSQL the mark installs triggers that refuse plain payloads in the database
 // (store/postgres/plain-triggers.ts), mapped to the same refusal.
 
-import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import {
-  type EncryptionKey,
-  EncryptionKeyMissingError,
-  encryptedStore,
-  type Store,
-} from "../src/index.js";
-import type { NewRun } from "../src/store/store.js";
+import { encryptedStore, type Store } from "../src/index.js";
 import { createVirtualClock } from "../src/testing/index.js";
 import { BACKENDS, type Backend, freshStorage } from "./helpers/engines.js";
-
-const k1: EncryptionKey = { id: "k1", key: randomBytes(32).toString("base64") };
-
-const newRun = (id: string, input: string): NewRun => ({
-  id,
-  workflow: "wf",
-  version: "1",
-  input,
-  budgetLimit: {},
-});
-
-async function refusal(write: Promise<unknown>): Promise<EncryptionKeyMissingError> {
-  const err = await write.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(EncryptionKeyMissingError);
-  return err as EncryptionKeyMissingError;
-}
+import { k1, newRun, refusal, stepWith } from "./helpers/plain-records.js";
 
 async function plainThenMarked(backend: Backend, cleanups: Array<() => Promise<void> | void>) {
   const make = freshStorage(backend, cleanups);
@@ -65,24 +40,7 @@ async function writesAfterTheMark(backend: Backend): Promise<void> {
   const cleanups: Array<() => Promise<void> | void> = [];
   try {
     const { plain, keyed, epoch } = await plainThenMarked(backend, cleanups);
-    const step = {
-      runId: "r1",
-      key: "s1",
-      generation: 0,
-      seq: 1,
-      name: "s1",
-      kind: "step" as const,
-      outcome: "ok" as const,
-      result: '"SECRET-step"',
-      error: null,
-      spend: {},
-      startedAt: 1,
-      completedAt: 2,
-      attempt: 1,
-      delivery: 1,
-      issuedAfter: 0,
-      issuedLate: false,
-    };
+    const step = stepWith("r1", "s1", '"SECRET-step"');
     const e1 = await refusal(plain.appendRecords([{ runId: "r1", epoch, steps: [step] }]));
     expect([e1.store, e1.runId, e1.key]).toEqual([plain.description, "r1", "s1"]);
     expect(e1.message).toMatch(/marked encrypted.*Give this process the keys/);

@@ -9,34 +9,28 @@
 
 import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { EncryptionKeyMissingError, encryptedStore, type Store } from "../src/index.js";
+import { type EncryptionKeyMissingError, encryptedStore, type Store } from "../src/index.js";
 import { postgresStore } from "../src/postgres.js";
 import { canceledChildEvent, parentCanceledReason } from "../src/store/cancel-texts.js";
-import type { NewRun, RunWrite } from "../src/store/store.js";
+import type { RunWrite } from "../src/store/store.js";
 import { createVirtualClock } from "../src/testing/index.js";
 import { pgUrl } from "./helpers/engines.js";
 import { k1, markedSchemas, url } from "./helpers/marked-schemas.js";
+import {
+  approvalAnswer,
+  approvalAsked,
+  newRun,
+  refusal,
+  stepWith,
+} from "./helpers/plain-records.js";
 
 const { admin, track, triggers } = markedSchemas();
 
-const newRun = (id: string, input: string, parentId?: string): NewRun => ({
-  id,
-  workflow: "wf",
-  version: "1",
-  input,
-  budgetLimit: {},
-  ...(parentId !== undefined && { parentId }),
-});
-
 async function refused(write: Promise<unknown>, what: RegExp): Promise<EncryptionKeyMissingError> {
-  const err = await write.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(EncryptionKeyMissingError);
-  expect((err as EncryptionKeyMissingError).what).toMatch(what);
-  expect((err as Error).message).toMatch(/marked encrypted.*Give this process the keys/);
-  return err as EncryptionKeyMissingError;
+  const err = await refusal(write);
+  expect(err.what).toMatch(what);
+  expect(err.message).toMatch(/marked encrypted.*Give this process the keys/);
+  return err;
 }
 
 function storage() {
@@ -103,37 +97,11 @@ describe.skipIf(!pgUrl)("PostgreSQL: the triggers the encrypted mark installs", 
       const epoch = claim!.run.epoch;
       await plain.createRun(newRun("p", "-1"));
       await plain.createRun(newRun("c", "-1", "p"));
-      const step = (key: string, result: string) => ({
-        runId: "r",
-        key,
-        generation: 0,
-        seq: 1,
-        name: key,
-        kind: "step" as const,
-        outcome: "ok" as const,
-        result,
-        error: null,
-        spend: {},
-        startedAt: 1,
-        completedAt: 2,
-        attempt: 1,
-        delivery: 1,
-        issuedAfter: 0,
-        issuedLate: false,
-      });
+      const step = (key: string, result: string) => stepWith("r", key, result);
       const write = (w: Omit<RunWrite, "runId" | "epoch">) =>
         plain.appendRecords([{ runId: "r", epoch, ...w }]);
       expect(await write({ steps: [step("old", '"before the mark"')] })).toEqual([{ ok: true }]);
-      await plain.requestApproval({
-        runId: "r",
-        epoch,
-        key: "a1",
-        name: "a1",
-        request: "-1",
-        requestedAt: 1,
-        deadline: null,
-        onTimeout: "reject",
-      });
+      await plain.requestApproval(approvalAsked("r", epoch, "-1"));
 
       const keyed = encryptedStore(make(), { keys: [k1] });
       await keyed.open({ clock });
@@ -174,17 +142,7 @@ describe.skipIf(!pgUrl)("PostgreSQL: the triggers the encrypted mark installs", 
           }),
           /workspace object/,
         );
-        const answer = {
-          runId: "r",
-          key: "a1",
-          decision: "approved" as const,
-          answeredBy: "alice",
-          comment: "SECRET-comment",
-          answer: null,
-          via: "cli",
-          tokenId: null,
-          event: { name: "cairn.approval:a1", payload: '{"decision":"approved"}' },
-        };
+        const answer = approvalAnswer("r");
         await refused(plain.answerApproval(answer), /comment of approval "a1" of run "r"/);
         await refused(
           plain.releaseRun({

@@ -4,28 +4,12 @@
 // the keyless doors (the CLI, the HTTP API) looked at the mark: each write below was stored
 // in plain text beside the encrypted ones, with nothing said. Both backends.
 
-import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import {
-  type EncryptionKey,
-  EncryptionKeyMissingError,
-  encryptedStore,
-  type Store,
-} from "../src/index.js";
+import { EncryptionKeyMissingError, encryptedStore, type Store } from "../src/index.js";
 import { MARK_FRESH_MS } from "../src/store/plain-payloads.js";
-import type { NewRun } from "../src/store/store.js";
 import { createVirtualClock } from "../src/testing/index.js";
 import { BACKENDS, type Backend, freshStorage } from "./helpers/engines.js";
-
-const k1: EncryptionKey = { id: "k1", key: randomBytes(32).toString("base64") };
-
-const newRun = (id: string, input: string): NewRun => ({
-  id,
-  workflow: "wf",
-  version: "1",
-  input,
-  budgetLimit: {},
-});
+import { approvalAnswer, approvalAsked, k1, newRun, refusal } from "./helpers/plain-records.js";
 
 /** Expects `write` refused as a plain payload of run `runId` (and `key`), naming `what`. */
 async function refused(
@@ -33,12 +17,7 @@ async function refused(
   store: Store,
   expected: { runId: string; key?: string; what: RegExp },
 ): Promise<void> {
-  const err = await write.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(EncryptionKeyMissingError);
-  const e = err as EncryptionKeyMissingError;
+  const e = await refusal(write);
   expect(e.code).toBe("ENCRYPTION_KEY_MISSING");
   expect(e.store).toBe(store.description);
   expect(e.runId).toBe(expected.runId);
@@ -124,20 +103,11 @@ describe.each(BACKENDS)("a store marked encrypted, written without keys (%s)", (
         key: "s1",
         what: /intent of "s1" of run "r1"/,
       });
-      await refused(
-        plain.requestApproval({
-          runId: "r1",
-          epoch,
-          key: "a1",
-          name: "a1",
-          request: '"SECRET"',
-          requestedAt: 1,
-          deadline: null,
-          onTimeout: "reject",
-        }),
-        plain,
-        { runId: "r1", key: "a1", what: /request of approval "a1"/ },
-      );
+      await refused(plain.requestApproval(approvalAsked("r1", epoch, '"SECRET"')), plain, {
+        runId: "r1",
+        key: "a1",
+        what: /request of approval "a1"/,
+      });
       await refused(
         plain.putWorkspaceObjects({
           runId: "r1",
@@ -201,28 +171,9 @@ describe.each(BACKENDS)("a store marked encrypted, written without keys (%s)", (
       expect(await keyed.appendRecords([{ runId: "r1", epoch: e2, intents: [intent] }])).toEqual([
         { ok: true },
       ]);
-      const asked = await keyed.requestApproval({
-        runId: "r1",
-        epoch: e2,
-        key: "a1",
-        name: "a1",
-        request: '"SECRET"',
-        requestedAt: 1,
-        deadline: null,
-        onTimeout: "reject",
-      });
+      const asked = await keyed.requestApproval(approvalAsked("r1", e2, '"SECRET"'));
       expect(asked.ok).toBe(true);
-      const answer = {
-        runId: "r1",
-        key: "a1",
-        decision: "approved" as const,
-        answeredBy: "alice",
-        comment: "SECRET-comment",
-        answer: null,
-        via: "cli",
-        tokenId: null,
-        event: { name: "cairn.approval:a1", payload: '{"decision":"approved"}' },
-      };
+      const answer = approvalAnswer("r1");
       await refused(plain.answerApproval(answer), plain, {
         runId: "r1",
         key: "a1",

@@ -2,13 +2,11 @@
 // share: a key, one admin connection for the file, the schemas the file made (dropped after
 // it), and the count of the mark's triggers in a schema.
 
-import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterAll } from "vitest";
-import type { EncryptionKey } from "../../src/index.js";
 import { pgUrl } from "./engines.js";
 
-export const k1: EncryptionKey = { id: "k1", key: randomBytes(32).toString("base64") };
+export { k1 } from "./plain-records.js";
 export const url = pgUrl ?? "";
 
 export function markedSchemas(): {
