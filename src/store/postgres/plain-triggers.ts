@@ -19,15 +19,30 @@
 //
 // A fork copies the source's records as they are (perhaps plain, written before the mark):
 // the runs trigger notes the run created in this transaction, whose copied records pass.
+//
+// The triggers' name ends in a digest of what this build installs (the functions' text, the
+// tables and statements): a store marked by a build whose rules differ holds triggers of
+// another name, which an open finds in the one catalog read it makes anyway (the mark's) and
+// replaces, functions and triggers in one transaction (no moment without a trigger). The
+// functions keep their names: the triggers that call them are the version's witness, and
+// every install since this one drops the triggers of any other name (a cairn before it adds
+// its own beside them, which the next open of this one finds and removes). An open of an
+// unmarked store that finds triggers (left by a removal of the mark that could not lock a
+// table in time) drops them: they cost a read of the mark per row written.
 
+import { createHash } from "node:crypto";
 import type { Tx } from "./connection.js";
 import type { StoreContext } from "./sql.js";
 
 /** The SQLSTATE the triggers raise (connection.ts maps it). */
 export const PLAIN_REFUSED = "CNPLN";
 
-/** The triggers' name: a later version with other rules installs under another. */
-const TRIGGER = "cairn_plain_guard_1";
+/** What the triggers' name begins with, in every version (the first was cairn_plain_guard_1). */
+const GUARD_PREFIX = "cairn_plain_guard_";
+
+/** The advisory lock that orders installs and removals: the first version's, so a cairn of
+ *  that version is ordered with this one too. */
+const LOCK_KEY = "cairn_plain_guard_1";
 
 /** Tables and the statements each trigger fires on. */
 const GUARDED: ReadonlyArray<[table: string, fn: string, on: string]> = [
@@ -40,6 +55,18 @@ const GUARDED: ReadonlyArray<[table: string, fn: string, on: string]> = [
   ["workspace_objects", "cairn_plain_objects", "INSERT OR UPDATE OF data"],
   ["approvals", "cairn_plain_approvals", "INSERT OR UPDATE OF request, answer, comment"],
 ];
+
+/** One table's trigger, named `name`, in schema `q`. */
+const triggerSql = (q: string, name: string, [table, fn, on]: (typeof GUARDED)[number]) =>
+  `CREATE TRIGGER ${name} BEFORE ${on} ON ${q}.${table}
+    FOR EACH ROW EXECUTE FUNCTION ${q}.${fn}()`;
+
+/** The triggers' name: GUARD_PREFIX and a digest of what this build installs (a change to
+ *  any of it installs under another name, which replaces the old at the next open). */
+export const TRIGGER = `${GUARD_PREFIX}${createHash("sha256")
+  .update(JSON.stringify([functions('"s"'), GUARDED.map((g) => triggerSql('"s"', "t", g))]))
+  .digest("hex")
+  .slice(0, 12)}`;
 
 const schemaOf = (ctx: StoreContext): string => ctx.t.runs.slice(0, -".runs".length);
 
@@ -257,49 +284,90 @@ ${body}
   ];
 }
 
-/** Whether the triggers are there (one catalog read: the runs table's). */
-export function triggersInstalledSql(ctx: StoreContext): string {
-  return `EXISTS (SELECT 1 FROM pg_trigger
-    WHERE tgrelid = '${schemaOf(ctx)}.runs'::regclass AND tgname = '${TRIGGER}')`;
+/** The names of the mark's triggers (of any version) on the runs table: one catalog read, by
+ *  pg_trigger's index. guardState tells what they say. */
+export function guardTriggersSql(ctx: StoreContext): string {
+  return `array(SELECT tgname::text FROM pg_trigger
+    WHERE tgrelid = '${schemaOf(ctx)}.runs'::regclass AND starts_with(tgname::text, '${GUARD_PREFIX}'))`;
+}
+
+/** "current": this build's triggers alone; "none"; "other": another version's (perhaps
+ *  beside this one's). The install puts all eight tables in one state at once, so the runs
+ *  table tells. */
+export type GuardState = "current" | "none" | "other";
+
+export function guardState(names: readonly string[] | null | undefined): GuardState {
+  if (!names || names.length === 0) return "none";
+  return names.length === 1 && names[0] === TRIGGER ? "current" : "other";
 }
 
 /** How long the install waits for one table's lock before it gives the tables back. */
 export const INSTALL_LOCK_TIMEOUT_MS = 250;
 
-/** Installs the triggers inside `tx` (the mark's transaction, or an open's) if the store is
- *  marked (by `tx` too) and they are not there: an advisory lock orders it with another
- *  process's install or removal. */
-export async function installPlainTriggers(ctx: StoreContext, tx: Tx): Promise<void> {
-  const q = schemaOf(ctx);
-  // CREATE TRIGGER takes SHARE ROW EXCLUSIVE on each table, one after another: while it waits
-  // for a table a long transaction writes, every writer of the tables it already holds (runs
-  // first) waits behind it. A lock not had within INSTALL_LOCK_TIMEOUT fails the install
-  // (55P03), which lets them go; markEncrypted tries again.
-  await tx.query(`SET LOCAL lock_timeout = '${INSTALL_LOCK_TIMEOUT_MS}ms'`);
-  await tx.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`${q}.${TRIGGER}`]);
-  const now = await tx.query<{ marked: boolean; there: boolean }>(
-    `SELECT EXISTS (SELECT 1 FROM ${ctx.t.storeMarks} WHERE name = 'encrypted') AS marked,
-      ${triggersInstalledSql(ctx)} AS there`,
-  );
-  if (!now.rows[0]?.marked || now.rows[0].there) return;
-  for (const sql of functions(q)) await tx.query(sql);
-  for (const [table, fn, on] of GUARDED) {
-    await tx.query(`DROP TRIGGER IF EXISTS ${TRIGGER} ON ${q}.${table}`);
-    await tx.query(
-      `CREATE TRIGGER ${TRIGGER} BEFORE ${on} ON ${q}.${table}
-        FOR EACH ROW EXECUTE FUNCTION ${q}.${fn}()`,
-    );
-  }
-}
+/** The tables whose lock an install could not have (a lock not had in time, a deadlock), the
+ *  latest first: the next try of the same mark locks them first. A writer that holds one of
+ *  them and then writes runs (append_records: steps, then the run's budget) no longer finds
+ *  the install holding runs while it waits for that table: the install waits holding none
+ *  of the tables, and takes the others once it has it. */
+export type LockOrder = string[];
 
-/** Drops the triggers inside `tx` (the mark's removal). */
-export async function dropPlainTriggers(ctx: StoreContext, tx: Tx): Promise<void> {
+const quoteIdent = (name: string): string => `"${name.replaceAll('"', '""')}"`;
+
+/** Makes the mark's triggers agree with the mark, inside `tx` (the mark's transaction, its
+ *  removal's, or an open's): on a marked store this build's eight and no other, on an
+ *  unmarked one none. Functions and triggers change in this one transaction: a write either
+ *  committed before it or meets the triggers it leaves. An advisory lock orders it with
+ *  another process's; `order` (kept across tries) says which tables to lock first. */
+export async function syncPlainTriggers(
+  ctx: StoreContext,
+  tx: Tx,
+  order: LockOrder = [],
+): Promise<void> {
   const q = schemaOf(ctx);
-  // DROP TRIGGER takes ACCESS EXCLUSIVE: queued behind a long transaction it would hold up
-  // every read and write of the tables it already holds. As the install, it gives up.
+  // CREATE TRIGGER takes SHARE ROW EXCLUSIVE on each table, DROP TRIGGER ACCESS EXCLUSIVE,
+  // one after another: while it waits for a table a long transaction writes, every writer
+  // (and, for a drop, reader) of the tables it already holds waits behind it. A lock not
+  // had within INSTALL_LOCK_TIMEOUT fails the transaction (55P03), which lets them go;
+  // markEncrypted tries again.
   await tx.query(`SET LOCAL lock_timeout = '${INSTALL_LOCK_TIMEOUT_MS}ms'`);
-  await tx.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`${q}.${TRIGGER}`]);
-  for (const [table] of GUARDED) {
-    await tx.query(`DROP TRIGGER IF EXISTS ${TRIGGER} ON ${q}.${table}`);
+  await tx.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`${q}.${LOCK_KEY}`]);
+  const now = await tx.query<{ marked: boolean; triggers: Array<[string, string]> }>(
+    `SELECT EXISTS (SELECT 1 FROM ${ctx.t.storeMarks} WHERE name = 'encrypted') AS marked,
+      coalesce((SELECT json_agg(json_build_array(c.relname, t.tgname))
+        FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+        WHERE t.tgrelid = ANY ($1::text[]::regclass[])
+          AND starts_with(t.tgname::text, '${GUARD_PREFIX}')), '[]') AS triggers`,
+    [GUARDED.map(([table]) => `${q}.${table}`)],
+  );
+  const marked = now.rows[0]?.marked === true;
+  const found = now.rows[0]?.triggers ?? [];
+  const work: Array<{ table: string; drop: string[]; create: string | undefined }> = [];
+  for (const guarded of GUARDED) {
+    const [table] = guarded;
+    const names = found.filter(([t]) => t === table).map(([, name]) => name);
+    const drop = names.filter((name) => !(marked && name === TRIGGER));
+    const create = marked && !names.includes(TRIGGER) ? triggerSql(q, TRIGGER, guarded) : undefined;
+    if (drop.length > 0 || create !== undefined) work.push({ table, drop, create });
+  }
+  if (work.length === 0) return;
+  // The functions first (they lock no table): a role that may not create them is refused
+  // before it holds any table. A trigger of another version beside this one's means a
+  // cairn of that version replaced them (they are shared by name): written anew too.
+  if (marked) for (const sql of functions(q)) await tx.query(sql);
+  const rank = (table: string) => {
+    const i = order.indexOf(table);
+    return i === -1 ? order.length : i;
+  };
+  work.sort((a, b) => rank(a.table) - rank(b.table));
+  for (const { table, drop, create } of work) {
+    try {
+      for (const name of drop) {
+        await tx.query(`DROP TRIGGER IF EXISTS ${quoteIdent(name)} ON ${q}.${table}`);
+      }
+      if (create !== undefined) await tx.query(create);
+    } catch (err) {
+      order.splice(0, order.length, table, ...order.filter((t) => t !== table));
+      throw err;
+    }
   }
 }

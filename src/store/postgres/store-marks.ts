@@ -4,14 +4,25 @@
 
 import { CairnError } from "../../errors.js";
 import type { Tx } from "./connection.js";
-import { dropPlainTriggers, installPlainTriggers, triggersInstalledSql } from "./plain-triggers.js";
+import {
+  type GuardState,
+  guardState,
+  guardTriggersSql,
+  type LockOrder,
+  syncPlainTriggers,
+} from "./plain-triggers.js";
 import { nowSql, type StoreContext } from "./sql.js";
 
 const ENCRYPTED = "encrypted";
 
+/** The stores whose open found the triggers' install refused for want of a privilege (and
+ *  said so): the keyed open's markEncrypted, right after, does not try it again (it tried
+ *  twice per open, and said nothing). Each open tries anew (a grant given since counts). */
+const refusedThisOpen = new WeakSet<StoreContext>();
+
 export async function markEncrypted(ctx: StoreContext): Promise<void> {
   const now = await readMark(ctx);
-  if (now.marked && now.guarded) return;
+  if (now.marked && (now.guard === "current" || refusedThisOpen.has(ctx))) return;
   const { db, t } = ctx;
   const mark = (tx: Tx) =>
     tx.query(
@@ -19,12 +30,17 @@ export async function markEncrypted(ctx: StoreContext): Promise<void> {
         ON CONFLICT (name) DO NOTHING`,
       [ctx.clockParam(), ENCRYPTED],
     );
+  if (refusedThisOpen.has(ctx)) {
+    await db.transaction("markEncrypted", "idempotent", mark);
+    return;
+  }
+  const order: LockOrder = [];
   for (let attempt = 1; ; attempt++) {
     try {
       // The mark and the triggers that refuse plain payloads, together (plain-triggers.ts).
       await db.transaction("markEncrypted", "idempotent", async (tx) => {
         await mark(tx);
-        await installPlainTriggers(ctx, tx);
+        await syncPlainTriggers(ctx, tx, order);
       });
       return;
     } catch (err) {
@@ -32,8 +48,8 @@ export async function markEncrypted(ctx: StoreContext): Promise<void> {
       // A connection lost (no SQLSTATE: "ECONNRESET" and the like) is thrown as it was.
       if (code === undefined) throw err;
       // A table's lock not had in time (writers kept it): the install gave every table back;
-      // it is tried again a few times, a while apart. (A deadlock, 40P01, the transaction
-      // itself tries again: connection.ts.)
+      // it is tried again a few times, a while apart, locking first the table it could not
+      // have (`order`). (A deadlock, 40P01, the transaction itself tries again: connection.ts.)
       const delay = INSTALL_RETRY_DELAYS_MS[attempt - 1];
       if (code === "55P03" && delay !== undefined) {
         await new Promise((resolve) => setTimeout(resolve, delay));
@@ -43,6 +59,7 @@ export async function markEncrypted(ctx: StoreContext): Promise<void> {
       // create triggers on them, a server too old for them), or tables kept locked past the
       // tries: the store is marked as before, and the guard alone refuses plain payloads
       // (the next open of the store tries the triggers again).
+      if (code === "42501") await refused(ctx, true, err);
       await db.transaction("markEncrypted", "idempotent", mark);
       return;
     }
@@ -52,30 +69,79 @@ export async function markEncrypted(ctx: StoreContext): Promise<void> {
 /** The waits between tries of a mark whose install could not lock the tables in time. */
 const INSTALL_RETRY_DELAYS_MS = [100, 200, 400, 800, 1600];
 
-/** What a store reads of its mark when it opens: a store marked (by a cairn before the
- *  triggers, or by a role that could not create them) gets the triggers now, if this
- *  process may create them. An install that fails (no right to, a lock not had in time)
+/** What a store reads of its mark when it opens (one statement: the mark, and the names of
+ *  its triggers on runs). A marked store without this build's triggers (marked by a cairn
+ *  before them or with other rules, or by a role that could not create them) gets them now;
+ *  an unmarked store with triggers (a removal of the mark that could not lock a table in
+ *  time left them) loses them. A change that fails (no right to, a lock not had in time)
  *  fails no open: the guard refuses as before, and the next open tries again. */
 export async function isMarkedEncryptedAtOpen(ctx: StoreContext): Promise<boolean> {
+  refusedThisOpen.delete(ctx);
   const now = await readMark(ctx);
-  if (now.marked && !now.guarded) {
-    await ctx.db
-      .transaction("open", "idempotent", (tx) => installPlainTriggers(ctx, tx))
-      .catch(() => {});
+  if (now.guard !== (now.marked ? "current" : "none")) {
+    try {
+      await ctx.db.transaction("open", "idempotent", (tx) => syncPlainTriggers(ctx, tx));
+    } catch (err) {
+      if (sqlState(err) === "42501") await refused(ctx, now.marked, err);
+    }
   }
   return now.marked;
 }
 
-async function readMark(ctx: StoreContext): Promise<{ marked: boolean; guarded: boolean }> {
+async function readMark(ctx: StoreContext): Promise<{ marked: boolean; guard: GuardState }> {
   const { db, t } = ctx;
-  const r = await db.statement<{ marked: boolean; guarded: boolean }>(
+  const r = await db.statement<{ marked: boolean; guard: string[] }>(
     "isMarkedEncrypted",
     "idempotent",
     `SELECT EXISTS (SELECT 1 FROM ${t.storeMarks} WHERE name = $1) AS marked,
-      ${triggersInstalledSql(ctx)} AS guarded`,
+      ${guardTriggersSql(ctx)} AS guard`,
     [ENCRYPTED],
   );
-  return { marked: r.rows[0]?.marked === true, guarded: r.rows[0]?.guarded === true };
+  return { marked: r.rows[0]?.marked === true, guard: guardState(r.rows[0]?.guard) };
+}
+
+/** Says, once per open, that this role may not install (marked) or remove (unmarked) the
+ *  triggers, and what to grant: the tables' owner may (CREATE OR REPLACE FUNCTION wants the
+ *  functions' owner, DROP TRIGGER the table's). A role that may not write runs (a dashboard's,
+ *  `cairn show`'s) is not told: it writes no payload, and could not mend it. */
+async function refused(ctx: StoreContext, marked: boolean, err: unknown): Promise<void> {
+  refusedThisOpen.add(ctx);
+  const who = await ctx.db
+    .statement<{ role: string; owner: string; writes: boolean }>(
+      "isMarkedEncrypted",
+      "idempotent",
+      `SELECT current_user::text AS role, pg_get_userbyid(relowner)::text AS owner,
+          has_table_privilege(oid, 'INSERT, UPDATE') AS writes
+        FROM pg_class WHERE oid = '${ctx.t.runs}'::regclass`,
+    )
+    .then((r) => r.rows[0])
+    .catch(() => undefined);
+  if (who?.writes === false) return;
+  const ident = (name: string) => `"${name.replaceAll('"', '""')}"`;
+  const role = who ? ident(who.role) : "<this role>";
+  const owner = who ? ident(who.owner) : "<the tables' owner>";
+  const what = marked
+    ? `is marked encrypted, but the role ${role} may not install the triggers that refuse ` +
+      "plain payloads in the database, so a process without keys that opened it before the " +
+      "mark may store plain text until it reads the mark (about a second)"
+    : `holds the triggers of a mark since removed, which the role ${role} may not drop: ` +
+      "each row written to a payload table pays a read of the mark";
+  process.emitWarning(
+    `cairn: the PostgreSQL store (${ctx.description}) ${what} (${driverMessage(err)}). ` +
+      `Open it once as the owner of its tables, ${owner}, which ` +
+      `${marked ? "installs" : "drops"} them, or give this role the owner's rights: ` +
+      `GRANT ${owner} TO ${role}.`,
+    { code: "CAIRN_PLAIN_TRIGGERS_REFUSED" },
+  );
+}
+
+/** The server's words of a driver error (or of the one a StoreError wraps). */
+function driverMessage(err: unknown): string {
+  let e = err instanceof CairnError ? err.cause : err;
+  if (e instanceof CairnError) e = e.cause;
+  const message = e instanceof Error ? e.message : String(e);
+  const code = sqlState(err);
+  return code ? `${message}: SQLSTATE ${code}` : message;
 }
 
 export async function isMarkedEncrypted(ctx: StoreContext): Promise<boolean> {
@@ -89,18 +155,19 @@ export async function isMarkedEncrypted(ctx: StoreContext): Promise<boolean> {
   return (r.rowCount ?? 0) > 0;
 }
 
-/** Removes the mark and the triggers, together. */
+/** Removes the mark and the triggers (of any version), together. */
 export async function unmarkEncrypted(ctx: StoreContext): Promise<void> {
   const { db, t } = ctx;
   const unmark = (tx: Tx) => tx.query(`DELETE FROM ${t.storeMarks} WHERE name = $1`, [ENCRYPTED]);
   try {
     await db.transaction("unmarkEncrypted", "idempotent", async (tx) => {
       await unmark(tx);
-      await dropPlainTriggers(ctx, tx);
+      await syncPlainTriggers(ctx, tx);
     });
   } catch (err) {
     // A role that may not drop them, or a table's lock not had in time: the mark goes alone,
-    // and the triggers left read the mark before they refuse (they refuse nothing).
+    // and the triggers left read the mark before they refuse (they refuse nothing); the
+    // next open of the store, or a later removal, drops them.
     const code = sqlState(err);
     if (code !== "42501" && code !== "55P03") throw err;
     await db.transaction("unmarkEncrypted", "idempotent", unmark);
