@@ -2,6 +2,7 @@
 // is written, so opening an encrypted store that is already marked writes nothing. The mark
 // comes with triggers that refuse plain payloads in the database (plain-triggers.ts).
 
+import pg from "pg";
 import { CairnError } from "../../errors.js";
 import type { Tx } from "./connection.js";
 import {
@@ -174,12 +175,15 @@ export async function unmarkEncrypted(ctx: StoreContext): Promise<void> {
   }
 }
 
-/** The SQLSTATE of a driver error, or of the one a StoreError wraps; undefined for an error
- *  of the connection (Node's codes such as "ECONNRESET", and class 08). */
-function sqlState(err: unknown): string | undefined {
+/** The SQLSTATE of an error the server sent (pg's DatabaseError), or of the one a StoreError
+ *  wraps; undefined for an error of the connection: Node's codes (a five-letter one such as
+ *  "EPIPE" too, which the shape of an SQLSTATE let through: a connection lost mid-install was
+ *  taken for a refusal and the store marked without triggers) and class 08. */
+export function sqlState(err: unknown): string | undefined {
   let e = err instanceof CairnError ? err.cause : err;
   if (e instanceof CairnError) e = e.cause;
-  const code = e !== null && typeof e === "object" ? (e as { code?: unknown }).code : undefined;
+  if (!(e instanceof pg.DatabaseError)) return undefined;
+  const code = e.code;
   return typeof code === "string" && /^[0-9A-Z]{5}$/.test(code) && !code.startsWith("08")
     ? code
     : undefined;
