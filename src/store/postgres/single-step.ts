@@ -10,11 +10,11 @@
 //   locked row is read again as committed, the epoch differs, nothing is inserted) or waits
 //   for this commit and then sees the step.
 //   The lock is kept on purpose. It is the fence's only write: one Heap/LOCK WAL record
-//   (54 bytes) and a dirtied runs page a step, and about 10 us of the server's CPU of the
-//   INSERT's 220-320 (medians of 1,500-3,000 statements interleaved with the same INSERT
-//   without it, three sittings on a loaded 2-core machine, bench/pg-fence-cost.ts: 8.7,
-//   10.7 and 11.2 us); the read of the epoch costs another 15-25 us against INSERT ...
-//   VALUES. A fence that writes no WAL, a shared advisory lock here and an exclusive one in
+//   (54 bytes) and a dirtied runs page a step, and at most about 10 us of the server's CPU
+//   of the INSERT's 220-320 (the difference of medians of 1,500-3,000 statements
+//   interleaved with the same INSERT without it, four sittings on a loaded 2-core machine,
+//   bench/pg-fence-cost.ts: 8.7, 10.7, 11.2 and -1.5 us); the read of the epoch costs
+//   another 15-25 us against INSERT ... VALUES. A fence that writes no WAL, a shared advisory lock here and an exclusive one in
 //   every path that moves the epoch, costs about as little (adv in that bench), but in one
 //   statement it is taken after the statement's snapshot: a claim that committed between
 //   the two would go unseen and the stale write land. Only a row lock re-reads the row as
