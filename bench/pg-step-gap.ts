@@ -2,7 +2,9 @@
 // PostgreSQL, beside the raw floor (20 single-row INSERTs on one connection), the two
 // alternated run by run. For every query: the time from the previous query's answer to its
 // send (the client's JavaScript on the critical path: nothing is in flight meanwhile) and
-// from its send to its answer (server, network and the commit's flush), by statement. A
+// from its send to its answer (server, network and the commit's flush; and the event
+// loop's busy time within it: JavaScript that ran while the answer was awaited, which
+// delays its reading if it outlasts the server), by statement. A
 // step's gap is split at the store's edge: the store's receive path (the INSERT's answer to
 // appendRecords resolving), the engine (that to the next appendRecords call) and the
 // store's send path (that call to the INSERT's send). Wall time: on a loaded machine the
@@ -27,7 +29,7 @@ let on = false;
 let lastAnswer = 0;
 let storeCalled = 0;
 let storeAnswered: number | undefined;
-const byStatement = new Map<string, { gap: number[]; trip: number[] }>();
+const byStatement = new Map<string, { gap: number[]; trip: number[]; busy: number[] }>();
 const split = { receive: [] as number[], engine: [] as number[], send: [] as number[] };
 
 const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
@@ -35,6 +37,7 @@ const realQuery = proto.query;
 proto.query = function (this: unknown, ...args: unknown[]) {
   const sent = performance.now();
   const answer = realQuery.apply(this, args);
+  const elu0 = performance.eventLoopUtilization();
   if (on && answer instanceof Promise) {
     const q = args[0] as string | { name?: string; text?: string };
     const key = (typeof q === "string" ? q : (q.name ?? q.text ?? ""))
@@ -46,9 +49,10 @@ proto.query = function (this: unknown, ...args: unknown[]) {
     answer.then(
       () => {
         lastAnswer = performance.now();
-        const e = byStatement.get(key) ?? { gap: [], trip: [] };
+        const e = byStatement.get(key) ?? { gap: [], trip: [], busy: [] };
         e.gap.push(gap * 1000);
         e.trip.push((lastAnswer - sent) * 1000);
+        e.busy.push(performance.eventLoopUtilization(elu0).active * 1000);
         byStatement.set(key, e);
       },
       () => {},
@@ -137,7 +141,8 @@ try {
   for (const [key, e] of [...byStatement].sort((a, b) => b[1].gap.length - a[1].gap.length)) {
     console.log(
       `${(e.gap.length / runs).toFixed(2).padStart(6)}/run  gap before ${median(e.gap).toFixed(0).padStart(5)}` +
-        `  send->answer ${median(e.trip).toFixed(0).padStart(5)}  ${key}`,
+        `  send->answer ${median(e.trip).toFixed(0).padStart(5)} (the loop busy` +
+        ` ${median(e.busy).toFixed(0).padStart(4)} of it)  ${key}`,
     );
   }
 } finally {
