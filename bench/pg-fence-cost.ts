@@ -146,6 +146,8 @@ try {
     for (const name of NAMES) console.log(`WAL ${name.padEnd(6)} ${await walOf(name, 300)}`);
   }
 } finally {
-  await c.query(`DROP SCHEMA IF EXISTS ${t} CASCADE`).catch(() => {});
+  await c
+    .query(`DROP SCHEMA IF EXISTS ${t} CASCADE`)
+    .catch((err) => console.error(`pg-fence-cost: schema ${schema} left behind: ${String(err)}`));
   await c.end().catch(() => {});
 }

@@ -147,6 +147,8 @@ try {
   }
 } finally {
   await engine.close();
-  await raw.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => {});
+  await raw
+    .query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
+    .catch((err) => console.error(`pg-step-gap: schema ${schema} left behind: ${String(err)}`));
   await raw.end().catch(() => {});
 }
