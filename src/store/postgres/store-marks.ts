@@ -4,7 +4,7 @@
 
 import pg from "pg";
 import { CairnError } from "../../errors.js";
-import type { Tx } from "./connection.js";
+import { isConnectionError, type Tx } from "./connection.js";
 import {
   type GuardState,
   guardState,
@@ -46,7 +46,7 @@ export async function markEncrypted(ctx: StoreContext): Promise<void> {
       return;
     } catch (err) {
       const code = sqlState(err);
-      // A connection lost (no SQLSTATE: "ECONNRESET" and the like) is thrown as it was.
+      // A connection lost (no SQLSTATE: "ECONNRESET", a backend terminated: 57P01) is thrown.
       if (code === undefined) throw err;
       // A table's lock not had in time (writers kept it): the install gave every table back;
       // it is tried again a few times, a while apart, locking first the table it could not
@@ -178,15 +178,16 @@ export async function unmarkEncrypted(ctx: StoreContext): Promise<void> {
 /** The SQLSTATE of an error the server sent (pg's DatabaseError), or of the one a StoreError
  *  wraps; undefined for an error of the connection: Node's codes (a five-letter one such as
  *  "EPIPE" too, which the shape of an SQLSTATE let through: a connection lost mid-install was
- *  taken for a refusal and the store marked without triggers) and class 08. */
+ *  taken for a refusal and the store marked without triggers), and the codes the server sends
+ *  as the session ends (connection.ts isConnectionError: class 08, 57P01 of a backend
+ *  terminated while the install waited for a lock, 57P02, 57P03, 53300), which were read as a
+ *  refusal once the transaction's own retries were spent. */
 export function sqlState(err: unknown): string | undefined {
   let e = err instanceof CairnError ? err.cause : err;
   if (e instanceof CairnError) e = e.cause;
-  if (!(e instanceof pg.DatabaseError)) return undefined;
+  if (!(e instanceof pg.DatabaseError) || isConnectionError(e)) return undefined;
   const code = e.code;
-  return typeof code === "string" && /^[0-9A-Z]{5}$/.test(code) && !code.startsWith("08")
-    ? code
-    : undefined;
+  return typeof code === "string" && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
 }
 
 /** The parents of `runs` (a cancel's reason is cairn's only where each id in it names the
