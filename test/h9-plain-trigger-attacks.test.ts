@@ -8,13 +8,16 @@
 
 import { randomBytes } from "node:crypto";
 import pg from "pg";
-import { describe, expect, it } from "vitest";
-import { StoreError } from "../src/errors.js";
+import { afterAll, describe, expect, it } from "vitest";
+import { EncryptionKeyMissingError, StoreError, toErrorRecord } from "../src/errors.js";
+import { encryptedStore, type Store } from "../src/index.js";
 import { postgresStore } from "../src/postgres.js";
 import { sqlState } from "../src/store/postgres/store-marks.js";
+import type { ErrorRecord, StepRecord } from "../src/store/store.js";
 import { createVirtualClock } from "../src/testing/index.js";
 import { pgUrl } from "./helpers/engines.js";
-import { markedSchemas, url } from "./helpers/marked-schemas.js";
+import { k1, markedSchemas, url } from "./helpers/marked-schemas.js";
+import { newRun, refusal, stepWith } from "./helpers/plain-records.js";
 
 const { admin, track, triggers } = markedSchemas();
 
@@ -110,6 +113,444 @@ describe.skipIf(!pgUrl)("PostgreSQL: a connection lost while the install waits",
       await blocker.end();
       await store.close();
       await pool.end();
+    }
+  });
+});
+
+// ---- Races: what held (each checks the invariant, no mend behind it) ----
+
+const TABLES = [
+  "runs",
+  "steps",
+  "attempts",
+  "intents",
+  "events",
+  "run_streams",
+  "workspace_objects",
+  "approvals",
+];
+
+/** Whether `write` went (true) or was refused as plain (false); any other error thrown. */
+async function went(write: Promise<unknown>): Promise<boolean> {
+  try {
+    await write;
+    return true;
+  } catch (err) {
+    if (err instanceof EncryptionKeyMissingError) return false;
+    throw err;
+  }
+}
+
+/** Marked, and this build's eight triggers and no other; or unmarked. */
+async function markAgrees(schema: string): Promise<{ marked: boolean; names: string[] }> {
+  const r = await admin.query(
+    `SELECT EXISTS (SELECT 1 FROM "${schema}".store_marks WHERE name = 'encrypted') AS marked,
+       array(SELECT c.relname || ':' || t.tgname FROM pg_trigger t
+         JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace s ON s.oid = c.relnamespace
+         WHERE s.nspname = $1 AND t.tgname LIKE 'cairn_plain_guard%' ORDER BY 1) AS names`,
+    [schema],
+  );
+  return { marked: r.rows[0].marked, names: r.rows[0].names };
+}
+
+describe.skipIf(!pgUrl)("PostgreSQL: the mark's triggers under races", () => {
+  it("a keyless writer and keyless opens racing a keyed open: no plain write after the mark", async () => {
+    const schema = schemaName();
+    const make = () => postgresStore(url, { schema });
+    const clock = createVirtualClock();
+    // Opened before the mark, its clock frozen: it believes "not marked" for good, so only
+    // the triggers stand between it and the marked store.
+    const plain = make();
+    await plain.open({ clock });
+    try {
+      for (let round = 0; round < 6; round++) {
+        let stop = false;
+        const outcomes: Array<{ ok: boolean; afterMark: boolean }> = [];
+        let marked = false;
+        const writer = (async () => {
+          for (let i = 0; !stop; i++) {
+            const afterMark = marked;
+            const ok = await went(plain.createRun(newRun(`r${round}-${i}`, '"SECRET"')));
+            outcomes.push({ ok, afterMark });
+          }
+        })();
+        // Keyless opens, each reading the mark and perhaps syncing the triggers.
+        const openers = (async () => {
+          while (!stop) {
+            const s = make();
+            await s.open({ clock });
+            await s.close();
+          }
+        })();
+        await new Promise((resolve) => setTimeout(resolve, 20 + round * 10));
+        const keyed = encryptedStore(make(), { keys: [k1] });
+        await keyed.open({ clock });
+        marked = true;
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        stop = true;
+        await Promise.all([writer, openers]);
+        await keyed.close();
+        expect(outcomes.filter((o) => o.afterMark).length).toBeGreaterThan(0);
+        // Every plain write begun after the keyed open returned was refused, and none went
+        // after the first refusal.
+        expect(outcomes.filter((o) => o.afterMark && o.ok)).toEqual([]);
+        const first = outcomes.findIndex((o) => !o.ok);
+        expect(outcomes.slice(first).filter((o) => o.ok)).toEqual([]);
+        const now = await markAgrees(schema);
+        expect(now.marked).toBe(true);
+        expect(now.names).toHaveLength(8);
+        // Unmarked again for the next round (the plain store's removal).
+        await plain.unmarkEncrypted!();
+        expect(await markAgrees(schema)).toEqual({ marked: false, names: [] });
+      }
+    } finally {
+      await plain.close();
+    }
+  });
+
+  it("a replace of another build's triggers racing writers: plain refused, keyed written", async () => {
+    const schema = schemaName();
+    const make = () => postgresStore(url, { schema });
+    const clock = createVirtualClock();
+    const plain = make();
+    await plain.open({ clock });
+    const keyed = encryptedStore(make(), { keys: [k1] });
+    await keyed.open({ clock });
+    try {
+      const ours = (await markAgrees(schema)).names[0]!.split(":")[1]!;
+      const { run } = await keyed.createRun(newRun("k", "-1"));
+      let keyedWrites = 0;
+      let plainTries = 0;
+      for (let round = 0; round < 6; round++) {
+        // Another build's triggers (another name), beside ours or instead.
+        for (const table of TABLES) {
+          if (round % 2 === 0) {
+            await admin.query(
+              `ALTER TRIGGER ${ours} ON "${schema}".${table} RENAME TO cairn_plain_guard_1`,
+            );
+          } else {
+            await admin.query(
+              `CREATE TRIGGER cairn_plain_guard_1 BEFORE INSERT OR UPDATE ON "${schema}".${table}
+                 FOR EACH ROW EXECUTE FUNCTION "${schema}".cairn_plain_${
+                   table === "run_streams"
+                     ? "streams"
+                     : table === "workspace_objects"
+                       ? "objects"
+                       : table
+                 }()`,
+            );
+          }
+        }
+        let stop = false;
+        const plainWriter = (async () => {
+          for (let i = 0; !stop; i++) {
+            plainTries++;
+            expect(await went(plain.createRun(newRun(`p${round}-${i}`, '"SECRET"')))).toBe(false);
+            expect(
+              await went(
+                plain.appendRecords([
+                  { runId: "k", epoch: run.epoch, steps: [stepWith("k", `p${round}-${i}`, '"S"')] },
+                ]),
+              ),
+            ).toBe(false);
+          }
+        })();
+        const keyedWriter = (async () => {
+          for (let i = 0; !stop; i++) {
+            const out = await keyed.appendRecords([
+              { runId: "k", epoch: run.epoch, steps: [stepWith("k", `k${round}-${i}`, '"S"')] },
+            ]);
+            expect(out).toEqual([{ ok: true }]);
+            keyedWrites++;
+          }
+        })();
+        // A keyed open (a keyless one tries the replace once: under these writers it mostly
+        // times out on a lock and leaves the other build's triggers, which still refuse).
+        const opener = encryptedStore(make(), { keys: [k1] });
+        await opener.open({ clock });
+        await opener.close();
+        stop = true;
+        await Promise.all([plainWriter, keyedWriter]);
+        expect(await markAgrees(schema)).toEqual({
+          marked: true,
+          names: TABLES.map((t) => `${t}:${ours}`).sort(),
+        });
+      }
+      expect(keyedWrites).toBeGreaterThan(0);
+      expect(plainTries).toBeGreaterThan(0);
+      const leaked = await admin.query(
+        `SELECT count(*)::int AS n FROM "${schema}".steps WHERE result NOT LIKE 'cairn:enc:%'`,
+      );
+      expect(leaked.rows[0].n).toBe(0);
+    } finally {
+      await keyed.close();
+      await plain.close();
+    }
+  });
+
+  it("unmark racing mark: marked always comes with this build's eight triggers", async () => {
+    const schema = schemaName();
+    const make = () => postgresStore(url, { schema });
+    const clock = createVirtualClock();
+    const a = make();
+    const b = make();
+    await a.open({ clock });
+    await b.open({ clock });
+    try {
+      for (let round = 0; round < 12; round++) {
+        const delay = (round % 4) * 3;
+        await Promise.all([
+          a.markEncrypted!(),
+          new Promise((resolve) => setTimeout(resolve, delay)).then(() => b.unmarkEncrypted!()),
+        ]);
+        const now = await markAgrees(schema);
+        if (now.marked) expect(now.names).toHaveLength(8);
+        // Triggers left on an unmarked store refuse nothing.
+        if (!now.marked) {
+          expect((await a.createRun(newRun(`u${round}`, '"plain"'))).created).toBe(true);
+        }
+      }
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
+  it("an unmark that cannot lock a table in time removes the mark alone; the next open drops the triggers", async () => {
+    const schema = schemaName();
+    const make = () => postgresStore(url, { schema });
+    const clock = createVirtualClock();
+    const keyed = encryptedStore(make(), { keys: [k1] });
+    await keyed.open({ clock });
+    await keyed.close();
+    expect(await triggers(schema)).toBe(8);
+    const blocker = new pg.Client({ connectionString: url });
+    await blocker.connect();
+    const plain = make();
+    await plain.open({ clock });
+    try {
+      await blocker.query("BEGIN");
+      await blocker.query(`LOCK TABLE "${schema}".events IN ROW EXCLUSIVE MODE`);
+      await plain.unmarkEncrypted!();
+      await blocker.query("ROLLBACK");
+      expect((await markAgrees(schema)).marked).toBe(false);
+      expect(await triggers(schema)).toBe(8);
+      // They refuse nothing; the next open drops them.
+      expect((await plain.createRun(newRun("p", '"plain"'))).created).toBe(true);
+      const next = make();
+      await next.open({ clock });
+      await next.close();
+      expect(await triggers(schema)).toBe(0);
+    } finally {
+      await blocker.query("ROLLBACK").catch(() => {});
+      await blocker.end();
+      await plain.close();
+    }
+  });
+});
+
+// ---- Hostile inputs through the triggers: what held ----
+
+describe.skipIf(!pgUrl)("PostgreSQL: hostile payloads through the mark's triggers", () => {
+  it("escapes, lone surrogates, a forged envelope and huge texts: plain refused (CNPLN), keyed written", async () => {
+    const schema = schemaName();
+    const make = () => postgresStore(url, { schema });
+    const clock = createVirtualClock();
+    const plain = make();
+    await plain.open({ clock });
+    const keyed = encryptedStore(make(), { keys: [k1] });
+    await keyed.open({ clock });
+    try {
+      expect(await triggers(schema)).toBe(8);
+      const { run } = await keyed.createRun(newRun("k", "-1"));
+      const step = (key: string, error: ErrorRecord | null, result: string | null): StepRecord => ({
+        ...stepWith("k", key, result ?? "-1"),
+        outcome: error ? "error" : "ok",
+        result,
+        error,
+      });
+      const write = (s: Store, st: StepRecord) =>
+        s.appendRecords([{ runId: "k", epoch: run.epoch, steps: [st] }]);
+      const hostileNames = [
+        "N\u0000",
+        "S\ud800",
+        "L\udc00x",
+        "\\u0000",
+        "\\\u0000",
+        'q"\\',
+        "cairn:enc:1:",
+      ];
+      let n = 0;
+      for (const name of hostileNames) {
+        // Kept plain by a keyed store (an error's name): written.
+        const e: ErrorRecord = { name, code: "C", message: "secret", stack: "at x" };
+        expect(await write(keyed, step(`k${n}`, e, null))).toEqual([{ ok: true }]);
+        expect((await keyed.loadJournal("k")).steps.find((s) => s.key === `k${n}`)?.error).toEqual(
+          e,
+        );
+        // A keyless one: refused as plain, by the trigger, whatever the name holds.
+        const err = await refusal(write(plain, step(`p${n}`, e, null)));
+        expect(err.what).toBe(`the error of step "p${n}" of run "k"`);
+        n++;
+      }
+      // Messages holding the escapes, or a forged envelope as the engine stores it (escaped,
+      // errors.ts toErrorRecord), or a string forged after an escape: all plain.
+      for (const message of [
+        "\u0000cairn:enc:1:x",
+        "\ud800",
+        toErrorRecord(new Error("cairn:enc:1:k1:SECRET")).message,
+        toErrorRecord(new Error("cairn:enc:")).message,
+        "cairn:enc:0:",
+      ]) {
+        const e: ErrorRecord = { name: "E", code: "C", message, stack: "s" };
+        const err = await refusal(write(plain, step(`m${n}`, e, null)));
+        expect(err.what).toBe(`the error of step "m${n}" of run "k"`);
+        n++;
+      }
+      // Huge: 16 MB of plain text refused, 16 MB encrypted written.
+      const big = JSON.stringify("x".repeat(16 * 1024 * 1024));
+      const errBig = await refusal(write(plain, step("huge-plain", null, big)));
+      expect(errBig.what).toBe('the result of step "huge-plain" of run "k"');
+      expect(await write(keyed, step("huge-keyed", null, big))).toEqual([{ ok: true }]);
+      // A huge error full of escapes in its (plain) name, keyed: written.
+      const bigName = "\u0000\ud800".repeat(256 * 1024);
+      const eb: ErrorRecord = { name: bigName, code: "C", message: "m", stack: "s" };
+      expect(await write(keyed, step("huge-name", eb, null))).toEqual([{ ok: true }]);
+      await refusal(write(plain, step("huge-name-plain", eb, null)));
+      // Nothing plain landed.
+      const rows = await admin.query(
+        `SELECT key FROM "${schema}".steps
+          WHERE (result IS NOT NULL AND result <> '-1' AND result NOT LIKE 'cairn:enc:1:%')
+             OR (error IS NOT NULL AND error NOT LIKE '%"cairn:enc:1:%')`,
+      );
+      expect(rows.rows).toEqual([]);
+    } finally {
+      await keyed.close();
+      await plain.close();
+    }
+  });
+});
+
+// ---- The roles the warning names ----
+// - The grant the warning advises (GRANT "<owner>" TO "<writer>") let the writer install the
+//   triggers, but CREATE FUNCTION made the writer the functions' owner: at the next build's
+//   open, the tables' owner (and any other writer granted the owner's rights) could not
+//   replace them (CREATE OR REPLACE FUNCTION wants the function's owner, 42501), was told to
+//   open the store as the tables' owner, which it was, and the earlier build's functions and
+//   triggers stayed. The install now hands the functions to the tables' owner.
+
+describe.skipIf(!pgUrl)("PostgreSQL: the mark's functions belong to the tables' owner", () => {
+  const tag = randomBytes(4).toString("hex");
+  const owner = `h9_owner_${tag}`;
+  const writer = `h9_writer_${tag}`;
+  const other = `h9_other_${tag}`;
+  const database = new URL(url).pathname.slice(1);
+  const as = (role: string) => {
+    const u = new URL(url);
+    u.username = role;
+    u.password = "";
+    return u.toString();
+  };
+  afterAll(async () => {
+    for (const role of [other, writer, owner]) {
+      await admin.query(`DROP OWNED BY ${role} CASCADE`).catch(() => {});
+      await admin.query(`REVOKE ALL ON DATABASE "${database}" FROM ${role}`).catch(() => {});
+      await admin.query(`DROP ROLE IF EXISTS ${role}`);
+    }
+  });
+
+  it("a writer granted the owner's rights installs; the owner, or another such writer, replaces", async () => {
+    for (const role of [owner, writer, other]) await admin.query(`CREATE ROLE ${role} LOGIN`);
+    await admin.query(`GRANT CREATE ON DATABASE "${database}" TO ${owner}`);
+    await admin.query(`GRANT ${owner} TO ${writer}`);
+    await admin.query(`GRANT ${owner} TO ${other}`);
+    const schema = schemaName();
+    const clock = createVirtualClock();
+    const first = postgresStore(as(owner), { schema });
+    await first.open({ clock });
+    await first.close();
+
+    const warnings: Error[] = [];
+    const onWarning = (w: Error) => {
+      if ((w as { code?: string }).code === "CAIRN_PLAIN_TRIGGERS_REFUSED") warnings.push(w);
+    };
+    process.on("warning", onWarning);
+    try {
+      // The writer, as the warning advised, marks the store and installs the triggers.
+      const w = encryptedStore(postgresStore(as(writer), { schema }), { keys: [k1] });
+      await w.open({ clock });
+      await w.close();
+      const ours = (await markAgrees(schema)).names[0]!.split(":")[1]!;
+      expect(await triggers(schema)).toBe(8);
+      const owners = await admin.query(
+        `SELECT DISTINCT pg_get_userbyid(p.proowner) AS o FROM pg_proc p
+           JOIN pg_namespace n ON n.oid = p.pronamespace
+         WHERE n.nspname = $1 AND p.proname LIKE 'cairn%'`,
+        [schema],
+      );
+      expect(owners.rows.map((r) => r.o)).toEqual([owner]);
+
+      // Another build's triggers (as an upgrade finds them): the owner's open replaces them,
+      // and so does another writer's.
+      for (const [i, role] of [owner, other].entries()) {
+        for (const table of TABLES) {
+          await admin.query(
+            `ALTER TRIGGER ${ours} ON "${schema}".${table} RENAME TO cairn_plain_guard_${i + 1}`,
+          );
+        }
+        const s = encryptedStore(postgresStore(as(role), { schema }), { keys: [k1] });
+        await s.open({ clock });
+        await new Promise((resolve) => setImmediate(resolve));
+        await s.close();
+        expect(warnings.map((x) => x.message)).toEqual([]);
+        expect(await markAgrees(schema)).toEqual({
+          marked: true,
+          names: TABLES.map((t) => `${t}:${ours}`).sort(),
+        });
+      }
+
+      // As a writer's install before the mend left them: the functions the writer's own. The
+      // owner's open is refused, and told to open the store as the functions' owner (it was
+      // told to open it as the tables' owner: itself); that writer's open replaces them, and
+      // hands the functions over.
+      const rename = async (to: string) => {
+        for (const table of TABLES) {
+          const from = (await markAgrees(schema)).names.find((n) => n.startsWith(`${table}:`));
+          await admin.query(
+            `ALTER TRIGGER ${from!.split(":")[1]} ON "${schema}".${table} RENAME TO ${to}`,
+          );
+        }
+      };
+      const fns = await admin.query(
+        `SELECT p.oid::regprocedure::text AS f FROM pg_proc p
+           JOIN pg_namespace n ON n.oid = p.pronamespace
+         WHERE n.nspname = $1 AND p.proname LIKE 'cairn%'`,
+        [schema],
+      );
+      for (const { f } of fns.rows) await admin.query(`ALTER FUNCTION ${f} OWNER TO ${writer}`);
+      await rename("cairn_plain_guard_3");
+      const byOwner = encryptedStore(postgresStore(as(owner), { schema }), { keys: [k1] });
+      await byOwner.open({ clock });
+      await new Promise((resolve) => setImmediate(resolve));
+      await byOwner.close();
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]!.message).toContain(
+        `Open it once as the owner of its triggers' functions, "${writer}"`,
+      );
+      expect(warnings[0]!.message).toContain(`GRANT "${writer}" TO "${owner}"`);
+      const byWriter = encryptedStore(postgresStore(as(writer), { schema }), { keys: [k1] });
+      await byWriter.open({ clock });
+      await byWriter.close();
+      expect((await markAgrees(schema)).names).toEqual(TABLES.map((t) => `${t}:${ours}`).sort());
+      await rename("cairn_plain_guard_4");
+      const again = encryptedStore(postgresStore(as(owner), { schema }), { keys: [k1] });
+      await again.open({ clock });
+      await new Promise((resolve) => setImmediate(resolve));
+      await again.close();
+      expect(warnings).toHaveLength(1);
+      expect((await markAgrees(schema)).names).toEqual(TABLES.map((t) => `${t}:${ours}`).sort());
+    } finally {
+      process.off("warning", onWarning);
     }
   });
 });

@@ -301,6 +301,30 @@ export function guardState(names: readonly string[] | null | undefined): GuardSt
   return names.length === 1 && names[0] === TRIGGER ? "current" : "other";
 }
 
+/** The functions' names (functions() creates them, in this order). */
+const FUNCTION_NAMES = functions('"s"').map((sql) => /FUNCTION "s"\.(\w+)\(/.exec(sql)![1]!);
+
+/** Hands the functions to the tables' owner, where this role may (a member of that role,
+ *  which may create in the schema): CREATE FUNCTION made this role their owner, and CREATE OR
+ *  REPLACE FUNCTION wants the owner. A writer given the owner's rights (the grant
+ *  CAIRN_PLAIN_TRIGGERS_REFUSED advises) installed them as its own, and the next build's
+ *  open by the owner, or by another such writer, was refused (42501) and told to open the
+ *  store as the owner it was: the earlier build's functions and triggers stayed. */
+function toTablesOwner(q: string): string {
+  return `DO $d$
+    DECLARE f record;
+    BEGIN
+      FOR f IN SELECT p.oid::regprocedure AS fn, pg_get_userbyid(c.relowner) AS owner
+          FROM pg_class c JOIN pg_proc p ON p.pronamespace = c.relnamespace
+          WHERE c.oid = '${q}.runs'::regclass
+            AND p.proname = ANY (ARRAY[${FUNCTION_NAMES.map((n) => `'${n}'`).join(", ")}])
+            AND p.proowner <> c.relowner AND pg_has_role(c.relowner, 'MEMBER')
+            AND has_schema_privilege(c.relowner, c.relnamespace, 'CREATE') LOOP
+        EXECUTE format('ALTER FUNCTION %s OWNER TO %I', f.fn, f.owner);
+      END LOOP;
+    END $d$`;
+}
+
 /** How long the install waits for one table's lock before it gives the tables back. */
 export const INSTALL_LOCK_TIMEOUT_MS = 250;
 
@@ -353,7 +377,10 @@ export async function syncPlainTriggers(
   // The functions first (they lock no table): a role that may not create them is refused
   // before it holds any table. A trigger of another version beside this one's means a
   // cairn of that version replaced them (they are shared by name): written anew too.
-  if (marked) for (const sql of functions(q)) await tx.query(sql);
+  if (marked) {
+    for (const sql of functions(q)) await tx.query(sql);
+    await tx.query(toTablesOwner(q));
+  }
   const rank = (table: string) => {
     const i = order.indexOf(table);
     return i === -1 ? order.length : i;

@@ -103,24 +103,31 @@ async function readMark(ctx: StoreContext): Promise<{ marked: boolean; guard: Gu
 
 /** Says, once per open, that this role may not install (marked) or remove (unmarked) the
  *  triggers, and what to grant: the tables' owner may (CREATE OR REPLACE FUNCTION wants the
- *  functions' owner, DROP TRIGGER the table's). A role that may not write runs (a dashboard's,
+ *  functions' owner, which the install makes the tables' owner where it may, DROP TRIGGER the
+ *  table's), or, for an install, the functions' owner if another role owns them. A role that may not write runs (a dashboard's,
  *  `cairn show`'s) is not told: it writes no payload, and could not mend it. */
 async function refused(ctx: StoreContext, marked: boolean, err: unknown): Promise<void> {
   refusedThisOpen.add(ctx);
   const who = await ctx.db
-    .statement<{ role: string; owner: string; writes: boolean }>(
+    .statement<{ role: string; owner: string; fns: string | null; writes: boolean }>(
       "isMarkedEncrypted",
       "idempotent",
-      `SELECT current_user::text AS role, pg_get_userbyid(relowner)::text AS owner,
-          has_table_privilege(oid, 'INSERT, UPDATE') AS writes
-        FROM pg_class WHERE oid = '${ctx.t.runs}'::regclass`,
+      `SELECT current_user::text AS role, pg_get_userbyid(c.relowner)::text AS owner,
+          (SELECT pg_get_userbyid(p.proowner)::text FROM pg_proc p
+            WHERE p.pronamespace = c.relnamespace AND p.proname = 'cairn_plain'
+              AND p.proowner <> c.relowner LIMIT 1) AS fns,
+          has_table_privilege(c.oid, 'INSERT, UPDATE') AS writes
+        FROM pg_class c WHERE c.oid = '${ctx.t.runs}'::regclass`,
     )
     .then((r) => r.rows[0])
     .catch(() => undefined);
   if (who?.writes === false) return;
   const ident = (name: string) => `"${name.replaceAll('"', '""')}"`;
   const role = who ? ident(who.role) : "<this role>";
-  const owner = who ? ident(who.owner) : "<the tables' owner>";
+  // Functions another role owns (one that installed them before the install handed them to
+  // the tables' owner: plain-triggers.ts toTablesOwner) are replaced by that role alone.
+  const byFns = marked && !!who?.fns;
+  const owner = who ? ident(byFns ? who.fns! : who.owner) : "<the tables' owner>";
   const what = marked
     ? `is marked encrypted, but the role ${role} may not install the triggers that refuse ` +
       "plain payloads in the database, so a process without keys that opened it before the " +
@@ -129,7 +136,7 @@ async function refused(ctx: StoreContext, marked: boolean, err: unknown): Promis
       "each row written to a payload table pays a read of the mark";
   process.emitWarning(
     `cairn: the PostgreSQL store (${ctx.description}) ${what} (${driverMessage(err)}). ` +
-      `Open it once as the owner of its tables, ${owner}, which ` +
+      `Open it once as the owner of its ${byFns ? "triggers' functions" : "tables"}, ${owner}, which ` +
       `${marked ? "installs" : "drops"} them, or give this role the owner's rights: ` +
       `GRANT ${owner} TO ${role}.`,
     { code: "CAIRN_PLAIN_TRIGGERS_REFUSED" },
