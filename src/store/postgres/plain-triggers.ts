@@ -309,7 +309,8 @@ const FUNCTION_NAMES = functions('"s"').map((sql) => /FUNCTION "s"\.(\w+)\(/.exe
  *  REPLACE FUNCTION wants the owner. A writer given the owner's rights (the grant
  *  CAIRN_PLAIN_TRIGGERS_REFUSED advises) installed them as its own, and the next build's
  *  open by the owner, or by another such writer, was refused (42501) and told to open the
- *  store as the owner it was: the earlier build's functions and triggers stayed. */
+ *  store as the owner it was: the earlier build's functions and triggers stayed. Never fails
+ *  the install: a change of owner refused leaves them this role's. */
 function toTablesOwner(q: string): string {
   return `DO $d$
     DECLARE f record;
@@ -320,7 +321,11 @@ function toTablesOwner(q: string): string {
             AND p.proname = ANY (ARRAY[${FUNCTION_NAMES.map((n) => `'${n}'`).join(", ")}])
             AND p.proowner <> c.relowner AND pg_has_role(c.relowner, 'MEMBER')
             AND has_schema_privilege(c.relowner, c.relnamespace, 'CREATE') LOOP
-        EXECUTE format('ALTER FUNCTION %s OWNER TO %I', f.fn, f.owner);
+        BEGIN
+          EXECUTE format('ALTER FUNCTION %s OWNER TO %I', f.fn, f.owner);
+        EXCEPTION WHEN insufficient_privilege THEN
+          NULL; -- a membership without SET (PostgreSQL 16): they stay this role's, as before
+        END;
       END LOOP;
     END $d$`;
 }
