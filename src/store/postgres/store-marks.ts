@@ -80,14 +80,29 @@ export async function isMarkedEncryptedAtOpen(ctx: StoreContext): Promise<boolea
   refusedThisOpen.delete(ctx);
   const now = await readMark(ctx);
   if (now.guard !== (now.marked ? "current" : "none")) {
-    try {
-      await ctx.db.transaction("open", "idempotent", (tx) => syncPlainTriggers(ctx, tx));
-    } catch (err) {
-      if (sqlState(err) === "42501") await refused(ctx, now.marked, err);
+    // A table's lock not had in time is tried once more at once, that table locked first: a
+    // writer that holds steps and then writes runs (append_records) made the first try, which
+    // holds runs, time out whenever one was writing, and a keyless open (which has no mark's
+    // retries after it) left an earlier build's triggers, or a removed mark's, in place.
+    const order: LockOrder = [];
+    for (let attempt = 1; attempt <= OPEN_TRIES; attempt++) {
+      try {
+        await ctx.db.transaction("open", "idempotent", (tx) => syncPlainTriggers(ctx, tx, order));
+        break;
+      } catch (err) {
+        const code = sqlState(err);
+        if (code === "55P03" && order.length > 0) continue;
+        if (code === "42501") await refused(ctx, now.marked, err);
+        break;
+      }
     }
   }
   return now.marked;
 }
+
+/** Tries of an open's change of the triggers (the second locks first what the first could
+ *  not have). */
+const OPEN_TRIES = 2;
 
 async function readMark(ctx: StoreContext): Promise<{ marked: boolean; guard: GuardState }> {
   const { db, t } = ctx;
