@@ -186,6 +186,8 @@ export class Connection implements StoreContext {
   /** Writes waiting for the group transaction of this turn (writeGrouped). */
   #grouped: GroupedWrite[] = [];
   #flushArmed = false;
+  /** The epoch floor as last read on this connection (WriteTx.floor): new files start at 0. */
+  readonly #floor = { epoch: 0 };
   readonly #prepare = (sql: string): Database.Statement => {
     let s = this.#statements.get(sql);
     if (!s) {
@@ -348,6 +350,7 @@ export class Connection implements StoreContext {
         now: this.now(),
         hint: (h) => hints.push(h),
         savepoint: (inner) => (arg) => transaction(() => inner(arg)),
+        floor: this.#floor,
       }),
     );
     for (const h of hints) this.emit(h);

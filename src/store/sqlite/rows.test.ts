@@ -83,7 +83,7 @@ describe("SQLite step rows read as arrays", () => {
 // function would hand every verb reading a run another column's value.
 describe("SQLite runs rows read as arrays", () => {
   it("are RUN_COLUMNS, in order, and read back as the row object is", () => {
-    // NEW_RUN_COLUMNS (what a create writes) is the list but its last two: the hold.
+    // A create writes the list but the hold (its last two) and the epoch (sql.ts, insertRun).
     expect(RUN_ROW_COLUMNS.slice(-2)).toEqual(["held_by", "held_until"]);
     const db = new Database(":memory:");
     try {

@@ -33,6 +33,7 @@ import {
   type EventRow,
   eventFromRow,
   parseAmounts,
+  RUN_ROW_COLUMNS,
   type RunRow,
   runFromRow,
   type StepRow,
@@ -43,9 +44,11 @@ import {
   deliverEvent,
   findRow,
   findRun,
+  insertNewRow,
   insertRun,
   mustGetRun,
-  NEW_RUN_COLUMNS,
+  newRunInsert,
+  type ReadTx,
   type StoreContext,
   storeEvent,
   type WriteTx,
@@ -141,11 +144,22 @@ const FRESH_RUN: ReleasedFrom = {
   generation: 0,
 };
 
+const INSERT_RELEASED_RUN = newRunInsert(
+  `${RUN_ROW_COLUMNS.filter((c) => c !== "epoch").join(", ")}, crash_unjudged`,
+  "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '{}', ?, ?, ?, ?, NULL, NULL, 0, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?",
+);
+
 /** createReleasedRun with its release known before the run is written: the run is inserted
  *  as insertRun claimed and then releaseInTx under its first epoch would leave it, in ONE
- *  statement (not an insert, a read and an update, each touching the runs indexes), and
- *  returned as stored; undefined if the id exists (then nothing changes). */
-export function insertReleasedRun(tx: WriteTx, run: NewRun, r: RunEnd): RunRecord | undefined {
+ *  statement (not an insert, a read and an update, each touching the runs indexes; nor a
+ *  read of the store's mark: insertNewRow), and returned as stored; undefined if the id
+ *  exists (then nothing changes). `check`: the plain-payload guard's. */
+export function insertReleasedRun(
+  tx: WriteTx,
+  run: NewRun,
+  r: RunEnd,
+  check?: (tx: ReadTx) => void,
+): RunRecord | undefined {
   const limit = amountsJson(run.budgetLimit, () => `Budget limit of run "${run.id}"`);
   const s = releasedState(tx, { ...r, runId: run.id, epoch: 0 }, FRESH_RUN);
   const error = r.error ? errorJson(r.error) : null;
@@ -154,18 +168,11 @@ export function insertReleasedRun(tx: WriteTx, run: NewRun, r: RunEnd): RunRecor
   const crashUnjudged = s.status === "paused" && r.crashUnjudged === true ? 1 : 0;
   const heldBy = s.heldFor?.workerId ?? null;
   const heldUntil = s.heldFor ? tx.now + s.heldFor.ms : null;
-  // Only the epoch comes back (it is the epoch floor's): every other column is a value
-  // bound here, and the record is built from those values as runFromRow reads them back.
-  // RETURNING the whole row made SQLite build, and better-sqlite3 convert, 27 columns.
-  const inserted = tx
-    .prepare(
-      `INSERT INTO runs (${NEW_RUN_COLUMNS}, crash_unjudged, held_by, held_until) VALUES
-         (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '{}', ?, ?, ?, ?, NULL, NULL,
-          (SELECT epoch FROM epoch_floor) + 1, 0, 0, ?, ?, ?, ?, ?, ?, ?, ?)
-       ON CONFLICT (id) DO NOTHING
-       RETURNING epoch`,
-    )
-    .get(
+  // The record is built from the values bound here, as runFromRow reads them back.
+  const epoch = insertNewRow(
+    tx,
+    INSERT_RELEASED_RUN,
+    [
       run.id,
       run.workflow,
       run.version,
@@ -185,11 +192,14 @@ export function insertReleasedRun(tx: WriteTx, run: NewRun, r: RunEnd): RunRecor
       failedCalls,
       run.traceContext ?? null,
       run.handedInputDigest ?? null,
-      crashUnjudged,
       heldBy,
       heldUntil,
-    ) as { epoch: number } | undefined;
-  if (!inserted) return undefined;
+      crashUnjudged,
+    ],
+    1,
+    check,
+  );
+  if (epoch === undefined) return undefined;
   // Sent once the run exists (deliverEvent refuses nothing for a sender): as releaseInTx.
   for (const e of r.events ?? []) deliverEvent(tx, e);
   hintReleased(tx, run.id, s);
@@ -211,7 +221,7 @@ export function insertReleasedRun(tx: WriteTx, run: NewRun, r: RunEnd): RunRecor
     waiting_for: waitingFor,
     lease_owner: null,
     lease_until: null,
-    epoch: inserted.epoch,
+    epoch,
     generation: 0,
     cancel_requested: 0,
     created_at: tx.now,

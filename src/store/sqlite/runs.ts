@@ -13,12 +13,15 @@ import {
   type StoreContext,
 } from "./sql.js";
 
+/** `check`: the plain-payload guard's, run in the transaction (insertNewRow: where the store
+ *  is unmarked, inside the insert itself). */
 export function createRun(
   ctx: StoreContext,
   run: NewRun,
+  check?: (tx: ReadTx) => void,
 ): Promise<{ run: RunRecord; created: boolean }> {
   return ctx.writeGrouped("createRun", (tx) => {
-    const inserted = insertRun(tx, run, "{}");
+    const inserted = insertRun(tx, run, "{}", check);
     // Created claimed, it is leased: no other worker needs to hear of it.
     if (inserted && !run.claimBy) tx.hint({ kind: "runnable", runId: run.id });
     return inserted
@@ -36,11 +39,14 @@ export function createReleasedRun(
   ctx: StoreContext,
   run: NewRun,
   end: (tx: ReadTx) => RunEnd | undefined,
+  check?: (tx: ReadTx) => void,
 ): Promise<{ run: RunRecord; created: boolean }> {
   return ctx.writeGrouped("createRun", (tx) => {
     const release = end(tx);
     const inserted =
-      release === undefined ? insertRun(tx, run, "{}") : insertReleasedRun(tx, run, release);
+      release === undefined
+        ? insertRun(tx, run, "{}", check)
+        : insertReleasedRun(tx, run, release, check);
     return inserted
       ? { run: inserted, created: true }
       : { run: mustGetRun(tx, run.id), created: false };

@@ -20,6 +20,7 @@ import {
   runFromRow,
   runRowFromValues,
 } from "./rows.js";
+import { UNMARKED_SQL } from "./store-marks.js";
 
 /** The prepared statement of a SQL text, cached by that text (always a fixed template). */
 export type Prepare = (sql: string) => Database.Statement;
@@ -39,6 +40,9 @@ export interface WriteTx extends ReadTx {
   hint(h: StoreHint): void;
   /** `fn` as a nested transaction (a SAVEPOINT): a throw undoes only its own writes. */
   savepoint<A, R>(fn: (arg: A) => R): (arg: A) => R;
+  /** The epoch floor as this connection last read it: a guess, which the insert of a run
+   *  that binds it checks (insertNewRow) and reads again when it was wrong. */
+  floor: { epoch: number };
 }
 
 /** How the verbs reach the file: each one is one transaction, named for messages. */
@@ -54,8 +58,11 @@ export interface StoreContext {
 /** A runs row's columns, in RUN_ROW_COLUMNS' order (a raw row is read by position). */
 export const RUN_COLUMNS = RUN_ROW_COLUMNS.join(", ");
 
-/** The columns insertRun writes: all but the hold (held_by, held_until, the last two). */
-export const NEW_RUN_COLUMNS = RUN_ROW_COLUMNS.slice(0, -2).join(", ");
+/** The columns insertRun writes: all but the hold (held_by, held_until, the last two) and
+ *  the epoch, which newRunInsert puts last. */
+const NEW_RUN_COLUMNS = RUN_ROW_COLUMNS.filter(
+  (c) => c !== "held_by" && c !== "held_until" && c !== "epoch",
+).join(", ");
 
 const FIND_ROW = `SELECT ${RUN_ROW_COLUMNS.join(", ")} FROM runs WHERE id = ?`;
 
@@ -77,27 +84,91 @@ export function mustGetRun(tx: ReadTx, id: string): RunRecord {
   return run;
 }
 
+/** The statements that insert a new runs row (`columns` and the epoch, last, from the values
+ *  `select` lists, its last `?` the epoch): each inserts only if the epoch floor (migration 11)
+ *  is the one bound after the epoch, and `unmarked` only while the store is not marked
+ *  encrypted (store-marks.ts). One statement, where a read of the mark, the insert and
+ *  RETURNING its epoch (SQLite builds an ephemeral table for a RETURNING: a fifth of the
+ *  insert's own instructions) were two, and then some. */
+export function newRunInsert(columns: string, select: string): NewRunInsert {
+  const plain =
+    `INSERT INTO runs (${columns}, epoch) SELECT ${select} ` +
+    "WHERE (SELECT epoch FROM epoch_floor) = ? ON CONFLICT (id) DO NOTHING";
+  return {
+    plain,
+    unmarked: plain.replace(" ON CONFLICT", ` AND ${UNMARKED_SQL} ON CONFLICT`),
+  };
+}
+
+export interface NewRunInsert {
+  plain: string;
+  unmarked: string;
+}
+
+/**
+ * Runs a newRunInsert with `values` (the epoch and the floor last: both written here): the
+ * run's epoch is the floor plus `bump`. Returns the epoch, or undefined when the id exists
+ * (then nothing changed). The floor is bound as the connection last read it (WriteTx.floor)
+ * and checked by the statement itself, which while there is a `check` (the plain-payload
+ * guard's, plain-payloads.ts) also inserts only where the store is unmarked: in nearly every
+ * insert one statement says all of it. When it inserts nothing (the id taken, the floor
+ * raised by a deletion, the store marked) the check runs (it may refuse), the floor and the
+ * id are read, and the insert is made again where the id is free.
+ */
+export function insertNewRow(
+  tx: WriteTx,
+  insert: NewRunInsert,
+  values: unknown[],
+  bump: number,
+  check: ((tx: ReadTx) => void) | undefined,
+): number | undefined {
+  const at = values.length;
+  let floor = tx.floor.epoch;
+  values[at] = floor + bump;
+  values[at + 1] = floor;
+  if (tx.prepare(check ? insert.unmarked : insert.plain).run(values).changes === 1) {
+    return floor + bump;
+  }
+  check?.(tx);
+  const now = tx
+    .prepare("SELECT epoch, EXISTS (SELECT 1 FROM runs WHERE id = ?) AS taken FROM epoch_floor")
+    .get(values[0]) as { epoch: number; taken: number };
+  if (now.taken !== 0) return undefined;
+  floor = now.epoch;
+  tx.floor.epoch = floor;
+  values[at] = floor + bump;
+  values[at + 1] = floor;
+  // The store's mark was read (the check) or is not asked about (no check): the plain
+  // statement, with the floor just read. Nothing else writes between (the write lock).
+  tx.prepare(insert.plain).run(values);
+  return floor + bump;
+}
+
+const INSERT_RUN = newRunInsert(
+  NEW_RUN_COLUMNS,
+  "?, ?, ?, ?, NULL, NULL, ?, NULL, NULL, ?, ?, ?, ?, NULL, '[]', ?, ?, 0, 0, ?, ?, '[]', ?, ?, ?",
+);
+
 /** Inserts a pending run, ready now (or with claimBy, claimed: running, its first epoch,
  *  leased), and returns it as stored; undefined if the id exists (then nothing changes). Its
- *  epochs start above the epoch floor (migration 11): above those of any deleted run. */
-export function insertRun(tx: WriteTx, run: NewRun, budgetSpent: string): RunRecord | undefined {
+ *  epochs start above the epoch floor (migration 11): above those of any deleted run.
+ *  `check`: the plain-payload guard's, run in the transaction (insertNewRow). */
+export function insertRun(
+  tx: WriteTx,
+  run: NewRun,
+  budgetSpent: string,
+  check?: (tx: ReadTx) => void,
+): RunRecord | undefined {
   const limit = amountsJson(run.budgetLimit, () => `Budget limit of run "${run.id}"`);
   const leaseUntil = run.claimBy ? tx.now + run.claimBy.leaseMs : null;
   const status = run.claimBy ? "running" : "pending";
   const readyAt = leaseUntil ?? tx.now;
   const leaseOwner = run.claimBy?.workerId ?? null;
-  // Only the epoch comes back (it is the epoch floor's): the record is built from the
-  // values bound here, as runFromRow reads them back (RETURNING the whole row made SQLite
-  // build, and better-sqlite3 convert, 25 columns).
-  const inserted = tx
-    .prepare(
-      `INSERT INTO runs (${NEW_RUN_COLUMNS}) VALUES
-         (?, ?, ?, ?, NULL, NULL, ?, NULL, NULL, ?, ?, ?, ?, NULL, '[]', ?, ?,
-          (SELECT epoch FROM epoch_floor) + ?, 0, 0, ?, ?, '[]', ?, ?)
-       ON CONFLICT (id) DO NOTHING
-       RETURNING epoch`,
-    )
-    .get(
+  // The record is built from the values bound here, as runFromRow reads them back.
+  const epoch = insertNewRow(
+    tx,
+    INSERT_RUN,
+    [
       run.id,
       run.workflow,
       run.version,
@@ -109,13 +180,15 @@ export function insertRun(tx: WriteTx, run: NewRun, budgetSpent: string): RunRec
       readyAt,
       leaseOwner,
       leaseUntil,
-      run.claimBy ? 1 : 0,
       tx.now,
       tx.now,
       run.traceContext ?? null,
       run.handedInputDigest ?? null,
-    ) as { epoch: number } | undefined;
-  if (!inserted) return undefined;
+    ],
+    run.claimBy ? 1 : 0,
+    check,
+  );
+  if (epoch === undefined) return undefined;
   return runFromRow({
     id: run.id,
     workflow: run.workflow,
@@ -134,7 +207,7 @@ export function insertRun(tx: WriteTx, run: NewRun, budgetSpent: string): RunRec
     waiting_for: "[]",
     lease_owner: leaseOwner,
     lease_until: leaseUntil,
-    epoch: inserted.epoch,
+    epoch,
     generation: 0,
     cancel_requested: 0,
     created_at: tx.now,

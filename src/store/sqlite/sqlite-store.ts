@@ -222,9 +222,12 @@ class SqliteStoreImpl implements SqliteStore {
   async createRun(run: NewRun): Promise<{ run: RunRecord; created: boolean }> {
     const bad = createRunProblem(run);
     if (bad) throw bad;
-    return this.#admit(
+    // The check goes to the insert itself, which reads the mark in its statement while the
+    // store is believed unmarked (sql.ts, insertNewRow).
+    return this.#guard.admitInTransaction(
       () => plainInNewRun(run),
-      (ctx) => createRun(ctx, run),
+      markedIn,
+      (check) => createRun(this.#ctx, run, check),
     );
   }
 
@@ -237,25 +240,35 @@ class SqliteStoreImpl implements SqliteStore {
     const bad = createRunProblem(run);
     if (bad) return Promise.reject(bad);
     const guard = this.#guard;
-    return this.#admit(
-      () => plainInNewRun(run),
-      (ctx) =>
-        createReleasedRun(ctx, run, (tx) => {
-          const release = end();
-          // A release refused (a non-finite time, a lone surrogate) fails the create with it:
-          // nothing is written, and start() says why.
-          const refused = release && releaseProblem({ ...release, runId: run.id, epoch: 1 });
-          if (refused) throw refused;
-          // Asked inside the transaction: a store not believed unmarked reads the mark there
-          // before it refuses a plain payload (a mark another process removed counts at once).
-          const plain = release && !guard.believedUnmarked() && plainInRelease(run.id, release);
-          if (plain) {
-            const marked = markedIn(tx);
-            guard.saw(marked);
-            if (marked) throw guard.refusal(plain);
-          }
-          return release;
-        }),
+    let release: RunEnd | undefined;
+    return guard.admitInTransaction(
+      // Inside the transaction (the check, after the insert found the store marked) the
+      // release is known: its payloads are looked at too.
+      () => plainInNewRun(run) ?? (release && plainInRelease(run.id, release)),
+      markedIn,
+      (check) =>
+        createReleasedRun(
+          this.#ctx,
+          run,
+          (tx) => {
+            release = end();
+            // A release refused (a non-finite time, a lone surrogate) fails the create with
+            // it: nothing is written, and start() says why.
+            const refused = release && releaseProblem({ ...release, runId: run.id, epoch: 1 });
+            if (refused) throw refused;
+            // A store not believed unmarked (then no check goes to the insert) reads the mark
+            // here before it refuses a plain payload (a mark another process removed counts
+            // at once).
+            const plain = release && !guard.believedUnmarked() && plainInRelease(run.id, release);
+            if (plain) {
+              const marked = markedIn(tx);
+              guard.saw(marked);
+              if (marked) throw guard.refusal(plain);
+            }
+            return release;
+          },
+          check,
+        ),
     );
   }
 
