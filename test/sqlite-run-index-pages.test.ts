@@ -1,11 +1,12 @@
-// The runs indexes on SQLite (migration 17): what a run's commits write, and that every
-// query of the store over runs stays served by an index.
+// The runs indexes on SQLite (migrations 17 and 18): what a run's commits write, and that
+// every query of the store over runs stays served by an index.
 //
 // - A run created claimed and released, and a lease renewal, write no page of an index that
 //   no query reads so: before migration 17 each wrote runs_ready (a running run's ready_at
 //   is its lease end) and runs_lease_owner, four index pages of a run's two run-level
 //   commits and one more per renewal. Counted in the WAL (its frames, by the B-tree each
-//   page belongs to), not timed.
+//   page belongs to), not timed. Since migration 18 a create writes no page of runs_created
+//   either: the lists it served merge the runs of each status (runs_status_created).
 // - EXPLAIN QUERY PLAN of every statement the store prepares over runs while its list, poll,
 //   lease, sweep and retention verbs run: none reads runs without an index, and the ones
 //   with an index of their own use it (the claim's poll reads the ready runs by ready_at,
@@ -104,7 +105,6 @@ describe("SQLite runs indexes: the pages a run's commits write", () => {
       [...m.keys()].filter((k) => k !== "sqlite_schema").sort();
     expect(trees(created)).toEqual([
       "runs",
-      "runs_created",
       "runs_status_created",
       "runs_workflow_created",
       "sqlite_autoindex_runs_1",
@@ -130,7 +130,6 @@ describe("SQLite runs indexes: the pages a run's commits write", () => {
     written.delete("sqlite_schema");
     expect(Object.fromEntries(written)).toEqual({
       runs: 1,
-      runs_created: 1,
       runs_status_created: 1,
       runs_workflow_created: 1,
       sqlite_autoindex_runs_1: 1,
@@ -202,6 +201,7 @@ describe("SQLite runs indexes: query plans", () => {
       await store.listRuns({ finishedBefore: T0 + 1 });
       await store.listRuns({ status: "running", before: { createdAt: T0, id: "run_x" }, limit: 5 });
       await store.listRuns({ before: { createdAt: T0, id: "run_x" }, limit: 5 });
+      await store.listRuns({ idContains: "run_", limit: 5 });
       await store.claimRuns({ workerId: "wk_2", workflows: ["wf@1"], limit: 5, leaseMs: 1000 });
       await store.renewLeases({
         workerId: "wk_2",
@@ -256,11 +256,27 @@ describe("SQLite runs indexes: query plans", () => {
     );
     expect(planOf("status = 'waiting' AND EXISTS")).toContain("runs_status_created (status=?)");
     expect(planOf("status IN ('completed'")).toContain("runs_status_created (status=?)");
-    expect(planOf("(created_at < ?")).toContain("USING INDEX runs_created");
-    const all = [...plans].filter(
-      ([sql]) => sql.startsWith(list) && sql.includes("FROM runs ORDER BY"),
+    // A page after a cursor is a range of the index (a row value), not a scan past it.
+    expect(planOf("status = ? AND (created_at, id) < (?, ?)")).toContain(
+      "USING INDEX runs_status_created (status=? AND (created_at,id)<(?,?))",
     );
-    expect(all.map(([, p]) => p.join("; "))).toEqual(["SCAN runs USING INDEX runs_created"]);
+    // With no status, workflow or parent (migration 18 dropped runs_created): the runs of
+    // each status by runs_status_created, in order, merged.
+    const merged = [...plans].filter(
+      ([sql]) => sql.startsWith(list) && sql.includes("FROM runs WHERE status = 'pending'"),
+    );
+    expect(merged.length).toBe(3);
+    for (const [sql, plan] of merged) {
+      expect(sql.match(/ UNION ALL /g)?.length).toBe(6);
+      const searches = plan.filter((l) => l.startsWith("SEARCH runs"));
+      expect(plan[0]).toBe("MERGE (UNION ALL)");
+      expect(plan).not.toContain("USE TEMP B-TREE FOR ORDER BY");
+      expect(searches.length).toBe(7);
+      const range = sql.includes("(created_at, id) < (?, ?)") ? " AND (created_at,id)<(?,?)" : "";
+      for (const l of searches) {
+        expect(l).toBe(`SEARCH runs USING INDEX runs_status_created (status=?${range})`);
+      }
+    }
     // The claim's poll: the runs that are not running by ready_at (the ready ones only, not
     // every waiting run), running runs (the leased ones) by status.
     const [claim] = uses("SELECT id, status, crash_unjudged, ready_at FROM runs");

@@ -177,6 +177,7 @@ describe("sqliteStore (file-specific)", () => {
         "ALTER TABLE runs DROP COLUMN trace_context; ALTER TABLE runs DROP COLUMN crash_unjudged; " +
         "ALTER TABLE runs DROP COLUMN claimed_from; ALTER TABLE runs DROP COLUMN handed_input_digest; " +
         "DROP INDEX runs_held_by; DROP INDEX runs_ready_idle; " +
+        "CREATE INDEX runs_created ON runs (created_at, id); " +
         "CREATE INDEX runs_ready ON runs (ready_at) WHERE ready_at IS NOT NULL; " +
         "CREATE INDEX runs_lease_owner ON runs (lease_owner) WHERE lease_owner IS NOT NULL; " +
         "ALTER TABLE runs DROP COLUMN held_by; ALTER TABLE runs DROP COLUMN held_until; " +

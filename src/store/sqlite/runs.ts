@@ -1,7 +1,7 @@
 // Runs as records on SQLite: creating one, reading one, listing them, and a run's events.
 
 import { TERMINAL_STATUS_LIST } from "../status-sql.js";
-import type { EventRecord, NewRun, RunEnd, RunFilter, RunRecord } from "../store.js";
+import type { EventRecord, NewRun, RunEnd, RunFilter, RunRecord, RunStatus } from "../store.js";
 import { type EventRow, eventFromRow, type RunRow, runFromRow } from "./rows.js";
 import { insertReleasedRun } from "./run-control.js";
 import {
@@ -53,6 +53,17 @@ export function createReleasedRun(
   });
 }
 
+/** Every status a run can have (RunStatus: the compiler holds the two equal). */
+const RUN_STATUSES = Object.keys({
+  pending: true,
+  running: true,
+  waiting: true,
+  paused: true,
+  completed: true,
+  failed: true,
+  canceled: true,
+} satisfies Record<RunStatus, true>) as RunStatus[];
+
 export function getRun(ctx: StoreContext, id: string): Promise<RunRecord | undefined> {
   return ctx.read("getRun", (tx) => findRun(tx, id));
 }
@@ -101,15 +112,37 @@ export function listRuns(ctx: StoreContext, filter: RunFilter): Promise<RunRecor
       params.push(filter.finishedBefore);
     }
     if (filter.before !== undefined) {
-      where.push("(created_at < ? OR (created_at = ? AND id < ?))");
-      params.push(filter.before.createdAt, filter.before.createdAt, filter.before.id);
+      // A row value: a range of an index by (created_at, id), where one is searched.
+      where.push("(created_at, id) < (?, ?)");
+      params.push(filter.before.createdAt, filter.before.id);
+    }
+    // Only fixed fragments are concatenated; every value is a bound parameter.
+    let sql: string;
+    if (
+      filter.status === undefined &&
+      !filter.waitingForEvent &&
+      filter.waitingForEventPrefix === undefined &&
+      filter.finishedBefore === undefined &&
+      filter.workflow === undefined &&
+      filter.parentId === undefined
+    ) {
+      // No index of the filter's own (migration 18 dropped runs_created, which a run's every
+      // create wrote a page of for these lists alone): the runs of each status in order, by
+      // runs_status_created, merged (SQLite reads each arm only as far as the merge takes).
+      const rest = where.length > 0 ? ` AND ${where.join(" AND ")}` : "";
+      const arms = RUN_STATUSES.map(
+        (s) => `SELECT ${RUN_COLUMNS} FROM runs WHERE status = '${s}'${rest}`,
+      );
+      sql = `${arms.join(" UNION ALL ")} ORDER BY created_at DESC, id DESC LIMIT ?`;
+      const each = params.splice(0);
+      for (const _ of RUN_STATUSES) params.push(...each);
+    } else {
+      sql =
+        `SELECT ${RUN_COLUMNS} FROM runs` +
+        (where.length > 0 ? ` WHERE ${where.join(" AND ")}` : "") +
+        " ORDER BY created_at DESC, id DESC LIMIT ?";
     }
     params.push(filter.limit ?? -1);
-    // Only fixed fragments are concatenated; every value is a bound parameter.
-    const sql =
-      `SELECT ${RUN_COLUMNS} FROM runs` +
-      (where.length > 0 ? ` WHERE ${where.join(" AND ")}` : "") +
-      " ORDER BY created_at DESC, id DESC LIMIT ?";
     return (tx.prepare(sql).all(...params) as RunRow[]).map(runFromRow);
   });
 }

@@ -21,6 +21,7 @@ import { migration as heldForBodies } from "./014-held-for-bodies.js";
 import { migration as holdsByWorker } from "./015-holds-by-worker.js";
 import { migration as storeMarks } from "./016-store-marks.js";
 import { migration as leanRunIndexes } from "./017-lean-run-indexes.js";
+import { migration as runsCreatedMerged } from "./018-runs-created-merged.js";
 
 export interface Migration {
   version: number;
@@ -46,6 +47,7 @@ export const MIGRATIONS: readonly Migration[] = [
   holdsByWorker,
   storeMarks,
   leanRunIndexes,
+  runsCreatedMerged,
 ];
 
 /** The schema version this code writes; a file with a higher one is refused. */

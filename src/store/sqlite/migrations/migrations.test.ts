@@ -25,6 +25,7 @@ const RELEASED: Array<[version: number, sha256: string]> = [
   [15, "c8023d954a7dce07fa9fec8ab81b1c82cd6eba8bafeb7f313d6a3fd48ec87d3c"],
   [16, "bdbd98a3ca62624c04dbaa9efd1fa2b075b7ff63d3284ac6b1ac4648dd41a96c"],
   [17, "49823975b6417afb38d075a0f749e20f6465c8b3623bc7feac0c5cc0c31cab1c"],
+  [18, "ddaa432ece65060bff800c3df30e69a8e3f8b5f616c300fc2d265c4585328efc"],
 ];
 
 describe("SQLite migrations", () => {
