@@ -218,8 +218,9 @@ async function createRun(
   child: ChildOf | null,
 ): Promise<{ run: RunRecord; created: boolean }> {
   const parentId = child?.parentId ?? null;
+  // An id of its own (newId: a prefix and base64url) needs no check: only one given does.
   const id = options.id ?? newId("run");
-  checkRunId(id, "start()");
+  if (options.id !== undefined) checkRunId(id, "start()");
   // Checked by the input schema when this engine has one (it may be asynchronous), else
   // encoded at once: an await per start is a hop through the promise hooks.
   const encoded = target.wf?.options.input
