@@ -139,9 +139,9 @@ export function insertNewRow(
   values[at] = floor + bump;
   values[at + 1] = floor;
   // The store's mark was read (the check) or is not asked about (no check): the plain
-  // statement, with the floor just read. Nothing else writes between (the write lock).
-  tx.prepare(insert.plain).run(values);
-  return floor + bump;
+  // statement, with the floor just read. Nothing else writes between (the write lock); were
+  // it to insert nothing, the caller reads the run as for a taken id (and finds none).
+  return tx.prepare(insert.plain).run(values).changes === 1 ? floor + bump : undefined;
 }
 
 const INSERT_RUN = newRunInsert(
