@@ -60,13 +60,16 @@ Options:
       values.limit === undefined ? DEFAULT_LIMIT : parseWholeNumber(values.limit, "limit", 1);
     const approvals = values["waiting-approval"] === true;
     const { filter, version } = parseFilter(values, approvals);
-    const { found, workers } = await withClient(values, ctx, async (engine) => {
-      const found = await listMatching(engine.listRuns.bind(engine), filter, version, limit);
+    const { found, more, workers } = await withClient(values, ctx, async (engine) => {
+      // One more than shown: whether more match is known, not guessed from a full page.
+      const matched = await listMatching(engine.listRuns.bind(engine), filter, version, limit + 1);
+      const found = matched.slice(0, limit);
+      const more = matched.length > limit;
       // Workers only explain why a pending run is not picked up, and who takes over a
       // running run held by no worker or whose lease ended.
       const asked = new Date();
       const needed = found.some((r) => explainNeedsWorkers(r, asked));
-      return { found, workers: needed ? await engine.listWorkers() : [] };
+      return { found, more, workers: needed ? await engine.listWorkers() : [] };
     });
     const now = new Date();
     const why = (r: RunView) => explainRun(r, workers, now);
@@ -85,7 +88,7 @@ Options:
       return 0;
     }
     ctx.out(approvals ? approvalsTable(found) : runsTable(found, why));
-    if (found.length === limit) {
+    if (more) {
       ctx.out(`(the ${limit} most recent shown; --limit N shows more)`);
     }
     return 0;
