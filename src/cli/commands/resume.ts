@@ -4,6 +4,7 @@
 import type { Amounts, RunView } from "../../index.js";
 import { amountOf, formatAmount } from "../../lib/amounts.js";
 import { defineCommand } from "../command.js";
+import { unservedWarning } from "../explain-run.js";
 import { parseBudget } from "../flag-values.js";
 import { formatBudget, printable, quoted, toJson } from "../format.js";
 import { runAfter, withClient } from "../store-spec.js";
@@ -17,7 +18,8 @@ Continues a paused (budget) or failed run from its first unfinished step; a fail
 gets fresh attempts. A worker that has the run's workflow@version executes it. A child
 whose parent run was canceled is not resumed (exit code 1): it would work for nobody.
 A run paused for budget is paused again once its spend reaches a limit: resumed without
---budget, or with a limit not above what was spent, it is resumed with a warning.
+--budget, or with a limit not above what was spent, it is resumed with a warning. So is
+a run no live worker serves (its workflow@version): it waits for a worker that does.
 
 Options:
   --budget <b>      raise (or set) named limits, e.g. usd=2,tokens=100000;
@@ -32,11 +34,17 @@ Options:
 
   async run({ values, positionals: [id] }, ctx) {
     const budget = values.budget === undefined ? undefined : parseBudget(values.budget);
-    const { run, before } = await withClient(values, ctx, async (engine) => {
+    const { run, before, unserved } = await withClient(values, ctx, async (engine) => {
       const before = await engine.getRun(id);
       await engine.resume(id, budget ? { budget } : {});
-      return { run: await runAfter(engine, id), before };
+      const run = await runAfter(engine, id);
+      // A run no live worker serves (paused for its version, or failed on a version since
+      // retired) read as resumed, and a worker paused it again moments later.
+      const unserved =
+        run && !finished(run) ? unservedWarning(run, await engine.listWorkers()) : undefined;
+      return { run, before, unserved };
     });
+    if (unserved) ctx.err(unserved);
     // "Resumed" of a run paused for budget whose limits still hold it (no --budget, or one
     // not above what was spent: a run pauses once spent reaches a limit) read as done; the
     // run paused again at once.
@@ -51,6 +59,10 @@ Options:
     return 0;
   },
 });
+
+function finished(run: RunView): boolean {
+  return run.status === "completed" || run.status === "failed" || run.status === "canceled";
+}
 
 /** A warning for a run resumed from a budget pause that will pause again: resumed without
  *  --budget (its limits unchanged; the workflow's default limits, which the worker applies,
