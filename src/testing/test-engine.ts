@@ -158,7 +158,7 @@ interface DriveExtras {
 const FINISHED = new Set(["completed", "failed", "canceled"]);
 
 export async function createTestEngine(options: TestEngineOptions): Promise<TestEngine> {
-  const t = openTestEngine(options);
+  const t = openTestEngine(options, { checkFaults: true });
   await registerCleanup(() => t.close());
   return t;
 }
@@ -168,6 +168,9 @@ export async function createTestEngine(options: TestEngineOptions): Promise<Test
 export interface TestEngineInternals {
   firstStore?: CrashableStoreOptions;
   beforeFunction?: (call: CallInfo) => void | Promise<void>;
+  /** close() rejects when a fault script entry matched no call (createTestEngine's; a
+   *  sweep's executions may each stop short of a fault by design). */
+  checkFaults?: boolean;
 }
 
 export function openTestEngine(
@@ -260,6 +263,8 @@ export function openTestEngine(
       await observer.close().catch(() => {});
       if (storage.dir) rmSync(storage.dir, { recursive: true, force: true });
       if (workspaceRoot) rmSync(workspaceRoot, { recursive: true, force: true });
+      const unfired = internals.checkFaults ? faults.unfired() : undefined;
+      if (unfired) throw new Error(unfired);
     },
     [Symbol.asyncDispose]() {
       return t.close();
