@@ -151,7 +151,9 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
         const message = `${what} is not an API route; ${quote(pathname, 120)} takes ${allow.join(", ")}`;
         return apiError(c, new HttpError(405, "METHOD_NOT_ALLOWED", message), log);
       }
-      return apiError(c, new HttpError(404, "NOT_FOUND", `No API route ${what}`), log);
+      const slashed = slashedRunId(app, own, `${basePath}/api/runs/`, c.req.method);
+      const hint = slashed ? `; ${slashedHint(pathname, own, slashed, c.req.method)}` : "";
+      return apiError(c, new HttpError(404, "NOT_FOUND", `No API route ${what}${hint}`), log);
     }
     if (allow.length > 0) {
       return messagePage(
@@ -167,7 +169,7 @@ export function createHttpApp(options: HttpAppOptions): HttpApp {
       c,
       404,
       "Not found",
-      `Nothing here: ${quote(c.req.path, 120)}.`,
+      `Nothing here: ${quote(c.req.path, 120)}.${pageHint(app, pathname, own, basePath, c.req.method)}`,
     );
   };
   app.notFound(notFound);
@@ -212,6 +214,46 @@ function allowedMethods(app: Hono<AppEnv>, path: string): string[] {
   };
   const get = takes("GET");
   return METHODS.filter((m) => (m === "HEAD" ? get : m === "GET" ? get : takes(m)));
+}
+
+/** A run id holding "/" (a child run's: "parent/key") sent as it is splits into path
+ *  segments and matches no route. The path it was likely meant as: the shortest id of two
+ *  or more segments that, as one segment ("/" as %2F), makes a route of `method`. */
+function slashedRunId(
+  app: Hono<AppEnv>,
+  own: string,
+  prefix: string,
+  method: string,
+): string | undefined {
+  if (!own.startsWith(prefix)) return undefined;
+  const segments = own.slice(prefix.length).split("/");
+  for (let i = 2; i <= segments.length; i++) {
+    const id = segments.slice(0, i);
+    if (id.some((s) => s === "")) return undefined;
+    const rest = segments.slice(i);
+    const path = `${prefix}${id.join("%2F")}${rest.length > 0 ? `/${rest.join("/")}` : ""}`;
+    if (allowedMethods(app, path).includes(method)) return path;
+  }
+  return undefined;
+}
+
+/** The words for slashedRunId's path, as the client reaches it (the mount included). */
+function slashedHint(pathname: string, own: string, slashed: string, method: string): string {
+  const mount = pathname.slice(0, pathname.length - own.length);
+  return `a run id holding "/" (a child run's, "parent/key") is one path segment, its "/" written %2F (encodeURIComponent): ${method} ${quote(mount + slashed, 160)}`;
+}
+
+function pageHint(
+  app: Hono<AppEnv>,
+  pathname: string,
+  own: string,
+  basePath: string,
+  method: string,
+): string {
+  const slashed = slashedRunId(app, own, `${basePath}/runs/`, method);
+  if (!slashed) return "";
+  const hint = slashedHint(pathname, own, slashed, method);
+  return ` ${hint.charAt(0).toUpperCase()}${hint.slice(1)}.`;
 }
 
 function securityHeaders(c: Context): void {
