@@ -6,7 +6,7 @@ import { userInfo } from "node:os";
 import type { ApprovalView } from "../../index.js";
 import { type Command, defineCommand } from "../command.js";
 import { parseJson } from "../flag-values.js";
-import { iso, toJson } from "../format.js";
+import { iso, printable, quoted, toJson } from "../format.js";
 import { refusePlainTextInto, withClient } from "../store-spec.js";
 
 function answerCommand(decision: "approve" | "reject"): Command {
@@ -69,7 +69,9 @@ function osUser(): string {
 }
 
 function describe(a: ApprovalView): string {
-  return `${a.status === "approved" ? "Approved" : "Rejected"} "${a.key}" of run "${a.runId}" as ${a.answeredBy ?? "?"} at ${iso(a.answeredAt)}.`;
+  // Text from the command line or a run (a --by holding a line break): escaped, so the line
+  // stays one line, as `cairn show` writes the same answer.
+  return `${a.status === "approved" ? "Approved" : "Rejected"} ${quoted(a.key)} of run ${quoted(a.runId)} as ${a.answeredBy === undefined ? "?" : printable(a.answeredBy)} at ${iso(a.answeredAt)}.`;
 }
 
 export const approve = answerCommand("approve");
