@@ -477,6 +477,9 @@ function runWaits(
         return Promise.reject(err);
       }
       const events = (o.events ?? []).map((e) => ({ ...e, runId: e.runId ?? id }));
+      const sent = new Set<number>();
+      let checks = 0;
+      let finishedAlready = false;
       return drive(
         `run "${id}" to finish`,
         async () => {
@@ -487,10 +490,23 @@ function runWaits(
           }
           const v = await observer.getRun(id);
           if (!v) throw new Error(`settle: no run "${id}" in this test engine's store`);
+          checks++;
+          if (checks === 1 && FINISHED.has(v.status)) finishedAlready = true;
           return FINISHED.has(v.status) ? v : undefined;
         },
-        { events, sent: new Set(), beforeTick: o.beforeTick },
-      );
+        { events, sent, beforeTick: o.beforeTick },
+      ).then((v) => {
+        // An entry the run never waited for (a typo in its name, a wait this path does not
+        // reach) was never sent, and the run finished some other way (a wait's timeout):
+        // the test passed having tested another path than it meant.
+        const unsent = events.flatMap((e, i) => (sent.has(i) ? [] : [unsentEntry(e, i, id)]));
+        if (unsent.length > 0 && !finishedAlready) {
+          throw new Error(
+            `settle: run "${id}" finished (${v.status}) without using ${unsent.join(", ")}: no run waited for ${unsent.length === 1 ? "it" : "them"} (a name with a typo, or a wait this path of the run does not reach; an entry is sent only once its run waits for it). Fix the entry, or leave it out`,
+          );
+        }
+        return v;
+      });
     },
     advanceUntil(check, what = "the condition") {
       return drive(what, async () => ((await check()) ? true : undefined), { tickMs: 100 });
@@ -525,6 +541,14 @@ function runWaits(
       await clock.set(v.wakeAt.getTime() + 1);
     },
   };
+}
+
+/** `events` entry `i` in words: `event "go" (entry 1)`, `approval "merge" of run "c" (entry 2)`. */
+function unsentEntry(e: ScriptEntry & { runId: string }, i: number, settled: string): string {
+  const what =
+    "approval" in e ? `approval ${JSON.stringify(e.approval)}` : `event ${JSON.stringify(e.name)}`;
+  const of = e.runId === settled ? "" : ` of run ${JSON.stringify(e.runId)}`;
+  return `${what}${of} (entry ${i + 1})`;
 }
 
 function idOf(run: RunHandle | string): string {
