@@ -16,7 +16,7 @@ const DEFAULT_PORT = 4000;
 export const ui = defineCommand({
   name: "ui",
   summary: "serve the web dashboard and HTTP API",
-  help: `Usage: cairn ui [--port N] [--host H] [--token T] [--read-token R] [--module FILE [--import tsx]]
+  help: `Usage: cairn ui [--port N] [--host H] [--token T] [--read-token R] [--allow-host NAME]... [--module FILE [--import tsx]...] [--base-path P] [--poll MS]
 
 Serves the dashboard (runs, each run's timeline and steps, workers; live updates) and the
 JSON HTTP API it uses (OpenAPI document at /api/openapi.json) until Ctrl+C or SIGTERM.
