@@ -5,6 +5,7 @@ import { withheldFields } from "../engine/views.js";
 import { toJsonValue } from "../http/json.js";
 import { type Amounts, EncryptedValue, UndecodableValue } from "../index.js";
 import { amountOf, formatAmount } from "../lib/amounts.js";
+import { leadingText } from "../lib/text.js";
 
 export function iso(date: Date | undefined): string {
   return date ? date.toISOString() : "-";
@@ -73,7 +74,8 @@ export function formatError(e: {
 /** One line: whitespace runs (newlines included) become one space; cut at `max`. */
 export function oneLine(text: string, max = Number.POSITIVE_INFINITY): string {
   const flat = text.replace(/\s+/g, " ").trim();
-  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
+  // Never inside a surrogate pair: half an emoji prints as U+FFFD.
+  return flat.length > max ? `${leadingText(flat, max - 1)}…` : flat;
 }
 
 /** `text` on one line: line breaks shown escaped, as in JSON (unlike oneLine, which folds

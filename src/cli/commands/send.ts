@@ -6,6 +6,7 @@ import {
   PayloadKeyError,
   type RunView,
 } from "../../index.js";
+import { leadingText } from "../../lib/text.js";
 import { CHILD_EVENT_PREFIX } from "../../workflow/child-calls.js";
 import { defineCommand, UsageError } from "../command.js";
 import { waitText } from "../explain-run.js";
@@ -39,7 +40,7 @@ Options:
   async run({ values, positionals: [id, event, text] }, ctx) {
     if (event.length === 0 || event.length > 200 || event.startsWith("cairn.")) {
       throw new UsageError(
-        `event name ${JSON.stringify(event.slice(0, 40))} is invalid; use 1-200 characters not starting with "cairn."`,
+        `event name ${JSON.stringify(leadingText(event, 40))} is invalid; use 1-200 characters not starting with "cairn."`,
       );
     }
     const payload =
