@@ -70,11 +70,13 @@ export function errorAnswer(
     const body: ErrorBody = { error: { code: err.code, message: err.message } };
     if (err instanceof InputValidationError && err.issues.length > 0) {
       body.error.issues = err.issues.slice(0, 20).map((i) => ({
-        path: (i.path ?? [])
-          .map((p) => `/${String(typeof p === "object" && p !== null && "key" in p ? p.key : p)}`)
-          .join("")
-          .slice(0, 200),
-        message: i.message.slice(0, 500),
+        path: leadingText(
+          (i.path ?? [])
+            .map((p) => `/${String(typeof p === "object" && p !== null && "key" in p ? p.key : p)}`)
+            .join(""),
+          200,
+        ),
+        message: leadingText(i.message, 500),
       }));
     }
     if (err.code === "STORE") log(`store error: ${err.message}`);

@@ -5,6 +5,7 @@
 
 import type { Context } from "hono";
 import type { Engine } from "../../index.js";
+import { leadingText } from "../../lib/text.js";
 import { HttpError, quote } from "../errors.js";
 import { jsonNumberProblem } from "../json-numbers.js";
 import type { LiveHub } from "../live/hub.js";
@@ -121,12 +122,13 @@ export function engineCheck(check: () => void): void {
 
 function refuseIssues(what: string, issues: Issue[]): never {
   const first = issues[0];
-  const where = first ? `${what}${first.path.slice(0, 100)}` : what;
+  // Cut between whole characters: half an emoji is a lone surrogate in the JSON.
+  const where = first ? `${what}${leadingText(first.path, 100)}` : what;
   throw new HttpError(
     400,
     "VALIDATION",
     `${where} ${first?.message ?? "is invalid"}`,
-    issues.map((i) => ({ path: i.path.slice(0, 200), message: i.message })),
+    issues.map((i) => ({ path: leadingText(i.path, 200), message: i.message })),
   );
 }
 
