@@ -6,7 +6,7 @@
 import { checkReplay } from "../../testing/replay-check.js";
 import { defineCommand } from "../command.js";
 import { parseWholeNumber } from "../flag-values.js";
-import { oneLine, quoted, table, toJson } from "../format.js";
+import { oneLine, printable, quoted, table, toJson } from "../format.js";
 import { importFirst, loadWorkflows } from "../load-workflows.js";
 import { openStore, parseStoreSpec } from "../store-spec.js";
 
@@ -67,6 +67,13 @@ Options:
           ]),
         ),
       );
+      // The table cuts a detail at 120 characters, before a divergence says what the code
+      // called instead: each run not ok gets its detail whole, on a line of its own.
+      if (bad.length > 0) {
+        ctx.out(
+          `\nNot ok (${bad.length}):\n${bad.map((r) => `  ${quoted(r.runId)} ${r.verdict}: ${printable(r.detail)}`).join("\n")}`,
+        );
+      }
       ctx.out(
         `${results.length} run(s) checked against ${workflows.map((w) => w.id).join(", ")}: ` +
           `${results.length - bad.length} ok, ${bad.length} not.`,
