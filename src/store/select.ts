@@ -29,7 +29,8 @@ export interface StoreSelection {
   env?: Readonly<Record<string, string | undefined>>;
   /** What a relative SQLite path is relative to. Default: process.cwd(). */
   cwd?: string;
-  /** Refuse a SQLite file that does not exist yet, or a PostgreSQL schema without cairn's
+  /** Refuse a SQLite file that does not exist yet or holds no cairn store (empty, or another
+   *  application's database), or a PostgreSQL schema without cairn's
    *  tables (a client in the wrong directory, or given a mistyped schema, would otherwise
    *  create an empty store and see no runs). Default false. */
   mustExist?: boolean;
@@ -80,7 +81,7 @@ export async function openStoreSpec(spec: StoreSpec, options: { mustExist?: bool
           "pass --store / set CAIRN_STORE (sqlite:<path> or a postgres:// URL).",
       );
     }
-    return sqliteStore(spec.path);
+    return sqliteStore(spec.path, options.mustExist ? { mustExist: true } : undefined);
   }
   let postgres: typeof import("../postgres.js");
   try {

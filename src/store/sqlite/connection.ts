@@ -19,6 +19,8 @@ import type { ReadTx, StoreContext, WriteTx } from "./sql.js";
 export interface ConnectionOptions {
   synchronous: "full" | "normal";
   busyTimeoutMs: number;
+  /** Refuse a file holding no cairn store (SqliteStoreOptions.mustExist). */
+  mustExist?: boolean;
 }
 
 const CORRUPTION_CODES = new Set(["SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_CORRUPT_INDEX"]);
@@ -73,6 +75,15 @@ export function storeErrorFor(
   );
 }
 
+/** A file opened by a client that must not create a store, holding none. */
+function notACairnStore(path: string): StoreError {
+  return new StoreError(
+    `No cairn store in SQLite file "${path}": it holds no cairn tables (an empty file, or another ` +
+      "application's database). Check the path (--store / CAIRN_STORE), or start a worker with " +
+      "it first (it creates the store); nothing was written to the file.",
+  );
+}
+
 /** Checks an existing file on a read-only connection: intact, and a schema we know. */
 function checkExisting(path: string, options: ConnectionOptions): void {
   let db: Database.Database | undefined;
@@ -90,6 +101,7 @@ function checkExisting(path: string, options: ConnectionOptions): void {
     }
     const version = readSchemaVersion(db);
     if (version > SCHEMA_VERSION) throw newerSchemaError(path, version);
+    if (version === 0 && options.mustExist) throw notACairnStore(path);
   } catch (err) {
     throw storeErrorFor(path, "opening", err, options.busyTimeoutMs);
   } finally {
@@ -129,6 +141,11 @@ export function openDatabase(
         );
       }
       checkExisting(path, options);
+    } else if (options.mustExist) {
+      throw new StoreError(
+        `No cairn store at "${path}" (SQLite): the file does not exist. Check the path, or start a ` +
+          "worker with it first (it creates the store); nothing was created.",
+      );
     }
   }
   let db: Database.Database | undefined;

@@ -78,7 +78,7 @@ import { checkDeleteRunsIds } from "../workspace-records.js";
 import * as aiState from "./ai-state.js";
 import * as approvals from "./approvals.js";
 import { listChildrenOfCanceled } from "./children-of-canceled.js";
-import { Connection } from "./connection.js";
+import { Connection, type ConnectionOptions } from "./connection.js";
 import { readEvents, readJournalPage } from "./journal-pages.js";
 import {
   appendRecords,
@@ -117,6 +117,10 @@ export interface SqliteStoreOptions {
   synchronous?: "full" | "normal";
   /** How long a write waits for another connection's write lock (default 5000). */
   busyTimeoutMs?: number;
+  /** Refuse a file that holds no cairn store (it does not exist, is empty, or is another
+   *  application's database) rather than create one in it: for clients that only read or
+   *  steer runs (the CLI's read-only commands). Default false: a worker creates its store. */
+  mustExist?: boolean;
 }
 
 /** The SQLite Store, plus diagnostics that only make sense for a file. */
@@ -146,7 +150,8 @@ export function sqliteStore(path = ".cairn/cairn.db", options?: SqliteStoreOptio
   if (!Number.isSafeInteger(busyTimeoutMs) || busyTimeoutMs < 0) {
     throw new StoreError(`SQLite store "${path}": busyTimeoutMs must be a whole number >= 0.`);
   }
-  return new SqliteStoreImpl(path, { synchronous, busyTimeoutMs });
+  const mustExist = options?.mustExist === true;
+  return new SqliteStoreImpl(path, { synchronous, busyTimeoutMs, mustExist });
 }
 
 class SqliteStoreImpl implements SqliteStore {
@@ -158,7 +163,7 @@ class SqliteStoreImpl implements SqliteStore {
 
   constructor(
     readonly path: string,
-    options: { synchronous: "full" | "normal"; busyTimeoutMs: number },
+    options: ConnectionOptions,
   ) {
     this.description = path;
     this.#ctx = new Connection(path, options, (hint) => this.#hints.emit(hint));
