@@ -22,7 +22,7 @@ import { newRun, refusal, stepWith } from "./helpers/plain-records.js";
 const { admin, track, triggers } = markedSchemas();
 
 function schemaName(): string {
-  const schema = `h9_trig_${randomBytes(4).toString("hex")}`;
+  const schema = `triga_${randomBytes(4).toString("hex")}`;
   track(schema);
   return schema;
 }
@@ -441,9 +441,9 @@ describe.skipIf(!pgUrl)("PostgreSQL: hostile payloads through the mark's trigger
 
 describe.skipIf(!pgUrl)("PostgreSQL: the mark's functions belong to the tables' owner", () => {
   const tag = randomBytes(4).toString("hex");
-  const owner = `h9_owner_${tag}`;
-  const writer = `h9_writer_${tag}`;
-  const other = `h9_other_${tag}`;
+  const owner = `triga_owner_${tag}`;
+  const writer = `triga_writer_${tag}`;
+  const other = `triga_other_${tag}`;
   const database = new URL(url).pathname.slice(1);
   const as = (role: string) => {
     const u = new URL(url);

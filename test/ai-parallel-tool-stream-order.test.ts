@@ -43,7 +43,7 @@ describe("a streamed tool loop with parallel calls of one tool, the worker dying
     // What each invocation of the workflow's function was handed, per execution of the sweep.
     let invocations: string[][] = [];
     const executions: string[][][] = [];
-    const wf = workflow({ name: "h8-ai-stream-order", version: "1" }, async (ctx) => {
+    const wf = workflow({ name: "ai-stream-order", version: "1" }, async (ctx) => {
       const seen: string[] = [];
       invocations.push(seen);
       const r = streamText({

@@ -21,7 +21,7 @@ const refusing = workflow(
     input: {
       "~standard": {
         version: 1 as const,
-        vendor: "h7",
+        vendor: "acme",
         validate: () => ({
           issues: [{ path: [KEY], message: `${"m".repeat(499)}🎉 more` }],
         }),

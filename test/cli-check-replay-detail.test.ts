@@ -18,7 +18,7 @@ const greet = workflow({ name: "greet-long", version: "1" }, async (ctx) =>
 );
 
 describe("cairn check-replay: a divergence's detail", () => {
-  const dir = tempDir("cairn-h7-replay-");
+  const dir = tempDir("cairn-check-replay-detail-");
   afterAll(() => dir.cleanup());
 
   it("is printed whole for each run not ok", async () => {

@@ -34,7 +34,7 @@ const TABLES = [
 ];
 
 function storage() {
-  const schema = `h6_trig_${randomBytes(4).toString("hex")}`;
+  const schema = `trigv_${randomBytes(4).toString("hex")}`;
   track(schema);
   return { schema, make: (u = url): Store => postgresStore(u, { schema }) };
 }
@@ -217,9 +217,9 @@ describe.skipIf(!pgUrl)("PostgreSQL: the mark's triggers of another build, and l
 
 describe.skipIf(!pgUrl)("PostgreSQL: a role that may not create the mark's triggers", () => {
   const tag = randomBytes(4).toString("hex");
-  const owner = `h6_owner_${tag}`;
-  const writer = `h6_writer_${tag}`;
-  const reader = `h6_reader_${tag}`;
+  const owner = `trigv_owner_${tag}`;
+  const writer = `trigv_writer_${tag}`;
+  const reader = `trigv_reader_${tag}`;
   const database = new URL(url).pathname.slice(1);
   const as = (role: string) => {
     const u = new URL(url);
