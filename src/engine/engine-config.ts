@@ -24,6 +24,20 @@ export interface RetentionSchedule {
   batchSize?: number;
 }
 
+/** createEngine()'s options with those that are internal: cairn's own tests pass these, and
+ *  they are in no public type (EngineOptions) nor in docs/API.md. */
+export interface InternalEngineOptions extends EngineOptions {
+  /** The least time close() waits for the store's own close() (default STORE_CLOSE_MIN_MS,
+   *  10 s; the grace when longer). A test of a store whose close() never answers passes less,
+   *  so that it waits that bound out in less than 10 s. */
+  storeCloseMinMs?: number;
+}
+
+/** How long close() waits for the store's own close() at least: longer than the other
+ *  stages, as it has bounds of its own (PostgreSQL's: 2 s for verbs under way, then 2 s for
+ *  the pool's goodbyes, in a partition) that should end it first. */
+export const STORE_CLOSE_MIN_MS = 10_000;
+
 export interface EngineConfig {
   store: Store;
   clock: Clock;
@@ -37,6 +51,8 @@ export interface EngineConfig {
   heartbeatMs: number;
   pollIntervalMs: number;
   closeGraceMs: number;
+  /** InternalEngineOptions.storeCloseMinMs, STORE_CLOSE_MIN_MS by default. */
+  storeCloseMinMs: number;
   maxPayloadBytes: number;
   inProcessRetryMs: number;
   abortGraceMs: number;
@@ -51,8 +67,14 @@ export interface EngineConfig {
 
 /** Checks `options` and fills in the defaults; throws a TypeError or LimitError naming the
  *  option otherwise. */
-export function resolveEngineConfig(options: EngineOptions): EngineConfig {
+export function resolveEngineConfig(options: InternalEngineOptions): EngineConfig {
   checkEngineOptions(options);
+  const { storeCloseMinMs = STORE_CLOSE_MIN_MS } = options;
+  if (typeof storeCloseMinMs !== "number" || !(storeCloseMinMs >= 0)) {
+    throw new TypeError(
+      `createEngine(): storeCloseMinMs (internal) must be a number >= 0 (got ${String(storeCloseMinMs)})`,
+    );
+  }
   const limits = resolveLimits(options.limits);
   checkWorkflowCount(options.workflows ?? [], limits);
   const runsWorker = options.worker !== false;
@@ -81,6 +103,7 @@ export function resolveEngineConfig(options: EngineOptions): EngineConfig {
     heartbeatMs: options.heartbeatMs ?? Math.max(10, Math.floor(leaseMs / 3)),
     pollIntervalMs: options.pollIntervalMs ?? 250,
     closeGraceMs: options.closeGraceMs ?? 10_000,
+    storeCloseMinMs,
     maxPayloadBytes: options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES,
     inProcessRetryMs: options.inProcessRetryMs ?? 5_000,
     abortGraceMs: options.abortGraceMs ?? 1_000,

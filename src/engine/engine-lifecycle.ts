@@ -105,21 +105,16 @@ async function closeStarted(internals: EngineInternals): Promise<void> {
   if (!workerClosed.ok) throw workerClosed.error;
 }
 
-/** How long close() waits for the store's own close() at least: longer than the other
- *  stages, as it has bounds of its own (PostgreSQL's: 2 s for verbs under way, then 2 s for
- *  the pool's goodbyes, in a partition) that should end it first. */
-const STORE_CLOSE_MIN_MS = 10_000;
-
 /** Closes the store, but waits for it no longer than the grace (at least
- *  STORE_CLOSE_MIN_MS): a store whose close() never answers (one that died under the
+ *  STORE_CLOSE_MIN_MS, engine-config.ts; storeCloseMinMs in cairn's tests): a store whose close() never answers (one that died under the
  *  engine, a custom store on a silent network) held close() for ever. Past the bound its
  *  close goes on unwaited (lateWork, which `cairn worker` waits for) and its error is
  *  logged; within it, its error is close()'s. */
 async function closeStoreWithin(internals: EngineInternals): Promise<void> {
-  const { closeGraceMs, log, store } = internals.config;
+  const { closeGraceMs, storeCloseMinMs, log, store } = internals.config;
   // Promise.resolve: a custom store's close() written without async may return nothing.
   const closed = Promise.resolve(store.close());
-  const bound = Math.max(closeGraceMs, STORE_CLOSE_MIN_MS);
+  const bound = Math.max(closeGraceMs, storeCloseMinMs);
   if (await settlesWithin(closed, bound)) return closed;
   log(`close(): the store did not close within ${bound} ms; not waiting for it any longer`);
   internals.lateWork.push(
