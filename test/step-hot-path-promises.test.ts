@@ -51,7 +51,7 @@ describe("per-step promises", () => {
     try {
       await promisesPerRun(20, 5); // warm-up: first-use paths (statements prepared, imports)
       const perStep = ((await promisesPerRun(20, 20)) - (await promisesPerRun(0, 20))) / 20;
-      expect(perStep).toBeGreaterThan(10); // the hook saw the steps at all
+      expect(perStep).toBeGreaterThan(5); // the hook saw the steps at all
       expect(perStep).toBeLessThanOrEqual(18); // a promise of margin for background work
     } finally {
       await engine.close();

@@ -291,6 +291,15 @@ interface AttemptResult<T> {
   startedAt: number;
 }
 
+/** An attempt stepAtOnce made and hands on to runAttempts (anything but a value recorded at
+ *  once): its number, span and result, and its value as encoded when it was. */
+interface FirstAttempt<T> {
+  attempt: number;
+  span: AttemptSpan | undefined;
+  result: AttemptResult<T>;
+  encoded?: string | SerializationError;
+}
+
 export type { ApprovalAnswer } from "./approval-outcome.js";
 
 const NAME_RE = /^[^@#\s][^#]{0,199}$/;
@@ -732,6 +741,9 @@ export class Context implements CallCore, DeliveryHooks {
      *  run failed), before a recorded outcome is handed over or the call goes on; a call that
      *  goes on may take its copy of what it was given here (copyAsStored). */
     match?: (call: Call) => void,
+    /** `execute`'s promise is the call's outcome as it stands: it marks its own rejection
+     *  handled and stops the execution on a payload it cannot read (stepAtOnce). */
+    direct = false,
   ): Promise<T> {
     // A call made after the execution stopped (from a timer or I/O of the workflow's own
     // that outlived it, an unref'd one after the run suspended) never settles: the execution
@@ -759,6 +771,7 @@ export class Context implements CallCore, DeliveryHooks {
     // replayed call marks its own rejection (replayOutcome): a handler on every replayed
     // call cost a resume of 1,000 steps about 1 ms.
     if (call.record) return outsideWorkflow(() => this.replayOutcome<T>(call));
+    if (direct) return outsideWorkflow(() => execute(call));
     const outcome = outsideWorkflow(() => this.unlessKeyMissing(execute(call)));
     outcome.catch(ignoreRejection);
     return outcome;
@@ -780,6 +793,10 @@ export class Context implements CallCore, DeliveryHooks {
     fn: (s: StepContext) => Promise<T> | T,
     options?: StepOptions,
   ): Promise<T> {
+    // A step with no options (nearly every step) goes through stepAtOnce: no async function.
+    if (options === undefined && typeof fn === "function") {
+      return this.makeCall(name, "step", (call) => this.stepAtOnce(call, fn), undefined, true);
+    }
     return this.makeCall(name, "step", (call) => {
       // Only a call with no recorded outcome: a journal written before this check replays.
       if (typeof fn !== "function") {
@@ -791,6 +808,103 @@ export class Context implements CallCore, DeliveryHooks {
       // await it, made three promises a step.
       return this.runAttempts<T>(call, options, fn, undefined, undefined, true);
     });
+  }
+
+  /** A step with no options, made as runAttempts makes it but without its async function:
+   *  the step's promise is settled by its record's hand-over (runAttempts' promise, the
+   *  cascade end's, an await's each, the record's and the reactions between them were seven
+   *  promises a step, each seen by the async hook). Anything but a first attempt whose value
+   *  is recorded at once (a wait beforeExecute found, attempts recorded before, a crash to
+   *  charge, no room in the budget, a failure, a halt) goes on in runAttempts from there. */
+  private stepAtOnce<T>(call: Call, body: (s: StepContext) => Promise<T> | T): Promise<T> {
+    let resolve!: (value: T) => void;
+    let rejectWith!: (err: unknown) => void;
+    const outcome = new Promise<T>((res, rej) => {
+      resolve = res;
+      rejectWith = rej;
+    });
+    // As makeCall's unlessKeyMissing; and no unhandled rejection (makeCall): marked only
+    // when it fails, not on every step.
+    const reject = (err: unknown): void => {
+      if (unreadable(err)) {
+        this.halt({ kind: "interrupted", error: err as Error });
+        return;
+      }
+      outcome.catch(ignoreRejection);
+      rejectWith(err);
+    };
+    const slow = (waiting: Promise<void> | false, first?: FirstAttempt<T>): void => {
+      this.runAttempts<T>(call, undefined, body, undefined, undefined, waiting, first).then(
+        resolve,
+        reject,
+      );
+    };
+    const go = (): void => {
+      try {
+        const waiting = this.beforeExecute(call);
+        if (waiting !== undefined) {
+          slow(waiting);
+          return;
+        }
+        this.stepRules(call, undefined); // its throw, as runAttempts would meet it
+        if (
+          this.journal.attempts.has(call.key) ||
+          this.crashes.mayCharge ||
+          this.budget.overBudget(NO_AMOUNTS) !== undefined
+        ) {
+          slow(false);
+          return;
+        }
+        if (this.finishing || this.draining) return; // never settles, as runAttempts
+        const span = this.attemptSpan(call, 1);
+        const traced = span ? (s: StepContext) => span.run(() => body(s)) : body;
+        this.attempt(call, 1, undefined, traced).then(
+          (result) => {
+            if (this.halted || !result.ok) {
+              slow(false, { attempt: 1, span, result });
+              return;
+            }
+            let encoded: string | SerializationError;
+            try {
+              encoded = this.encodeStepValue(call, result.value);
+            } catch (err) {
+              this.budget.reserve(result.spend);
+              this.liveAttempts--;
+              this.workEnded();
+              reject(err);
+              return;
+            }
+            if (typeof encoded !== "string") {
+              slow(false, { attempt: 1, span, result, encoded });
+              return;
+            }
+            try {
+              this.budget.reserve(result.spend);
+              span?.end({ outcome: "ok", spend: result.spend });
+              // The write begins (counted in active) before the attempt stops counting.
+              this.recordAtOnce(call, encoded, result, resolve, reject);
+            } catch (err) {
+              reject(err);
+            } finally {
+              this.liveAttempts--;
+              this.workEnded();
+            }
+          },
+          (err: unknown) => {
+            span?.end({ outcome: "interrupted", spend: {} });
+            reject(err);
+          },
+        );
+      } catch (err) {
+        reject(err);
+      }
+    };
+    // The end of the cascade the step was made in, as runAttempts awaits it: a microtask
+    // queued as the cascade ends, outside the workflow's scope.
+    if (this.delivery.inCascade) {
+      this.afterCascade.push(() => outsideWorkflow(() => queueMicrotask(go)));
+    } else go();
+    return outcome;
   }
 
   private effect<T>(name: string, effect: Effect<T>, options?: StepOptions): Promise<T> {
@@ -1372,20 +1486,27 @@ export class Context implements CallCore, DeliveryHooks {
       /** Asked once the call is out of attempts: a value completes it after all. */
       lastChance: () => Promise<T | undefined> | T | undefined;
     },
-    /** Waits in beforeExecute before anything else (a step). */
-    waitFirst = false,
+    /** Waits in beforeExecute before anything else (a step); or the wait it found. */
+    waitFirst: boolean | Promise<void> = false,
+    /** The first attempt, made already by stepAtOnce: its outcome, still counted in flight,
+     *  goes on here as the loop's own would (its checks before an attempt were made). */
+    first?: FirstAttempt<T>,
   ): Promise<T> {
-    if (waitFirst) {
+    if (waitFirst === true) {
       // The end of the cascade the step was made in (nearly always all it waits for) is
       // awaited here, and beforeExecute's wait only when it has one: no await otherwise.
       if (this.delivery.inCascade) await this.cascadeEnd();
       const waiting = this.beforeExecute(call);
       if (waiting !== undefined) await waiting;
-    }
+    } else if (waitFirst !== false) await waitFirst;
     const { policy, timeoutMs } = this.stepRules(call, options);
     const prior = [...(this.journal.attempts.get(call.key) ?? [])];
     const clock = this.host.clock;
-    if ((!effect || effect.begun()) && this.crashes.chargeIfCut(call.key, prior)) {
+    if (
+      first === undefined &&
+      (!effect || effect.begun()) &&
+      this.crashes.chargeIfCut(call.key, prior)
+    ) {
       // The previous execution stopped without releasing the run while this call was in
       // flight: its attempt crashed with the worker. It counts, so a step that keeps
       // killing its process fails after maxAttempts instead of looping forever.
@@ -1394,71 +1515,88 @@ export class Context implements CallCore, DeliveryHooks {
       this.crashes.chargeRecorded();
       prior.push(lost);
     }
+    let firstEncoded: string | SerializationError | undefined;
     for (;;) {
-      // The attempts recorded so far propose; the policy decides (retry.ts).
-      const plan = planNextAttempt(prior, policy);
-      if (plan.kind === "give-up") {
-        // Once only: a last chance cut by a crash (its attempt recorded as lost, past
-        // maxAttempts) is not asked again, or a reconcile that kills its process would loop.
-        if (effect && prior.length <= policy.maxAttempts) {
-          const found = await this.lastChance(call, prior.length + 1, timeoutMs, effect.lastChance);
-          if (found !== undefined) return found.outcome;
-        }
-        return this.recordError<T>(call, plan.error, prior.at(-1)?.startedAt ?? clock.now(), {
-          attempt: prior.length,
-        });
-      }
-      if (this.finishing) return never();
-      if (plan.notBefore !== null) {
-        await this.waitForRetry(call.key, plan.notBefore, plan.attempt);
-      }
-      const estimate = options?.estimate ?? {};
-      const over = this.budget.overBudget(estimate);
-      if (over) {
-        // Waits for attempts in flight to settle their reservations, else pauses the run.
-        await this.block({ key: call.key, wakeAt: null, budget: over });
-        continue;
-      }
-      if (this.draining) return never();
-      // The estimate is reserved while the attempt runs; then its actual spend is, until
-      // the record that carries it is written (commit() counts it as spent).
-      this.budget.reserve(estimate);
-      const span = this.attemptSpan(call, plan.attempt);
-      const traced = span ? (s: StepContext) => span.run(() => body(s)) : body;
+      let attemptNo: number;
+      let span: AttemptSpan | undefined;
       let result: AttemptResult<T>;
-      try {
-        // Resolves with the attempt still counted in flight (liveAttempts, active) until
-        // what it returned is handed on below: a halt in between (a divergence found by
-        // another branch) is settled with it (settleInFlight), and its spend recorded.
-        result = await this.attempt(call, plan.attempt, timeoutMs, traced);
-      } catch (err) {
-        span?.end({ outcome: "interrupted", spend: {} });
-        throw err;
-      } finally {
-        this.budget.unreserve(estimate);
+      if (first !== undefined) {
+        ({ attempt: attemptNo, span, result, encoded: firstEncoded } = first);
+        first = undefined;
+      } else {
+        // The attempts recorded so far propose; the policy decides (retry.ts).
+        const plan = planNextAttempt(prior, policy);
+        if (plan.kind === "give-up") {
+          // Once only: a last chance cut by a crash (its attempt recorded as lost, past
+          // maxAttempts) is not asked again, or a reconcile that kills its process would loop.
+          if (effect && prior.length <= policy.maxAttempts) {
+            const found = await this.lastChance(
+              call,
+              prior.length + 1,
+              timeoutMs,
+              effect.lastChance,
+            );
+            if (found !== undefined) return found.outcome;
+          }
+          return this.recordError<T>(call, plan.error, prior.at(-1)?.startedAt ?? clock.now(), {
+            attempt: prior.length,
+          });
+        }
+        if (this.finishing) return never();
+        if (plan.notBefore !== null) {
+          await this.waitForRetry(call.key, plan.notBefore, plan.attempt);
+        }
+        const estimate = options?.estimate ?? {};
+        const over = this.budget.overBudget(estimate);
+        if (over) {
+          // Waits for attempts in flight to settle their reservations, else pauses the run.
+          await this.block({ key: call.key, wakeAt: null, budget: over });
+          continue;
+        }
+        if (this.draining) return never();
+        // The estimate is reserved while the attempt runs; then its actual spend is, until
+        // the record that carries it is written (commit() counts it as spent).
+        this.budget.reserve(estimate);
+        attemptNo = plan.attempt;
+        span = this.attemptSpan(call, attemptNo);
+        const traced = span ? (s: StepContext) => span!.run(() => body(s)) : body;
+        try {
+          // Resolves with the attempt still counted in flight (liveAttempts, active) until
+          // what it returned is handed on below: a halt in between (a divergence found by
+          // another branch) is settled with it (settleInFlight), and its spend recorded.
+          result = await this.attempt(call, attemptNo, timeoutMs, traced);
+        } catch (err) {
+          span?.end({ outcome: "interrupted", spend: {} });
+          throw err;
+        } finally {
+          this.budget.unreserve(estimate);
+        }
       }
       const attemptEnded = this.attemptEndedOnce();
       try {
         this.budget.reserve(result.spend);
         if (this.halted) {
           span?.end({ outcome: "interrupted", spend: result.spend });
-          await this.recordCutAttempt(call, plan.attempt, result);
+          await this.recordCutAttempt(call, attemptNo, result);
           return never();
         }
         // Each write below begins (counted in active) before the attempt stops counting.
         const by = describe?.().reconciled ? "reconcile" : "perform";
-        const encoded = result.ok ? this.encodeStepValue(call, result.value, by) : undefined;
+        const encoded = !result.ok
+          ? undefined
+          : (firstEncoded ?? this.encodeStepValue(call, result.value, by));
+        firstEncoded = undefined;
         if (typeof encoded === "string") {
           span?.end({ outcome: "ok", spend: result.spend });
           return this.recordEncoded<T>(call, encoded, result.startedAt, undefined, {
             spend: result.spend,
-            attempt: plan.attempt,
+            attempt: attemptNo,
             ...describe?.(),
           });
         }
         // A value that cannot be stored is the attempt's failure, like a throw.
         const failure = result.ok ? encoded : result.failure;
-        const failed = this.judgeAttempt(call, plan.attempt, policy, result, failure, span);
+        const failed = this.judgeAttempt(call, attemptNo, policy, result, failure, span);
         // Final by its kind (a FatalError, also one known by its code only): failed for
         // good, recorded with its outcome at once. Only a call out of attempts goes on to
         // the last chance: there, a crash before the outcome is recorded adds a lost attempt
@@ -1471,7 +1609,7 @@ export class Context implements CallCore, DeliveryHooks {
         if (failed.final && !reconcileLast) {
           return this.recordError<T>(call, failed.record.error, result.startedAt, {
             attempts: [failed.record],
-            attempt: plan.attempt,
+            attempt: attemptNo,
           });
         }
         const written = this.commit({ attempts: [failed.record] });
@@ -1959,30 +2097,72 @@ export class Context implements CallCore, DeliveryHooks {
     } catch (err) {
       return Promise.reject(err);
     }
-    return new Promise<T>((resolve, reject) => {
-      const durable = () => {
-        // It may not be handed over before the run ends (its turn comes after the function
-        // settled).
-        if (rec.outcome === "error")
-          this.unheardFailures = withAdded(this.unheardFailures, rec.key);
-        this.delivery.durable(rec.delivery!, () => {
-          if (this.halted) return;
-          this.lateCalls.noteHandedOver(rec.key);
-          this.budget.handOver(rec.key, rec.spend, write.attempts);
-          if (rec.outcome === "error") {
-            if (!this.functionSettled) this.unheardFailures?.delete(rec.key);
-            reject(this.callError(rec.key, rec.error ?? { name: "Error", message: "failed" }));
-            return;
-          }
-          try {
-            resolve(value());
-          } catch (err) {
-            reject(err);
-          }
-        });
-      };
-      this.written({ ...write, steps: [rec] }, durable, reject);
-    });
+    return new Promise<T>((resolve, reject) =>
+      this.recordBuilt(rec, { ...write, steps: [rec] }, value, resolve, reject),
+    );
+  }
+
+  /** A step's first attempt's value (stepAtOnce), recorded as recordEncoded records it, and
+   *  handed over by settling the step's own promise. */
+  private recordAtOnce<T>(
+    call: Call,
+    encoded: string,
+    result: AttemptResult<T>,
+    resolve: (value: T) => void,
+    reject: (err: unknown) => void,
+  ): void {
+    if (this.halted) return;
+    if (this.host.replayOnly) {
+      resolve(this.reachFrontier<T>(call.key) as T);
+      return;
+    }
+    let rec: StepRecord;
+    try {
+      const delivery = this.delivery.allocate();
+      rec = outcomeRecord(call, {
+        startedAt: result.startedAt,
+        completedAt: this.host.clock.now(),
+        result: encoded,
+        spend: result.spend,
+        attempt: 1,
+        delivery,
+      });
+    } catch (err) {
+      reject(err);
+      return;
+    }
+    this.recordBuilt(rec, { steps: [rec] }, () => decode<T>(encoded), resolve, reject);
+  }
+
+  /** Writes `write` (holding the new outcome `rec`), then hands `rec` over in its turn. */
+  private recordBuilt<T>(
+    rec: StepRecord,
+    write: Omit<RunWrite, "runId" | "epoch">,
+    value: () => T,
+    resolve: (value: T) => void,
+    reject: (err: unknown) => void,
+  ): void {
+    const durable = () => {
+      // It may not be handed over before the run ends (its turn comes after the function
+      // settled).
+      if (rec.outcome === "error") this.unheardFailures = withAdded(this.unheardFailures, rec.key);
+      this.delivery.durable(rec.delivery!, () => {
+        if (this.halted) return;
+        this.lateCalls.noteHandedOver(rec.key);
+        this.budget.handOver(rec.key, rec.spend, write.attempts);
+        if (rec.outcome === "error") {
+          if (!this.functionSettled) this.unheardFailures?.delete(rec.key);
+          reject(this.callError(rec.key, rec.error ?? { name: "Error", message: "failed" }));
+          return;
+        }
+        try {
+          resolve(value());
+        } catch (err) {
+          reject(err);
+        }
+      });
+    };
+    this.written(write, durable, reject);
   }
 
   async commit(write: Omit<RunWrite, "runId" | "epoch">): Promise<void> {
@@ -2635,6 +2815,9 @@ function withAdded<T>(set: Set<T> | undefined, value: T): Set<T> {
 
 /** Marks a promise's rejection handled: the failure still goes to whoever awaits it. */
 function ignoreRejection(): void {}
+
+/** A step's estimate when it gives none: no amounts (read only). */
+const NO_AMOUNTS: Amounts = Object.freeze({});
 
 /** `T` with its parts writable, while one is built. */
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };

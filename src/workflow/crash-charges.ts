@@ -28,6 +28,11 @@ export class CrashCharges {
     private readonly now: () => number,
   ) {}
 
+  /** Whether chargeIfCut may charge any call now (it has no other effect). */
+  get mayCharge(): boolean {
+    return this.recovered && this.liveReleased() === 0;
+  }
+
   /** Whether call `key`, about to be attempted with `prior` attempts recorded, was in
    *  flight when the worker died: then it is charged one lost attempt (asked here, written
    *  by the caller, which says so with `chargeRecorded`). */
