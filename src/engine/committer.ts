@@ -65,12 +65,15 @@ export class Committer {
     if (this.scheduled || this.flushing !== undefined) return;
     this.scheduled = true;
     // setImmediate: let every run whose promise resolved in this turn enqueue its write.
-    setImmediate(() => {
-      this.turns++;
-      this.scheduled = false;
-      void this.flushNow();
-    });
+    setImmediate(this.scheduledFlush);
   }
+
+  /** The scheduled flush, made once (a run executing alone schedules one every step). */
+  private readonly scheduledFlush = (): void => {
+    this.turns++;
+    this.scheduled = false;
+    void this.flushNow();
+  };
 
   private flushNow(): Promise<void> {
     if (this.flushing !== undefined || this.queue.length === 0) {
@@ -81,28 +84,43 @@ export class Committer {
     this.batch = batch;
     this.stats.batches++;
     this.stats.writes += batch.length;
+    const writes: RunWrite[] = new Array(batch.length);
+    for (let i = 0; i < batch.length; i++) writes[i] = batch[i]!.write;
     let written: ReturnType<Store["appendRecords"]>;
     try {
-      written = this.store.appendRecords(batch.map((p) => p.write));
+      written = this.store.appendRecords(writes);
     } catch (err) {
       written = Promise.reject(err);
     }
     // One reaction settles the batch and ends the flush: an async function with a finally
-    // made five promises a batch, one batch a step for a run on its own.
-    this.flushing = written.then(
-      (outcomes) => this.flushed(batch, (p, i) => this.settle(p, outcomes[i])),
-      (err: unknown) => this.flushed(batch, (p) => p.reject(err as Error)),
-    );
+    // made five promises a batch, one batch a step for a run on its own. Its two callbacks
+    // are made once: the batch they settle is `this.batch` (one batch is written at a time).
+    this.flushing = written.then(this.batchWritten, this.batchFailed);
     return this.flushing;
   }
 
-  /** Settles each write of the batch just flushed; then the next batch may begin. */
-  private flushed(batch: Pending[], settle: (p: Pending, i: number) => void): void {
+  private readonly batchWritten = (outcomes: Awaited<ReturnType<Store["appendRecords"]>>): void => {
+    this.flushed(false, outcomes, undefined);
+  };
+
+  private readonly batchFailed = (err: unknown): void => {
+    this.flushed(true, undefined, err as Error);
+  };
+
+  /** Settles each write of the batch just flushed (`this.batch`), by its outcome, or with
+   *  `failure` when the store's whole call `failed`; then the next batch may begin. */
+  private flushed(
+    failed: boolean,
+    outcomes: Awaited<ReturnType<Store["appendRecords"]>> | undefined,
+    failure: Error | undefined,
+  ): void {
+    const batch = this.batch;
     try {
       // A writeThen callback that throws must not keep the rest of the batch unanswered.
       for (let i = 0; i < batch.length; i++) {
         try {
-          settle(batch[i]!, i);
+          if (failed) batch[i]!.reject(failure!);
+          else this.settle(batch[i]!, outcomes![i]);
         } catch (err) {
           this.reported(err);
         }
