@@ -31,7 +31,7 @@ function engineFor(...wfs: Workflow<any, any>[]) {
 }
 
 const loop = workflow(
-  { name: "h3-loop", version: "1" },
+  { name: "at-once-loop", version: "1" },
   async (ctx, input: { steps: number }): Promise<number> => {
     let sum = 0;
     for (let i = 0; i < input.steps; i++) sum += (await ctx.step("s", async () => ({ i }))).i;
@@ -71,7 +71,7 @@ describe("a step with no options", () => {
   it("a failed first attempt is retried by the workflow's policy, its spend charged", async () => {
     const attempts: number[] = [];
     const wf = workflow(
-      { name: "h3-retry", version: "1", retry: { maxAttempts: 3, initialDelay: 1 } },
+      { name: "at-once-retry", version: "1", retry: { maxAttempts: 3, initialDelay: 1 } },
       async (ctx) => {
         const v = await ctx.step("a", (s: StepContext) => {
           attempts.push(s.attempt);
@@ -92,7 +92,7 @@ describe("a step with no options", () => {
   it("a final failure fails the step with its error, once", async () => {
     let calls = 0;
     const wf = workflow(
-      { name: "h3-fail", version: "1", retry: { maxAttempts: 1 } },
+      { name: "at-once-fail", version: "1", retry: { maxAttempts: 1 } },
       async (ctx) => {
         try {
           await ctx.step("a", () => {
@@ -120,7 +120,7 @@ describe("a step with no options", () => {
         return () => 1;
       },
     });
-    const wf = workflow({ name: "h3-unstorable", version: "1" }, async (ctx) => {
+    const wf = workflow({ name: "at-once-unstorable", version: "1" }, async (ctx) => {
       const names: string[] = [];
       for (const [k, options] of [
         ["atOnce", undefined],
@@ -145,7 +145,7 @@ describe("a step with no options", () => {
 
   it("a run with no room left in its budget runs no body and pauses", async () => {
     let second = 0;
-    const wf = workflow({ name: "h3-budget", version: "1", budget: { usd: 1 } }, async (ctx) => {
+    const wf = workflow({ name: "at-once-budget", version: "1", budget: { usd: 1 } }, async (ctx) => {
       await ctx.step("spend", (s: StepContext) => {
         s.spend({ usd: 1 });
         return 1;
@@ -175,7 +175,7 @@ describe("a step with no options", () => {
       entered = r;
     });
     let settled = false;
-    const wf = workflow({ name: "h3-cancel", version: "1" }, async (ctx) => {
+    const wf = workflow({ name: "at-once-cancel", version: "1" }, async (ctx) => {
       await ctx
         .step("slow", (s: StepContext) => {
           entered();
@@ -199,7 +199,7 @@ describe("a step with no options", () => {
 
   it("a step made late (after a timer of the workflow's own) executes and replays", async () => {
     let bodies = 0;
-    const wf = workflow({ name: "h3-late", version: "1" }, async (ctx) => {
+    const wf = workflow({ name: "at-once-late", version: "1" }, async (ctx) => {
       const a = await ctx.step("a", () => 1);
       await new Promise((r) => setTimeout(r, 5));
       const b = await ctx.step("b", () => {
