@@ -183,8 +183,9 @@ function revertibleStorage(backend: Backend) {
     revert = async () => {
       const raw = new Database(db.path);
       raw.exec(
-        // Migration 17's index swap undone too.
-        "DROP INDEX runs_ready_idle; " +
+        // Migration 17's index swap and 18's dropped index undone too.
+        "CREATE INDEX runs_created ON runs (created_at, id); " +
+          "DROP INDEX runs_ready_idle; " +
           "CREATE INDEX runs_ready ON runs (ready_at) WHERE ready_at IS NOT NULL; " +
           "CREATE INDEX runs_lease_owner ON runs (lease_owner) WHERE lease_owner IS NOT NULL; " +
           "DROP INDEX runs_held_by; " +
