@@ -1,4 +1,4 @@
-// h10: attacks on a step with no options (Context.stepAtOnce) and the Committer's reactions
+// Attacks on a step with no options (Context.stepAtOnce) and the Committer's reactions
 // made once, on both backends. Each holds on the code before those commits and after them
 // (no defect found): steps with and without options mixed with sleeps, a wait and a child,
 // the same values after a crash at every durable boundary (crashSweep) and the first
@@ -12,12 +12,12 @@ import { checkReplay, crashSweep, faultyStore, writesStep } from "../src/testing
 import { BACKENDS, freshStorage, pgUrl } from "./helpers/engines.js";
 import { reusableSchema } from "./helpers/postgres-reuse.js";
 
-const kid = workflow({ name: "h10-kid", version: "1" }, async (ctx, n: number) => {
+const kid = workflow({ name: "sweep-kid", version: "1" }, async (ctx, n: number) => {
   return await ctx.step("k", () => n * 10);
 });
 
 const mixed = workflow(
-  { name: "h10-mixed", version: "1", retry: { maxAttempts: 3, initialDelay: 1, maxDelay: 1 } },
+  { name: "sweep-mixed", version: "1", retry: { maxAttempts: 3, initialDelay: 1, maxDelay: 1 } },
   async (ctx) => {
     const order: string[] = [];
     const seen = <T>(tag: string, p: Promise<T>) =>
@@ -97,7 +97,7 @@ describe.each(BACKENDS)("%s", (backend) => {
   it("an engine closed while a step's record is being written: the next one finishes, each body once", async () => {
     const store = freshStorage(backend, cleanups);
     const runs = { a: 0, b: 0 };
-    const wf = workflow({ name: "h10-closed", version: "1" }, async (ctx) => {
+    const wf = workflow({ name: "sweep-closed", version: "1" }, async (ctx) => {
       const a = await ctx.step("a", () => {
         runs.a++;
         return "A";
@@ -129,7 +129,7 @@ describe.each(BACKENDS)("%s", (backend) => {
       closeGraceMs: 200,
     });
     cleanups.push(() => first.close());
-    await first.start(wf, undefined, { id: "h10-closed" });
+    await first.start(wf, undefined, { id: "sweep-closed" });
     await writingA;
     const closing = first.close();
     await new Promise((r) => setTimeout(r, 50));
@@ -137,7 +137,7 @@ describe.each(BACKENDS)("%s", (backend) => {
     await closing;
     const next = createEngine({ store: store(), workflows: [wf], pollIntervalMs: 10 });
     cleanups.push(() => next.close());
-    expect(await next.handle("h10-closed").result()).toBe("AB");
+    expect(await next.handle("sweep-closed").result()).toBe("AB");
     expect(runs).toEqual({ a: 1, b: 1 });
   }, 120_000);
 
@@ -151,7 +151,7 @@ describe.each(BACKENDS)("%s", (backend) => {
     const count = (k: string) => {
       bodies[k] = (bodies[k] ?? 0) + 1;
     };
-    const wf = workflow({ name: "h10-fenced", version: "1" }, async (ctx, id: string) => {
+    const wf = workflow({ name: "sweep-fenced", version: "1" }, async (ctx, id: string) => {
       const v = await ctx.step("v", async () => {
         count(`${id}:v`);
         await gate;
@@ -197,7 +197,7 @@ describe.each(BACKENDS)("%s", (backend) => {
     const store = freshStorage(backend, cleanups);
     const engine = createEngine({ store: store(), workflows: [mixed, kid], pollIntervalMs: 10 });
     cleanups.push(() => engine.close());
-    const run = await engine.start(mixed, undefined, { id: "h10-mixed" });
+    const run = await engine.start(mixed, undefined, { id: "sweep-mixed" });
     let sent = false;
     for (let i = 0; i < 500 && !sent; i++) {
       const info = await engine.getRun(run.id);
@@ -213,30 +213,35 @@ describe.each(BACKENDS)("%s", (backend) => {
     expect(check.map((r) => [r.verdict, r.status])).toEqual([["ok", "completed"]]);
   }, 120_000);
 
-  it("mixed steps hand the same values over after a crash at every boundary", async () => {
-    const storage =
-      backend === "postgres"
-        ? () => {
-            const reused = reusableSchema(pgUrl!);
-            return {
-              store: () => postgresStore(reused.url, { schema: reused.schema }),
-              cleanup: reused.release,
-            };
-          }
-        : undefined;
-    const res = await crashSweep({
-      workflows: [mixed, kid],
-      workflow: mixed,
-      input: undefined,
-      events: [{ name: "go", payload: { ok: 1 } }],
-      // Calls not recorded when the crash came run again, and may end in another order:
-      // what every execution must agree on is each value, not their order.
-      // biome-ignore lint/suspicious/noExplicitAny: the output as the workflow returned it
-      normalize: (o: any) => ({ ...o, order: [...o.order].sort() }),
-      ...(storage ? { storage } : {}),
-    });
-    console.log("H10OUT", backend, JSON.stringify(res.baseline.output));
-    expect(res.failures).toEqual([]);
-    expect(res.baseline.status).toBe("completed");
-  }, 600_000);
+  // SQLite only: on PostgreSQL the sweep took ~50 s of the default run, and
+  // crash-sweep-postgres sweeps that backend's boundaries already.
+  it.runIf(backend === "sqlite")(
+    "mixed steps hand the same values over after a crash at every boundary",
+    async () => {
+      const storage =
+        backend === "postgres"
+          ? () => {
+              const reused = reusableSchema(pgUrl!);
+              return {
+                store: () => postgresStore(reused.url, { schema: reused.schema }),
+                cleanup: reused.release,
+              };
+            }
+          : undefined;
+      const res = await crashSweep({
+        workflows: [mixed, kid],
+        workflow: mixed,
+        input: undefined,
+        events: [{ name: "go", payload: { ok: 1 } }],
+        // Calls not recorded when the crash came run again, and may end in another order:
+        // what every execution must agree on is each value, not their order.
+        // biome-ignore lint/suspicious/noExplicitAny: the output as the workflow returned it
+        normalize: (o: any) => ({ ...o, order: [...o.order].sort() }),
+        ...(storage ? { storage } : {}),
+      });
+      expect(res.failures).toEqual([]);
+      expect(res.baseline.status).toBe("completed");
+    },
+    600_000,
+  );
 });
