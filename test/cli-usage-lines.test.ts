@@ -5,37 +5,7 @@
 // line now names each option its help lists (ui.ts).
 
 import { describe, expect, it } from "vitest";
-import type { Command } from "../src/cli/command.js";
-import { approvalLink } from "../src/cli/commands/approval-link.js";
-import { approve, reject } from "../src/cli/commands/approve.js";
-import { cancel } from "../src/cli/commands/cancel.js";
-import { checkReplayCommand } from "../src/cli/commands/check-replay.js";
-import { fork } from "../src/cli/commands/fork.js";
-import { gc } from "../src/cli/commands/gc.js";
-import { resume } from "../src/cli/commands/resume.js";
-import { runs } from "../src/cli/commands/runs.js";
-import { send } from "../src/cli/commands/send.js";
-import { show } from "../src/cli/commands/show.js";
-import { start } from "../src/cli/commands/start.js";
-import { ui } from "../src/cli/commands/ui.js";
-import { worker } from "../src/cli/commands/worker.js";
-
-const COMMANDS: Command[] = [
-  runs,
-  show,
-  start,
-  send,
-  cancel,
-  resume,
-  fork,
-  approve,
-  reject,
-  approvalLink,
-  worker,
-  checkReplayCommand,
-  gc,
-  ui,
-];
+import { COMMANDS } from "../src/cli/commands/all.js";
 
 describe("cairn <command> --help: the usage line", () => {
   it("names every option the command's Options list gives", () => {

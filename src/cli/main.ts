@@ -5,38 +5,9 @@
 
 import { readFileSync } from "node:fs";
 import { CairnError } from "../index.js";
-import { type CliContext, CliError, type Command, STORE_HELP, UsageError } from "./command.js";
-import { approvalLink } from "./commands/approval-link.js";
-import { approve, reject } from "./commands/approve.js";
-import { cancel } from "./commands/cancel.js";
-import { checkReplayCommand } from "./commands/check-replay.js";
-import { fork } from "./commands/fork.js";
-import { gc } from "./commands/gc.js";
-import { resume } from "./commands/resume.js";
-import { runs } from "./commands/runs.js";
-import { send } from "./commands/send.js";
-import { show } from "./commands/show.js";
-import { start } from "./commands/start.js";
-import { ui } from "./commands/ui.js";
-import { worker } from "./commands/worker.js";
+import { type CliContext, CliError, STORE_HELP, UsageError } from "./command.js";
+import { COMMANDS } from "./commands/all.js";
 import { terminalText } from "./format.js";
-
-const COMMANDS: readonly Command[] = [
-  runs,
-  show,
-  start,
-  send,
-  cancel,
-  resume,
-  fork,
-  approve,
-  reject,
-  approvalLink,
-  worker,
-  checkReplayCommand,
-  gc,
-  ui,
-];
 
 /** Options every command accepts, which may also come before the command name. */
 const GLOBAL_WITH_VALUE = new Set(["--store", "--schema"]);
