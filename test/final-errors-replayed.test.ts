@@ -8,6 +8,7 @@
 import { describe, expect, it } from "vitest";
 import { FatalError, workflow } from "../src/index.js";
 import { advanceUntil, BACKENDS, useHarness } from "./helpers/engines.js";
+import { until } from "./helpers/sqlite.js";
 
 class ApiError extends Error {
   status = 429;
@@ -81,11 +82,16 @@ describe.each(BACKENDS)("a step's final error, first execution and replay (%s)",
           mine.push([name, described(e as Error)]);
         }
       }
-      await ctx.sleep("nap", "1s");
+      await ctx.sleep("nap", "1h");
       return "done";
     });
-    const run = await h.engine([wf]).start(wf, undefined);
-    expect(await advanceUntil(h.clock, run.result(), 500)).toBe("done");
+    const engine = h.engine([wf]);
+    const run = await engine.start(wf, undefined);
+    // The clock moves only once the run sleeps: moved while the sleep's intent was being
+    // committed (a slow commit on PostgreSQL), it passed the wake time and the run went on
+    // without suspending, so nothing was replayed.
+    await until(async () => (await engine.getRun(run.id))?.status === "waiting", "the run sleeps");
+    expect(await advanceUntil(h.clock, run.result(), 3_600_000, 50)).toBe("done");
     expect(handed.length).toBe(2);
     const [first, replay] = handed as [Array<[string, unknown]>, Array<[string, unknown]>];
     expect(first.map(([n]) => n)).toEqual(THROWN.map(([n]) => n));
