@@ -45,11 +45,13 @@ import type {
 } from "../store.js";
 import {
   type EventRow,
+  type NamedEventHeadRow,
   normalizeAttempt,
   normalizeIntent,
   normalizeStep,
   toEvent,
   toEventHead,
+  toNamedEventHead,
 } from "./rows.js";
 import { insertSingleStep, singleStepOf } from "./single-step.js";
 import type { StoreContext, Tables } from "./sql.js";
@@ -289,15 +291,8 @@ export async function pendingEventHeadsNamed(
 ): Promise<EventHead[]> {
   const sql = eventHeadsNamedSql(ctx.t);
   const params = [runId, page.name, String(page.after), page.limit];
-  type Row = { seq: string | number; created_at: string | number; idempotency_key: string | null };
-  const toHead = (r: Row): EventHead => ({
-    seq: Number(r.seq),
-    runId,
-    name: page.name,
-    createdAt: Number(r.created_at),
-    consumedBy: null,
-    idempotencyKey: r.idempotency_key,
-  });
+  type Row = NamedEventHeadRow;
+  const toHead = (r: Row): EventHead => toNamedEventHead(runId, page.name, r);
   const verb = "pendingEventHeadsNamed";
   if (!settled) {
     const r = await ctx.db.statement<Row>(
