@@ -145,17 +145,20 @@ describe("a step with no options", () => {
 
   it("a run with no room left in its budget runs no body and pauses", async () => {
     let second = 0;
-    const wf = workflow({ name: "at-once-budget", version: "1", budget: { usd: 1 } }, async (ctx) => {
-      await ctx.step("spend", (s: StepContext) => {
-        s.spend({ usd: 1 });
-        return 1;
-      });
-      await ctx.step("next", () => {
-        second++;
-        return 2;
-      });
-      return "end";
-    });
+    const wf = workflow(
+      { name: "at-once-budget", version: "1", budget: { usd: 1 } },
+      async (ctx) => {
+        await ctx.step("spend", (s: StepContext) => {
+          s.spend({ usd: 1 });
+          return 1;
+        });
+        await ctx.step("next", () => {
+          second++;
+          return 2;
+        });
+        return "end";
+      },
+    );
     const engine = engineFor(wf);
     const handle = await engine.start(wf, {});
     for (let i = 0; i < 200; i++) {
