@@ -194,10 +194,9 @@ describe.each(BACKENDS)("limits (%s)", (backend) => {
     const e = h.engine([wf, kid]);
     for (const kind of Object.keys(calls)) {
       const run = await e.start(wf, kind, { id: `over-${kind}` });
-      const shown = kind === "sleepUntil" ? "sleep" : kind;
       const what = kind === "now" ? "a label" : "a name";
       await expect(run.result(), kind).rejects.toThrow(
-        `ctx.${shown}(${JSON.stringify(long)}) in run "over-${kind}": ${what} must be 1-200 characters`,
+        `ctx.${kind}(${JSON.stringify(long)}) in run "over-${kind}": ${what} must be 1-200 characters`,
       );
       expect((await e.getRun(run.id))?.status, kind).toBe("failed");
       expect(

@@ -29,6 +29,10 @@ export interface Call extends CallPlace {
   looseWindow: boolean;
 }
 
+/** What a call is made as: its kind (what its record says), or "sleepUntil": a call of kind
+ *  "sleep" made with ctx.sleepUntil, whose refusals name the method the workflow called. */
+export type CallMethod = StepKind | "sleepUntil";
+
 /** What a blocked branch waits for: a time, an event of a name, or room in the budget. */
 export interface BlockOn {
   key: string;
@@ -54,7 +58,7 @@ export interface CallCore {
    *  outcome, replayed); `match` checks what the call was given against its journal. */
   makeCall<T>(
     name: string,
-    kind: StepKind,
+    kind: CallMethod,
     execute: (call: Call) => Promise<T>,
     match?: (call: Call) => void,
   ): Promise<T>;

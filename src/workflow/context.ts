@@ -91,7 +91,14 @@ import type { WorkspaceHost } from "../workspace/workspace.js";
 import { ApprovalCalls } from "./approval-calls.js";
 import { AttemptContext } from "./attempt-context.js";
 import { BudgetLedger } from "./budget-ledger.js";
-import { type BlockOn, type Call, type CallCore, HaltedSignal, never } from "./call-core.js";
+import {
+  type BlockOn,
+  type Call,
+  type CallCore,
+  type CallMethod,
+  HaltedSignal,
+  never,
+} from "./call-core.js";
 import { CALL_KEY, failedCallKeys, undecodableCall, unreadable } from "./call-errors.js";
 import {
   bodyOfCurrentScope,
@@ -735,7 +742,7 @@ export class Context implements CallCore, DeliveryHooks {
    *  scope (so none of it counts as the workflow's late work). */
   makeCall<T>(
     name: string,
-    kind: StepKind,
+    kind: CallMethod,
     execute: (call: Call) => Promise<T>,
     /** Checks what the call was given against what its journal recorded (throws once the
      *  run failed), before a recorded outcome is handed over or the call goes on; a call that
@@ -1052,9 +1059,11 @@ export class Context implements CallCore, DeliveryHooks {
   // ---- matching calls to the journal ----
 
   /** The preamble of every call: its key, its place in the call tree and the delivery
-   *  order, and its recorded outcome (checked against the call) if there is one. */
-  private beginCall(name: string, kind: StepKind): Call {
+   *  order, and its recorded outcome (checked against the call) if there is one. Its
+   *  refusals name the ctx method `method` (ctx.sleepUntil makes a call of kind "sleep"). */
+  private beginCall(name: string, method: CallMethod): Call {
     if (this.halted) throw new HaltedSignal();
+    const kind: StepKind = method === "sleepUntil" ? "sleep" : method;
     // An agent calls the same few names again and again (a replay of 1,000 steps checked
     // the same name 1,000 times): each user name is checked once per execution.
     if (this.checkedNames?.has(name) !== true) {
@@ -1064,10 +1073,10 @@ export class Context implements CallCore, DeliveryHooks {
         (kind === "now" || kind === "random" || kind === "uuid");
       if (!internal && !isCallName(name)) {
         throw new TypeError(
-          `ctx.${calledAs(kind)}(${quoteGiven(name)}) in run "${this.host.runId}": a name must be 1-200 characters, must not contain "#" and must not start with "@" or a space`,
+          `ctx.${calledAs(method)}(${quoteGiven(name)}) in run "${this.host.runId}": a name must be 1-200 characters, must not contain "#" and must not start with "@" or a space`,
         );
       }
-      checkText(name, `ctx.${calledAs(kind)}() name in run "${this.host.runId}":`);
+      checkText(name, `ctx.${calledAs(method)}() name in run "${this.host.runId}":`);
       // Only names any kind of call may use: "@now" is valid for ctx.now() alone.
       if (!internal) this.checkedNames = withAdded(this.checkedNames, name);
     }
@@ -1082,8 +1091,8 @@ export class Context implements CallCore, DeliveryHooks {
         const body = bodyOfCurrentScope();
         throw new TypeError(
           body === undefined
-            ? `ctx.${calledAs(kind)}(${quoteGiven(name)}) of run "${this.host.runId}" was called from the workflow code of run "${caller.host.runId}"; a ctx belongs to the run it was handed to: call the ctx of run "${caller.host.runId}"`
-            : `ctx.${calledAs(kind)}(${quoteGiven(name)}) of run "${this.host.runId}" was called inside the body of step ${quoteGiven(body)} of run "${caller.host.runId}"; a ctx belongs to the run it was handed to, and calls do not nest: make it from the workflow function of run "${caller.host.runId}", around the step`,
+            ? `ctx.${calledAs(method)}(${quoteGiven(name)}) of run "${this.host.runId}" was called from the workflow code of run "${caller.host.runId}"; a ctx belongs to the run it was handed to: call the ctx of run "${caller.host.runId}"`
+            : `ctx.${calledAs(method)}(${quoteGiven(name)}) of run "${this.host.runId}" was called inside the body of step ${quoteGiven(body)} of run "${caller.host.runId}"; a ctx belongs to the run it was handed to, and calls do not nest: make it from the workflow function of run "${caller.host.runId}", around the step`,
         );
       }
     }
@@ -1091,7 +1100,7 @@ export class Context implements CallCore, DeliveryHooks {
       // A programming error, not a failed attempt: retrying cannot help. The run fails.
       this.fail(
         new TypeError(
-          `ctx.${calledAs(kind)}("${name}") was called inside the body of step "${scope}" of run "${this.host.runId}"; calls do not nest: make it from the workflow function, around the step`,
+          `ctx.${calledAs(method)}("${name}") was called inside the body of step "${scope}" of run "${this.host.runId}"; calls do not nest: make it from the workflow function, around the step`,
         ),
       );
       throw new HaltedSignal();
@@ -2800,10 +2809,10 @@ export class Context implements CallCore, DeliveryHooks {
   }
 }
 
-/** The ctx method a call of `kind` was made with, as a message names it: a wait's kind is
- *  "wait", and the workflow called ctx.waitForEvent (there is no ctx.wait). */
-function calledAs(kind: StepKind): string {
-  return kind === "wait" ? "waitForEvent" : kind;
+/** The ctx method a call made as `method` was made with, as a message names it: a wait's
+ *  kind is "wait", and the workflow called ctx.waitForEvent (there is no ctx.wait). */
+function calledAs(method: CallMethod): string {
+  return method === "wait" ? "waitForEvent" : method;
 }
 
 /** `set` with `value` added; made when there is none yet (the Context's lazy sets). */

@@ -21,7 +21,7 @@ export class WaitCalls {
     } catch (err) {
       return Promise.reject(err);
     }
-    return this.sleepCall(name, (now) => now + ms);
+    return this.sleepCall(name, "sleep", (now) => now + ms);
   }
 
   sleepUntil(name: string, until: Date | number): Promise<void> {
@@ -37,11 +37,15 @@ export class WaitCalls {
         ),
       );
     }
-    return this.sleepCall(name, () => at);
+    return this.sleepCall(name, "sleepUntil", () => at);
   }
 
-  private sleepCall(name: string, wakeAtFrom: (now: number) => number): Promise<void> {
-    return this.core.makeCall(name, "sleep", (call) => this.sleepFor(call, wakeAtFrom));
+  private sleepCall(
+    name: string,
+    method: "sleep" | "sleepUntil",
+    wakeAtFrom: (now: number) => number,
+  ): Promise<void> {
+    return this.core.makeCall(name, method, (call) => this.sleepFor(call, wakeAtFrom));
   }
 
   private async sleepFor(call: Call, wakeAtFrom: (now: number) => number): Promise<void> {
