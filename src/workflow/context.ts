@@ -119,7 +119,7 @@ import { type DeliveryHooks, DeliveryQueue } from "./delivery.js";
 import { EventReads } from "./event-reads.js";
 import { HeldHandover } from "./held-handover.js";
 import { type CascadeCall, JournalIndex } from "./journal-index.js";
-import { LateCallCheck } from "./late-call-check.js";
+import { eitherLate, LateCallCheck } from "./late-call-check.js";
 import { type LateWork, trackLateWork } from "./late-work.js";
 import {
   attemptRecord,
@@ -1120,7 +1120,7 @@ export class Context implements CallCore, DeliveryHooks {
     // made late, or after a late one, can be (asked only then: most calls reuse a name).
     const reused =
       prev &&
-      (prev.late || late) &&
+      eitherLate(prev, late) &&
       this.lateCalls.reusedName(prev, {
         kind,
         name,

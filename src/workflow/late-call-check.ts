@@ -35,6 +35,13 @@ export interface NewCall {
   parent: CallNode | undefined;
 }
 
+/** Whether a call made now (made late when `late`) and `prev`, the latest call of its name,
+ *  may stand in an order only timing decides: one of the two was made late. Only such a pair
+ *  is judged (reusedName); most calls reuse a name, so the call preamble asks this first. */
+export function eitherLate(prev: CallNode, late: boolean): boolean {
+  return prev.late || late;
+}
+
 export class LateCallCheck {
   /** The position of each call's outcome handed over in the order (madeAfter). */
   private readonly handedOverAt = new Map<string, number>();
@@ -51,7 +58,7 @@ export class LateCallCheck {
     // the grace); this call then takes `prev`'s record, of a later window (test/replay-held-network-swap-findings.test.ts).
     const trusted = c.late && prev.tookHeldRecord === true ? undefined : c.recordedWindow;
     if (
-      (prev.late || c.late) &&
+      eitherLate(prev, c.late) &&
       !inRecordedCascadesApart(prev, trusted) &&
       !isAncestor(prev, c.parent) &&
       !this.madeAfter(prev, c.late && c.record?.issuedLate === true, trusted)
