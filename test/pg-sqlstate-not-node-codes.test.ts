@@ -7,7 +7,7 @@
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { StoreError } from "../src/errors.js";
-import { sqlState } from "../src/store/postgres/store-marks.js";
+import { sqlState } from "../src/store/postgres/sql-state.js";
 
 const serverError = (code: string) => {
   const e = new pg.DatabaseError("refused", 0, "error");

@@ -12,7 +12,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { EncryptionKeyMissingError, StoreError, toErrorRecord } from "../src/errors.js";
 import { encryptedStore, type Store } from "../src/index.js";
 import { postgresStore } from "../src/postgres.js";
-import { sqlState } from "../src/store/postgres/store-marks.js";
+import { sqlState } from "../src/store/postgres/sql-state.js";
 import type { ErrorRecord, StepRecord } from "../src/store/store.js";
 import { createVirtualClock } from "../src/testing/index.js";
 import { pgUrl } from "./helpers/engines.js";

@@ -55,6 +55,7 @@ import {
 } from "./rows.js";
 import { insertSingleStep, singleStepOf } from "./single-step.js";
 import type { StoreContext, Tables } from "./sql.js";
+import { serverError } from "./sql-state.js";
 
 export async function appendRecords(
   ctx: StoreContext,
@@ -142,13 +143,8 @@ async function appendBatch(ctx: StoreContext, writes: RunWrite[]): Promise<Write
  *  the StoreError the connection layer made of it; undefined otherwise. Each is a value
  *  of one write or run refused, so a batch is sent again one by one to find it. */
 export function valueRefused(err: unknown): { code: string; message: string } | undefined {
-  for (let e = err, depth = 0; e && depth < 3; e = (e as { cause?: unknown }).cause, depth++) {
-    const code = (e as { code?: unknown }).code;
-    if (typeof code === "string" && /^(22|23|54)[0-9A-Z]{3}$/.test(code)) {
-      return { code, message: (e as Error).message ?? String(e) };
-    }
-  }
-  return undefined;
+  const e = serverError(err);
+  return e && /^(22|23|54)/.test(e.code) ? { code: e.code, message: e.message } : undefined;
 }
 
 function unstorableByDatabase(w: RunWrite, refused: { code: string }): WriteOutcome {

@@ -41,6 +41,7 @@ import { errorJson } from "../error-json.js";
 import type { RunWrite, StepRecord } from "../store.js";
 import { normalizeStep } from "./rows.js";
 import type { StoreContext } from "./sql.js";
+import { serverError } from "./sql-state.js";
 
 /** The step of `writes` if they are one write of one step that the INSERT may take. */
 export function singleStepOf(writes: RunWrite[]): StepRecord | undefined {
@@ -103,11 +104,8 @@ export async function insertSingleStep(
 
 /** Whether `err` (or its cause) is the unique violation of the steps' primary key. */
 function keyTaken(err: unknown): boolean {
-  for (let e = err, depth = 0; e && depth < 3; e = (e as { cause?: unknown }).cause, depth++) {
-    const x = e as { code?: unknown; constraint?: unknown };
-    if (x.code === "23505" && x.constraint === "steps_pkey") return true;
-  }
-  return false;
+  const e = serverError(err);
+  return e?.code === "23505" && e.constraint === "steps_pkey";
 }
 
 const texts = new WeakMap<StoreContext["t"], string>();

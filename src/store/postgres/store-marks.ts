@@ -2,9 +2,8 @@
 // is written, so opening an encrypted store that is already marked writes nothing. The mark
 // comes with triggers that refuse plain payloads in the database (plain-triggers.ts).
 
-import pg from "pg";
 import { CairnError } from "../../errors.js";
-import { isConnectionError, type Tx } from "./connection.js";
+import type { Tx } from "./connection.js";
 import {
   type GuardState,
   guardState,
@@ -13,6 +12,7 @@ import {
   syncPlainTriggers,
 } from "./plain-triggers.js";
 import { nowSql, type StoreContext } from "./sql.js";
+import { sqlState } from "./sql-state.js";
 
 const ENCRYPTED = "encrypted";
 
@@ -195,21 +195,6 @@ export async function unmarkEncrypted(ctx: StoreContext): Promise<void> {
     if (code !== "42501" && code !== "55P03") throw err;
     await db.transaction("unmarkEncrypted", "idempotent", unmark);
   }
-}
-
-/** The SQLSTATE of an error the server sent (pg's DatabaseError), or of the one a StoreError
- *  wraps; undefined for an error of the connection: Node's codes (a five-letter one such as
- *  "EPIPE" too, which the shape of an SQLSTATE let through: a connection lost mid-install was
- *  taken for a refusal and the store marked without triggers), and the codes the server sends
- *  as the session ends (connection.ts isConnectionError: class 08, 57P01 of a backend
- *  terminated while the install waited for a lock, 57P02, 57P03, 53300), which were read as a
- *  refusal once the transaction's own retries were spent. */
-export function sqlState(err: unknown): string | undefined {
-  let e = err instanceof CairnError ? err.cause : err;
-  if (e instanceof CairnError) e = e.cause;
-  if (!(e instanceof pg.DatabaseError) || isConnectionError(e)) return undefined;
-  const code = e.code;
-  return typeof code === "string" && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
 }
 
 /** The parents of `runs` (a cancel's reason is cairn's only where each id in it names the

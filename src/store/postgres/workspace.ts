@@ -6,7 +6,6 @@
 // deletion runs again and now sees the new ref. Objects are immutable and content-addressed,
 // so putting one twice is a no-op and every verb here may be retried after a lost commit.
 
-import { StoreError } from "../../errors.js";
 import { deletableWithChildren } from "../retention-families.js";
 import { TERMINAL_STATUS_LIST } from "../status-sql.js";
 import { type RunStatus, TERMINAL_STATUSES } from "../store.js";
@@ -20,6 +19,7 @@ import type {
 import { Rollback, type Tx } from "./connection.js";
 import { type FeatureTables, featureTables } from "./feature-tables.js";
 import { nowSql, type StoreContext } from "./sql.js";
+import { sqlState } from "./sql-state.js";
 
 interface ObjectRow {
   hash: string;
@@ -32,8 +32,7 @@ const unique = (xs: string[]) => [...new Set(xs)];
 
 /** A foreign-key violation: an object was deleted under a concurrent reference. */
 function isForeignKeyRace(err: unknown): boolean {
-  const cause = err instanceof StoreError ? err.cause : err;
-  return (cause as { code?: unknown } | undefined)?.code === "23503";
+  return sqlState(err) === "23503";
 }
 
 async function missingIn(tx: Tx, ctx: StoreContext, hashes: string[]): Promise<string[]> {
