@@ -15,31 +15,23 @@ import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { EncryptionKeyMissingError, encryptedStore, type Store } from "../src/index.js";
-import { postgresStore } from "../src/postgres.js";
 import { createVirtualClock } from "../src/testing/index.js";
 import { pgUrl } from "./helpers/engines.js";
 import { k1, markedSchemas, url } from "./helpers/marked-schemas.js";
+import { claimedRun, stepWith } from "./helpers/plain-records.js";
 
-const { track, triggers } = markedSchemas();
+const { storage, triggers } = markedSchemas();
 
 describe.skipIf(!pgUrl)("the mark's trigger install against a writer", () => {
   it("a writer that deadlocked every try of the install: the mark gets its triggers", async () => {
-    const schema = `mark_dl_${randomBytes(4).toString("hex")}`;
-    track(schema);
+    const { schema, make } = storage("mark_dl");
     const tag = `mark_w_${randomBytes(4).toString("hex")}`;
     const u = new URL(url);
     u.searchParams.set("application_name", tag);
     const clock = createVirtualClock();
-    const plain: Store = postgresStore(url, { schema });
+    const plain: Store = make();
     await plain.open({ clock });
-    const { run } = await plain.createRun({
-      id: "r",
-      workflow: "wf",
-      version: "1",
-      input: "-1",
-      budgetLimit: {},
-      claimBy: { workerId: "w", leaseMs: 600_000 },
-    });
+    const { run } = await plain.createRun(claimedRun("r"));
     // The writer: steps first, then the run's row, as append_records with spend does; it
     // waits (in its transaction) until the install queues behind it each time.
     const w = new pg.Client({ connectionString: url });
@@ -66,7 +58,7 @@ describe.skipIf(!pgUrl)("the mark's trigger install against a writer", () => {
         await w.query("COMMIT");
       }
     })();
-    const keyed = encryptedStore(postgresStore(u.toString(), { schema }), { keys: [k1] });
+    const keyed = encryptedStore(make(u.toString()), { keys: [k1] });
     try {
       await keyed.open({ clock });
     } finally {
@@ -79,32 +71,7 @@ describe.skipIf(!pgUrl)("the mark's trigger install against a writer", () => {
       expect(await plain.isMarkedEncrypted?.()).toBe(true);
       // The keyless store, still in its window, writes a plain result: the database refuses.
       const out = await plain
-        .appendRecords([
-          {
-            runId: "r",
-            epoch: run.epoch,
-            steps: [
-              {
-                runId: "r",
-                key: "s",
-                generation: 0,
-                seq: 1,
-                name: "s",
-                kind: "step",
-                outcome: "ok",
-                result: '"SECRET"',
-                error: null,
-                spend: {},
-                startedAt: 1,
-                completedAt: 2,
-                attempt: 1,
-                delivery: 1,
-                issuedAfter: 0,
-                issuedLate: false,
-              },
-            ],
-          },
-        ])
+        .appendRecords([{ runId: "r", epoch: run.epoch, steps: [stepWith("r", "s", '"SECRET"')] }])
         .catch((e: unknown) => e);
       expect(await triggers(schema)).toBe(8);
       expect(out).toBeInstanceOf(EncryptionKeyMissingError);

@@ -8,31 +8,15 @@
 // keyless store in its window writing such a message in plain text was told "unstorable",
 // not the guard's refusal.
 
-import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { EncryptionKeyMissingError, encryptedStore, type Store } from "../src/index.js";
-import { postgresStore } from "../src/postgres.js";
-import type { ErrorRecord, NewRun, StepRecord } from "../src/store/store.js";
+import { EncryptionKeyMissingError, encryptedStore } from "../src/index.js";
+import type { ErrorRecord } from "../src/store/store.js";
 import { createVirtualClock } from "../src/testing/index.js";
 import { pgUrl } from "./helpers/engines.js";
-import { k1, markedSchemas, url } from "./helpers/marked-schemas.js";
+import { k1, markedSchemas } from "./helpers/marked-schemas.js";
+import { claimedRun, stepFailed } from "./helpers/plain-records.js";
 
-const { track } = markedSchemas();
-
-function storage() {
-  const schema = `plain_esc_${randomBytes(4).toString("hex")}`;
-  track(schema);
-  return (): Store => postgresStore(url, { schema });
-}
-
-const newRun = (id: string): NewRun => ({
-  id,
-  workflow: "wf",
-  version: "1",
-  input: "-1",
-  budgetLimit: {},
-  claimBy: { workerId: "w", leaseMs: 600_000 },
-});
+const { storage } = markedSchemas();
 
 const cut = "👍 great".slice(1); // a lone low surrogate, then " great"
 const oddError: ErrorRecord = {
@@ -42,37 +26,18 @@ const oddError: ErrorRecord = {
   stack: `at \u0000 ${cut}`,
 };
 
-const step = (runId: string, key: string, error: ErrorRecord): StepRecord => ({
-  runId,
-  key,
-  generation: 0,
-  seq: 1,
-  name: key,
-  kind: "step",
-  outcome: "error",
-  result: null,
-  error,
-  spend: {},
-  startedAt: 1,
-  completedAt: 2,
-  attempt: 1,
-  delivery: 1,
-  issuedAfter: 0,
-  issuedLate: false,
-});
-
 describe.skipIf(!pgUrl)("PostgreSQL plain triggers and error records with odd escapes", () => {
   it("an encrypted store's error named with a NUL or a lone surrogate is stored exactly", async () => {
-    const make = storage();
+    const { make } = storage("plain_esc");
     const keyed = encryptedStore(make(), { keys: [k1] });
     await keyed.open({ clock: createVirtualClock() });
     try {
       expect(await keyed.isMarkedEncrypted?.()).toBe(true);
-      const { run } = await keyed.createRun(newRun("r"));
+      const { run } = await keyed.createRun(claimedRun("r"));
       // The lone INSERT's path (a step alone) and append_records's (with an attempt).
       expect(
         await keyed.appendRecords([
-          { runId: "r", epoch: run.epoch, steps: [step("r", "s1", oddError)] },
+          { runId: "r", epoch: run.epoch, steps: [stepFailed("r", "s1", oddError)] },
         ]),
       ).toEqual([{ ok: true }]);
       expect(
@@ -80,7 +45,7 @@ describe.skipIf(!pgUrl)("PostgreSQL plain triggers and error records with odd es
           {
             runId: "r",
             epoch: run.epoch,
-            steps: [step("r", "s2", oddError)],
+            steps: [stepFailed("r", "s2", oddError)],
             attempts: [
               {
                 runId: "r",
@@ -116,18 +81,18 @@ describe.skipIf(!pgUrl)("PostgreSQL plain triggers and error records with odd es
   });
 
   it("a keyless store in its window is refused such a plain message as plain, not as unstorable", async () => {
-    const make = storage();
+    const { make } = storage("plain_esc");
     const clock = createVirtualClock();
     const plain = make();
     await plain.open({ clock });
     try {
-      const { run } = await plain.createRun(newRun("r"));
+      const { run } = await plain.createRun(claimedRun("r"));
       const keyed = encryptedStore(make(), { keys: [k1] });
       await keyed.open({ clock });
       await keyed.close();
       // The keyless store still believes "not marked": the database refuses.
       const err = await plain
-        .appendRecords([{ runId: "r", epoch: run.epoch, steps: [step("r", "s", oddError)] }])
+        .appendRecords([{ runId: "r", epoch: run.epoch, steps: [stepFailed("r", "s", oddError)] }])
         .then(
           (outcome) => outcome,
           (e: unknown) => e,

@@ -6,26 +6,29 @@
 //   store marked without its triggers and markEncrypted said nothing. It is thrown now, as
 //   every connection error is (connection.ts isConnectionError: 57P01-03, 53300, class 08).
 
-import { randomBytes } from "node:crypto";
 import pg from "pg";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { EncryptionKeyMissingError, StoreError, toErrorRecord } from "../src/errors.js";
-import { encryptedStore, type Store } from "../src/index.js";
+import { type Clock, encryptedStore, type Store } from "../src/index.js";
 import { postgresStore } from "../src/postgres.js";
 import { sqlState } from "../src/store/postgres/sql-state.js";
 import type { ErrorRecord, StepRecord } from "../src/store/store.js";
 import { createVirtualClock } from "../src/testing/index.js";
 import { pgUrl } from "./helpers/engines.js";
-import { k1, markedSchemas, url } from "./helpers/marked-schemas.js";
+import {
+  eight,
+  installWarnings,
+  k1,
+  markedSchemas,
+  openAndClose,
+  TABLES,
+  testRoles,
+  url,
+} from "./helpers/marked-schemas.js";
 import { newRun, refusal, stepWith } from "./helpers/plain-records.js";
 
-const { admin, track, triggers } = markedSchemas();
-
-function schemaName(): string {
-  const schema = `triga_${randomBytes(4).toString("hex")}`;
-  track(schema);
-  return schema;
-}
+const { admin, markState, nameIn, renameTriggers, storage, triggers, untilLockWait } =
+  markedSchemas();
 
 const serverError = (code: string) => {
   const e = new pg.DatabaseError("terminating connection due to administrator command", 0, "error");
@@ -60,14 +63,7 @@ function killingPool(when: RegExp): { pool: pg.Pool; kills: () => number } {
       const pid = (client as unknown as { processID: number }).processID;
       const running = query(...args);
       void (async () => {
-        for (;;) {
-          const r = await admin.query(
-            "SELECT 1 FROM pg_locks WHERE pid = $1 AND NOT granted LIMIT 1",
-            [pid],
-          );
-          if (r.rowCount) break;
-          await new Promise((resolve) => setTimeout(resolve, 5));
-        }
+        await untilLockWait("pid = $1 AND NOT granted", pid);
         kills++;
         await admin.query("SELECT pg_terminate_backend($1)", [pid]);
       })();
@@ -80,12 +76,10 @@ function killingPool(when: RegExp): { pool: pg.Pool; kills: () => number } {
 
 describe.skipIf(!pgUrl)("PostgreSQL: a connection lost while the install waits", () => {
   it("is thrown, and the store is not marked without its triggers", async () => {
-    const schema = schemaName();
+    const { schema, make } = storage("triga");
     const clock = createVirtualClock();
     // The schema made by a plain open first.
-    const first = postgresStore(url, { schema });
-    await first.open({ clock });
-    await first.close();
+    await openAndClose(make(), clock);
 
     // A writer holds steps: the install waits there, and is terminated there, every try.
     const blocker = new pg.Client({ connectionString: url });
@@ -119,17 +113,6 @@ describe.skipIf(!pgUrl)("PostgreSQL: a connection lost while the install waits",
 
 // ---- Races: what held (each checks the invariant, no mend behind it) ----
 
-const TABLES = [
-  "runs",
-  "steps",
-  "attempts",
-  "intents",
-  "events",
-  "run_streams",
-  "workspace_objects",
-  "approvals",
-];
-
 /** Whether `write` went (true) or was refused as plain (false); any other error thrown. */
 async function went(write: Promise<unknown>): Promise<boolean> {
   try {
@@ -141,22 +124,9 @@ async function went(write: Promise<unknown>): Promise<boolean> {
   }
 }
 
-/** Marked, and this build's eight triggers and no other; or unmarked. */
-async function markAgrees(schema: string): Promise<{ marked: boolean; names: string[] }> {
-  const r = await admin.query(
-    `SELECT EXISTS (SELECT 1 FROM "${schema}".store_marks WHERE name = 'encrypted') AS marked,
-       array(SELECT c.relname || ':' || t.tgname FROM pg_trigger t
-         JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace s ON s.oid = c.relnamespace
-         WHERE s.nspname = $1 AND t.tgname LIKE 'cairn_plain_guard%' ORDER BY 1) AS names`,
-    [schema],
-  );
-  return { marked: r.rows[0].marked, names: r.rows[0].names };
-}
-
 describe.skipIf(!pgUrl)("PostgreSQL: the mark's triggers under races", () => {
   it("a keyless writer and keyless opens racing a keyed open: no plain write after the mark", async () => {
-    const schema = schemaName();
-    const make = () => postgresStore(url, { schema });
+    const { schema, make } = storage("triga");
     const clock = createVirtualClock();
     // Opened before the mark, its clock frozen: it believes "not marked" for good, so only
     // the triggers stand between it and the marked store.
@@ -177,9 +147,7 @@ describe.skipIf(!pgUrl)("PostgreSQL: the mark's triggers under races", () => {
         // Keyless opens, each reading the mark and perhaps syncing the triggers.
         const openers = (async () => {
           while (!stop) {
-            const s = make();
-            await s.open({ clock });
-            await s.close();
+            await openAndClose(make(), clock);
           }
         })();
         await new Promise((resolve) => setTimeout(resolve, 20 + round * 10));
@@ -196,12 +164,12 @@ describe.skipIf(!pgUrl)("PostgreSQL: the mark's triggers under races", () => {
         expect(outcomes.filter((o) => o.afterMark && o.ok)).toEqual([]);
         const first = outcomes.findIndex((o) => !o.ok);
         expect(outcomes.slice(first).filter((o) => o.ok)).toEqual([]);
-        const now = await markAgrees(schema);
+        const now = await markState(schema);
         expect(now.marked).toBe(true);
         expect(now.names).toHaveLength(8);
         // Unmarked again for the next round (the plain store's removal).
         await plain.unmarkEncrypted!();
-        expect(await markAgrees(schema)).toEqual({ marked: false, names: [] });
+        expect(await markState(schema)).toEqual({ marked: false, names: [] });
       }
     } finally {
       await plain.close();
@@ -209,26 +177,22 @@ describe.skipIf(!pgUrl)("PostgreSQL: the mark's triggers under races", () => {
   });
 
   it("a replace of another build's triggers racing writers: plain refused, keyed written", async () => {
-    const schema = schemaName();
-    const make = () => postgresStore(url, { schema });
+    const { schema, make } = storage("triga");
     const clock = createVirtualClock();
     const plain = make();
     await plain.open({ clock });
     const keyed = encryptedStore(make(), { keys: [k1] });
     await keyed.open({ clock });
     try {
-      const ours = (await markAgrees(schema)).names[0]!.split(":")[1]!;
+      const ours = await nameIn(schema);
       const { run } = await keyed.createRun(newRun("k", "-1"));
       let keyedWrites = 0;
       let plainTries = 0;
       for (let round = 0; round < 6; round++) {
         // Another build's triggers (another name), beside ours or instead.
-        for (const table of TABLES) {
-          if (round % 2 === 0) {
-            await admin.query(
-              `ALTER TRIGGER ${ours} ON "${schema}".${table} RENAME TO cairn_plain_guard_1`,
-            );
-          } else {
+        if (round % 2 === 0) await renameTriggers(schema, ours, "cairn_plain_guard_1");
+        else {
+          for (const table of TABLES) {
             await admin.query(
               `CREATE TRIGGER cairn_plain_guard_1 BEFORE INSERT OR UPDATE ON "${schema}".${table}
                  FOR EACH ROW EXECUTE FUNCTION "${schema}".cairn_plain_${
@@ -266,14 +230,12 @@ describe.skipIf(!pgUrl)("PostgreSQL: the mark's triggers under races", () => {
         })();
         // A keyed open (its mark retries a replace that timed out; a keyless open tries twice:
         // see "an open's change of the triggers under a writer").
-        const opener = encryptedStore(make(), { keys: [k1] });
-        await opener.open({ clock });
-        await opener.close();
+        await openAndClose(encryptedStore(make(), { keys: [k1] }), clock);
         stop = true;
         await Promise.all([plainWriter, keyedWriter]);
-        expect(await markAgrees(schema)).toEqual({
+        expect(await markState(schema)).toEqual({
           marked: true,
-          names: TABLES.map((t) => `${t}:${ours}`).sort(),
+          names: eight(ours),
         });
       }
       expect(keyedWrites).toBeGreaterThan(0);
@@ -289,8 +251,7 @@ describe.skipIf(!pgUrl)("PostgreSQL: the mark's triggers under races", () => {
   });
 
   it("unmark racing mark: marked always comes with this build's eight triggers", async () => {
-    const schema = schemaName();
-    const make = () => postgresStore(url, { schema });
+    const { schema, make } = storage("triga");
     const clock = createVirtualClock();
     const a = make();
     const b = make();
@@ -303,7 +264,7 @@ describe.skipIf(!pgUrl)("PostgreSQL: the mark's triggers under races", () => {
           a.markEncrypted!(),
           new Promise((resolve) => setTimeout(resolve, delay)).then(() => b.unmarkEncrypted!()),
         ]);
-        const now = await markAgrees(schema);
+        const now = await markState(schema);
         if (now.marked) expect(now.names).toHaveLength(8);
         // Triggers left on an unmarked store refuse nothing.
         if (!now.marked) {
@@ -317,12 +278,9 @@ describe.skipIf(!pgUrl)("PostgreSQL: the mark's triggers under races", () => {
   });
 
   it("an unmark that cannot lock a table in time removes the mark alone; the next open drops the triggers", async () => {
-    const schema = schemaName();
-    const make = () => postgresStore(url, { schema });
+    const { schema, make } = storage("triga");
     const clock = createVirtualClock();
-    const keyed = encryptedStore(make(), { keys: [k1] });
-    await keyed.open({ clock });
-    await keyed.close();
+    await openAndClose(encryptedStore(make(), { keys: [k1] }), clock);
     expect(await triggers(schema)).toBe(8);
     const blocker = new pg.Client({ connectionString: url });
     await blocker.connect();
@@ -333,13 +291,11 @@ describe.skipIf(!pgUrl)("PostgreSQL: the mark's triggers under races", () => {
       await blocker.query(`LOCK TABLE "${schema}".events IN ROW EXCLUSIVE MODE`);
       await plain.unmarkEncrypted!();
       await blocker.query("ROLLBACK");
-      expect((await markAgrees(schema)).marked).toBe(false);
+      expect((await markState(schema)).marked).toBe(false);
       expect(await triggers(schema)).toBe(8);
       // They refuse nothing; the next open drops them.
       expect((await plain.createRun(newRun("p", '"plain"'))).created).toBe(true);
-      const next = make();
-      await next.open({ clock });
-      await next.close();
+      await openAndClose(make(), clock);
       expect(await triggers(schema)).toBe(0);
     } finally {
       await blocker.query("ROLLBACK").catch(() => {});
@@ -353,8 +309,7 @@ describe.skipIf(!pgUrl)("PostgreSQL: the mark's triggers under races", () => {
 
 describe.skipIf(!pgUrl)("PostgreSQL: hostile payloads through the mark's triggers", () => {
   it("escapes, lone surrogates, a forged envelope and huge texts: plain refused (CNPLN), keyed written", async () => {
-    const schema = schemaName();
-    const make = () => postgresStore(url, { schema });
+    const { schema, make } = storage("triga");
     const clock = createVirtualClock();
     const plain = make();
     await plain.open({ clock });
@@ -440,47 +395,23 @@ describe.skipIf(!pgUrl)("PostgreSQL: hostile payloads through the mark's trigger
 //   triggers stayed. The install now hands the functions to the tables' owner.
 
 describe.skipIf(!pgUrl)("PostgreSQL: the mark's functions belong to the tables' owner", () => {
-  const tag = randomBytes(4).toString("hex");
-  const owner = `triga_owner_${tag}`;
-  const writer = `triga_writer_${tag}`;
-  const other = `triga_other_${tag}`;
-  const database = new URL(url).pathname.slice(1);
-  const as = (role: string) => {
-    const u = new URL(url);
-    u.username = role;
-    u.password = "";
-    return u.toString();
-  };
-  afterAll(async () => {
-    for (const role of [other, writer, owner]) {
-      await admin.query(`DROP OWNED BY ${role} CASCADE`).catch(() => {});
-      await admin.query(`REVOKE ALL ON DATABASE "${database}" FROM ${role}`).catch(() => {});
-      await admin.query(`DROP ROLE IF EXISTS ${role}`);
-    }
-  });
+  const { roles, database, as } = testRoles(admin, "triga", ["owner", "writer", "other"]);
+  const { owner, writer, other } = roles;
 
   it("a writer granted the owner's rights installs; the owner, or another such writer, replaces", async () => {
     for (const role of [owner, writer, other]) await admin.query(`CREATE ROLE ${role} LOGIN`);
     await admin.query(`GRANT CREATE ON DATABASE "${database}" TO ${owner}`);
     await admin.query(`GRANT ${owner} TO ${writer}`);
     await admin.query(`GRANT ${owner} TO ${other}`);
-    const schema = schemaName();
+    const { schema, make } = storage("triga");
     const clock = createVirtualClock();
-    const first = postgresStore(as(owner), { schema });
-    await first.open({ clock });
-    await first.close();
+    await openAndClose(make(as(owner)), clock);
 
-    const warnings: Error[] = [];
-    const onWarning = (w: Error) => {
-      if ((w as { code?: string }).code === "CAIRN_PLAIN_TRIGGERS_REFUSED") warnings.push(w);
-    };
-    process.on("warning", onWarning);
+    const { warnings, stop } = installWarnings();
     try {
       // The writer, as the warning advised, marks the store and installs the triggers.
-      const w = encryptedStore(postgresStore(as(writer), { schema }), { keys: [k1] });
-      await w.open({ clock });
-      await w.close();
-      const ours = (await markAgrees(schema)).names[0]!.split(":")[1]!;
+      await openAndClose(encryptedStore(make(as(writer)), { keys: [k1] }), clock);
+      const ours = await nameIn(schema);
       expect(await triggers(schema)).toBe(8);
       const owners = await admin.query(
         `SELECT DISTINCT pg_get_userbyid(p.proowner) AS o FROM pg_proc p
@@ -493,19 +424,12 @@ describe.skipIf(!pgUrl)("PostgreSQL: the mark's functions belong to the tables' 
       // Another build's triggers (as an upgrade finds them): the owner's open replaces them,
       // and so does another writer's.
       for (const [i, role] of [owner, other].entries()) {
-        for (const table of TABLES) {
-          await admin.query(
-            `ALTER TRIGGER ${ours} ON "${schema}".${table} RENAME TO cairn_plain_guard_${i + 1}`,
-          );
-        }
-        const s = encryptedStore(postgresStore(as(role), { schema }), { keys: [k1] });
-        await s.open({ clock });
-        await new Promise((resolve) => setImmediate(resolve));
-        await s.close();
+        await renameTriggers(schema, ours, `cairn_plain_guard_${i + 1}`);
+        await openAndClose(encryptedStore(make(as(role)), { keys: [k1] }), clock, true);
         expect(warnings.map((x) => x.message)).toEqual([]);
-        expect(await markAgrees(schema)).toEqual({
+        expect(await markState(schema)).toEqual({
           marked: true,
-          names: TABLES.map((t) => `${t}:${ours}`).sort(),
+          names: eight(ours),
         });
       }
 
@@ -513,14 +437,6 @@ describe.skipIf(!pgUrl)("PostgreSQL: the mark's functions belong to the tables' 
       // owner's open is refused, and told to open the store as the functions' owner (it was
       // told to open it as the tables' owner: itself); that writer's open replaces them, and
       // hands the functions over.
-      const rename = async (to: string) => {
-        for (const table of TABLES) {
-          const from = (await markAgrees(schema)).names.find((n) => n.startsWith(`${table}:`));
-          await admin.query(
-            `ALTER TRIGGER ${from!.split(":")[1]} ON "${schema}".${table} RENAME TO ${to}`,
-          );
-        }
-      };
       const fns = await admin.query(
         `SELECT p.oid::regprocedure::text AS f FROM pg_proc p
            JOIN pg_namespace n ON n.oid = p.pronamespace
@@ -528,29 +444,21 @@ describe.skipIf(!pgUrl)("PostgreSQL: the mark's functions belong to the tables' 
         [schema],
       );
       for (const { f } of fns.rows) await admin.query(`ALTER FUNCTION ${f} OWNER TO ${writer}`);
-      await rename("cairn_plain_guard_3");
-      const byOwner = encryptedStore(postgresStore(as(owner), { schema }), { keys: [k1] });
-      await byOwner.open({ clock });
-      await new Promise((resolve) => setImmediate(resolve));
-      await byOwner.close();
+      await renameTriggers(schema, ours, "cairn_plain_guard_3");
+      await openAndClose(encryptedStore(make(as(owner)), { keys: [k1] }), clock, true);
       expect(warnings).toHaveLength(1);
       expect(warnings[0]!.message).toContain(
         `Open it once as the owner of its triggers' functions, "${writer}"`,
       );
       expect(warnings[0]!.message).toContain(`GRANT "${writer}" TO "${owner}"`);
-      const byWriter = encryptedStore(postgresStore(as(writer), { schema }), { keys: [k1] });
-      await byWriter.open({ clock });
-      await byWriter.close();
-      expect((await markAgrees(schema)).names).toEqual(TABLES.map((t) => `${t}:${ours}`).sort());
-      await rename("cairn_plain_guard_4");
-      const again = encryptedStore(postgresStore(as(owner), { schema }), { keys: [k1] });
-      await again.open({ clock });
-      await new Promise((resolve) => setImmediate(resolve));
-      await again.close();
+      await openAndClose(encryptedStore(make(as(writer)), { keys: [k1] }), clock);
+      expect((await markState(schema)).names).toEqual(eight(ours));
+      await renameTriggers(schema, ours, "cairn_plain_guard_4");
+      await openAndClose(encryptedStore(make(as(owner)), { keys: [k1] }), clock, true);
       expect(warnings).toHaveLength(1);
-      expect((await markAgrees(schema)).names).toEqual(TABLES.map((t) => `${t}:${ours}`).sort());
+      expect((await markState(schema)).names).toEqual(eight(ours));
     } finally {
-      process.off("warning", onWarning);
+      stop();
     }
   });
 });
@@ -563,81 +471,46 @@ describe.skipIf(!pgUrl)("PostgreSQL: the mark's functions belong to the tables' 
 //   in 12 left them, 0 in 12 with the second try (one sitting, A/B/A). It tries again at once, the
 //   table it could not have locked first.
 
+/** Opens a keyless store on `schema` while a writer holds steps, and has the writer write
+ *  runs (append_records' order) once the open's change of the triggers holds runs and waits
+ *  for steps; returns once the open has. */
+async function openUnderWriter(schema: string, make: () => Store, clock: Clock): Promise<void> {
+  const writer = new pg.Client({ connectionString: url });
+  await writer.connect();
+  const plain = make();
+  try {
+    await writer.query("BEGIN");
+    await writer.query(`LOCK TABLE "${schema}".steps IN ROW EXCLUSIVE MODE`);
+    const opening = plain.open({ clock });
+    // The open's change holds runs and waits for steps: the writer now writes runs.
+    await untilLockWait("NOT granted AND relation = $1::regclass", `"${schema}".steps`);
+    await writer.query(`UPDATE "${schema}".runs SET updated_at = updated_at WHERE false`);
+    await writer.query("COMMIT");
+    await opening;
+  } finally {
+    await writer.query("ROLLBACK").catch(() => {});
+    await writer.end();
+    await plain.close();
+  }
+}
+
 describe.skipIf(!pgUrl)("PostgreSQL: an open's change of the triggers under a writer", () => {
   it("a keyless open replaces another build's triggers though a writer holds steps, then writes runs", async () => {
-    const schema = schemaName();
-    const make = () => postgresStore(url, { schema });
+    const { schema, make } = storage("triga");
     const clock = createVirtualClock();
-    const keyed = encryptedStore(make(), { keys: [k1] });
-    await keyed.open({ clock });
-    await keyed.close();
-    const ours = (await markAgrees(schema)).names[0]!.split(":")[1]!;
-    for (const table of TABLES) {
-      await admin.query(
-        `ALTER TRIGGER ${ours} ON "${schema}".${table} RENAME TO cairn_plain_guard_1`,
-      );
-    }
-    const writer = new pg.Client({ connectionString: url });
-    await writer.connect();
-    const plain = make();
-    try {
-      await writer.query("BEGIN");
-      await writer.query(`LOCK TABLE "${schema}".steps IN ROW EXCLUSIVE MODE`);
-      const opening = plain.open({ clock });
-      // The open's change holds runs and waits for steps: the writer now writes runs.
-      for (;;) {
-        const r = await admin.query(
-          `SELECT 1 FROM pg_locks WHERE NOT granted AND relation = $1::regclass LIMIT 1`,
-          [`"${schema}".steps`],
-        );
-        if (r.rowCount) break;
-        await new Promise((resolve) => setTimeout(resolve, 5));
-      }
-      await writer.query(`UPDATE "${schema}".runs SET updated_at = updated_at WHERE false`);
-      await writer.query("COMMIT");
-      await opening;
-      expect(await markAgrees(schema)).toEqual({
-        marked: true,
-        names: TABLES.map((t) => `${t}:${ours}`).sort(),
-      });
-    } finally {
-      await writer.query("ROLLBACK").catch(() => {});
-      await writer.end();
-      await plain.close();
-    }
+    await openAndClose(encryptedStore(make(), { keys: [k1] }), clock);
+    const ours = await nameIn(schema);
+    await renameTriggers(schema, ours, "cairn_plain_guard_1");
+    await openUnderWriter(schema, make, clock);
+    expect(await markState(schema)).toEqual({ marked: true, names: eight(ours) });
   });
 
   it("so does an open of an unmarked store with a removed mark's triggers: it drops them", async () => {
-    const schema = schemaName();
-    const make = () => postgresStore(url, { schema });
+    const { schema, make } = storage("triga");
     const clock = createVirtualClock();
-    const keyed = encryptedStore(make(), { keys: [k1] });
-    await keyed.open({ clock });
-    await keyed.close();
+    await openAndClose(encryptedStore(make(), { keys: [k1] }), clock);
     await admin.query(`DELETE FROM "${schema}".store_marks`);
-    const writer = new pg.Client({ connectionString: url });
-    await writer.connect();
-    const plain = make();
-    try {
-      await writer.query("BEGIN");
-      await writer.query(`LOCK TABLE "${schema}".steps IN ROW EXCLUSIVE MODE`);
-      const opening = plain.open({ clock });
-      for (;;) {
-        const r = await admin.query(
-          `SELECT 1 FROM pg_locks WHERE NOT granted AND relation = $1::regclass LIMIT 1`,
-          [`"${schema}".steps`],
-        );
-        if (r.rowCount) break;
-        await new Promise((resolve) => setTimeout(resolve, 5));
-      }
-      await writer.query(`UPDATE "${schema}".runs SET updated_at = updated_at WHERE false`);
-      await writer.query("COMMIT");
-      await opening;
-      expect(await markAgrees(schema)).toEqual({ marked: false, names: [] });
-    } finally {
-      await writer.query("ROLLBACK").catch(() => {});
-      await writer.end();
-      await plain.close();
-    }
+    await openUnderWriter(schema, make, clock);
+    expect(await markState(schema)).toEqual({ marked: false, names: [] });
   });
 });

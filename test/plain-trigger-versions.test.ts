@@ -11,53 +11,26 @@
 // - A role that may write the tables but not create triggers tried the install twice per
 //   keyed open and said nothing: it tries once and warns, naming the grant that would do.
 
-import { randomBytes } from "node:crypto";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { encryptedStore, type Store } from "../src/index.js";
-import { postgresStore } from "../src/postgres.js";
-import type { ErrorRecord, NewRun, StepRecord } from "../src/store/store.js";
+import type { ErrorRecord } from "../src/store/store.js";
 import { createVirtualClock } from "../src/testing/index.js";
 import { pgUrl } from "./helpers/engines.js";
-import { k1, markedSchemas, url } from "./helpers/marked-schemas.js";
+import {
+  eight,
+  installWarnings,
+  k1,
+  markedSchemas,
+  openAndClose,
+  TABLES,
+  testRoles,
+} from "./helpers/marked-schemas.js";
+import { claimedRun, stepFailed } from "./helpers/plain-records.js";
 
-const { admin, track, triggers } = markedSchemas();
-
-const TABLES = [
-  "runs",
-  "steps",
-  "attempts",
-  "intents",
-  "events",
-  "run_streams",
-  "workspace_objects",
-  "approvals",
-];
-
-function storage() {
-  const schema = `trigv_${randomBytes(4).toString("hex")}`;
-  track(schema);
-  return { schema, make: (u = url): Store => postgresStore(u, { schema }) };
-}
+const { admin, markState, nameIn, renameTriggers, storage, triggers } = markedSchemas();
 
 /** The names of the mark's triggers in `schema`, sorted, one per table and name. */
-async function names(schema: string): Promise<string[]> {
-  const r = await admin.query(
-    `SELECT c.relname || ':' || t.tgname AS n FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
-       JOIN pg_namespace s ON s.oid = c.relnamespace
-     WHERE s.nspname = $1 AND t.tgname LIKE 'cairn_plain_guard%' ORDER BY 1`,
-    [schema],
-  );
-  return r.rows.map((row) => row.n as string);
-}
-
-/** The one name of the mark's triggers in `schema` (this build's, just installed). */
-async function nameIn(schema: string): Promise<string> {
-  const all = new Set((await names(schema)).map((n) => n.slice(n.indexOf(":") + 1)));
-  expect(all.size).toBe(1);
-  return [...all][0]!;
-}
-
-const eight = (name: string) => TABLES.map((t) => `${t}:${name}`).sort();
+const names = async (schema: string): Promise<string[]> => (await markState(schema)).names;
 
 /** What a build before the mend of escaped NULs installed as cairn_plain_error (the json
  *  type refuses a NUL's \u escape: 22P05). */
@@ -85,6 +58,7 @@ async function asEarlierBuild(
   beside: boolean,
 ): Promise<void> {
   const q = `"${schema}"`;
+  if (!beside && ours !== name) await renameTriggers(schema, ours, name);
   for (const table of TABLES) {
     if (beside) {
       const fn = (
@@ -98,42 +72,12 @@ async function asEarlierBuild(
         `CREATE TRIGGER ${name} BEFORE INSERT OR UPDATE ON ${q}.${table}
           FOR EACH ROW EXECUTE FUNCTION ${q}.${fn}()`,
       );
-    } else if (ours !== name) {
-      await admin.query(`ALTER TRIGGER ${ours} ON ${q}.${table} RENAME TO ${name}`);
     }
   }
   await admin.query(oldPlainError(q));
 }
 
-const newRun = (id: string): NewRun => ({
-  id,
-  workflow: "wf",
-  version: "1",
-  input: "-1",
-  budgetLimit: {},
-  claimBy: { workerId: "w", leaseMs: 600_000 },
-});
-
 const nulError: ErrorRecord = { name: "Fatal\u0000", code: "FATAL", message: "m", stack: "s" };
-
-const failedStep = (runId: string, key: string): StepRecord => ({
-  runId,
-  key,
-  generation: 0,
-  seq: 1,
-  name: key,
-  kind: "step",
-  outcome: "error",
-  result: null,
-  error: nulError,
-  spend: {},
-  startedAt: 1,
-  completedAt: 2,
-  attempt: 1,
-  delivery: 1,
-  issuedAfter: 0,
-  issuedLate: false,
-});
 
 /** A keyed store writes a step whose error's name (kept plain) holds a NUL: the triggers'
  *  functions read it (the earlier build's refused it, 22P05). */
@@ -141,9 +85,11 @@ async function writesNulError(make: () => Store, id: string): Promise<void> {
   const keyed = encryptedStore(make(), { keys: [k1] });
   await keyed.open({ clock: createVirtualClock() });
   try {
-    const { run } = await keyed.createRun(newRun(id));
+    const { run } = await keyed.createRun(claimedRun(id));
     expect(
-      await keyed.appendRecords([{ runId: id, epoch: run.epoch, steps: [failedStep(id, "s")] }]),
+      await keyed.appendRecords([
+        { runId: id, epoch: run.epoch, steps: [stepFailed(id, "s", nulError)] },
+      ]),
     ).toEqual([{ ok: true }]);
     expect((await keyed.loadJournal(id)).steps[0]?.error).toEqual(nulError);
   } finally {
@@ -153,59 +99,43 @@ async function writesNulError(make: () => Store, id: string): Promise<void> {
 
 describe.skipIf(!pgUrl)("PostgreSQL: the mark's triggers of another build, and leftovers", () => {
   it("a store marked by an earlier build gets this build's triggers and functions at open", async () => {
-    const { schema, make } = storage();
+    const { schema, make } = storage("trigv");
     const clock = createVirtualClock();
-    const keyed = encryptedStore(make(), { keys: [k1] });
-    await keyed.open({ clock });
-    await keyed.close();
+    await openAndClose(encryptedStore(make(), { keys: [k1] }), clock);
     const ours = await nameIn(schema);
     expect(await names(schema)).toEqual(eight(ours));
 
     // Marked by the earlier build: its triggers' name, its function. An open replaces them.
     await asEarlierBuild(schema, ours, "cairn_plain_guard_1", false);
-    const plain = make();
-    await plain.open({ clock });
-    await plain.close();
+    await openAndClose(make(), clock);
     await writesNulError(make, "r1");
     expect(await names(schema)).toEqual(eight(ours));
 
     // An earlier build opened it after this one: its triggers beside, its function.
     await asEarlierBuild(schema, ours, "cairn_plain_guard_1", true);
     expect(await triggers(schema)).toBe(16);
-    const again = make();
-    await again.open({ clock });
-    await again.close();
+    await openAndClose(make(), clock);
     expect(await names(schema)).toEqual(eight(ours));
     await writesNulError(make, "r2");
   });
 
   it("an unmarked store's triggers (a removal that could not drop them) go at the next open or removal", async () => {
-    const { schema, make } = storage();
+    const { schema, make } = storage("trigv");
     const clock = createVirtualClock();
     const plain = make();
     await plain.open({ clock });
     try {
-      const keyed = encryptedStore(make(), { keys: [k1] });
-      await keyed.open({ clock });
-      await keyed.close();
+      await openAndClose(encryptedStore(make(), { keys: [k1] }), clock);
       const ours = await nameIn(schema);
       // The mark gone alone, as a removal that could not lock a table in time leaves it.
       await admin.query(`DELETE FROM "${schema}".store_marks`);
-      const next = make();
-      await next.open({ clock });
-      await next.close();
+      await openAndClose(make(), clock);
       expect(await triggers(schema)).toBe(0);
 
       // Left by another build's removal: a later removal drops them, whatever their name.
-      const keyed2 = encryptedStore(make(), { keys: [k1] });
-      await keyed2.open({ clock });
-      await keyed2.close();
+      await openAndClose(encryptedStore(make(), { keys: [k1] }), clock);
       await admin.query(`DELETE FROM "${schema}".store_marks`);
-      for (const table of TABLES) {
-        await admin.query(
-          `ALTER TRIGGER ${ours} ON "${schema}".${table} RENAME TO cairn_plain_guard_0123456789ab`,
-        );
-      }
+      await renameTriggers(schema, ours, "cairn_plain_guard_0123456789ab");
       expect(await triggers(schema)).toBe(8);
       await plain.unmarkEncrypted?.();
       expect(await triggers(schema)).toBe(0);
@@ -216,36 +146,18 @@ describe.skipIf(!pgUrl)("PostgreSQL: the mark's triggers of another build, and l
 });
 
 describe.skipIf(!pgUrl)("PostgreSQL: a role that may not create the mark's triggers", () => {
-  const tag = randomBytes(4).toString("hex");
-  const owner = `trigv_owner_${tag}`;
-  const writer = `trigv_writer_${tag}`;
-  const reader = `trigv_reader_${tag}`;
-  const database = new URL(url).pathname.slice(1);
-  const as = (role: string) => {
-    const u = new URL(url);
-    u.username = role;
-    u.password = "";
-    return u.toString();
-  };
-  afterAll(async () => {
-    for (const role of [reader, writer, owner]) {
-      await admin.query(`DROP OWNED BY ${role} CASCADE`).catch(() => {});
-      await admin.query(`REVOKE ALL ON DATABASE "${database}" FROM ${role}`).catch(() => {});
-      await admin.query(`DROP ROLE IF EXISTS ${role}`);
-    }
-  });
+  const { roles, database, as } = testRoles(admin, "trigv", ["owner", "writer", "reader"]);
+  const { owner, writer, reader } = roles;
 
   it("tries the install once per keyed open, and says what to grant", async () => {
     await admin.query(`CREATE ROLE ${owner} LOGIN`);
     await admin.query(`CREATE ROLE ${writer} LOGIN`);
     await admin.query(`CREATE ROLE ${reader} LOGIN`);
     await admin.query(`GRANT CREATE ON DATABASE "${database}" TO ${owner}`);
-    const { schema, make } = storage();
+    const { schema, make } = storage("trigv");
     const clock = createVirtualClock();
     // The owner migrates the schema; the writer may read and write its tables.
-    const first = make(as(owner));
-    await first.open({ clock });
-    await first.close();
+    await openAndClose(make(as(owner)), clock);
     await admin.query(`GRANT USAGE ON SCHEMA "${schema}" TO ${writer}`);
     await admin.query(
       `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "${schema}" TO ${writer}`,
@@ -258,18 +170,11 @@ describe.skipIf(!pgUrl)("PostgreSQL: a role that may not create the mark's trigg
       `INSERT INTO "${schema}".store_marks (name, marked_at) VALUES ('encrypted', 1)`,
     );
 
-    const warnings: Error[] = [];
-    const onWarning = (w: Error) => {
-      if ((w as { code?: string }).code === "CAIRN_PLAIN_TRIGGERS_REFUSED") warnings.push(w);
-    };
-    process.on("warning", onWarning);
+    const { warnings, stop } = installWarnings();
     try {
       // A role that may only read (a dashboard's) is refused the install too, and not told:
       // it writes no payload.
-      const looker = make(as(reader));
-      await looker.open({ clock });
-      await new Promise((resolve) => setImmediate(resolve));
-      await looker.close();
+      await openAndClose(make(as(reader)), clock, true);
       expect(warnings).toHaveLength(0);
 
       const keyed = encryptedStore(make(as(writer)), { keys: [k1] });
@@ -291,14 +196,11 @@ describe.skipIf(!pgUrl)("PostgreSQL: a role that may not create the mark's trigg
 
       // The grant it names does: the writer's next open installs them, and says nothing.
       await admin.query(`GRANT ${owner} TO ${writer}`);
-      const granted = encryptedStore(make(as(writer)), { keys: [k1] });
-      await granted.open({ clock });
-      await new Promise((resolve) => setImmediate(resolve));
-      await granted.close();
+      await openAndClose(encryptedStore(make(as(writer)), { keys: [k1] }), clock, true);
       expect(await triggers(schema)).toBe(8);
       expect(warnings).toHaveLength(1);
     } finally {
-      process.off("warning", onWarning);
+      stop();
     }
   });
 });

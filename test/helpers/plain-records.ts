@@ -6,7 +6,7 @@
 import { randomBytes } from "node:crypto";
 import { expect } from "vitest";
 import { type EncryptionKey, EncryptionKeyMissingError } from "../../src/index.js";
-import type { NewRun, StepRecord } from "../../src/store/store.js";
+import type { ErrorRecord, NewRun, StepRecord } from "../../src/store/store.js";
 
 export const k1: EncryptionKey = { id: "k1", key: randomBytes(32).toString("base64") };
 
@@ -18,6 +18,12 @@ export const newRun = (id: string, input: string, parentId?: string): NewRun => 
   input,
   budgetLimit: {},
   ...(parentId !== undefined && { parentId }),
+});
+
+/** Run `id` of wf@1 with input -1, created claimed (by worker "w", for ten minutes). */
+export const claimedRun = (id: string): NewRun => ({
+  ...newRun(id, "-1"),
+  claimBy: { workerId: "w", leaseMs: 600_000 },
 });
 
 /** A completed step of `runId` at `key` (named so, call position 1) with `result`. */
@@ -38,6 +44,14 @@ export const stepWith = (runId: string, key: string, result: string): StepRecord
   delivery: 1,
   issuedAfter: 0,
   issuedLate: false,
+});
+
+/** A failed step of `runId` at `key` (named so, call position 1) with `error`. */
+export const stepFailed = (runId: string, key: string, error: ErrorRecord): StepRecord => ({
+  ...stepWith(runId, key, "-1"),
+  outcome: "error",
+  result: null,
+  error,
 });
 
 /** Approval "a1" of `runId` asked with `request`, rejected at its (absent) deadline. */
