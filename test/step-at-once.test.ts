@@ -8,7 +8,6 @@
 // cannot be stored (its getter read once, as before), a run with no room in its budget, a
 // cancel while the body runs, a step made late. Each is held here.
 
-import { createHook } from "node:async_hooks";
 import { afterEach, describe, expect, it } from "vitest";
 import {
   createEngine,
@@ -17,6 +16,7 @@ import {
   type Workflow,
   workflow,
 } from "../src/index.js";
+import { promisesPerStep, stepLoop } from "./helpers/step-promises.js";
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -30,40 +30,12 @@ function engineFor(...wfs: Workflow<any, any>[]) {
   return engine;
 }
 
-const loop = workflow(
-  { name: "at-once-loop", version: "1" },
-  async (ctx, input: { steps: number }): Promise<number> => {
-    let sum = 0;
-    for (let i = 0; i < input.steps; i++) sum += (await ctx.step("s", async () => ({ i }))).i;
-    return sum;
-  },
-);
+const loop = stepLoop("at-once-loop");
 
 describe("a step with no options", () => {
   it("makes at most 11 promises an executed step (15.9 through runAttempts)", async () => {
     const engine = engineFor(loop);
-    let promises = 0;
-    const hook = createHook({
-      init(_id, type) {
-        if (type === "PROMISE") promises++;
-      },
-    });
-    async function promisesPerRun(steps: number, runs: number): Promise<number> {
-      promises = 0;
-      hook.enable();
-      try {
-        for (let i = 0; i < runs; i++) {
-          expect(await (await engine.start(loop, { steps })).result()).toBe(
-            (steps * (steps - 1)) / 2 + 0,
-          );
-        }
-      } finally {
-        hook.disable();
-      }
-      return promises / runs;
-    }
-    await promisesPerRun(20, 5); // warm-up
-    const perStep = ((await promisesPerRun(20, 20)) - (await promisesPerRun(0, 20))) / 20;
+    const perStep = await promisesPerStep(engine, loop);
     expect(perStep).toBeGreaterThan(5); // the hook saw the steps at all
     expect(perStep).toBeLessThanOrEqual(11);
   });

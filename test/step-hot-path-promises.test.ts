@@ -9,48 +9,20 @@
 //   not) rejects that batch's writes and the next batch still flushes.
 // - resolvePolicy remembers delay strings it read, and still refuses unreadable ones.
 
-import { createHook } from "node:async_hooks";
 import { describe, expect, it } from "vitest";
 import { Committer } from "../src/engine/committer.js";
-import { createEngine, sqliteStore, workflow } from "../src/index.js";
+import { createEngine, sqliteStore } from "../src/index.js";
 import type { RunWrite, Store, WriteOutcome } from "../src/store/store.js";
 import { resolvePolicy } from "../src/workflow/retry.js";
+import { promisesPerStep, stepLoop } from "./helpers/step-promises.js";
 
-const loop = workflow(
-  { name: "hot-path-loop", version: "1" },
-  async (ctx, input: { steps: number }): Promise<number> => {
-    let sum = 0;
-    for (let i = 0; i < input.steps; i++) sum += (await ctx.step("s", async () => ({ i }))).i;
-    return sum;
-  },
-);
+const loop = stepLoop("hot-path-loop");
 
 describe("per-step promises", () => {
   it("an executed step makes at most 18 promises (36.6 at first, 29.7 before the step chain's cut, 15.9 after)", async () => {
     const engine = createEngine({ store: sqliteStore(":memory:"), workflows: [loop] });
-    let promises = 0;
-    const hook = createHook({
-      init(_id, type) {
-        if (type === "PROMISE") promises++;
-      },
-    });
-    async function promisesPerRun(steps: number, runs: number): Promise<number> {
-      promises = 0;
-      hook.enable();
-      try {
-        for (let i = 0; i < runs; i++) {
-          expect(await (await engine.start(loop, { steps })).result()).toBe(
-            (steps * (steps - 1)) / 2 + 0, // +0: not -0 for 0 steps
-          );
-        }
-      } finally {
-        hook.disable();
-      }
-      return promises / runs;
-    }
     try {
-      await promisesPerRun(20, 5); // warm-up: first-use paths (statements prepared, imports)
-      const perStep = ((await promisesPerRun(20, 20)) - (await promisesPerRun(0, 20))) / 20;
+      const perStep = await promisesPerStep(engine, loop);
       expect(perStep).toBeGreaterThan(5); // the hook saw the steps at all
       expect(perStep).toBeLessThanOrEqual(18); // a promise of margin for background work
     } finally {
