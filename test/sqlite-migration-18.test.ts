@@ -8,9 +8,8 @@
 import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
 import { sqliteStore } from "../src/index.js";
-import { MIGRATIONS } from "../src/store/sqlite/migrations/index.js";
 import { createVirtualClock } from "../src/testing/index.js";
-import { tempDbPath } from "./helpers/sqlite.js";
+import { sqliteFileAt } from "./helpers/sqlite-old-file.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -22,17 +21,8 @@ const STATUSES = ["pending", "running", "waiting", "paused", "completed", "faile
 
 /** A file migrated up to 17, as the cairn before 18 left it, with `n` runs of each status. */
 function fileAt17(n: number): string {
-  const db = tempDbPath();
-  cleanups.push(db.cleanup);
-  const old = new Database(db.path);
-  old.pragma("journal_mode = WAL");
-  old.exec(
-    "CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
-  );
-  for (const m of MIGRATIONS.filter((m) => m.version <= 17)) {
-    old.exec(m.sql);
-    old.prepare("INSERT INTO schema_version VALUES (?, ?)").run(m.version, T0);
-  }
+  const { path, db: old, cleanup } = sqliteFileAt(17, T0);
+  cleanups.push(cleanup);
   const insert = old.prepare(
     `INSERT INTO runs (id, workflow, version, status, reason, paused_for, input, output, error,
        budget_limit, budget_spent, parent_id, ready_at, wake_at, waiting_for, lease_owner,
@@ -82,7 +72,7 @@ function fileAt17(n: number): string {
     }
   }
   old.close();
-  return db.path;
+  return path;
 }
 
 function rows(path: string): unknown[] {

@@ -18,10 +18,10 @@ import { readFileSync, statSync } from "node:fs";
 import Database from "better-sqlite3";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { sqliteStore } from "../src/index.js";
-import { MIGRATIONS } from "../src/store/sqlite/migrations/index.js";
 import type { NewRun } from "../src/store/store.js";
 import { createVirtualClock } from "../src/testing/index.js";
 import { tempDbPath } from "./helpers/sqlite.js";
+import { sqliteFileAt } from "./helpers/sqlite-old-file.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -371,17 +371,8 @@ describe("SQLite claim after migration 17", () => {
 
 describe("SQLite migration 17 on a file of version 16", () => {
   it("drops runs_ready and runs_lease_owner, and the runs already there are claimed as before", async () => {
-    const db = tempDbPath();
-    cleanups.push(db.cleanup);
-    const old = new Database(db.path);
-    old.pragma("journal_mode = WAL");
-    old.exec(
-      "CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
-    );
-    for (const m of MIGRATIONS.filter((m) => m.version <= 16)) {
-      old.exec(m.sql);
-      old.prepare("INSERT INTO schema_version VALUES (?, ?)").run(m.version, T0);
-    }
+    const { path, db: old, cleanup } = sqliteFileAt(16, T0);
+    cleanups.push(cleanup);
     const insert = old.prepare(
       `INSERT INTO runs (id, workflow, version, status, input, budget_limit, budget_spent,
          ready_at, waiting_for, lease_owner, lease_until, epoch, generation, cancel_requested,
@@ -393,7 +384,7 @@ describe("SQLite migration 17 on a file of version 16", () => {
     insert.run("run_lease_lives", "running", T0 + 60_000, "wk_live", T0 + 60_000, 1, T0, T0);
     old.close();
     const clock = createVirtualClock(T0 + 10);
-    const store = sqliteStore(db.path);
+    const store = sqliteStore(path);
     await store.open({ clock });
     cleanups.push(() => store.close());
     const taken = await store.claimRuns({
@@ -406,7 +397,7 @@ describe("SQLite migration 17 on a file of version 16", () => {
       ["run_pending", false, 1],
       ["run_lease_ended", true, 2],
     ]);
-    const check = new Database(db.path, { readonly: true });
+    const check = new Database(path, { readonly: true });
     const indexes = (
       check
         .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'runs'")
