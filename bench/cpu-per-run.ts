@@ -4,23 +4,18 @@
 // a loaded machine.
 
 import { cairn } from "./cairn.js";
+import { countedStore } from "./lib.js";
 import { expectedSum, loop } from "./workflows.js";
 
 const { createEngine, sqliteStore } = cairn;
 const runs = Number(process.argv[2] ?? 2000);
 const store = sqliteStore(":memory:");
 const calls = new Map<string, number>();
-const counted = new Proxy(store, {
-  get(target, prop, receiver) {
-    const value = Reflect.get(target, prop, receiver);
-    if (typeof value !== "function" || typeof prop !== "string") return value;
-    return (...args: unknown[]) => {
-      calls.set(prop, (calls.get(prop) ?? 0) + 1);
-      return (value as (...a: unknown[]) => unknown).apply(target, args);
-    };
-  },
+const engine = createEngine({
+  store: countedStore(store, calls),
+  workflows: [loop],
+  concurrency: 10,
 });
-const engine = createEngine({ store: counted, workflows: [loop], concurrency: 10 });
 async function batch(n: number, steps: number): Promise<number> {
   const c0 = process.cpuUsage();
   for (let i = 0; i < n; i++) {

@@ -186,6 +186,21 @@ export function timedStore<S extends Store>(store: S, timings: StoreTimings): S 
   });
 }
 
+/** A Store decorator that counts every verb's calls in `calls` (by verb). Same object shape,
+ *  as timedStore. */
+export function countedStore<S extends Store>(store: S, calls: Map<string, number>): S {
+  return new Proxy(store, {
+    get(target, prop, receiver) {
+      const value = Reflect.get(target, prop, receiver);
+      if (typeof value !== "function" || typeof prop !== "string") return value;
+      return (...args: unknown[]) => {
+        calls.set(prop, (calls.get(prop) ?? 0) + 1);
+        return (value as (...a: unknown[]) => unknown).apply(target, args);
+      };
+    },
+  });
+}
+
 /** "appendRecords 100x 150 ms (blocking 148 ms), ..." for the top `limit` verbs. */
 export function describeTimings(entries: Array<[string, VerbTiming]>, limit = 4): string {
   return entries

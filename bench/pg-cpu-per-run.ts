@@ -12,16 +12,14 @@ import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import pg from "pg";
 import { cairn, cairnPostgres } from "./cairn.js";
-import { expectedSum, loop } from "./workflows.js";
+import { countedStore } from "./lib.js";
+import { benchPgUrl, pgFloor, STEPS } from "./pg-floor.js";
+import { loop } from "./workflows.js";
 
 const { createEngine } = cairn;
 const { postgresStore } = cairnPostgres;
 const runs = Number(process.argv[2] ?? 300);
-const url =
-  process.argv[3] ??
-  process.env.CAIRN_TEST_POSTGRES_URL ??
-  "postgres://postgres@127.0.0.1:5432/test";
-const STEPS = 20;
+const url = benchPgUrl(process.argv[3]);
 
 // Every query any pg client of this process sends, and every notification it hears.
 let queries = 0;
@@ -74,18 +72,12 @@ proto.emit = function (this: unknown, event: string, ...args: unknown[]) {
 const schema = `cairn_cpu_${randomBytes(4).toString("hex")}`;
 const store = postgresStore(url, { schema });
 const calls = new Map<string, number>();
-const counted = new Proxy(store, {
-  get(target, prop, receiver) {
-    const value = Reflect.get(target, prop, receiver);
-    if (typeof value !== "function" || typeof prop !== "string") return value;
-    return (...args: unknown[]) => {
-      calls.set(prop, (calls.get(prop) ?? 0) + 1);
-      return (value as (...a: unknown[]) => unknown).apply(target, args);
-    };
-  },
+const engine = createEngine({
+  store: countedStore(store, calls),
+  workflows: [loop],
+  concurrency: 10,
 });
-const engine = createEngine({ store: counted, workflows: [loop], concurrency: 10 });
-const raw = new pg.Client({ connectionString: url });
+const { cairnRun, floorRun, open, close } = pgFloor("pg-cpu-per-run", url, schema, engine);
 
 interface Figures {
   cpuUs: number;
@@ -106,34 +98,8 @@ async function measure(n: number, one: () => Promise<void>): Promise<Figures> {
   };
 }
 
-async function cairnRun(): Promise<void> {
-  const out = await (await engine.start(loop, { steps: STEPS })).result();
-  if (out !== expectedSum(STEPS)) throw new Error(`pg-cpu-per-run: a run returned ${String(out)}`);
-}
-
-let rawRun = 0;
-async function floorRun(): Promise<void> {
-  // The rows a cairn step writes, with the same columns filled (no run row: the raw table
-  // has steps' indexes and, as steps since migration 27, no foreign key to runs).
-  const runId = `raw-${++rawRun}`;
-  for (let i = 0; i < STEPS; i++) {
-    const t = Date.now();
-    await raw.query(
-      `INSERT INTO "${schema}".raw_steps (run_id, key, generation, seq, name, kind, outcome,
-          result, attempt, started_at, completed_at)
-        VALUES ($1, $2, 0, $3, 's', 'step', 'ok', $4, 1, $5, $6)`,
-      [runId, `s#${i}`, i, `[{"i":1},${i}]`, t, t],
-    );
-  }
-}
-
 try {
-  await raw.connect();
-  await engine.start(loop, { steps: 0 }); // opens the store: the schema exists after
-  await new Promise((r) => setTimeout(r, 200));
-  await raw.query(
-    `CREATE TABLE IF NOT EXISTS "${schema}".raw_steps (LIKE "${schema}".steps INCLUDING ALL)`,
-  );
+  await open();
   if (process.env.PROFILE_ONLY === "1") {
     // For `node --cpu-prof`: cairn's runs alone, after the same warm-up.
     await measure(runs / 4, cairnRun);
@@ -177,7 +143,5 @@ try {
   }
   console.log(lines.join("\n"));
 } finally {
-  await engine.close();
-  await raw.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => {});
-  await raw.end().catch(() => {});
+  await close();
 }

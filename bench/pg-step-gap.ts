@@ -15,14 +15,11 @@ import { randomBytes } from "node:crypto";
 import pg from "pg";
 import type { Store } from "../src/index.js";
 import { cairn, cairnPostgres } from "./cairn.js";
-import { expectedSum, loop } from "./workflows.js";
+import { benchPgUrl, pgFloor, STEPS } from "./pg-floor.js";
+import { loop } from "./workflows.js";
 
 const runs = Number(process.argv[2] ?? 200);
-const url =
-  process.argv[3] ??
-  process.env.CAIRN_TEST_POSTGRES_URL ??
-  "postgres://postgres@127.0.0.1:5432/test";
-const STEPS = 20;
+const url = benchPgUrl(process.argv[3]);
 const schema = `cairn_gap_${randomBytes(4).toString("hex")}`;
 
 let on = false;
@@ -82,36 +79,12 @@ const store = new Proxy(base, {
   },
 }) as Store;
 const engine = cairn.createEngine({ store, workflows: [loop], concurrency: 10 });
-const raw = new pg.Client({ connectionString: url });
-
-async function cairnRun(): Promise<void> {
-  const out = await (await engine.start(loop, { steps: STEPS })).result();
-  if (out !== expectedSum(STEPS)) throw new Error(`pg-step-gap: a run returned ${String(out)}`);
-}
-
-let rawRuns = 0;
-async function floorRun(): Promise<void> {
-  const runId = `raw-${++rawRuns}`;
-  for (let i = 0; i < STEPS; i++) {
-    const t = Date.now();
-    await raw.query(
-      `INSERT INTO "${schema}".raw_steps (run_id, key, generation, seq, name, kind, outcome,
-          result, attempt, started_at, completed_at)
-        VALUES ($1, $2, 0, $3, 's', 'step', 'ok', $4, 1, $5, $6)`,
-      [runId, `s#${i}`, i, `[{"i":1},${i}]`, t, t],
-    );
-  }
-}
+const { cairnRun, floorRun, open, close } = pgFloor("pg-step-gap", url, schema, engine);
 
 const median = (xs: number[]) => xs.slice().sort((a, b) => a - b)[xs.length >> 1] ?? 0;
 
 try {
-  await raw.connect();
-  await engine.start(loop, { steps: 0 }); // opens the store: the schema exists after
-  await new Promise((r) => setTimeout(r, 200));
-  await raw.query(
-    `CREATE TABLE IF NOT EXISTS "${schema}".raw_steps (LIKE "${schema}".steps INCLUDING ALL)`,
-  );
+  await open();
   for (let i = 0; i < Math.max(20, runs / 4); i++) {
     await cairnRun();
     await floorRun();
@@ -146,9 +119,5 @@ try {
     );
   }
 } finally {
-  await engine.close();
-  await raw
-    .query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
-    .catch((err) => console.error(`pg-step-gap: schema ${schema} left behind: ${String(err)}`));
-  await raw.end().catch(() => {});
+  await close();
 }
