@@ -7,56 +7,39 @@
 // The mark's removal (DROP TRIGGER: ACCESS EXCLUSIVE) gives up the same way, and removes the
 // mark alone (the triggers left read the mark before they refuse: they refuse nothing).
 
-import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { encryptedStore, type Store } from "../src/index.js";
-import { postgresStore } from "../src/postgres.js";
 import { createVirtualClock } from "../src/testing/index.js";
 import { pgUrl } from "./helpers/engines.js";
 import { k1, markedSchemas, url } from "./helpers/marked-schemas.js";
+import { claimedRun } from "./helpers/plain-records.js";
 
-const { admin, track, triggers } = markedSchemas();
+const { storage, triggers, untilLockWait } = markedSchemas();
 
-async function lockWaitsOn(schema: string, table: string): Promise<number> {
-  const r = await admin.query(
-    `SELECT count(*)::int AS n FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
-       JOIN pg_namespace n ON n.oid = c.relnamespace
-     WHERE n.nspname = $1 AND c.relname = $2 AND NOT l.granted`,
-    [schema, table],
-  );
-  return r.rows[0].n as number;
-}
+/** Returns once a lock on `table` of `schema` is waited for. */
+const untilWaitOn = (schema: string, table: string) =>
+  untilLockWait("NOT granted AND relation = $1::regclass", `"${schema}".${table}`);
 
 describe.skipIf(!pgUrl)("the encrypted mark's trigger install behind a long transaction", () => {
   it("gives runs back while it waits, and is guarded once the transaction ends", async () => {
-    const schema = `mark_locks_${randomBytes(4).toString("hex")}`;
-    track(schema);
+    const { schema, make } = storage("mark_locks");
     const clock = createVirtualClock();
-    const plain: Store = postgresStore(url, { schema });
+    const plain: Store = make();
     await plain.open({ clock });
-    await plain.createRun({
-      id: "r",
-      workflow: "wf",
-      version: "1",
-      input: "-1",
-      budgetLimit: {},
-      claimBy: { workerId: "w", leaseMs: 600_000 },
-    });
+    await plain.createRun(claimedRun("r"));
     const holder = new pg.Client({ connectionString: url });
     const writer = new pg.Client({ connectionString: url });
     await holder.connect();
     await writer.connect();
-    const keyed = encryptedStore(postgresStore(url, { schema }), { keys: [k1] });
+    const keyed = encryptedStore(make(), { keys: [k1] });
     try {
       // A long transaction that writes steps: it holds their ROW EXCLUSIVE lock.
       await holder.query("BEGIN");
       await holder.query(`DELETE FROM "${schema}".steps WHERE false`);
       const opened = keyed.open({ clock });
       // The install queues behind it for steps (holding runs, before the mend, meanwhile).
-      while ((await lockWaitsOn(schema, "steps")) === 0) {
-        await new Promise((resolve) => setTimeout(resolve, 5));
-      }
+      await untilWaitOn(schema, "steps");
       // A writer of runs, as a lease renewal: it goes through while the holder still holds
       // steps (before the mend it waited for the holder, i.e. here for ever: the statement
       // timeout ends it as a failure instead).
@@ -79,19 +62,11 @@ describe.skipIf(!pgUrl)("the encrypted mark's trigger install behind a long tran
   }, 60_000);
 
   it("the mark's removal gives the tables back too, and the mark goes", async () => {
-    const schema = `mark_locks_${randomBytes(4).toString("hex")}`;
-    track(schema);
+    const { schema, make } = storage("mark_locks");
     const clock = createVirtualClock();
-    const keyed = encryptedStore(postgresStore(url, { schema }), { keys: [k1] });
+    const keyed = encryptedStore(make(), { keys: [k1] });
     await keyed.open({ clock });
-    await keyed.createRun({
-      id: "r",
-      workflow: "wf",
-      version: "1",
-      input: "-1",
-      budgetLimit: {},
-      claimBy: { workerId: "w", leaseMs: 600_000 },
-    });
+    await keyed.createRun(claimedRun("r"));
     expect(await triggers(schema)).toBe(8);
     const holder = new pg.Client({ connectionString: url });
     const writer = new pg.Client({ connectionString: url });
@@ -103,9 +78,7 @@ describe.skipIf(!pgUrl)("the encrypted mark's trigger install behind a long tran
       // DROP TRIGGER takes ACCESS EXCLUSIVE on runs, then queues for steps: before the mend
       // it held runs until the holder ended (the writer below timed out), now it gives up.
       const unmarked = keyed.unmarkEncrypted?.();
-      while ((await lockWaitsOn(schema, "steps")) === 0) {
-        await new Promise((resolve) => setTimeout(resolve, 5));
-      }
+      await untilWaitOn(schema, "steps");
       await writer.query("SET statement_timeout = '20s'");
       const renewed = await writer.query(
         `UPDATE "${schema}".runs SET updated_at = updated_at WHERE id = 'r'`,
