@@ -395,11 +395,11 @@ describe.skipIf(!pgUrl)("PostgreSQL: hostile payloads through the mark's trigger
 //   triggers stayed. The install now hands the functions to the tables' owner.
 
 describe.skipIf(!pgUrl)("PostgreSQL: the mark's functions belong to the tables' owner", () => {
-  const { roles, database, as } = testRoles(admin, "triga", ["owner", "writer", "other"]);
+  const { roles, database, as, create } = testRoles(admin, "triga", ["owner", "writer", "other"]);
   const { owner, writer, other } = roles;
 
   it("a writer granted the owner's rights installs; the owner, or another such writer, replaces", async () => {
-    for (const role of [owner, writer, other]) await admin.query(`CREATE ROLE ${role} LOGIN`);
+    await create();
     await admin.query(`GRANT CREATE ON DATABASE "${database}" TO ${owner}`);
     await admin.query(`GRANT ${owner} TO ${writer}`);
     await admin.query(`GRANT ${owner} TO ${other}`);

@@ -146,13 +146,11 @@ describe.skipIf(!pgUrl)("PostgreSQL: the mark's triggers of another build, and l
 });
 
 describe.skipIf(!pgUrl)("PostgreSQL: a role that may not create the mark's triggers", () => {
-  const { roles, database, as } = testRoles(admin, "trigv", ["owner", "writer", "reader"]);
+  const { roles, database, as, create } = testRoles(admin, "trigv", ["owner", "writer", "reader"]);
   const { owner, writer, reader } = roles;
 
   it("tries the install once per keyed open, and says what to grant", async () => {
-    await admin.query(`CREATE ROLE ${owner} LOGIN`);
-    await admin.query(`CREATE ROLE ${writer} LOGIN`);
-    await admin.query(`CREATE ROLE ${reader} LOGIN`);
+    await create();
     await admin.query(`GRANT CREATE ON DATABASE "${database}" TO ${owner}`);
     const { schema, make } = storage("trigv");
     const clock = createVirtualClock();

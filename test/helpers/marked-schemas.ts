@@ -114,14 +114,19 @@ export async function openAndClose(store: Store, clock: Clock, settled = false):
   await store.close();
 }
 
-/** Roles named `<prefix>_<name>_<random>` for each of `names` (made by the test: CREATE ROLE),
- *  dropped with what they own after the describe this is called in; `as(role)`: the test
- *  database's URL logging in as `role`. */
+/** Roles named `<prefix>_<name>_<random>` for each of `names`, made (LOGIN, in that order) by
+ *  the test's `create()`, dropped with what they own after the describe this is called in;
+ *  `as(role)`: the test database's URL logging in as `role`. */
 export function testRoles<N extends string>(
   admin: pg.Pool,
   prefix: string,
   names: readonly N[],
-): { roles: Record<N, string>; database: string; as: (role: string) => string } {
+): {
+  roles: Record<N, string>;
+  database: string;
+  as: (role: string) => string;
+  create: () => Promise<void>;
+} {
   const tag = randomBytes(4).toString("hex");
   const roles = Object.fromEntries(names.map((n) => [n, `${prefix}_${n}_${tag}`])) as Record<
     N,
@@ -141,7 +146,10 @@ export function testRoles<N extends string>(
     u.password = "";
     return u.toString();
   };
-  return { roles, database, as };
+  const create = async () => {
+    for (const n of names) await admin.query(`CREATE ROLE ${roles[n]} LOGIN`);
+  };
+  return { roles, database, as, create };
 }
 
 /** The warnings the install gives (code CAIRN_PLAIN_TRIGGERS_REFUSED) from now until `stop`. */
