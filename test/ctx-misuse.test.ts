@@ -9,9 +9,19 @@
 // records nothing. The ctx does not depend on the backend: SQLite only.
 
 import { describe, expect, it } from "vitest";
-import { type WorkflowContext, workflow } from "../src/index.js";
+import { type Engine, type WorkflowContext, workflow } from "../src/index.js";
 import { advanceUntil, useHarness } from "./helpers/engines.js";
 import { until } from "./helpers/sqlite.js";
+
+/** Waits for the run's first execution to suspend in its sleep before the clock moves: a
+ *  clock moved on while the sleep's record was still committing (a loaded machine) found the
+ *  sleep already due, the execution went on, and there was no second execution to look at. */
+async function suspended(e: Engine, runId: string): Promise<void> {
+  await until(
+    async () => (await e.getRun(runId))?.status === "waiting",
+    `run "${runId}" to suspend`,
+  );
+}
 
 describe("the ctx copied, or kept past its execution", () => {
   const harness = useHarness("sqlite");
@@ -35,6 +45,7 @@ describe("the ctx copied, or kept past its execution", () => {
     });
     const e = h.engine([wf]);
     const run = await e.start(wf, undefined);
+    await suspended(e, run.id);
     const out = await advanceUntil(h.clock, run.result(), 500);
     expect(out).toEqual({ a: 1, b: 2, t: "number", u: "string", run: run.id });
     // "a" on each of the two executions (the second replays it), nothing else traced.
@@ -67,6 +78,7 @@ describe("the ctx copied, or kept past its execution", () => {
     });
     const e = h.engine([wf]);
     const run = await e.start(wf, undefined);
+    await suspended(e, run.id);
     await expect(advanceUntil(h.clock, run.result(), 500)).resolves.toBe(2);
     expect(ctxs.length).toBe(2);
     expect((await e.getSteps(run.id)).map((s) => s.key)).toEqual(["nap", "b"]);
