@@ -530,17 +530,26 @@ describe.each(BACKENDS)("workspaces and model streams over HTTP on %s", (backend
   });
 
   it("shows a stream chunk it cannot decode as a placeholder, never its text", async () => {
+    // A run not yet finished: the store refuses chunks of a finished one (A).
+    const C = "ws-run-undecodable";
     const store = h.store();
     await store.open({ clock: h.clock });
     try {
+      await store.createRun({
+        id: C,
+        workflow: "served-by-nobody",
+        version: "1",
+        input: "[1]",
+        budgetLimit: {},
+      });
       await store.appendStream({
-        runId: A,
+        runId: C,
         chunks: [`{"not cairn/ai": "${SECRET}"`, `{"call": 7, "text": "${SECRET}"}`],
       });
     } finally {
       await store.close();
     }
-    const res = await api<{ chunks: Json[] }>("GET", `/api/runs/${A}/stream`);
+    const res = await api<{ chunks: Json[] }>("GET", `/api/runs/${C}/stream`);
     expect(res.status).toBe(200);
     documented("getRunStream", 200, res.body);
     expect(res.body.chunks.map((c) => c.part)).toEqual([
@@ -548,7 +557,8 @@ describe.each(BACKENDS)("workspaces and model streams over HTTP on %s", (backend
       { type: "undecodable" },
     ]);
     expect(JSON.stringify(res.body)).not.toContain(SECRET);
-    const page = await (await app.fetch(new Request(`http://localhost/runs/${A}`))).text();
+    const page = await (await app.fetch(new Request(`http://localhost/runs/${C}`))).text();
+    expect(page).toContain("a part that cannot be decoded");
     expect(page).not.toContain(SECRET);
   });
 

@@ -114,6 +114,14 @@ export class RunStreamWriter {
           runId: this.runId,
           chunks: batch.map((p) => encodeChunk(this.header, p)),
         });
+        if (!r.ok && r.reason === "finished") {
+          // Late (the call was recorded without them: its store was slow) or a zombie
+          // worker's: the store refuses chunks once the run has finished, as its stream's
+          // followers have ended; the rest of the attempt's parts are dropped with them.
+          throw new Error(
+            `run "${this.runId}" had finished when these parts of call "${this.header.call}" reached the store: dropped, not appended after its end`,
+          );
+        }
         if (!r.ok) {
           throw runNotFound(this.runId, "its stream was not written");
         }
@@ -152,7 +160,9 @@ export const STREAM_PAGE = 500;
  * One look at a run's stream from offset `from`: a page of chunks and, once the reader has
  * caught up and `follow` asks, whether the stream is over. The one rule every follower of a
  * stream keeps (readRunStream here, the HTTP API's live model stream): every chunk was
- * appended before the run finished, so after a finished status one more read drains them.
+ * appended before the run finished (the store refuses an append once the run has finished,
+ * atomically with it: Store.appendStream), so after a finished status one more read drains
+ * them.
  */
 export async function lookAtStream(
   source: StreamSource,

@@ -487,7 +487,11 @@ export interface StreamChunk {
   createdAt: number;
 }
 
-export type AppendStreamOutcome = { ok: true; offset: number } | { ok: false; reason: "not-found" };
+/** `finished`: the run had completed, failed or been canceled; nothing was appended (its
+ *  stream's followers have ended, and would never see the chunks). */
+export type AppendStreamOutcome =
+  | { ok: true; offset: number }
+  | { ok: false; reason: "not-found" | "finished" };
 
 /** The verbs below, plus workspace checkpoints and retention (workspace-records.ts) and
  *  approvals (approval-records.ts). */
@@ -753,7 +757,10 @@ export interface Store extends WorkspaceVerbs, ApprovalVerbs {
   /** Appends chunks to the run's stream, in order, at the next offsets; returns the first
    *  one's. Appends to one run are serialised, so a reader that read up to offset n never
    *  later finds a new chunk below n. Not fenced: the stream is a side channel, never part
-   *  of the journal. */
+   *  of the journal. Refused (`finished`) once the run has finished, checked atomically
+   *  with the append (a finish waits for an append in flight, or the append sees it): every
+   *  chunk stored was appended before the run's finished status, so a follower that saw that
+   *  status misses none by reading once more. A resumed run takes appends again. */
   appendStream(p: { runId: string; chunks: string[] }): Promise<AppendStreamOutcome>;
   /** The run's chunks with offset >= from, oldest first, at most `limit` (default 1,000). */
   readStream(p: { runId: string; from: number; limit?: number }): Promise<StreamChunk[]>;

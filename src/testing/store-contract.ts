@@ -2933,6 +2933,37 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect(await store.readStream({ runId: "nope", from: 0 })).toEqual([]);
       });
 
+      // Its followers end at one more read after the run's finished status: a chunk stored
+      // after that status (a call's slow append it no longer waited for, a zombie worker's)
+      // would be missed by every follower that had ended.
+      it("refuses an append once the run has finished, and takes appends again once it is resumed", async () => {
+        const run = await started();
+        await store.appendStream({ runId: run.id, chunks: ["before"] });
+        await release(run, { status: "failed", error: { name: "Error", message: "x" } });
+        expect(await store.appendStream({ runId: run.id, chunks: ["late"] })).toEqual({
+          ok: false,
+          reason: "finished",
+        });
+        expect((await store.readStream({ runId: run.id, from: 0 })).map((c) => c.data)).toEqual([
+          "before",
+        ]);
+        expect((await store.resumeRun(run.id, {})).ok).toBe(true);
+        expect(await store.appendStream({ runId: run.id, chunks: ["again"] })).toEqual({
+          ok: true,
+          offset: 1,
+        });
+        const done = await claim(run.id);
+        await release(done.run, { status: "completed", output: "1" });
+        expect(await store.appendStream({ runId: run.id, chunks: ["zombie"] })).toEqual({
+          ok: false,
+          reason: "finished",
+        });
+        expect((await store.readStream({ runId: run.id, from: 0 })).map((c) => c.data)).toEqual([
+          "before",
+          "again",
+        ]);
+      });
+
       it("concurrent appends to one run get distinct offsets with no gaps, each batch in one piece", async () => {
         const { run } = await store.createRun(newRun());
         const outcomes = await Promise.all(

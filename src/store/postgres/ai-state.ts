@@ -3,13 +3,18 @@
 // - acquireRate locks the limiter's row (FOR UPDATE), so acquirers of one key take turns
 //   and see one window of grants; other keys are not held up. Time is the store's now.
 // - appendStream locks the run's heads row, so offsets are handed out in commit order: a
-//   reader that has read up to offset n never later finds a chunk below n.
+//   reader that has read up to offset n never later finds a chunk below n. It holds the
+//   run's row FOR SHARE and refuses a finished run: a finish (an UPDATE of that row) waits
+//   for an append in flight to commit, and an append that comes after sees the finished
+//   status, so no chunk is committed after the run's finished status (the rule its
+//   followers end by, ai/run-stream.ts's lookAtStream).
 //
 // Retries after a lost connection: acquireRate is idempotent on its grant id, settleRate
 // and blockRate are idempotent by construction, readStream reads. appendStream is retried
 // only when it certainly did not commit (a repeat would store its chunks twice).
 
 import { randomUUID } from "node:crypto";
+import { TERMINAL_STATUS_LIST } from "../status-sql.js";
 import {
   type AcquireRateOutcome,
   type AppendStreamOutcome,
@@ -116,8 +121,12 @@ export async function appendStream(
   // the chunks that try appended by it, rather than appending them a second time.
   const token = randomUUID();
   return db.transaction("appendStream", "own-write", async (tx) => {
-    const exists = await tx.query(`SELECT 1 FROM ${t.runs} WHERE id = $1`, [p.runId]);
-    if (exists.rowCount === 0) return { ok: false, reason: "not-found" } as const;
+    const run = await tx.query<{ finished: boolean }>(
+      `SELECT status IN (${TERMINAL_STATUS_LIST}) AS finished FROM ${t.runs}
+        WHERE id = $1 FOR SHARE`,
+      [p.runId],
+    );
+    if (!run.rows[0]) return { ok: false, reason: "not-found" } as const;
     if (tx.mayHaveCommitted && p.chunks.length > 0) {
       const own = await tx.query<{ seq: string }>(
         `SELECT seq FROM ${t.runStreams} WHERE run_id = $1 AND append_token = $2`,
@@ -125,6 +134,7 @@ export async function appendStream(
       );
       if (own.rows[0]) return { ok: true, offset: Number(own.rows[0].seq) } as const;
     }
+    if (run.rows[0].finished) return { ok: false, reason: "finished" } as const;
     const head = await tx.query<{ first: string }>(
       `INSERT INTO ${t.runStreamHeads} AS h (run_id, next_offset) VALUES ($1, $2)
         ON CONFLICT (run_id) DO UPDATE SET next_offset = h.next_offset + $2

@@ -1,7 +1,8 @@
 // The SQLite side of the store verbs cairn/ai uses: shared rate limiters (a rolling minute
 // of grants per key, plus a block a provider's 429 sets) and run streams (chunks by offset).
 // Each writing verb is one BEGIN IMMEDIATE transaction, which already serialises every
-// writer of the file, so acquirers of one key and appenders to one run never interleave.
+// writer of the file, so acquirers of one key and appenders to one run never interleave,
+// and an append to a finished run is refused in the transaction that would have made it.
 
 import {
   type AcquireRateOutcome,
@@ -11,7 +12,9 @@ import {
   grantTokens,
   RATE_WINDOW_MS,
   type RateLimits,
+  type RunStatus,
   type StreamChunk,
+  TERMINAL_STATUSES,
 } from "../store.js";
 import type { StoreContext } from "./sql.js";
 
@@ -95,9 +98,13 @@ export function appendStream(
   p: { runId: string; chunks: string[] },
 ): Promise<AppendStreamOutcome> {
   return ctx.write("appendStream", ({ prepare, now }): AppendStreamOutcome => {
-    if (!prepare("SELECT 1 FROM runs WHERE id = ?").get(p.runId)) {
-      return { ok: false, reason: "not-found" };
-    }
+    const run = prepare("SELECT status FROM runs WHERE id = ?").get(p.runId) as
+      | { status: RunStatus }
+      | undefined;
+    if (!run) return { ok: false, reason: "not-found" };
+    // In the write transaction that appends: no chunk is stored after the run's finished
+    // status (the rule its stream's followers end by: ai/run-stream.ts's lookAtStream).
+    if (TERMINAL_STATUSES.has(run.status)) return { ok: false, reason: "finished" };
     const { next } = prepare(
       "SELECT coalesce(max(seq) + 1, 0) AS next FROM run_streams WHERE run_id = ?",
     ).get(p.runId) as { next: number };
