@@ -5,8 +5,8 @@
 
 import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
-import { join, resolve } from "node:path";
-import { pathToFileURL } from "node:url";
+import { isAbsolute, join, resolve } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import type { AnyWorkflow } from "../index.js";
 import { CliError } from "./command.js";
 
@@ -68,21 +68,48 @@ export async function loadWorkflows(modulePath: string, cwd: string): Promise<An
 }
 
 /** Imports a module the way `node --import` would, but resolved from the user's directory
- *  (where their tsx is installed), falling back to cairn's own dependencies. */
+ *  (where their tsx is installed), falling back to cairn's own dependencies. A path
+ *  (./setup.js, /abs/setup.js) is the user's file, from `cwd`: never one beside cairn's. A
+ *  module that cannot be found is named with where it was looked for: Node's own message
+ *  named cairn's file ("imported from .../load-workflows.js"), as if the user had. */
 export async function importFirst(specifier: string, cwd: string): Promise<void> {
+  const path = /^\.{0,2}\//.test(specifier) || isAbsolute(specifier);
   let url: string;
-  try {
-    url = pathToFileURL(createRequire(join(cwd, "noop.js")).resolve(specifier)).href;
-  } catch {
-    url = specifier;
+  let fromCwd = true;
+  if (path) {
+    const file = resolve(cwd, specifier);
+    if (!existsSync(file)) {
+      throw new CliError(
+        `--import ${specifier}: no such file ${JSON.stringify(file)} (a path is taken from the current directory, ${JSON.stringify(cwd)}); check the path`,
+      );
+    }
+    url = pathToFileURL(file).href;
+  } else {
+    try {
+      url = pathToFileURL(createRequire(join(cwd, "noop.js")).resolve(specifier)).href;
+    } catch {
+      url = specifier;
+      fromCwd = false;
+    }
   }
   try {
     await import(url);
   } catch (err) {
     const missing = (err as { code?: unknown }).code === "ERR_MODULE_NOT_FOUND";
+    // Not found from here (this file is the importer) is the specifier itself; not found
+    // from elsewhere is a module it imports, which Node's message names rightly.
+    if (missing && !fromCwd && String((err as Error)?.message).includes(OWN_FILE)) {
+      throw new CliError(
+        `--import ${specifier}: cannot find it: no package ${JSON.stringify(specifier)} is installed for the current directory (${JSON.stringify(cwd)}), nor among cairn's own dependencies; install it there (e.g. npm install -D tsx), or give a path (./setup.js)`,
+        { cause: err },
+      );
+    }
     throw new CliError(
       `--import ${specifier}: cannot load it${missing ? " (is it installed? e.g. npm install -D tsx)" : ""}: ${(err as Error)?.message ?? String(err)}`,
       { cause: err },
     );
   }
 }
+
+/** This file, as Node names an importer in ERR_MODULE_NOT_FOUND. */
+const OWN_FILE = fileURLToPath(import.meta.url);

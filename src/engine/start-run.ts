@@ -223,9 +223,12 @@ async function createRun(
   if (options.id !== undefined) checkRunId(id, "start()");
   // Checked by the input schema when this engine has one (it may be asynchronous), else
   // encoded at once: an await per start is a hop through the promise hooks.
+  // A refused input names the run only when the caller gave its id: an id made here names
+  // a run that never existed, and the caller never saw it.
+  const named = options.id === undefined ? "" : ` (run "${id}")`;
   const encoded = target.wf?.options.input
-    ? await checkedInput(internals, target, id, input)
-    : encodedInput(internals, target, id, input);
+    ? await checkedInput(internals, target, named, input)
+    : encodedInput(internals, target, named, input);
   const budgetLimit = { ...(target.wf?.options.budget ?? {}), ...(options.budget ?? {}) };
   checkBudget(budgetLimit, "start()");
   const { config, worker, workerId } = internals;
@@ -344,7 +347,7 @@ function disownIfClaimed(internals: EngineInternals, id: string): void {
 async function checkedInput(
   internals: EngineInternals,
   target: Target,
-  id: string,
+  named: string,
   input: unknown,
 ): Promise<string> {
   const ref = `${target.name}@${target.version}`;
@@ -358,18 +361,18 @@ async function checkedInput(
     // back, claimed and refused again for ever.
     const e = toErrorRecord(err);
     throw new InputValidationError(
-      `Input for workflow "${ref}" (run "${id}") could not be checked: its input schema threw ${e.name}: ${e.message}. Nothing was recorded.`,
+      `Input for workflow "${ref}"${named} could not be checked: its input schema threw ${e.name}: ${e.message}. Nothing was recorded.`,
       [],
       { cause: err },
     );
   }
   if (res.issues) {
     throw new InputValidationError(
-      `Input for workflow "${ref}" (run "${id}") is invalid: ${formatIssues(res.issues)}. Nothing was recorded.`,
+      `Input for workflow "${ref}"${named} is invalid: ${formatIssues(res.issues)}. Nothing was recorded.`,
       res.issues,
     );
   }
-  return encodedInput(internals, target, id, res.value);
+  return encodedInput(internals, target, named, res.value);
 }
 
 /** The input (or what the input schema made of it) as stored: encoded within the payload
@@ -377,14 +380,14 @@ async function checkedInput(
 function encodedInput(
   internals: EngineInternals,
   target: Target,
-  id: string,
+  named: string,
   value: unknown,
 ): string {
   try {
     return encode(value, internals.config.maxPayloadBytes);
   } catch (err) {
     throw new SerializationError(
-      `Input for workflow "${target.name}@${target.version}" (run "${id}") ${(err as Error).message}; nothing was recorded`,
+      `Input for workflow "${target.name}@${target.version}"${named} ${(err as Error).message}; nothing was recorded`,
       { cause: err },
     );
   }
