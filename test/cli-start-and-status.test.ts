@@ -593,7 +593,7 @@ export const hold = workflow({ name: "hold", version: "1" }, async (ctx) =>
     expectFailure(
       await cairn(["worker", module, "--import", "./no-such-loader.mjs", "--store", db]),
       1,
-      /--import \.\/no-such-loader\.mjs: cannot load it/,
+      /--import \.\/no-such-loader\.mjs: no such file/,
     );
     expectFailure(
       await cairn(["worker", module, "--lease", "0", "--store", db]),
