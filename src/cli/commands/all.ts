@@ -8,6 +8,7 @@ import { cancel } from "./cancel.js";
 import { checkReplayCommand } from "./check-replay.js";
 import { fork } from "./fork.js";
 import { gc } from "./gc.js";
+import { result } from "./result.js";
 import { resume } from "./resume.js";
 import { runs } from "./runs.js";
 import { send } from "./send.js";
@@ -19,6 +20,7 @@ import { worker } from "./worker.js";
 export const COMMANDS: readonly Command[] = [
   runs,
   show,
+  result,
   start,
   send,
   cancel,

@@ -1,0 +1,155 @@
+// A run's outcome for `cairn result` and `cairn start --wait`: the run as it is, or as it
+// ended once waited for (engine.handle(id).result() does the waiting, across processes),
+// printed as a script reads it: the output as JSON on stdout (exit 0), a failed or
+// canceled run's error on stderr (exit 1), a run not finished yet said so (exit 3).
+
+import { runNotFound } from "../errors.js";
+import { EncryptedValue, type Engine, type RunView, UndecodableValue } from "../index.js";
+import { type CliContext, UsageError } from "./command.js";
+import { explainNeedsWorkers, explainRun } from "./explain-run.js";
+import { parseDuration } from "./flag-values.js";
+import { formatDuration, formatError, quoted, shellArg, toJson } from "./format.js";
+
+/** The exit code of a run not finished (yet): neither an error (1) nor a usage error (2). */
+export const NOT_FINISHED_EXIT = 3;
+
+export const RESULT_EXIT_CODES = `Exit codes: 0 completed (the output on stdout), 1 failed or canceled (the error on stderr;
+also any other error), 2 usage error, ${NOT_FINISHED_EXIT} not finished (yet: pending, running, waiting or
+paused; with --wait, not within --timeout).`;
+
+const FINISHED = new Set(["completed", "failed", "canceled"]);
+
+export interface RunOutcome {
+  run: RunView;
+  /** Why an unfinished run is where it is (explainRun); "" for a finished one. */
+  why: string;
+  /** The wait given up after this many ms (--timeout); undefined when not waited for. */
+  waitedMs?: number;
+}
+
+/** Run `id` as it is now, or, with `wait`, once it has finished (at most `timeoutMs`). */
+export async function runOutcome(
+  engine: Engine,
+  id: string,
+  wait: { timeoutMs?: number | undefined } | undefined,
+): Promise<RunOutcome> {
+  let run = await engine.getRun(id);
+  if (!run) throw runNotFound(id);
+  let waitedMs: number | undefined;
+  if (wait && !FINISHED.has(run.status)) {
+    // result() settles once the run ends (either way: its outcome is read again below, as a
+    // view), or rejects when the engine closes under it after a timeout: nothing to hear.
+    const ended = engine
+      .handle(id)
+      .result()
+      .then(
+        () => true,
+        () => true,
+      );
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut =
+      wait.timeoutMs === undefined
+        ? new Promise<boolean>(() => {})
+        : new Promise<boolean>((resolve) => {
+            timer = setTimeout(() => resolve(false), wait.timeoutMs);
+          });
+    const done = await Promise.race([ended, timedOut]);
+    clearTimeout(timer);
+    if (!done) waitedMs = wait.timeoutMs;
+    run = await engine.getRun(id);
+    if (!run) throw runNotFound(id, "it was deleted (cairn gc) while waited for");
+  }
+  const why = FINISHED.has(run.status)
+    ? ""
+    : explainRun(
+        run,
+        explainNeedsWorkers(run, new Date()) ? await engine.listWorkers() : [],
+        new Date(),
+      );
+  return { run, why, ...(waitedMs !== undefined ? { waitedMs } : {}) };
+}
+
+/** Prints `outcome` and returns the exit code. `extra`: fields added to the JSON. */
+export function printOutcome(
+  outcome: RunOutcome,
+  ctx: CliContext,
+  options: { json: boolean; extra?: Record<string, unknown> },
+): number {
+  const { run, why } = outcome;
+  const code = run.status === "completed" ? 0 : FINISHED.has(run.status) ? 1 : NOT_FINISHED_EXIT;
+  if (options.json) {
+    ctx.out(toJson({ ...options.extra, ...outcomeJson(outcome) }, 2));
+    return code;
+  }
+  const id = quoted(run.id);
+  const arg = shellArg(run.id);
+  switch (run.status) {
+    case "completed": {
+      const output = run.output;
+      // A placeholder printed as the output would read as a string the run returned.
+      if (output instanceof EncryptedValue) {
+        ctx.err(
+          `cairn: the output of run ${id} is encrypted (key "${output.keyId}") and $CAIRN_ENCRYPTION_KEYS does not hold that key; set it as the workers have it`,
+        );
+        return 1;
+      }
+      if (output instanceof UndecodableValue) {
+        ctx.err(`cairn: the output of run ${id} cannot be decoded: ${String(output)}`);
+        return 1;
+      }
+      // A run that returned nothing (undefined) prints null: stdout is always JSON.
+      ctx.out(output === undefined ? "null" : toJson(output, 2));
+      return 0;
+    }
+    case "failed": {
+      const error = run.error ? formatError(run.error) : (run.reason ?? "no error recorded");
+      ctx.err(
+        `cairn: run ${id} failed: ${error}\nIts steps and attempts: cairn show ${arg}; to run it again from its journal: cairn resume ${arg}`,
+      );
+      return 1;
+    }
+    case "canceled":
+      ctx.err(`cairn: run ${id} was canceled: ${run.reason ?? "no reason given"}`);
+      return 1;
+    default: {
+      const after =
+        outcome.waitedMs === undefined ? "" : ` after waiting ${formatDuration(outcome.waitedMs)}`;
+      const next =
+        outcome.waitedMs === undefined
+          ? `wait for it: cairn result ${arg} --wait`
+          : `wait longer (--timeout), or follow it: cairn show ${arg}`;
+      ctx.err(
+        `cairn: run ${id} has not finished${after}: it is ${run.status}${why && why !== run.status ? ` (${why})` : ""}; ${next}`,
+      );
+      return NOT_FINISHED_EXIT;
+    }
+  }
+}
+
+/** {"id", "status", then "output" (completed), "error" and "reason" (failed), "reason"
+ *  (canceled) or "why" (not finished)}. */
+function outcomeJson({ run, why }: RunOutcome): Record<string, unknown> {
+  const json: Record<string, unknown> = { id: run.id, status: run.status };
+  if (run.status === "completed") json.output = run.output ?? null;
+  if (run.error) json.error = run.error;
+  if ((run.status === "failed" || run.status === "canceled") && run.reason !== undefined) {
+    json.reason = run.reason;
+  }
+  if (run.withheld && json.reason !== undefined) json.withheld = run.withheld;
+  if (!FINISHED.has(run.status)) json.why = why;
+  return json;
+}
+
+/** --wait and --timeout as runOutcome takes them; --timeout alone is a usage error. */
+export function waitOption(values: {
+  wait?: boolean | undefined;
+  timeout?: string | undefined;
+}): { timeoutMs?: number } | undefined {
+  if (values.timeout !== undefined && values.wait !== true) {
+    throw new UsageError("--timeout bounds --wait; give --wait too (e.g. --wait --timeout 30s)");
+  }
+  if (values.wait !== true) return undefined;
+  return values.timeout === undefined
+    ? {}
+    : { timeoutMs: parseDuration(values.timeout, "timeout", 1) };
+}
