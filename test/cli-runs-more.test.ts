@@ -9,7 +9,7 @@ import { cairn } from "./helpers/cli.js";
 import { tempDbPath } from "./helpers/sqlite.js";
 
 const wf = workflow({ name: "more", version: "1" }, async (ctx) => ctx.waitForEvent("go"));
-const MORE = "--limit N shows more";
+const MORE = "more match: the next page is --cursor";
 
 describe("cairn runs: the 'shows more' line", () => {
   const db = tempDbPath();
@@ -32,10 +32,10 @@ describe("cairn runs: the 'shows more' line", () => {
 
     const fewer = await cairn(["runs", "--limit", "2", ...store]);
     expect(fewer.stdout).not.toContain("r1");
-    expect(fewer.stdout).toContain(`(the 2 most recent shown; ${MORE})`);
+    expect(fewer.stdout).toContain(`(2 shown, ${MORE} `);
 
     const fewerVersion = await cairn(["runs", "--workflow", "more@1", "--limit", "2", ...store]);
-    expect(fewerVersion.stdout).toContain(`(the 2 most recent shown; ${MORE})`);
+    expect(fewerVersion.stdout).toContain(`(2 shown, ${MORE} `);
 
     // --json prints the runs shown, no more.
     const json = await cairn(["runs", "--limit", "2", "--json", ...store]);

@@ -1,5 +1,6 @@
 // `cairn runs`: the most recent runs, newest first, optionally filtered.
 
+import { cursorFor, decodeRunCursor } from "../../http/api/run-list.js";
 import {
   APPROVAL_EVENT_PREFIX,
   type RunFilter,
@@ -10,7 +11,7 @@ import { approvalKeys } from "../../workflow/approval-calls.js";
 import { isWorkflowName } from "../../workflow/define.js";
 import { defineCommand, UsageError } from "../command.js";
 import { explainNeedsWorkers, explainRun } from "../explain-run.js";
-import { parseWholeNumber } from "../flag-values.js";
+import { parseRunId, parseWholeNumber } from "../flag-values.js";
 import { iso, oneLine, table, toJson } from "../format.js";
 import { withClient } from "../store-spec.js";
 
@@ -29,13 +30,18 @@ const DEFAULT_LIMIT = 50;
 export const runs = defineCommand({
   name: "runs",
   summary: "list runs, newest first",
-  help: `Usage: cairn runs [--status S[,S...]] [--waiting-approval] [--workflow NAME[@VERSION]] [--limit N] [--json]
+  help: `Usage: cairn runs [--status S[,S...]] [--waiting-approval] [--workflow NAME[@VERSION]] [--id-contains TEXT] [--parent ID] [--limit N] [--cursor C] [--json]
 
 Lists runs, newest first: id, workflow@version, status, reason, created, updated. Every
 run not finished says why it is where it is: what it waits for and until when, the worker
 running it, "pending: no worker is running", "pending: no live worker serves name@1", or
 what paused it. A run released while a step body of it still ran in its worker says
 "held by WORKER until TIME": no other worker takes it before then.
+
+When more runs match than --limit shows, the last line gives the cursor of the next page
+(older runs): run the same command with --cursor C. With --json each run carries its
+"cursor": the one of the last run is the next page's (a page shorter than --limit is the
+last). A cursor of the HTTP API (GET /api/runs's "next") pages here too.
 
 Options:
   --status <s>      only runs with this status (comma-separated for several):
@@ -44,13 +50,20 @@ Options:
                     only runs waiting for an approval (ctx.approval), with its name;
                     answer with "cairn approve" or "cairn reject"
   --workflow <w>    only runs of this workflow name, or of name@version
+  --id-contains <t> only runs whose id contains this text (case-sensitive, literal)
+  --parent <id>     only the child runs of this run (ctx.child)
   --limit <n>       at most n runs (default ${DEFAULT_LIMIT})
-  --json            print a JSON array of runs (each with "why", the REASON column)
+  --cursor <c>      the page after the run this cursor names (printed by a page before)
+  --json            print a JSON array of runs (each with "why", the REASON column, and
+                    "cursor")
   -h, --help        show this help`,
   options: {
     status: { type: "string" },
     workflow: { type: "string" },
     limit: { type: "string" },
+    cursor: { type: "string" },
+    "id-contains": { type: "string" },
+    parent: { type: "string" },
     json: { type: "boolean" },
     "waiting-approval": { type: "boolean" },
   },
@@ -59,10 +72,10 @@ Options:
     const limit =
       values.limit === undefined ? DEFAULT_LIMIT : parseWholeNumber(values.limit, "limit", 1);
     const approvals = values["waiting-approval"] === true;
-    const { filter, version } = parseFilter(values, approvals);
+    const filter = parseFilter(values, approvals);
     const { found, more, workers } = await withClient(values, ctx, async (engine) => {
       // One more than shown: whether more match is known, not guessed from a full page.
-      const matched = await listMatching(engine.listRuns.bind(engine), filter, version, limit + 1);
+      const matched = await engine.listRuns({ ...filter, limit: limit + 1 });
       const found = matched.slice(0, limit);
       const more = matched.length > limit;
       // Workers only explain why a pending run is not picked up, and who takes over a
@@ -77,30 +90,40 @@ Options:
     if (values.json) {
       ctx.out(
         toJson(
-          found.map((r) => ({ ...r, why: why(r) })),
+          found.map((r) => ({ ...r, why: why(r), cursor: cursorFor(r) })),
           2,
         ),
       );
       return 0;
     }
     if (found.length === 0) {
-      ctx.out(Object.keys(filter).length > 0 ? "No runs match." : "No runs.");
+      const filtered = Object.keys(filter).some((k) => k !== "before");
+      ctx.out(filter.before ? "No more runs match." : filtered ? "No runs match." : "No runs.");
       return 0;
     }
     ctx.out(approvals ? approvalsTable(found) : runsTable(found, why));
-    if (more) {
-      ctx.out(`(the ${limit} most recent shown; --limit N shows more)`);
+    const last = found[found.length - 1];
+    if (more && last) {
+      ctx.out(
+        `(${limit} shown, more match: the next page is --cursor ${cursorFor(last)}; --limit N shows more at once)`,
+      );
     }
     return 0;
   },
 });
 
-/** The filter of --status, --waiting-approval and --workflow; a version is filtered here,
- *  as the store filters by name only. */
+/** The store's filter of the command line's: --status, --waiting-approval, --workflow,
+ *  --id-contains, --parent and --cursor (the page after the run it names). */
 function parseFilter(
-  values: { status?: string | undefined; workflow?: string | undefined },
+  values: {
+    status?: string | undefined;
+    workflow?: string | undefined;
+    "id-contains"?: string | undefined;
+    parent?: string | undefined;
+    cursor?: string | undefined;
+  },
   approvals: boolean,
-): { filter: RunFilter; version: string | undefined } {
+): RunFilter {
   const filter: RunFilter = {};
   if (values.status !== undefined) filter.status = parseStatuses(values.status);
   if (approvals) {
@@ -110,20 +133,39 @@ function parseFilter(
     filter.status = "waiting";
     filter.waitingForEventPrefix = APPROVAL_EVENT_PREFIX;
   }
-  let version: string | undefined;
   if (values.workflow !== undefined) {
     const at = values.workflow.lastIndexOf("@");
     filter.workflow = at > 0 ? values.workflow.slice(0, at) : values.workflow;
-    if (at > 0) version = values.workflow.slice(at + 1);
+    if (at > 0) filter.version = values.workflow.slice(at + 1);
     // A name no workflow can have ("@1", "a b") matches no run: "No runs match." would
     // read as an answer about a workflow that exists.
-    if (!isWorkflowName(filter.workflow) || (version !== undefined && !isWorkflowName(version))) {
+    if (
+      !isWorkflowName(filter.workflow) ||
+      (filter.version !== undefined && !isWorkflowName(filter.version))
+    ) {
       throw new UsageError(
         `--workflow must be NAME or NAME@VERSION, each 1-128 letters, digits and . _ : / - (not starting with a symbol; got ${JSON.stringify(values.workflow)})`,
       );
     }
   }
-  return { filter, version };
+  const contains = values["id-contains"];
+  if (contains !== undefined) {
+    // Every id contains "": that filter would read as one that matched.
+    if (contains === "") throw new UsageError("--id-contains is empty; give part of a run id");
+    filter.idContains = contains;
+  }
+  if (values.parent !== undefined) filter.parentId = parseRunId(values.parent, "parent");
+  if (values.cursor !== undefined) {
+    const before = decodeRunCursor(values.cursor);
+    // A NUL inside (PostgreSQL refuses it) would be answered as the store failing.
+    if (!before || before.id.includes("\u0000")) {
+      throw new UsageError(
+        `--cursor ${JSON.stringify(values.cursor)} is not a page cursor; give the one a page printed (its last line, or a run's "cursor" in --json)`,
+      );
+    }
+    filter.before = before;
+  }
+  return filter;
 }
 
 function runsTable(found: RunView[], why: (r: RunView) => string): string {
@@ -162,28 +204,4 @@ function parseStatuses(text: string): RunStatus[] {
     }
   }
   return list as RunStatus[];
-}
-
-/** Runs of `filter` (and of `version`, when given), newest first, at most `limit`. The
- *  store filters by name only, so a version filter pages until it has enough. */
-async function listMatching(
-  listRuns: (filter: RunFilter) => Promise<RunView[]>,
-  filter: RunFilter,
-  version: string | undefined,
-  limit: number,
-): Promise<RunView[]> {
-  if (version === undefined) return listRuns({ ...filter, limit });
-  const page = Math.max(limit, 200);
-  const found: RunView[] = [];
-  let before: RunFilter["before"];
-  for (;;) {
-    const batch = await listRuns({ ...filter, limit: page, ...(before ? { before } : {}) });
-    for (const r of batch) {
-      if (r.version === version) found.push(r);
-      if (found.length === limit) return found;
-    }
-    const last = batch[batch.length - 1];
-    if (batch.length < page || !last) return found;
-    before = { createdAt: last.createdAt.getTime(), id: last.id };
-  }
 }

@@ -76,18 +76,28 @@ export function cursorFor(run: { createdAt: Date; id: string }): string {
   return Buffer.from(`${run.createdAt.getTime()}:${run.id}`, "utf8").toString("base64url");
 }
 
-function parseCursor(cursor: string): { createdAt: number; id: string } {
+/** The run a page cursor (cursorFor) names, or undefined for text that is not one. Shared
+ *  with `cairn runs --cursor`, so a `next` of the API pages the CLI's list, and back. */
+export function decodeRunCursor(cursor: string): { createdAt: number; id: string } | undefined {
   const text = Buffer.from(cursor, "base64url").toString("utf8");
   const colon = text.indexOf(":");
   const createdAt = Number(text.slice(0, colon));
   const id = text.slice(colon + 1);
   if (colon < 1 || !Number.isSafeInteger(createdAt) || id.length === 0 || id.length > 256) {
+    return undefined;
+  }
+  return { createdAt, id };
+}
+
+function parseCursor(cursor: string): { createdAt: number; id: string } {
+  const decoded = decodeRunCursor(cursor);
+  if (!decoded) {
     throw new HttpError(400, "VALIDATION", 'query parameter "before" is not a page cursor');
   }
   // The id inside is a value from the client like any other: no NUL (PostgreSQL refuses
   // it, which would be answered as the store failing).
-  checkText(id, 'query parameter "before" (the run id in the cursor)', 256);
-  return { createdAt, id };
+  checkText(decoded.id, 'query parameter "before" (the run id in the cursor)', 256);
+  return decoded;
 }
 
 export function filterFor(q: RunListQuery): RunFilter {
