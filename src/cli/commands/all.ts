@@ -6,6 +6,7 @@ import { approvalLink } from "./approval-link.js";
 import { approve, reject } from "./approve.js";
 import { cancel } from "./cancel.js";
 import { checkReplayCommand } from "./check-replay.js";
+import { events } from "./events.js";
 import { fork } from "./fork.js";
 import { gc } from "./gc.js";
 import { result } from "./result.js";
@@ -20,6 +21,7 @@ import { worker } from "./worker.js";
 export const COMMANDS: readonly Command[] = [
   runs,
   show,
+  events,
   result,
   start,
   send,
