@@ -4,9 +4,10 @@
 // run's error on stderr (exit 1), says a run is not finished (exit 3), and `--wait` waits
 // for it (`--timeout` bounds that); `cairn start ... --wait` starts a run and does the same.
 
+import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createEngine, type Engine, sqliteStore, workflow } from "../src/index.js";
+import { createEngine, type Engine, encryptedStore, sqliteStore, workflow } from "../src/index.js";
 import { cairn, expectFailure, startCairn } from "./helpers/cli.js";
 import { tempDir, until } from "./helpers/sqlite.js";
 
@@ -169,5 +170,35 @@ describe("cairn result and cairn start --wait", () => {
       /--timeout bounds --wait/,
     );
     expectFailure(await cairn(["result", "nope", ...store]), 1, /Run "nope" does not exist/);
+  });
+
+  it("an output encrypted with a key not given is refused, not printed as a string", async () => {
+    const k = { id: "k1", key: randomBytes(32).toString("base64") };
+    const encPath = join(dir.dir, "encrypted.db");
+    const enc = createEngine({
+      store: encryptedStore(sqliteStore(encPath), { keys: [k] }),
+      workflows: [silent, gated],
+      pollIntervalMs: 20,
+    });
+    try {
+      const run = await enc.start(gated, { n: 1 }, { id: "secret-1" });
+      await until(async () => (await enc.getRun("secret-1"))?.status === "waiting", "waiting");
+      await enc.sendEvent("secret-1", "go", { extra: 0 });
+      await run.result();
+    } finally {
+      await enc.close();
+    }
+    const encStore = ["--store", `sqlite:${encPath}`];
+    const plain = await cairn(["result", "secret-1", ...encStore]);
+    expectFailure(
+      plain,
+      1,
+      /the output of run "secret-1" is encrypted \(key "k1"\) and \$CAIRN_ENCRYPTION_KEYS does not hold that key/,
+    );
+    const keyed = await cairn(["result", "secret-1", ...encStore], {
+      CAIRN_ENCRYPTION_KEYS: `k1=${k.key}`,
+    });
+    expect(keyed.code, keyed.stderr).toBe(0);
+    expect(JSON.parse(keyed.stdout)).toEqual({ total: 2, when: "1970-01-01T00:00:00.000Z" });
   });
 });
