@@ -33,7 +33,8 @@ attempts with their errors, spend, duration from when the call began: a wait's o
 effect's intent; an effect says whether perform made it or reconcile found it:
 completed/performed, completed/reconciled), and the events sent to it that no wait has
 consumed. A value longer than 4,000 characters is cut there, saying how much more there
-is; --json prints every value whole.
+is; --json prints every value whole. The run's history in time order, with the events its
+waits consumed: cairn events <id>; its output for a script: cairn result <id>.
 
 Options:
   --json            print {"run", "why", "steps", "approvals", "unconsumedEvents"} as JSON
