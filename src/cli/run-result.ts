@@ -57,7 +57,11 @@ export async function runOutcome(
     clearTimeout(timer);
     if (!done) waitedMs = wait.timeoutMs;
     run = await engine.getRun(id);
-    if (!run) throw runNotFound(id, "it was deleted (cairn gc) while waited for");
+    if (!run)
+      throw runNotFound(
+        id,
+        "it was deleted (retention, cairn gc) while this command waited for it",
+      );
   }
   const why = FINISHED.has(run.status)
     ? ""

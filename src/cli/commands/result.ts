@@ -32,7 +32,8 @@ Examples:
 
 Options:
   --wait            wait for the run to finish
-  --timeout <d>     with --wait: give up after d (e.g. 30s, 10m; then exit ${NOT_FINISHED_EXIT}); default: no limit
+  --timeout <d>     with --wait: give up after d (e.g. 30s, 10m; then exit ${NOT_FINISHED_EXIT});
+                    default: no limit
   --json            print {"id", "status", and "output", or "error" and "reason", or "why"}
                     on stdout whatever the outcome (the exit code as above)
   -h, --help        show this help`,
