@@ -131,7 +131,9 @@ export class PlainPayloadGuard {
    * unmarked, `write` is handed a check to run inside its transaction before it writes,
    * which reads the mark there and refuses a plain payload if another process marked the
    * store since (nothing written). No window is left: the mark and the write are ordered by
-   * the write lock. A store believed marked goes as admit does (`write` handed no check).
+   * the write lock. A store believed marked goes as admit does, reading the mark before a
+   * plain payload; `write` is handed the check then too (the mark may be set between that
+   * read and the write), and none for a write with no plain payload.
    * `find` is handed the transaction when it runs inside one (a cancel reads there the
    * parents its reason names).
    */
@@ -140,15 +142,32 @@ export class PlainPayloadGuard {
     markedIn: (tx: Tx) => boolean,
     write: (check: ((tx: Tx) => void) | undefined) => Promise<T>,
   ): Promise<T> {
-    if (this.#believedUnmarked()) {
-      return write((tx) => {
-        if (!markedIn(tx)) return;
-        this.saw(true);
-        const plain = find(tx);
-        if (plain !== undefined) throw this.refusal(plain);
-      });
+    if (this.#believedUnmarked()) return write(this.#checkIn(find, markedIn));
+    let plain: PlainPayload | undefined;
+    try {
+      plain = find();
+    } catch (err) {
+      return Promise.reject(err);
     }
-    return this.admit(find, () => write(undefined));
+    if (plain === undefined) return write(undefined);
+    // The mark read before the write said "not marked": the write reads it again inside its
+    // transaction, since another process may have marked the store in between (the read
+    // and the write each take the file's lock of their own).
+    return this.#admitPlain(plain, () => write(this.#checkIn(find, markedIn)));
+  }
+
+  /** The check admitInTransaction hands a write: refuses `find`'s plain payload where the
+   *  transaction reads the store marked. */
+  #checkIn<Tx>(
+    find: (tx?: Tx) => PlainPayload | undefined,
+    markedIn: (tx: Tx) => boolean,
+  ): (tx: Tx) => void {
+    return (tx) => {
+      if (!markedIn(tx)) return;
+      this.saw(true);
+      const plain = find(tx);
+      if (plain !== undefined) throw this.refusal(plain);
+    };
   }
 
   /** For a verb that is asked its payload inside its transaction (createReleasedRun's end):

@@ -117,14 +117,6 @@ export function openDatabase(
 ): Database.Database {
   const inMemory = path === ":memory:";
   if (!inMemory) {
-    try {
-      mkdirSync(dirname(path), { recursive: true });
-    } catch (err) {
-      throw new StoreError(
-        `SQLite store "${path}": cannot create its directory; check the path and permissions.`,
-        { cause: err },
-      );
-    }
     if (existsSync(path)) {
       // SQLite would report a directory as a disk I/O error.
       const stat = statSync(path);
@@ -142,10 +134,20 @@ export function openDatabase(
       }
       checkExisting(path, options);
     } else if (options.mustExist) {
+      // Refused before anything is made: its directory neither.
       throw new StoreError(
         `No cairn store at "${path}" (SQLite): the file does not exist. Check the path, or start a ` +
           "worker with it first (it creates the store); nothing was created.",
       );
+    } else {
+      try {
+        mkdirSync(dirname(path), { recursive: true });
+      } catch (err) {
+        throw new StoreError(
+          `SQLite store "${path}": cannot create its directory; check the path and permissions.`,
+          { cause: err },
+        );
+      }
     }
   }
   let db: Database.Database | undefined;
