@@ -184,4 +184,19 @@ describe.each(BACKENDS)("%s: a run list walked by its cursor", (backend) => {
     );
     expect(await walk(store, { limit: 3, version: "1" }, async () => {})).toEqual(expected);
   });
+
+  it("a limit below 0 lists none and a fractional one is floored, on both backends alike", async () => {
+    // SQLite bound the limit as given: LIMIT -1 listed every run (PostgreSQL none), LIMIT 2.5
+    // failed with a datatype mismatch (PostgreSQL listed 2). Both filtered and merged lists.
+    const { store, clock } = await openStore(backend);
+    await seed(store, clock);
+    for (const filter of [{}, { status: "completed" as const }, { workflow: "wf" }]) {
+      expect(await store.listRuns({ ...filter, limit: -1 })).toEqual([]);
+      expect(await store.listRuns({ ...filter, limit: -5 })).toEqual([]);
+      expect(await store.listRuns({ ...filter, limit: 2.5 })).toEqual(
+        await store.listRuns({ ...filter, limit: 2 }),
+      );
+      expect((await store.listRuns({ ...filter, limit: 0.5 })).length).toBe(0);
+    }
+  });
 });

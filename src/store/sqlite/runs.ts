@@ -142,7 +142,9 @@ export function listRuns(ctx: StoreContext, filter: RunFilter): Promise<RunRecor
         (where.length > 0 ? ` WHERE ${where.join(" AND ")}` : "") +
         " ORDER BY created_at DESC, id DESC LIMIT ?";
     }
-    params.push(filter.limit ?? -1);
+    // As PostgreSQL's store takes a limit: a fraction floored, one below 0 lists none (bound
+    // as given, SQLite's LIMIT read -1 as every run and 2.5 as a datatype mismatch).
+    params.push(filter.limit === undefined ? -1 : Math.max(0, Math.floor(filter.limit)));
     return (tx.prepare(sql).all(...params) as RunRow[]).map(runFromRow);
   });
 }
