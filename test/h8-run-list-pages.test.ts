@@ -4,7 +4,10 @@
 // pages (it moves from one status's index range to another's), its createdAt never does, so
 // a walk sees each run that existed when it began exactly once, in (createdAt, id)
 // descending order, as PostgreSQL's store lists the same sequence. Ties of createdAt across
-// statuses are ordered by id; limits 0 and 1 and a limit past any count hold too.
+// statuses are ordered by id; limits 0 and 1 and a limit past any count hold too, and a
+// clock stepped back between pages (runs made then come behind the cursor, at most once).
+// A limit below 0 or a fraction: SQLite bound it as given (every run; a datatype mismatch)
+// where PostgreSQL lists none or floors it; now both alike (runs.ts, listRuns).
 
 import { afterEach, describe, expect, it } from "vitest";
 import { sqliteStore } from "../src/index.js";
@@ -198,5 +201,44 @@ describe.each(BACKENDS)("%s: a run list walked by its cursor", (backend) => {
       );
       expect((await store.listRuns({ ...filter, limit: 0.5 })).length).toBe(0);
     }
+  });
+
+  it("a clock going backwards between pages: runs made meanwhile come behind the cursor at most once", async () => {
+    // A clock of its own, stepped back between pages (an NTP step; the virtual clock never
+    // goes backwards): the runs created then are older than runs already listed.
+    let now = T0;
+    const clock = { now: () => now } as unknown as VirtualClock;
+    let store: Store;
+    if (backend === "sqlite") {
+      const db = tempDbPath();
+      cleanups.push(db.cleanup);
+      store = sqliteStore(db.path);
+    } else {
+      const { schema, drop } = testSchema(pgUrl!);
+      cleanups.push(drop);
+      store = postgresStore(pgUrl!, { schema });
+    }
+    await store.open({ clock });
+    cleanups.push(() => store.close());
+    const seeded: string[] = [];
+    for (let i = 0; i < 20; i++) {
+      now = T0 + i * 10;
+      const { run } = await store.createRun(newRun(`run_s${i}`, i % 2 ? { claimBy } : {}));
+      seeded.push(run.id);
+    }
+    const made: RunRecord[] = [];
+    const seen = await walk(store, { limit: 3 }, async (page) => {
+      now -= 37;
+      made.push((await store.createRun(newRun(`run_back${page}`, { claimBy }))).run);
+    });
+    expect(new Set(seen).size).toBe(seen.length);
+    expect(seen.filter((id) => id.startsWith("run_s"))).toEqual([...seeded].reverse());
+    // Those made behind the cursor are listed where their time puts them; the rest not.
+    const all = new Map((await store.listRuns({})).map((r) => [r.id, r]));
+    const order = seen.map((id) => all.get(id)!);
+    expect([...order].sort(byCursorOrder)).toEqual(order);
+    expect(made.some((r) => seen.includes(r.id))).toBe(true);
+    // Epochs are the floor's, whatever the clock: claimed runs start at 1.
+    expect(made.every((r) => r.epoch === 1)).toBe(true);
   });
 });
