@@ -10,6 +10,11 @@
 //   unmarked.
 // - sqliteStore(path, { mustExist: true }) created the missing directories of a path whose
 //   file did not exist before it refused it ("nothing was created"). It refuses first now.
+// - A file whose epoch_floor table lost its one row (changed outside cairn): a new run's
+//   insert, which now checks the floor in its statement, inserts nothing, and the read of
+//   why found no row either: "createRun failed with unknown (Cannot read properties of
+//   undefined (reading 'taken'))". It is a StoreError naming the table and the run now,
+//   nothing written; an id already taken is still answered with its run.
 //
 // And what held (the same file, so the next engineer knows what was tried): mustExist on a
 // directory, a dangling symlink (its target not created), a symlink to a store (opened), a
@@ -191,5 +196,35 @@ describe("sqliteStore(path, { mustExist: true })", () => {
     await reader.open({ clock: createVirtualClock(T0) });
     cleanups.push(() => reader.close());
     expect((await reader.listRuns({})).map((r) => r.id)).toEqual(["run_1"]);
+  });
+});
+
+describe("a SQLite file whose epoch_floor lost its row", () => {
+  it("refuses a new run with a StoreError naming the table and the run, nothing written", async () => {
+    const path = join(dir(), "cairn.db");
+    const store = await openStore(path);
+    await store.createRun(newRun("run_1"));
+    other(path).prepare("DELETE FROM epoch_floor").run();
+    const claimBy = { workerId: "wk_1", leaseMs: 30_000 };
+    for (const create of [
+      () => store.createRun(newRun("run_2")),
+      () => store.createRun(newRun("run_2", { claimBy })),
+      () =>
+        store.createReleasedRun!({ ...newRun("run_2"), claimBy }, () => ({
+          status: "completed",
+          output: CIPHER,
+          readyAt: null,
+        })),
+    ]) {
+      const err = await create().catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(StoreError);
+      expect((err as Error).message).toContain("epoch_floor table has no row");
+      expect((err as Error).message).toContain('run "run_2"');
+    }
+    expect((await store.listRuns({})).map((r) => r.id)).toEqual(["run_1"]);
+    // An id already taken needs no epoch: answered with its run, as always.
+    const again = await store.createRun(newRun("run_1"));
+    expect(again.created).toBe(false);
+    expect(again.run.id).toBe("run_1");
   });
 });

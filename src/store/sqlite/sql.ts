@@ -131,9 +131,20 @@ export function insertNewRow(
   }
   check?.(tx);
   const now = tx
-    .prepare("SELECT epoch, EXISTS (SELECT 1 FROM runs WHERE id = ?) AS taken FROM epoch_floor")
-    .get(values[0]) as { epoch: number; taken: number };
+    .prepare(
+      "SELECT (SELECT epoch FROM epoch_floor) AS epoch, " +
+        "EXISTS (SELECT 1 FROM runs WHERE id = ?) AS taken",
+    )
+    .get(values[0]) as { epoch: number | null; taken: number };
   if (now.taken !== 0) return undefined;
+  if (now.epoch === null) {
+    // Migration 11 wrote its one row; only a change made outside cairn removes it.
+    throw new StoreError(
+      `SQLite store "${tx.path}": its epoch_floor table has no row (the file was changed ` +
+        `outside cairn), so run "${String(values[0])}" cannot be given a safe epoch; nothing ` +
+        "was written. Restore the file from a backup.",
+    );
+  }
   floor = now.epoch;
   tx.floor.epoch = floor;
   values[at] = floor + bump;
