@@ -95,6 +95,14 @@ describe("a keyless store that believed the file marked, when another process ma
     const writes: Array<[string, (s: SqliteStore) => Promise<unknown>]> = [
       ["a new run's plain input", (s) => s.createRun(newRun("run_plain", { input: PLAIN }))],
       [
+        "a folded start's plain output",
+        (s) =>
+          s.createReleasedRun!(
+            { ...newRun("run_folded"), claimBy: { workerId: "wk_1", leaseMs: 30_000 } },
+            () => ({ status: "completed", output: PLAIN, readyAt: null }),
+          ),
+      ],
+      [
         "a step's plain result",
         (s) =>
           s.appendRecords([{ runId: "run_claimed", epoch: run.epoch, steps: [step("x", PLAIN)] }]),
