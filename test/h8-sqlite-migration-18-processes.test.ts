@@ -8,7 +8,10 @@
 // - a process SIGKILLed in the middle of migrating (the index dropped, inside the migrating
 //   transaction, not committed), while another waits for the lock: the file is left at 17
 //   with runs_created, intact; the waiting process then migrates it, and the next two opens
-//   find it at 18.
+//   find it at 18;
+// - readers opening with mustExist while three processes create the store in a directory
+//   not made yet: each lists it or refuses it with a StoreError (no file yet, no cairn
+//   tables yet), and the creators all open it.
 //
 // No defect found: this holds on origin/main (the migration is one transaction, read again
 // under the write lock: migrate.ts).
@@ -183,5 +186,40 @@ describe("SQLite migration 18 by real processes", () => {
     ]);
     for (const r of again) expect(listed(r)).toEqual(order);
     expect(state(path)).toEqual(after);
+  });
+});
+
+describe("sqliteStore's mustExist while other processes create the store", () => {
+  it("readers refuse (no file yet, no cairn tables yet) or list; the creators all open it", async () => {
+    const db = tempDbPath();
+    cleanups.push(db.cleanup);
+    const path = `${db.path.slice(0, -"cairn.db".length)}not-yet/cairn.db`;
+    const procs = [];
+    for (let i = 0; i < 3; i++) {
+      procs.push(spawnFixture("h8-open-store.ts", [path]).done);
+      procs.push(spawnFixture("h8-open-store.ts", [path, "must"]).done);
+    }
+    const results = await Promise.all(procs);
+    for (const [i, r] of results.entries()) {
+      expect(r.stderr).toBe("");
+      if (i % 2 === 0) {
+        expect(listed(r)).toEqual([]);
+        continue;
+      }
+      if (r.code === 0) {
+        expect(listed(r)).toEqual([]);
+        continue;
+      }
+      expect(r.code).toBe(3);
+      const { refused, message } = JSON.parse(r.stdout.trim()) as {
+        refused: string;
+        message: string;
+      };
+      expect(refused).toBe("StoreError");
+      expect(message).toMatch(/the file does not exist|holds no cairn tables/);
+    }
+    const after = state(path);
+    expect(after.version).toBe(MIGRATIONS.at(-1)!.version);
+    expect(after.check).toBe("ok");
   });
 });
