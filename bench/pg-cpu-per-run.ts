@@ -6,7 +6,9 @@
 // store verbs a run calls; and, for a local server, the server's CPU per run (its backends'
 // on-CPU time from each query's send to its answer, by statement). CPU and counts, not wall
 // time: the figures hold on a loaded machine. The schema is one of its own, dropped at the end. PROFILE_ONLY=1 runs cairn's
-// runs alone (for `node --cpu-prof --import tsx`), leaving the schema behind.
+// runs alone (for `node --cpu-prof --import tsx`), leaving the schema behind. INPUT_BYTES=n
+// gives each run an input padded to about n bytes (the bytes each run receives from the
+// server, counted on every pg connection's socket, then show what comes back of it).
 
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
@@ -21,9 +23,13 @@ const { postgresStore } = cairnPostgres;
 const runs = Number(process.argv[2] ?? 300);
 const url = benchPgUrl(process.argv[3]);
 
-// Every query any pg client of this process sends, and every notification it hears.
+// Every query any pg client of this process sends, every notification it hears, and the
+// bytes its connections receive.
 let queries = 0;
 let notifications = 0;
+let bytesIn = 0;
+const counting = new WeakSet<object>();
+const padding = "x".repeat(Number(process.env.INPUT_BYTES ?? 0));
 const proto = pg.Client.prototype as unknown as {
   query: (...args: unknown[]) => unknown;
   emit: (event: string, ...args: unknown[]) => boolean;
@@ -41,8 +47,18 @@ function backendNs(pid: number): number | undefined {
     return undefined;
   }
 }
-proto.query = function (this: { processID?: number }, ...args: unknown[]) {
+proto.query = function (
+  this: { processID?: number; connection?: { stream?: NodeJS.EventEmitter } },
+  ...args: unknown[]
+) {
   queries++;
+  const stream = this.connection?.stream;
+  if (stream && !counting.has(stream)) {
+    counting.add(stream);
+    stream.on("data", (b: Buffer) => {
+      bytesIn += b.length;
+    });
+  }
   const pid = this.processID;
   const byStatement = serverCpu;
   const ns0 = byStatement && pid ? backendNs(pid) : undefined;
@@ -77,17 +93,25 @@ const engine = createEngine({
   workflows: [loop],
   concurrency: 10,
 });
-const { cairnRun, floorRun, open, close } = pgFloor("pg-cpu-per-run", url, schema, engine);
+const { cairnRun, floorRun, open, close } = pgFloor(
+  "pg-cpu-per-run",
+  url,
+  schema,
+  engine,
+  padding === "" ? undefined : { pad: padding },
+);
 
 interface Figures {
   cpuUs: number;
   queries: number;
   notifications: number;
+  bytesIn: number;
 }
 
 async function measure(n: number, one: () => Promise<void>): Promise<Figures> {
   const q0 = queries;
   const n0 = notifications;
+  const b0 = bytesIn;
   const c0 = process.cpuUsage();
   for (let i = 0; i < n; i++) await one();
   const c = process.cpuUsage(c0);
@@ -95,6 +119,7 @@ async function measure(n: number, one: () => Promise<void>): Promise<Figures> {
     cpuUs: (c.user + c.system) / n,
     queries: (queries - q0) / n,
     notifications: (notifications - n0) / n,
+    bytesIn: (bytesIn - b0) / n,
   };
 }
 
@@ -133,7 +158,7 @@ try {
       .join("; ");
     lines.push(
       `cairn ${c.cpuUs.toFixed(0)} us/run, ${c.queries.toFixed(2)} queries/run, ` +
-        `${c.notifications.toFixed(2)} notifications/run; floor ${f.cpuUs.toFixed(0)} us/run, ` +
+        `${c.notifications.toFixed(2)} notifications/run, ${c.bytesIn.toFixed(0)} bytes in/run; floor ${f.cpuUs.toFixed(0)} us/run, ` +
         `${f.queries.toFixed(2)} queries/run; ratio ${(c.cpuUs / f.cpuUs).toFixed(2)} (${perRun})`,
     );
     lines.push(

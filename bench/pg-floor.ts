@@ -16,13 +16,20 @@ export function benchPgUrl(arg: string | undefined): string {
 }
 
 /** For the bench `name` on `engine` (serving `loop`, its store on `schema` of `url`). */
-export function pgFloor(name: string, url: string, schema: string, engine: Engine) {
+/** `pad`: fields added to each cairn run's input (pg-cpu-per-run's INPUT_BYTES). */
+export function pgFloor(
+  name: string,
+  url: string,
+  schema: string,
+  engine: Engine,
+  pad?: Record<string, unknown>,
+) {
   const raw = new pg.Client({ connectionString: url });
   let rawRuns = 0;
   return {
     /** One run of STEPS steps, started and awaited; its sum checked. */
     async cairnRun(): Promise<void> {
-      const out = await (await engine.start(loop, { steps: STEPS })).result();
+      const out = await (await engine.start(loop, { steps: STEPS, ...pad })).result();
       if (out !== expectedSum(STEPS)) throw new Error(`${name}: a run returned ${String(out)}`);
     },
     /** The rows a cairn step writes, with the same columns filled (no run row: the raw table

@@ -27,6 +27,7 @@ export type {
   NewRun,
   PendingEventsOptions,
   Release,
+  ReleasedRun,
   ReleaseOutcome,
   ResumeOutcome,
   RunFilter,

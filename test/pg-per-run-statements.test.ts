@@ -239,7 +239,9 @@ describe.skipIf(!url)("PostgreSQL: the statements of a run executed alone", () =
       failedCalls: [],
       cancelRequested: true,
     });
-    expect(await store.getRun(a.id)).toEqual(run);
+    // The run as stored but its input, which a release does not send back (ReleasedRun).
+    const { input: _, ...stored } = (await store.getRun(a.id))!;
+    expect(stored).toEqual(run);
     while (!hints.some((h) => h.kind === "finished")) {
       await new Promise((r) => setTimeout(r, 10));
     }

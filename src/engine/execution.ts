@@ -17,6 +17,7 @@ import type {
   LoadJournalOptions,
   PendingEvent,
   Release,
+  ReleasedRun,
   RunRecord,
   RunStatus,
   Store,
@@ -106,7 +107,7 @@ export class Execution {
   private readonly trace: ExecutionTrace;
   readonly finished: Promise<void>;
   /** The run as this execution's release left it (durable), once it released the run. */
-  released: RunRecord | undefined;
+  released: ReleasedRun | undefined;
   /** The Committer's turns when this execution began (see the release's nextTurn). */
   private readonly turnsAtStart: number;
 
@@ -566,7 +567,7 @@ export class Execution {
 
   /** A run released canceled: its unfinished children are canceled with it (a child it
    *  started after engine.cancel, or any, when it was executing then). */
-  private async cancelChildren(run: RunRecord): Promise<void> {
+  private async cancelChildren(run: ReleasedRun): Promise<void> {
     await this.deps.cancelChildren?.(run.id, run.reason ?? "").catch((err: unknown) => {
       this.deps.log(`run "${this.runId}": canceling its children failed`, err);
     });
@@ -809,11 +810,11 @@ function stuckReason(runId: string, err: unknown): string | undefined {
 
 /** What handBackRun left: the run as released (to pending, or canceled), or its lease
  *  ended with the run still running. */
-export type HandedBack = RunRecord | "lease-ended";
+export type HandedBack = ReleasedRun | "lease-ended";
 
 /** Whether a hand-back ended the run canceled (a cancel was asked while it was held): its
  *  unfinished children are to be canceled with it. */
-export function endedCanceled(back: HandedBack): back is RunRecord {
+export function endedCanceled(back: HandedBack): back is ReleasedRun {
   return back !== "lease-ended" && back.status === "canceled";
 }
 

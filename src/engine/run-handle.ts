@@ -4,7 +4,7 @@
 
 import { decode } from "../codec/codec.js";
 import { EngineClosedError, errorFromRecord, RunCanceledError, runNotFound } from "../errors.js";
-import type { RunRecord } from "../store/store.js";
+import type { ReleasedRun } from "../store/store.js";
 import type { AnyWorkflow } from "../workflow/define.js";
 import type { RunHandle } from "./engine.js";
 import { closedUnder, type EngineInternals, openNow, ready } from "./engine-internals.js";
@@ -25,7 +25,7 @@ export function handleFor<O>(
 export function runHandle<O>(
   internals: EngineInternals,
   id: string,
-  completed?: RunRecord,
+  completed?: ReleasedRun,
 ): RunHandle<O> {
   const known = completed?.status === "completed" ? completed : undefined;
   return {
@@ -42,7 +42,7 @@ export function runHandle<O>(
 async function awaitResult<O>(
   internals: EngineInternals,
   id: string,
-  completed: RunRecord | undefined,
+  completed: ReleasedRun | undefined,
 ): Promise<O> {
   if (!openNow(internals)) await ready(internals);
   const { waiters, worker, config } = internals;
@@ -56,7 +56,7 @@ async function awaitResult<O>(
       : undefined);
   if (internals.closed) throw closedWhileWaiting(id);
   for (;;) {
-    let run: RunRecord | undefined = known;
+    let run: ReleasedRun | undefined = known;
     known = undefined;
     try {
       run ??= await config.store.getRun(id);

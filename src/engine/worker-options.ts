@@ -2,7 +2,7 @@
 // the claim loop (worker.ts), its heartbeat, its row in the workers table, its orphans.
 
 import type { Clock } from "../lib/clock.js";
-import type { RunRecord, Store } from "../store/store.js";
+import type { ReleasedRun, Store } from "../store/store.js";
 import type { Workflow } from "../workflow/define.js";
 import type { ExecutionDeps } from "./execution.js";
 
@@ -18,5 +18,5 @@ export interface WorkerOptions {
   execution: ExecutionDeps;
   /** An execution of `runId` ended; `run` is the run as its release left it, if it
    *  released the run (durably) itself. */
-  ended?(runId: string, run: RunRecord | undefined): void;
+  ended?(runId: string, run: ReleasedRun | undefined): void;
 }

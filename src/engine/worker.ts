@@ -7,7 +7,7 @@
 
 import { shiftedClock } from "../lib/clock.js";
 import { settlesWithin, timerMs, waitAtMost } from "../lib/timers.js";
-import type { ClaimedRun, Journal, RunRecord } from "../store/store.js";
+import type { ClaimedRun, Journal, ReleasedRun } from "../store/store.js";
 import { ChildrenOfCanceledSweep, cancelChildrenOfCanceled } from "./children-of-canceled.js";
 import { Execution, handBackRun } from "./execution.js";
 import type { Made, PendingCreate } from "./folded-start.js";
@@ -26,7 +26,7 @@ function emptyJournal(): Journal {
 
 /** Whether a release ended the run for good: it never executes again (completed,
  *  canceled; a failed or paused run may be resumed). */
-function endedForGood(released: RunRecord | undefined): boolean {
+function endedForGood(released: ReleasedRun | undefined): boolean {
   return released?.status === "completed" || released?.status === "canceled";
 }
 

@@ -29,6 +29,7 @@ import type {
   NewEvent,
   NewRun,
   PendingEventsOptions,
+  ReleasedRun,
   RunEnd,
   RunRecord,
   RunWrite,
@@ -88,10 +89,18 @@ function encNewRun(c: Cipher, run: NewRun): NewRun {
 }
 
 function decRun(c: Cipher, r: RunRecord): RunRecord {
+  // The input first: a key missing for it is the one a reader is told of.
+  const input = c.decryptText(r.input, `A payload of run "${r.id}"`);
+  return { ...decReleasedRun(c, r), input };
+}
+
+/** A released run (ReleasedRun: no input). An inner store's whole record has its input left
+ *  out, not decrypted: nobody reads it, and a release never changed it. */
+function decReleasedRun(c: Cipher, whole: ReleasedRun & { input?: string }): ReleasedRun {
+  const { input: _unread, ...r } = whole;
   const what = `A payload of run "${r.id}"`;
   return {
     ...r,
-    input: c.decryptText(r.input, what),
     output: dec(c, r.output, what),
     error: decError(c, r.error, what),
     reason: dec(c, r.reason, what),
@@ -282,7 +291,7 @@ function runVerbs(inner: Store, c: Cipher) {
       const bad = releaseProblem(r);
       if (bad) throw bad;
       const res = await inner.releaseRun(encRelease(c, r));
-      return res.ok ? { ok: true, run: decRun(c, res.run) } : res;
+      return res.ok ? { ok: true, run: decReleasedRun(c, res.run) } : res;
     },
     // Offered only when the inner store has it (without, the engine creates, then releases).
     ...(inner.createReleasedRun && {

@@ -25,7 +25,7 @@ import { displayText } from "../../lib/text.js";
 import { errorJson } from "../error-json.js";
 import type { Release, ReleaseOutcome } from "../store.js";
 import type { Tx } from "./connection.js";
-import { type RunRow, toRun } from "./rows.js";
+import { RUN_COLUMNS_BUT_PAYLOADS, type RunRowButPayloads, toReleasedRun } from "./rows.js";
 import { hintPayload, nowSql, type StoreContext } from "./sql.js";
 
 /** Whether `r` is a release the UPDATE makes exactly as release_runs would. */
@@ -49,7 +49,7 @@ export async function completeLone(
   ctx: StoreContext,
   r: Release,
 ): Promise<ReleaseOutcome | undefined> {
-  const res = await tx.query<RunRow>(
+  const res = await tx.query<RunRowButPayloads>(
     completeSql(ctx),
     [
       ctx.clockParam(),
@@ -65,7 +65,8 @@ export async function completeLone(
     "cairn_complete_run",
   );
   const row = res.rows[0];
-  return row === undefined ? undefined : { ok: true, run: toRun(row) };
+  // Its output is the one just written: not sent back (RUN_COLUMNS_BUT_PAYLOADS).
+  return row === undefined ? undefined : { ok: true, run: toReleasedRun(row, r.output ?? null) };
 }
 
 const texts = new WeakMap<StoreContext["t"], string>();
@@ -80,7 +81,7 @@ function completeSql(ctx: StoreContext): string {
             waiting_for = '{}', crash_unjudged = false, held_by = NULL, held_until = NULL,
             lease_owner = NULL, lease_until = NULL, updated_at = ${nowSql(1)}
           WHERE r.id = $2::text AND r.epoch = $3::bigint AND r.status = 'running'
-          RETURNING r.*)
+          RETURNING ${RUN_COLUMNS_BUT_PAYLOADS})
       SELECT u.*, pg_notify($7::text, $8::text) IS NULL AS notified FROM u`;
     texts.set(t, sql);
   }

@@ -11,6 +11,7 @@ import type {
   EventHead,
   EventRecord,
   IntentRecord,
+  ReleasedRun,
   RunRecord,
   RunStatus,
   StepKind,
@@ -60,6 +61,37 @@ function numOrNull(v: string | number | null): number | null {
 }
 
 export function toRun(row: RunRow): RunRecord {
+  return toRunWith(row, row.input, row.output);
+}
+
+/**
+ * The columns of `runs` toRun reads but for the payloads, input and output: what a create
+ * and a release send back (RETURNING, unqualified). The caller has both: the create's input
+ * is what it inserted, the release's output what it wrote, and no release changes the input
+ * (ReleasedRun). Returned whole, a 1 MB input came back over the wire with the create and
+ * again with the release. A created run's output is null; a release's, when it may be
+ * another than the one sent (a retry that finds its earlier try's release), comes back.
+ */
+export const RUN_COLUMNS_BUT_PAYLOADS = `id, workflow, version, status, reason, paused_for, error,
+  budget_limit, budget_spent, parent_id, ready_at, wake_at, waiting_for, lease_owner,
+  lease_until, epoch, generation, cancel_requested, created_at, updated_at, failed_calls,
+  trace_context, handed_input_digest, held_by, held_until`;
+
+/** A row of RUN_COLUMNS_BUT_PAYLOADS. */
+export type RunRowButPayloads = Omit<RunRow, "input" | "output">;
+
+/** A run from a row of RUN_COLUMNS_BUT_PAYLOADS and the input the caller created it with. */
+export function toCreatedRun(row: RunRowButPayloads, input: string): RunRecord {
+  return toRunWith(row, input, null);
+}
+
+/** A released run from a row of RUN_COLUMNS_BUT_PAYLOADS and its output. */
+export function toReleasedRun(row: RunRowButPayloads, output: string | null): ReleasedRun {
+  const { input: _none, ...run } = toRunWith(row, "", output);
+  return run;
+}
+
+function toRunWith(row: RunRowButPayloads, input: string, output: string | null): RunRecord {
   return {
     id: row.id,
     workflow: row.workflow,
@@ -67,8 +99,8 @@ export function toRun(row: RunRow): RunRecord {
     status: row.status as RunStatus,
     reason: row.reason,
     pausedFor: row.paused_for as RunRecord["pausedFor"],
-    input: row.input,
-    output: row.output,
+    input,
+    output,
     error: row.error === null ? null : parseError(row.error),
     budgetLimit: row.budget_limit ?? {},
     budgetSpent: row.budget_spent ?? {},

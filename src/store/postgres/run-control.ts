@@ -35,14 +35,30 @@ import { Rollback, type Tx } from "./connection.js";
 import { featureTables } from "./feature-tables.js";
 import { valueRefused } from "./journal-writes.js";
 import { completeLone, isLoneCompletion } from "./lone-release.js";
-import { type EventRow, type RunRow, toEvent, toRun } from "./rows.js";
+import {
+  type EventRow,
+  RUN_COLUMNS_BUT_PAYLOADS,
+  type RunRow,
+  type RunRowButPayloads,
+  toEvent,
+  toReleasedRun,
+  toRun,
+} from "./rows.js";
 import { hintPayload, insertRunSql, nowSql, publish, type StoreContext } from "./sql.js";
 import { inDistinctRounds, isolatingFailures } from "./turn-batch.js";
 
-async function lockRun(tx: Tx, ctx: StoreContext, runId: string): Promise<RunRow | undefined> {
-  const r = await tx.query<RunRow>(`SELECT * FROM ${ctx.t.runs} WHERE id = $1 FOR NO KEY UPDATE`, [
-    runId,
-  ]);
+/** Locks the run's row and reads `columns` of it (all of them, unless the caller needs less:
+ *  a run's input may be megabytes). */
+async function lockRun<R extends Partial<RunRow> = RunRow>(
+  tx: Tx,
+  ctx: StoreContext,
+  runId: string,
+  columns = "*",
+): Promise<R | undefined> {
+  const r = await tx.query<R>(
+    `SELECT ${columns} FROM ${ctx.t.runs} WHERE id = $1 FOR NO KEY UPDATE`,
+    [runId],
+  );
   return r.rows[0];
 }
 
@@ -58,7 +74,12 @@ async function insertEvent(
 ): Promise<SendEventOutcome> {
   const { t } = ctx;
   // The row lock also orders events per run: seqs of one run increase in commit order.
-  const run = await lockRun(tx, ctx, e.runId);
+  const run = await lockRun<Pick<RunRow, "status" | "waiting_for">>(
+    tx,
+    ctx,
+    e.runId,
+    "status, waiting_for",
+  );
   if (!run) return { ok: false, reason: "not-found" };
   if (token !== null && tx.mayHaveCommitted) {
     // An earlier try of this call whose commit's answer was lost stored it: its answer.
@@ -164,11 +185,18 @@ export function sendEvent(ctx: StoreContext, e: NewEvent): Promise<SendEventOutc
  */
 export function releaseRun(ctx: StoreContext, r: Release): Promise<ReleaseOutcome> {
   return ctx.db.transaction("releaseRun", "idempotent", async (tx) => {
-    const cur = await lockRun(tx, ctx, r.runId);
+    const cur = await lockRun<RunRowButPayloads & { output: string | null }>(
+      tx,
+      ctx,
+      r.runId,
+      `${RUN_COLUMNS_BUT_PAYLOADS}, output`,
+    );
     if (!cur || Number(cur.epoch) !== r.epoch) {
       throw new Rollback<ReleaseOutcome>({ ok: false, reason: "lease-lost" });
     }
-    if (tx.mayHaveCommitted && cur.status !== "running") return { ok: true, run: toRun(cur) };
+    if (tx.mayHaveCommitted && cur.status !== "running") {
+      return { ok: true, run: toReleasedRun(cur, cur.output) };
+    }
     // Released already under this epoch (a hand-back after the release that ended it): a
     // finished run is never rewritten, as release_runs (migration 17) refuses it too.
     if (cur.status !== "running") {
@@ -241,8 +269,12 @@ async function releaseRows(
   releases: Release[],
   mayHaveCommitted: boolean,
 ): Promise<ReleaseOutcome[]> {
-  const res = await tx.query<RunRow>(
-    `SELECT * FROM ${ctx.t.releaseRuns}($1, $2::jsonb, $3, $4)`,
+  // Neither payload comes back: no release changes the input, and a release that updated
+  // the run wrote the output sent. Only a retry ($3) may find its earlier try's release,
+  // whose output it reads (RUN_COLUMNS_BUT_PAYLOADS).
+  const res = await tx.query<RunRowButPayloads & { output: string | null }>(
+    `SELECT ${RUN_COLUMNS_BUT_PAYLOADS}, CASE WHEN $3 THEN output END AS output
+      FROM ${ctx.t.releaseRuns}($1, $2::jsonb, $3, $4)`,
     [ctx.clockParam(), JSON.stringify(releases.map(releaseEntry)), mayHaveCommitted, ctx.channel],
     "cairn_release_runs",
   );
@@ -257,7 +289,10 @@ async function releaseRows(
     }
     // A row with only the id: the epoch was not the caller's.
     if (row.status === null) return { ok: false, reason: "lease-lost" };
-    return { ok: true, run: toRun(row) };
+    return {
+      ok: true,
+      run: toReleasedRun(row, mayHaveCommitted ? row.output : (r.output ?? null)),
+    };
   });
 }
 

@@ -6,7 +6,15 @@ import { StoreError } from "../../errors.js";
 import { TERMINAL_STATUS_LIST } from "../status-sql.js";
 import type { EventRecord, NewRun, RunFilter, RunRecord } from "../store.js";
 import { valueRefused } from "./journal-writes.js";
-import { type EventRow, type RunRow, toEvent, toRun } from "./rows.js";
+import {
+  type EventRow,
+  RUN_COLUMNS_BUT_PAYLOADS,
+  type RunRow,
+  type RunRowButPayloads,
+  toCreatedRun,
+  toEvent,
+  toRun,
+} from "./rows.js";
 import { hintPayload, nowSql, type StoreContext } from "./sql.js";
 import { inDistinctRounds, isolatingFailures } from "./turn-batch.js";
 
@@ -48,7 +56,8 @@ export function createGroup(
         round.map(async (run, i): Promise<Created> => {
           const m = made[i]!;
           if (m.status === "rejected") throw m.reason;
-          if (m.value) return { run: toRun(m.value), created: true };
+          // The input as inserted: the row came back without it (RUN_COLUMNS_BUT_PAYLOADS).
+          if (m.value) return { run: toCreatedRun(m.value, run.input), created: true };
           return readBack(ctx, run.id, tokens[i]!);
         }),
       );
@@ -56,14 +65,15 @@ export function createGroup(
   );
 }
 
-/** One INSERT of runs with distinct ids: each one's row if it made it, else undefined. */
+/** One INSERT of runs with distinct ids: each one's row (but its payloads) if it made it,
+ *  else undefined. */
 async function insertTogether(
   ctx: StoreContext,
   items: Array<{ run: NewRun; token: string | null }>,
-): Promise<Array<RunRow | undefined>> {
+): Promise<Array<RunRowButPayloads | undefined>> {
   if (items.length === 1 && ctx.db.prepares) return [await insertLone(ctx, items[0]!)];
   const { t } = ctx;
-  const ins = await ctx.db.statement<RunRow>(
+  const ins = await ctx.db.statement<RunRowButPayloads>(
     "createRun",
     "idempotent",
     `WITH x AS (
@@ -90,7 +100,7 @@ async function insertTogether(
             -- opposite orders would each wait for the other's row (a deadlock).
             ORDER BY x.id COLLATE "C"
           ON CONFLICT (id) DO NOTHING
-          RETURNING *)
+          RETURNING ${RUN_COLUMNS_BUT_PAYLOADS})
       SELECT ins.*,
           CASE WHEN ins.lease_owner IS NULL THEN pg_notify($3, x.hint) END AS notified
         FROM ins JOIN x ON x.id = ins.id`,
@@ -133,8 +143,8 @@ async function insertTogether(
 async function insertLone(
   ctx: StoreContext,
   { run, token }: { run: NewRun; token: string | null },
-): Promise<RunRow | undefined> {
-  const r = await ctx.db.statement<RunRow>(
+): Promise<RunRowButPayloads | undefined> {
+  const r = await ctx.db.statement<RunRowButPayloads>(
     "createRun",
     "idempotent",
     insertLoneSql(ctx),
@@ -182,7 +192,7 @@ function insertLoneSql(ctx: StoreContext): string {
               -- As insertTogether: waits for a deleteRun(s) that holds it (workspace.ts).
               (SELECT epoch FROM ${t.epochFloor} WHERE id = 1 FOR KEY SHARE) f
           ON CONFLICT (id) DO NOTHING
-          RETURNING *)
+          RETURNING ${RUN_COLUMNS_BUT_PAYLOADS})
       SELECT ins.*,
           CASE WHEN ins.lease_owner IS NULL THEN pg_notify($13::text, $14::text) END AS notified
         FROM ins`;
