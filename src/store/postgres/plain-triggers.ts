@@ -20,15 +20,28 @@
 // A fork copies the source's records as they are (perhaps plain, written before the mark):
 // the runs trigger notes the run created in this transaction, whose copied records pass.
 //
-// The triggers' name ends in a digest of what this build installs (the functions' text, the
-// tables and statements): a store marked by a build whose rules differ holds triggers of
-// another name, which an open finds in the one catalog read it makes anyway (the mark's) and
-// replaces, functions and triggers in one transaction (no moment without a trigger). The
-// functions keep their names: the triggers that call them are the version's witness, and
-// every install since this one drops the triggers of any other name (a cairn before it adds
-// its own beside them, which the next open of this one finds and removes). An open of an
-// unmarked store that finds triggers (left by a removal of the mark that could not lock a
-// table in time) drops them: they cost a read of the mark per row written.
+// The triggers' name says which build installed them: a generation, the oldest generation
+// whose writers its guard lets pass, and a digest of what it installs (the functions' text,
+// the tables and statements): cairn_plain_guard_g<generation>_w<writers>_<digest>. An open
+// finds the names in the one catalog read it makes anyway (the mark's). A digest alone could
+// not tell which of two builds is newer: during a rolling deploy each one's open replaced the
+// other's triggers, every time. Now (guardWinner):
+// - The newer generation wins: an open finding an older one's triggers (or a cairn's from
+//   before generations, cairn_plain_guard_<digest> and cairn_plain_guard_1: generation 0)
+//   replaces them, functions and triggers in one transaction (no moment without a trigger).
+// - An open finding a newer generation's triggers whose guard lets this build's writers pass
+//   leaves them, and their functions, in place. One whose guard would refuse them (its
+//   writers' generation is above this build's) is replaced, and said (the newer build's next
+//   open installs its own again: finish the deploy).
+// - The same digest under another name (a cairn before generations that installs the same
+//   rules) is taken as this build's own: left in place.
+// - The same generation with another digest is a defect (a build made from changed sources
+//   without raising GUARD_GENERATION): said, naming both; this build's replace them, as
+//   before generations.
+// The functions keep their names: the triggers that call them are the version's witness, and
+// only the build whose triggers win writes them. An open of an unmarked store that finds
+// triggers (left by a removal of the mark that could not lock a table in time) drops them,
+// whatever their generation: they cost a read of the mark per row written.
 
 import { createHash } from "node:crypto";
 import type { Tx } from "./connection.js";
@@ -61,12 +74,97 @@ const triggerSql = (q: string, name: string, [table, fn, on]: (typeof GUARDED)[n
   `CREATE TRIGGER ${name} BEFORE ${on} ON ${q}.${table}
     FOR EACH ROW EXECUTE FUNCTION ${q}.${fn}()`;
 
-/** The triggers' name: GUARD_PREFIX and a digest of what this build installs (a change to
- *  any of it installs under another name, which replaces the old at the next open). */
-export const TRIGGER = `${GUARD_PREFIX}${createHash("sha256")
-  .update(JSON.stringify([functions('"s"'), GUARDED.map((g) => triggerSql('"s"', "t", g))]))
-  .digest("hex")
-  .slice(0, 12)}`;
+/** The generation of what this build installs: raise it whenever functions() or GUARDED
+ *  change (the digest does; test/h6-plain-trigger-generations.test.ts pins the digest of
+ *  each generation), so a rolling deploy's older build leaves the newer one's triggers in
+ *  place. Generation 0: every cairn before generations. */
+export const GUARD_GENERATION = 1;
+
+/** The oldest generation whose writers this build's guard lets pass (everything they write
+ *  that their own guard let pass). Raised only by a guard that refuses more than before:
+ *  an older build finding it then replaces it (its writes would be refused), until the
+ *  deploy ends. */
+const GUARD_WRITERS_FROM = 0;
+
+/** What a build installs, as its triggers' name tells it. */
+export interface GuardBuild {
+  generation: number;
+  /** The oldest generation whose writers its guard lets pass. */
+  writersFrom: number;
+  /** 12 hex digits of what it installs; undefined for cairn_plain_guard_1 (it kept none). */
+  digest: string | undefined;
+}
+
+/** This build's: what it installs. */
+export const THIS_BUILD: GuardBuild = {
+  generation: GUARD_GENERATION,
+  writersFrom: GUARD_WRITERS_FROM,
+  digest: createHash("sha256")
+    .update(JSON.stringify([functions('"s"'), GUARDED.map((g) => triggerSql('"s"', "t", g))]))
+    .digest("hex")
+    .slice(0, 12),
+};
+
+/** The triggers' name of a build. */
+export function guardName(b: GuardBuild): string {
+  return `${GUARD_PREFIX}g${b.generation}_w${b.writersFrom}_${b.digest ?? "none"}`;
+}
+
+/** This build's triggers' name. */
+export const TRIGGER = guardName(THIS_BUILD);
+
+const NAMED = /^cairn_plain_guard_g(\d{1,9})_w(\d{1,9})_([0-9a-f]{12})$/;
+const BEFORE_GENERATIONS = /^cairn_plain_guard_([0-9a-f]{12})$/;
+
+/** The build a trigger's name tells (GUARD_PREFIX and anything else: generation 0). */
+export function builtBy(name: string): GuardBuild {
+  const named = NAMED.exec(name);
+  if (named) {
+    return { generation: Number(named[1]), writersFrom: Number(named[2]), digest: named[3] };
+  }
+  return { generation: 0, writersFrom: 0, digest: BEFORE_GENERATIONS.exec(name)?.[1] };
+}
+
+/** Which triggers a marked store is to hold, as `build` judges the names found on it: `name`
+ *  (its own; the same digest under another name; or a newer generation's whose guard lets
+ *  its writers pass, `ours` false: left to that build), and what to say of the names found
+ *  (a defect, or a newer build that refuses this one's writes). */
+export function guardWinner(
+  found: readonly string[],
+  build: GuardBuild = THIS_BUILD,
+): { name: string; ours: boolean; said: string[] } {
+  const own = guardName(build);
+  const names = [...new Set(found)];
+  const builds = names.map((name) => ({ name, ...builtBy(name) }));
+  const newer = builds
+    .filter((b) => b.generation > build.generation && b.writersFrom <= build.generation)
+    .sort((a, b) => b.generation - a.generation || (a.name < b.name ? 1 : -1))[0];
+  if (newer !== undefined) return { name: newer.name, ours: false, said: [] };
+  const said: string[] = [];
+  for (const b of builds) {
+    if (b.name === own || b.digest === build.digest) continue;
+    if (b.generation === build.generation) {
+      said.push(
+        `held the plain-payload triggers ${b.name}, of this build's generation ` +
+          `${build.generation} but not its rules (this build's: ${own}). Two builds that ` +
+          "install different rules under one generation cannot tell which is newer, and " +
+          "each one's open replaces the other's; one of them was built from changed sources " +
+          "without raising GUARD_GENERATION (src/store/postgres/plain-triggers.ts): run one " +
+          "cairn release, or raise it. This open installed its own",
+      );
+    } else if (b.generation > build.generation) {
+      said.push(
+        `held the plain-payload triggers ${b.name} of a newer cairn (generation ` +
+          `${b.generation}), whose guard refuses writes of this build's generation ` +
+          `${build.generation} (it lets writers of generation ${b.writersFrom} on pass): this ` +
+          `open replaced them with its own (${own}), and the newer build's next open installs ` +
+          "its own again. Finish the deploy: stop the processes of this build",
+      );
+    }
+  }
+  const same = names.includes(own) ? own : builds.find((b) => b.digest === build.digest)?.name;
+  return { name: same ?? own, ours: true, said };
+}
 
 const schemaOf = (ctx: StoreContext): string => ctx.t.runs.slice(0, -".runs".length);
 
@@ -291,14 +389,17 @@ export function guardTriggersSql(ctx: StoreContext): string {
     WHERE tgrelid = '${schemaOf(ctx)}.runs'::regclass AND starts_with(tgname::text, '${GUARD_PREFIX}'))`;
 }
 
-/** "current": this build's triggers alone; "none"; "other": another version's (perhaps
- *  beside this one's). The install puts all eight tables in one state at once, so the runs
- *  table tells. */
+/** "current": the triggers this build keeps alone (guardWinner: its own, or a newer
+ *  generation's it leaves in place); "none"; "other": another version's (perhaps beside
+ *  them). The install puts all eight tables in one state at once, so the runs table tells. */
 export type GuardState = "current" | "none" | "other";
 
-export function guardState(names: readonly string[] | null | undefined): GuardState {
+export function guardState(
+  names: readonly string[] | null | undefined,
+  build: GuardBuild = THIS_BUILD,
+): GuardState {
   if (!names || names.length === 0) return "none";
-  return names.length === 1 && names[0] === TRIGGER ? "current" : "other";
+  return names.length === 1 && guardWinner(names, build).name === names[0] ? "current" : "other";
 }
 
 /** The functions' names (functions() creates them, in this order). */
@@ -342,6 +443,19 @@ export type LockOrder = string[];
 
 const quoteIdent = (name: string): string => `"${name.replaceAll('"', '""')}"`;
 
+/** What was said, per store and name found: once per process (two builds that replace each
+ *  other's triggers would otherwise say it at every open). */
+const saidOnce = new Set<string>();
+
+function say(ctx: StoreContext, what: string): void {
+  const key = `${ctx.description}\n${what}`;
+  if (saidOnce.has(key)) return;
+  saidOnce.add(key);
+  process.emitWarning(`cairn: the PostgreSQL store (${ctx.description}) ${what}.`, {
+    code: "CAIRN_PLAIN_TRIGGERS_GENERATION",
+  });
+}
+
 /** Makes the mark's triggers agree with the mark, inside `tx` (the mark's transaction, its
  *  removal's, or an open's): on a marked store this build's eight and no other, on an
  *  unmarked one none. Functions and triggers change in this one transaction: a write either
@@ -352,6 +466,7 @@ export async function syncPlainTriggers(
   tx: Tx,
   order: LockOrder = [],
 ): Promise<void> {
+  const build = ctx.guardBuild ?? THIS_BUILD;
   const q = schemaOf(ctx);
   // CREATE TRIGGER takes SHARE ROW EXCLUSIVE on each table, DROP TRIGGER ACCESS EXCLUSIVE,
   // one after another: while it waits for a table a long transaction writes, every writer
@@ -370,12 +485,24 @@ export async function syncPlainTriggers(
   );
   const marked = now.rows[0]?.marked === true;
   const found = now.rows[0]?.triggers ?? [];
+  let keep: string | undefined;
+  if (marked) {
+    const winner = guardWinner(
+      found.map(([, name]) => name),
+      build,
+    );
+    for (const said of winner.said) say(ctx, said);
+    // A newer build's, which lets this build's writers pass: its to keep, and to mend.
+    if (!winner.ours) return;
+    keep = winner.name;
+  }
   const work: Array<{ table: string; drop: string[]; create: string | undefined }> = [];
   for (const guarded of GUARDED) {
     const [table] = guarded;
     const names = found.filter(([t]) => t === table).map(([, name]) => name);
-    const drop = names.filter((name) => !(marked && name === TRIGGER));
-    const create = marked && !names.includes(TRIGGER) ? triggerSql(q, TRIGGER, guarded) : undefined;
+    const drop = names.filter((name) => name !== keep);
+    const create =
+      keep !== undefined && !names.includes(keep) ? triggerSql(q, keep, guarded) : undefined;
     if (drop.length > 0 || create !== undefined) work.push({ table, drop, create });
   }
   if (work.length === 0) return;

@@ -110,6 +110,7 @@ import {
 import { claimRuns, expireLease, renewLeases } from "./leases.js";
 import { migrate } from "./migrate.js";
 import { channelFor, HintListener } from "./notify.js";
+import type { GuardBuild } from "./plain-triggers.js";
 import {
   forkRun,
   hasNoEvents,
@@ -158,7 +159,20 @@ export function postgresStore(
   const schema = options.schema ?? "cairn";
   const problem = schemaNameProblem(schema);
   if (problem !== undefined) throw new StoreError(`postgresStore(): ${problem}`);
-  return new PostgresStore(urlOrPool, schema, options.poolSize ?? 10, options.mustExist ?? false);
+  return new PostgresStore(
+    urlOrPool,
+    schema,
+    options.poolSize ?? 10,
+    options.mustExist ?? false,
+    (options as InternalPostgresStoreOptions).guardBuild,
+  );
+}
+
+/** Options of cairn's own tests, in no public type nor in docs/API.md. `guardBuild`: the
+ *  build whose plain-payload triggers the store installs (plain-triggers.ts), to play two
+ *  builds of a rolling deploy; absent, this build's. */
+export interface InternalPostgresStoreOptions extends PostgresStoreOptions {
+  guardBuild?: GuardBuild;
 }
 
 /** "host:port/database, schema "x"": for messages. Never includes credentials. */
@@ -230,7 +244,13 @@ class PostgresStore implements Store {
     releaseGroup(this.#drainCtx, rs),
   );
 
-  constructor(source: string | pg.Pool, schema: string, poolSize: number, mustExist: boolean) {
+  constructor(
+    source: string | pg.Pool,
+    schema: string,
+    poolSize: number,
+    mustExist: boolean,
+    guardBuild: GuardBuild | undefined,
+  ) {
     this.#source = source;
     this.#schema = schema;
     this.#poolSize = poolSize;
@@ -246,6 +266,7 @@ class PostgresStore implements Store {
         t: tablesIn(schema),
         clockParam: () => clockParamOf(this.#clock),
         channel: channelFor(schema),
+        ...(guardBuild !== undefined && { guardBuild }),
       };
     };
     this.#ctx = context(false);

@@ -17,6 +17,7 @@
 
 import type { StoreHint } from "../store.js";
 import type { Database, Tx } from "./connection.js";
+import type { GuardBuild } from "./plain-triggers.js";
 
 export const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 
@@ -118,6 +119,9 @@ export interface StoreContext {
   /** The `$p` of nowSql, taken at each call (clockParamOf). */
   clockParam(): number | null;
   channel: string;
+  /** The build whose plain-payload triggers this store installs (plain-triggers.ts); absent:
+   *  this build's. Another only in tests, which play two builds of a rolling deploy. */
+  guardBuild?: GuardBuild;
 }
 
 /** NOTIFY payloads must stay under 8000 bytes, or pg_notify fails the whole transaction. */

@@ -113,7 +113,10 @@ async function readMark(ctx: StoreContext): Promise<{ marked: boolean; guard: Gu
       ${guardTriggersSql(ctx)} AS guard`,
     [ENCRYPTED],
   );
-  return { marked: r.rows[0]?.marked === true, guard: guardState(r.rows[0]?.guard) };
+  return {
+    marked: r.rows[0]?.marked === true,
+    guard: guardState(r.rows[0]?.guard, ctx.guardBuild),
+  };
 }
 
 /** Says, once per open, that this role may not install (marked) or remove (unmarked) the
