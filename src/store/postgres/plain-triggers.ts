@@ -44,11 +44,22 @@
 // whatever their generation: they cost a read of the mark per row written.
 
 import { createHash } from "node:crypto";
+import { EncryptionKeyMissingError } from "../../errors.js";
 import type { Tx } from "./connection.js";
 import type { StoreContext } from "./sql.js";
 
 /** The SQLSTATE the triggers raise (connection.ts maps it). */
 export const PLAIN_REFUSED = "CNPLN";
+
+/** Whether `err` is a plain payload refused (by the triggers, as connection.ts maps their
+ *  error, or by the guard): the creates and releases of one turn that one statement sent are
+ *  then sent again one by one (turn-batch.ts isolatingFailures), so that only the plain one
+ *  fails. A process that opened the store before another marked it sends plain text until
+ *  it reads the mark (about a second): a release with no payload (a suspension) grouped with
+ *  its one plain completion failed with it. */
+export function plainRefused(err: unknown): boolean {
+  return err instanceof EncryptionKeyMissingError;
+}
 
 /** What the triggers' name begins with, in every version (the first was cairn_plain_guard_1). */
 const GUARD_PREFIX = "cairn_plain_guard_";

@@ -35,6 +35,7 @@ import { Rollback, type Tx } from "./connection.js";
 import { featureTables } from "./feature-tables.js";
 import { valueRefused } from "./journal-writes.js";
 import { completeLone, isLoneCompletion } from "./lone-release.js";
+import { plainRefused } from "./plain-triggers.js";
 import {
   type EventRow,
   RUN_COLUMNS_BUT_PAYLOADS,
@@ -226,8 +227,9 @@ export function hasNoEvents(r: Release): boolean {
  * the schema's release_runs function (migration 13) in one statement and one commit. A run named twice goes
  * in a second statement after the first. Should PostgreSQL refuse a value of one release
  * (valueRefused: say a readyAt too large for its column, or a status its CHECK refuses),
- * the statement rolled back as a whole, so each is sent again alone and only that one
- * fails.
+ * or its triggers a plain payload (plainRefused: a keyless process that has not yet read a
+ * mark another wrote), the statement rolled back as a whole, so each is sent again alone
+ * and only that one fails.
  */
 export function releaseGroup(
   ctx: StoreContext,
@@ -240,7 +242,7 @@ export function releaseGroup(
       isolatingFailures(
         round,
         (rs) => releaseTogether(ctx, rs),
-        (err) => valueRefused(err) !== undefined,
+        (err) => valueRefused(err) !== undefined || plainRefused(err),
       ),
   );
 }

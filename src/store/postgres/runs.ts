@@ -6,6 +6,7 @@ import { StoreError } from "../../errors.js";
 import { TERMINAL_STATUS_LIST } from "../status-sql.js";
 import type { EventRecord, NewRun, RunFilter, RunRecord } from "../store.js";
 import { valueRefused } from "./journal-writes.js";
+import { plainRefused } from "./plain-triggers.js";
 import {
   type EventRow,
   RUN_COLUMNS_BUT_PAYLOADS,
@@ -34,8 +35,9 @@ type Created = { run: RunRecord; created: boolean };
  * - With claimBy: inserted running, leased to the worker (no hint: nobody else may claim
  *   it), as a claim would leave it.
  * An id asked for twice in a turn goes in a second statement after the first; should
- * PostgreSQL refuse a value of one run (valueRefused) the statement rolled back as a
- * whole, so each is created again alone and only that one fails.
+ * PostgreSQL refuse a value of one run (valueRefused), or its triggers a plain input
+ * (plainRefused), the statement rolled back as a whole, so each is created again alone and
+ * only that one fails.
  */
 export function createGroup(
   ctx: StoreContext,
@@ -50,7 +52,7 @@ export function createGroup(
       const made = await isolatingFailures(
         round.map((run, i) => ({ run, token: tokens[i]! })),
         (items) => insertTogether(ctx, items),
-        (err) => valueRefused(err) !== undefined,
+        (err) => valueRefused(err) !== undefined || plainRefused(err),
       );
       return Promise.allSettled(
         round.map(async (run, i): Promise<Created> => {
