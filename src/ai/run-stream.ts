@@ -79,6 +79,68 @@ export function decodeChunk(offset: number, data: string): RunStreamChunk {
   return { offset, ...c, generation: typeof c.generation === "number" ? c.generation : 0 };
 }
 
+type AppendStreamOutcome = Awaited<ReturnType<Store["appendStream"]>>;
+
+/** Chunks waiting for a run's append in flight (its writers' batches, in arrival order),
+ *  with what each batch's writer is told. */
+interface RunAppends {
+  waiting: Array<{
+    chunks: string[];
+    settle: (r: Promise<AppendStreamOutcome>) => void;
+  }>;
+}
+
+const appendsByStore = new WeakMap<Store, Map<string, RunAppends>>();
+
+/**
+ * Appends `chunks` to the run's stream with at most one append of the run in flight from
+ * this process (per store): batches that come while one is in flight (the run's other
+ * streaming calls) go out together in the next. The store's append holds the run's row
+ * (PostgreSQL: FOR SHARE, so a finish waits for it); appends that overlapped one another,
+ * as parallel calls' did, held it without a gap, and a step's record, a lease renewal or
+ * the run's release (each an update of that row) waited for as long as they streamed.
+ */
+function appendInTurn(store: Store, runId: string, chunks: string[]): Promise<AppendStreamOutcome> {
+  let runs = appendsByStore.get(store);
+  if (runs === undefined) {
+    runs = new Map();
+    appendsByStore.set(store, runs);
+  }
+  const queued = runs.get(runId);
+  return new Promise<AppendStreamOutcome>((resolve) => {
+    const entry = { chunks, settle: resolve };
+    if (queued !== undefined) {
+      queued.waiting.push(entry);
+      return;
+    }
+    const appends: RunAppends = { waiting: [entry] };
+    runs.set(runId, appends);
+    void drainAppends(store, runId, runs, appends);
+  });
+}
+
+async function drainAppends(
+  store: Store,
+  runId: string,
+  runs: Map<string, RunAppends>,
+  appends: RunAppends,
+): Promise<void> {
+  while (appends.waiting.length > 0) {
+    const batches = appends.waiting.splice(0);
+    const all = batches.flatMap((b) => b.chunks);
+    const outcome = store.appendStream({ runId, chunks: all });
+    // Each batch's first offset: the append's first plus the chunks before it.
+    let before = 0;
+    for (const b of batches) {
+      const skip = before;
+      b.settle(outcome.then((r) => (r.ok ? { ok: true, offset: r.offset + skip } : r)));
+      before += b.chunks.length;
+    }
+    await outcome.catch(() => undefined);
+  }
+  runs.delete(runId);
+}
+
 /** Forwards one attempt's parts to the run's stream: parts that arrive while an append is
  *  in flight go out together in the next one, deltas of one block joined. */
 export class RunStreamWriter {
@@ -110,10 +172,11 @@ export class RunStreamWriter {
     try {
       while (this.pending.length > 0) {
         const batch = this.pending.splice(0);
-        const r = await this.store.appendStream({
-          runId: this.runId,
-          chunks: batch.map((p) => encodeChunk(this.header, p)),
-        });
+        const r = await appendInTurn(
+          this.store,
+          this.runId,
+          batch.map((p) => encodeChunk(this.header, p)),
+        );
         if (!r.ok && r.reason === "finished") {
           // Late (the call was recorded without them: its store was slow) or a zombie
           // worker's: the store refuses chunks once the run has finished, as its stream's
