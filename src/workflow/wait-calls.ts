@@ -17,6 +17,7 @@ export class WaitCalls {
   sleep(name: string, duration: Duration): Promise<void> {
     let ms: number;
     try {
+      if (duration === undefined) throw sleepWithoutDuration(name, this.core.host.runId);
       ms = toMs(duration, `ctx.sleep("${name}") duration`);
     } catch (err) {
       return Promise.reject(err);
@@ -172,4 +173,22 @@ export async function lookedPastDeadline(
   lastLook.done = true;
   await core.reloadEvents(true);
   return false;
+}
+
+/** `ctx.sleep("1h")`: one argument, as Temporal's `sleep("1 hour")` takes. The name comes
+ *  first: say so, with the call that was meant, rather than "cannot parse undefined". */
+function sleepWithoutDuration(name: unknown, runId: string): TypeError {
+  const given = typeof name === "string" ? JSON.stringify(name) : String(name);
+  let asDuration = false;
+  try {
+    if (typeof name === "string" || typeof name === "number") toMs(name);
+    asDuration = typeof name === "string" || typeof name === "number";
+  } catch {
+    // not a duration either
+  }
+  return new TypeError(
+    `ctx.sleep(${given}) in run "${runId}": no duration given. ctx.sleep takes a name, then a duration: ${
+      asDuration ? `ctx.sleep("wait", ${given})` : `ctx.sleep(${given}, "1h")`
+    } (a name as for a step; the duration in milliseconds or a string like "30s", "10m", "2h")`,
+  );
 }
