@@ -37,6 +37,7 @@ export interface ReplayCheckOptions {
 }
 
 export async function checkReplay(opts: ReplayCheckOptions): Promise<ReplayCheckResult[]> {
+  checkOptions(opts);
   const { store } = opts;
   const timeoutMs = opts.timeoutMs ?? 10_000;
   // NaN, 0 or a negative timeout fired at once: every run reported as not finished.
@@ -71,6 +72,49 @@ export async function checkReplay(opts: ReplayCheckOptions): Promise<ReplayCheck
     return results;
   } finally {
     await store.close();
+  }
+}
+
+/** What the check is handed, before it opens anything: a store it can open, workflows
+ *  (a missing store failed as "Cannot read properties of undefined (reading 'open')"). */
+function checkOptions(opts: ReplayCheckOptions): void {
+  const given = (v: unknown) =>
+    v === null
+      ? "null"
+      : Array.isArray(v)
+        ? "an array"
+        : typeof v === "object"
+          ? "an object"
+          : typeof v;
+  if (typeof opts !== "object" || opts === null) {
+    throw new TypeError(
+      `checkReplay({ store, workflows }): options must be an object, got ${given(opts)}`,
+    );
+  }
+  const store = opts.store as unknown;
+  if (typeof (store as Partial<Store> | null | undefined)?.open !== "function") {
+    const got =
+      typeof store === "function"
+        ? "a function (call it: a Store is what it returns)"
+        : typeof store === "object" && store !== null && !Array.isArray(store)
+          ? "an object without open()"
+          : given(store);
+    throw new TypeError(
+      `checkReplay: store must be a Store (sqliteStore(path), postgresStore(url), or a test engine's t.store()), got ${got}`,
+    );
+  }
+  if (!Array.isArray(opts.workflows)) {
+    throw new TypeError(
+      `checkReplay: workflows must be an array of workflow()s (the code to check), got ${given(opts.workflows)}`,
+    );
+  }
+  if (
+    opts.runIds !== undefined &&
+    !(Array.isArray(opts.runIds) && opts.runIds.every((id) => typeof id === "string"))
+  ) {
+    throw new TypeError(
+      `checkReplay: runIds must be an array of run ids (strings), got ${given(opts.runIds)}`,
+    );
   }
 }
 

@@ -80,6 +80,10 @@ export interface TestEngine {
   /** A deploy: closes the current engine gracefully and starts one with `workflows` (keep
    *  the old versions registered so in-flight runs finish on the code they started with). */
   deploy(workflows: AnyWorkflow[]): Promise<Engine>;
+  /** A new connection to the test's storage (its temporary SQLite file, or the `store`
+   *  option's), not opened: for what takes a Store of its own and opens and closes it, as
+   *  `checkReplay({ store: t.store(), workflows })` does. An `Error` once closed. */
+  store(): Store;
   /** Closes the engine and removes the temporary store. Calling it twice is harmless. */
   close(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
@@ -256,6 +260,11 @@ export function openTestEngine(
       return serving.store.crashed;
     },
     ...crashAndDeploy(serving, clock, sideEffects, engineOptions.leaseMs ?? 10_000),
+    store() {
+      // After close the temporary file is gone: a new connection would make an empty one.
+      if (closed) throw new Error("store(): this test engine is closed; its storage is gone");
+      return storage.newStore();
+    },
     async close() {
       if (closed) return;
       closed = true;
