@@ -90,7 +90,11 @@ export function checkComment(value: unknown, runId: string, key: string): string
 /** Text of an answer (who, via, comment): 1-`max` characters that cairn can store exactly
  *  (no NUL, no emoji cut in two: lib/text.ts). */
 export function checkAnswerText(value: unknown, what: string, max: number): string {
-  if (typeof value !== "string" || value.length === 0 || value.length > max) {
+  if (typeof value !== "string") {
+    const got = value === null ? "null" : Array.isArray(value) ? "an array" : typeof value;
+    throw new TypeError(`${what} must be a string of 1-${max} characters, got ${got}`);
+  }
+  if (value.length === 0 || value.length > max) {
     throw new TypeError(`${what} must be 1-${max} characters`);
   }
   const why = unstorableText(value);

@@ -113,6 +113,7 @@ export function createApprovalsApi(deps: ApprovalsDeps): ApprovalsApi {
     decision: "approved" | "rejected",
     options: AnswerOptions,
   ): Promise<ApprovalView> => {
+    checkAnswerOptions(decision === "approved" ? "approve" : "reject", runId, name, options);
     await deps.ready();
     const found = await findApproval(deps.store, runId, name);
     return answerApproval(deps, runId, found.key, decision, options);
@@ -130,4 +131,32 @@ export function createApprovalsApi(deps: ApprovalsDeps): ApprovalsApi {
     inspectApprovalLink: (token) => inspectApprovalLink(deps, token),
     answerApprovalLink: (token, options = {}) => answerApprovalLink(deps, token, options),
   };
+}
+
+const ANSWER_OPTIONS = ["by", "comment", "answer", "via"];
+
+/** `engine.approve(id, name, options)` is handed `{ by?, comment?, answer?, via? }`: a
+ *  comment passed as the options (`reject(id, "merge", "needs tests")`) or a misspelt option
+ *  (`{ comments: ... }`) answered without it, silently. Refused, nothing answered. */
+function checkAnswerOptions(verb: string, runId: string, name: string, options: unknown): void {
+  const call = `engine.${verb}(${JSON.stringify(runId)}, ${JSON.stringify(name)}, options)`;
+  if (typeof options !== "object" || options === null || Array.isArray(options)) {
+    const got =
+      typeof options === "string"
+        ? `a string (for a comment, pass { comment: ${JSON.stringify(options.slice(0, 40))} })`
+        : options === null
+          ? "null"
+          : Array.isArray(options)
+            ? "an array"
+            : typeof options;
+    throw new TypeError(
+      `${call}: options must be an object { by?, comment?, answer?, via? }, got ${got}; nothing was answered`,
+    );
+  }
+  const unknown = Object.keys(options).filter((k) => !ANSWER_OPTIONS.includes(k));
+  if (unknown.length > 0) {
+    throw new TypeError(
+      `${call}: unknown option${unknown.length > 1 ? "s" : ""} ${unknown.map((k) => JSON.stringify(k)).join(", ")}; the options are by, comment, answer, via; nothing was answered`,
+    );
+  }
 }
