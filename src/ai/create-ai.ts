@@ -86,7 +86,22 @@ function checkPrice(key: string, p: unknown): void {
   }
 }
 
+/** The options createAi takes: anything else is a misspelling (`limit`, `price`) that left
+ *  the kit without its rate limits or prices, silently. */
+const AI_OPTIONS = ["store", "clock", "prices", "limits", "maxInProcessWaitMs", "log"];
+
 export function createAi(options: AiOptions = {}): Ai {
+  if (typeof options !== "object" || options === null || Array.isArray(options)) {
+    throw new TypeError(
+      `createAi(options): options must be an object { ${AI_OPTIONS.join(", ")} }, got ${options === null ? "null" : Array.isArray(options) ? "an array" : typeof options}`,
+    );
+  }
+  const unknown = Object.keys(options).filter((k) => !AI_OPTIONS.includes(k));
+  if (unknown.length > 0) {
+    throw new TypeError(
+      `createAi(): unknown option${unknown.length > 1 ? "s" : ""} ${unknown.map((k) => JSON.stringify(k)).join(", ")}; the options are ${AI_OPTIONS.join(", ")}`,
+    );
+  }
   const clock = options.clock ?? realClock;
   const log =
     options.log ??
