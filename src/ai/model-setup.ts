@@ -5,6 +5,7 @@
 
 import { type Experimental_DownloadFunction as DownloadFunction, wrapLanguageModel } from "ai";
 import type { StepOptions, Store, WorkflowContext } from "../index.js";
+import { unknownOptionNames, unknownOptionsText } from "../lib/option-names.js";
 import { callName, checkGivenName } from "./call-names.js";
 import type { ModelLimits, SharedLimiter } from "./limiter.js";
 import { lookupModel, type ModelPrice } from "./pricing.js";
@@ -57,6 +58,16 @@ export interface DurableModel {
   stepOptions: StepOptions;
 }
 
+const MODEL_OPTIONS = [
+  "name",
+  "stream",
+  "checkRequest",
+  "download",
+  "retry",
+  "timeout",
+  "estimate",
+];
+
 /** Checks the model and the kit's settings for it; throws a TypeError saying what to give. */
 export function prepareModel(
   rt: ModelRuntime,
@@ -67,6 +78,12 @@ export function prepareModel(
   if (typeof model !== "object" || model === null || !("doGenerate" in model)) {
     throw new TypeError(
       `ai.model() in run "${ctx.runId}": pass a model object (e.g. openai("gpt-4o"), or gateway("openai/gpt-4o")), not a model id string`,
+    );
+  }
+  const unknown = unknownOptionNames(options, MODEL_OPTIONS);
+  if (unknown.length > 0) {
+    throw new TypeError(
+      `ai.model() in run "${ctx.runId}": ${unknownOptionsText(unknown, MODEL_OPTIONS)}`,
     );
   }
   const inner: LanguageModelV4 =

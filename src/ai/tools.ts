@@ -26,6 +26,7 @@ import {
   type Workspace,
 } from "../index.js";
 import { failRunWith } from "../lib/fail-run.js";
+import { unknownOptionNames, unknownOptionsText } from "../lib/option-names.js";
 import { callName, checkGivenName } from "./call-names.js";
 import { callerAborted } from "./caller-abort.js";
 import {
@@ -173,6 +174,12 @@ export function durableTools<TOOLS extends ToolSet>(
   if (ws !== undefined && (typeof ws !== "object" || typeof ws?.step !== "function")) {
     throw new TypeError(
       `ai.tools() in run "${ctx.runId}": \`workspace\` must be a workspace the run opened (await ctx.workspace(name)), not ${ws === null ? "null" : typeof ws}`,
+    );
+  }
+  const unknown = unknownOptionNames(options, TOOLS_OPTIONS);
+  if (unknown.length > 0) {
+    throw new TypeError(
+      `ai.tools() in run "${ctx.runId}": ${unknownOptionsText(unknown, TOOLS_OPTIONS)}`,
     );
   }
   checkByTool(ctx, tools, options.byTool);
@@ -406,8 +413,17 @@ function namePrefix(ctx: WorkflowContext, name: unknown): string {
 /** A `byTool` entry must name a tool of the set: a misspelt one (`sendEmial`) was ignored,
  *  and its tool ran with the shared options (a `maxAttempts: 1` meant for a tool that must
  *  not run twice gave way to the default 3 attempts). */
+const TOOLS_OPTIONS = ["name", "byTool", "workspace", "retry", "timeout", "estimate"];
+const STEP_OPTIONS = ["retry", "timeout", "estimate"];
+
 function checkByTool(ctx: WorkflowContext, tools: ToolSet, byTool: ToolsOptions["byTool"]): void {
-  for (const name of Object.keys(byTool ?? {})) {
+  for (const [name, own] of Object.entries(byTool ?? {})) {
+    const unknown = unknownOptionNames(own, STEP_OPTIONS);
+    if (unknown.length > 0) {
+      throw new TypeError(
+        `ai.tools() in run "${ctx.runId}": byTool["${name}"]: ${unknownOptionsText(unknown, STEP_OPTIONS)}`,
+      );
+    }
     if (!Object.hasOwn(tools, name)) {
       throw new TypeError(
         `ai.tools() in run "${ctx.runId}": byTool["${name}"] names no tool of this set (${Object.keys(tools).join(", ") || "none"}); check its spelling`,

@@ -10,6 +10,7 @@ import {
   toErrorRecord,
 } from "../errors.js";
 import { toMs } from "../lib/duration.js";
+import { unknownOptionNames, unknownOptionsText } from "../lib/option-names.js";
 import type { ErrorRecord, PendingEvent } from "../store/store.js";
 import { type ApprovalAnswer, answeredApproval, timedOutApproval } from "./approval-outcome.js";
 import { approvalRequestDigests } from "./approval-request-digest.js";
@@ -32,6 +33,8 @@ export function approvalKeys(names: readonly string[]): string[] {
     .map((n) => n.slice(APPROVAL_EVENT_PREFIX.length));
 }
 
+const APPROVAL_OPTIONS = ["request", "timeout", "onTimeout", "schema"];
+
 export class ApprovalCalls {
   constructor(private readonly core: CallCore) {}
 
@@ -44,6 +47,12 @@ export class ApprovalCalls {
     try {
       if (!options || typeof options !== "object" || !("request" in options)) {
         throw new TypeError(`${what} in run "${this.core.host.runId}": options need a request`);
+      }
+      const unknown = unknownOptionNames(options, APPROVAL_OPTIONS);
+      if (unknown.length > 0) {
+        throw new TypeError(
+          `${what} in run "${this.core.host.runId}": ${unknownOptionsText(unknown, APPROVAL_OPTIONS)}`,
+        );
       }
       onTimeout = options.onTimeout ?? "reject";
       if (onTimeout !== "approve" && onTimeout !== "reject") {

@@ -5,11 +5,14 @@
 import { decode } from "../codec/codec.js";
 import { InputValidationError, toErrorRecord } from "../errors.js";
 import { type Duration, MAX_DATE_MS, toMs } from "../lib/duration.js";
+import { unknownOptionNames, unknownOptionsText } from "../lib/option-names.js";
 import type { IntentRecord, PendingEvent } from "../store/store.js";
 import type { Call, CallCore } from "./call-core.js";
 import type { WaitOptions, WaitResult } from "./context-types.js";
 import { intentRecord } from "./records.js";
 import { checkSchemaOrThrown } from "./schema-check.js";
+
+const WAIT_OPTIONS = ["timeout", "schema"];
 
 export class WaitCalls {
   constructor(private readonly core: CallCore) {}
@@ -70,6 +73,12 @@ export class WaitCalls {
       if (typeof name === "string" && name.startsWith("cairn.")) {
         throw new TypeError(
           `ctx.waitForEvent("${name}"): names starting with "cairn." are reserved`,
+        );
+      }
+      const unknown = unknownOptionNames(options, WAIT_OPTIONS);
+      if (unknown.length > 0) {
+        throw new TypeError(
+          `ctx.waitForEvent("${name}") in run "${this.core.host.runId}": ${unknownOptionsText(unknown, WAIT_OPTIONS)}`,
         );
       }
       timeoutMs =

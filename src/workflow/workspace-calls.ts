@@ -4,10 +4,20 @@
 // It acts on the run only through CallCore (call-core.ts).
 
 import { LeaseLostError, PayloadKeyError, StoreError, WorkspaceError } from "../errors.js";
+import { unknownOptionNames, unknownOptionsText } from "../lib/option-names.js";
 import type { Workspace, WorkspaceOptions } from "../workspace/types.js";
 import { checkWorkspaceName, WorkspaceHandle, workspaceOverlap } from "../workspace/workspace.js";
 import type { CallCore } from "./call-core.js";
 import { currentScope } from "./call-scope.js";
+
+const WORKSPACE_OPTIONS = [
+  "dir",
+  "ignore",
+  "defaultIgnore",
+  "gitignore",
+  "maxFileBytes",
+  "maxCheckpointBytes",
+];
 
 export class WorkspaceCalls {
   /** Open workspaces by name (ctx.workspace); a name opens once per run. */
@@ -28,6 +38,12 @@ export class WorkspaceCalls {
   async open(name: string, options: WorkspaceOptions = {}): Promise<Workspace> {
     const { host } = this.core;
     checkWorkspaceName(name);
+    const unknown = unknownOptionNames(options, WORKSPACE_OPTIONS);
+    if (unknown.length > 0) {
+      throw new TypeError(
+        `ctx.workspace("${name}") in run "${host.runId}": ${unknownOptionsText(unknown, WORKSPACE_OPTIONS)}`,
+      );
+    }
     if (this.handles.has(name)) {
       throw new TypeError(
         `ctx.workspace("${name}") in run "${host.runId}": this workspace is already open; open it once and pass its handle around`,
