@@ -81,6 +81,35 @@ describe("misspelt options are refused, naming them", () => {
     await ai.close();
   });
 
+  it("workflow(): retries (Inngest's name), and a retry field of another name", () => {
+    const body = async () => "done";
+    expect(() => workflow(built({ name: "w", version: "1", retries: 5 }), body)).toThrow(
+      new TypeError(
+        'workflow(): "w": unknown option "retries"; the options are name, version, input, retry, budget',
+      ),
+    );
+    expect(() => workflow(built({ name: "w", version: "1", retry: { max: 5 } }), body)).toThrow(
+      new TypeError(
+        'workflow(): "w": retry: unknown option "max"; the options are maxAttempts, initialDelay, maxDelay, factor, jitter',
+      ),
+    );
+    const ok = workflow(
+      { name: "w", version: "1", retry: { maxAttempts: 5, jitter: false } },
+      body,
+    );
+    expect(ok.id).toBe("w@1");
+  });
+
+  // Left to the helpers optimizing the step path (src/workflow/context.ts, retry.ts): a
+  // step's own options are not checked yet. `retries: 5` runs the step with the default
+  // policy (3 attempts), silently. This records the defect; it passes once it is mended.
+  it.fails("ctx.step: retries (a step's own options) is refused too [not mended: the step path]", async () => {
+    const r = await failureOf("step", (ctx) =>
+      ctx.step("flaky", async () => "ok", built({ retries: 5 })),
+    );
+    expect(r.message).toMatch(/unknown option "retries"/);
+  });
+
   it("the options as documented still work", async () => {
     const ai = createAi();
     const model = new MockLanguageModelV4({});

@@ -3,6 +3,7 @@
 // in-flight runs on the code they started with.
 
 import type { StandardSchemaV1 } from "@standard-schema/spec";
+import { unknownOptionNames, unknownOptionsText } from "../lib/option-names.js";
 import { quoteGiven } from "../lib/text.js";
 import type { Amounts } from "../store/store.js";
 import type { WorkflowContext } from "./context-types.js";
@@ -29,6 +30,8 @@ export interface Workflow<I = unknown, O = unknown> {
 }
 
 const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$/;
+const WORKFLOW_OPTIONS = ["name", "version", "input", "retry", "budget"];
+const RETRY_OPTIONS = ["maxAttempts", "initialDelay", "maxDelay", "factor", "jitter"];
 
 /** Whether `text` can be a workflow's name or version (workflow() refuses anything else). */
 export function isWorkflowName(text: string): boolean {
@@ -52,6 +55,20 @@ export function workflow<I, O>(
   if (typeof fn !== "function") {
     throw new TypeError(
       `workflow(): "${options.name}" needs an async function as its second argument`,
+    );
+  }
+  // A misspelt option (retries: 5, Inngest's name for it) or retry field (max) was dropped:
+  // every step of the workflow ran with the default policy.
+  const unknown = unknownOptionNames(options, WORKFLOW_OPTIONS);
+  if (unknown.length > 0) {
+    throw new TypeError(
+      `workflow(): "${options.name}": ${unknownOptionsText(unknown, WORKFLOW_OPTIONS)}`,
+    );
+  }
+  const unknownRetry = unknownOptionNames(options.retry, RETRY_OPTIONS);
+  if (unknownRetry.length > 0) {
+    throw new TypeError(
+      `workflow(): "${options.name}": retry: ${unknownOptionsText(unknownRetry, RETRY_OPTIONS)}`,
     );
   }
   return Object.freeze({
