@@ -8,6 +8,7 @@ import { type Context, Hono } from "hono";
 import { type Clock, type Engine, realClock } from "../index.js";
 import { MAX_DURATION_MS } from "../lib/duration.js";
 import { neverThrows } from "../lib/never-throws.js";
+import { unknownOptionNames, unknownOptionsText } from "../lib/option-names.js";
 import { dotSegmentRefusal } from "./api/dot-segments.js";
 import { apiError, mountApi } from "./api/index.js";
 import { errorAnswer, HttpError, quote } from "./errors.js";
@@ -59,7 +60,45 @@ const CSP = [
   "frame-ancestors 'none'",
 ].join("; ");
 
+/** The options createHttpApp takes (`boundHosts` is serveHttp's). */
+export const HTTP_APP_OPTIONS = [
+  "engine",
+  "basePath",
+  "token",
+  "readToken",
+  "allowedHosts",
+  "allowedOrigins",
+  "allowUnauthenticated",
+  "maxBodyBytes",
+  "pollIntervalMs",
+  "clock",
+  "log",
+];
+
+/** An engine and options of the names the app takes: a misspelt `tokn` or `basepath` was
+ *  dropped (an app with no token, at the root), and a missing engine failed every request. */
+export function checkHttpAppOptions(
+  what: string,
+  options: unknown,
+  known: readonly string[],
+): void {
+  if (typeof options !== "object" || options === null) {
+    throw new TypeError(
+      `${what}: options must be an object with an engine, got ${options === null ? "null" : typeof options}`,
+    );
+  }
+  const engine = (options as { engine?: Partial<Engine> }).engine;
+  if (typeof engine !== "object" || engine === null || typeof engine.getRun !== "function") {
+    throw new TypeError(
+      `${what}: engine must be an engine (createEngine({ store, worker: false }) is enough), got ${engine === null ? "null" : typeof engine}`,
+    );
+  }
+  const unknown = unknownOptionNames(options, known);
+  if (unknown.length > 0) throw new TypeError(`${what}: ${unknownOptionsText(unknown, known)}`);
+}
+
 export function createHttpApp(options: HttpAppOptions): HttpApp {
+  checkHttpAppOptions("createHttpApp()", options, [...HTTP_APP_OPTIONS, "boundHosts"]);
   const basePath = normalizeBase(options.basePath ?? "");
   const log = problemLog(options.log);
   const { assets, version } = loadAssets();

@@ -4,7 +4,14 @@
 
 import type { AddressInfo } from "node:net";
 import { createAdaptorServer } from "@hono/node-server";
-import { createHttpApp, type HttpApp, type HttpAppOptions, problemLog } from "./app.js";
+import {
+  checkHttpAppOptions,
+  createHttpApp,
+  HTTP_APP_OPTIONS,
+  type HttpApp,
+  type HttpAppOptions,
+  problemLog,
+} from "./app.js";
 import { isLoopback, namesForBind } from "./security.js";
 
 export interface ServeHttpOptions extends Omit<HttpAppOptions, "boundHosts"> {
@@ -25,6 +32,7 @@ export interface HttpServer {
 }
 
 export async function serveHttp(options: ServeHttpOptions): Promise<HttpServer> {
+  checkHttpAppOptions("serveHttp()", options, [...HTTP_APP_OPTIONS, "port", "host"]);
   const host = options.host ?? "127.0.0.1";
   const port = checkPort(options.port ?? 4000);
   const log = problemLog(options.log);
@@ -35,7 +43,8 @@ export async function serveHttp(options: ServeHttpOptions): Promise<HttpServer> 
         "access), or listen on 127.0.0.1.",
     );
   }
-  const app = createHttpApp({ ...options, boundHosts: namesForBind(host) });
+  const { port: _port, host: _host, ...appOptions } = options;
+  const app = createHttpApp({ ...appOptions, boundHosts: namesForBind(host) });
   const server = createAdaptorServer({ fetch: app.fetch, hostname: host, port });
   await new Promise<void>((resolve, reject) => {
     const onError = (err: NodeJS.ErrnoException) => {
