@@ -7,6 +7,7 @@
 // (crash-sweep-process.ts: a child process per execution, SIGKILLed at the boundary).
 
 import type { RunView } from "../engine/views.js";
+import { unknownOptionNames, unknownOptionsText } from "../lib/option-names.js";
 import type { Store } from "../store/store.js";
 import type { AnyWorkflow, Workflow } from "../workflow/define.js";
 import type { CallFault } from "./call-faults.js";
@@ -157,6 +158,27 @@ export async function crashSweep<I>(options: CrashSweepOptions<I>): Promise<Cras
   }
 }
 
+const SWEEP_OPTIONS = [
+  "workflows",
+  "workflow",
+  "input",
+  "runId",
+  "events",
+  "faults",
+  "sideEffects",
+  "reset",
+  "normalize",
+  "filter",
+  "storage",
+  "maxIdleWakes",
+  "engineOptions",
+  "crash",
+  "module",
+  "imports",
+  "env",
+  "postgres",
+];
+
 function checkOptions<I>(options: CrashSweepOptions<I>): void {
   if (!options?.workflow || !Array.isArray(options.workflows)) {
     throw new TypeError(
@@ -167,6 +189,10 @@ function checkOptions<I>(options: CrashSweepOptions<I>): void {
     throw new TypeError(
       `crashSweep: workflow "${options.workflow.id}" is not among workflows (${options.workflows.map((w) => `"${w.id}"`).join(", ") || "none"}); add it there`,
     );
+  }
+  const unknown = unknownOptionNames(options, SWEEP_OPTIONS);
+  if (unknown.length > 0) {
+    throw new TypeError(`crashSweep: ${unknownOptionsText(unknown, SWEEP_OPTIONS)}`);
   }
   checkScript(options.events, "crashSweep");
   const crash = options.crash ?? "in-process";

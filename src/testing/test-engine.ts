@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { createEngine, type Engine, type EngineOptions, type RunHandle } from "../engine/engine.js";
 import { heartbeatInFlight } from "../engine/engine-heartbeat.js";
 import type { RunView } from "../engine/views.js";
+import { unknownOptionNames, unknownOptionsText } from "../lib/option-names.js";
 import { sqliteStore } from "../store/sqlite/sqlite-store.js";
 import type { Store } from "../store/store.js";
 import { APPROVAL_EVENT_PREFIX } from "../workflow/approval-calls.js";
@@ -161,7 +162,23 @@ interface DriveExtras {
 
 const FINISHED = new Set(["completed", "failed", "canceled"]);
 
+const TEST_ENGINE_OPTIONS = [
+  "workflows",
+  "faults",
+  "sideEffects",
+  "store",
+  "clockStart",
+  "maxIdleWakes",
+  "engineOptions",
+];
+
 export async function createTestEngine(options: TestEngineOptions): Promise<TestEngine> {
+  // A misspelt option (`fault: [...]`, `event`) was dropped: the test ran without what it
+  // scripted, and passed, testing nothing.
+  const unknown = unknownOptionNames(options, TEST_ENGINE_OPTIONS);
+  if (unknown.length > 0) {
+    throw new TypeError(`createTestEngine(): ${unknownOptionsText(unknown, TEST_ENGINE_OPTIONS)}`);
+  }
   const t = openTestEngine(options, { checkFaults: true });
   await registerCleanup(() => t.close());
   return t;
