@@ -26,6 +26,16 @@ import { type CallInfo, instrumentWorkflows } from "./instrument.js";
 import { createSideEffectCounter, runForEngine, type SideEffectCounter } from "./side-effects.js";
 import { createVirtualClock, type VirtualClock } from "./virtual-clock.js";
 
+const STATUSES: readonly RunView["status"][] = [
+  "pending",
+  "running",
+  "waiting",
+  "paused",
+  "completed",
+  "failed",
+  "canceled",
+];
+
 export interface TestEngineOptions {
   workflows: AnyWorkflow[];
   /** Fault scripts applied to step and effect calls (call-faults.ts). */
@@ -539,6 +549,15 @@ function runWaits(
     },
     advanceUntilStatus(run, status) {
       const id = idOf(run);
+      // A status no run has ("wating") was waited for until the drive gave up, saying only
+      // that no run could progress.
+      if (!STATUSES.includes(status)) {
+        return Promise.reject(
+          new TypeError(
+            `advanceUntilStatus(run "${id}", ${JSON.stringify(status)}): no run has that status; a status is one of ${STATUSES.join(", ")}`,
+          ),
+        );
+      }
       // Ticks only: jumping to the next timer could skip past the status wanted.
       return drive(
         `run "${id}" to be ${status}`,
@@ -551,17 +570,29 @@ function runWaits(
     },
     async timeOutWait(run, name) {
       const id = idOf(run);
+      let approval = false;
       const v = await drive(
         `run "${id}" to wait for "${name}"`,
         async () => {
           const r = await observer.getRun(id);
-          return r?.status === "waiting" && r.waitingFor?.includes(name) ? r : undefined;
+          if (r?.status !== "waiting" || !r.waitingFor) return undefined;
+          if (r.waitingFor.includes(name)) return r;
+          // An approval is a wait too: its name (the asking that waits: `merge`, or a later
+          // `merge#2`) or its key. It was given up on as "no run can progress".
+          approval = r.waitingFor.some(
+            (w) =>
+              w === `${APPROVAL_EVENT_PREFIX}${name}` ||
+              w.startsWith(`${APPROVAL_EVENT_PREFIX}${name}#`),
+          );
+          return approval ? r : undefined;
         },
         { tickMs: 100 },
       );
       if (!v.wakeAt) {
         throw new Error(
-          `timeOutWait: run "${id}" waits for "${name}" without a timeout; give the wait a timeout, or send the event`,
+          approval
+            ? `timeOutWait: run "${id}" asks approval "${name}" without a timeout; give ctx.approval a timeout, or answer it`
+            : `timeOutWait: run "${id}" waits for "${name}" without a timeout; give the wait a timeout, or send the event`,
         );
       }
       await clock.set(v.wakeAt.getTime() + 1);
