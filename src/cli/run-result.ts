@@ -5,6 +5,7 @@
 
 import { runNotFound } from "../errors.js";
 import { EncryptedValue, type Engine, type RunView, UndecodableValue } from "../index.js";
+import { setLongTimeout } from "../lib/timers.js";
 import { type CliContext, UsageError } from "./command.js";
 import { explainNeedsWorkers, explainRun } from "./explain-run.js";
 import { parseDuration } from "./flag-values.js";
@@ -46,15 +47,17 @@ export async function runOutcome(
         () => true,
         () => true,
       );
-    let timer: NodeJS.Timeout | undefined;
+    // setLongTimeout: --timeout 30d in one setTimeout (past 2^31-1 ms, about 24.8 days)
+    // gave up after 1 ms, with a TimeoutOverflowWarning, and exit 3.
+    let cancel: (() => void) | undefined;
     const timedOut =
       wait.timeoutMs === undefined
         ? new Promise<boolean>(() => {})
         : new Promise<boolean>((resolve) => {
-            timer = setTimeout(() => resolve(false), wait.timeoutMs);
+            cancel = setLongTimeout(() => resolve(false), wait.timeoutMs ?? 0);
           });
     const done = await Promise.race([ended, timedOut]);
-    clearTimeout(timer);
+    cancel?.();
     if (!done) waitedMs = wait.timeoutMs;
     run = await engine.getRun(id);
     if (!run)

@@ -1,0 +1,53 @@
+// `cairn result --wait` and `cairn start --wait` as an adversary uses them: a --timeout past
+// what one setTimeout holds (2^31-1 ms, about 24.8 days), and the --json outcome of a run
+// whose output this process cannot read.
+
+import { randomBytes } from "node:crypto";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createEngine, type Engine, encryptedStore, sqliteStore, workflow } from "../src/index.js";
+import { cairn, startCairn } from "./helpers/cli.js";
+import { tempDir, until } from "./helpers/sqlite.js";
+
+const gated = workflow({ name: "gated", version: "1" }, async (ctx, input: { n: number }) => {
+  const go = await ctx.waitForEvent<{ extra: number }>("go");
+  return { total: input.n + (go.timedOut ? 0 : go.payload.extra) };
+});
+
+describe("cairn result / start --wait, hostile use", () => {
+  const dir = tempDir("cairn-h11-result-");
+  const path = join(dir.dir, "cairn.db");
+  const store = ["--store", `sqlite:${path}`];
+  let engine: Engine;
+  beforeAll(async () => {
+    engine = createEngine({ store: sqliteStore(path), workflows: [gated], pollIntervalMs: 20 });
+    await engine.listRuns();
+  });
+  afterAll(async () => {
+    await engine.close();
+    dir.cleanup();
+  });
+
+  it("--timeout 30d waits (one setTimeout of 30 days fired after 1 ms: exit 3 at once)", async () => {
+    const child = startCairn([
+      "start",
+      "gated@1",
+      "--input",
+      '{"n": 1}',
+      "--id",
+      "long-wait",
+      "--wait",
+      "--timeout",
+      "30d",
+      ...store,
+    ]);
+    // The event goes only once the CLI waits: the run cannot have ended before the wait.
+    await until(() => child.output.stderr.includes("Waiting for it to finish"), "the wait");
+    await until(async () => (await engine.getRun("long-wait"))?.status === "waiting", "waiting");
+    await engine.sendEvent("long-wait", "go", { extra: 41 });
+    const res = await child.done;
+    expect(res.stderr).not.toMatch(/TimeoutOverflowWarning|has not finished/);
+    expect(res.code, res.stderr).toBe(0);
+    expect(JSON.parse(res.stdout)).toEqual({ total: 42 });
+  });
+});
