@@ -50,4 +50,46 @@ describe("cairn result / start --wait, hostile use", () => {
     expect(res.code, res.stderr).toBe(0);
     expect(JSON.parse(res.stdout)).toEqual({ total: 42 });
   });
+
+  it("--json: an output encrypted with a key not given exits 1 as without --json (it exited 0)", async () => {
+    const k = { id: "k1", key: randomBytes(32).toString("base64") };
+    const encPath = join(dir.dir, "encrypted.db");
+    const enc = createEngine({
+      store: encryptedStore(sqliteStore(encPath), { keys: [k] }),
+      workflows: [gated],
+      pollIntervalMs: 20,
+    });
+    try {
+      const run = await enc.start(gated, { n: 1 }, { id: "secret-1" });
+      await until(async () => (await enc.getRun("secret-1"))?.status === "waiting", "waiting");
+      await enc.sendEvent("secret-1", "go", { extra: 0 });
+      await run.result();
+    } finally {
+      await enc.close();
+    }
+    const encStore = ["--store", `sqlite:${encPath}`];
+    // Without --json: refused, exit 1 (h5's test). With --json the exit code was 0 and
+    // "output" the placeholder's text: `cairn result --json | jq .output` read it as the
+    // string the run returned.
+    const res = await cairn(["result", "secret-1", "--json", ...encStore]);
+    expect(res.code, res.stderr).toBe(1);
+    expect(res.stderr).toMatch(
+      /^cairn: the output of run "secret-1" is encrypted \(key "k1"\) and \$CAIRN_ENCRYPTION_KEYS does not hold that key/,
+    );
+    // Still one JSON document on stdout, the placeholder marked as withheld.
+    expect(JSON.parse(res.stdout)).toMatchObject({
+      id: "secret-1",
+      status: "completed",
+      withheld: { output: { reason: "encrypted", keyId: "k1" } },
+    });
+    const keyed = await cairn(["result", "secret-1", "--json", ...encStore], {
+      CAIRN_ENCRYPTION_KEYS: `k1=${k.key}`,
+    });
+    expect(keyed.code, keyed.stderr).toBe(0);
+    expect(JSON.parse(keyed.stdout)).toEqual({
+      id: "secret-1",
+      status: "completed",
+      output: { total: 1 },
+    });
+  });
 });

@@ -14,9 +14,10 @@ import { formatDuration, formatError, quoted, shellArg, toJson } from "./format.
 /** The exit code of a run not finished (yet): neither an error (1) nor a usage error (2). */
 export const NOT_FINISHED_EXIT = 3;
 
-export const RESULT_EXIT_CODES = `Exit codes: 0 completed (the output on stdout), 1 failed or canceled (the error on stderr;
-also any other error), 2 usage error, ${NOT_FINISHED_EXIT} not finished (yet: pending, running, waiting or
-paused; with --wait, not within --timeout).`;
+export const RESULT_EXIT_CODES = `Exit codes: 0 completed (the output on stdout), 1 failed or canceled (the error on
+stderr; also an output this process cannot read, such as one encrypted with a key not in
+$CAIRN_ENCRYPTION_KEYS, and any other error), 2 usage error, ${NOT_FINISHED_EXIT} not finished (yet:
+pending, running, waiting or paused; with --wait, not within --timeout).`;
 
 const FINISHED = new Set(["completed", "failed", "canceled"]);
 
@@ -83,9 +84,20 @@ export function printOutcome(
   options: { json: boolean; extra?: Record<string, unknown> },
 ): number {
   const { run, why } = outcome;
-  const code = run.status === "completed" ? 0 : FINISHED.has(run.status) ? 1 : NOT_FINISHED_EXIT;
+  const unreadable = run.status === "completed" ? unreadableOutput(run) : undefined;
+  const code =
+    run.status === "completed"
+      ? unreadable === undefined
+        ? 0
+        : 1
+      : FINISHED.has(run.status)
+        ? 1
+        : NOT_FINISHED_EXIT;
   if (options.json) {
+    // The placeholder stays marked in "withheld" (as cairn show --json marks it), and the
+    // exit code is 1, as without --json: exit 0 said that "output" was what the run returned.
     ctx.out(toJson({ ...options.extra, ...outcomeJson(outcome) }, 2));
+    if (unreadable !== undefined) ctx.err(unreadable);
     return code;
   }
   const id = quoted(run.id);
@@ -94,14 +106,8 @@ export function printOutcome(
     case "completed": {
       const output = run.output;
       // A placeholder printed as the output would read as a string the run returned.
-      if (output instanceof EncryptedValue) {
-        ctx.err(
-          `cairn: the output of run ${id} is encrypted (key "${output.keyId}") and $CAIRN_ENCRYPTION_KEYS does not hold that key; set it as the workers have it`,
-        );
-        return 1;
-      }
-      if (output instanceof UndecodableValue) {
-        ctx.err(`cairn: the output of run ${id} cannot be decoded: ${String(output)}`);
+      if (unreadable !== undefined) {
+        ctx.err(unreadable);
         return 1;
       }
       // A run that returned nothing (undefined) prints null: stdout is always JSON.
@@ -131,6 +137,20 @@ export function printOutcome(
       return NOT_FINISHED_EXIT;
     }
   }
+}
+
+/** Why a completed run's output cannot be printed (a placeholder: encrypted with a key not
+ *  given, or undecodable), or undefined when it can. */
+function unreadableOutput(run: RunView): string | undefined {
+  const output = run.output;
+  const id = quoted(run.id);
+  if (output instanceof EncryptedValue) {
+    return `cairn: the output of run ${id} is encrypted (key "${output.keyId}") and $CAIRN_ENCRYPTION_KEYS does not hold that key; set it as the workers have it`;
+  }
+  if (output instanceof UndecodableValue) {
+    return `cairn: the output of run ${id} cannot be decoded: ${String(output)}`;
+  }
+  return undefined;
 }
 
 /** {"id", "status", then "output" (completed), "error" and "reason" (failed), "reason"
