@@ -92,4 +92,23 @@ describe("cairn result / start --wait, hostile use", () => {
       output: { total: 1 },
     });
   });
+
+  it("a --timeout too long is refused naming it as given, not as the number it rounds to", async () => {
+    const res = await cairn([
+      "result",
+      "x",
+      "--wait",
+      "--timeout",
+      "99999999999999999999",
+      ...store,
+    ]);
+    expect(res.code).toBe(2);
+    expect(res.stderr).toMatch(
+      /^cairn: --timeout: "99999999999999999999" is longer than 100,000 years/,
+    );
+    const days = await cairn(["result", "x", "--wait", "--timeout", "1000000000000000d", ...store]);
+    expect(days.stderr).toMatch(
+      /^cairn: --timeout: "1000000000000000d" is longer than 100,000 years/,
+    );
+  });
 });

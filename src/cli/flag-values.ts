@@ -40,8 +40,16 @@ export function parseDuration(text: string, name: string, minMs: number): number
     ms = toMs(/^\d+$/.test(text.trim()) ? Number(text) : text, `--${name}`);
   } catch (err) {
     // Too long is not too short: toMs's message says so ("longer than 100,000 years").
-    if (/ is longer than /.test((err as Error).message)) {
-      throw new UsageError((err as Error).message);
+    // It names the value as given: a number of ms past 2^53 ("99999999999999999999") was
+    // named as the number it rounds to (100000000000000000000).
+    const message = (err as Error).message;
+    if (/ is longer than /.test(message)) {
+      throw new UsageError(
+        message.replace(
+          /^(--\S+): .*? is longer than /s,
+          (_, flag: string) => `${flag}: ${JSON.stringify(text)} is longer than `,
+        ),
+      );
     }
     ms = Number.NaN;
   }
