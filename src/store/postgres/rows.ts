@@ -178,33 +178,85 @@ export function toStep(r: StepRow): StepRecord {
   };
 }
 
-/** A step of `runId` as loadJournal's statement reads it: an array of its columns from
- *  `at` on, in journal-load.ts's STEP_VALUES order (all but run_id; spend as text). The
- *  record toStep makes of the same row, field for field
- *  (test/postgres-journal-step-arrays.test.ts). */
-export function stepFromValues(runId: string, v: readonly unknown[], at: number): StepRecord {
-  const error = v[at + 7] as StepRow["error"];
-  const spend = v[at + 8] as string;
-  const reconciled = v[at + 15] as boolean | null;
+/** A step's whole-number columns as loadJournal's statement reads them: one text, the
+ *  numbers of attempt, started_at, completed_at, delivery, issued_after, issued_late (0 or
+ *  1) and reconciled (0 or 1) in that order, each followed by a comma but the last, empty
+ *  where the column is NULL. stepFromValues reads it without a string a number. */
+export const STEP_NUMBERS_SQL =
+  "x.attempt || ',' || x.started_at || ',' || x.completed_at || ',' || " +
+  "coalesce(x.delivery::text, '') || ',' || coalesce(x.issued_after::text, '') || ',' || " +
+  "x.issued_late::int || ',' || coalesce(x.reconciled::int::text, '')";
+
+/** Where numberAt stopped: just past the comma after the number it read. */
+let numbersAt = 0;
+
+/** The whole number of STEP_NUMBERS_SQL's text `s` from numbersAt (null where it is empty),
+ *  moving numbersAt past it and its comma. Digit by digit, with no string made; a number of
+ *  more than 15 digits (past what a double holds exactly when summed so) is read by Number
+ *  from its text, as num() reads an int8 column's. */
+function numberAt(s: string): number | null {
+  const start = numbersAt;
+  let i = start;
+  const negative = s.charCodeAt(i) === 45; // "-"
+  if (negative) i++;
+  const digits = i;
+  let n = 0;
+  for (; i < s.length; i++) {
+    const d = s.charCodeAt(i) - 48;
+    if (d < 0 || d > 9) break;
+    n = n * 10 + d;
+  }
+  const end = i;
+  if (end < s.length && s.charCodeAt(end) !== 44) {
+    throw new Error(`loadJournal: a step's numbers text is not whole numbers: "${s}"`);
+  }
+  numbersAt = end + 1;
+  if (end === start) return null;
+  if (end === digits) {
+    throw new Error(`loadJournal: a step's numbers text is not whole numbers: "${s}"`);
+  }
+  if (end - digits > 15) return Number(s.slice(start, end));
+  return negative ? 0 - n : n;
+}
+
+/** A step of `runId` as loadJournal's statement reads it: an array of its columns in
+ *  journal-load.ts's STEP_VALUES order (all but run_id; spend as text, NULL when empty; the
+ *  whole numbers as STEP_NUMBERS_SQL's one text). The record toStep makes of the same row,
+ *  field for field (test/postgres-journal-step-arrays.test.ts). */
+export function stepFromValues(runId: string, v: readonly unknown[]): StepRecord {
+  const error = v[7] as StepRow["error"];
+  const spend = v[8] as string | null;
+  const numbers = v[9] as string;
+  numbersAt = 0;
+  const attempt = numberAt(numbers)!;
+  const startedAt = numberAt(numbers)!;
+  const completedAt = numberAt(numbers)!;
+  const delivery = numberAt(numbers);
+  const issuedAfter = numberAt(numbers);
+  const issuedLate = numberAt(numbers) === 1;
+  const reconciled = numberAt(numbers);
+  if (numbersAt !== numbers.length + 1) {
+    throw new Error(`loadJournal: a step's numbers text holds more than 7 numbers: "${numbers}"`);
+  }
   const step: StepRecord = {
     runId,
-    key: v[at] as string,
-    generation: v[at + 1] as number,
-    seq: v[at + 2] as number,
-    name: v[at + 3] as string,
-    kind: v[at + 4] as StepKind,
-    outcome: v[at + 5] as StepRecord["outcome"],
-    result: v[at + 6] as string | null,
+    key: v[0] as string,
+    generation: v[1] as number,
+    seq: v[2] as number,
+    name: v[3] as string,
+    kind: v[4] as StepKind,
+    outcome: v[5] as StepRecord["outcome"],
+    result: v[6] as string | null,
     error: error === null ? null : parseError(error),
-    spend: spend === "{}" ? {} : (JSON.parse(spend) as Amounts),
-    attempt: v[at + 9] as number,
-    startedAt: num(v[at + 10] as string),
-    completedAt: num(v[at + 11] as string),
-    delivery: (v[at + 12] as number | null) ?? null,
-    issuedAfter: (v[at + 13] as number | null) ?? null,
-    issuedLate: v[at + 14] === true,
+    spend: spend === null ? {} : (JSON.parse(spend) as Amounts),
+    attempt,
+    startedAt,
+    completedAt,
+    delivery,
+    issuedAfter,
+    issuedLate,
   };
-  if (reconciled !== null && reconciled !== undefined) step.reconciled = reconciled;
+  if (reconciled !== null) step.reconciled = reconciled === 1;
   return step;
 }
 
