@@ -57,7 +57,10 @@ export function createGroup(
       return Promise.allSettled(
         round.map(async (run, i): Promise<Created> => {
           const m = made[i]!;
-          if (m.status === "rejected") throw m.reason;
+          if (m.status === "rejected") {
+            if (plainRefused(m.reason)) return madeBeforeTheMark(ctx, run.id, tokens[i]!, m.reason);
+            throw m.reason;
+          }
           // The input as inserted: the row came back without it (RUN_COLUMNS_BUT_PAYLOADS).
           if (m.value) return { run: toCreatedRun(m.value, run.input), created: true };
           return readBack(ctx, run.id, tokens[i]!);
@@ -222,6 +225,32 @@ async function readBack(ctx: StoreContext, runId: string, token: string | null):
   }
   const { mine, ...rest } = row;
   return { run: toRun(rest as RunRow), created: mine };
+}
+
+/**
+ * A create the mark's triggers refused (plainRefused). A retry of a create whose commit's
+ * answer was lost fires the runs trigger on the row it proposes, for PostgreSQL runs a row's
+ * BEFORE INSERT triggers before ON CONFLICT finds the run there: a store marked between the
+ * lost try and the retry refused the plain input this very call had committed before the
+ * mark, and the call was answered "nothing was written" for a run that workers execute. Its
+ * own earlier create (its token) is the answer; else the refusal stands. Read only on a
+ * refusal (a keyless process's first writes after another marked the store).
+ */
+async function madeBeforeTheMark(
+  ctx: StoreContext,
+  runId: string,
+  token: string,
+  refusal: unknown,
+): Promise<Created> {
+  const r = await ctx.db.statement<RunRow>(
+    "createRun",
+    "idempotent",
+    `SELECT * FROM ${ctx.t.runs} WHERE id = $1 AND create_token = $2`,
+    [runId, token],
+  );
+  const row = r.rows[0];
+  if (!row) throw refusal;
+  return { run: toRun(row), created: true };
 }
 
 export async function getRun(ctx: StoreContext, id: string): Promise<RunRecord | undefined> {
