@@ -454,7 +454,8 @@ describe.skipIf(!url)("PostgreSQL store", () => {
         await upgraded.appendRecords([{ runId: run.id, epoch: run.epoch, steps: [s0, s1] }]),
       ).toEqual([{ ok: true }]);
       expect((await upgraded.loadJournal(run.id)).steps).toEqual([s0, s1]);
-      expect((await upgraded.getRun(run.id))?.budgetSpent).toEqual({ usd: 0.1 + 0.2 });
+      // Read rounded to 12 decimals, as every sum of amounts is (lib/amounts.ts).
+      expect((await upgraded.getRun(run.id))?.budgetSpent).toEqual({ usd: 0.3 });
       expect((await upgraded.getRun(run.id))?.failedCalls).toEqual([]);
     });
   });
@@ -571,8 +572,8 @@ describe.skipIf(!url)("PostgreSQL store", () => {
               intents: w.intents,
               events: [],
             });
-            // Summed as JavaScript sums (0.1 + 0.2 is not 0.3), each row once.
-            expect(spent).toEqual({ tokens: 11, usd: 0.1 + 0.2 });
+            // Each row once, read rounded to 12 decimals (lib/amounts.ts): 0.1 + 0.2 is 0.3.
+            expect(spent).toEqual({ tokens: 11, usd: 0.3 });
           }
         }
       }

@@ -3,6 +3,7 @@
 // sees it. Prices and limits are looked up by "provider:model", most specific first.
 
 import type { Amounts } from "../index.js";
+import { roundAmount } from "../lib/amounts.js";
 import type { Usage } from "./sdk-types.js";
 
 /** Dollars per million tokens. `cachedInput`, `cacheWrite` default to `input`;
@@ -66,8 +67,9 @@ export function spendOf(usage: Usage | undefined, price: ModelPrice | undefined)
         text * price.output +
         reasoning * (price.reasoning ?? price.output)) /
       1_000_000;
-    // Twelve decimals: far below a cent, and no float noise in the recorded amounts.
-    amounts.usd = Math.round(usd * 1e12) / 1e12;
+    // Twelve decimals (lib/amounts.ts, the one rounding of amounts): far below a cent, and
+    // no float noise in the recorded amounts.
+    amounts.usd = roundAmount(usd);
   }
   return amounts;
 }

@@ -2,29 +2,68 @@
 // per step, per replay point) and in both stores (budget spent): one definition. And written
 // for people one way (formatAmount): a budget's reason, the CLI and the dashboard.
 //
+// Every sum and difference is rounded to AMOUNT_DECIMALS (roundAmount): a float sum of
+// prices drifts in its last bits (ten spends of 0.1 summed to 0.9999999999999999, below a
+// limit of 1, so an eleventh attempt started; 0.1 + 0.2 read 0.30000000000000004 in
+// ctx.budget and the HTTP API), and the drift depended on the order of the sum. Rounded
+// after each addition, amounts given to at most 12 decimals (pricing.ts rounds a call's
+// usd to them) sum to the exact decimal, whatever the order, on every execution and reader.
+//
 // Own properties only, as Object.entries would give them, but read with for-in: the engine
 // sums amounts several times per step and nearly all of them are empty, and Object.entries
 // allocates an array for each even then. The sum reads `into` by own property too: a name
 // such as "constructor" or "toString" is an amount like any other, not Object.prototype's.
 
-/** Adds `add` into `into`, name by name, and returns `into`. */
+/** Decimals amounts are exact to: a millionth of a millionth (of a dollar: a token's price
+ *  given per million tokens to six decimals). */
+export const AMOUNT_DECIMALS = 12;
+const SCALE = 1e12;
+/** Beyond it, n * SCALE is no longer an exact integer: a double there has no 12 decimals. */
+const SCALED_EXACT = 2 ** 53;
+
+/** `n` rounded to AMOUNT_DECIMALS: the double nearest to the decimal, as JSON.parse of that
+ *  decimal gives it (an integer count of SCALE units divided by SCALE, both exact, is
+ *  correctly rounded once). Integers (token counts) are returned as they are. Above
+ *  about 9,007 a double cannot hold 12 decimals: rounded to 15 significant digits, which
+ *  removes a sum's noise there too. NaN and the infinities are returned as they are. */
+export function roundAmount(n: number): number {
+  if (Number.isInteger(n) || !Number.isFinite(n)) return n;
+  const scaled = n * SCALE;
+  const r =
+    Math.abs(scaled) < SCALED_EXACT ? Math.round(scaled) / SCALE : Number(n.toPrecision(15));
+  return r === 0 ? 0 : r; // not -0
+}
+
+/** A copy of `amounts` with each amount rounded (roundAmount); a value that is not a number
+ *  (a store's null for a sum that was not finite) is kept as it is. */
+export function roundAmounts(amounts: Record<string, number>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const k in amounts) {
+    if (!Object.hasOwn(amounts, k)) continue;
+    const v = amounts[k] as number;
+    out[k] = typeof v === "number" ? roundAmount(v) : v;
+  }
+  return out;
+}
+
+/** Adds `add` into `into`, name by name (each sum rounded: roundAmount), and returns `into`. */
 export function addAmounts(
   into: Record<string, number>,
   add: Record<string, number>,
 ): Record<string, number> {
   for (const k in add) {
-    if (Object.hasOwn(add, k)) into[k] = amountOf(into, k) + (add[k] as number);
+    if (Object.hasOwn(add, k)) into[k] = roundAmount(amountOf(into, k) + (add[k] as number));
   }
   return into;
 }
 
-/** Takes `sub` from `into`, name by name, and returns `into`. */
+/** Takes `sub` from `into`, name by name (each difference rounded), and returns `into`. */
 export function subtractAmounts(
   into: Record<string, number>,
   sub: Record<string, number>,
 ): Record<string, number> {
   for (const k in sub) {
-    if (Object.hasOwn(sub, k)) into[k] = amountOf(into, k) - (sub[k] as number);
+    if (Object.hasOwn(sub, k)) into[k] = roundAmount(amountOf(into, k) - (sub[k] as number));
   }
   return into;
 }

@@ -8,6 +8,7 @@ import {
   addAmounts,
   amountOf,
   formatAmount,
+  roundAmount,
   sortedAmounts,
   subtractAmounts,
 } from "../lib/amounts.js";
@@ -53,7 +54,9 @@ export class BudgetLedger {
         // dashboard write the same numbers the same way.
         return `budget: ${name} ${formatAmount(spent)} of ${formatAmount(limit)} spent`;
       }
-      if (wanted > 0 && spent + reserved + wanted > limit) {
+      // Rounded as every sum of amounts is (lib/amounts.ts): 0.3 spent and an estimate of
+      // 0.7 are exactly 1, within a limit of 1, not 1.0000000000000002 over it.
+      if (wanted > 0 && roundAmount(spent + reserved + wanted) > limit) {
         const inFlight =
           reserved > 0 ? ` + ${formatAmount(reserved)} reserved by attempts in flight` : "";
         return `budget: ${name} ${formatAmount(spent)} of ${formatAmount(limit)} spent${inFlight}; the next attempt estimates ${formatAmount(wanted)}`;

@@ -4,6 +4,7 @@
 // the writer's object had its keys in.
 
 import { StoreError } from "../../errors.js";
+import { roundAmounts } from "../../lib/amounts.js";
 import { errorJson, parseError } from "../error-json.js";
 import type {
   Amounts,
@@ -157,7 +158,9 @@ export function runFromRow(r: RunRow): RunRecord {
     output: r.output,
     error: r.error === null ? null : parseError(r.error),
     budgetLimit: parseAmounts(r.budget_limit),
-    budgetSpent: parseAmounts(r.budget_spent),
+    // Rounded as amounts are summed (lib/amounts.ts): a run recorded before cairn rounded
+    // sums kept their float noise (0.30000000000000004).
+    budgetSpent: r.budget_spent === "{}" ? {} : roundAmounts(parseAmounts(r.budget_spent)),
     parentId: r.parent_id,
     readyAt: r.ready_at,
     wakeAt: r.wake_at,

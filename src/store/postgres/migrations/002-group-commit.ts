@@ -11,8 +11,9 @@ export const migration: Migration = {
   statements: (t) => [addAmountsSql(t), appendRecordsSql(t, 2)],
 };
 
-/** JavaScript's addAmounts in SQL: float8 arithmetic, as the engine and the SQLite store
- *  add amounts (0.1 + 0.2 is 0.30000000000000004 on every backend). extra_float_digits
+/** JavaScript's addAmounts in SQL: float8 arithmetic (0.1 + 0.2 is 0.30000000000000004),
+ *  without the 12-decimal rounding lib/amounts.ts now does after each addition: rows.ts
+ *  rounds a run's budget_spent as it reads it. extra_float_digits
  *  >= 1 prints each float8 in its shortest exact form, so a sum reads back as the same
  *  JavaScript number. A non-number amount, or a sum that is not finite, becomes null,
  *  as JSON.stringify writes NaN and Infinity; a null already there counts as 0.
