@@ -8,51 +8,23 @@
 // And the paths that one statement hands back to: a lost lease, an identical rewrite, a key
 // taken by another record, a marked store.
 
-import { createRequire } from "node:module";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createEngine, sqliteStore, workflow } from "../src/index.js";
 import type { StepRecord } from "../src/store/store.js";
+import { type StatementCounts, statementCounts } from "./helpers/sqlite-statement-counts.js";
 import { stepOf } from "./helpers/step-records.js";
 
-const require = createRequire(import.meta.url);
-const Database = require("better-sqlite3") as {
-  prototype: { prepare(sql: string): Record<string, (...a: unknown[]) => unknown> };
-};
-
-const counts = new Map<string, number>();
-let objectRuns = 0;
-let counting = false;
-
+// The guard's background mark read (a cost per second, not per run) is counted apart: see
+// helpers/sqlite-statement-counts.ts.
+let c: StatementCounts;
 beforeAll(() => {
-  const proto = Database.prototype;
-  const prepare = proto.prepare;
-  proto.prepare = function (this: unknown, sql: string) {
-    const st = prepare.call(this, sql);
-    const text = sql.replace(/\s+/g, " ").trim();
-    for (const m of ["run", "get", "all"]) {
-      const f = st[m]!;
-      st[m] = function (this: unknown, ...a: unknown[]) {
-        const out = f.apply(this, a);
-        if (counting) {
-          counts.set(text, (counts.get(text) ?? 0) + 1);
-          const rows = Array.isArray(out) && m === "all" ? out : [out];
-          for (const r of rows) {
-            if (r !== null && typeof r === "object" && !Array.isArray(r) && "workflow" in r) {
-              objectRuns++;
-            }
-          }
-        }
-        return out;
-      };
-    }
-    return st;
-  };
+  c = statementCounts();
 });
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
-  counting = false;
-  for (const c of cleanups.splice(0).reverse()) await c();
+  c.counting = false;
+  for (const f of cleanups.splice(0).reverse()) await f();
 });
 
 const loop = workflow(
@@ -65,9 +37,7 @@ const loop = workflow(
 );
 
 function statementsLike(re: RegExp): number {
-  let n = 0;
-  for (const [text, c] of counts) if (re.test(text)) n += c;
-  return n;
+  return c.like(re);
 }
 
 describe("SQLite statements per run (counted)", () => {
@@ -82,14 +52,12 @@ describe("SQLite statements per run (counted)", () => {
     });
     cleanups.push(() => engine.close());
     for (let i = 0; i < 2; i++) await (await engine.start(loop, { steps: 20 })).result();
-    counts.clear();
-    objectRuns = 0;
-    counting = true;
+    c.start();
     const runs = 5;
     for (let i = 0; i < runs; i++) {
       expect(await (await engine.start(loop, { steps: 20 })).result()).toBe(190);
     }
-    counting = false;
+    c.counting = false;
     const steps = runs * 20;
     // One insert a step, and no other statement on its way.
     expect(statementsLike(/^INSERT INTO steps/)).toBe(steps);
@@ -99,11 +67,11 @@ describe("SQLite statements per run (counted)", () => {
     expect(statementsLike(/^SELECT 1 FROM store_marks/)).toBe(runs);
     // Create (1, its insert), the release's read and update (2), the mark once, 20 steps;
     // the claim rounds a run may meet are the engine's own, at most one a run.
-    const all = [...counts.values()].reduce((a, b) => a + b, 0);
+    const all = c.total();
     const claims = statementsLike(/runs_ready_idle/);
     expect(claims).toBeLessThanOrEqual(runs);
     expect(all - claims).toBe(runs * 24);
-    expect(objectRuns).toBe(0);
+    expect(c.objectRuns).toBe(0);
   });
 });
 
@@ -131,8 +99,7 @@ describe("a lone step's one statement hands every other case to the usual path",
       claimBy: { workerId: "w", leaseMs: 60_000 },
     } as never);
     const epoch = run.epoch;
-    counts.clear();
-    counting = true;
+    c.start();
     expect(await store.appendRecords([{ runId: "r1", epoch, steps: [step()] }])).toEqual([
       { ok: true },
     ]);
@@ -160,7 +127,7 @@ describe("a lone step's one statement hands every other case to the usual path",
         { runId: "r1", epoch, steps: [step({ key: "s4", seq: 4 })] },
       ]),
     ).toEqual([{ ok: false, reason: "lease-lost" }, { ok: true }]);
-    counting = false;
+    c.counting = false;
     const journal = await store.loadJournal("r1");
     expect(journal.steps.map((s) => [s.key, s.result])).toEqual([
       ["s1", '[{"i":1},1]'],
