@@ -25,6 +25,7 @@ import {
   type RateLimits,
   type StreamChunk,
 } from "../store.js";
+import { pageCount } from "../verb-arguments.js";
 import { nowSql, type StoreContext } from "./sql.js";
 
 export async function acquireRate(
@@ -165,7 +166,7 @@ export async function readStream(
     "idempotent",
     `SELECT seq, data, created_at FROM ${t.runStreams}
       WHERE run_id = $1 AND seq >= $2 ORDER BY seq LIMIT $3`,
-    [p.runId, Math.max(0, Math.floor(p.from)), p.limit ?? 1_000],
+    [p.runId, pageCount(p.from), pageCount(p.limit ?? 1_000)],
   );
   return r.rows.map((row) => ({
     offset: Number(row.seq),

@@ -2,6 +2,7 @@
 // children a cancel's cascade left behind. Children are found by status (runs_status_created)
 // and their parents by primary key; a plain read, it locks nothing.
 
+import { pageCount } from "../verb-arguments.js";
 import type { StoreContext } from "./sql.js";
 
 export async function listChildrenOfCanceled(
@@ -9,7 +10,7 @@ export async function listChildrenOfCanceled(
   p: { limit: number },
 ): Promise<Array<{ runId: string; parentId: string }>> {
   const { db, t } = ctx;
-  const limit = Math.max(1, Math.floor(p.limit));
+  const limit = Math.max(1, pageCount(p.limit));
   const r = await db.statement<{ id: string; parent_id: string }>(
     "listChildrenOfCanceled",
     "idempotent",

@@ -8,6 +8,7 @@
 
 import { randomUUID } from "node:crypto";
 import type { ClaimedRun, RenewLeases } from "../store.js";
+import { pageCount } from "../verb-arguments.js";
 import { type RunRow, toRun } from "./rows.js";
 import { nowSql, publish, type StoreContext } from "./sql.js";
 
@@ -71,14 +72,7 @@ export async function claimRuns(
         FROM cand, c
         WHERE r.id = cand.id
         RETURNING r.*`,
-      [
-        ctx.clockParam(),
-        p.workerId,
-        p.workflows,
-        Math.floor(p.limit),
-        Math.round(p.leaseMs),
-        token,
-      ],
+      [ctx.clockParam(), p.workerId, p.workflows, pageCount(p.limit), Math.round(p.leaseMs), token],
       // Prepared on the store's own pool: planned anew, a claim round that found nothing
       // cost about 700 us of server CPU (a loaded 2-core machine), and a worker polls
       // every 250 ms by default while its own runs execute.

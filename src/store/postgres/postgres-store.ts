@@ -78,7 +78,14 @@ import type {
   WorkerRecord,
   WriteOutcome,
 } from "../store.js";
-import { createRunProblem, releaseProblem } from "../verb-arguments.js";
+import {
+  childrenOfCanceledProblem,
+  claimRunsProblem,
+  createRunProblem,
+  listRunsProblem,
+  readStreamProblem,
+  releaseProblem,
+} from "../verb-arguments.js";
 import type {
   DeleteRunOutcome,
   DeleteRunsOptions,
@@ -482,6 +489,8 @@ class PostgresStore implements Store {
   }
 
   listRuns(filter: RunFilter = {}): Promise<RunRecord[]> {
+    const bad = listRunsProblem(filter);
+    if (bad) return Promise.reject(bad);
     const f = filter;
     const statuses = f.status === undefined ? [] : [f.status].flat();
     const texts = [f.workflow, f.version, f.parentId, f.idContains, f.waitingForEventPrefix];
@@ -497,6 +506,8 @@ class PostgresStore implements Store {
     limit: number;
     leaseMs: number;
   }): Promise<ClaimedRun[]> {
+    const bad = claimRunsProblem(p);
+    if (bad) return Promise.reject(bad);
     return claimRuns(this.#ctx, p);
   }
 
@@ -666,6 +677,8 @@ class PostgresStore implements Store {
   listChildrenOfCanceled(p: {
     limit: number;
   }): Promise<Array<{ runId: string; parentId: string }>> {
+    const bad = childrenOfCanceledProblem(p);
+    if (bad) return Promise.reject(bad);
     return listChildrenOfCanceled(this.#ctx, p);
   }
 
@@ -715,6 +728,8 @@ class PostgresStore implements Store {
   }
 
   readStream(p: { runId: string; from: number; limit?: number }): Promise<StreamChunk[]> {
+    const bad = readStreamProblem(p);
+    if (bad) return Promise.reject(bad);
     if (noSuchText(p.runId)) return this.#nothing([]);
     return aiState.readStream(this.#ctx, p);
   }

@@ -5,6 +5,7 @@ import { randomUUID } from "node:crypto";
 import { StoreError } from "../../errors.js";
 import { TERMINAL_STATUS_LIST } from "../status-sql.js";
 import type { EventRecord, NewRun, RunFilter, RunRecord } from "../store.js";
+import { pageCount } from "../verb-arguments.js";
 import { valueRefused } from "./journal-writes.js";
 import { plainRefused } from "./plain-triggers.js";
 import {
@@ -302,7 +303,7 @@ export async function listRuns(ctx: StoreContext, filter: RunFilter): Promise<Ru
   let sql = `SELECT * FROM ${t.runs}`;
   if (where.length > 0) sql += ` WHERE ${where.join(" AND ")}`;
   sql += " ORDER BY created_at DESC, id DESC";
-  if (filter.limit !== undefined) sql += ` LIMIT ${param(Math.max(0, Math.floor(filter.limit)))}`;
+  if (filter.limit !== undefined) sql += ` LIMIT ${param(pageCount(filter.limit))}`;
   const r = await db.statement<RunRow>("listRuns", "idempotent", sql, params);
   return r.rows.map(toRun);
 }

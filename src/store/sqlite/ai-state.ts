@@ -16,6 +16,7 @@ import {
   type StreamChunk,
   TERMINAL_STATUSES,
 } from "../store.js";
+import { pageCount } from "../verb-arguments.js";
 import type { StoreContext } from "./sql.js";
 
 export function acquireRate(
@@ -126,7 +127,7 @@ export function readStream(
     const rows = prepare(
       `SELECT seq, data, created_at FROM run_streams WHERE run_id = ? AND seq >= ?
      ORDER BY seq LIMIT ?`,
-    ).all(p.runId, Math.max(0, Math.floor(p.from)), p.limit ?? 1_000) as Array<{
+    ).all(p.runId, pageCount(p.from), pageCount(p.limit ?? 1_000)) as Array<{
       seq: number;
       data: string;
       created_at: number;

@@ -2,13 +2,14 @@
 // children a cancel's cascade left behind. Children are found by status (runs_status_created)
 // and their parents by primary key; a read, so it takes no write lock.
 
+import { pageCount } from "../verb-arguments.js";
 import type { StoreContext } from "./sql.js";
 
 export function listChildrenOfCanceled(
   ctx: StoreContext,
   p: { limit: number },
 ): Promise<Array<{ runId: string; parentId: string }>> {
-  const limit = Math.max(1, Math.floor(p.limit));
+  const limit = Math.max(1, pageCount(p.limit));
   return ctx.read("listChildrenOfCanceled", (tx) =>
     (
       tx

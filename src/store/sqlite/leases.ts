@@ -4,6 +4,7 @@
 // or another, ever see the same candidate free. Times are the store's Clock.
 
 import type { ClaimedRun, RenewLeases } from "../store.js";
+import { pageCount } from "../verb-arguments.js";
 import { mustGetRun, type StoreContext } from "./sql.js";
 
 export function claimRuns(
@@ -38,7 +39,7 @@ export function claimRuns(
       .all(
         ...claimArm(tx.now, p.workerId, p.workflows),
         ...claimArm(tx.now, p.workerId, p.workflows),
-        p.limit,
+        pageCount(p.limit),
       ) as Array<{
       id: string;
       status: string;

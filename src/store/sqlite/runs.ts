@@ -2,6 +2,7 @@
 
 import { TERMINAL_STATUS_LIST } from "../status-sql.js";
 import type { EventRecord, NewRun, RunEnd, RunFilter, RunRecord, RunStatus } from "../store.js";
+import { pageCount } from "../verb-arguments.js";
 import { type EventRow, eventFromRow, type RunRow, runFromRow } from "./rows.js";
 import { insertReleasedRun } from "./run-control.js";
 import {
@@ -142,9 +143,10 @@ export function listRuns(ctx: StoreContext, filter: RunFilter): Promise<RunRecor
         (where.length > 0 ? ` WHERE ${where.join(" AND ")}` : "") +
         " ORDER BY created_at DESC, id DESC LIMIT ?";
     }
-    // As PostgreSQL's store takes a limit: a fraction floored, one below 0 lists none (bound
-    // as given, SQLite's LIMIT read -1 as every run and 2.5 as a datatype mismatch).
-    params.push(filter.limit === undefined ? -1 : Math.max(0, Math.floor(filter.limit)));
+    // As PostgreSQL's store takes a limit (pageCount): a fraction floored, one below 0 lists
+    // none (bound as given, SQLite's LIMIT read -1 as every run and 2.5 as a datatype
+    // mismatch).
+    params.push(filter.limit === undefined ? -1 : pageCount(filter.limit));
     return (tx.prepare(sql).all(...params) as RunRow[]).map(runFromRow);
   });
 }

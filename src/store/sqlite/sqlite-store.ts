@@ -65,7 +65,14 @@ import type {
   WorkerRecord,
   WriteOutcome,
 } from "../store.js";
-import { createRunProblem, releaseProblem } from "../verb-arguments.js";
+import {
+  childrenOfCanceledProblem,
+  claimRunsProblem,
+  createRunProblem,
+  listRunsProblem,
+  readStreamProblem,
+  releaseProblem,
+} from "../verb-arguments.js";
 import type {
   DeleteRunOutcome,
   DeleteRunsOptions,
@@ -282,6 +289,8 @@ class SqliteStoreImpl implements SqliteStore {
   }
 
   async listRuns(filter: RunFilter = {}): Promise<RunRecord[]> {
+    const bad = listRunsProblem(filter);
+    if (bad) throw bad;
     return listRuns(this.#ctx, filter);
   }
 
@@ -293,6 +302,8 @@ class SqliteStoreImpl implements SqliteStore {
     limit: number;
     leaseMs: number;
   }): Promise<ClaimedRun[]> {
+    const bad = claimRunsProblem(p);
+    if (bad) throw bad;
     return claimRuns(this.#ctx, p);
   }
 
@@ -426,6 +437,8 @@ class SqliteStoreImpl implements SqliteStore {
   async listChildrenOfCanceled(p: {
     limit: number;
   }): Promise<Array<{ runId: string; parentId: string }>> {
+    const bad = childrenOfCanceledProblem(p);
+    if (bad) throw bad;
     return listChildrenOfCanceled(this.#ctx, p);
   }
 
@@ -474,6 +487,8 @@ class SqliteStoreImpl implements SqliteStore {
   }
 
   async readStream(p: { runId: string; from: number; limit?: number }): Promise<StreamChunk[]> {
+    const bad = readStreamProblem(p);
+    if (bad) throw bad;
     return aiState.readStream(this.#ctx, p);
   }
 
