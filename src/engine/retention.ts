@@ -10,6 +10,7 @@
 
 import { deletableWithChildren } from "../store/retention-families.js";
 import { type Store, TERMINAL_STATUSES } from "../store/store.js";
+import { runCursorWalk } from "./run-cursor.js";
 
 export const DEFAULT_GC_BATCH = 500;
 
@@ -78,10 +79,13 @@ export async function collectFinishedRuns(
     batches: 0,
     finishedBefore: new Date(finishedBefore),
   };
-  let before: { createdAt: number; id: string } | undefined;
+  // A page that does not move the cursor on is a StoreError, not a walk for ever
+  // (run-cursor.ts: an id that does not read back as stored).
+  const cursor = runCursorWalk("retention");
   const wouldGo = new Set<string>(); // dryRun: the runs counted so far
   for (;;) {
     if (options.signal?.aborted) break;
+    const before = cursor.before;
     const runs = await store.listRuns({
       finishedBefore,
       limit: batchSize,
@@ -102,7 +106,7 @@ export async function collectFinishedRuns(
       const going = deletableWithChildren(ids, children);
       for (const id of going) wouldGo.add(id);
       result.runs += going.length;
-      before = { createdAt: last.createdAt, id: last.id };
+      cursor.advance(last);
     } else {
       // The cutoff again, in the deleting transaction: a run resumed and finished again since
       // it was listed finished after it, and stays.
@@ -115,7 +119,7 @@ export async function collectFinishedRuns(
       result.bytes += res.bytes;
       // Deleted runs leave the listing, so the next page starts from the top again (a cheap
       // index walk); only when some stayed (resumed since listed) is a cursor needed.
-      if (res.deleted.length < runs.length) before = { createdAt: last.createdAt, id: last.id };
+      if (res.deleted.length < runs.length) cursor.advance(last);
     }
     options.onBatch?.({ ...result });
     if (runs.length < batchSize) break;

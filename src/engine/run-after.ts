@@ -5,6 +5,7 @@
 
 import { PayloadKeyError, RunConflictError } from "../errors.js";
 import type { Engine } from "./engine.js";
+import { runCursorWalk } from "./run-cursor.js";
 import type { RunView } from "./views.js";
 
 /** Run `id` as getRun shows it, or as a listing does when getRun refuses a payload's key. */
@@ -14,13 +15,14 @@ export async function runAfter(engine: Engine, id: string): Promise<RunView | un
   } catch (err) {
     if (!(err instanceof PayloadKeyError)) throw err;
   }
-  let before: { createdAt: number; id: string } | undefined;
+  const cursor = runCursorWalk(`the run list searched for run ${JSON.stringify(id.slice(0, 80))}`);
   for (;;) {
+    const before = cursor.before;
     const page = await engine.listRuns({ idContains: id, limit: 200, ...(before && { before }) });
     const run = page.find((r) => r.id === id);
     const last = page[page.length - 1];
     if (run || page.length < 200 || !last) return run;
-    before = { createdAt: last.createdAt.getTime(), id: last.id };
+    cursor.advance({ createdAt: last.createdAt.getTime(), id: last.id });
   }
 }
 

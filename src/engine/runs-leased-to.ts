@@ -3,14 +3,16 @@
 // failed) leased runs to it, and claimRuns never hands a worker its own runs again.
 
 import type { Store } from "../store/store.js";
+import { runCursorWalk } from "./run-cursor.js";
 
 const PAGE = 500;
 
 /** The running runs leased to `workerId`, by id, with the epoch of their lease. */
 export async function runsLeasedTo(store: Store, workerId: string): Promise<Map<string, number>> {
   const leased = new Map<string, number>();
-  let before: { createdAt: number; id: string } | undefined;
+  const cursor = runCursorWalk(`the runs leased to worker ${JSON.stringify(workerId)}`);
   for (;;) {
+    const before = cursor.before;
     const page = await store.listRuns({
       status: "running",
       limit: PAGE,
@@ -19,6 +21,6 @@ export async function runsLeasedTo(store: Store, workerId: string): Promise<Map<
     for (const run of page) if (run.leaseOwner === workerId) leased.set(run.id, run.epoch);
     const last = page.at(-1);
     if (page.length < PAGE || last === undefined) return leased;
-    before = { createdAt: last.createdAt, id: last.id };
+    cursor.advance(last);
   }
 }
