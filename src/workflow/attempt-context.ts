@@ -2,10 +2,13 @@
 // abort signal and spend. The key (a hash) and the signal (an AbortController) are made when
 // the body first reads them: most bodies read neither, and both showed in a per-step
 // profile. A class, its getters written once on the prototype and defined on each `s` as
-// its own enumerable properties from one shared set of descriptors (no closure per attempt):
+// its own enumerable properties (the prototype's getter functions, no closure per attempt):
 // a spread or Object.assign of `s` (`fetchWith({ ...s, retries })`) copies the key and the
-// signal, as it did of the object literal `s` was. Defining them costs ~0.5 us an attempt;
-// a copy whose idempotencyKey is undefined would let a provider's deduplication through.
+// signal, as it did of the object literal `s` was; a copy whose idempotencyKey is undefined
+// would let a provider's deduplication through. They are defined by __defineGetter__ (an
+// accessor, enumerable and configurable, as the descriptors said): Object.defineProperties
+// read each descriptor object field by field and cost ~6,600 instructions an attempt under
+// callgrind; two __defineGetter__ calls cost ~2,750 (bench/step-instructions.ts, issue 13).
 // What the getters read is keyed by this module's symbols, not private (#) fields: a getter
 // runs with `this` as the body reached it, a Proxy around `s` (a tracing wrapper's
 // `new Proxy(s, {})`) or an object made from it (Object.create(s)), which have no private
@@ -44,7 +47,9 @@ export class AttemptContext implements StepContext {
     this[CALL_KEY] = callKey;
     this[ABORT] = abort;
     this[KEY] = undefined;
-    Object.defineProperties(this, OWN_ACCESSORS);
+    const legacy = this as unknown as DefinesGetters;
+    legacy.__defineGetter__("idempotencyKey", KEY_GETTER);
+    legacy.__defineGetter__("signal", SIGNAL_GETTER);
   }
 
   /** Stable for (run id, step key): the same on every attempt and every resume. */
@@ -58,14 +63,17 @@ export class AttemptContext implements StepContext {
   }
 }
 
-/** The prototype's getters, as each attempt's own enumerable properties (see the header). */
-const OWN_ACCESSORS: PropertyDescriptorMap = Object.fromEntries(
-  (["idempotencyKey", "signal"] as const).map((name) => [
-    name,
-    {
-      get: Object.getOwnPropertyDescriptor(AttemptContext.prototype, name)?.get,
-      enumerable: true,
-      configurable: true,
-    },
-  ]),
-);
+/** Object.prototype.__defineGetter__ (ECMAScript Annex B), which TypeScript's lib leaves out. */
+interface DefinesGetters {
+  __defineGetter__(name: string, get: () => unknown): void;
+}
+
+/** The prototype's getters, defined on each attempt as its own (see the header). */
+const KEY_GETTER = getterOf("idempotencyKey");
+const SIGNAL_GETTER = getterOf("signal");
+
+function getterOf(name: "idempotencyKey" | "signal"): () => unknown {
+  const get = Object.getOwnPropertyDescriptor(AttemptContext.prototype, name)?.get;
+  if (get === undefined) throw new Error(`AttemptContext has no getter ${name}`);
+  return get;
+}

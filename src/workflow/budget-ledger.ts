@@ -45,7 +45,12 @@ export class BudgetLedger {
   /** Why an attempt with this estimate may not start now: for some named amount, what is
    *  spent plus what attempts in flight reserved plus this estimate reaches the limit. */
   overBudget(estimate: Amounts): string | undefined {
-    for (const [name, limit] of Object.entries(this.limit())) {
+    // for-in, not Object.entries: asked before every attempt, nearly always of no limits
+    // (Object.entries made an array each time; lib/amounts.ts reads amounts so too).
+    const limits = this.limit();
+    for (const name in limits) {
+      if (!Object.hasOwn(limits, name)) continue;
+      const limit = limits[name] as number;
       const spent = amountOf(this.total, name);
       const reserved = amountOf(this.reserved, name);
       const wanted = amountOf(estimate, name);

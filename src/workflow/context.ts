@@ -339,6 +339,8 @@ export class Context implements CallCore, DeliveryHooks {
   /** The retry policy of a step with no retry options of its own (stepRules): the
    *  workflow's over the defaults, resolved by the first such step. */
   private hostPolicy: RetryPolicy | undefined;
+  /** The rules of a step with no options (stepRules): hostPolicy and no timeout. */
+  private hostRules: { readonly policy: RetryPolicy; readonly timeoutMs: undefined } | undefined;
   private consumed: Set<string> | undefined;
   /** Keys of calls begun durably and not finished (an intent) that this execution made again. */
   private begunCalledAgain: Set<string> | undefined;
@@ -1688,12 +1690,19 @@ export class Context implements CallCore, DeliveryHooks {
     // A step without retry options of its own (nearly every step) takes the execution's
     // policy, resolved and checked once: it was an object, an array and two closures a step.
     // (Only then: a step's own options may mend a field the workflow's got wrong.)
+    // A step with no options (stepAtOnce asks for every one) gets the execution's rules,
+    // one object: the closure naming the step, and the object returned, were made a step.
+    if (options === undefined && this.hostRules !== undefined) return this.hostRules;
     const where = () => `Step "${call.key}" of run "${this.host.runId}"`;
     let policy: RetryPolicy;
     if (options?.retry === undefined) {
       this.hostPolicy ??= resolvePolicy([this.host.retry], where);
       policy = this.hostPolicy;
     } else policy = resolvePolicy([this.host.retry, options.retry], where);
+    if (options === undefined) {
+      this.hostRules = { policy, timeoutMs: undefined };
+      return this.hostRules;
+    }
     const timeoutMs =
       options?.timeout === undefined
         ? undefined
