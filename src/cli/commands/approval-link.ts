@@ -3,11 +3,11 @@
 // expiring, and usable once (the approval is answered once). The server behind --base-url
 // (a `cairn ui` with the same keys) shows the request and asks for confirmation.
 
-import type { ApprovalView } from "../../index.js";
+import { ApprovalNotFoundError, type ApprovalView, type Engine } from "../../index.js";
 import { approvalKeysFromEnv } from "../approval-keys.js";
 import { CliError, defineCommand, UsageError } from "../command.js";
 import { parseDuration } from "../flag-values.js";
-import { iso, printable, quoted, toJson } from "../format.js";
+import { iso, printable, quoted, shellArg, toJson } from "../format.js";
 import { withClient } from "../store-spec.js";
 
 export const approvalLink = defineCommand({
@@ -19,7 +19,8 @@ Prints an approve link and a reject link for approval <name> of run <id>, to sen
 person who decides (mail, chat). Opening one shows the request and asks to confirm; it
 needs no other credential. Each link expires, and works once: after the approval is
 answered (by a link, the CLI or the dashboard) every link to it is refused. An approval
-that is not pending (answered, timed out, its run finished) gets no link (exit code 1).
+that is not pending (answered, timed out, its run finished) gets no link (exit code 1);
+nor does one the run has not asked for (the error lists those it has).
 
 Links are signed with the first key of $CAIRN_APPROVAL_KEYS ("id=secret[,id2=secret2]",
 each secret at least 32 characters, e.g. from "openssl rand -base64 32"); the server that
@@ -55,18 +56,25 @@ Options:
       values,
       ctx,
       async (engine) => {
-        const made = await engine.approvalLinks(id, name, {
-          baseUrl,
-          ...(expiresIn !== undefined ? { expiresIn } : {}),
-          ...(values.by !== undefined ? { by: values.by } : {}),
-        });
-        // Links to an approval already answered (or timed out, or whose run ended) were
-        // printed as if they worked; the person sent them got "already used". Tokens are
-        // not stored: nothing was made that needs undoing.
-        const token = made.approve.slice(made.approve.lastIndexOf("/") + 1);
-        const { approval } = await engine.inspectApprovalLink(token);
-        if (approval.status !== "pending") throw new CliError(notPending(id, approval));
-        return made;
+        try {
+          const made = await engine.approvalLinks(id, name, {
+            baseUrl,
+            ...(expiresIn !== undefined ? { expiresIn } : {}),
+            ...(values.by !== undefined ? { by: values.by } : {}),
+          });
+          // Links to an approval already answered (or timed out, or whose run ended) were
+          // printed as if they worked; the person sent them got "already used". Tokens are
+          // not stored: nothing was made that needs undoing.
+          const token = made.approve.slice(made.approve.lastIndexOf("/") + 1);
+          const { approval } = await engine.inspectApprovalLink(token);
+          if (approval.status !== "pending") throw new CliError(notPending(id, approval));
+          return made;
+        } catch (err) {
+          // "has not asked for approval (yet)" named none of those it has asked for (the
+          // HTTP API's 404 lists them): a typo of a name or key was left to guess.
+          if (err instanceof ApprovalNotFoundError) throw await notAsked(engine, id, name, err);
+          throw err;
+        }
       },
       { approvalKeys },
     );
@@ -89,4 +97,33 @@ function notPending(id: string, a: ApprovalView): string {
         ? `timed out${a.deadline ? ` at ${iso(a.deadline)}` : ""} (the run took its onTimeout decision)`
         : "was closed: its run finished without an answer";
   return `${what} ${state}; a link to it would answer nothing, so none was printed`;
+}
+
+/** An approval the run has not asked for: the ones it has (key, name, state), and what to do. */
+async function notAsked(
+  engine: Engine,
+  id: string,
+  name: string,
+  cause: ApprovalNotFoundError,
+): Promise<CliError> {
+  const asked = await engine.listApprovals(id).catch(() => undefined);
+  if (asked === undefined) return new CliError(cause.message, { cause });
+  const what = `Run ${quoted(id)} has not asked for approval ${quoted(name)}`;
+  const arg = shellArg(id);
+  if (asked.length === 0) {
+    return new CliError(
+      `${what}, nor any other yet; no link was printed. Make the link once the run asks for it (see where it is: cairn show ${arg})`,
+      { cause },
+    );
+  }
+  const list = asked
+    .map(
+      (a) => `${quoted(a.key)}${a.name !== a.key ? ` (name ${quoted(a.name)})` : ""} ${a.status}`,
+    )
+    .join(", ");
+  const pending = asked.find((a) => a.status === "pending");
+  const hint = pending
+    ? `give one of them, e.g. cairn approval-link ${arg} ${shellArg(pending.key)}`
+    : "none is pending; see the run: cairn show " + arg;
+  return new CliError(`${what}; its approvals: ${list}; no link was printed: ${hint}`, { cause });
 }
