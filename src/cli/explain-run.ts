@@ -6,7 +6,13 @@
 // Judged from the run and the workers' heartbeats; finished runs keep their own reason.
 
 import { isRetryBackoffReason } from "../engine/views.js";
-import { APPROVAL_EVENT_PREFIX, type RunView, type WorkerView } from "../index.js";
+import {
+  APPROVAL_EVENT_PREFIX,
+  type Engine,
+  type RunView,
+  type StepView,
+  type WorkerView,
+} from "../index.js";
 import { approvalKeys } from "../workflow/approval-calls.js";
 import { CHILD_EVENT_PREFIX } from "../workflow/child-calls.js";
 import { iso, printable, quoted, shellArg } from "./format.js";
@@ -32,13 +38,61 @@ export function explainNeedsWorkers(run: RunView, now: Date): boolean {
   return !run.leaseOwner || (run.leaseUntil !== undefined && run.leaseUntil < now);
 }
 
+/** The suffix of the sleep cairn/ai's model wrapper takes when the shared rate limiter
+ *  says to wait long (model-setup.ts: throttleName, "<call name>:throttled"). */
+const THROTTLED = ":throttled";
+
+/** Whether `run` sleeps (a ctx.sleep, or a model call throttled by the rate limiter): only
+ *  its open calls tell which, read with sleepingCall. */
+export function explainNeedsSleep(run: RunView): boolean {
+  return (
+    run.status === "waiting" &&
+    run.wakeAt !== undefined &&
+    (run.waitingFor ?? []).length === 0 &&
+    !isRetryBackoffReason(run.reason)
+  );
+}
+
+/** The model call whose rate-limit wait `steps` (a run's steps, or its open calls) sleep
+ *  in: the name of its calls ("model:gpt-4o"), or undefined for any other sleep. */
+export function throttledCall(steps: readonly StepView[]): string | undefined {
+  const sleep = steps.find(
+    (s) =>
+      s.kind === "sleep" &&
+      s.status === "waiting" &&
+      s.name.endsWith(THROTTLED) &&
+      s.name.length > THROTTLED.length,
+  );
+  return sleep?.name.slice(0, -THROTTLED.length);
+}
+
+/** For a sleeping run (explainNeedsSleep): the model call it waits for the rate limit of,
+ *  read from its open calls only (the calls begun and not completed: a page past any
+ *  position, costing those, not the journal). */
+export async function sleepingThrottle(engine: Engine, run: RunView): Promise<string | undefined> {
+  if (!explainNeedsSleep(run)) return undefined;
+  const open = await engine.readSteps(run.id, { from: OPEN_CALLS_ONLY, limit: 1 });
+  return throttledCall(open.steps);
+}
+
+/** A call position past any run's (SQL integer columns hold it): only open calls follow. */
+const OPEN_CALLS_ONLY = 2_147_483_647;
+
+/** What `call` ("model:gpt-4o", or the name given to ai.model()) says of its model. */
+function throttledText(call: string): string {
+  return call.startsWith("model:") && call.length > 6
+    ? `model ${quoted(call.slice(6))}`
+    : `model calls ${quoted(call)}`;
+}
+
 /** `lease: false` leaves a running run's lease out, and a run's hold, for a view that
- *  shows them on their own. */
+ *  shows them on their own. `throttled`: the model call a sleeping run waits for the rate
+ *  limit of (sleepingThrottle, throttledCall). */
 export function explainRun(
   run: RunView,
   workers: readonly WorkerView[],
   now: Date,
-  options: { lease?: boolean } = {},
+  options: { lease?: boolean; throttled?: string | undefined } = {},
 ): string {
   const why = explainStatus(run, workers, now, options);
   if (options.lease === false) return why;
@@ -59,7 +113,7 @@ function explainStatus(
   run: RunView,
   workers: readonly WorkerView[],
   now: Date,
-  options: { lease?: boolean },
+  options: { lease?: boolean; throttled?: string | undefined },
 ): string {
   const ref = `${run.workflow}@${run.version}`;
   // A worker id is the caller's text: a line break in it (folded into a space by a table's
@@ -85,6 +139,10 @@ function explainStatus(
       if (parts.length > 0) return `waiting for ${parts.join(" or ")}${until}`;
       // A step waiting to try again (its backoff released the run) is no ctx.sleep.
       if (run.wakeAt && isRetryBackoffReason(run.reason)) return printable(run.reason!);
+      // cairn/ai's shared rate limiter asked for a long wait: it read as a ctx.sleep.
+      if (run.wakeAt && options.throttled !== undefined) {
+        return `waiting for the rate limit of ${throttledText(options.throttled)} (requests or tokens per minute, shared by all workers) until ${iso(run.wakeAt)}`;
+      }
       return run.wakeAt ? `sleeping until ${iso(run.wakeAt)}` : (run.reason ?? "waiting");
     }
     case "running": {
@@ -145,7 +203,8 @@ function explainStatus(
 }
 
 /** A warning when no live worker serves the run's name@version: which versions of its name
- *  live workers do serve, if any. Undefined when one serves it. */
+ *  live workers do serve, if any. Undefined when one serves it. For `cairn start`, `fork`,
+ *  `resume`, and before `cairn result --wait` waits (any unfinished run). */
 export function unservedWarning(run: RunView, workers: readonly WorkerView[]): string | undefined {
   const ref = `${run.workflow}@${run.version}`;
   const live = workers.filter((w) => w.live);
@@ -159,5 +218,6 @@ export function unservedWarning(run: RunView, workers: readonly WorkerView[]): s
       : others.length > 0
         ? `no live worker serves ${printable(ref)} (they serve ${others.map(printable).join(", ")})`
         : `no live worker serves ${printable(ref)}`;
-  return `cairn: warning: ${served}; run ${quoted(run.id)} stays pending until a worker serving ${printable(ref)} runs`;
+  const stays = run.status === "pending" ? "stays pending" : `is ${run.status} and goes no further`;
+  return `cairn: warning: ${served}; run ${quoted(run.id)} ${stays} until a worker serving ${printable(ref)} runs`;
 }

@@ -7,9 +7,18 @@ import { runNotFound } from "../errors.js";
 import { EncryptedValue, type Engine, type RunView, UndecodableValue } from "../index.js";
 import { setLongTimeout } from "../lib/timers.js";
 import { type CliContext, UsageError } from "./command.js";
-import { explainNeedsWorkers, explainRun } from "./explain-run.js";
+import {
+  explainNeedsWorkers,
+  explainRun,
+  sleepingThrottle,
+  unservedWarning,
+} from "./explain-run.js";
 import { parseDuration } from "./flag-values.js";
 import { formatDuration, formatError, quoted, shellArg, toJson } from "./format.js";
+import { listenForStopSignal } from "./stop-signal.js";
+
+/** The exit code of a wait stopped by SIGINT or SIGTERM (128 + SIGINT's 2, as a shell's). */
+export const STOPPED_EXIT = 130;
 
 /** The exit code of a run not finished (yet): neither an error (1) nor a usage error (2). */
 export const NOT_FINISHED_EXIT = 3;
@@ -17,7 +26,8 @@ export const NOT_FINISHED_EXIT = 3;
 export const RESULT_EXIT_CODES = `Exit codes: 0 completed (the output on stdout), 1 failed or canceled (the error on
 stderr; also an output this process cannot read, such as one encrypted with a key not in
 $CAIRN_ENCRYPTION_KEYS, and any other error), 2 usage error, ${NOT_FINISHED_EXIT} not finished (yet:
-pending, running, waiting or paused; with --wait, not within --timeout).`;
+pending, running, waiting or paused; with --wait, not within --timeout), ${STOPPED_EXIT} the wait stopped
+(Ctrl+C; the run goes on).`;
 
 const FINISHED = new Set(["completed", "failed", "canceled"]);
 
@@ -27,18 +37,34 @@ export interface RunOutcome {
   why: string;
   /** The wait given up after this many ms (--timeout); undefined when not waited for. */
   waitedMs?: number;
+  /** The wait stopped by this signal (Ctrl+C): the run goes on, its outcome unknown here. */
+  stopped?: NodeJS.Signals;
 }
 
-/** Run `id` as it is now, or, with `wait`, once it has finished (at most `timeoutMs`). */
+/** Run `id` as it is now, or, with `wait`, once it has finished (at most `timeoutMs`, or
+ *  until a stop signal). With `warnUnserved`, `ctx` hears before the wait a warning when no
+ *  live worker serves the run (the wait would go on for ever, silently); with `sayWaiting`,
+ *  that it waits (said once a stop signal is listened for). */
 export async function runOutcome(
   engine: Engine,
   id: string,
   wait: { timeoutMs?: number | undefined } | undefined,
+  ctx: CliContext,
+  options: { warnUnserved: boolean; sayWaiting?: boolean },
 ): Promise<RunOutcome> {
   let run = await engine.getRun(id);
   if (!run) throw runNotFound(id);
   let waitedMs: number | undefined;
   if (wait && !FINISHED.has(run.status)) {
+    // Listened for before anything is said: Ctrl+C killed the process with nothing printed.
+    const stop = listenForStopSignal(ctx);
+    if (options.warnUnserved) {
+      const unserved = unservedWarning(run, await engine.listWorkers().catch(stopFirst(stop)));
+      if (unserved) ctx.err(`${unserved}; waiting all the same (Ctrl+C stops waiting)`);
+    }
+    if (options.sayWaiting) {
+      ctx.err("Waiting for it to finish (Ctrl+C stops waiting; the run goes on).");
+    }
     // result() settles once the run ends (either way: its outcome is read again below, as a
     // view), or rejects when the engine closes under it after a timeout: nothing to hear.
     const ended = engine
@@ -57,8 +83,12 @@ export async function runOutcome(
         : new Promise<boolean>((resolve) => {
             cancel = setLongTimeout(() => resolve(false), wait.timeoutMs ?? 0);
           });
-    const done = await Promise.race([ended, timedOut]);
+    const stopped = stop.stopped.then((signal) => ({ signal }));
+    const done = await Promise.race([ended, timedOut, stopped]);
     cancel?.();
+    // A second signal while the engine closes still exits at once.
+    if (typeof done === "object") return { run, why: "", stopped: done.signal };
+    stop.dispose();
     if (!done) waitedMs = wait.timeoutMs;
     run = await engine.getRun(id);
     if (!run)
@@ -73,8 +103,17 @@ export async function runOutcome(
         run,
         explainNeedsWorkers(run, new Date()) ? await engine.listWorkers() : [],
         new Date(),
+        { throttled: await sleepingThrottle(engine, run) },
       );
   return { run, why, ...(waitedMs !== undefined ? { waitedMs } : {}) };
+}
+
+/** Removes the stop listener, then rethrows: the wait is not reached. */
+function stopFirst(stop: { dispose(): void }): (err: unknown) => never {
+  return (err) => {
+    stop.dispose();
+    throw err;
+  };
 }
 
 /** Prints `outcome` and returns the exit code. `extra`: fields added to the JSON. */
@@ -84,6 +123,13 @@ export function printOutcome(
   options: { json: boolean; extra?: Record<string, unknown> },
 ): number {
   const { run, why } = outcome;
+  if (outcome.stopped) {
+    const arg = shellArg(run.id);
+    ctx.err(
+      `cairn: ${outcome.stopped}: stopped waiting; run ${quoted(run.id)} goes on (look again: cairn result ${arg} --wait)`,
+    );
+    return STOPPED_EXIT;
+  }
   const unreadable = run.status === "completed" ? unreadableOutput(run) : undefined;
   const code =
     run.status === "completed"

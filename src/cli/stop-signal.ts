@@ -25,3 +25,34 @@ export function waitForStopSignal(ctx: CliContext, onSecond?: string): Promise<N
     process.on("SIGTERM", onSignal);
   });
 }
+
+/** For a command that waits (`cairn result --wait`, `cairn start --wait`): `stopped`
+ *  resolves with the first SIGINT or SIGTERM, which the command answers by saying what it
+ *  leaves behind and exiting 130; a second one exits at once (130). `dispose` removes the
+ *  listeners (the signals kill the process again, as node's default). */
+export function listenForStopSignal(ctx: CliContext): {
+  stopped: Promise<NodeJS.Signals>;
+  dispose(): void;
+} {
+  let onSignal: (signal: NodeJS.Signals) => void = () => {};
+  const stopped = new Promise<NodeJS.Signals>((resolve) => {
+    let stopping = false;
+    onSignal = (signal) => {
+      if (stopping) {
+        ctx.err(`cairn: ${signal} again: exiting at once`);
+        process.exit(130);
+      }
+      stopping = true;
+      resolve(signal);
+    };
+  });
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+  return {
+    stopped,
+    dispose() {
+      process.off("SIGINT", onSignal);
+      process.off("SIGTERM", onSignal);
+    },
+  };
+}

@@ -8,6 +8,7 @@ import {
   printOutcome,
   RESULT_EXIT_CODES,
   runOutcome,
+  STOPPED_EXIT,
   waitOption,
 } from "../run-result.js";
 import { withClient } from "../store-spec.js";
@@ -22,7 +23,8 @@ nothing prints null). A run that failed prints its error on stderr, one that was
 its reason. A run not finished yet (pending, running, waiting, paused) is said so on
 stderr, with why it is where it is; --wait waits for it to finish instead (through
 waiting and paused: a run paused for budget finishes once resumed), at most --timeout.
-Stopping the wait (Ctrl+C) does nothing to the run.
+When no live worker serves the run's workflow@version, --wait warns so on stderr and waits
+all the same. Stopping the wait (Ctrl+C) does nothing to the run: it says so, exit ${STOPPED_EXIT}.
 
 ${RESULT_EXIT_CODES}
 
@@ -46,7 +48,9 @@ Options:
 
   async run({ values, positionals: [id] }, ctx) {
     const wait = waitOption(values);
-    const outcome = await withClient(values, ctx, (engine) => runOutcome(engine, id, wait));
+    const outcome = await withClient(values, ctx, (engine) =>
+      runOutcome(engine, id, wait, ctx, { warnUnserved: true }),
+    );
     return printOutcome(outcome, ctx, { json: values.json === true });
   },
 });

@@ -10,7 +10,7 @@ import {
 import { approvalKeys } from "../../workflow/approval-calls.js";
 import { isWorkflowName } from "../../workflow/define.js";
 import { defineCommand, UsageError } from "../command.js";
-import { explainNeedsWorkers, explainRun } from "../explain-run.js";
+import { explainNeedsWorkers, explainRun, sleepingThrottle } from "../explain-run.js";
 import { parseRunId, parseWholeNumber } from "../flag-values.js";
 import { iso, oneLine, table, toJson } from "../format.js";
 import { withClient } from "../store-spec.js";
@@ -73,7 +73,7 @@ Options:
       values.limit === undefined ? DEFAULT_LIMIT : parseWholeNumber(values.limit, "limit", 1);
     const approvals = values["waiting-approval"] === true;
     const filter = parseFilter(values, approvals);
-    const { found, more, workers } = await withClient(values, ctx, async (engine) => {
+    const { found, more, workers, throttles } = await withClient(values, ctx, async (engine) => {
       // One more than shown: whether more match is known, not guessed from a full page.
       const matched = await engine.listRuns({ ...filter, limit: limit + 1 });
       const found = matched.slice(0, limit);
@@ -82,10 +82,22 @@ Options:
       // running run held by no worker or whose lease ended.
       const asked = new Date();
       const needed = found.some((r) => explainNeedsWorkers(r, asked));
-      return { found, more, workers: needed ? await engine.listWorkers() : [] };
+      // A sleeping run may wait for cairn/ai's rate limiter: its open calls say (one read
+      // of the calls begun and not completed per sleeping run shown, none for the others).
+      const throttles = new Map<string, string>();
+      for (const r of found) {
+        const call = await sleepingThrottle(engine, r);
+        if (call !== undefined) throttles.set(r.id, call);
+      }
+      return {
+        found,
+        more,
+        workers: needed ? await engine.listWorkers() : [],
+        throttles,
+      };
     });
     const now = new Date();
-    const why = (r: RunView) => explainRun(r, workers, now);
+    const why = (r: RunView) => explainRun(r, workers, now, { throttled: throttles.get(r.id) });
 
     if (values.json) {
       ctx.out(

@@ -3,7 +3,7 @@
 import { runNotFound } from "../../errors.js";
 import type { ApprovalView, EventView, RunView, StepView } from "../../index.js";
 import { defineCommand } from "../command.js";
-import { explainNeedsWorkers, explainRun, waitText } from "../explain-run.js";
+import { explainNeedsWorkers, explainRun, throttledCall, waitText } from "../explain-run.js";
 import {
   cutShown,
   formatAmounts,
@@ -64,14 +64,15 @@ Options:
     );
     const now = new Date();
     const unconsumed = events.filter((e) => e.consumedBy === undefined);
+    const throttled = throttledCall(steps);
     if (values.json) {
-      const why = explainRun(run, workers, now);
+      const why = explainRun(run, workers, now, { throttled });
       ctx.out(toJson({ run, why, steps, approvals, unconsumedEvents: unconsumed }, 2));
       return 0;
     }
     ctx.out(
       [
-        describeRun(run, explainRun(run, workers, now, { lease: false }), steps, now),
+        describeRun(run, explainRun(run, workers, now, { lease: false, throttled }), steps, now),
         ...describeApprovals(approvals),
         ...describeUnconsumed(unconsumed),
       ].join("\n"),

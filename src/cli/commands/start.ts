@@ -8,7 +8,13 @@ import { CliError, defineCommand, UsageError } from "../command.js";
 import { unservedWarning } from "../explain-run.js";
 import { parseBudget, parseJson, parseRunId, readStdin } from "../flag-values.js";
 import { formatBudget, printable, quoted, shellArg, toJson } from "../format.js";
-import { NOT_FINISHED_EXIT, printOutcome, runOutcome, waitOption } from "../run-result.js";
+import {
+  NOT_FINISHED_EXIT,
+  printOutcome,
+  runOutcome,
+  STOPPED_EXIT,
+  waitOption,
+} from "../run-result.js";
 import { refusePlainTextStart, withClient } from "../store-spec.js";
 
 export const start = defineCommand({
@@ -28,7 +34,9 @@ serves (a version typo, no worker running) is started all the same, with a warni
 
 --wait starts the run and waits for it to finish, then prints as "cairn result" does: its
 output as JSON on stdout (what this command says of the start goes to stderr), or its
-error on stderr; the exit code is cairn result's. Stopping the wait does nothing to the run.
+error on stderr; the exit code is cairn result's. Stopping the wait (Ctrl+C) does nothing to
+the run: it says so, exit ${STOPPED_EXIT}. Without --wait it ends with how to follow the run
+(cairn show) and wait for its output (cairn result --wait).
 
 Examples:
   cairn start triage --input '{"issue": 42}' --id triage-42
@@ -101,11 +109,12 @@ Options:
         if (!wait) return { started, run, unserved, outcome: undefined };
         // Said before the wait, which may be long: what was started, and why it may not end.
         if (unserved) ctx.err(unserved);
-        if (!values.json) {
-          describeStart(started, run, ref, ctx.err);
-          ctx.err("Waiting for it to finish (Ctrl+C stops waiting; the run goes on).");
-        }
-        const outcome = await runOutcome(engine, started.id, wait);
+        if (!values.json) describeStart(started, run, ref, ctx.err);
+        // A run found under the id (nothing started) was not warned of above.
+        const outcome = await runOutcome(engine, started.id, wait, ctx, {
+          warnUnserved: !started.created,
+          sayWaiting: !values.json,
+        });
         return { started, run, unserved: undefined, outcome };
       },
       { refused: "nothing was started" },
@@ -122,7 +131,9 @@ Options:
       return 0;
     }
     describeStart(started, run, ref, ctx.out);
-    ctx.out(`Follow it with: cairn show ${shellArg(started.id)}`);
+    ctx.out(
+      `Follow it with: cairn show ${shellArg(started.id)}; wait for its output: cairn result ${shellArg(started.id)} --wait`,
+    );
     return 0;
   },
 });
