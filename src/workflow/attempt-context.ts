@@ -47,9 +47,8 @@ export class AttemptContext implements StepContext {
     this[CALL_KEY] = callKey;
     this[ABORT] = abort;
     this[KEY] = undefined;
-    const legacy = this as unknown as DefinesGetters;
-    legacy.__defineGetter__("idempotencyKey", KEY_GETTER);
-    legacy.__defineGetter__("signal", SIGNAL_GETTER);
+    defineOwnGetter(this, "idempotencyKey", KEY_GETTER);
+    defineOwnGetter(this, "signal", SIGNAL_GETTER);
   }
 
   /** Stable for (run id, step key): the same on every attempt and every resume. */
@@ -63,9 +62,16 @@ export class AttemptContext implements StepContext {
   }
 }
 
-/** Object.prototype.__defineGetter__ (ECMAScript Annex B), which TypeScript's lib leaves out. */
-interface DefinesGetters {
-  __defineGetter__(name: string, get: () => unknown): void;
+/** Object.prototype.__defineGetter__ (ECMAScript Annex B), which TypeScript's lib leaves out:
+ *  taken once, when this module loads, so a hardening library that deletes it later does not
+ *  break every step; where it is already gone, Object.defineProperty does the same. */
+const ANNEX_B_DEFINE_GETTER = (
+  Object.prototype as { __defineGetter__?: (name: string, get: () => unknown) => void }
+).__defineGetter__;
+
+function defineOwnGetter(o: object, name: string, get: () => unknown): void {
+  if (ANNEX_B_DEFINE_GETTER !== undefined) ANNEX_B_DEFINE_GETTER.call(o, name, get);
+  else Object.defineProperty(o, name, { get, enumerable: true, configurable: true });
 }
 
 /** The prototype's getters, defined on each attempt as its own (see the header). */
