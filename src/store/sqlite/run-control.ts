@@ -43,6 +43,7 @@ import {
 import {
   deliverEvent,
   findRow,
+  findRowChecked,
   findRun,
   insertNewRow,
   insertRun,
@@ -56,15 +57,24 @@ import {
 
 const CANCELABLE_ON_RELEASE = new Set<RunStatus>(["pending", "waiting", "paused"]);
 
-/** Fenced by epoch: only the run's current owner releases it. */
-export function releaseRun(ctx: StoreContext, r: Release): Promise<ReleaseOutcome> {
-  return ctx.writeGrouped("releaseRun", (tx) => releaseInTx(tx, r));
+/** Fenced by epoch: only the run's current owner releases it. `check`: the plain-payload
+ *  guard's, run where the row's read finds the store marked (sql.ts, findRowChecked). */
+export function releaseRun(
+  ctx: StoreContext,
+  r: Release,
+  check: ((tx: ReadTx) => void) | undefined,
+): Promise<ReleaseOutcome> {
+  return ctx.writeGrouped("releaseRun", (tx) => releaseInTx(tx, r, check));
 }
 
-/** releaseRun's work, in a transaction the caller holds (createReleasedRun's too). */
-export function releaseInTx(tx: WriteTx, r: Release): ReleaseOutcome {
+/** releaseRun's work, in a transaction the caller holds. */
+function releaseInTx(
+  tx: WriteTx,
+  r: Release,
+  check: ((tx: ReadTx) => void) | undefined,
+): ReleaseOutcome {
   {
-    const row = findRow(tx, r.runId);
+    const row = findRowChecked(tx, r.runId, check);
     if (!row || row.epoch !== r.epoch || row.status !== "running") {
       return { ok: false, reason: "lease-lost" };
     }

@@ -20,7 +20,7 @@ import {
   runFromRow,
   runRowFromValues,
 } from "./rows.js";
-import { UNMARKED_SQL } from "./store-marks.js";
+import { MARKED_SQL, UNMARKED_SQL } from "./store-marks.js";
 
 /** The prepared statement of a SQL text, cached by that text (always a fixed template). */
 export type Prepare = (sql: string) => Database.Statement;
@@ -69,6 +69,25 @@ const FIND_ROW = `SELECT ${RUN_ROW_COLUMNS.join(", ")} FROM runs WHERE id = ?`;
 /** A run's whole row, read as an array (rows.ts, runRowFromValues). */
 export function findRow(tx: ReadTx, id: string): RunRow | undefined {
   const values = tx.prepare(FIND_ROW).raw(true).get(id) as Array<string | number | null>;
+  return values === undefined ? undefined : runRowFromValues(values);
+}
+
+const FIND_ROW_MARKED = `SELECT ${RUN_ROW_COLUMNS.join(", ")}, ${MARKED_SQL} FROM runs WHERE id = ?`;
+
+/** findRow for a write the plain-payload guard hands `check` (plain-payloads.ts,
+ *  admitInTransaction): the store's mark is read in the same statement as the row, where
+ *  the check read it in one of its own first. Only a store found marked, or no row (which
+ *  reads no mark), runs the check, before anything is written. */
+export function findRowChecked(
+  tx: ReadTx,
+  id: string,
+  check: ((tx: ReadTx) => void) | undefined,
+): RunRow | undefined {
+  if (check === undefined) return findRow(tx, id);
+  const values = tx.prepare(FIND_ROW_MARKED).raw(true).get(id) as
+    | Array<string | number | null>
+    | undefined;
+  if (values === undefined || values[RUN_ROW_COLUMNS.length] !== 0) check(tx);
   return values === undefined ? undefined : runRowFromValues(values);
 }
 

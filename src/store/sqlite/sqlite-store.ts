@@ -335,9 +335,12 @@ class SqliteStoreImpl implements SqliteStore {
   async releaseRun(r: Release): Promise<ReleaseOutcome> {
     const bad = releaseProblem(r);
     if (bad) throw bad;
-    return this.#admit(
+    // The check goes to the release itself, which reads the mark in its read of the run's
+    // row (sql.ts, findRowChecked) rather than in a statement of its own.
+    return this.#guard.admitInTransaction(
       () => plainInReleaseOf(r),
-      (ctx) => releaseRun(ctx, r),
+      markedIn,
+      (check) => releaseRun(this.#ctx, r, check),
     );
   }
 

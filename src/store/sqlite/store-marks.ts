@@ -20,9 +20,13 @@ export function isMarkedEncrypted(ctx: StoreContext): Promise<boolean> {
   return ctx.read("isMarkedEncrypted", markedIn);
 }
 
+/** A SQL expression, 1 while the store is marked encrypted, else 0: a statement that reads
+ *  a row a write then changes reads the mark beside it (sql.ts, findRowChecked). */
+export const MARKED_SQL = `EXISTS (SELECT 1 FROM store_marks WHERE name = '${ENCRYPTED}')`;
+
 /** A SQL condition true while the store is not marked encrypted: a statement that writes
  *  only then reads the mark in the statement itself (journal-writes.ts, insertFenced). */
-export const UNMARKED_SQL = `NOT EXISTS (SELECT 1 FROM store_marks WHERE name = '${ENCRYPTED}')`;
+export const UNMARKED_SQL = `NOT ${MARKED_SQL}`;
 
 /** The mark, read inside a transaction under way (createReleasedRun's end). */
 export function markedIn(tx: ReadTx): boolean {
