@@ -321,6 +321,13 @@ export class Execution {
     readonly replayStallMs: number;
     readonly retry: Partial<RetryPolicy> | undefined;
     readonly leaseFresh?: () => boolean;
+    // Each the prototype's reader, or undefined where the store or the journal's load does
+    // not read events so: fields every host sets, where Object.defineProperty shadowed the
+    // prototype's method with undefined (a runtime call, and a map of its own, for each
+    // reader a store lacks, every execution; test/h3-execution-host-shape.test.ts).
+    readonly eventPayloads: ContextHost["eventPayloads"];
+    readonly readEventHeads: ContextHost["readEventHeads"];
+    readonly readEventHeadsOfNames: ContextHost["readEventHeadsOfNames"];
     #workspace: WorkspaceHost | undefined;
 
     constructor(
@@ -347,17 +354,15 @@ export class Execution {
       this.replayStallMs = deps.replayStallMs;
       this.retry = wf.options.retry as Partial<RetryPolicy> | undefined;
       if (deps.leaseFresh) this.leaseFresh = deps.leaseFresh;
-      // Absent unless the store reads events' payloads apart (see eventPayloads).
-      if (!(ex.journalOptions && deps.store.eventPayloads)) {
-        Object.defineProperty(this, "eventPayloads", { value: undefined });
-      }
+      const { store } = deps;
+      const options = ex.journalOptions;
+      const byName = options?.pendingEvents === false;
+      // Absent unless the store reads events' payloads apart (see readPayloads).
+      this.eventPayloads = options && store.eventPayloads ? this.readPayloads : undefined;
       // Absent unless the journal was loaded without pending events, to be read by name.
-      if (ex.journalOptions?.pendingEvents !== false) {
-        Object.defineProperty(this, "readEventHeads", { value: undefined });
-      }
-      if (ex.journalOptions?.pendingEvents !== false || !deps.store.pendingEventHeadsOfNames) {
-        Object.defineProperty(this, "readEventHeadsOfNames", { value: undefined });
-      }
+      this.readEventHeads = byName ? this.readHeadsNamed : undefined;
+      this.readEventHeadsOfNames =
+        byName && store.pendingEventHeadsOfNames ? this.readHeadsOfNames : undefined;
     }
 
     // this.ex.epoch is the claim's, or (begun before its create) the create's once it is held.
@@ -417,19 +422,19 @@ export class Execution {
       return store.pendingEvents(this.runId, options);
     }
 
-    eventPayloads(seqs: readonly number[]): Promise<EventPayload[]> {
+    /** eventPayloads, where the host gives it. */
+    readPayloads(seqs: readonly number[]): Promise<EventPayload[]> {
       return this.ex.deps.store.eventPayloads!(this.runId, seqs);
     }
 
-    readEventHeads(page: EventHeadsPage, settled: boolean): Promise<EventHead[]> {
+    /** readEventHeads, where the host gives it. */
+    readHeadsNamed(page: EventHeadsPage, settled: boolean): Promise<EventHead[]> {
       const options = settled ? { settled: true } : undefined;
       return this.ex.deps.store.pendingEventHeadsNamed!(this.runId, page, options);
     }
 
-    readEventHeadsOfNames(
-      pages: readonly EventHeadsPage[],
-      settled: boolean,
-    ): Promise<EventHead[]> {
+    /** readEventHeadsOfNames, where the host gives it. */
+    readHeadsOfNames(pages: readonly EventHeadsPage[], settled: boolean): Promise<EventHead[]> {
       const options = settled ? { settled: true } : undefined;
       return this.ex.deps.store.pendingEventHeadsOfNames!(this.runId, pages, options);
     }
