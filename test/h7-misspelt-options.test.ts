@@ -100,14 +100,15 @@ describe("misspelt options are refused, naming them", () => {
     expect(ok.id).toBe("w@1");
   });
 
-  // Left to the helpers optimizing the step path (src/workflow/context.ts, retry.ts): a
-  // step's own options are not checked yet. `retries: 5` runs the step with the default
-  // policy (3 attempts), silently. This records the defect; it passes once it is mended.
-  it.fails("ctx.step: retries (a step's own options) is refused too [not mended: the step path]", async () => {
+  // Mended by h18 (test/h18-step-options.test.ts): a step's own options are checked too.
+  it("ctx.step: retries (a step's own options) is refused too", async () => {
     const r = await failureOf("step", (ctx) =>
       ctx.step("flaky", async () => "ok", built({ retries: 5 })),
     );
-    expect(r.message).toMatch(/unknown option "retries"/);
+    expect(r.message).toBe(
+      'ctx.step("flaky") in run "step": unknown option "retries"; the options are retry, timeout, estimate',
+    );
+    expect(r.steps).toEqual([]);
   });
 
   it("the options as documented still work", async () => {

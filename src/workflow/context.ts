@@ -71,6 +71,7 @@ import { FAIL_RUN } from "../lib/fail-run.js";
 import { idempotencyKey } from "../lib/ids.js";
 import { LazyAbort } from "../lib/lazy-abort.js";
 import { NEXT_CALL_RECORDED } from "../lib/next-call-recorded.js";
+import { unknownOptionNames, unknownOptionsText } from "../lib/option-names.js";
 import { RUN_GENERATION } from "../lib/run-generation.js";
 import { checkText, quoteGiven } from "../lib/text.js";
 import { realDelay, setLongTimeout } from "../lib/timers.js";
@@ -309,6 +310,8 @@ interface FirstAttempt<T> {
 
 export type { ApprovalAnswer } from "./approval-outcome.js";
 
+/** The options ctx.step and ctx.effect take (StepOptions). */
+const STEP_OPTIONS = ["retry", "timeout", "estimate"];
 const NAME_RE = /^[^@#\s][^#]{0,199}$/;
 
 /** Whether `name` may name a call (ctx.step and the others, cairn/ai's model calls): 1-200
@@ -813,6 +816,8 @@ export class Context implements CallCore, DeliveryHooks {
           this.refusedArgument(call, `its body must be a function (got ${typeof fn})`),
         );
       }
+      const unknown = this.unknownStepOptions(call, options);
+      if (unknown) return Promise.reject(unknown);
       // runAttempts waits in beforeExecute first: an async function of its own here, to
       // await it, made three promises a step.
       return this.runAttempts<T>(call, options, fn, undefined, undefined, true);
@@ -948,6 +953,8 @@ export class Context implements CallCore, DeliveryHooks {
         );
       }
     }
+    const unknown = this.unknownStepOptions(call, options);
+    if (unknown) throw unknown;
     await this.beforeExecute(call);
     const idem = idempotencyKey(this.host.runId, call.key);
     // perform may already have started (intent recorded by an earlier execution): ask
@@ -1483,6 +1490,14 @@ export class Context implements CallCore, DeliveryHooks {
     );
   }
 
+  /** A step's or an effect's options it does not take (`retries` for `retry`), refused as
+   *  refusedArgument refuses: dropped, the call ran with the workflow's policy, silently.
+   *  Own enumerable names only, as the other calls check theirs (option-names.ts). */
+  private unknownStepOptions(call: Call, options: StepOptions | undefined): TypeError | undefined {
+    const unknown = unknownOptionNames(options, STEP_OPTIONS);
+    if (unknown.length === 0) return undefined;
+    return this.refusedArgument(call, unknownOptionsText(unknown, STEP_OPTIONS));
+  }
   // ---- executing a call ----
 
   private async runAttempts<T>(
