@@ -7,6 +7,7 @@ import { LimitError } from "../errors.js";
 import { type Clock, realClock } from "../lib/clock.js";
 import { toMs } from "../lib/duration.js";
 import { neverThrows } from "../lib/never-throws.js";
+import { unknownOptionNames, unknownOptionsText } from "../lib/option-names.js";
 import { sqliteStore } from "../store/sqlite/sqlite-store.js";
 import type { Store } from "../store/store.js";
 import type { Workflow } from "../workflow/define.js";
@@ -32,6 +33,42 @@ export interface InternalEngineOptions extends EngineOptions {
    *  so that it waits that bound out in less than 10 s. */
   storeCloseMinMs?: number;
 }
+
+/** The options createEngine() takes (EngineOptions, every one: checked below), in docs/API.md's
+ *  order; a name not among them (`leaseMS`, `workflow`) was dropped silently, the engine
+ *  running without what was meant. */
+const ENGINE_OPTIONS = [
+  "store",
+  "workflows",
+  "worker",
+  "concurrency",
+  "leaseMs",
+  "heartbeatMs",
+  "pollIntervalMs",
+  "clock",
+  "closeGraceMs",
+  "maxPayloadBytes",
+  "inProcessRetryMs",
+  "abortGraceMs",
+  "replayStallMs",
+  "log",
+  "logger",
+  "workspaceRoot",
+  "approvalKeys",
+  "limits",
+  "retention",
+] as const satisfies readonly (keyof EngineOptions)[];
+/** InternalEngineOptions' own: taken, but not named in the error (they are in no public type). */
+const INTERNAL_ENGINE_OPTIONS: readonly (keyof InternalEngineOptions)[] = ["storeCloseMinMs"];
+const TAKEN_ENGINE_OPTIONS: readonly string[] = [...ENGINE_OPTIONS, ...INTERNAL_ENGINE_OPTIONS];
+// An option added to EngineOptions but not to ENGINE_OPTIONS fails to compile here.
+const EVERY_ENGINE_OPTION: Exclude<
+  keyof EngineOptions,
+  (typeof ENGINE_OPTIONS)[number]
+> extends never
+  ? true
+  : never = true;
+void EVERY_ENGINE_OPTION;
 
 /** How long close() waits for the store's own close() at least: longer than the other
  *  stages, as it has bounds of its own (PostgreSQL's: 2 s for verbs under way, then 2 s for
@@ -68,6 +105,10 @@ export interface EngineConfig {
 /** Checks `options` and fills in the defaults; throws a TypeError or LimitError naming the
  *  option otherwise. */
 export function resolveEngineConfig(options: InternalEngineOptions): EngineConfig {
+  const unknown = unknownOptionNames(options, TAKEN_ENGINE_OPTIONS);
+  if (unknown.length > 0) {
+    throw new TypeError(`createEngine(): ${unknownOptionsText(unknown, ENGINE_OPTIONS)}`);
+  }
   checkEngineOptions(options);
   const { storeCloseMinMs = STORE_CLOSE_MIN_MS } = options;
   if (typeof storeCloseMinMs !== "number" || !(storeCloseMinMs >= 0)) {
