@@ -243,6 +243,8 @@ describe.each(BACKENDS)("%s: a parent executing here hears of its child at once"
     const run = await e.start(parent, undefined, { id: "np" });
     await until(async () => {
       if (kidDoes !== "waits") return kidWorking;
+      // The child is polled for once it exists (getSteps refuses a run not created yet).
+      if (!(await e.getRun("np/kid"))) return false;
       return (await e.getSteps("np/kid")).some((s) => s.key === "never");
     }, "the child under way");
     return { e, run, heard: () => heard, openParent, finishKid };

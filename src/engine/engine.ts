@@ -174,8 +174,11 @@ export interface Engine extends ApprovalsApi, WorkspaceViewsApi {
     id: string,
     options: { fromStep: string; version?: string; id?: string },
   ): Promise<RunHandle>;
+  /** The run, or undefined for an unknown id: the one read of a run that does not refuse
+   *  it (every other rejects with RunNotFoundError). */
   getRun(id: string): Promise<RunView | undefined>;
   listRuns(filter?: RunFilter): Promise<RunView[]>;
+  /** The run's calls in call order; RunNotFoundError for an unknown run. */
   getSteps(id: string): Promise<StepView[]>;
   /** A page of getSteps, read from the store a page at a time: the completed calls from
    *  call position `from` (default 0) on, at most `limit` (default 500; fewer when calls
@@ -184,7 +187,8 @@ export interface Engine extends ApprovalsApi, WorkspaceViewsApi {
    *  completed calls follow. RunNotFoundError for an unknown run. */
   readSteps(id: string, options?: { from?: number; limit?: number }): Promise<StepsPage>;
   // For dashboards (the HTTP API): what else a run and the store hold.
-  /** Every event sent to a run, consumed or not, in the order sent. */
+  /** Every event sent to a run, consumed or not, in the order sent; RunNotFoundError for an
+   *  unknown run. */
   listEvents(id: string): Promise<EventView[]>;
   /** A page of listEvents: the events with `seq` greater than `after` (default 0), at most
    *  `limit` (default 500); `next` (the last `seq` shown) while more follow. Events sent

@@ -1,6 +1,7 @@
 // The engine's read verbs: a run, a page of runs, a run's steps and events, the workers
 // registered in the store, and a page of a run's stream, as views (views.ts). They write
-// nothing.
+// nothing. A run's reads refuse an unknown run (RunNotFoundError); getRun alone answers
+// undefined.
 
 import { runNotFound } from "../errors.js";
 import type { RunFilter, RunRecord, StepRecord, Store, StreamChunk } from "../store/store.js";
@@ -32,12 +33,17 @@ export function inspectionVerbs(internals: EngineInternals): InspectionVerbs {
     async getSteps(id) {
       await ready(internals);
       // The steps need no event (a run may have 100,000 pending, or gigabytes of payloads).
-      return stepViews(await store.loadJournal(id, { eventPayloads: false, pendingEvents: false }));
+      const journal = await store.loadJournal(id, { eventPayloads: false, pendingEvents: false });
+      const empty = journal.steps.length + journal.attempts.length + journal.intents.length === 0;
+      if (empty) await mustExist(store, id);
+      return stepViews(journal);
     },
     readSteps: (id, options = {}) => readStepsPage(internals, id, options),
     async listEvents(id) {
       await ready(internals);
-      return (await store.listEvents(id)).map(toEventView);
+      const events = await store.listEvents(id);
+      if (events.length === 0) await mustExist(store, id);
+      return events.map(toEventView);
     },
     readEvents: (id, options = {}) => readEventsPage(internals, id, options),
     async listWorkers() {
@@ -56,6 +62,15 @@ export async function getRunView(
   await ready(internals);
   const run = await internals.config.store.getRun(id);
   return run ? heldTo(internals, run) : undefined;
+}
+
+/** Every read verb of one run but getRun (undefined) answers an unknown id with
+ *  RunNotFoundError: an id with a typo, or a run retention deleted, is not a run with
+ *  nothing recorded yet. Asked only when the read came back empty, so a run with records
+ *  costs nothing more; a run created after that read was empty then too, and one deleted
+ *  after it was read is answered as read. */
+async function mustExist(store: Store, id: string): Promise<void> {
+  if (!(await store.getRun(id))) throw runNotFound(id);
 }
 
 /** A run's view with the budget it is held to. A run started by name without the workflow's
@@ -109,7 +124,7 @@ async function readStepsPage(
   needPagedRead(store, "readJournalPage", "readSteps");
   const page = await store.readJournalPage({ runId: id, from, limit });
   const empty = page.steps.length + page.attempts.length + page.intents.length === 0;
-  if (empty && !(await store.getRun(id))) throw runNotFound(id);
+  if (empty) await mustExist(store, id);
   const steps = stepViews({ ...page, events: [] });
   const last = page.steps[page.steps.length - 1];
   if (!page.more || !last) return { steps };
@@ -149,7 +164,7 @@ async function readEventsPage(
   checkPage("readEvents", id, "after", after, limit);
   needPagedRead(store, "readEvents", "readEvents");
   const read = await store.readEvents({ runId: id, after, limit: limit + 1 });
-  if (read.length === 0 && !(await store.getRun(id))) throw runNotFound(id);
+  if (read.length === 0) await mustExist(store, id);
   const events = read.slice(0, limit).map(toEventView);
   const last = events[events.length - 1];
   return { events, ...(read.length > limit && last ? { next: last.seq } : {}) };

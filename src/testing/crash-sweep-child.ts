@@ -12,6 +12,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { decode, encode } from "../codec/codec.js";
 import type { EngineOptions } from "../engine/engine.js";
+import { RunNotFoundError } from "../errors.js";
 import { sqliteStore } from "../store/sqlite/sqlite-store.js";
 import type { Store } from "../store/store.js";
 import { APPROVAL_EVENT_PREFIX } from "../workflow/approval-calls.js";
@@ -105,7 +106,12 @@ async function drive(
 async function unsent(t: TestEngine, runId: string, events: ScriptEntry[]) {
   const stored = new Map<string, number>();
   for (const id of new Set(events.map((e) => e.runId ?? runId))) {
-    for (const e of await t.engine.listEvents(id)) {
+    // A run the dead child had not created yet (a child run, or the run itself) has none.
+    const sent = await t.engine.listEvents(id).catch((err: unknown) => {
+      if (err instanceof RunNotFoundError) return [];
+      throw err;
+    });
+    for (const e of sent) {
       const k = e.name.startsWith(APPROVAL_EVENT_PREFIX)
         ? `${id} approval ${e.name.slice(APPROVAL_EVENT_PREFIX.length).replace(/#\d+$/, "")}`
         : `${id} ${e.name}`;
