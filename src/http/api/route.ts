@@ -120,10 +120,10 @@ export function engineCheck(check: () => void): void {
   }
 }
 
-function refuseIssues(what: string, issues: Issue[]): never {
+function refuseIssues(what: string, issues: Issue[], pathText = (path: string) => path): never {
   const first = issues[0];
   // Cut between whole characters: half an emoji is a lone surrogate in the JSON.
-  const where = first ? `${what}${leadingText(first.path, 100)}` : what;
+  const where = first ? `${what}${leadingText(pathText(first.path), 100)}` : what;
   throw new HttpError(
     400,
     "VALIDATION",
@@ -238,8 +238,20 @@ function parseParam(name: string, raw: string, spec: ParamSpec, where: string): 
     value = raw === "" ? [] : raw.split(",");
   }
   const issues = validate(schema, value, resolveComponent);
-  if (issues.length > 0) refuseIssues(`${where} ${quote(name)}`, issues);
+  if (issues.length > 0) refuseIssues(`${where} ${quote(name)}`, issues, itemText);
   return value;
+}
+
+/** Where in a parameter's value an issue is, in words: a list's item by its place
+ *  (`query parameter "status" (its 2nd value) must be one of: ...`), not as the JSON
+ *  Pointer "/1" a body's issues use. */
+function itemText(path: string): string {
+  const item = /^\/(\d+)$/.exec(path);
+  if (!item) return path;
+  const n = Number(item[1]) + 1;
+  const tens = n % 100;
+  const suffix = tens >= 11 && tens <= 13 ? "th" : (["th", "st", "nd", "rd"][n % 10] ?? "th");
+  return ` (its ${n}${suffix} value)`;
 }
 
 /** Parses the query parameters `specs` describes (the dashboard's pages use the API's). */
