@@ -324,7 +324,7 @@ export class Execution {
     // Each the prototype's reader, or undefined where the store or the journal's load does
     // not read events so: fields every host sets, where Object.defineProperty shadowed the
     // prototype's method with undefined (a runtime call, and a map of its own, for each
-    // reader a store lacks, every execution; test/h3-execution-host-shape.test.ts).
+    // reader a store lacks, every execution; test/execution-host-shape.test.ts).
     readonly eventPayloads: ContextHost["eventPayloads"];
     readonly readEventHeads: ContextHost["readEventHeads"];
     readonly readEventHeadsOfNames: ContextHost["readEventHeadsOfNames"];

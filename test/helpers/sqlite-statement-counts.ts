@@ -1,5 +1,5 @@
 // The SQLite statements executed in a window, counted by text (better-sqlite3's Statement
-// methods wrapped): test/sqlite-statements.test.ts and test/h12-statement-count-mark-refresh.
+// methods wrapped): test/sqlite-statements.test.ts and test/statement-count-mark-refresh.
 //
 // Counted apart, never with the rest: the plain-payload guard's background read of the
 // encrypted mark (plain-payloads.ts, #refresh, through store-marks.ts isMarkedEncrypted). The

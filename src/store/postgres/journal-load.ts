@@ -96,7 +96,7 @@ function parts(t: Tables, events: JournalEvents): Record<PartName, Part> {
  *  it reads, and the journal keeps them alive until its records are built: 13 fields a row
  *  and 8 strings a plain step (were 20 and 15) took loadJournal's CPU time on 1,000 steps
  *  from about 0.93x to 0.66x that of reading the rows raw (issue 13;
- *  test/h9-journal-load-fields.test.ts counts them). */
+ *  test/journal-load-fields.test.ts counts them). */
 const STEP_VALUES = [
   "key",
   "generation",

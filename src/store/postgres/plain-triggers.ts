@@ -86,7 +86,7 @@ const triggerSql = (q: string, name: string, [table, fn, on]: (typeof GUARDED)[n
     FOR EACH ROW EXECUTE FUNCTION ${q}.${fn}()`;
 
 /** The generation of what this build installs: raise it whenever functions() or GUARDED
- *  change (the digest does; test/h6-plain-trigger-generations.test.ts pins the digest of
+ *  change (the digest does; test/plain-trigger-generations.test.ts pins the digest of
  *  each generation), so a rolling deploy's older build leaves the newer one's triggers in
  *  place. Generation 0: every cairn before generations. */
 export const GUARD_GENERATION = 1;
