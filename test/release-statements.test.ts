@@ -4,7 +4,6 @@
 // (better-sqlite3's Statement methods wrapped), and the mark still refuses a plain release
 // at once when another process marks the store after this one believed it unmarked.
 
-import { createRequire } from "node:module";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import {
   createEngine,
@@ -16,35 +15,17 @@ import {
 import { createVirtualClock } from "../src/testing/index.js";
 import { k1, newRun } from "./helpers/plain-records.js";
 import { tempDbPath } from "./helpers/sqlite.js";
+import { type StatementCounts, statementCounts } from "./helpers/sqlite-statement-counts.js";
 
-const require = createRequire(import.meta.url);
-const Database = require("better-sqlite3") as {
-  prototype: { prepare(sql: string): Record<string, (...a: unknown[]) => unknown> };
-};
-
-const counts = new Map<string, number>();
-let counting = false;
-
+// Every statement counted by text (better-sqlite3's Statement methods wrapped).
+let c: StatementCounts;
 beforeAll(() => {
-  const proto = Database.prototype;
-  const prepare = proto.prepare;
-  proto.prepare = function (this: unknown, sql: string) {
-    const st = prepare.call(this, sql);
-    const text = sql.replace(/\s+/g, " ").trim();
-    for (const m of ["run", "get", "all"]) {
-      const f = st[m]!;
-      st[m] = function (this: unknown, ...a: unknown[]) {
-        if (counting) counts.set(text, (counts.get(text) ?? 0) + 1);
-        return f.apply(this, a);
-      };
-    }
-    return st;
-  };
+  c = statementCounts();
 });
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
-  counting = false;
+  if (c) c.counting = false;
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
@@ -57,8 +38,7 @@ const loop = workflow(
   },
 );
 
-const statementsLike = (re: RegExp): number =>
-  [...counts].reduce((n, [text, c]) => (re.test(text) ? n + c : n), 0);
+const statementsLike = (re: RegExp): number => c.like(re);
 
 describe("a SQLite release's statements (counted)", () => {
   it("a run with steps reads the mark in its release's row read: no statement of its own", async () => {
@@ -72,13 +52,12 @@ describe("a SQLite release's statements (counted)", () => {
     });
     cleanups.push(() => engine.close());
     for (let i = 0; i < 2; i++) await (await engine.start(loop, { steps: 3 })).result();
-    counts.clear();
-    counting = true;
+    c.start();
     const runs = 5;
     for (let i = 0; i < runs; i++) {
       expect(await (await engine.start(loop, { steps: 3 })).result()).toBe(3);
     }
-    counting = false;
+    c.counting = false;
     expect(statementsLike(/^SELECT 1 FROM store_marks/)).toBe(0);
     // The release's read holds the mark beside the row, once a run.
     expect(statementsLike(/^SELECT id, .* EXISTS \(SELECT 1 FROM store_marks .* FROM runs/)).toBe(
@@ -87,7 +66,7 @@ describe("a SQLite release's statements (counted)", () => {
     expect(statementsLike(/^UPDATE runs SET status/)).toBe(runs);
     // Per run: the create's insert, 3 steps, the release's read and its update; the claim
     // rounds a run may meet are the engine's own, at most one a run.
-    const all = [...counts.values()].reduce((a, b) => a + b, 0);
+    const all = c.total();
     const claims = statementsLike(/runs_ready_idle/);
     expect(claims).toBeLessThanOrEqual(runs);
     expect(all - claims).toBe(runs * 6);
