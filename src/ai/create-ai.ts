@@ -6,6 +6,7 @@
 
 import type { ToolSet } from "ai";
 import { type Clock, realClock, type Store, type WorkflowContext } from "../index.js";
+import { unknownOptionNames, unknownOptionsText } from "../lib/option-names.js";
 import { type ModelLimits, SharedLimiter } from "./limiter.js";
 import { durableModel } from "./model.js";
 import type { ModelOptions, ModelRuntime } from "./model-setup.js";
@@ -96,11 +97,9 @@ export function createAi(options: AiOptions = {}): Ai {
       `createAi(options): options must be an object { ${AI_OPTIONS.join(", ")} }, got ${options === null ? "null" : Array.isArray(options) ? "an array" : typeof options}`,
     );
   }
-  const unknown = Object.keys(options).filter((k) => !AI_OPTIONS.includes(k));
+  const unknown = unknownOptionNames(options, AI_OPTIONS);
   if (unknown.length > 0) {
-    throw new TypeError(
-      `createAi(): unknown option${unknown.length > 1 ? "s" : ""} ${unknown.map((k) => JSON.stringify(k)).join(", ")}; the options are ${AI_OPTIONS.join(", ")}`,
-    );
+    throw new TypeError(`createAi(): ${unknownOptionsText(unknown, AI_OPTIONS)}`);
   }
   const clock = options.clock ?? realClock;
   const log =

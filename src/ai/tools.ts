@@ -27,6 +27,7 @@ import {
 } from "../index.js";
 import { failRunWith } from "../lib/fail-run.js";
 import { unknownOptionNames, unknownOptionsText } from "../lib/option-names.js";
+import { STEP_OPTION_NAMES } from "../workflow/context-types.js";
 import { callName, checkGivenName } from "./call-names.js";
 import { callerAborted } from "./caller-abort.js";
 import {
@@ -414,14 +415,13 @@ function namePrefix(ctx: WorkflowContext, name: unknown): string {
  *  and its tool ran with the shared options (a `maxAttempts: 1` meant for a tool that must
  *  not run twice gave way to the default 3 attempts). */
 const TOOLS_OPTIONS = ["name", "byTool", "workspace", "retry", "timeout", "estimate"];
-const STEP_OPTIONS = ["retry", "timeout", "estimate"];
 
 function checkByTool(ctx: WorkflowContext, tools: ToolSet, byTool: ToolsOptions["byTool"]): void {
   for (const [name, own] of Object.entries(byTool ?? {})) {
-    const unknown = unknownOptionNames(own, STEP_OPTIONS);
+    const unknown = unknownOptionNames(own, STEP_OPTION_NAMES);
     if (unknown.length > 0) {
       throw new TypeError(
-        `ai.tools() in run "${ctx.runId}": byTool["${name}"]: ${unknownOptionsText(unknown, STEP_OPTIONS)}`,
+        `ai.tools() in run "${ctx.runId}": byTool["${name}"]: ${unknownOptionsText(unknown, STEP_OPTION_NAMES)}`,
       );
     }
     if (!Object.hasOwn(tools, name)) {

@@ -9,6 +9,7 @@
 
 import type { Clock } from "../lib/clock.js";
 import type { Duration } from "../lib/duration.js";
+import { unknownOptionNames, unknownOptionsText } from "../lib/option-names.js";
 import type { Store } from "../store/store.js";
 import { answerApproval } from "./approval-answer.js";
 import {
@@ -153,10 +154,10 @@ function checkAnswerOptions(verb: string, runId: string, name: string, options: 
       `${call}: options must be an object { by?, comment?, answer?, via? }, got ${got}; nothing was answered`,
     );
   }
-  const unknown = Object.keys(options).filter((k) => !ANSWER_OPTIONS.includes(k));
+  const unknown = unknownOptionNames(options, ANSWER_OPTIONS);
   if (unknown.length > 0) {
     throw new TypeError(
-      `${call}: unknown option${unknown.length > 1 ? "s" : ""} ${unknown.map((k) => JSON.stringify(k)).join(", ")}; the options are by, comment, answer, via; nothing was answered`,
+      `${call}: ${unknownOptionsText(unknown, ANSWER_OPTIONS)}; nothing was answered`,
     );
   }
 }

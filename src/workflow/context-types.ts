@@ -28,6 +28,21 @@ export interface StepOptions {
   estimate?: Amounts;
 }
 
+/** StepOptions' names, every one (an option added to the type but not here fails to
+ *  compile): what ctx.step, ctx.effect and cairn/ai's per-tool options take. */
+export const STEP_OPTION_NAMES = [
+  "retry",
+  "timeout",
+  "estimate",
+] as const satisfies readonly (keyof StepOptions)[];
+const EVERY_STEP_OPTION: Exclude<
+  keyof StepOptions,
+  (typeof STEP_OPTION_NAMES)[number]
+> extends never
+  ? true
+  : never = true;
+void EVERY_STEP_OPTION;
+
 export interface Effect<T> {
   /** Performs the side effect; `key` is stable for this effect (pass it as a marker). */
   perform: (key: string, s: StepContext) => Promise<T> | T;

@@ -113,7 +113,13 @@ import {
 } from "./call-scope.js";
 import { awaitedChildEvents, ChildCalls } from "./child-calls.js";
 import type { FoundChild } from "./child-identity.js";
-import type { Effect, StepContext, StepOptions, WorkflowContext } from "./context-types.js";
+import {
+  type Effect,
+  STEP_OPTION_NAMES,
+  type StepContext,
+  type StepOptions,
+  type WorkflowContext,
+} from "./context-types.js";
 import { CrashCharges } from "./crash-charges.js";
 import type { Workflow } from "./define.js";
 import { type DeliveryHooks, DeliveryQueue } from "./delivery.js";
@@ -310,8 +316,6 @@ interface FirstAttempt<T> {
 
 export type { ApprovalAnswer } from "./approval-outcome.js";
 
-/** The options ctx.step and ctx.effect take (StepOptions). */
-const STEP_OPTIONS = ["retry", "timeout", "estimate"];
 const NAME_RE = /^[^@#\s][^#]{0,199}$/;
 
 /** Whether `name` may name a call (ctx.step and the others, cairn/ai's model calls): 1-200
@@ -1494,9 +1498,9 @@ export class Context implements CallCore, DeliveryHooks {
    *  refusedArgument refuses: dropped, the call ran with the workflow's policy, silently.
    *  Own enumerable names only, as the other calls check theirs (option-names.ts). */
   private unknownStepOptions(call: Call, options: StepOptions | undefined): TypeError | undefined {
-    const unknown = unknownOptionNames(options, STEP_OPTIONS);
+    const unknown = unknownOptionNames(options, STEP_OPTION_NAMES);
     if (unknown.length === 0) return undefined;
-    return this.refusedArgument(call, unknownOptionsText(unknown, STEP_OPTIONS));
+    return this.refusedArgument(call, unknownOptionsText(unknown, STEP_OPTION_NAMES));
   }
   // ---- executing a call ----
 
