@@ -6,6 +6,7 @@
 import { runNotFound } from "../errors.js";
 import { EncryptedValue, type Engine, type RunView, UndecodableValue } from "../index.js";
 import { setLongTimeout } from "../lib/timers.js";
+import { TERMINAL_STATUSES } from "../store/store.js";
 import { type CliContext, UsageError } from "./command.js";
 import {
   explainNeedsWorkers,
@@ -28,8 +29,6 @@ stderr; also an output this process cannot read, such as one encrypted with a ke
 $CAIRN_ENCRYPTION_KEYS, and any other error), 2 usage error, ${NOT_FINISHED_EXIT} not finished (yet:
 pending, running, waiting or paused; with --wait, not within --timeout), ${STOPPED_EXIT} the wait stopped
 (Ctrl+C; the run goes on).`;
-
-const FINISHED = new Set(["completed", "failed", "canceled"]);
 
 export interface RunOutcome {
   run: RunView;
@@ -55,7 +54,7 @@ export async function runOutcome(
   let run = await engine.getRun(id);
   if (!run) throw runNotFound(id);
   let waitedMs: number | undefined;
-  if (wait && !FINISHED.has(run.status)) {
+  if (wait && !TERMINAL_STATUSES.has(run.status)) {
     // Listened for before anything is said: Ctrl+C killed the process with nothing printed.
     const stop = listenForStopSignal(ctx);
     if (options.warnUnserved) {
@@ -97,7 +96,7 @@ export async function runOutcome(
         "it was deleted (retention, cairn gc) while this command waited for it",
       );
   }
-  const why = FINISHED.has(run.status)
+  const why = TERMINAL_STATUSES.has(run.status)
     ? ""
     : explainRun(
         run,
@@ -136,7 +135,7 @@ export function printOutcome(
       ? unreadable === undefined
         ? 0
         : 1
-      : FINISHED.has(run.status)
+      : TERMINAL_STATUSES.has(run.status)
         ? 1
         : NOT_FINISHED_EXIT;
   if (options.json) {
@@ -209,7 +208,7 @@ function outcomeJson({ run, why }: RunOutcome): Record<string, unknown> {
     json.reason = run.reason;
   }
   if (run.withheld && json.reason !== undefined) json.withheld = run.withheld;
-  if (!FINISHED.has(run.status)) json.why = why;
+  if (!TERMINAL_STATUSES.has(run.status)) json.why = why;
   return json;
 }
 

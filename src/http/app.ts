@@ -73,7 +73,16 @@ export const HTTP_APP_OPTIONS = [
   "pollIntervalMs",
   "clock",
   "log",
-];
+] as const satisfies readonly (keyof HttpAppOptions)[];
+// An option added to HttpAppOptions (or SecurityOptions) but not to HTTP_APP_OPTIONS fails to
+// compile here, rather than be refused at run time as misspelt.
+const EVERY_HTTP_APP_OPTION: Exclude<
+  keyof HttpAppOptions,
+  (typeof HTTP_APP_OPTIONS)[number] | "boundHosts"
+> extends never
+  ? true
+  : never = true;
+void EVERY_HTTP_APP_OPTION;
 
 /** An engine and options of the names the app takes: a misspelt `tokn` or `basepath` was
  *  dropped (an app with no token, at the root), and a missing engine failed every request. */

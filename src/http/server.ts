@@ -14,6 +14,17 @@ import {
 } from "./app.js";
 import { isLoopback, namesForBind } from "./security.js";
 
+/** The options serveHttp takes: the app's and where to listen. */
+const SERVE_HTTP_OPTIONS = [...HTTP_APP_OPTIONS, "port", "host"] as const;
+// An option added to ServeHttpOptions but not here fails to compile.
+const EVERY_SERVE_OPTION: Exclude<
+  keyof ServeHttpOptions,
+  (typeof SERVE_HTTP_OPTIONS)[number]
+> extends never
+  ? true
+  : never = true;
+void EVERY_SERVE_OPTION;
+
 export interface ServeHttpOptions extends Omit<HttpAppOptions, "boundHosts"> {
   /** Default 4000; 0 picks a free port. */
   port?: number;
@@ -32,7 +43,7 @@ export interface HttpServer {
 }
 
 export async function serveHttp(options: ServeHttpOptions): Promise<HttpServer> {
-  checkHttpAppOptions("serveHttp()", options, [...HTTP_APP_OPTIONS, "port", "host"]);
+  checkHttpAppOptions("serveHttp()", options, SERVE_HTTP_OPTIONS);
   const host = options.host ?? "127.0.0.1";
   const port = checkPort(options.port ?? 4000);
   const log = problemLog(options.log);
