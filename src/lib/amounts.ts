@@ -34,16 +34,16 @@ export function roundAmount(n: number): number {
   return r === 0 ? 0 : r; // not -0
 }
 
-/** A copy of `amounts` with each amount rounded (roundAmount); a value that is not a number
- *  (a store's null for a sum that was not finite) is kept as it is. */
-export function roundAmounts(amounts: Record<string, number>): Record<string, number> {
-  const out: Record<string, number> = {};
+/** `amounts`, a store's sum as read (a fresh object the reader owns), with each amount rounded
+ *  in place (roundAmount): no copy, as every run a store reads has one and most are empty. A
+ *  value that is not a number (a store's null for a sum that was not finite) is kept. */
+export function roundAmountsRead(amounts: Record<string, number>): Record<string, number> {
   for (const k in amounts) {
     if (!Object.hasOwn(amounts, k)) continue;
     const v = amounts[k] as number;
-    out[k] = typeof v === "number" ? roundAmount(v) : v;
+    if (typeof v === "number") amounts[k] = roundAmount(v);
   }
-  return out;
+  return amounts;
 }
 
 /** Adds `add` into `into`, name by name (each sum rounded: roundAmount), and returns `into`. */

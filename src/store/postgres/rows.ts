@@ -3,7 +3,7 @@
 // one place that turns driver values (int8 as string, jsonb as parsed JSON) into plain
 // records is easy to audit: no driver type may cross the Store interface.
 
-import { roundAmounts } from "../../lib/amounts.js";
+import { roundAmountsRead } from "../../lib/amounts.js";
 import { parseError } from "../error-json.js";
 import type {
   Amounts,
@@ -106,7 +106,7 @@ function toRunWith(row: RunRowButPayloads, input: string, output: string | null)
     budgetLimit: row.budget_limit ?? {},
     // Rounded as amounts are summed (lib/amounts.ts): add_amounts (SQL) sums in plain
     // float8, and a run recorded before cairn rounded sums kept their float noise.
-    budgetSpent: roundAmounts(row.budget_spent ?? {}),
+    budgetSpent: roundAmountsRead(row.budget_spent ?? {}),
     parentId: row.parent_id,
     readyAt: numOrNull(row.ready_at),
     wakeAt: numOrNull(row.wake_at),

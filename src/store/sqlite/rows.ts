@@ -4,7 +4,7 @@
 // the writer's object had its keys in.
 
 import { StoreError } from "../../errors.js";
-import { roundAmounts } from "../../lib/amounts.js";
+import { roundAmountsRead } from "../../lib/amounts.js";
 import { errorJson, parseError } from "../error-json.js";
 import type {
   Amounts,
@@ -160,7 +160,7 @@ export function runFromRow(r: RunRow): RunRecord {
     budgetLimit: parseAmounts(r.budget_limit),
     // Rounded as amounts are summed (lib/amounts.ts): a run recorded before cairn rounded
     // sums kept their float noise (0.30000000000000004).
-    budgetSpent: r.budget_spent === "{}" ? {} : roundAmounts(parseAmounts(r.budget_spent)),
+    budgetSpent: roundAmountsRead(parseAmounts(r.budget_spent)),
     parentId: r.parent_id,
     readyAt: r.ready_at,
     wakeAt: r.wake_at,
