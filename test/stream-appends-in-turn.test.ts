@@ -201,3 +201,35 @@ describe.each(BACKENDS)("writers of one run's stream share its appends (%s)", (b
     expect((await inner.readStream({ runId: run.id, from: 0 })).length).toBe(3);
   });
 });
+
+// A store whose appendStream throws at once (a custom Store's method that is not async):
+// the throw escaped the run's append queue, its batch never settled and the run's queue
+// stayed taken, so every later append of the run waited for ever.
+describe("a store whose appendStream throws at once", () => {
+  it("fails that writer, and the run's next append goes through", async () => {
+    let throwNext = true;
+    const appended: string[][] = [];
+    const store = {
+      appendStream(p: Parameters<Store["appendStream"]>[0]) {
+        if (throwNext) {
+          throwNext = false;
+          throw new Error("refused at once");
+        }
+        appended.push(p.chunks);
+        return Promise.resolve({ ok: true as const, offset: 0 });
+      },
+    } as unknown as Store;
+    const header = (call: string) => ({ call, name: "model:m", generation: 0, attempt: 1 });
+    const first = new RunStreamWriter(store, "sync-throw", header("a"));
+    first.push({ type: "text-delta", id: "t", delta: "x" });
+    await expect(first.close()).rejects.toThrow("refused at once");
+    const second = new RunStreamWriter(store, "sync-throw", header("b"));
+    second.push({ type: "text-delta", id: "t", delta: "y" });
+    const settled = await Promise.race([
+      second.close().then(() => "stored"),
+      new Promise((r) => setTimeout(() => r("stuck"), 10_000)),
+    ]);
+    expect(settled).toBe("stored");
+    expect(appended).toHaveLength(1);
+  });
+});

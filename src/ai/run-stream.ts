@@ -119,6 +119,16 @@ function appendInTurn(store: Store, runId: string, chunks: string[]): Promise<Ap
   });
 }
 
+/** One append, a store that throws at once (not an async method) answered as a rejection:
+ *  a throw out of drainAppends would leave its batches unsettled and the run's queue stuck. */
+function appendOnce(store: Store, runId: string, chunks: string[]): Promise<AppendStreamOutcome> {
+  try {
+    return store.appendStream({ runId, chunks });
+  } catch (err) {
+    return Promise.reject(err);
+  }
+}
+
 async function drainAppends(
   store: Store,
   runId: string,
@@ -128,7 +138,7 @@ async function drainAppends(
   while (appends.waiting.length > 0) {
     const batches = appends.waiting.splice(0);
     const all = batches.flatMap((b) => b.chunks);
-    const outcome = store.appendStream({ runId, chunks: all });
+    const outcome = appendOnce(store, runId, all);
     // Each batch's first offset: the append's first plus the chunks before it.
     let before = 0;
     for (const b of batches) {
